@@ -1,0 +1,21 @@
+//! The `llm.json` state format (SPEC §1, §3): the typed model, parsing with
+//! JSON-pointer errors, the canonical serializer, XHTML sanitising,
+//! content-addressed ids and the deterministic merge.
+//!
+//! This crate does no I/O; `wo-store` owns files and locks.
+
+pub mod codec;
+pub mod ids;
+pub mod merge;
+pub mod model;
+pub mod timestamp;
+pub mod validate;
+pub mod xhtml;
+
+pub use codec::{MessageCache, ParseError, parse, to_canonical_vec, validate_bytes, write_canonical};
+pub use model::{
+    EffectivePrefs, EffortStatus, Expires, Message, RetrievalPrefs, Role, SCHEMA_URL, State,
+    Tombstone, Truth, TruthEntry, TruthKind, Usage,
+};
+pub use timestamp::Timestamp;
+pub use validate::Issue;

@@ -1,0 +1,482 @@
+//! The typed model of `llm.json` v1 (SPEC §1) with its optional extensions.
+//!
+//! Every struct keeps the fields it does not know in `extra`, so a newer
+//! tool's data survives a read-modify-write by this one. Field declaration
+//! order is the canonical key order of the serializer; unknown keys follow in
+//! sorted order.
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+
+use crate::ids;
+use crate::timestamp::Timestamp;
+
+/// The canonical value written into `schema`.
+pub const SCHEMA_URL: &str =
+    "https://raw.githubusercontent.com/arborrhythms/WikiOracle/main/spec/llm_state_v1.json";
+/// The only `version` this library reads and writes.
+pub const VERSION: u64 = 1;
+
+/// A whole state file.
+#[derive(Clone, Debug, Deserialize)]
+pub struct State {
+    pub version: u64,
+    pub schema: String,
+    pub date: Timestamp,
+    #[serde(default)]
+    pub context: String,
+    messages: Vec<Message>,
+    #[serde(default)]
+    pub truth: Truth,
+    #[serde(flatten)]
+    pub extra: Map<String, Value>,
+    /// How many leading messages are unchanged since [`State::mark_saved`];
+    /// lets the store re-use their serialised bytes (append fast path).
+    #[serde(skip)]
+    clean_prefix: usize,
+    /// Identifies the [`crate::codec::MessageCache`] filled by the last save.
+    #[serde(skip)]
+    save_token: u64,
+}
+
+/// Who wrote a message.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Role {
+    User,
+    Assistant,
+    System,
+}
+
+impl Role {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Role::User => "user",
+            Role::Assistant => "assistant",
+            Role::System => "system",
+        }
+    }
+}
+
+/// One message of the transcript.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Message {
+    /// Content-addressed id (`m_` + 16 hex); derived when missing on read.
+    #[serde(default)]
+    pub id: String,
+    pub title: String,
+    pub username: String,
+    pub timestamp: Timestamp,
+    /// XHTML fragment.
+    pub content: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub role: Option<Role>,
+    /// The message this one answers or follows (conversation tree).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub parent: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub provider: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub usage: Option<Usage>,
+    /// Ids of truth entries, messages and chunks sent as context.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sources: Option<Vec<String>>,
+    #[serde(flatten)]
+    pub extra: Map<String, Value>,
+}
+
+/// Token accounting reported by a provider.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Usage {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prompt_tokens: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub completion_tokens: Option<u64>,
+    #[serde(flatten)]
+    pub extra: Map<String, Value>,
+}
+
+/// `truth`: curated knowledge plus retrieval preferences.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Truth {
+    #[serde(default)]
+    pub trust: Vec<TruthEntry>,
+    #[serde(default)]
+    pub retrieval_prefs: RetrievalPrefs,
+    /// Tombstones: deleted entries an older export must not resurrect.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub deleted: Vec<Tombstone>,
+    #[serde(flatten)]
+    pub extra: Map<String, Value>,
+}
+
+/// Kind of a truth entry (memory, SPEC §7).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum TruthKind {
+    Fact,
+    Effort,
+    Event,
+    Note,
+}
+
+/// Status of an `effort`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum EffortStatus {
+    Open,
+    Resolved,
+}
+
+/// `expires`: a flag, or the instant after which the entry ages out.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum Expires {
+    Flag(bool),
+    At(Timestamp),
+}
+
+/// One entry of `truth.trust`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct TruthEntry {
+    /// Content-addressed id (`t_` + 16 hex); derived when missing on read.
+    #[serde(default)]
+    pub id: String,
+    pub title: String,
+    pub timestamp: Timestamp,
+    /// In [0, 1].
+    pub certainty: f64,
+    /// XHTML fragment.
+    pub content: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kind: Option<TruthKind>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub status: Option<EffortStatus>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resolution: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub supersedes: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tags: Option<Vec<String>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expires: Option<Expires>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub refs: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub updated: Option<Timestamp>,
+    /// Id of the message it was distilled from.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source: Option<String>,
+    #[serde(flatten)]
+    pub extra: Map<String, Value>,
+}
+
+impl TruthEntry {
+    /// The instant that decides which of two versions of an entry wins a merge.
+    pub fn effective_update(&self) -> &Timestamp {
+        self.updated.as_ref().unwrap_or(&self.timestamp)
+    }
+}
+
+/// A deleted truth entry.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Tombstone {
+    pub id: String,
+    pub date: Timestamp,
+    #[serde(flatten)]
+    pub extra: Map<String, Value>,
+}
+
+/// `truth.retrieval_prefs`; absent knobs take SPEC §1's defaults.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct RetrievalPrefs {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_entries: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub min_certainty: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prefer_higher_certainty: Option<bool>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub certainty_weight: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub recency_weight: Option<f64>,
+    #[serde(flatten)]
+    pub extra: Map<String, Value>,
+}
+
+/// Retrieval knobs with defaults applied and weights normalised to sum 1.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct EffectivePrefs {
+    pub max_entries: usize,
+    pub min_certainty: f64,
+    pub prefer_higher_certainty: bool,
+    pub certainty_weight: f64,
+    pub recency_weight: f64,
+}
+
+impl RetrievalPrefs {
+    /// The defaults of SPEC §1, written into new files.
+    pub fn spec_defaults() -> Self {
+        RetrievalPrefs {
+            max_entries: Some(8),
+            min_certainty: Some(0.0),
+            prefer_higher_certainty: Some(true),
+            certainty_weight: Some(0.7),
+            recency_weight: Some(0.3),
+            extra: Map::new(),
+        }
+    }
+
+    pub fn effective(&self) -> EffectivePrefs {
+        let cw = self.certainty_weight.unwrap_or(0.7).max(0.0);
+        let rw = self.recency_weight.unwrap_or(0.3).max(0.0);
+        let (cw, rw) = if cw + rw > 0.0 {
+            (cw / (cw + rw), rw / (cw + rw))
+        } else {
+            (0.7, 0.3)
+        };
+        EffectivePrefs {
+            max_entries: usize::try_from(self.max_entries.unwrap_or(8)).unwrap_or(usize::MAX),
+            min_certainty: self.min_certainty.unwrap_or(0.0),
+            prefer_higher_certainty: self.prefer_higher_certainty.unwrap_or(true),
+            certainty_weight: cw,
+            recency_weight: rw,
+        }
+    }
+}
+
+impl Message {
+    /// A new message with a derived id.
+    pub fn new(
+        username: impl Into<String>,
+        timestamp: Timestamp,
+        title: impl Into<String>,
+        content_xhtml: impl Into<String>,
+    ) -> Self {
+        let mut m = Message {
+            id: String::new(),
+            title: title.into(),
+            username: username.into(),
+            timestamp,
+            content: content_xhtml.into(),
+            role: None,
+            parent: None,
+            provider: None,
+            model: None,
+            usage: None,
+            sources: None,
+            extra: Map::new(),
+        };
+        m.id = ids::message_id(&m.username, m.timestamp.as_str(), &m.content);
+        m
+    }
+
+    /// The role, inferred when absent: `system` for the name "system",
+    /// `assistant` when provider metadata is present, otherwise `user`.
+    pub fn effective_role(&self) -> Role {
+        self.role.unwrap_or_else(|| {
+            if self.username.eq_ignore_ascii_case("system") {
+                Role::System
+            } else if self.provider.is_some() || self.model.is_some() {
+                Role::Assistant
+            } else {
+                Role::User
+            }
+        })
+    }
+
+    /// Sort key of the transcript.
+    pub fn order_key(&self) -> (&Timestamp, &str) {
+        (&self.timestamp, &self.id)
+    }
+}
+
+impl TruthEntry {
+    /// A new entry with a derived id.
+    pub fn new(
+        title: impl Into<String>,
+        timestamp: Timestamp,
+        certainty: f64,
+        content_xhtml: impl Into<String>,
+    ) -> Self {
+        let mut t = TruthEntry {
+            id: String::new(),
+            title: title.into(),
+            timestamp,
+            certainty: certainty.clamp(0.0, 1.0),
+            content: content_xhtml.into(),
+            kind: None,
+            status: None,
+            resolution: None,
+            supersedes: None,
+            tags: None,
+            expires: None,
+            refs: None,
+            updated: None,
+            source: None,
+            extra: Map::new(),
+        };
+        t.id = ids::truth_id(&t.title, t.timestamp.as_str(), &t.content);
+        t
+    }
+}
+
+impl PartialEq for State {
+    /// Equality of content; the save bookkeeping is not content.
+    fn eq(&self, other: &Self) -> bool {
+        self.version == other.version
+            && self.schema == other.schema
+            && self.date == other.date
+            && self.context == other.context
+            && self.messages == other.messages
+            && self.truth == other.truth
+            && self.extra == other.extra
+    }
+}
+
+impl State {
+    /// An empty state with SPEC defaults, dated `now`.
+    pub fn new(now: Timestamp) -> Self {
+        State {
+            version: VERSION,
+            schema: SCHEMA_URL.to_owned(),
+            date: now,
+            context: String::new(),
+            messages: Vec::new(),
+            truth: Truth {
+                retrieval_prefs: RetrievalPrefs::spec_defaults(),
+                ..Truth::default()
+            },
+            extra: Map::new(),
+            clean_prefix: 0,
+            save_token: 0,
+        }
+    }
+
+    /// The transcript, sorted by (timestamp, id).
+    pub fn messages(&self) -> &[Message] {
+        &self.messages
+    }
+
+    /// Mutable access to the transcript. Callers must leave it sorted (or call
+    /// [`State::normalize`]); the append fast path is disabled until the next
+    /// save.
+    pub fn messages_mut(&mut self) -> &mut Vec<Message> {
+        self.clean_prefix = 0;
+        &mut self.messages
+    }
+
+    /// Inserts a message at its sorted place (normally the end). Returns false
+    /// and changes nothing when a message with the same id is present.
+    pub fn push_message(&mut self, mut message: Message) -> bool {
+        if message.id.is_empty() {
+            message.id = ids::message_id(
+                &message.username,
+                message.timestamp.as_str(),
+                &message.content,
+            );
+        }
+        if self.messages.iter().rev().any(|m| m.id == message.id) {
+            return false;
+        }
+        let pos = self
+            .messages
+            .partition_point(|m| m.order_key() <= message.order_key());
+        self.clean_prefix = self.clean_prefix.min(pos);
+        self.messages.insert(pos, message);
+        true
+    }
+
+    /// Number of leading messages unchanged since the last [`State::mark_saved`].
+    pub fn clean_prefix(&self) -> usize {
+        self.clean_prefix.min(self.messages.len())
+    }
+
+    /// Records that the current messages are what was last written, and
+    /// returns a fresh token naming that save.
+    pub fn mark_saved(&mut self) -> u64 {
+        static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+        self.clean_prefix = self.messages.len();
+        self.save_token = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        self.save_token
+    }
+
+    /// The token of the last [`State::mark_saved`] (0: never saved).
+    pub fn save_token(&self) -> u64 {
+        self.save_token
+    }
+
+    /// Finds a message by id.
+    pub fn message(&self, id: &str) -> Option<&Message> {
+        self.messages.iter().find(|m| m.id == id)
+    }
+
+    /// Finds a truth entry by id.
+    pub fn truth_entry(&self, id: &str) -> Option<&TruthEntry> {
+        self.truth.trust.iter().find(|t| t.id == id)
+    }
+
+    /// Derives missing ids and restores the canonical order of messages and
+    /// truth entries. Idempotent.
+    pub fn normalize(&mut self) {
+        let mut changed = false;
+        for m in &mut self.messages {
+            if m.id.is_empty() {
+                m.id = ids::message_id(&m.username, m.timestamp.as_str(), &m.content);
+                changed = true;
+            }
+        }
+        for t in &mut self.truth.trust {
+            if t.id.is_empty() {
+                t.id = ids::truth_id(&t.title, t.timestamp.as_str(), &t.content);
+            }
+        }
+        if !self.messages.is_sorted_by(|a, b| a.order_key() <= b.order_key()) {
+            self.messages.sort_by(|a, b| a.order_key().cmp(&b.order_key()));
+            changed = true;
+        }
+        if changed {
+            self.clean_prefix = 0;
+        }
+    }
+
+    /// Removes a truth entry and leaves a tombstone; returns it if found.
+    pub fn delete_truth(&mut self, id: &str, now: Timestamp) -> Option<TruthEntry> {
+        let pos = self.truth.trust.iter().position(|t| t.id == id)?;
+        let removed = self.truth.trust.remove(pos);
+        if !self.truth.deleted.iter().any(|d| d.id == id) {
+            self.truth.deleted.push(Tombstone {
+                id: id.to_owned(),
+                date: now,
+                extra: Map::new(),
+            });
+            self.truth.deleted.sort_by(|a, b| a.id.cmp(&b.id));
+        }
+        Some(removed)
+    }
+
+    /// Messages on the path from the root to `leaf` following `parent` links
+    /// (the current branch), oldest first. Without `parent` links the whole
+    /// transcript is one branch.
+    pub fn branch(&self, leaf: &str) -> Vec<&Message> {
+        let by_id: std::collections::HashMap<&str, &Message> =
+            self.messages.iter().map(|m| (m.id.as_str(), m)).collect();
+        let mut path = Vec::new();
+        let mut seen = std::collections::HashSet::new();
+        let mut cur = by_id.get(leaf).copied();
+        while let Some(m) = cur {
+            if !seen.insert(m.id.as_str()) {
+                break; // a cycle in hand-edited parents: stop, never loop
+            }
+            path.push(m);
+            cur = match &m.parent {
+                Some(p) => by_id.get(p.as_str()).copied(),
+                None => None,
+            };
+        }
+        path.reverse();
+        path
+    }
+}
