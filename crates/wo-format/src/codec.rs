@@ -41,7 +41,11 @@ pub fn parse(bytes: &[u8]) -> Result<State, ParseError> {
     let mut de = serde_json::Deserializer::from_slice(bytes);
     let typed: Result<State, (String, String)> = serde_path_to_error::deserialize(&mut de)
         .map_err(|e| (path_to_pointer(e.path()), e.into_inner().to_string()))
-        .and_then(|s| de.end().map(|()| s).map_err(|e| (String::new(), e.to_string())));
+        .and_then(|s| {
+            de.end()
+                .map(|()| s)
+                .map_err(|e| (String::new(), e.to_string()))
+        });
     match typed {
         Ok(mut state) if semantic_ok(&state) => {
             state.normalize();
@@ -77,15 +81,16 @@ fn syntax_issue(e: &serde_json::Error) -> Issue {
     Issue {
         pointer: String::new(),
         rule: "json-syntax",
-        message: format!("invalid JSON at line {} column {}: {e}", e.line(), e.column()),
+        message: format!(
+            "invalid JSON at line {} column {}: {e}",
+            e.line(),
+            e.column()
+        ),
     }
 }
 
 /// The slow path after a failed fast parse: a full structural report.
-fn full_issues(
-    bytes: &[u8],
-    typed_error: Option<(String, String)>,
-) -> Vec<Issue> {
+fn full_issues(bytes: &[u8], typed_error: Option<(String, String)>) -> Vec<Issue> {
     let doc: Value = match serde_json::from_slice(bytes) {
         Ok(v) => v,
         Err(e) => return vec![syntax_issue(&e)],
@@ -98,7 +103,10 @@ fn full_issues(
     // rather than nothing (tests keep the two in step).
     let (pointer, message) = match typed_error {
         Some(e) => e,
-        None => (String::new(), "the file breaks a rule of the model".to_owned()),
+        None => (
+            String::new(),
+            "the file breaks a rule of the model".to_owned(),
+        ),
     };
     vec![Issue {
         pointer,
@@ -135,15 +143,21 @@ fn semantic_ok(s: &State) -> bool {
             id_ok(&m.id)
                 && !m.username.trim().is_empty()
                 && opt_id_ok(&m.parent)
-                && m.sources.as_ref().is_none_or(|v| v.iter().all(|x| is_valid_id(x)))
+                && m.sources
+                    .as_ref()
+                    .is_none_or(|v| v.iter().all(|x| is_valid_id(x)))
         })
         && s.truth.trust.iter().all(|t| {
             id_ok(&t.id) && unit(t.certainty) && opt_id_ok(&t.supersedes) && opt_id_ok(&t.source)
         })
         && s.truth.deleted.iter().all(|d| is_valid_id(&d.id))
-        && [prefs.min_certainty, prefs.certainty_weight, prefs.recency_weight]
-            .iter()
-            .all(|x| x.is_none_or(unit))
+        && [
+            prefs.min_certainty,
+            prefs.certainty_weight,
+            prefs.recency_weight,
+        ]
+        .iter()
+        .all(|x| x.is_none_or(unit))
 }
 
 /// Serialised bytes of the first messages of a state, as last written.
@@ -177,11 +191,43 @@ pub fn to_canonical_vec(state: &State) -> Vec<u8> {
     out
 }
 
-/// Writes the canonical bytes of `state` into `out`, re-using `cache` for
-/// messages unchanged since the save it was filled by, and refilling it.
-/// The caller must call [`State::mark_saved`] and [`MessageCache::seal`]
-/// once the bytes are durably written.
+/// Writes the canonical bytes of `state` into `out` (see [`canonical_parts`]).
 pub fn write_canonical(state: &State, cache: &mut MessageCache, out: &mut Vec<u8>) {
+    let parts = canonical_parts(state, cache);
+    out.clear();
+    out.reserve(parts.len());
+    for chunk in parts.chunks() {
+        out.extend_from_slice(chunk);
+    }
+}
+
+/// The canonical bytes of a state in three pieces, so a writer can send the
+/// (possibly huge) messages region from the cache without copying it.
+pub struct CanonicalParts<'c> {
+    pub head: Vec<u8>,
+    pub messages: &'c [u8],
+    pub tail: Vec<u8>,
+}
+
+impl CanonicalParts<'_> {
+    pub fn chunks(&self) -> [&[u8]; 3] {
+        [&self.head, self.messages, &self.tail]
+    }
+
+    pub fn len(&self) -> usize {
+        self.head.len() + self.messages.len() + self.tail.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+/// Serialises `state` canonically, re-using `cache` for messages unchanged
+/// since the save it was filled by, and refilling it. After the bytes are
+/// durably written the caller seals the cache with the token from
+/// [`State::mark_saved`].
+pub fn canonical_parts<'c>(state: &State, cache: &'c mut MessageCache) -> CanonicalParts<'c> {
     let messages = state.messages();
     let reusable = if cache.token != 0 && cache.token == state.save_token() {
         cache.len().min(state.clean_prefix())
@@ -190,7 +236,11 @@ pub fn write_canonical(state: &State, cache: &mut MessageCache, out: &mut Vec<u8
     };
     let sorted = messages.is_sorted_by(|a, b| a.order_key() <= b.order_key());
     // Rebuild the cache from the first changed message on.
-    let keep_bytes = if reusable == 0 { 0 } else { cache.ends[reusable - 1] };
+    let keep_bytes = if reusable == 0 {
+        0
+    } else {
+        cache.ends[reusable - 1]
+    };
     cache.bytes.truncate(keep_bytes);
     cache.ends.truncate(reusable);
     cache.token = 0;
@@ -211,37 +261,41 @@ pub fn write_canonical(state: &State, cache: &mut MessageCache, out: &mut Vec<u8
         cache.ends.push(cache.bytes.len());
     }
 
-    out.clear();
-    out.reserve(cache.bytes.len() + 4096);
-    out.extend_from_slice(b"{\n  \"version\": ");
-    out.extend_from_slice(state.version.to_string().as_bytes());
+    let mut head = Vec::with_capacity(4096 + state.context.len());
+    head.extend_from_slice(b"{\n  \"version\": ");
+    head.extend_from_slice(state.version.to_string().as_bytes());
     for (key, value) in [
-        ("schema", &state.schema),
-        ("date", &state.date.as_str().to_owned()),
-        ("context", &state.context),
+        ("schema", state.schema.as_str()),
+        ("date", state.date.as_str()),
+        ("context", state.context.as_str()),
     ] {
-        out.extend_from_slice(b",\n  ");
-        write_compact(&key, out);
-        out.extend_from_slice(b": ");
-        write_compact(value, out);
+        head.extend_from_slice(b",\n  ");
+        write_compact(key, &mut head);
+        head.extend_from_slice(b": ");
+        write_compact(value, &mut head);
     }
-    out.extend_from_slice(b",\n  \"messages\": [");
+    head.extend_from_slice(b",\n  \"messages\": [");
+    let mut tail = Vec::with_capacity(4096);
     if cache.bytes.is_empty() {
-        out.push(b']');
+        tail.push(b']');
     } else {
-        out.push(b'\n');
-        out.extend_from_slice(&cache.bytes);
-        out.extend_from_slice(b"\n  ]");
+        head.push(b'\n');
+        tail.extend_from_slice(b"\n  ]");
     }
-    out.extend_from_slice(b",\n  \"truth\": ");
-    write_pretty_at(&state.truth, 2, out);
+    tail.extend_from_slice(b",\n  \"truth\": ");
+    write_pretty_at(&state.truth, 2, &mut tail);
     for (key, value) in &state.extra {
-        out.extend_from_slice(b",\n  ");
-        write_compact(key, out);
-        out.extend_from_slice(b": ");
-        write_pretty_at(value, 2, out);
+        tail.extend_from_slice(b",\n  ");
+        write_compact(key, &mut tail);
+        tail.extend_from_slice(b": ");
+        write_pretty_at(value, 2, &mut tail);
     }
-    out.extend_from_slice(b"\n}\n");
+    tail.extend_from_slice(b"\n}\n");
+    CanonicalParts {
+        head,
+        messages: &cache.bytes,
+        tail,
+    }
 }
 
 impl MessageCache {
@@ -294,9 +348,20 @@ mod tests {
     fn canonical_bytes_round_trip_and_match_serde_pretty() {
         let mut s = State::new(ts("2026-02-22T21:10:00Z"));
         s.context = "<div><p>ctx</p></div>".into();
-        s.push_message(Message::new("alec", ts("2026-02-22T20:11:05Z"), "t", "<p>a</p>"));
-        s.push_message(Message::new("bot", ts("2026-02-22T20:11:06Z"), "t", "<p>b\n\"q\"</p>"));
-        s.extra.insert("zeta".into(), serde_json::json!({"b": 1, "a": [1, 2]}));
+        s.push_message(Message::new(
+            "alec",
+            ts("2026-02-22T20:11:05Z"),
+            "t",
+            "<p>a</p>",
+        ));
+        s.push_message(Message::new(
+            "bot",
+            ts("2026-02-22T20:11:06Z"),
+            "t",
+            "<p>b\n\"q\"</p>",
+        ));
+        s.extra
+            .insert("zeta".into(), serde_json::json!({"b": 1, "a": [1, 2]}));
         let bytes = to_canonical_vec(&s);
         let text = String::from_utf8(bytes.clone()).unwrap();
         assert!(text.ends_with("}\n"));
@@ -307,9 +372,17 @@ mod tests {
         // serde_json::Value maps sort keys; ours keep model order, so compare
         // through a re-parse instead of bytes, and check the order directly.
         assert_eq!(serde_json::from_slice::<Value>(&expected).unwrap(), v);
-        let keys: Vec<&str> = ["\"version\"", "\"schema\"", "\"date\"", "\"context\"", "\"messages\"", "\"truth\"", "\"zeta\""]
-            .into_iter()
-            .collect();
+        let keys: Vec<&str> = [
+            "\"version\"",
+            "\"schema\"",
+            "\"date\"",
+            "\"context\"",
+            "\"messages\"",
+            "\"truth\"",
+            "\"zeta\"",
+        ]
+        .into_iter()
+        .collect();
         let positions: Vec<usize> = keys.iter().map(|k| text.find(k).unwrap()).collect();
         assert!(positions.is_sorted(), "{text}");
         let back = parse(&bytes).unwrap();
@@ -321,7 +394,10 @@ mod tests {
     fn empty_state_layout() {
         let s = State::new(ts("2026-01-01T00:00:00Z"));
         let text = String::from_utf8(to_canonical_vec(&s)).unwrap();
-        assert!(text.contains("\"messages\": [],\n  \"truth\": {\n    \"trust\": [],"), "{text}");
+        assert!(
+            text.contains("\"messages\": [],\n  \"truth\": {\n    \"trust\": [],"),
+            "{text}"
+        );
         assert_eq!(parse(text.as_bytes()).unwrap(), s);
     }
 
@@ -329,14 +405,24 @@ mod tests {
     fn cache_reuse_gives_identical_bytes() {
         let mut s = State::new(ts("2026-01-01T00:00:00Z"));
         for i in 0..5 {
-            s.push_message(Message::new("u", Timestamp::from_unix(1_800_000_000 + i), "t", format!("<p>{i}</p>")));
+            s.push_message(Message::new(
+                "u",
+                Timestamp::from_unix(1_800_000_000 + i),
+                "t",
+                format!("<p>{i}</p>"),
+            ));
         }
         let mut cache = MessageCache::default();
         let mut out = Vec::new();
         write_canonical(&s, &mut cache, &mut out);
         let token = s.mark_saved();
         cache.seal(token);
-        s.push_message(Message::new("u", Timestamp::from_unix(1_900_000_000), "t", "<p>new</p>"));
+        s.push_message(Message::new(
+            "u",
+            Timestamp::from_unix(1_900_000_000),
+            "t",
+            "<p>new</p>",
+        ));
         assert_eq!(s.clean_prefix(), 5);
         write_canonical(&s, &mut cache, &mut out);
         assert_eq!(out, to_canonical_vec(&s));
@@ -363,7 +449,11 @@ mod tests {
             "messages": [{"title": "t", "username": "u", "timestamp": "2026-01-01T00:00:00Z"}],
             "truth": {"trust": [{"title": "t", "timestamp": "2026-01-01T00:00:00Z", "certainty": 1.5, "content": ""}]}}"#;
         let err = parse(bad).unwrap_err();
-        let got: Vec<(String, &str)> = err.issues.iter().map(|i| (i.pointer.clone(), i.rule)).collect();
+        let got: Vec<(String, &str)> = err
+            .issues
+            .iter()
+            .map(|i| (i.pointer.clone(), i.rule))
+            .collect();
         assert_eq!(
             got,
             vec![
@@ -388,8 +478,14 @@ mod tests {
             ]}"#;
         let s = parse(text).unwrap();
         assert_eq!(s.messages()[0].title, "a");
-        assert_eq!(s.messages()[0].id, crate::ids::message_id("u", "2026-01-01T00:00:00Z", "<p>a</p>"));
-        assert_eq!(s.messages()[0].extra["future_field"], serde_json::json!({"x": 1}));
+        assert_eq!(
+            s.messages()[0].id,
+            crate::ids::message_id("u", "2026-01-01T00:00:00Z", "<p>a</p>")
+        );
+        assert_eq!(
+            s.messages()[0].extra["future_field"],
+            serde_json::json!({"x": 1})
+        );
         let again = parse(&to_canonical_vec(&s)).unwrap();
         assert_eq!(again, s);
     }

@@ -40,16 +40,30 @@ mod tests {
         let id = message_id("alec", "2026-02-22T20:11:05Z", "<p>Summarize…</p>");
         let mut h = Sha256::new();
         h.update("alec|2026-02-22T20:11:05Z|<p>Summarize…</p>".as_bytes());
-        let hex: String = h.finalize()[..8].iter().map(|b| format!("{b:02x}")).collect();
+        let hex: String = h.finalize()[..8]
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect();
         assert_eq!(id, format!("m_{hex}"));
         assert_eq!(id.len(), 18);
     }
 
     #[test]
     fn equivalent_markup_gives_the_same_id() {
-        let a = truth_id("T", "2026-01-01T00:00:00Z", "<a title='x' href='https://a.b'>l</a>");
-        let b = truth_id("T", "2026-01-01T00:00:00Z", r#"<a href="https://a.b" title="x">l</a>"#);
+        let a = truth_id(
+            "T",
+            "2026-01-01T00:00:00Z",
+            "<a title='x' href='https://a.b'>l</a>",
+        );
+        let b = truth_id(
+            "T",
+            "2026-01-01T00:00:00Z",
+            r#"<a href="https://a.b" title="x">l</a>"#,
+        );
         assert_eq!(a, b);
-        assert_ne!(a, truth_id("T2", "2026-01-01T00:00:00Z", "<a href='https://a.b'>l</a>"));
+        assert_ne!(
+            a,
+            truth_id("T2", "2026-01-01T00:00:00Z", "<a href='https://a.b'>l</a>")
+        );
     }
 }

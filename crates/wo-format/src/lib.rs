@@ -12,7 +12,10 @@ pub mod timestamp;
 pub mod validate;
 pub mod xhtml;
 
-pub use codec::{MessageCache, ParseError, parse, to_canonical_vec, validate_bytes, write_canonical};
+pub use codec::{
+    CanonicalParts, MessageCache, ParseError, canonical_parts, parse, to_canonical_vec,
+    validate_bytes, write_canonical,
+};
 pub use model::{
     EffectivePrefs, EffortStatus, Expires, Message, RetrievalPrefs, Role, SCHEMA_URL, State,
     Tombstone, Truth, TruthEntry, TruthKind, Usage,

@@ -229,13 +229,18 @@ fn merge_truth(base: &mut State, incoming: &State, report: &mut MergeReport) {
             true
         }
     });
-    report.truth_updated.retain(|id| !report.truth_deleted.contains(id));
+    report
+        .truth_updated
+        .retain(|id| !report.truth_deleted.contains(id));
     drop(tombstones);
     base.truth.trust = trust;
 }
 
 /// Merges several states into a copy of `base` (left to right).
-pub fn merge_all<'a>(base: &State, incoming: impl IntoIterator<Item = &'a State>) -> (State, MergeReport) {
+pub fn merge_all<'a>(
+    base: &State,
+    incoming: impl IntoIterator<Item = &'a State>,
+) -> (State, MergeReport) {
     let mut out = base.clone();
     let mut report = MergeReport::default();
     for s in incoming {

@@ -57,7 +57,11 @@ impl Checker {
         match v {
             Value::Object(m) => Some(m),
             other => {
-                self.push(at, "type", format!("expected an object, found {}", kind(other)));
+                self.push(
+                    at,
+                    "type",
+                    format!("expected an object, found {}", kind(other)),
+                );
                 None
             }
         }
@@ -80,7 +84,11 @@ impl Checker {
         match v {
             Value::String(s) => Some(s),
             other => {
-                self.push(at, "type", format!("expected a string, found {}", kind(other)));
+                self.push(
+                    at,
+                    "type",
+                    format!("expected a string, found {}", kind(other)),
+                );
                 None
             }
         }
@@ -111,7 +119,11 @@ impl Checker {
             if v.as_i64().is_some() {
                 self.push(at, "range", "must not be negative");
             } else {
-                self.push(at, "type", format!("expected an integer, found {}", kind(v)));
+                self.push(
+                    at,
+                    "type",
+                    format!("expected an integer, found {}", kind(v)),
+                );
             }
         }
     }
@@ -126,7 +138,11 @@ impl Checker {
         if let Some(s) = self.string(v, at)
             && !allowed.contains(&s)
         {
-            self.push(at, "enum", format!("{s:?} is not one of {}", allowed.join(", ")));
+            self.push(
+                at,
+                "enum",
+                format!("{s:?} is not one of {}", allowed.join(", ")),
+            );
         }
     }
 
@@ -154,11 +170,21 @@ impl Checker {
                     }
                 }
             }
-            other => self.push(at, "type", format!("expected an array, found {}", kind(other))),
+            other => self.push(
+                at,
+                "type",
+                format!("expected an array, found {}", kind(other)),
+            ),
         }
     }
 
-    fn optional(&mut self, obj: &Map<String, Value>, at: &str, field: &str, check: impl FnOnce(&mut Self, &Value, &str)) {
+    fn optional(
+        &mut self,
+        obj: &Map<String, Value>,
+        at: &str,
+        field: &str,
+        check: impl FnOnce(&mut Self, &Value, &str),
+    ) {
         if let Some(v) = obj.get(field) {
             check(self, v, &format!("{at}/{field}"));
         }
@@ -224,7 +250,11 @@ pub fn validate_structure(doc: &Value) -> Vec<Issue> {
                     message(&mut c, m, &format!("/messages/{i}"));
                 }
             }
-            other => c.push("/messages", "type", format!("expected an array, found {}", kind(other))),
+            other => c.push(
+                "/messages",
+                "type",
+                format!("expected an array, found {}", kind(other)),
+            ),
         }
     }
     c.optional(root, "", "truth", |c, v, at| truth(c, v, at));
@@ -242,12 +272,18 @@ fn message(c: &mut Checker, v: &Value, at: &str) {
     if let Some(Value::String(u)) = m.get("username")
         && u.trim().is_empty()
     {
-        c.push(&format!("{at}/username"), "pattern", "username must not be blank");
+        c.push(
+            &format!("{at}/username"),
+            "pattern",
+            "username must not be blank",
+        );
     }
     if let Some(v) = c.required(m, at, "timestamp") {
         c.timestamp(v, &format!("{at}/timestamp"));
     }
-    c.optional(m, at, "role", |c, v, at| c.one_of(v, at, &["user", "assistant", "system"]));
+    c.optional(m, at, "role", |c, v, at| {
+        c.one_of(v, at, &["user", "assistant", "system"])
+    });
     c.optional(m, at, "parent", Checker::id);
     for field in ["provider", "model"] {
         c.optional(m, at, field, |c, v, at| {
@@ -272,7 +308,11 @@ fn truth(c: &mut Checker, v: &Value, at: &str) {
                 truth_entry(c, e, &format!("{at}/{i}"));
             }
         }
-        other => c.push(at, "type", format!("expected an array, found {}", kind(other))),
+        other => c.push(
+            at,
+            "type",
+            format!("expected an array, found {}", kind(other)),
+        ),
     });
     c.optional(t, at, "retrieval_prefs", |c, v, at| {
         let Some(p) = c.object(v, at) else { return };
@@ -295,7 +335,11 @@ fn truth(c: &mut Checker, v: &Value, at: &str) {
                 }
             }
         }
-        other => c.push(at, "type", format!("expected an array, found {}", kind(other))),
+        other => c.push(
+            at,
+            "type",
+            format!("expected an array, found {}", kind(other)),
+        ),
     });
 }
 
@@ -313,8 +357,12 @@ fn truth_entry(c: &mut Checker, v: &Value, at: &str) {
     if let Some(v) = c.required(e, at, "certainty") {
         c.unit_number(v, &format!("{at}/certainty"));
     }
-    c.optional(e, at, "kind", |c, v, at| c.one_of(v, at, &["fact", "effort", "event", "note"]));
-    c.optional(e, at, "status", |c, v, at| c.one_of(v, at, &["open", "resolved"]));
+    c.optional(e, at, "kind", |c, v, at| {
+        c.one_of(v, at, &["fact", "effort", "event", "note"])
+    });
+    c.optional(e, at, "status", |c, v, at| {
+        c.one_of(v, at, &["open", "resolved"])
+    });
     c.optional(e, at, "resolution", |c, v, at| {
         c.string(v, at);
     });
@@ -325,7 +373,11 @@ fn truth_entry(c: &mut Checker, v: &Value, at: &str) {
         if !v.is_boolean() {
             match v {
                 Value::String(_) => c.timestamp(v, at),
-                other => c.push(at, "type", format!("expected a boolean or a timestamp, found {}", kind(other))),
+                other => c.push(
+                    at,
+                    "type",
+                    format!("expected a boolean or a timestamp, found {}", kind(other)),
+                ),
             }
         }
     });

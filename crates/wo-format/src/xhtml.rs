@@ -146,7 +146,11 @@ pub fn to_plain_text(fragment: &str) -> String {
     let sink = TextSink {
         out: RefCell::new(String::with_capacity(fragment.len())),
     };
-    run_tokenizer(sink, fragment).out.into_inner().trim().to_owned()
+    run_tokenizer(sink, fragment)
+        .out
+        .into_inner()
+        .trim()
+        .to_owned()
 }
 
 /// A problem found by [`check_fragment`].
@@ -174,9 +178,7 @@ pub fn check_fragment(fragment: &str) -> Result<(), XhtmlProblem> {
     };
     let mut depth = 0usize;
     loop {
-        let event = reader
-            .read_event()
-            .map_err(|e| malformed(format!("{e}")))?;
+        let event = reader.read_event().map_err(|e| malformed(format!("{e}")))?;
         match event {
             Event::Start(ref e) | Event::Empty(ref e) => {
                 let is_start = matches!(event, Event::Start(_));
@@ -202,8 +204,7 @@ pub fn check_fragment(fragment: &str) -> Result<(), XhtmlProblem> {
             }
             Event::End(_) => depth = depth.saturating_sub(1),
             Event::Text(t) => {
-                t.decode()
-                    .map_err(|e| malformed(format!("text: {e}")))?;
+                t.decode().map_err(|e| malformed(format!("text: {e}")))?;
             }
             Event::GeneralRef(r) => {
                 let name = String::from_utf8_lossy(&r).into_owned();
@@ -232,7 +233,9 @@ pub fn check_fragment(fragment: &str) -> Result<(), XhtmlProblem> {
 
 fn check_attribute(element: &str, key: &str, value: &str) -> Result<(), String> {
     if key == "href" && element == "a" {
-        let scheme = value.split_once(':').map(|(s, _)| s.trim().to_ascii_lowercase());
+        let scheme = value
+            .split_once(':')
+            .map(|(s, _)| s.trim().to_ascii_lowercase());
         return match scheme {
             Some(s) if ALLOWED_URL_SCHEMES.contains(&s.as_str()) => Ok(()),
             _ => Err(format!(
@@ -405,7 +408,9 @@ mod tests {
 
     #[test]
     fn sanitizer_output_is_well_formed_xhtml() {
-        let clean = sanitize_html("<p>a<br>b<hr><ul><li>one<li>two</ul><table><tr><td>x</table>&nbsp;&copy;");
+        let clean = sanitize_html(
+            "<p>a<br>b<hr><ul><li>one<li>two</ul><table><tr><td>x</table>&nbsp;&copy;",
+        );
         assert_eq!(
             clean,
             "<p>a<br/>b</p><hr/><ul><li>one</li><li>two</li></ul><table><tbody><tr><td>x</td></tr></tbody></table>\u{a0}©"
@@ -424,7 +429,9 @@ mod tests {
 
     #[test]
     fn markdown_becomes_sanitised_xhtml() {
-        let x = markdown_to_xhtml("# Title\n\nSome **bold** and `code`.\n\n<script>alert(1)</script>\n\n[l](javascript:x) [ok](https://a.b)");
+        let x = markdown_to_xhtml(
+            "# Title\n\nSome **bold** and `code`.\n\n<script>alert(1)</script>\n\n[l](javascript:x) [ok](https://a.b)",
+        );
         assert_eq!(
             x,
             "<h1>Title</h1>\n<p>Some <strong>bold</strong> and <code>code</code>.</p>\n\n<p><a>l</a> <a href=\"https://a.b\">ok</a></p>\n"
@@ -434,10 +441,14 @@ mod tests {
 
     #[test]
     fn canonical_form_ignores_attribute_order_and_escaping_style() {
-        let a = canonical_xhtml(r#"<a title='t' href="https://x.org/?a=1&amp;b=2">x&#38;y</a><br>"#);
+        let a =
+            canonical_xhtml(r#"<a title='t' href="https://x.org/?a=1&amp;b=2">x&#38;y</a><br>"#);
         let b = canonical_xhtml(r#"<a href="https://x.org/?a=1&b=2" title="t">x&amp;y</a><br/>"#);
         assert_eq!(a, b);
-        assert_eq!(a, r#"<a href="https://x.org/?a=1&amp;b=2" title="t">x&amp;y</a><br/>"#);
+        assert_eq!(
+            a,
+            r#"<a href="https://x.org/?a=1&amp;b=2" title="t">x&amp;y</a><br/>"#
+        );
     }
 
     #[test]

@@ -1,0 +1,172 @@
+//! Exports beside the state file (`llm_YYYY.MM.DD.HHMM.json`): naming new
+//! ones, and finding, merging and retiring ones copied back from elsewhere
+//! (SPEC §3 "Startup").
+
+use std::fs;
+use std::path::{Path, PathBuf};
+
+use wo_format::merge::{MergeReport, merge_into};
+use wo_format::{State, to_canonical_vec};
+
+use crate::durable::{self, parent_dir};
+use crate::store::{OpenOptions, Store, StoreError};
+
+/// The export file name for a local time: `llm_YYYY.MM.DD.HHMM.json`.
+pub fn export_file_name(local: time::OffsetDateTime) -> String {
+    format!(
+        "llm_{:04}.{:02}.{:02}.{:02}{:02}.json",
+        local.year(),
+        u8::from(local.month()),
+        local.day(),
+        local.hour(),
+        local.minute()
+    )
+}
+
+/// Writes `state` as a new export in `dir` named for the current local time
+/// (a `-2`, `-3`… suffix if that minute's name is taken). Returns the path.
+pub fn write_export(state: &State, dir: &Path) -> Result<PathBuf, StoreError> {
+    let now = time::OffsetDateTime::now_local().unwrap_or_else(|_| time::OffsetDateTime::now_utc());
+    let base = export_file_name(now);
+    let stem = base.trim_end_matches(".json");
+    let bytes = to_canonical_vec(state);
+    for n in 1u32.. {
+        let name = if n == 1 {
+            base.clone()
+        } else {
+            format!("{stem}-{n}.json")
+        };
+        let path = dir.join(name);
+        if path.symlink_metadata().is_ok() {
+            continue;
+        }
+        durable::write_atomic(&path, &[&bytes]).map_err(|source| StoreError::Write {
+            path: path.clone(),
+            source,
+        })?;
+        return Ok(path);
+    }
+    unreachable!("u32 export names exhausted")
+}
+
+/// True for names the startup merge picks up: `llm_*.json`.
+pub fn is_export_name(name: &str) -> bool {
+    name.starts_with("llm_") && name.ends_with(".json") && name.len() > "llm_.json".len()
+}
+
+/// Export files beside `state_path`, sorted by name.
+pub fn find_exports(state_path: &Path) -> Vec<PathBuf> {
+    let dir = parent_dir(state_path);
+    let own = state_path.file_name();
+    let mut found: Vec<PathBuf> = fs::read_dir(&dir)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter(|e| e.file_type().is_ok_and(|t| t.is_file()))
+        .filter(|e| {
+            let name = e.file_name();
+            Some(name.as_os_str()) != own && is_export_name(&name.to_string_lossy())
+        })
+        .map(|e| e.path())
+        .collect();
+    found.sort();
+    found
+}
+
+/// The outcome for one file of a merge run.
+#[derive(Debug)]
+pub struct FileMerge {
+    pub path: PathBuf,
+    pub result: Result<MergeReport, StoreError>,
+    /// Where it was renamed after a successful merge (not in a dry run).
+    pub renamed_to: Option<PathBuf>,
+}
+
+/// Reads and validates an export (or any state file) for merging.
+pub fn read_export(path: &Path, opts: &OpenOptions) -> Result<State, StoreError> {
+    let store = Store::open(
+        path,
+        OpenOptions {
+            create_if_missing: false,
+            ..opts.clone()
+        },
+    )?;
+    Ok(store.state().clone())
+}
+
+/// Merges `files` into the store. Valid files are merged in one locked
+/// write; then each is renamed to `<name>.merged` unless `rename` is false.
+/// Invalid files are reported and left alone. With `dry_run` nothing is
+/// written or renamed; the reports say what would happen.
+pub fn merge_files(
+    store: &mut Store,
+    files: &[PathBuf],
+    dry_run: bool,
+    rename: bool,
+) -> Result<Vec<FileMerge>, StoreError> {
+    let mut loaded = Vec::new();
+    let mut outcomes = Vec::new();
+    let read_opts = OpenOptions {
+        limits: store.limits().clone(),
+        ..OpenOptions::default()
+    };
+    for path in files {
+        match read_export(path, &read_opts) {
+            Ok(state) => loaded.push((path.clone(), state)),
+            Err(e) => outcomes.push(FileMerge {
+                path: path.clone(),
+                result: Err(e),
+                renamed_to: None,
+            }),
+        }
+    }
+    if loaded.is_empty() {
+        return Ok(outcomes);
+    }
+    let mut reports = Vec::new();
+    if dry_run {
+        store.refresh()?;
+        let mut scratch = store.state().clone();
+        for (_, incoming) in &loaded {
+            reports.push(merge_into(&mut scratch, incoming));
+        }
+    } else {
+        let (r, _) = store.transact(|state| {
+            loaded
+                .iter()
+                .map(|(_, incoming)| merge_into(state, incoming))
+                .collect::<Vec<_>>()
+        })?;
+        reports = r;
+    }
+    for ((path, _), report) in loaded.into_iter().zip(reports) {
+        let mut renamed_to = None;
+        if !dry_run && rename {
+            let mut target = path.clone().into_os_string();
+            target.push(".merged");
+            let target = PathBuf::from(target);
+            // A failed rename only means the file is merged again next time,
+            // which changes nothing (merge is idempotent).
+            if fs::rename(&path, &target).is_ok() {
+                renamed_to = Some(target);
+            }
+        }
+        outcomes.push(FileMerge {
+            path,
+            result: Ok(report),
+            renamed_to,
+        });
+    }
+    outcomes.sort_by(|a, b| a.path.cmp(&b.path));
+    Ok(outcomes)
+}
+
+/// The startup step of `wo serve` / `wo ask`: merge every export beside the
+/// state file and rename it to `*.merged`.
+pub fn auto_merge(store: &mut Store, dry_run: bool) -> Result<Vec<FileMerge>, StoreError> {
+    let files = find_exports(store.path());
+    if files.is_empty() {
+        return Ok(Vec::new());
+    }
+    merge_files(store, &files, dry_run, true)
+}
