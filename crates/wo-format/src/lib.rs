@@ -8,6 +8,7 @@ pub mod codec;
 pub mod ids;
 pub mod merge;
 pub mod model;
+pub mod query;
 pub mod timestamp;
 pub mod validate;
 pub mod xhtml;

@@ -203,16 +203,16 @@ impl Store {
                 stamp: Some(stamp),
             }),
             None if opts.create_if_missing => {
+                let state = State::new(Timestamp::now());
                 let mut store = Store {
                     path,
                     lock_path,
-                    state: State::new(Timestamp::now()),
+                    baseline: Baseline::of(&state),
+                    state,
                     opts,
                     cache: MessageCache::default(),
                     stamp: None,
-                    baseline: Baseline::of(&State::new(Timestamp::now())),
                 };
-                store.baseline = Baseline::of(&store.state);
                 store.create_file()?;
                 Ok(store)
             }
@@ -240,6 +240,32 @@ impl Store {
             stamp: None,
         };
         store.create_file()?;
+        Ok(store)
+    }
+
+    /// Writes `state` over whatever is at `path` (used after an invalid file
+    /// has been backed up with [`crate::backup_invalid`]).
+    pub fn replace(
+        path: impl AsRef<Path>,
+        state: State,
+        opts: OpenOptions,
+    ) -> Result<Store, StoreError> {
+        let path = path.as_ref().to_path_buf();
+        if fs::symlink_metadata(&path).is_ok_and(|m| m.file_type().is_symlink()) {
+            return Err(StoreError::Symlink { path });
+        }
+        let mut store = Store {
+            lock_path: lock_path_for(&path),
+            baseline: Baseline::of(&state),
+            path,
+            opts,
+            state,
+            cache: MessageCache::default(),
+            stamp: None,
+        };
+        let _lock = store.lock()?;
+        store.write_locked()?;
+        drop(_lock);
         Ok(store)
     }
 
@@ -332,6 +358,29 @@ impl Store {
                 bytes,
             },
         ))
+    }
+
+    /// Like [`Store::transact`], but nothing is written when `change` fails.
+    /// `change` must check before it mutates: a failed change is not undone.
+    pub fn try_transact<T, E>(
+        &mut self,
+        change: impl FnOnce(&mut State) -> Result<T, E>,
+    ) -> Result<Result<(T, SaveOutcome), E>, StoreError> {
+        let _lock = self.lock()?;
+        let merged_outside_changes = self.refresh()?;
+        match change(&mut self.state) {
+            Ok(value) => {
+                let bytes = self.write_locked()?;
+                Ok(Ok((
+                    value,
+                    SaveOutcome {
+                        merged_outside_changes,
+                        bytes,
+                    },
+                )))
+            }
+            Err(e) => Ok(Err(e)),
+        }
     }
 
     fn write_locked(&mut self) -> Result<u64, StoreError> {

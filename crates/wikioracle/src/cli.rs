@@ -1,0 +1,317 @@
+//! Command-line grammar. Every command's help ends with worked examples.
+
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+
+#[derive(Parser, Debug)]
+#[command(
+    name = "wo",
+    version,
+    about = "WikiOracle: your conversations with any LLM, and what you learn from them, in one llm.json you own.",
+    long_about = "WikiOracle keeps conversations and the knowledge distilled from them in one plain \
+file you own, llm.json at the root of a project directory, and makes it the memory for every tool.\n\n\
+The state file is ./llm.json, else the nearest llm.json in a parent directory, unless --state names one.",
+    after_help = "Examples:\n  \
+wo init                      create ./llm.json\n  \
+wo truth add \"Deploys\" --content \"We deploy on Fridays\" --certainty 0.8\n  \
+wo log --grep deploy         search the transcript\n  \
+wo export                    write llm_YYYY.MM.DD.HHMM.json for another machine\n  \
+wo merge                     merge llm_*.json exports found beside llm.json\n\n\
+Exit codes: 0 ok, 1 usage or input error, 2 the state file could not be written (it is unchanged)."
+)]
+pub struct Cli {
+    #[command(flatten)]
+    pub global: GlobalOpts,
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct GlobalOpts {
+    /// The state file to use (default: ./llm.json, else the nearest one in a parent directory).
+    #[arg(long, global = true, value_name = "PATH", env = "WO_STATE")]
+    pub state: Option<PathBuf>,
+    /// Accept a state file that is a symbolic link.
+    #[arg(long, global = true)]
+    pub allow_symlink: bool,
+    /// Refuse state files larger than this many bytes.
+    #[arg(long, global = true, value_name = "BYTES", default_value_t = 256 * 1024 * 1024)]
+    pub max_state_bytes: u64,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum Command {
+    /// Create llm.json with defaults in a directory.
+    #[command(after_help = "Examples:\n  \
+wo init                         create ./llm.json\n  \
+wo init ~/notes --context \"Notes on the garden project\"\n  \
+wo init --force                 back up an invalid llm.json to llm.json.bak-<UTC> and start fresh")]
+    Init(InitArgs),
+    /// Check state files against the llm.json v1 rules; errors name the JSON pointer and rule.
+    #[command(after_help = "Examples:\n  \
+wo validate llm.json\n  \
+wo validate llm_*.json --json     one JSON report per file, for tools\n\n\
+Exit code 1 if any file is invalid.")]
+    Validate(ValidateArgs),
+    /// Merge exports (llm_*.json) into the state file.
+    #[command(after_help = "Examples:\n  \
+wo merge                           merge every llm_*.json beside llm.json, renaming each to *.merged\n  \
+wo merge --dry-run                 show what would be added, updated and skipped\n  \
+wo merge ~/Downloads/llm_2026.02.22.2241.json\n\n\
+Messages and truth entries are unions by id; the later edit of an entry wins; deleted entries stay deleted.\n\
+The context is kept from llm.json. Merging the same file twice changes nothing.")]
+    Merge(MergeArgs),
+    /// Write a copy of the state for another machine or tool.
+    #[command(after_help = "Examples:\n  \
+wo export                              ./llm_YYYY.MM.DD.HHMM.json (local time in the name)\n  \
+wo export --dir ~/Sync\n  \
+wo export --layout profiles --out chats/   the profiles/<P>/chats/<C>/messages.jsonl tree")]
+    Export(ExportArgs),
+    /// Bring in conversations from another llm.json or a neighbouring tool's format.
+    #[command(after_help = "Examples:\n  \
+wo import other/llm.json               merge another state file\n  \
+wo import .ai/openai.json              a CLI chat state file ({conversation, meta})\n  \
+wo import data/ --format profiles      a profiles/<P>/chats/<C>/messages.jsonl tree\n  \
+wo import old.json --dry-run           show what would change")]
+    Import(ImportArgs),
+    /// Show the transcript, filtered by text, user and date.
+    #[command(after_help = "Examples:\n  \
+wo log                              every message, oldest first\n  \
+wo log --grep \"rate limit\" --user alec\n  \
+wo log --since 2026-02-01 --until 2026-03-01\n  \
+wo log -n 5 --json                  the last five messages as JSON lines")]
+    Log(LogArgs),
+    /// List and curate truth entries (the knowledge retrieval draws on).
+    #[command(subcommand)]
+    Truth(TruthCommand),
+    /// Show or edit the context sent with every query.
+    #[command(subcommand)]
+    Context(ContextCommand),
+}
+
+#[derive(Args, Debug)]
+pub struct InitArgs {
+    /// Directory to create llm.json in (default: the current directory).
+    pub dir: Option<PathBuf>,
+    /// Initial context: instructions and a synopsis of the directory (plain text).
+    #[arg(long)]
+    pub context: Option<String>,
+    /// If the existing file is invalid, back it up and start fresh.
+    #[arg(long)]
+    pub force: bool,
+}
+
+#[derive(Args, Debug)]
+pub struct ValidateArgs {
+    /// Files to check.
+    #[arg(required = true, value_name = "FILE")]
+    pub files: Vec<PathBuf>,
+    /// Print one JSON object per file.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Args, Debug)]
+pub struct MergeArgs {
+    /// Export files to merge (default: every llm_*.json beside the state file).
+    #[arg(value_name = "FILE")]
+    pub files: Vec<PathBuf>,
+    /// Report what would change; write and rename nothing.
+    #[arg(long)]
+    pub dry_run: bool,
+    /// Do not rename merged files to *.merged.
+    #[arg(long)]
+    pub keep: bool,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum ExportLayout {
+    /// A complete llm.json named llm_YYYY.MM.DD.HHMM.json.
+    Llm,
+    /// profiles/<P>/chats/<C>/meta.json + messages.jsonl.
+    Profiles,
+}
+
+#[derive(Args, Debug)]
+pub struct ExportArgs {
+    /// Directory for the export file (default: the current directory).
+    #[arg(long, value_name = "DIR")]
+    pub dir: Option<PathBuf>,
+    #[arg(long, value_enum, default_value_t = ExportLayout::Llm)]
+    pub layout: ExportLayout,
+    /// Target directory for --layout profiles.
+    #[arg(long, value_name = "DIR", required_if_eq("layout", "profiles"))]
+    pub out: Option<PathBuf>,
+    /// With --layout profiles: write into a non-empty directory.
+    #[arg(long)]
+    pub overwrite: bool,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum ImportFormat {
+    /// Decide from the file's shape.
+    Auto,
+    /// Another llm.json (or an export).
+    Llm,
+    /// A CLI chat state file: {provider, model, conversation[], meta}.
+    OpenaiCli,
+    /// A profiles/<P>/chats/<C>/messages.jsonl tree.
+    Profiles,
+}
+
+#[derive(Args, Debug)]
+pub struct ImportArgs {
+    /// File or directory to import.
+    pub source: PathBuf,
+    #[arg(long, value_enum, default_value_t = ImportFormat::Auto)]
+    pub format: ImportFormat,
+    /// Report what would change; write nothing.
+    #[arg(long)]
+    pub dry_run: bool,
+    /// Username for imported user messages that carry none.
+    #[arg(long)]
+    pub username: Option<String>,
+}
+
+#[derive(Args, Debug)]
+pub struct LogArgs {
+    /// Only messages whose title or text contains this (case-insensitive).
+    #[arg(long, short = 'g')]
+    pub grep: Option<String>,
+    /// Only messages by this username.
+    #[arg(long, short = 'u')]
+    pub user: Option<String>,
+    /// Only messages at or after this date (YYYY-MM-DD or a full UTC timestamp).
+    #[arg(long)]
+    pub since: Option<String>,
+    /// Only messages before this date.
+    #[arg(long)]
+    pub until: Option<String>,
+    /// Show only the last N matching messages.
+    #[arg(long, short = 'n')]
+    pub limit: Option<usize>,
+    /// One JSON object per line (the stored message, plus `text`).
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum TruthCommand {
+    /// List entries, most certain first.
+    #[command(
+        after_help = "Examples:\n  wo truth list\n  wo truth list --min-certainty 0.5 --json"
+    )]
+    List {
+        /// Hide entries below this certainty.
+        #[arg(long)]
+        min_certainty: Option<f64>,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Add an entry.
+    #[command(after_help = "Examples:\n  \
+wo truth add \"Deploy day\" --content \"We deploy on Fridays\" --certainty 0.8\n  \
+wo truth add \"API notes\" --file notes.md --format markdown --kind fact\n  \
+echo \"<p>from <a href='https://example.org'>a page</a></p>\" | wo truth add \"Source\" --format html")]
+    Add(TruthAddArgs),
+    /// Change an entry's title, content or certainty (its id stays; `updated` is set).
+    #[command(after_help = "Examples:\n  \
+wo truth edit t_2c1d --certainty 0.95\n  \
+wo truth edit t_2c1d --content \"Deploys moved to Thursdays\"")]
+    Edit(TruthEditArgs),
+    /// Delete an entry; a tombstone keeps older exports from bringing it back.
+    #[command(after_help = "Examples:\n  wo truth rm t_2c1d7a9f")]
+    Rm {
+        /// The entry's id (a unique prefix is enough).
+        id: String,
+    },
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum InputFormat {
+    Text,
+    Markdown,
+    Html,
+}
+
+#[derive(Args, Debug)]
+pub struct ContentInput {
+    /// The content (default: read standard input).
+    #[arg(long, conflicts_with = "file")]
+    pub content: Option<String>,
+    /// Read the content from a file.
+    #[arg(long, value_name = "PATH")]
+    pub file: Option<PathBuf>,
+    /// How the content is written; it is stored as sanitised XHTML.
+    #[arg(long, value_enum, default_value_t = InputFormat::Text)]
+    pub format: InputFormat,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum KindArg {
+    Fact,
+    Effort,
+    Event,
+    Note,
+}
+
+#[derive(Args, Debug)]
+pub struct TruthAddArgs {
+    /// A short title.
+    pub title: String,
+    #[command(flatten)]
+    pub input: ContentInput,
+    /// How sure you are, from 0 to 1.
+    #[arg(long, default_value_t = 0.7)]
+    pub certainty: f64,
+    #[arg(long, value_enum)]
+    pub kind: Option<KindArg>,
+    /// A tag (repeatable).
+    #[arg(long = "tag")]
+    pub tags: Vec<String>,
+}
+
+#[derive(Args, Debug)]
+pub struct TruthEditArgs {
+    /// The entry's id (a unique prefix is enough).
+    pub id: String,
+    #[arg(long)]
+    pub title: Option<String>,
+    /// New content.
+    #[arg(long, conflicts_with = "file")]
+    pub content: Option<String>,
+    /// Read new content from a file.
+    #[arg(long, value_name = "PATH")]
+    pub file: Option<PathBuf>,
+    #[arg(long, value_enum, default_value_t = InputFormat::Text)]
+    pub format: InputFormat,
+    #[arg(long)]
+    pub certainty: Option<f64>,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum ContextCommand {
+    /// Print the context (XHTML, or its text with --text).
+    #[command(after_help = "Examples:\n  wo context show\n  wo context show --text")]
+    Show {
+        #[arg(long)]
+        text: bool,
+    },
+    /// Replace the context: from --set, --file, or your $EDITOR.
+    #[command(after_help = "Examples:\n  \
+wo context edit                                 opens $VISUAL or $EDITOR on the XHTML\n  \
+wo context edit --set \"Answer briefly. This repo is a Rust CLI.\"\n  \
+wo context edit --file context.md --format markdown")]
+    Edit {
+        /// The new context.
+        #[arg(long, conflicts_with = "file")]
+        set: Option<String>,
+        /// Read the new context from a file.
+        #[arg(long, value_name = "PATH")]
+        file: Option<PathBuf>,
+        /// How --set/--file are written (the editor always edits XHTML).
+        #[arg(long, value_enum, default_value_t = InputFormat::Text)]
+        format: InputFormat,
+    },
+}

@@ -1,0 +1,51 @@
+//! `wo init`.
+
+use std::process::ExitCode;
+
+use anyhow::{Context as _, Result, bail};
+use wo_format::xhtml::text_to_xhtml;
+use wo_format::{State, Timestamp};
+use wo_store::{Store, StoreError};
+
+use super::open_options;
+use crate::cli::{GlobalOpts, InitArgs};
+
+pub fn run(g: &GlobalOpts, args: InitArgs) -> Result<ExitCode> {
+    let path = match (&g.state, &args.dir) {
+        (Some(p), None) => p.clone(),
+        (_, Some(dir)) => {
+            std::fs::create_dir_all(dir)
+                .with_context(|| format!("{}: cannot create directory", dir.display()))?;
+            dir.join(wo_store::STATE_FILE_NAME)
+        }
+        (None, None) => std::env::current_dir()?.join(wo_store::STATE_FILE_NAME),
+    };
+    let mut state = State::new(Timestamp::now());
+    if let Some(ctx) = &args.context {
+        state.context = format!("<div>{}</div>", text_to_xhtml(ctx));
+    }
+    let opts = open_options(g);
+    match Store::open(&path, opts.clone()) {
+        Ok(_) => bail!(
+            "{}: already exists and is valid; nothing to do\nhint: `wo context edit` changes its context",
+            path.display()
+        ),
+        Err(StoreError::NotFound { .. }) => {
+            Store::create(&path, state, opts)?;
+            println!("created {}", path.display());
+        }
+        Err(err @ StoreError::Invalid { .. }) if !args.force => return Err(err.into()),
+        Err(StoreError::Invalid { .. }) => {
+            let backup = wo_store::backup_invalid(&path)
+                .with_context(|| format!("{}: cannot back up the invalid file", path.display()))?;
+            Store::replace(&path, state, opts)?;
+            println!(
+                "{} was invalid: backed it up to {} and started fresh",
+                path.display(),
+                backup.display()
+            );
+        }
+        Err(other) => return Err(other.into()),
+    }
+    Ok(ExitCode::SUCCESS)
+}

@@ -1,0 +1,104 @@
+//! One module per command; each parses nothing itself (clap did), calls the
+//! libraries and renders.
+
+mod context;
+mod init;
+mod log;
+mod merge;
+mod transfer;
+mod truth;
+mod validate;
+
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use anyhow::{Context as _, Result, bail};
+use wo_format::xhtml::{ContentFormat, to_xhtml};
+use wo_store::{Limits, OpenOptions, Store};
+
+use crate::cli::{Cli, Command, GlobalOpts, InputFormat};
+
+pub fn run(cli: Cli) -> Result<ExitCode> {
+    let g = &cli.global;
+    match cli.command {
+        Command::Init(args) => init::run(g, args),
+        Command::Validate(args) => validate::run(args),
+        Command::Merge(args) => merge::run(g, args),
+        Command::Export(args) => transfer::export(g, args),
+        Command::Import(args) => transfer::import(g, args),
+        Command::Log(args) => log::run(g, args),
+        Command::Truth(cmd) => truth::run(g, cmd),
+        Command::Context(cmd) => context::run(g, cmd),
+    }
+}
+
+/// The state file: `--state`, else `./llm.json`, else the nearest parent's.
+pub fn state_path(g: &GlobalOpts) -> Result<PathBuf> {
+    if let Some(p) = &g.state {
+        return Ok(p.clone());
+    }
+    let cwd = std::env::current_dir().context("cannot read the current directory")?;
+    Ok(wo_store::discover_state_path(&cwd).unwrap_or_else(|| cwd.join(wo_store::STATE_FILE_NAME)))
+}
+
+pub fn open_options(g: &GlobalOpts) -> OpenOptions {
+    OpenOptions {
+        allow_symlink: g.allow_symlink,
+        create_if_missing: false,
+        limits: Limits {
+            max_state_bytes: g.max_state_bytes,
+            ..Limits::default()
+        },
+        lock_timeout: None,
+    }
+}
+
+/// Opens the state file that must already exist.
+pub fn open_store(g: &GlobalOpts) -> Result<Store> {
+    let path = state_path(g)?;
+    Ok(Store::open(&path, open_options(g))?)
+}
+
+impl From<InputFormat> for ContentFormat {
+    fn from(f: InputFormat) -> Self {
+        match f {
+            InputFormat::Text => ContentFormat::Text,
+            InputFormat::Markdown => ContentFormat::Markdown,
+            InputFormat::Html => ContentFormat::Html,
+        }
+    }
+}
+
+/// Reads content from `--content`, `--file` or standard input and converts
+/// it to sanitised XHTML.
+pub fn read_content(
+    inline: Option<&str>,
+    file: Option<&Path>,
+    format: InputFormat,
+) -> Result<String> {
+    let raw = match (inline, file) {
+        (Some(text), _) => text.to_owned(),
+        (None, Some(path)) => std::fs::read_to_string(path)
+            .with_context(|| format!("{}: cannot read content", path.display()))?,
+        (None, None) => {
+            let mut s = String::new();
+            std::io::stdin()
+                .read_to_string(&mut s)
+                .context("cannot read content from standard input")?;
+            s
+        }
+    };
+    if raw.trim().is_empty() {
+        bail!("the content is empty\nhint: pass --content TEXT, --file PATH, or pipe it in");
+    }
+    Ok(to_xhtml(&raw, format.into()))
+}
+
+/// Checks a certainty given on the command line.
+pub fn check_certainty(flag: &str, value: f64) -> Result<f64> {
+    if !(0.0..=1.0).contains(&value) {
+        bail!("{flag} {value} is outside 0–1\nhint: 0 = pure guess, 1 = certain");
+    }
+    Ok(value)
+}

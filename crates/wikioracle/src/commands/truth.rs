@@ -1,0 +1,116 @@
+//! `wo truth list|add|edit|rm`.
+
+use std::process::ExitCode;
+
+use anyhow::{Result, anyhow};
+use wo_format::query::{find_by_prefix, truth_by_certainty};
+use wo_format::{Timestamp, TruthEntry, TruthKind};
+
+use super::{check_certainty, open_store, read_content};
+use crate::cli::{GlobalOpts, KindArg, TruthCommand};
+use crate::render;
+
+pub fn run(g: &GlobalOpts, cmd: TruthCommand) -> Result<ExitCode> {
+    match cmd {
+        TruthCommand::List {
+            min_certainty,
+            json,
+        } => {
+            let store = open_store(g)?;
+            let floor = min_certainty.unwrap_or(0.0);
+            for t in truth_by_certainty(&store.state().truth.trust) {
+                if t.certainty < floor {
+                    continue;
+                }
+                if json {
+                    println!("{}", serde_json::to_string(t)?);
+                } else {
+                    println!("{}", render::truth_line(t));
+                }
+            }
+        }
+        TruthCommand::Add(args) => {
+            let certainty = check_certainty("--certainty", args.certainty)?;
+            let content = read_content(
+                args.input.content.as_deref(),
+                args.input.file.as_deref(),
+                args.input.format,
+            )?;
+            let mut entry = TruthEntry::new(args.title, Timestamp::now(), certainty, content);
+            entry.kind = args.kind.map(|k| match k {
+                KindArg::Fact => TruthKind::Fact,
+                KindArg::Effort => TruthKind::Effort,
+                KindArg::Event => TruthKind::Event,
+                KindArg::Note => TruthKind::Note,
+            });
+            if !args.tags.is_empty() {
+                entry.tags = Some(args.tags);
+            }
+            let id = entry.id.clone();
+            let mut store = open_store(g)?;
+            store.transact(|s| {
+                if !s.truth.trust.iter().any(|t| t.id == entry.id) {
+                    s.truth.trust.push(entry);
+                }
+            })?;
+            println!("added {id}");
+        }
+        TruthCommand::Edit(args) => {
+            if args.title.is_none()
+                && args.content.is_none()
+                && args.file.is_none()
+                && args.certainty.is_none()
+            {
+                return Err(anyhow!(
+                    "nothing to change\nhint: pass --title, --content, --file or --certainty"
+                ));
+            }
+            let certainty = args
+                .certainty
+                .map(|c| check_certainty("--certainty", c))
+                .transpose()?;
+            let content = match (&args.content, &args.file) {
+                (None, None) => None,
+                (c, f) => Some(read_content(c.as_deref(), f.as_deref(), args.format)?),
+            };
+            let mut store = open_store(g)?;
+            let (id, _) = store.try_transact(|s| -> Result<String> {
+                let id = find_by_prefix(&s.truth.trust, |t| &t.id, &args.id)
+                    .map_err(|e| anyhow!("truth entry: {e}"))?
+                    .id
+                    .clone();
+                let entry = s
+                    .truth
+                    .trust
+                    .iter_mut()
+                    .find(|t| t.id == id)
+                    .expect("found above");
+                if let Some(title) = args.title {
+                    entry.title = title;
+                }
+                if let Some(content) = content {
+                    entry.content = content;
+                }
+                if let Some(c) = certainty {
+                    entry.certainty = c;
+                }
+                entry.updated = Some(Timestamp::now().max(entry.effective_update().clone()));
+                Ok(id)
+            })??;
+            println!("updated {id}");
+        }
+        TruthCommand::Rm { id } => {
+            let mut store = open_store(g)?;
+            let (id, _) = store.try_transact(|s| -> Result<String> {
+                let id = find_by_prefix(&s.truth.trust, |t| &t.id, &id)
+                    .map_err(|e| anyhow!("truth entry: {e}"))?
+                    .id
+                    .clone();
+                s.delete_truth(&id, Timestamp::now());
+                Ok(id)
+            })??;
+            println!("deleted {id}");
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}

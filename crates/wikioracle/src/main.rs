@@ -1,0 +1,39 @@
+//! `wo`, the WikiOracle command line: parse arguments, call the library
+//! crates, render. Logic lives in `wo-format` / `wo-store` / `wo-interop`.
+
+mod cli;
+mod commands;
+mod render;
+
+use std::process::ExitCode;
+
+use clap::Parser;
+
+/// Exit codes (seed 001): 0 ok, 1 usage or input error, 2 state write failure.
+pub const EXIT_USAGE: u8 = 1;
+
+fn main() -> ExitCode {
+    let cli = match cli::Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => {
+            let code = match e.kind() {
+                clap::error::ErrorKind::DisplayHelp
+                | clap::error::ErrorKind::DisplayVersion
+                | clap::error::ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand => 0,
+                _ => EXIT_USAGE,
+            };
+            let _ = e.print();
+            return ExitCode::from(code);
+        }
+    };
+    match commands::run(cli) {
+        Ok(code) => code,
+        Err(err) => {
+            eprintln!("error: {err:#}");
+            let code = err
+                .downcast_ref::<wo_store::StoreError>()
+                .map_or(EXIT_USAGE, wo_store::StoreError::exit_code);
+            ExitCode::from(code)
+        }
+    }
+}

@@ -1,0 +1,460 @@
+//! The file commands end to end, as a user runs them.
+
+mod common;
+
+use common::{Project, state_with_messages};
+use wo_format::{Timestamp, TruthEntry};
+
+#[test]
+fn init_refuses_to_clobber_and_force_backs_up_invalid_files() {
+    let p = Project::new();
+    assert!(
+        p.ok(&["init", "--context", "Garden notes"])
+            .contains("created")
+    );
+    assert_eq!(p.state().context, "<div><p>Garden notes</p></div>");
+    let again = p.run(&["init"]);
+    assert_eq!(again.code, 1);
+    assert!(again.stderr.contains("already exists"), "{}", again.stderr);
+
+    std::fs::write(p.state_path(), b"{\"version\": 1, oops").unwrap();
+    let refused = p.run(&["init"]);
+    assert_eq!(refused.code, 1);
+    assert!(refused.stderr.contains("json-syntax"), "{}", refused.stderr);
+    assert!(
+        refused.stderr.contains("wo init --force"),
+        "{}",
+        refused.stderr
+    );
+    assert_eq!(
+        std::fs::read(p.state_path()).unwrap(),
+        b"{\"version\": 1, oops"
+    );
+
+    let forced = p.ok(&["init", "--force"]);
+    assert!(forced.contains("backed it up to"), "{forced}");
+    let backup = std::fs::read_dir(p.path())
+        .unwrap()
+        .flatten()
+        .find(|e| e.file_name().to_string_lossy().starts_with("llm.json.bak-"))
+        .expect("a backup file");
+    assert_eq!(
+        std::fs::read(backup.path()).unwrap(),
+        b"{\"version\": 1, oops"
+    );
+    assert!(p.state().messages().is_empty());
+}
+
+#[test]
+fn commands_on_an_invalid_file_fail_without_touching_it() {
+    let p = Project::new();
+    let bad = br#"{"version": 1, "schema": "wikioracle.llm_state", "date": "2026-01-01T00:00:00Z", "messages": [{"title": 3}]}"#;
+    std::fs::write(p.state_path(), bad).unwrap();
+    let r = p.run(&["truth", "add", "x", "--content", "y"]);
+    assert_eq!(r.code, 1);
+    assert!(r.stderr.contains("/messages/0/title"), "{}", r.stderr);
+    assert!(r.stderr.contains("[type]"), "{}", r.stderr);
+    assert_eq!(std::fs::read(p.state_path()).unwrap(), bad);
+}
+
+#[test]
+fn state_is_found_in_parent_directories_or_named_explicitly() {
+    let p = Project::new();
+    p.ok(&["init"]);
+    let sub = p.path().join("a/b");
+    std::fs::create_dir_all(&sub).unwrap();
+    let out = p
+        .cmd(&["truth", "add", "found", "--content", "parent"])
+        .current_dir(&sub)
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    assert_eq!(p.state().truth.trust.len(), 1);
+
+    let other = p.path().join("elsewhere.json");
+    p.ok(&["--state", other.to_str().unwrap(), "init"]);
+    p.ok(&[
+        "--state",
+        other.to_str().unwrap(),
+        "truth",
+        "add",
+        "t",
+        "--content",
+        "c",
+    ]);
+    assert_eq!(
+        p.state().truth.trust.len(),
+        1,
+        "the default file is untouched"
+    );
+    let missing = p.run(&["--state", "nope.json", "log"]);
+    assert_eq!(missing.code, 1);
+    assert!(
+        missing.stderr.contains("nope.json") && missing.stderr.contains("wo init"),
+        "{}",
+        missing.stderr
+    );
+}
+
+#[test]
+fn truth_add_edit_rm_with_tombstones() {
+    let p = Project::new();
+    p.ok(&["init"]);
+    let added = p.ok(&[
+        "truth",
+        "add",
+        "Deploys",
+        "--content",
+        "We deploy <b>Fridays</b>",
+        "--certainty",
+        "0.6",
+        "--kind",
+        "fact",
+        "--tag",
+        "ops",
+    ]);
+    let id = added.trim().strip_prefix("added ").unwrap().to_owned();
+    let t = &p.state().truth.trust[0];
+    assert_eq!(t.id, id);
+    assert_eq!(
+        t.content, "<p>We deploy &lt;b&gt;Fridays&lt;/b&gt;</p>",
+        "text is escaped"
+    );
+    assert_eq!(t.tags.as_deref(), Some(&["ops".to_string()][..]));
+
+    let html = p.run_stdin(
+        &[
+            "truth",
+            "add",
+            "Link",
+            "--format",
+            "html",
+            "--certainty",
+            "0.9",
+        ],
+        "<p onclick=x>see <a href='https://example.org'>this</a><script>bad()</script></p>",
+    );
+    assert_eq!(html.code, 0, "{}", html.stderr);
+    let list = p.ok(&["truth", "list"]);
+    let lines: Vec<&str> = list.lines().collect();
+    assert!(
+        lines[0].contains("0.90") && lines[1].contains("0.60"),
+        "sorted by certainty: {list}"
+    );
+    let link = p
+        .state()
+        .truth
+        .trust
+        .iter()
+        .find(|t| t.title == "Link")
+        .unwrap()
+        .clone();
+    assert_eq!(
+        link.content,
+        "<p>see <a href=\"https://example.org\">this</a></p>"
+    );
+
+    p.ok(&[
+        "truth",
+        "edit",
+        &id[..6],
+        "--certainty",
+        "0.95",
+        "--content",
+        "Thursdays now",
+    ]);
+    let edited = p
+        .state()
+        .truth
+        .trust
+        .iter()
+        .find(|t| t.id == id)
+        .unwrap()
+        .clone();
+    assert_eq!(edited.certainty, 0.95);
+    assert_eq!(edited.content, "<p>Thursdays now</p>");
+    assert!(edited.updated.is_some());
+
+    let ambiguous = p.run(&["truth", "rm", "t_"]);
+    assert_eq!(ambiguous.code, 1);
+    assert!(
+        ambiguous.stderr.contains("ambiguous"),
+        "{}",
+        ambiguous.stderr
+    );
+    let before = std::fs::read(p.state_path()).unwrap();
+    let bad = p.run(&["truth", "edit", &id, "--certainty", "1.5"]);
+    assert_eq!(bad.code, 1);
+    assert_eq!(
+        std::fs::read(p.state_path()).unwrap(),
+        before,
+        "a refused edit writes nothing"
+    );
+
+    // Export, delete, then merge the older export: the entry stays deleted.
+    let exported = p.ok(&["export"]);
+    let export_path = exported
+        .trim()
+        .strip_prefix("exported ")
+        .unwrap()
+        .to_owned();
+    p.ok(&["truth", "rm", &id]);
+    assert_eq!(p.state().truth.deleted[0].id, id);
+    let merged = p.ok(&["merge", &export_path]);
+    assert!(merged.contains("truth: 0 added"), "{merged}");
+    assert!(
+        p.state().truth.trust.iter().all(|t| t.id != id),
+        "not resurrected"
+    );
+}
+
+#[test]
+fn merge_auto_detects_exports_dry_run_and_renames() {
+    let p = Project::new();
+    p.ok(&["init"]);
+    let phone = state_with_messages("phone", 0, 3, "hello");
+    let export = p.write_state("llm_2026.02.22.2241.json", &phone);
+    let dry = p.ok(&["merge", "--dry-run"]);
+    assert!(
+        dry.contains("would merge") && dry.contains("3 added"),
+        "{dry}"
+    );
+    assert!(export.exists());
+    assert!(p.state().messages().is_empty());
+    let done = p.ok(&["merge"]);
+    assert!(
+        done.contains("merged") && done.contains("renamed to"),
+        "{done}"
+    );
+    assert!(!export.exists());
+    assert!(p.path().join("llm_2026.02.22.2241.json.merged").exists());
+    assert_eq!(p.state().messages().len(), 3);
+    assert!(p.ok(&["merge"]).contains("nothing to merge"));
+    // Merging the same content again adds nothing.
+    let again = p.write_state("copy.json", &phone);
+    let out = p.ok(&["merge", again.to_str().unwrap()]);
+    assert!(
+        out.contains("0 added") && out.contains("3 already present"),
+        "{out}"
+    );
+    assert!(again.exists(), "explicitly named files are not renamed");
+    // An invalid export is reported, the state untouched, exit 1.
+    std::fs::write(p.path().join("llm_bad.json"), "[]").unwrap();
+    let r = p.run(&["merge"]);
+    assert_eq!(r.code, 1);
+    assert!(
+        r.stderr.contains("llm_bad.json") && r.stderr.contains("expected an object"),
+        "{}",
+        r.stderr
+    );
+}
+
+#[test]
+fn log_filters_and_json() {
+    let p = Project::new();
+    p.ok(&["init"]);
+    let a = state_with_messages("alec", 0, 3, "about rust");
+    let b = state_with_messages("bot", 100, 2, "about json");
+    p.write_state("a.json", &a);
+    p.write_state("b.json", &b);
+    p.ok(&["import", "a.json"]);
+    p.ok(&["import", "b.json"]);
+    let all = p.ok(&["log"]);
+    assert_eq!(
+        all.matches("  [user]").count() + all.matches("  [assistant]").count(),
+        5,
+        "{all}"
+    );
+    let grep = p.ok(&["log", "--grep", "JSON", "--json"]);
+    let lines: Vec<serde_json::Value> = grep
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(lines.len(), 2);
+    assert_eq!(lines[0]["username"], "bot");
+    assert!(lines[0]["text"].as_str().unwrap().contains("about json"));
+    let user = p.ok(&["log", "--user", "alec", "-n", "1", "--json"]);
+    assert_eq!(user.lines().count(), 1);
+    assert!(user.contains("alec 2"));
+    let since = Timestamp::from_unix(1_800_000_100);
+    let dated = p.ok(&["log", "--since", since.as_str(), "--json"]);
+    assert_eq!(dated.lines().count(), 2);
+    let bad = p.run(&["log", "--since", "last tuesday"]);
+    assert_eq!(bad.code, 1);
+    assert!(
+        bad.stderr.contains("--since") && bad.stderr.contains("YYYY-MM-DD"),
+        "{}",
+        bad.stderr
+    );
+}
+
+#[test]
+fn context_show_and_edit() {
+    let p = Project::new();
+    p.ok(&["init"]);
+    p.ok(&[
+        "context",
+        "edit",
+        "--set",
+        "# Rules\n\nBe *brief*.",
+        "--format",
+        "markdown",
+    ]);
+    assert_eq!(
+        p.ok(&["context", "show"]).trim(),
+        "<h1>Rules</h1>\n<p>Be <em>brief</em>.</p>"
+    );
+    assert_eq!(
+        p.ok(&["context", "show", "--text"]).trim(),
+        "Rules\n\nBe brief."
+    );
+    // $EDITOR is used when no --set/--file is given.
+    let script = p.path().join("ed.sh");
+    std::fs::write(
+        &script,
+        "#!/bin/sh\nprintf '<p>from editor</p><script>x()</script>' > \"$1\"\n",
+    )
+    .unwrap();
+    std::os::unix::fs::PermissionsExt::set_mode(
+        &mut std::fs::metadata(&script).unwrap().permissions(),
+        0o755,
+    );
+    std::fs::set_permissions(&script, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let out = p
+        .cmd(&["context", "edit"])
+        .env("EDITOR", &script)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(p.state().context, "<p>from editor</p>");
+    let no_editor = p.run(&["context", "edit"]);
+    assert_eq!(no_editor.code, 1);
+    assert!(no_editor.stderr.contains("$EDITOR"), "{}", no_editor.stderr);
+}
+
+#[test]
+fn validate_reports_pointers_rules_and_json() {
+    let p = Project::new();
+    p.ok(&["init"]);
+    let mut s = p.state();
+    s.truth.trust.push(TruthEntry::new(
+        "x",
+        Timestamp::from_unix(1_800_000_000),
+        0.5,
+        "<p>ok</p>",
+    ));
+    let good = p.write_state("good.json", &s);
+    let bad = p.path().join("bad.json");
+    std::fs::write(&bad, r#"{"version": 1, "schema": "wikioracle.llm_state", "date": "2026-01-01T00:00:00Z", "messages": [{"title": "t", "username": "u", "timestamp": "2026-01-01T00:00:00Z", "content": "<p onclick=\"x\">hi</p>"}], "truth": {"trust": [{"title": "t", "timestamp": "2026-01-01T00:00:00Z", "certainty": -1, "content": ""}]}}"#).unwrap();
+    let r = p.run(&["validate", good.to_str().unwrap(), bad.to_str().unwrap()]);
+    assert_eq!(r.code, 1);
+    assert!(r.stdout.contains("good.json: valid"), "{}", r.stdout);
+    assert!(
+        r.stdout
+            .contains("/truth/trust/0/certainty: -1 is outside [0, 1] [range]"),
+        "{}",
+        r.stdout
+    );
+    assert!(
+        r.stdout.contains("/messages/0/content") && r.stdout.contains("[xhtml-allowlist]"),
+        "{}",
+        r.stdout
+    );
+    let j = p.run(&["validate", "--json", bad.to_str().unwrap()]);
+    let v: serde_json::Value = serde_json::from_str(j.stdout.trim()).unwrap();
+    assert_eq!(v["valid"], false);
+    assert_eq!(v["errors"][0]["pointer"], "/truth/trust/0/certainty");
+    let missing = p.run(&["validate", "absent.json"]);
+    assert_eq!(missing.code, 1);
+    assert!(missing.stdout.contains("cannot read"), "{}", missing.stdout);
+}
+
+#[test]
+fn usage_errors_exit_1_and_help_teaches() {
+    let p = Project::new();
+    let r = p.run(&["truth", "add"]);
+    assert_eq!(r.code, 1, "clap usage errors map to 1, not 2");
+    for cmd in [
+        vec!["init", "--help"],
+        vec!["validate", "--help"],
+        vec!["merge", "--help"],
+        vec!["export", "--help"],
+        vec!["import", "--help"],
+        vec!["log", "--help"],
+        vec!["truth", "add", "--help"],
+        vec!["truth", "edit", "--help"],
+        vec!["truth", "rm", "--help"],
+        vec!["truth", "list", "--help"],
+        vec!["context", "show", "--help"],
+        vec!["context", "edit", "--help"],
+    ] {
+        let out = p.ok(&cmd);
+        assert!(
+            out.contains("Examples:"),
+            "{cmd:?} --help has no examples:\n{out}"
+        );
+    }
+}
+
+#[test]
+fn symlinked_state_is_refused_unless_allowed() {
+    let p = Project::new();
+    let real = p.path().join("real.json");
+    p.ok(&["--state", real.to_str().unwrap(), "init"]);
+    std::os::unix::fs::symlink(&real, p.state_path()).unwrap();
+    let r = p.run(&["truth", "add", "a", "--content", "b"]);
+    assert_eq!(r.code, 1);
+    assert!(
+        r.stderr.contains("symbolic link") && r.stderr.contains("--allow-symlink"),
+        "{}",
+        r.stderr
+    );
+    p.ok(&["--allow-symlink", "truth", "add", "a", "--content", "b"]);
+    let real_state = wo_format::parse(&std::fs::read(&real).unwrap()).unwrap();
+    assert_eq!(real_state.truth.trust.len(), 1);
+}
+
+#[test]
+fn write_failure_exits_2_and_keeps_the_file() {
+    // A file-size limit makes the write fail with EFBIG as it would on a full
+    // disk; this works for root too, on any filesystem.
+    let p = Project::new();
+    p.ok(&["init"]);
+    let big = state_with_messages("u", 0, 50, &"x".repeat(200));
+    p.write_state("big.json", &big);
+    let before = std::fs::read(p.state_path()).unwrap();
+    let mut cmd = p.cmd(&["import", "big.json"]);
+    use std::os::unix::process::CommandExt;
+    unsafe {
+        cmd.pre_exec(|| {
+            libc::signal(libc::SIGXFSZ, libc::SIG_IGN);
+            let lim = libc::rlimit {
+                rlim_cur: 4096,
+                rlim_max: 4096,
+            };
+            if libc::setrlimit(libc::RLIMIT_FSIZE, &lim) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    let out = cmd.output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("cannot write, the file is unchanged"),
+        "{stderr}"
+    );
+    assert_eq!(std::fs::read(p.state_path()).unwrap(), before);
+    let leftovers: Vec<String> = std::fs::read_dir(p.path())
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| n.contains(".tmp-"))
+        .collect();
+    assert!(leftovers.is_empty(), "{leftovers:?}");
+}

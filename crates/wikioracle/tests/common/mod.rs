@@ -1,0 +1,110 @@
+//! Helpers for running the real `wo` binary in a temporary project.
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+
+use wo_format::{Message, State, Timestamp};
+
+pub fn wo_bin() -> PathBuf {
+    PathBuf::from(env!("CARGO_BIN_EXE_wo"))
+}
+
+/// A temporary project directory with helpers to run `wo` in it.
+pub struct Project {
+    pub dir: tempfile::TempDir,
+}
+
+pub struct Run {
+    pub code: i32,
+    pub stdout: String,
+    pub stderr: String,
+}
+
+impl Project {
+    pub fn new() -> Self {
+        Project {
+            dir: tempfile::tempdir().unwrap(),
+        }
+    }
+
+    pub fn path(&self) -> &Path {
+        self.dir.path()
+    }
+
+    pub fn state_path(&self) -> PathBuf {
+        self.dir.path().join("llm.json")
+    }
+
+    pub fn cmd(&self, args: &[&str]) -> Command {
+        let mut c = Command::new(wo_bin());
+        c.args(args)
+            .current_dir(self.dir.path())
+            .env_remove("WO_STATE")
+            .env_remove("EDITOR")
+            .env_remove("VISUAL")
+            .stdin(Stdio::null());
+        c
+    }
+
+    pub fn run(&self, args: &[&str]) -> Run {
+        to_run(self.cmd(args).output().unwrap())
+    }
+
+    pub fn run_stdin(&self, args: &[&str], input: &str) -> Run {
+        use std::io::Write;
+        let mut child = self
+            .cmd(args)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        child
+            .stdin
+            .take()
+            .unwrap()
+            .write_all(input.as_bytes())
+            .unwrap();
+        to_run(child.wait_with_output().unwrap())
+    }
+
+    /// Runs and asserts success.
+    pub fn ok(&self, args: &[&str]) -> String {
+        let r = self.run(args);
+        assert_eq!(r.code, 0, "wo {args:?} failed:\n{}{}", r.stdout, r.stderr);
+        r.stdout
+    }
+
+    pub fn state(&self) -> State {
+        wo_format::parse(&std::fs::read(self.state_path()).unwrap()).unwrap()
+    }
+
+    pub fn write_state(&self, name: &str, state: &State) -> PathBuf {
+        let p = self.dir.path().join(name);
+        std::fs::write(&p, wo_format::to_canonical_vec(state)).unwrap();
+        p
+    }
+}
+
+fn to_run(o: Output) -> Run {
+    Run {
+        code: o.status.code().unwrap_or(-1),
+        stdout: String::from_utf8_lossy(&o.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&o.stderr).into_owned(),
+    }
+}
+
+/// A state holding `n` messages by `user`, starting at `base` seconds.
+pub fn state_with_messages(user: &str, base: i64, n: usize, body: &str) -> State {
+    let mut s = State::new(Timestamp::from_unix(1_800_000_000));
+    for i in 0..n {
+        s.push_message(Message::new(
+            user,
+            Timestamp::from_unix(1_800_000_000 + base + i as i64),
+            format!("{user} {i}"),
+            format!("<p>{user} says {i}: {body}</p>"),
+        ));
+    }
+    s
+}

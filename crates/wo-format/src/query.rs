@@ -1,0 +1,131 @@
+//! Filtering the transcript and truth for `wo log`, `wo truth list` and the
+//! server: one definition of "matches", used by every face.
+
+use crate::model::{Message, TruthEntry};
+use crate::timestamp::Timestamp;
+use crate::xhtml::to_plain_text;
+
+/// Which messages to show. Empty fields match everything.
+#[derive(Clone, Debug, Default)]
+pub struct MessageFilter {
+    /// Case-insensitive substring of the title or the visible text.
+    pub text: Option<String>,
+    /// Case-insensitive exact username.
+    pub username: Option<String>,
+    /// Inclusive lower bound.
+    pub since: Option<Timestamp>,
+    /// Exclusive upper bound.
+    pub until: Option<Timestamp>,
+}
+
+impl MessageFilter {
+    pub fn matches(&self, m: &Message) -> bool {
+        if let Some(u) = &self.username
+            && !m.username.eq_ignore_ascii_case(u)
+        {
+            return false;
+        }
+        if let Some(since) = &self.since
+            && m.timestamp < *since
+        {
+            return false;
+        }
+        if let Some(until) = &self.until
+            && m.timestamp >= *until
+        {
+            return false;
+        }
+        match &self.text {
+            Some(needle) => {
+                let needle = needle.to_lowercase();
+                m.title.to_lowercase().contains(&needle)
+                    || to_plain_text(&m.content).to_lowercase().contains(&needle)
+            }
+            None => true,
+        }
+    }
+
+    /// The matching messages in transcript order.
+    pub fn apply<'a>(&self, messages: &'a [Message]) -> Vec<&'a Message> {
+        messages.iter().filter(|m| self.matches(m)).collect()
+    }
+}
+
+/// Parses a date bound given by a user: a full timestamp, or `YYYY-MM-DD`
+/// (midnight UTC).
+pub fn parse_date_bound(text: &str) -> Option<Timestamp> {
+    Timestamp::parse(text)
+        .ok()
+        .or_else(|| Timestamp::parse(&format!("{text}T00:00:00Z")).ok())
+}
+
+/// Truth entries ordered for display: by certainty (highest first), then
+/// newest first, then id.
+pub fn truth_by_certainty(entries: &[TruthEntry]) -> Vec<&TruthEntry> {
+    let mut v: Vec<&TruthEntry> = entries.iter().collect();
+    v.sort_by(|a, b| {
+        b.certainty
+            .total_cmp(&a.certainty)
+            .then_with(|| b.effective_update().cmp(a.effective_update()))
+            .then_with(|| a.id.cmp(&b.id))
+    });
+    v
+}
+
+/// Finds the one entry whose id starts with `prefix` (ids may be
+/// abbreviated like git hashes). Errors name the ambiguity.
+pub fn find_by_prefix<'a, T>(
+    items: &'a [T],
+    id_of: impl Fn(&T) -> &str,
+    prefix: &str,
+) -> Result<&'a T, String> {
+    if let Some(exact) = items.iter().find(|t| id_of(t) == prefix) {
+        return Ok(exact);
+    }
+    let found: Vec<&T> = items.iter().filter(|t| id_of(t).starts_with(prefix)).collect();
+    match found.as_slice() {
+        [one] => Ok(one),
+        [] => Err(format!("no entry has an id starting with {prefix:?}")),
+        many => Err(format!(
+            "{prefix:?} is ambiguous: {} ids start with it ({}…)",
+            many.len(),
+            many.iter().take(3).map(|t| id_of(t)).collect::<Vec<_>>().join(", ")
+        )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn m(user: &str, secs: i64, html: &str) -> Message {
+        Message::new(user, Timestamp::from_unix(1_800_000_000 + secs), "title", html)
+    }
+
+    #[test]
+    fn filters_combine() {
+        let ms = vec![m("alec", 0, "<p>Rust &amp; JSON</p>"), m("bot", 10, "<p>json!</p>"), m("alec", 20, "<p>other</p>")];
+        let f = MessageFilter { text: Some("json".into()), ..Default::default() };
+        assert_eq!(f.apply(&ms).len(), 2);
+        let f = MessageFilter { text: Some("& json".into()), username: Some("ALEC".into()), ..Default::default() };
+        assert_eq!(f.apply(&ms).len(), 1);
+        let f = MessageFilter {
+            since: Some(Timestamp::from_unix(1_800_000_010)),
+            until: Some(Timestamp::from_unix(1_800_000_020)),
+            ..Default::default()
+        };
+        let got = f.apply(&ms);
+        assert_eq!(got.len(), 1);
+        assert_eq!(got[0].username, "bot");
+    }
+
+    #[test]
+    fn date_bounds_and_prefixes() {
+        assert_eq!(parse_date_bound("2026-02-22").unwrap().as_str(), "2026-02-22T00:00:00Z");
+        assert!(parse_date_bound("22/02/2026").is_none());
+        let items = ["t_abc1", "t_abd2", "t_x"];
+        assert_eq!(*find_by_prefix(&items, |s| s, "t_abc").unwrap(), "t_abc1");
+        assert!(find_by_prefix(&items, |s| s, "t_ab").unwrap_err().contains("ambiguous"));
+        assert!(find_by_prefix(&items, |s| s, "t_zz").is_err());
+    }
+}
