@@ -52,6 +52,22 @@ pub fn write_atomic(path: &Path, chunks: &[&[u8]]) -> io::Result<fs::Metadata> {
     result
 }
 
+/// Removes temp files a killed writer of `path` left behind. Call only while
+/// holding the state's lock: every writer holds it, so any temp file present
+/// then belongs to a writer that died.
+pub fn remove_stale_temps(path: &Path) {
+    let Some(name) = path.file_name() else { return };
+    let prefix = format!(".{}.tmp-", name.to_string_lossy());
+    let Ok(entries) = fs::read_dir(parent_dir(path)) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        if entry.file_name().to_string_lossy().starts_with(&prefix) {
+            let _ = fs::remove_file(entry.path());
+        }
+    }
+}
+
 /// The directory holding `path` (`.` for a bare file name).
 pub fn parent_dir(path: &Path) -> PathBuf {
     match path.parent() {

@@ -401,6 +401,7 @@ impl Store {
                 limit: self.opts.limits.max_state_bytes,
             });
         }
+        durable::remove_stale_temps(&self.path);
         let written = durable::write_atomic(&self.path, &parts.chunks());
         match written {
             Ok(meta) => {
