@@ -99,8 +99,10 @@ fn full_issues(bytes: &[u8], typed_error: Option<(String, String)>) -> Vec<Issue
     if !issues.is_empty() {
         return issues;
     }
-    // The validator and the typed model disagree: report what serde saw
-    // rather than nothing (tests keep the two in step).
+    // What the JSON data model cannot show (a known key written twice, which
+    // `Value` silently collapses), or a disagreement between the validator and
+    // the typed model: report what serde saw rather than nothing (tests keep
+    // the two in step).
     let (pointer, message) = match typed_error {
         Some(e) => e,
         None => (
@@ -108,9 +110,14 @@ fn full_issues(bytes: &[u8], typed_error: Option<(String, String)>) -> Vec<Issue
             "the file breaks a rule of the model".to_owned(),
         ),
     };
+    let rule = if message.starts_with("duplicate field") {
+        "duplicate-key"
+    } else {
+        "type"
+    };
     vec![Issue {
         pointer,
-        rule: "type",
+        rule,
         message,
     }]
 }
@@ -311,21 +318,102 @@ fn write_compact<T: Serialize + ?Sized>(value: &T, out: &mut Vec<u8>) {
     serde_json::to_writer(&mut *out, value).expect("in-memory JSON serialisation");
 }
 
-/// Pretty-prints `value` as if nested `indent` spaces deep.
+/// Pretty-prints `value` as if nested `indent` spaces deep, straight into
+/// `out` (no second pass to re-indent).
 fn write_pretty_at<T: Serialize + ?Sized>(value: &T, indent: usize, out: &mut Vec<u8>) {
-    let mut buf = Vec::new();
-    let fmt = serde_json::ser::PrettyFormatter::with_indent(b"  ");
-    let mut ser = serde_json::Serializer::with_formatter(&mut buf, fmt);
+    let fmt = NestedPretty {
+        depth: indent / 2,
+        has_value: false,
+    };
+    let mut ser = serde_json::Serializer::with_formatter(out, fmt);
     value
         .serialize(&mut ser)
         .expect("in-memory JSON serialisation");
-    // Raw newlines only come from the formatter: string newlines are escaped.
-    for (i, line) in buf.split(|&b| b == b'\n').enumerate() {
-        if i > 0 {
-            out.push(b'\n');
-            out.extend(std::iter::repeat_n(b' ', indent));
+}
+
+/// serde_json's two-space pretty format, starting at a given depth.
+struct NestedPretty {
+    depth: usize,
+    has_value: bool,
+}
+
+impl NestedPretty {
+    fn newline_indent<W: ?Sized + std::io::Write>(&self, w: &mut W) -> std::io::Result<()> {
+        const SPACES: &[u8; 64] = &[b' '; 64];
+        w.write_all(b"\n")?;
+        let mut n = self.depth * 2;
+        while n > 0 {
+            let k = n.min(SPACES.len());
+            w.write_all(&SPACES[..k])?;
+            n -= k;
         }
-        out.extend_from_slice(line);
+        Ok(())
+    }
+}
+
+impl serde_json::ser::Formatter for NestedPretty {
+    fn begin_array<W: ?Sized + std::io::Write>(&mut self, w: &mut W) -> std::io::Result<()> {
+        self.depth += 1;
+        self.has_value = false;
+        w.write_all(b"[")
+    }
+
+    fn end_array<W: ?Sized + std::io::Write>(&mut self, w: &mut W) -> std::io::Result<()> {
+        self.depth -= 1;
+        if self.has_value {
+            self.newline_indent(w)?;
+        }
+        w.write_all(b"]")
+    }
+
+    fn begin_array_value<W: ?Sized + std::io::Write>(
+        &mut self,
+        w: &mut W,
+        first: bool,
+    ) -> std::io::Result<()> {
+        if !first {
+            w.write_all(b",")?;
+        }
+        self.newline_indent(w)
+    }
+
+    fn end_array_value<W: ?Sized + std::io::Write>(&mut self, _w: &mut W) -> std::io::Result<()> {
+        self.has_value = true;
+        Ok(())
+    }
+
+    fn begin_object<W: ?Sized + std::io::Write>(&mut self, w: &mut W) -> std::io::Result<()> {
+        self.depth += 1;
+        self.has_value = false;
+        w.write_all(b"{")
+    }
+
+    fn end_object<W: ?Sized + std::io::Write>(&mut self, w: &mut W) -> std::io::Result<()> {
+        self.depth -= 1;
+        if self.has_value {
+            self.newline_indent(w)?;
+        }
+        w.write_all(b"}")
+    }
+
+    fn begin_object_key<W: ?Sized + std::io::Write>(
+        &mut self,
+        w: &mut W,
+        first: bool,
+    ) -> std::io::Result<()> {
+        if !first {
+            w.write_all(b",")?;
+        }
+        self.newline_indent(w)
+    }
+
+    fn begin_object_value<W: ?Sized + std::io::Write>(&mut self, w: &mut W) -> std::io::Result<()> {
+        w.write_all(b": ")
+    }
+
+    fn end_object_value<W: ?Sized + std::io::Write>(&mut self, _w: &mut W) -> std::io::Result<()> {
+        self.has_value = true;
+        Ok(())
     }
 }
 

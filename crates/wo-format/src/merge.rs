@@ -83,6 +83,7 @@ fn tombstone_order(a: &Tombstone, b: &Tombstone) -> Ordering {
 /// be normalised (as [`crate::parse`] leaves them).
 pub fn merge_into(base: &mut State, incoming: &State) -> MergeReport {
     let mut report = MergeReport::default();
+    dedupe_base(base);
     merge_messages(base, incoming, &mut report);
     merge_truth(base, incoming, &mut report);
     if incoming.date > base.date {
@@ -92,6 +93,64 @@ pub fn merge_into(base: &mut State, incoming: &State) -> MergeReport {
         base.extra.entry(k.clone()).or_insert_with(|| v.clone());
     }
     report
+}
+
+/// Indices of the versions that survive when one list repeats ids: for each
+/// id, the greatest by `wins` (the first of equals); `None` if no id repeats.
+fn survivors<T>(
+    items: &[T],
+    id: impl Fn(&T) -> &str,
+    wins: impl Fn(&T, &T) -> bool,
+) -> Option<Vec<bool>> {
+    let mut best: HashMap<&str, usize> = HashMap::with_capacity(items.len());
+    let mut repeated = false;
+    for (i, item) in items.iter().enumerate() {
+        match best.get(id(item)) {
+            Some(&j) => {
+                repeated = true;
+                if wins(item, &items[j]) {
+                    best.insert(id(item), i);
+                }
+            }
+            None => {
+                best.insert(id(item), i);
+            }
+        }
+    }
+    if !repeated {
+        return None;
+    }
+    let mut keep = vec![false; items.len()];
+    for i in best.into_values() {
+        keep[i] = true;
+    }
+    Some(keep)
+}
+
+fn retain_marked<T>(items: &mut Vec<T>, keep: &[bool]) {
+    let mut i = 0;
+    items.retain(|_| {
+        i += 1;
+        keep[i - 1]
+    });
+}
+
+/// Collapses ids repeated within the base (hand edits; `wo validate` warns)
+/// by the same rules that resolve them across files. Without this the base's
+/// duplicates would survive while an incoming file's would not, and
+/// merge(a, b) would differ from merge(b, a).
+fn dedupe_base(base: &mut State) {
+    if let Some(keep) = survivors(base.messages(), |m| &m.id, message_wins) {
+        retain_marked(base.messages_mut(), &keep);
+    }
+    let trust_wins = |a: &TruthEntry, b: &TruthEntry| truth_order(a, b) == Ordering::Greater;
+    if let Some(keep) = survivors(&base.truth.trust, |t| &t.id, trust_wins) {
+        retain_marked(&mut base.truth.trust, &keep);
+    }
+    let tomb_wins = |a: &Tombstone, b: &Tombstone| tombstone_order(a, b) == Ordering::Greater;
+    if let Some(keep) = survivors(&base.truth.deleted, |d| &d.id, tomb_wins) {
+        retain_marked(&mut base.truth.deleted, &keep);
+    }
 }
 
 fn merge_messages(base: &mut State, incoming: &State, report: &mut MergeReport) {
@@ -143,6 +202,10 @@ fn merge_messages(base: &mut State, incoming: &State, report: &mut MergeReport) 
                 report.messages_replaced.push(m.id.clone());
             }
             list[i] = m;
+        }
+        // The winning version of an id may carry another timestamp.
+        if !list.is_sorted_by(|a, b| a.order_key() <= b.order_key()) {
+            list.sort_by(|a, b| a.order_key().cmp(&b.order_key()));
         }
     }
     let appends_at_end = match (base.messages().last(), added.first()) {
@@ -201,6 +264,7 @@ fn merge_truth(base: &mut State, incoming: &State, report: &mut MergeReport) {
     let mut trust = std::mem::take(&mut base.truth.trust);
     for e in &incoming.truth.trust {
         match index.get(&e.id) {
+            Some(&i) if trust[i] == *e => report.truth_skipped += 1,
             Some(&i) => {
                 if truth_order(e, &trust[i]) == Ordering::Greater {
                     if !report.truth_updated.contains(&e.id) {

@@ -17,6 +17,27 @@ pub const SCHEMA_URL: &str =
 /// The only `version` this library reads and writes.
 pub const VERSION: u64 = 1;
 
+/// Deserialises an optional field that is present: `null` is rejected like
+/// any other wrong type (the validator and the JSON Schema do the same), while
+/// a missing field stays `None` through `#[serde(default)]`.
+fn present<'de, D, T>(d: D) -> Result<Option<T>, D::Error>
+where
+    D: serde::Deserializer<'de>,
+    T: Deserialize<'de>,
+{
+    T::deserialize(d).map(Some)
+}
+
+/// Deserialises an `id` that is present: it must not be empty (a missing id
+/// is derived, an empty one is an error, as in the validator).
+fn non_empty<'de, D: serde::Deserializer<'de>>(d: D) -> Result<String, D::Error> {
+    let s = String::deserialize(d)?;
+    if s.is_empty() {
+        return Err(serde::de::Error::custom("an id must not be empty"));
+    }
+    Ok(s)
+}
+
 /// A whole state file.
 #[derive(Clone, Debug, Deserialize)]
 pub struct State {
@@ -62,26 +83,32 @@ impl Role {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Message {
     /// Content-addressed id (`m_` + 16 hex); derived when missing on read.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "non_empty")]
     pub id: String,
     pub title: String,
     pub username: String,
     pub timestamp: Timestamp,
     /// XHTML fragment.
     pub content: String,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default, deserialize_with = "present")]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub role: Option<Role>,
     /// The message this one answers or follows (conversation tree).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default, deserialize_with = "present")]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub parent: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default, deserialize_with = "present")]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub provider: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default, deserialize_with = "present")]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub model: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default, deserialize_with = "present")]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub usage: Option<Usage>,
     /// Ids of truth entries, messages and chunks sent as context.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default, deserialize_with = "present")]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub sources: Option<Vec<String>>,
     #[serde(flatten)]
     pub extra: Map<String, Value>,
@@ -90,9 +117,11 @@ pub struct Message {
 /// Token accounting reported by a provider.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct Usage {
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default, deserialize_with = "present")]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub prompt_tokens: Option<u64>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default, deserialize_with = "present")]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub completion_tokens: Option<u64>,
     #[serde(flatten)]
     pub extra: Map<String, Value>,
@@ -142,7 +171,7 @@ pub enum Expires {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct TruthEntry {
     /// Content-addressed id (`t_` + 16 hex); derived when missing on read.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "non_empty")]
     pub id: String,
     pub title: String,
     pub timestamp: Timestamp,
@@ -150,24 +179,33 @@ pub struct TruthEntry {
     pub certainty: f64,
     /// XHTML fragment.
     pub content: String,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default, deserialize_with = "present")]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub kind: Option<TruthKind>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default, deserialize_with = "present")]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub status: Option<EffortStatus>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default, deserialize_with = "present")]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub resolution: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default, deserialize_with = "present")]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub supersedes: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default, deserialize_with = "present")]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub tags: Option<Vec<String>>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default, deserialize_with = "present")]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub expires: Option<Expires>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default, deserialize_with = "present")]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub refs: Option<u64>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default, deserialize_with = "present")]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub updated: Option<Timestamp>,
     /// Id of the message it was distilled from.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default, deserialize_with = "present")]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub source: Option<String>,
     #[serde(flatten)]
     pub extra: Map<String, Value>,
@@ -192,15 +230,20 @@ pub struct Tombstone {
 /// `truth.retrieval_prefs`; absent knobs take SPEC §1's defaults.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct RetrievalPrefs {
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default, deserialize_with = "present")]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub max_entries: Option<u64>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default, deserialize_with = "present")]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub min_certainty: Option<f64>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default, deserialize_with = "present")]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub prefer_higher_certainty: Option<bool>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default, deserialize_with = "present")]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub certainty_weight: Option<f64>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default, deserialize_with = "present")]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub recency_weight: Option<f64>,
     #[serde(flatten)]
     pub extra: Map<String, Value>,

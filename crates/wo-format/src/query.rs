@@ -82,14 +82,21 @@ pub fn find_by_prefix<'a, T>(
     if let Some(exact) = items.iter().find(|t| id_of(t) == prefix) {
         return Ok(exact);
     }
-    let found: Vec<&T> = items.iter().filter(|t| id_of(t).starts_with(prefix)).collect();
+    let found: Vec<&T> = items
+        .iter()
+        .filter(|t| id_of(t).starts_with(prefix))
+        .collect();
     match found.as_slice() {
         [one] => Ok(one),
         [] => Err(format!("no entry has an id starting with {prefix:?}")),
         many => Err(format!(
             "{prefix:?} is ambiguous: {} ids start with it ({}…)",
             many.len(),
-            many.iter().take(3).map(|t| id_of(t)).collect::<Vec<_>>().join(", ")
+            many.iter()
+                .take(3)
+                .map(|t| id_of(t))
+                .collect::<Vec<_>>()
+                .join(", ")
         )),
     }
 }
@@ -99,15 +106,31 @@ mod tests {
     use super::*;
 
     fn m(user: &str, secs: i64, html: &str) -> Message {
-        Message::new(user, Timestamp::from_unix(1_800_000_000 + secs), "title", html)
+        Message::new(
+            user,
+            Timestamp::from_unix(1_800_000_000 + secs),
+            "title",
+            html,
+        )
     }
 
     #[test]
     fn filters_combine() {
-        let ms = vec![m("alec", 0, "<p>Rust &amp; JSON</p>"), m("bot", 10, "<p>json!</p>"), m("alec", 20, "<p>other</p>")];
-        let f = MessageFilter { text: Some("json".into()), ..Default::default() };
+        let ms = vec![
+            m("alec", 0, "<p>Rust &amp; JSON</p>"),
+            m("bot", 10, "<p>json!</p>"),
+            m("alec", 20, "<p>other</p>"),
+        ];
+        let f = MessageFilter {
+            text: Some("json".into()),
+            ..Default::default()
+        };
         assert_eq!(f.apply(&ms).len(), 2);
-        let f = MessageFilter { text: Some("& json".into()), username: Some("ALEC".into()), ..Default::default() };
+        let f = MessageFilter {
+            text: Some("& json".into()),
+            username: Some("ALEC".into()),
+            ..Default::default()
+        };
         assert_eq!(f.apply(&ms).len(), 1);
         let f = MessageFilter {
             since: Some(Timestamp::from_unix(1_800_000_010)),
@@ -121,11 +144,18 @@ mod tests {
 
     #[test]
     fn date_bounds_and_prefixes() {
-        assert_eq!(parse_date_bound("2026-02-22").unwrap().as_str(), "2026-02-22T00:00:00Z");
+        assert_eq!(
+            parse_date_bound("2026-02-22").unwrap().as_str(),
+            "2026-02-22T00:00:00Z"
+        );
         assert!(parse_date_bound("22/02/2026").is_none());
         let items = ["t_abc1", "t_abd2", "t_x"];
         assert_eq!(*find_by_prefix(&items, |s| s, "t_abc").unwrap(), "t_abc1");
-        assert!(find_by_prefix(&items, |s| s, "t_ab").unwrap_err().contains("ambiguous"));
+        assert!(
+            find_by_prefix(&items, |s| s, "t_ab")
+                .unwrap_err()
+                .contains("ambiguous")
+        );
         assert!(find_by_prefix(&items, |s| s, "t_zz").is_err());
     }
 }

@@ -19,7 +19,8 @@ pub struct Issue {
     /// RFC 6901 JSON pointer to the offending value (`""` is the root).
     pub pointer: String,
     /// Short rule name: `json-syntax`, `type`, `required`, `const`, `enum`,
-    /// `format`, `pattern`, `range`, `xhtml-well-formed`, `xhtml-allowlist`.
+    /// `format`, `pattern`, `range`, `duplicate-key`, `xhtml-well-formed`,
+    /// `xhtml-allowlist`; lint warnings use `unique`.
     pub rule: &'static str,
     pub message: String,
 }

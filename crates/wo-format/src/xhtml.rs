@@ -179,13 +179,22 @@ pub fn check_fragment(fragment: &str) -> Result<(), XhtmlProblem> {
         detail,
     };
     let mut depth = 0usize;
+    // The wrapper opens exactly once, as the first event; once it has closed
+    // (the fragment held a stray `</wo-root>`), nothing else may follow, or
+    // `</wo-root><wo-root onclick=…>` would smuggle in an unchecked element.
+    let mut root_opened = false;
+    let mut root_closed = false;
     loop {
         let event = reader.read_event().map_err(|e| malformed(format!("{e}")))?;
+        if root_closed && !matches!(event, Event::Eof) {
+            return Err(malformed("unbalanced closing tag".into()));
+        }
         match event {
             Event::Start(ref e) | Event::Empty(ref e) => {
                 let is_start = matches!(event, Event::Start(_));
                 let name = String::from_utf8_lossy(e.name().as_ref()).into_owned();
-                if depth == 0 && name == "wo-root" {
+                if !root_opened {
+                    root_opened = true;
                     depth += 1;
                     continue;
                 }
@@ -204,7 +213,10 @@ pub fn check_fragment(fragment: &str) -> Result<(), XhtmlProblem> {
                     depth += 1;
                 }
             }
-            Event::End(_) => depth = depth.saturating_sub(1),
+            Event::End(_) => {
+                depth = depth.saturating_sub(1);
+                root_closed = depth == 0;
+            }
             Event::Text(t) => {
                 t.decode().map_err(|e| malformed(format!("text: {e}")))?;
             }
@@ -245,10 +257,22 @@ fn check_attribute(element: &str, key: &str, value: &str) -> Result<(), String> 
             )),
         };
     }
-    if ALLOWED_ATTRIBUTES.contains(&key) || (key.starts_with("data-") && key.len() > 5) {
+    if ALLOWED_ATTRIBUTES.contains(&key) || is_data_attribute(key) {
         return Ok(());
     }
     Err(format!("attribute {key:?} on <{element}> is not allowed"))
+}
+
+/// `data-*` with a non-empty suffix of ASCII letters, digits, `-`, `_`, `.`:
+/// a valid XML attribute name (HTML's tokenizer lets `"`, `<` or `'` into
+/// attribute names, which no XML parser accepts).
+fn is_data_attribute(key: &str) -> bool {
+    key.strip_prefix("data-").is_some_and(|rest| {
+        !rest.is_empty()
+            && rest
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'))
+    })
 }
 
 /// Escapes text for element content.
@@ -317,6 +341,7 @@ impl TokenSink for XhtmlSink {
                             .attrs
                             .iter()
                             .map(|a| (&*a.name.local, &*a.value))
+                            .filter(|(k, _)| is_xml_attribute_name(k))
                             .collect();
                         if self.sort_attributes {
                             attrs.sort();
@@ -351,6 +376,16 @@ impl TokenSink for XhtmlSink {
         }
         TokenSinkResult::Continue
     }
+}
+
+/// Attribute names that are well-formed XML as written (HTML's tokenizer
+/// accepts names such as `data-a"b`); others are dropped on re-serialising.
+fn is_xml_attribute_name(name: &str) -> bool {
+    let mut bytes = name.bytes();
+    bytes
+        .next()
+        .is_some_and(|b| b.is_ascii_alphabetic() || b == b'_')
+        && bytes.all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'))
 }
 
 struct TextSink {

@@ -94,6 +94,27 @@ pub fn read_export(path: &Path, opts: &OpenOptions) -> Result<State, StoreError>
     Ok(store.state().clone())
 }
 
+/// Reads several exports on all cores: parsing dominates a merge.
+fn read_all(files: &[PathBuf], opts: &OpenOptions) -> Vec<Result<State, StoreError>> {
+    let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
+    if threads < 2 || files.len() < 2 {
+        return files.iter().map(|f| read_export(f, opts)).collect();
+    }
+    let per_thread = files.len().div_ceil(threads);
+    std::thread::scope(|scope| {
+        let handles: Vec<_> = files
+            .chunks(per_thread)
+            .map(|chunk| {
+                scope.spawn(move || chunk.iter().map(|f| read_export(f, opts)).collect::<Vec<_>>())
+            })
+            .collect();
+        handles
+            .into_iter()
+            .flat_map(|h| h.join().expect("export reader thread panicked"))
+            .collect()
+    })
+}
+
 /// Merges `files` into the store. Valid files are merged in one locked
 /// write; then each is renamed to `<name>.merged` unless `rename` is false.
 /// Invalid files are reported and left alone. With `dry_run` nothing is
@@ -110,8 +131,8 @@ pub fn merge_files(
         limits: store.limits().clone(),
         ..OpenOptions::default()
     };
-    for path in files {
-        match read_export(path, &read_opts) {
+    for (path, result) in files.iter().zip(read_all(files, &read_opts)) {
+        match result {
             Ok(state) => loaded.push((path.clone(), state)),
             Err(e) => outcomes.push(FileMerge {
                 path: path.clone(),
