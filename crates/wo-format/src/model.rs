@@ -493,13 +493,24 @@ impl State {
     pub fn delete_truth(&mut self, id: &str, now: Timestamp) -> Option<TruthEntry> {
         let pos = self.truth.trust.iter().position(|t| t.id == id)?;
         let removed = self.truth.trust.remove(pos);
-        if !self.truth.deleted.iter().any(|d| d.id == id) {
-            self.truth.deleted.push(Tombstone {
-                id: id.to_owned(),
-                date: now,
-                extra: Map::new(),
-            });
-            self.truth.deleted.sort_by(|a, b| a.id.cmp(&b.id));
+        // The tombstone must bury the version just removed, even when the
+        // clock is behind its `updated`, and an older tombstone of the same
+        // id (which did not bury it) is moved forward, not kept as it was.
+        let date = now.max(removed.effective_update().clone());
+        match self.truth.deleted.iter_mut().find(|d| d.id == id) {
+            Some(d) => {
+                if date > d.date {
+                    d.date = date;
+                }
+            }
+            None => {
+                self.truth.deleted.push(Tombstone {
+                    id: id.to_owned(),
+                    date,
+                    extra: Map::new(),
+                });
+                self.truth.deleted.sort_by(|a, b| a.id.cmp(&b.id));
+            }
         }
         Some(removed)
     }

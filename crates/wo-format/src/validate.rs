@@ -223,10 +223,10 @@ pub fn validate_structure(doc: &Value) -> Vec<Issue> {
     let Some(root) = c.object(doc, "") else {
         return c.issues;
     };
-    if let Some(v) = c.required(root, "", "version") {
-        if v.as_u64() != Some(1) {
-            c.push("/version", "const", format!("version must be 1, found {v}"));
-        }
+    if let Some(v) = c.required(root, "", "version")
+        && v.as_u64() != Some(1)
+    {
+        c.push("/version", "const", format!("version must be 1, found {v}"));
     }
     if let Some(v) = c.required(root, "", "schema")
         && let Some(s) = c.string(v, "/schema")
@@ -258,7 +258,7 @@ pub fn validate_structure(doc: &Value) -> Vec<Issue> {
             ),
         }
     }
-    c.optional(root, "", "truth", |c, v, at| truth(c, v, at));
+    c.optional(root, "", "truth", truth);
     c.issues
 }
 
