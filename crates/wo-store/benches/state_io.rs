@@ -23,7 +23,10 @@ fn median(mut v: Vec<Duration>) -> Duration {
 }
 
 fn repeat() -> usize {
-    std::env::var("REPEAT").ok().and_then(|s| s.parse().ok()).unwrap_or(5)
+    std::env::var("REPEAT")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(5)
 }
 
 /// A realistic transcript: ~500 bytes per message (so 100k ≈ 50 MB).
@@ -33,7 +36,11 @@ fn make_state(n: usize, salt: &str) -> State {
     let body = "Retrieval is deterministic and local: BM25 over the transcript, weighted by certainty and recency. ";
     let mut messages = Vec::with_capacity(n);
     for i in 0..n {
-        let user = if i % 2 == 0 { "alec" } else { "smollm2-135m-instruct" };
+        let user = if i % 2 == 0 {
+            "alec"
+        } else {
+            "smollm2-135m-instruct"
+        };
         messages.push(Message::new(
             user,
             Timestamp::from_unix(1_700_000_000 + i as i64 * 7),
@@ -89,7 +96,10 @@ fn python(op: &str, state: &Path, exports: &[PathBuf]) -> Option<Duration> {
         .output()
         .ok()?;
     if !out.status.success() {
-        eprintln!("python reference failed: {}", String::from_utf8_lossy(&out.stderr));
+        eprintln!(
+            "python reference failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
         return None;
     }
     let v: serde_json_lite::Value = serde_json_lite::parse(&String::from_utf8_lossy(&out.stdout))?;
@@ -132,9 +142,12 @@ fn main() {
         .ok()
         .map(|s| s.split(',').filter_map(|x| x.trim().parse().ok()).collect())
         .unwrap_or_else(|| vec![1_000, 10_000, 100_000]);
-    let dir = tempfile::tempdir_in(std::env::var("BENCH_DIR").unwrap_or_else(|_| ".".into()))
-        .unwrap();
-    println!("state-file benchmark: median of {} runs each; floor = write the same bytes + fsync", repeat());
+    let dir =
+        tempfile::tempdir_in(std::env::var("BENCH_DIR").unwrap_or_else(|_| ".".into())).unwrap();
+    println!(
+        "state-file benchmark: median of {} runs each; floor = write the same bytes + fsync",
+        repeat()
+    );
     println!(
         "{:>8} {:>8} | {:<22} {:>10} {:>10} {:>10} | {:>9} {:>9}",
         "messages", "MB", "operation", "wo", "floor", "python", "wo/floor", "py/wo"
@@ -153,9 +166,17 @@ fn main() {
                 mb,
                 op,
                 ms(wo),
-                if floor_applies { ms(floor_t) } else { "-".into() },
+                if floor_applies {
+                    ms(floor_t)
+                } else {
+                    "-".into()
+                },
                 py.map(ms).unwrap_or_else(|| "n/a".into()),
-                if floor_applies { ratio(wo, floor_t) } else { "-".into() },
+                if floor_applies {
+                    ratio(wo, floor_t)
+                } else {
+                    "-".into()
+                },
                 py.map(|p| ratio(p, wo)).unwrap_or_else(|| "n/a".into()),
             );
         };
@@ -188,7 +209,12 @@ fn main() {
                 })
                 .collect(),
         );
-        row("append+save (open)", warm, python("append", &path, &[]), true);
+        row(
+            "append+save (open)",
+            warm,
+            python("append", &path, &[]),
+            true,
+        );
 
         // one CLI run: open + append + save
         let cold = median(
@@ -196,7 +222,8 @@ fn main() {
                 .map(|i| {
                     let t = Instant::now();
                     let mut s = Store::open(&work, OpenOptions::default()).unwrap();
-                    s.transact(|st| st.push_message(new_turn(1000 + i))).unwrap();
+                    s.transact(|st| st.push_message(new_turn(1000 + i)))
+                        .unwrap();
                     t.elapsed()
                 })
                 .collect(),
@@ -234,7 +261,12 @@ fn main() {
                 })
                 .collect(),
         );
-        row("merge 10 exports", merge, python("merge", &path, &exports), true);
+        row(
+            "merge 10 exports",
+            merge,
+            python("merge", &path, &exports),
+            true,
+        );
         for e in exports {
             fs::remove_file(e).unwrap();
         }

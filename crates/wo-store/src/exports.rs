@@ -105,7 +105,12 @@ fn read_all(files: &[PathBuf], opts: &OpenOptions) -> Vec<Result<State, StoreErr
         let handles: Vec<_> = files
             .chunks(per_thread)
             .map(|chunk| {
-                scope.spawn(move || chunk.iter().map(|f| read_export(f, opts)).collect::<Vec<_>>())
+                scope.spawn(move || {
+                    chunk
+                        .iter()
+                        .map(|f| read_export(f, opts))
+                        .collect::<Vec<_>>()
+                })
             })
             .collect();
         handles

@@ -31,7 +31,12 @@ pub fn import(g: &GlobalOpts, args: ImportArgs) -> Result<ExitCode> {
     let mut store = open_store(g)?;
     match args.format {
         ImportFormat::Auto | ImportFormat::Llm => {
-            let outcomes = merge_files(&mut store, std::slice::from_ref(&args.source), args.dry_run, false)?;
+            let outcomes = merge_files(
+                &mut store,
+                std::slice::from_ref(&args.source),
+                args.dry_run,
+                false,
+            )?;
             for o in outcomes {
                 let report = o.result?;
                 let verb = if args.dry_run {
