@@ -1,0 +1,461 @@
+//! Building the prompt for one turn within a token budget (SPEC §4).
+//!
+//! Order of priority: system instructions and `context` (always), truth
+//! entries, earlier messages recalled by relevance, file chunks, then the
+//! most recent turns of the current branch, newest first, until the budget is
+//! spent; the new message always goes last. Every candidate that is left out
+//! is recorded in [`Assembled::dropped`] with its reason — nothing is cut
+//! silently.
+
+use std::collections::HashSet;
+
+use serde::Serialize;
+use wo_format::xhtml::to_plain_text;
+use wo_format::{EffectivePrefs, Message, Role, State, Timestamp};
+
+use crate::retrieve::{rank_truth, recall_messages};
+
+/// The system instructions used unless the caller gives others.
+pub const DEFAULT_SYSTEM: &str = "You are WikiOracle, a helpful assistant. Use the context, \
+knowledge and earlier messages below when they are relevant to the question; say so when \
+you are unsure.";
+
+/// Knobs of one assembly.
+#[derive(Clone, Debug)]
+pub struct AssemblyOptions {
+    /// System instructions (default [`DEFAULT_SYSTEM`]).
+    pub system: Option<String>,
+    /// The message the new turn follows (default: the latest message).
+    pub leaf: Option<String>,
+    /// The model's context window, in tokens.
+    pub context_window: usize,
+    /// Tokens kept free for the answer.
+    pub reserve_for_answer: usize,
+    pub prefs: EffectivePrefs,
+    /// Include truth entries (the `rag` tool).
+    pub rag: bool,
+    /// How many earlier messages to recall at most.
+    pub recall_limit: usize,
+    pub now: Timestamp,
+}
+
+impl AssemblyOptions {
+    pub fn new(state: &State, context_window: usize, reserve_for_answer: usize) -> Self {
+        AssemblyOptions {
+            system: None,
+            leaf: None,
+            context_window,
+            reserve_for_answer,
+            prefs: state.truth.retrieval_prefs.effective(),
+            rag: true,
+            recall_limit: 3,
+            now: Timestamp::now(),
+        }
+    }
+}
+
+/// A file chunk offered by the directory index (SPEC §4 step 5).
+#[derive(Clone, Debug)]
+pub struct ChunkCandidate {
+    /// Stable chunk id, recorded in `sources`.
+    pub id: String,
+    /// Path and lines, shown to the model and the user.
+    pub label: String,
+    pub text: String,
+}
+
+/// What a part of the prompt is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SourceKind {
+    System,
+    Context,
+    Truth,
+    EarlierMessage,
+    Chunk,
+    RecentTurn,
+    Query,
+}
+
+/// A part that was sent.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Included {
+    pub kind: SourceKind,
+    pub id: Option<String>,
+    pub label: String,
+    pub tokens: usize,
+}
+
+/// A candidate that was not sent, and why.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Dropped {
+    pub kind: SourceKind,
+    pub id: Option<String>,
+    pub label: String,
+    pub reason: String,
+}
+
+/// The prompt for one turn.
+#[derive(Clone, Debug, Serialize)]
+pub struct Assembled {
+    /// The system message: instructions, context, knowledge, recalled
+    /// messages and file chunks.
+    pub system: String,
+    /// Conversation turns, oldest first; the last is the new user message.
+    pub turns: Vec<(Role, String)>,
+    /// Ids of truth entries, messages and chunks sent (stored on the answer).
+    pub sources: Vec<String>,
+    pub included: Vec<Included>,
+    pub dropped: Vec<Dropped>,
+    /// Estimated prompt tokens and the budget they had to fit.
+    pub tokens: usize,
+    pub budget: usize,
+}
+
+/// Why a prompt cannot be built at all.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct AssembleError(pub String);
+
+impl std::fmt::Display for AssembleError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for AssembleError {}
+
+/// Share of the flexible budget each section may take at most; what a
+/// section leaves unused goes to the recent turns.
+const TRUTH_SHARE: f64 = 0.30;
+const RECALL_SHARE: f64 = 0.15;
+const CHUNK_SHARE: f64 = 0.25;
+/// The context may take at most this share of the budget before it is cut
+/// (and the cut is reported).
+const CONTEXT_SHARE: f64 = 0.35;
+
+/// Builds the prompt for `query` from `state`.
+pub fn assemble(
+    state: &State,
+    query: &str,
+    opts: &AssemblyOptions,
+    count: &dyn Fn(&str) -> usize,
+    chunks: &[ChunkCandidate],
+) -> Result<Assembled, AssembleError> {
+    let budget = opts.context_window.saturating_sub(opts.reserve_for_answer);
+    let mut a = Assembled {
+        system: String::new(),
+        turns: Vec::new(),
+        sources: Vec::new(),
+        included: Vec::new(),
+        dropped: Vec::new(),
+        tokens: 0,
+        budget,
+    };
+    let instructions = opts.system.as_deref().unwrap_or(DEFAULT_SYSTEM).trim();
+    let query_tokens = count(query) + 4;
+    let instr_tokens = count(instructions);
+    if instr_tokens + query_tokens > budget {
+        return Err(AssembleError(format!(
+            "the message ({query_tokens} tokens) and system instructions ({instr_tokens}) do not fit the \
+             model's budget of {budget} tokens (context window {} minus {} reserved for the answer)\n\
+             hint: shorten the message, lower --max-tokens, or use a model with a larger window",
+            opts.context_window, opts.reserve_for_answer
+        )));
+    }
+    a.system.push_str(instructions);
+    a.included.push(Included {
+        kind: SourceKind::System,
+        id: None,
+        label: "system instructions".into(),
+        tokens: instr_tokens,
+    });
+    let mut used = instr_tokens + query_tokens;
+
+    // Context: always sent; cut (and reported) only if it would crowd out
+    // everything else.
+    let context_text = to_plain_text(&state.context);
+    if !context_text.is_empty() {
+        let cap = ((budget as f64) * CONTEXT_SHARE) as usize;
+        let (text, tokens) = fit_text(&context_text, cap.min(budget - used), count);
+        if text.len() < context_text.len() {
+            a.dropped.push(Dropped {
+                kind: SourceKind::Context,
+                id: None,
+                label: "context".into(),
+                reason: format!(
+                    "cut to {tokens} tokens of {} to leave room for the conversation",
+                    count(&context_text)
+                ),
+            });
+        }
+        a.system.push_str("\n\n## Context\n");
+        a.system.push_str(&text);
+        a.included.push(Included {
+            kind: SourceKind::Context,
+            id: None,
+            label: "context".into(),
+            tokens,
+        });
+        used += tokens + 4;
+    }
+    let flexible = budget.saturating_sub(used);
+
+    // The branch this turn continues, newest first.
+    let branch: Vec<&Message> = match opts
+        .leaf
+        .as_deref()
+        .or(state.messages().last().map(|m| m.id.as_str()))
+    {
+        Some(leaf) => branch_or_transcript(state, leaf),
+        None => Vec::new(),
+    };
+
+    // Truth entries.
+    let mut truth_text = String::new();
+    if opts.rag {
+        let ranking = rank_truth(&state.truth.trust, query, &opts.prefs, &opts.now);
+        for ex in &ranking.excluded {
+            a.dropped.push(Dropped {
+                kind: SourceKind::Truth,
+                id: Some(ex.entry.id.clone()),
+                label: ex.entry.title.clone(),
+                reason: ex.reason.clone(),
+            });
+        }
+        let cap = ((flexible as f64) * TRUTH_SHARE) as usize;
+        let mut spent = 0;
+        for (rank, r) in ranking.ranked.iter().enumerate() {
+            let e = r.entry;
+            let line = format!(
+                "- {} (certainty {:.2}): {}\n",
+                e.title,
+                e.certainty,
+                to_plain_text(&e.content).replace('\n', " ")
+            );
+            let t = count(&line);
+            let reason = if rank >= opts.prefs.max_entries {
+                Some(format!("beyond max_entries ({})", opts.prefs.max_entries))
+            } else if spent + t > cap {
+                Some(format!("over the knowledge budget ({cap} tokens)"))
+            } else {
+                None
+            };
+            if let Some(reason) = reason {
+                a.dropped.push(Dropped {
+                    kind: SourceKind::Truth,
+                    id: Some(e.id.clone()),
+                    label: e.title.clone(),
+                    reason,
+                });
+                continue;
+            }
+            spent += t;
+            truth_text.push_str(&line);
+            a.sources.push(e.id.clone());
+            a.included.push(Included {
+                kind: SourceKind::Truth,
+                id: Some(e.id.clone()),
+                label: format!("{} (score {:.3})", e.title, r.score),
+                tokens: t,
+            });
+        }
+        used += spent;
+    } else if !state.truth.trust.is_empty() {
+        a.dropped.push(Dropped {
+            kind: SourceKind::Truth,
+            id: None,
+            label: format!("{} truth entries", state.truth.trust.len()),
+            reason: "the rag tool is off".into(),
+        });
+    }
+    if !truth_text.is_empty() {
+        a.system.push_str("\n\n## Knowledge\n");
+        a.system.push_str(truth_text.trim_end());
+        used += 4;
+    }
+
+    // Recent turns first pass: the window that fits half of what remains,
+    // so recall knows which messages the window already covers.
+    let recent_cap = budget.saturating_sub(used) / 2;
+    let mut window: Vec<(&Message, usize)> = Vec::new();
+    let mut window_tokens = 0;
+    for m in &branch {
+        let t = count(&to_plain_text(&m.content)) + 4;
+        if window_tokens + t > recent_cap {
+            break;
+        }
+        window_tokens += t;
+        window.push((m, t));
+    }
+
+    // Earlier messages recalled by relevance.
+    let in_window: HashSet<&str> = window.iter().map(|(m, _)| m.id.as_str()).collect();
+    let recalled = recall_messages(state.messages(), query, &in_window, opts.recall_limit);
+    let mut recalled_ids: HashSet<&str> = HashSet::new();
+    let mut recall_text = String::new();
+    let cap = ((flexible as f64) * RECALL_SHARE) as usize;
+    let mut spent = 0;
+    for r in &recalled {
+        let m = r.message;
+        let line = format!(
+            "- [{} {}]: {}\n",
+            m.timestamp,
+            m.username,
+            to_plain_text(&m.content).replace('\n', " ")
+        );
+        let t = count(&line);
+        if spent + t > cap {
+            a.dropped.push(Dropped {
+                kind: SourceKind::EarlierMessage,
+                id: Some(m.id.clone()),
+                label: m.title.clone(),
+                reason: format!("over the recall budget ({cap} tokens)"),
+            });
+            continue;
+        }
+        spent += t;
+        recalled_ids.insert(m.id.as_str());
+        recall_text.push_str(&line);
+        a.sources.push(m.id.clone());
+        a.included.push(Included {
+            kind: SourceKind::EarlierMessage,
+            id: Some(m.id.clone()),
+            label: m.title.clone(),
+            tokens: t,
+        });
+    }
+    if !recall_text.is_empty() {
+        a.system.push_str("\n\n## Earlier messages\n");
+        a.system.push_str(recall_text.trim_end());
+        used += spent + 4;
+    }
+
+    // File chunks from the directory index.
+    let cap = ((flexible as f64) * CHUNK_SHARE) as usize;
+    let mut spent = 0;
+    let mut chunk_text = String::new();
+    for c in chunks {
+        let block = format!("### {}\n{}\n", c.label, c.text.trim_end());
+        let t = count(&block);
+        if spent + t > cap {
+            a.dropped.push(Dropped {
+                kind: SourceKind::Chunk,
+                id: Some(c.id.clone()),
+                label: c.label.clone(),
+                reason: format!("over the file budget ({cap} tokens)"),
+            });
+            continue;
+        }
+        spent += t;
+        chunk_text.push_str(&block);
+        a.sources.push(c.id.clone());
+        a.included.push(Included {
+            kind: SourceKind::Chunk,
+            id: Some(c.id.clone()),
+            label: c.label.clone(),
+            tokens: t,
+        });
+    }
+    if !chunk_text.is_empty() {
+        a.system.push_str("\n\n## Files\n");
+        a.system.push_str(chunk_text.trim_end());
+        used += spent + 4;
+    }
+
+    // Recent turns, newest first, until the budget is spent.
+    let mut remaining = budget.saturating_sub(used);
+    let mut turns_newest_first = Vec::new();
+    let mut cut = false;
+    for m in &branch {
+        if recalled_ids.contains(m.id.as_str()) {
+            continue;
+        }
+        let text = to_plain_text(&m.content);
+        let t = count(&text) + 4;
+        if cut || t > remaining {
+            cut = true;
+            a.dropped.push(Dropped {
+                kind: SourceKind::RecentTurn,
+                id: Some(m.id.clone()),
+                label: m.title.clone(),
+                reason: "older than what fits the token budget".into(),
+            });
+            continue;
+        }
+        remaining -= t;
+        used += t;
+        let role = match m.effective_role() {
+            Role::Assistant => Role::Assistant,
+            _ => Role::User,
+        };
+        turns_newest_first.push((role, text, m.id.clone(), m.title.clone(), t));
+    }
+    for (role, text, id, title, t) in turns_newest_first.into_iter().rev() {
+        a.sources.push(id.clone());
+        a.included.push(Included {
+            kind: SourceKind::RecentTurn,
+            id: Some(id),
+            label: title,
+            tokens: t,
+        });
+        a.turns.push((role, text));
+    }
+    a.turns.push((Role::User, query.to_owned()));
+    a.included.push(Included {
+        kind: SourceKind::Query,
+        id: None,
+        label: "your message".into(),
+        tokens: query_tokens,
+    });
+    a.tokens = used;
+    Ok(a)
+}
+
+/// The branch ending at `leaf`, newest first. Without parent links the
+/// transcript itself is the branch.
+fn branch_or_transcript<'a>(state: &'a State, leaf: &str) -> Vec<&'a Message> {
+    let path = state.branch(leaf);
+    if path.len() > 1 || state.messages().iter().any(|m| m.parent.is_some()) {
+        return path.into_iter().rev().collect();
+    }
+    // No tree: everything up to and including the leaf, newest first.
+    let end = state
+        .messages()
+        .iter()
+        .position(|m| m.id == leaf)
+        .map_or(state.messages().len(), |i| i + 1);
+    state.messages()[..end].iter().rev().collect()
+}
+
+/// The longest prefix of `text` (cut at a word boundary) within `cap` tokens.
+fn fit_text(text: &str, cap: usize, count: &dyn Fn(&str) -> usize) -> (String, usize) {
+    let total = count(text);
+    if total <= cap {
+        return (text.to_owned(), total);
+    }
+    // Binary search on a character prefix; token counts grow with length.
+    let chars: Vec<(usize, char)> = text.char_indices().collect();
+    let (mut lo, mut hi) = (0usize, chars.len());
+    while lo < hi {
+        let mid = (lo + hi).div_ceil(2);
+        let end = chars.get(mid).map_or(text.len(), |(i, _)| *i);
+        if count(&text[..end]) + 2 <= cap {
+            lo = mid;
+        } else {
+            hi = mid - 1;
+        }
+    }
+    let end = chars.get(lo).map_or(text.len(), |(i, _)| *i);
+    let mut cut = &text[..end];
+    if let Some(space) = cut.rfind(char::is_whitespace) {
+        cut = &cut[..space];
+    }
+    let out = format!("{cut} …");
+    let t = count(&out);
+    (out, t)
+}
+
+/// The chars/4 estimate used when a model has no tokenizer.
+pub fn estimate_tokens(text: &str) -> usize {
+    text.chars().count().div_ceil(4)
+}

@@ -1,0 +1,21 @@
+//! The chat engine (SPEC §4): what to send a model for one turn, and how the
+//! turn is recorded afterwards. Shared by `wo ask`, `wo chat` and the server
+//! so that retrieval and budgeting behave the same everywhere.
+//!
+//! * [`text`] — tokenising text for retrieval.
+//! * [`bm25`] — a small BM25 index over any set of documents.
+//! * [`retrieve`] — ranking truth entries (relevance × certainty/recency
+//!   prior) and recalling earlier messages.
+//! * [`assemble`] — building the prompt within a token budget, recording
+//!   what was included and what was dropped and why.
+//! * [`turn`] — the messages a finished turn appends to the state.
+
+pub mod assemble;
+pub mod bm25;
+pub mod retrieve;
+pub mod text;
+pub mod turn;
+
+pub use assemble::{
+    Assembled, AssemblyOptions, ChunkCandidate, Dropped, Included, SourceKind, assemble,
+};

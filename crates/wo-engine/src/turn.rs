@@ -1,0 +1,153 @@
+//! Recording a finished turn: the user and assistant messages it appends,
+//! with cheap titles, provenance and `refs` counting (SPEC §1, §7).
+
+use wo_format::xhtml::{markdown_to_xhtml, text_to_xhtml, to_plain_text};
+use wo_format::{Message, Role, State, Timestamp, Usage};
+
+/// Everything known about a completed exchange.
+#[derive(Clone, Debug)]
+pub struct CompletedTurn {
+    pub username: String,
+    pub prompt: String,
+    /// The model's answer as it streamed (Markdown, as models write).
+    pub answer: String,
+    pub sent_at: Timestamp,
+    pub finished_at: Timestamp,
+    pub provider: String,
+    pub model: String,
+    pub usage: Option<Usage>,
+    pub sources: Vec<String>,
+    /// The message the prompt follows (branching), if any.
+    pub parent: Option<String>,
+}
+
+/// A short title: the first sentence or line, at most 60 characters, cut at
+/// a word boundary.
+pub fn title_for(text: &str) -> String {
+    let first = text
+        .split(['\n', '.', '?', '!'])
+        .map(str::trim)
+        .find(|s| !s.is_empty())
+        .unwrap_or("");
+    let mut title = String::new();
+    for word in first.split_whitespace() {
+        if title.chars().count() + word.chars().count() + 1 > 60 {
+            if title.is_empty() {
+                title = word.chars().take(59).collect();
+                title.push('…');
+            } else {
+                title.push('…');
+            }
+            return title;
+        }
+        if !title.is_empty() {
+            title.push(' ');
+        }
+        title.push_str(word);
+    }
+    if title.is_empty() {
+        "(empty)".to_owned()
+    } else {
+        title
+    }
+}
+
+/// The two messages a completed turn appends: the user's prompt (plain text,
+/// escaped) and the assistant's answer (Markdown converted and sanitised).
+/// The answer is dated at least one second after the prompt so the
+/// transcript's (timestamp, id) order keeps question before answer.
+pub fn turn_messages(turn: &CompletedTurn) -> (Message, Message) {
+    let mut user = Message::new(
+        turn.username.clone(),
+        turn.sent_at.clone(),
+        title_for(&turn.prompt),
+        text_to_xhtml(&turn.prompt),
+    );
+    user.role = Some(Role::User);
+    user.parent = turn.parent.clone();
+    let answered_at = if turn.finished_at > turn.sent_at {
+        turn.finished_at.clone()
+    } else {
+        Timestamp::from_unix(turn.sent_at.unix_seconds() + 1)
+    };
+    let content = markdown_to_xhtml(&turn.answer);
+    let mut assistant = Message::new(
+        turn.model.clone(),
+        answered_at,
+        title_for(&to_plain_text(&content)),
+        content,
+    );
+    assistant.role = Some(Role::Assistant);
+    assistant.parent = Some(user.id.clone());
+    assistant.provider = Some(turn.provider.clone());
+    assistant.model = Some(turn.model.clone());
+    assistant.usage = turn.usage.clone();
+    assistant.sources = Some(turn.sources.clone());
+    (user, assistant)
+}
+
+/// Appends a completed turn to `state` and counts each truth entry it used.
+/// Returns the ids of the user and assistant messages.
+pub fn apply_turn(state: &mut State, turn: &CompletedTurn) -> (String, String) {
+    let (user, assistant) = turn_messages(turn);
+    let ids = (user.id.clone(), assistant.id.clone());
+    state.push_message(user);
+    state.push_message(assistant);
+    for entry in &mut state.truth.trust {
+        if turn.sources.contains(&entry.id) {
+            entry.refs = Some(entry.refs.unwrap_or(0) + 1);
+        }
+    }
+    ids
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn titles_are_short_and_cut_at_words() {
+        assert_eq!(title_for("What is BM25? Explain."), "What is BM25");
+        assert_eq!(title_for("\n\n  hello world\nmore"), "hello world");
+        let long = "word ".repeat(30);
+        let t = title_for(&long);
+        assert!(t.chars().count() <= 61 && t.ends_with('…'), "{t}");
+        assert_eq!(title_for(""), "(empty)");
+    }
+
+    #[test]
+    fn a_turn_appends_question_then_answer_and_counts_refs() {
+        let mut state = State::new(Timestamp::from_unix(1_800_000_000));
+        let t = wo_format::TruthEntry::new(
+            "fact",
+            Timestamp::from_unix(1_799_000_000),
+            0.9,
+            "<p>x</p>",
+        );
+        let tid = t.id.clone();
+        state.truth.trust.push(t);
+        let turn = CompletedTurn {
+            username: "alec".into(),
+            prompt: "Why <b>?".into(),
+            answer: "Because **markdown**.\n<script>x</script>".into(),
+            sent_at: Timestamp::from_unix(1_800_000_100),
+            finished_at: Timestamp::from_unix(1_800_000_100),
+            provider: "local".into(),
+            model: "smollm2".into(),
+            usage: None,
+            sources: vec![tid.clone()],
+            parent: None,
+        };
+        let (u, a) = apply_turn(&mut state, &turn);
+        let ms = state.messages();
+        assert_eq!(ms.len(), 2);
+        assert_eq!(ms[0].id, u);
+        assert_eq!(ms[1].id, a);
+        assert_eq!(ms[0].content, "<p>Why &lt;b&gt;?</p>");
+        assert_eq!(ms[1].content, "<p>Because <strong>markdown</strong>.</p>");
+        assert_eq!(ms[1].parent.as_deref(), Some(u.as_str()));
+        assert_eq!(ms[1].effective_role(), Role::Assistant);
+        assert!(ms[1].timestamp > ms[0].timestamp);
+        assert_eq!(state.truth.trust[0].refs, Some(1));
+    }
+}
