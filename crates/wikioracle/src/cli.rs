@@ -66,7 +66,8 @@ The context is kept from llm.json. Merging the same file twice changes nothing."
     #[command(after_help = "Examples:\n  \
 wo export                              ./llm_YYYY.MM.DD.HHMM.json (local time in the name)\n  \
 wo export --dir ~/Sync\n  \
-wo export --layout profiles --out chats/   the profiles/<P>/chats/<C>/messages.jsonl tree")]
+wo export --layout profiles --out chats/   the profiles/<P>/chats/<C>/messages.jsonl tree\n  \
+wo export --layout profiles --out chats/ --copy-files-from data/profiles   with the original images")]
     Export(ExportArgs),
     /// Bring in conversations from another llm.json or a neighbouring tool's format.
     #[command(after_help = "Examples:\n  \
@@ -146,6 +147,10 @@ pub struct ExportArgs {
     /// With --layout profiles: write into a non-empty directory.
     #[arg(long)]
     pub overwrite: bool,
+    /// With --layout profiles: the tree the messages were imported from, to
+    /// copy its images and other side files too.
+    #[arg(long, value_name = "DIR")]
+    pub copy_files_from: Option<PathBuf>,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]

@@ -458,3 +458,161 @@ fn write_failure_exits_2_and_keeps_the_file() {
         .collect();
     assert!(leftovers.is_empty(), "{leftovers:?}");
 }
+
+fn interop_fixture(name: &str) -> std::path::PathBuf {
+    std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../wo-interop/tests/fixtures")
+        .join(name)
+}
+
+fn copy_tree(from: &std::path::Path, to: &std::path::Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for e in std::fs::read_dir(from).unwrap().flatten() {
+        let target = to.join(e.file_name());
+        if e.file_type().unwrap().is_dir() {
+            copy_tree(&e.path(), &target);
+        } else {
+            std::fs::copy(e.path(), target).unwrap();
+        }
+    }
+}
+
+fn tree_files(root: &std::path::Path) -> std::collections::BTreeMap<String, Vec<u8>> {
+    let mut out = std::collections::BTreeMap::new();
+    let mut stack = vec![root.to_path_buf()];
+    while let Some(dir) = stack.pop() {
+        for e in std::fs::read_dir(&dir).unwrap().flatten() {
+            if e.file_type().unwrap().is_dir() {
+                stack.push(e.path());
+            } else {
+                let rel = e
+                    .path()
+                    .strip_prefix(root)
+                    .unwrap()
+                    .to_string_lossy()
+                    .into_owned();
+                out.insert(rel, std::fs::read(e.path()).unwrap());
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn import_a_cli_chat_file_and_adopt_its_system_prompt() {
+    let p = Project::new();
+    p.ok(&["init"]);
+    std::fs::create_dir_all(p.path().join(".ai")).unwrap();
+    std::fs::write(
+        p.path().join(".ai/openai.json"),
+        r#"{"provider": "openai", "base_url": "https://api.example.invalid/v1", "model": "gpt-4o-mini",
+            "system": "You are terse.", "temperature": 0.7, "env_key": "OPENAI_API_KEY",
+            "conversation": [
+              {"role": "system", "content": "You are terse.", "timestamp": "2025-10-20T12:00:00Z"},
+              {"role": "user", "content": "First question <b>?", "timestamp": "2025-10-20T12:01:00Z"},
+              {"role": "assistant", "content": "First answer", "timestamp": "2025-10-20T12:01:10Z"}
+            ],
+            "meta": {"last_updated": "2025-10-20T12:01:10Z", "total_turns": 1}}"#,
+    )
+    .unwrap();
+    let dry = p.ok(&[
+        "import",
+        ".ai/openai.json",
+        "--dry-run",
+        "--username",
+        "alec",
+    ]);
+    assert!(
+        dry.contains("would import") && dry.contains("3 added"),
+        "{dry}"
+    );
+    assert!(p.state().messages().is_empty());
+    let out = p.ok(&["import", ".ai/openai.json", "--username", "alec"]);
+    assert!(
+        out.contains("3 added") && out.contains("set it to the file's system prompt"),
+        "{out}"
+    );
+    let s = p.state();
+    let users: Vec<&str> = s.messages().iter().map(|m| m.username.as_str()).collect();
+    assert!(
+        users.contains(&"alec") && users.contains(&"gpt-4o-mini"),
+        "{users:?}"
+    );
+    assert!(
+        s.messages()
+            .iter()
+            .any(|m| m.content == "<p>First question &lt;b&gt;?</p>")
+    );
+    assert!(
+        p.ok(&["context", "show", "--text"])
+            .contains("You are terse.")
+    );
+    // Importing again adds nothing.
+    let again = p.ok(&["import", ".ai/openai.json", "--username", "alec"]);
+    assert!(again.contains("0 added"), "{again}");
+    // A malformed file is a clear error naming it.
+    std::fs::write(p.path().join("bad.json"), r#"{"conversation": 5}"#).unwrap();
+    let r = p.run(&["import", "bad.json"]);
+    assert_eq!(r.code, 1);
+    assert!(
+        r.stderr.contains("bad.json") && r.stderr.contains("/conversation"),
+        "{}",
+        r.stderr
+    );
+}
+
+#[test]
+fn profiles_tree_round_trips_through_llm_json() {
+    let p = Project::new();
+    p.ok(&["init"]);
+    let src = p.path().join("data/profiles");
+    copy_tree(&interop_fixture("profiles_clean"), &src);
+    let out = p.ok(&["import", "data"]);
+    assert!(out.contains("imported") && out.contains("added"), "{out}");
+    let n = p.state().messages().len();
+    assert!(n > 20, "{n}");
+    // Export the state back as a tree: byte-identical to what came in.
+    let back = p.path().join("back");
+    let exported = p.ok(&[
+        "export",
+        "--layout",
+        "profiles",
+        "--out",
+        back.to_str().unwrap(),
+        "--copy-files-from",
+        src.to_str().unwrap(),
+    ]);
+    assert!(
+        exported.contains(&format!("exported {n} messages")),
+        "{exported}"
+    );
+    let (a, b) = (tree_files(&src), tree_files(&back));
+    assert_eq!(a.keys().collect::<Vec<_>>(), b.keys().collect::<Vec<_>>());
+    for (k, v) in &a {
+        assert_eq!(v, &b[k], "{k} differs");
+    }
+    // The target must be empty unless --overwrite.
+    let again = p.run(&[
+        "export",
+        "--layout",
+        "profiles",
+        "--out",
+        back.to_str().unwrap(),
+    ]);
+    assert_eq!(again.code, 1);
+    assert!(again.stderr.contains("back"), "{}", again.stderr);
+    p.ok(&[
+        "export",
+        "--layout",
+        "profiles",
+        "--out",
+        back.to_str().unwrap(),
+        "--overwrite",
+    ]);
+    // A damaged tree imports with warnings, never fails.
+    let damaged = p.path().join("damaged/profiles");
+    copy_tree(&interop_fixture("profiles_damaged"), &damaged);
+    let r = p.run(&["import", "damaged", "--format", "profiles"]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert!(r.stderr.contains("warning:"), "{}", r.stderr);
+}

@@ -1,0 +1,286 @@
+//! Readers and writers for the storage formats of WikiOracle's neighbours
+//! (SPEC §9), as pure functions over the paths they are given:
+//!
+//! - [`openai_cli`]: seed 001's `.ai/openai.json` (a CLI's settings plus one
+//!   `conversation[]`), imported losslessly.
+//! - [`profiles`]: seed 004's `profiles/<P>/chats/<C>/messages.jsonl` tree,
+//!   imported and exported both ways.
+//!
+//! Importers return an [`Imported`]: a fresh, normalised [`State`] plus the
+//! warnings met on the way (recovered lines, derived timestamps, …). They
+//! never lock, never write `llm.json` and never touch the network; merging
+//! the result into a state file is the store's job ([`Imported::merge_into`]
+//! does the in-memory part). Everything a neighbour's file holds that the
+//! `llm.json` model has no field for is kept in `extra` under the keys
+//! [`OPENAI_CLI_KEY`] and [`PROFILES_KEY`], so exports can restore it (see
+//! the crate README for their layout).
+
+use std::collections::HashMap;
+use std::fmt;
+use std::path::{Path, PathBuf};
+
+use serde_json::{Map, Value};
+use wo_format::merge::MergeReport;
+use wo_format::{Message, State, Timestamp};
+
+mod alpha;
+mod error;
+mod human_time;
+mod json_style;
+pub mod openai_cli;
+pub mod profiles;
+mod text;
+
+pub use alpha::{alpha_name, next_alpha};
+pub use error::InteropError;
+pub use human_time::{LocalOffset, format_human, parse_human};
+pub use json_style::LineStyle;
+pub use text::recover_text;
+
+/// `extra` key (state and messages) holding what seed 001's file carries
+/// beyond the `llm.json` model.
+pub const OPENAI_CLI_KEY: &str = "import_openai_cli";
+/// `extra` key (state and messages) holding seed 004's folder names, meta
+/// files and original line details.
+pub const PROFILES_KEY: &str = "import_profiles";
+/// Field of a seed-004 message line in which the exporter embeds the full
+/// `llm.json` message of a message that did not come from a profiles tree,
+/// so a later import restores it exactly.
+pub const EMBED_KEY: &str = "wikioracle";
+
+/// The result of an import.
+#[derive(Clone, Debug)]
+pub struct Imported {
+    /// A normalised state: messages sorted, ids derived, dated by its newest
+    /// message. Its `context` is left empty; see `suggested_context`.
+    pub state: State,
+    /// Problems that were recovered from (never fatal), in file order.
+    pub warnings: Vec<Warning>,
+    /// XHTML for the state's `context` when the source had a system prompt.
+    /// SPEC §3 keeps `context` from the base on merge, so applying it is the
+    /// caller's explicit decision.
+    pub suggested_context: Option<String>,
+}
+
+impl Imported {
+    /// Merges the imported state into `base` (SPEC §3 message and truth
+    /// union) and deep-merges this crate's `extra` keys, which the generic
+    /// merge would keep from `base` only: a second import of the same tree
+    /// must update the folder and meta records that a later export relies
+    /// on. Values from the import win where both have a leaf.
+    ///
+    /// Seed 001's CLI appends entries without timestamps and moves
+    /// `meta.last_updated`, so re-importing a file that grew derives new
+    /// times, hence new ids, for entries imported before. An incoming
+    /// message whose time was derived and that matches a `base` message
+    /// imported the same way (same conversation index, username and
+    /// content) is taken to be that message: it is not added again, and its
+    /// children point at the `base` one.
+    pub fn merge_into(&self, base: &mut State) -> MergeReport {
+        let rebased = rebase_rederived(&self.state, base);
+        let report = wo_format::merge::merge_into(base, rebased.as_ref().unwrap_or(&self.state));
+        for key in [OPENAI_CLI_KEY, PROFILES_KEY] {
+            if let Some(incoming) = self.state.extra.get(key) {
+                match base.extra.get_mut(key) {
+                    Some(existing) => deep_merge(existing, incoming),
+                    None => {
+                        base.extra.insert(key.to_owned(), incoming.clone());
+                    }
+                }
+            }
+        }
+        report
+    }
+}
+
+/// See [`Imported::merge_into`]. `None` when nothing needs remapping.
+fn rebase_rederived(incoming: &State, base: &State) -> Option<State> {
+    let key = |m: &Message| -> Option<(u64, String, String)> {
+        let r = m.extra.get(OPENAI_CLI_KEY)?;
+        let derived = r
+            .get("absent")?
+            .as_array()?
+            .iter()
+            .any(|v| v == "timestamp");
+        derived.then_some(())?;
+        Some((
+            r.get("index")?.as_u64()?,
+            m.username.clone(),
+            m.content.clone(),
+        ))
+    };
+    let known: HashMap<(u64, String, String), &str> = base
+        .messages()
+        .iter()
+        .filter_map(|m| key(m).map(|k| (k, m.id.as_str())))
+        .collect();
+    if known.is_empty() {
+        return None;
+    }
+    let remap: HashMap<String, String> = incoming
+        .messages()
+        .iter()
+        .filter_map(|m| {
+            let id = known.get(&key(m)?)?;
+            (*id != m.id).then(|| (m.id.clone(), (*id).to_owned()))
+        })
+        .collect();
+    if remap.is_empty() {
+        return None;
+    }
+    let mut out = incoming.clone();
+    let messages = out.messages_mut();
+    messages.retain(|m| !remap.contains_key(&m.id));
+    for m in messages.iter_mut() {
+        if let Some(new) = m.parent.as_ref().and_then(|p| remap.get(p)) {
+            m.parent = Some(new.clone());
+        }
+    }
+    out.normalize();
+    Some(out)
+}
+
+fn deep_merge(into: &mut Value, from: &Value) {
+    match (into, from) {
+        (Value::Object(a), Value::Object(b)) => {
+            for (k, v) in b {
+                match a.get_mut(k) {
+                    Some(existing) => deep_merge(existing, v),
+                    None => {
+                        a.insert(k.clone(), v.clone());
+                    }
+                }
+            }
+        }
+        (into, from) => *into = from.clone(),
+    }
+}
+
+/// A recovered problem: where it was found and what was done about it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Warning {
+    pub path: PathBuf,
+    /// 1-based line, for line-oriented files.
+    pub line: Option<usize>,
+    /// RFC 6901 pointer inside the JSON value (of the file, or of the line).
+    pub pointer: Option<String>,
+    pub message: String,
+}
+
+impl Warning {
+    pub(crate) fn new(path: &Path, message: impl Into<String>) -> Self {
+        Warning {
+            path: path.to_owned(),
+            line: None,
+            pointer: None,
+            message: message.into(),
+        }
+    }
+
+    pub(crate) fn at_line(mut self, line: usize) -> Self {
+        self.line = Some(line);
+        self
+    }
+
+    pub(crate) fn at_pointer(mut self, pointer: impl Into<String>) -> Self {
+        self.pointer = Some(pointer.into());
+        self
+    }
+}
+
+impl fmt::Display for Warning {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}", self.path.display())?;
+        if let Some(line) = self.line {
+            write!(f, ":{line}")?;
+        }
+        if let Some(p) = &self.pointer {
+            let p = if p.is_empty() { "(root)" } else { p };
+            write!(f, " at {p}")?;
+        }
+        write!(f, ": {}", self.message)
+    }
+}
+
+/// Options shared by the importers.
+#[derive(Clone, Debug)]
+pub struct ImportOptions {
+    /// `username` of user messages (neither format names the person).
+    /// Default: [`default_username`].
+    pub username: String,
+    /// `username` of assistant messages when the source names no model
+    /// (seed 004 without `model_override`, seed 001 without `model`).
+    pub assistant_name: String,
+    /// How seed 004's zone-less local timestamps map to UTC.
+    pub offset: LocalOffset,
+    /// The instant used when nothing in a file dates a message. `None`: the
+    /// file's modification time (deterministic for a given file, unlike now).
+    pub fallback_time: Option<Timestamp>,
+}
+
+impl Default for ImportOptions {
+    fn default() -> Self {
+        ImportOptions {
+            username: default_username(),
+            assistant_name: "assistant".to_owned(),
+            offset: LocalOffset::System,
+            fallback_time: None,
+        }
+    }
+}
+
+/// The OS user's login name (`USER`, `LOGNAME`, `USERNAME`), else `"user"`.
+pub fn default_username() -> String {
+    ["USER", "LOGNAME", "USERNAME"]
+        .iter()
+        .filter_map(|k| std::env::var(k).ok())
+        .map(|v| v.trim().to_owned())
+        .find(|v| !v.is_empty())
+        .unwrap_or_else(|| "user".to_owned())
+}
+
+/// Reads a file's modification time as a fallback instant.
+pub(crate) fn mtime_or_now(path: &Path) -> Timestamp {
+    std::fs::metadata(path)
+        .and_then(|m| m.modified())
+        .ok()
+        .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+        .and_then(|d| i64::try_from(d.as_secs()).ok())
+        .map(Timestamp::from_unix)
+        .unwrap_or_else(Timestamp::now)
+}
+
+/// Escapes one JSON-pointer reference token.
+pub(crate) fn ptr(token: &str) -> String {
+    wo_format::validate::pointer_token(token)
+}
+
+/// Removes values of secret-looking keys (API keys, tokens, passwords) from
+/// `value`, recording their pointers: SPEC §2 forbids secrets in `llm.json`,
+/// and that outranks losslessness.
+pub(crate) fn strip_secrets(value: &mut Value, at: &str, removed: &mut Vec<String>) {
+    match value {
+        Value::Object(map) => strip_secrets_map(map, at, removed),
+        Value::Array(items) => {
+            for (i, v) in items.iter_mut().enumerate() {
+                strip_secrets(v, &format!("{at}/{i}"), removed);
+            }
+        }
+        _ => {}
+    }
+}
+
+pub(crate) fn strip_secrets_map(map: &mut Map<String, Value>, at: &str, removed: &mut Vec<String>) {
+    let secret: Vec<String> = map
+        .iter()
+        .filter(|(k, v)| text::is_secret_key(k) && text::holds_secret(v))
+        .map(|(k, _)| k.clone())
+        .collect();
+    for k in secret {
+        map.remove(&k);
+        removed.push(format!("{at}/{}", ptr(&k)));
+    }
+    for (k, v) in map.iter_mut() {
+        strip_secrets(v, &format!("{at}/{}", ptr(k)), removed);
+    }
+}
