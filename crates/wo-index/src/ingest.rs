@@ -1,0 +1,750 @@
+//! Building and incrementally updating the on-disk index (`index_directory`).
+//!
+//! Pipeline: walk → apply byte caps in path order → per file (in parallel) reuse the previous
+//! chunks when the content hash is unchanged, otherwise read, sniff, decode and chunk → sort all
+//! chunks into ref order → assign ids/refs → rebuild the BM25 postings over every chunk → write
+//! `index.json` atomically. Everything that reaches `index.json` is derived from file paths and
+//! bytes only, so the same tree always produces the same bytes.
+//!
+//! A separate `stat.json` remembers (size, mtime, hash) per file so unchanged files need not be
+//! re-read; it is machine-specific and never exported.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Instant, SystemTime, UNIX_EPOCH};
+
+use rayon::prelude::*;
+use serde::{Deserialize, Serialize};
+
+use crate::chunk::{Piece, chunk_text};
+use crate::error::{IndexError, Result};
+use crate::model::{Chunk, FileMeta, INDEX_VERSION, IndexFile, Kind, Stats, Warning, WarningKind};
+use crate::options::IndexOptions;
+use crate::terms::for_each_term;
+use crate::util::{chunk_id, chunk_ref, sha256_hex, slugify, truncate_chars};
+use crate::walk::{CACHE_DIR, Candidate, kind_for_path, looks_binary, walk};
+
+/// File name of the index inside the cache directory.
+pub const INDEX_FILE: &str = "index.json";
+const STAT_FILE: &str = "stat.json";
+/// Files modified this close to the previous run's start are re-hashed: their mtime may not
+/// have changed on a same-size edit within the filesystem's timestamp granularity.
+const RACY_WINDOW_NS: u128 = 2_000_000_000;
+
+/// Phase of an indexing run, for progress display.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Phase {
+    /// Listing files.
+    Walking,
+    /// Reading and chunking files (`done` of `total` files).
+    Chunking,
+    /// Building postings.
+    Indexing,
+    /// Writing the cache.
+    Writing,
+}
+
+/// A progress notification; `total` is 0 while unknown.
+#[derive(Debug, Clone)]
+pub struct Progress<'a> {
+    /// Current phase.
+    pub phase: Phase,
+    /// Units finished in this phase.
+    pub done: usize,
+    /// Units in this phase (0 if unknown).
+    pub total: usize,
+    /// File just finished, when relevant.
+    pub path: Option<&'a str>,
+}
+
+/// What an indexing run did.
+#[derive(Debug, Clone)]
+pub struct IndexReport {
+    /// Where the index was written.
+    pub index_path: PathBuf,
+    /// The new index id.
+    pub index_id: String,
+    /// Files in the index.
+    pub files: usize,
+    /// Files (re)chunked in this run.
+    pub files_chunked: usize,
+    /// Files whose chunks were reused unchanged.
+    pub files_reused: usize,
+    /// Files of the previous index that are gone.
+    pub files_removed: usize,
+    /// Chunks in the index.
+    pub chunks: usize,
+    /// Bytes of source indexed.
+    pub bytes: u64,
+    /// Size of `index.json`.
+    pub index_bytes: u64,
+    /// Skipped/truncated file notices (also stored in the index).
+    pub warnings: Vec<Warning>,
+    /// Why a previous index could not be reused, if one existed.
+    pub rebuilt_because: Option<String>,
+    /// Wall time of the run.
+    pub elapsed: std::time::Duration,
+}
+
+#[derive(Debug, Default, Serialize, Deserialize)]
+struct StatCache {
+    /// Start time of the run that wrote this cache (ns since epoch).
+    built_at_ns: u128,
+    /// path -> (size, mtime_ns, sha256)
+    files: BTreeMap<String, (u64, u128, String)>,
+}
+
+/// Result of processing one file.
+struct FileResult {
+    /// `None` for files that are skipped after reading (binary content).
+    meta: Option<FileMeta>,
+    chunks: Vec<Chunk>,
+    warnings: Vec<Warning>,
+    reused: bool,
+    stat: (u64, u128, String),
+}
+
+/// The cache directory for a project root.
+pub fn cache_dir(root: &Path) -> PathBuf {
+    root.join(CACHE_DIR)
+}
+
+/// Reads `<root>/.wo-index/index.json`.
+pub(crate) fn read_index_file(root: &Path) -> Result<IndexFile> {
+    let path = cache_dir(root).join(INDEX_FILE);
+    let bytes = match std::fs::read(&path) {
+        Ok(b) => b,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            return Err(IndexError::NoIndex { path });
+        }
+        Err(e) => return Err(IndexError::io(path, e)),
+    };
+    let file: IndexFile = serde_json::from_slice(&bytes).map_err(|e| IndexError::Corrupt {
+        path: path.clone(),
+        reason: e.to_string(),
+    })?;
+    if file.version != INDEX_VERSION {
+        return Err(IndexError::Corrupt {
+            path,
+            reason: format!(
+                "index version {} (this build reads {INDEX_VERSION})",
+                file.version
+            ),
+        });
+    }
+    Ok(file)
+}
+
+/// Writes `bytes` to `path` via a temporary file and rename, so readers never see a torn file.
+pub(crate) fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
+    let tmp = path.with_extension("tmp");
+    std::fs::write(&tmp, bytes).map_err(|e| IndexError::io(&tmp, e))?;
+    std::fs::rename(&tmp, path).map_err(|e| IndexError::io(path, e))
+}
+
+/// Indexes the directory tree at `root` into `<root>/.wo-index/`, reusing the previous index
+/// for files whose content is unchanged. Problems with individual files become warnings.
+pub fn index_directory(
+    root: &Path,
+    opts: &IndexOptions,
+    progress: &(dyn Fn(&Progress<'_>) + Sync),
+) -> Result<IndexReport> {
+    let started = Instant::now();
+    let run_start_ns = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos());
+    if !root.is_dir() {
+        return Err(IndexError::NotADirectory {
+            path: root.to_path_buf(),
+        });
+    }
+    let cache = cache_dir(root);
+    let (previous, mut rebuilt_because) = if opts.full_rebuild {
+        (None, Some("full rebuild requested".to_string()))
+    } else {
+        match read_index_file(root) {
+            Ok(prev) if prev.chunking == opts.chunking => (Some(prev), None),
+            Ok(_) => (None, Some("chunking caps changed".to_string())),
+            Err(IndexError::NoIndex { .. }) => (None, None),
+            Err(e) => (None, Some(e.to_string())),
+        }
+    };
+    let stat_cache: StatCache = if previous.is_some() {
+        std::fs::read(cache.join(STAT_FILE))
+            .ok()
+            .and_then(|b| serde_json::from_slice(&b).ok())
+            .unwrap_or_default()
+    } else {
+        StatCache::default()
+    };
+
+    progress(&Progress {
+        phase: Phase::Walking,
+        done: 0,
+        total: 0,
+        path: None,
+    });
+    let (candidates, mut warnings) = walk(root, opts);
+
+    // Caps are applied sequentially in path order so the same files are kept every time.
+    let mut accepted: Vec<Candidate> = Vec::with_capacity(candidates.len());
+    let mut total_bytes = 0u64;
+    for cand in candidates {
+        if cand.size > opts.max_file_bytes {
+            warnings.push(Warning {
+                path: cand.rel,
+                kind: WarningKind::FileTooLarge,
+                message: format!(
+                    "{} bytes exceeds max_file_bytes ({}); skipped",
+                    cand.size, opts.max_file_bytes
+                ),
+            });
+            continue;
+        }
+        if total_bytes + cand.size > opts.max_total_bytes {
+            warnings.push(Warning {
+                path: cand.rel,
+                kind: WarningKind::TotalBytesExceeded,
+                message: format!(
+                    "max_total_bytes ({}) reached; skipped",
+                    opts.max_total_bytes
+                ),
+            });
+            continue;
+        }
+        total_bytes += cand.size;
+        accepted.push(cand);
+    }
+
+    // The previous index, taken apart by path; chunks are moved out, not cloned, because a
+    // large tree's chunk text dominates memory.
+    let mut prev_files: HashMap<String, FileMeta> = HashMap::new();
+    let mut prev_chunks: HashMap<String, Vec<Chunk>> = HashMap::new();
+    let mut prev_warnings: HashMap<String, Vec<Warning>> = HashMap::new();
+    let mut prev_summary: Option<(String, Vec<Warning>, u64)> = None;
+    let mut prev_postings: Option<PrevPostings> = None;
+    if let Some(prev) = previous {
+        prev_postings = Some(PrevPostings {
+            ids: prev.chunks.iter().map(|c| c.id.clone()).collect(),
+            doc_lens: prev.doc_lens,
+            inverted: prev.inverted_index,
+        });
+        for c in prev.chunks {
+            prev_chunks.entry(c.path.clone()).or_default().push(c);
+        }
+        for w in &prev.warnings {
+            if is_content_warning(w.kind) {
+                prev_warnings
+                    .entry(w.path.clone())
+                    .or_default()
+                    .push(w.clone());
+            }
+        }
+        for f in prev.files {
+            prev_files.insert(f.path.clone(), f);
+        }
+        prev_summary = Some((prev.index_id, prev.warnings, prev.stats.total_bytes));
+    }
+
+    let total = accepted.len();
+    let done = AtomicUsize::new(0);
+    let process = |cand: &Candidate| -> Option<FileResult> {
+        let result = process_file(cand, opts, &stat_cache, &prev_files, &prev_warnings);
+        let n = done.fetch_add(1, Ordering::Relaxed) + 1;
+        progress(&Progress {
+            phase: Phase::Chunking,
+            done: n,
+            total,
+            path: Some(&cand.rel),
+        });
+        result
+    };
+    let results: Vec<Result<FileResult, Warning>> = {
+        let run = || {
+            accepted
+                .par_iter()
+                .map(|c| process(c).ok_or_else(|| unreadable(c)))
+                .collect::<Vec<_>>()
+        };
+        if opts.threads == 0 {
+            run()
+        } else {
+            match rayon::ThreadPoolBuilder::new()
+                .num_threads(opts.threads)
+                .build()
+            {
+                Ok(pool) => pool.install(run),
+                Err(_) => run(),
+            }
+        }
+    };
+
+    progress(&Progress {
+        phase: Phase::Indexing,
+        done: 0,
+        total: 0,
+        path: None,
+    });
+    let mut files = Vec::new();
+    let mut chunks = Vec::new();
+    let mut new_stat = StatCache {
+        built_at_ns: run_start_ns,
+        files: BTreeMap::new(),
+    };
+    let (mut reused, mut chunked) = (0usize, 0usize);
+    for result in results {
+        match result {
+            Ok(fr) => {
+                warnings.extend(fr.warnings);
+                if let Some(meta) = fr.meta {
+                    if fr.reused {
+                        reused += 1;
+                        chunks.extend(prev_chunks.remove(&meta.path).unwrap_or_default());
+                    } else {
+                        chunked += 1;
+                        chunks.extend(fr.chunks);
+                    }
+                    new_stat.files.insert(meta.path.clone(), fr.stat);
+                    files.push(meta);
+                }
+            }
+            Err(w) => warnings.push(w),
+        }
+    }
+    let removed = {
+        let now: HashSet<&str> = files.iter().map(|f| f.path.as_str()).collect();
+        prev_files
+            .keys()
+            .filter(|p| !now.contains(p.as_str()))
+            .count()
+    };
+    if prev_summary.is_none() && rebuilt_because.is_none() && cache.join(INDEX_FILE).exists() {
+        rebuilt_because = Some("previous index unreadable".to_string());
+    }
+    warnings.sort();
+    warnings.dedup();
+
+    // Nothing changed: the index on disk is already exactly what `assemble` would produce, so
+    // skip rebuilding postings and rewriting it (the common "re-index an unchanged tree" case).
+    if let Some((index_id, prev_warns, prev_bytes)) = &prev_summary
+        && chunked == 0
+        && removed == 0
+        && *prev_warns == warnings
+    {
+        let index_path = cache.join(INDEX_FILE);
+        write_stat(&cache, &new_stat)?;
+        return Ok(IndexReport {
+            index_bytes: std::fs::metadata(&index_path).map_or(0, |m| m.len()),
+            index_path,
+            index_id: index_id.clone(),
+            files: files.len(),
+            files_chunked: 0,
+            files_reused: reused,
+            files_removed: 0,
+            chunks: chunks.len(),
+            bytes: *prev_bytes,
+            warnings,
+            rebuilt_because,
+            elapsed: started.elapsed(),
+        });
+    }
+
+    let file = assemble(files, chunks, warnings, opts, prev_postings);
+
+    progress(&Progress {
+        phase: Phase::Writing,
+        done: 0,
+        total: 0,
+        path: None,
+    });
+    std::fs::create_dir_all(&cache).map_err(|e| IndexError::io(&cache, e))?;
+    // Keep the cache out of version control without touching the project's own .gitignore.
+    let ignore_file = cache.join(".gitignore");
+    if !ignore_file.exists() {
+        std::fs::write(&ignore_file, "*\n").map_err(|e| IndexError::io(&ignore_file, e))?;
+    }
+    let index_path = cache.join(INDEX_FILE);
+    let index_bytes = write_json_atomic(&index_path, &file)?;
+    write_stat(&cache, &new_stat)?;
+
+    Ok(IndexReport {
+        index_path,
+        index_id: file.index_id.clone(),
+        files: file.files.len(),
+        files_chunked: chunked,
+        files_reused: reused,
+        files_removed: removed,
+        chunks: file.chunks.len(),
+        bytes: file.stats.total_bytes,
+        index_bytes,
+        warnings: file.warnings,
+        rebuilt_because,
+        elapsed: started.elapsed(),
+    })
+}
+
+/// Streams `value` as compact JSON to `path` (via a temporary file and rename); returns the size.
+/// Streaming avoids holding a second, serialised copy of a large index in memory.
+fn write_json_atomic<T: Serialize>(path: &Path, value: &T) -> Result<u64> {
+    use std::io::Write as _;
+    let tmp = path.with_extension("tmp");
+    let file = std::fs::File::create(&tmp).map_err(|e| IndexError::io(&tmp, e))?;
+    let mut writer = std::io::BufWriter::with_capacity(1 << 20, file);
+    serde_json::to_writer(&mut writer, value).map_err(|e| IndexError::Corrupt {
+        path: path.to_path_buf(),
+        reason: e.to_string(),
+    })?;
+    writer.flush().map_err(|e| IndexError::io(&tmp, e))?;
+    drop(writer);
+    std::fs::rename(&tmp, path).map_err(|e| IndexError::io(path, e))?;
+    std::fs::metadata(path)
+        .map(|m| m.len())
+        .map_err(|e| IndexError::io(path, e))
+}
+
+fn write_stat(cache: &Path, stat: &StatCache) -> Result<()> {
+    match serde_json::to_vec(stat) {
+        Ok(bytes) => write_atomic(&cache.join(STAT_FILE), &bytes),
+        Err(_) => Ok(()),
+    }
+}
+
+fn unreadable(cand: &Candidate) -> Warning {
+    Warning {
+        path: cand.rel.clone(),
+        kind: WarningKind::Unreadable,
+        message: "cannot read file; skipped".to_string(),
+    }
+}
+
+/// Warnings that depend only on a file's content, so they can be reused with its chunks.
+fn is_content_warning(kind: WarningKind) -> bool {
+    matches!(
+        kind,
+        WarningKind::InvalidUtf8
+            | WarningKind::ParseFallback
+            | WarningKind::LongLine
+            | WarningKind::TooManyChunks
+    )
+}
+
+fn process_file(
+    cand: &Candidate,
+    opts: &IndexOptions,
+    stat_cache: &StatCache,
+    prev_files: &HashMap<String, FileMeta>,
+    prev_warnings: &HashMap<String, Vec<Warning>>,
+) -> Option<FileResult> {
+    // Reused files carry no chunks here; the caller moves them over from the previous index.
+    let reuse = |hash: &str| -> Option<FileResult> {
+        let meta = prev_files.get(&cand.rel)?;
+        if meta.hash != hash {
+            return None;
+        }
+        Some(FileResult {
+            meta: Some(meta.clone()),
+            chunks: Vec::new(),
+            warnings: prev_warnings.get(&cand.rel).cloned().unwrap_or_default(),
+            reused: true,
+            stat: (cand.size, cand.mtime_ns, hash.to_string()),
+        })
+    };
+    if opts.trust_mtime
+        && let Some((size, mtime, hash)) = stat_cache.files.get(&cand.rel)
+    {
+        let racy = cand.mtime_ns + RACY_WINDOW_NS >= stat_cache.built_at_ns;
+        if *size == cand.size
+            && *mtime == cand.mtime_ns
+            && cand.mtime_ns != 0
+            && !racy
+            && let Some(result) = reuse(hash)
+        {
+            return Some(result);
+        }
+    }
+    let bytes = std::fs::read(&cand.abs).ok()?;
+    let hash = sha256_hex(&bytes);
+    if let Some(result) = reuse(&hash) {
+        return Some(result);
+    }
+    let kind = kind_for_path(&cand.rel);
+    let mut warnings = Vec::new();
+    let stat = (bytes.len() as u64, cand.mtime_ns, hash.clone());
+    let (pieces, line_count) = if kind == Kind::Image {
+        let piece = Piece {
+            start_line: 1,
+            end_line: 1,
+            content: cand.rel.clone(),
+            ..Piece::default()
+        };
+        (vec![piece], 0)
+    } else if looks_binary(&bytes) {
+        return Some(FileResult {
+            meta: None,
+            chunks: Vec::new(),
+            warnings: vec![Warning {
+                path: cand.rel.clone(),
+                kind: WarningKind::Binary,
+                message: "binary content; not indexed".to_string(),
+            }],
+            reused: false,
+            stat,
+        });
+    } else {
+        let text = match std::str::from_utf8(&bytes) {
+            Ok(t) => std::borrow::Cow::Borrowed(t),
+            Err(e) => {
+                warnings.push(Warning {
+                    path: cand.rel.clone(),
+                    kind: WarningKind::InvalidUtf8,
+                    message: format!(
+                        "invalid UTF-8 at byte {}; decoded with replacement characters",
+                        e.valid_up_to()
+                    ),
+                });
+                String::from_utf8_lossy(&bytes)
+            }
+        };
+        let text = text.strip_prefix('\u{feff}').unwrap_or(&text).to_string();
+        let out = chunk_text(kind, &cand.rel, &text, &opts.chunking);
+        for (wkind, message) in out.warnings {
+            warnings.push(Warning {
+                path: cand.rel.clone(),
+                kind: wkind,
+                message,
+            });
+        }
+        let lines = if text.is_empty() {
+            0
+        } else {
+            text.split('\n').count() - usize::from(text.ends_with('\n'))
+        };
+        (out.pieces, lines)
+    };
+    let chunks = make_chunks(&cand.rel, kind, pieces);
+    Some(FileResult {
+        meta: Some(FileMeta {
+            path: cand.rel.clone(),
+            kind,
+            bytes: bytes.len() as u64,
+            hash,
+            line_count,
+            chunk_count: chunks.len(),
+        }),
+        chunks,
+        warnings,
+        reused: false,
+        stat,
+    })
+}
+
+/// Turns pieces into chunk records with stable ids (occurrence counted per content hash).
+fn make_chunks(path: &str, kind: Kind, pieces: Vec<Piece>) -> Vec<Chunk> {
+    let mut seen: HashMap<String, usize> = HashMap::new();
+    let stem = path
+        .rsplit('/')
+        .next()
+        .unwrap_or(path)
+        .split('.')
+        .next()
+        .unwrap_or("");
+    pieces
+        .into_iter()
+        .enumerate()
+        .map(|(i, p)| {
+            let content_hash = sha256_hex(p.content.as_bytes());
+            let occurrence = seen.entry(content_hash.clone()).or_insert(0);
+            let id = chunk_id(path, &content_hash, *occurrence);
+            *occurrence += 1;
+            let local = p
+                .symbol
+                .clone()
+                .or_else(|| p.heading_path.last().cloned())
+                .or_else(|| p.address.clone())
+                .unwrap_or_default();
+            let mut slug = slugify(&format!("{stem} {local}"));
+            if slug.is_empty() {
+                slug = "chunk".to_string();
+            }
+            let slug = truncate_chars(&slug, 48).trim_end_matches('-').to_string();
+            let chars = p.content.chars().count();
+            Chunk {
+                short_id: id[..12].to_string(),
+                id,
+                slug,
+                path: path.to_string(),
+                kind,
+                chunk_index: i,
+                start_line: p.start_line,
+                end_line: p.end_line,
+                token_estimate: chars.div_ceil(4),
+                content: p.content,
+                content_hash,
+                heading_path: p.heading_path,
+                symbol: p.symbol,
+                symbols: p.symbols,
+                address: p.address,
+                asset_path: (kind == Kind::Image).then(|| format!("images/{path}")),
+            }
+        })
+        .collect()
+}
+
+/// Sorts, assigns refs and builds postings and stats.
+fn assemble(
+    mut files: Vec<FileMeta>,
+    mut chunks: Vec<Chunk>,
+    warnings: Vec<Warning>,
+    opts: &IndexOptions,
+    prev: Option<PrevPostings>,
+) -> IndexFile {
+    files.sort_by(|a, b| a.path.cmp(&b.path));
+    chunks.sort_by(|a, b| {
+        (a.path.as_str(), a.start_line, a.end_line, a.id.as_str()).cmp(&(
+            b.path.as_str(),
+            b.start_line,
+            b.end_line,
+            b.id.as_str(),
+        ))
+    });
+    let chunk_refs: BTreeMap<String, String> = chunks
+        .iter()
+        .enumerate()
+        .map(|(i, c)| (c.id.clone(), chunk_ref(i + 1)))
+        .collect();
+
+    let (inverted_index, doc_lens) = build_postings(&chunks, prev);
+    let total_terms: u64 = doc_lens.iter().map(|&n| u64::from(n)).sum();
+
+    let mut id_input = String::new();
+    for f in &files {
+        id_input.push_str(&f.path);
+        id_input.push('\t');
+        id_input.push_str(&f.hash);
+        id_input.push('\n');
+    }
+    let stats = Stats {
+        total_files: files.len(),
+        total_chunks: chunks.len(),
+        total_bytes: files.iter().map(|f| f.bytes).sum(),
+        total_terms,
+        avg_doc_len: if chunks.is_empty() {
+            0.0
+        } else {
+            total_terms as f64 / chunks.len() as f64
+        },
+    };
+    IndexFile {
+        version: INDEX_VERSION,
+        index_id: sha256_hex(id_input.as_bytes()),
+        chunking: opts.chunking,
+        files,
+        chunks,
+        chunk_refs,
+        doc_lens,
+        inverted_index,
+        stats,
+        warnings,
+    }
+}
+
+/// Postings of the previous index, kept so unchanged chunks need not be re-tokenized.
+struct PrevPostings {
+    /// Chunk ids by previous position.
+    ids: Vec<String>,
+    doc_lens: Vec<u32>,
+    /// Delta-encoded, as stored.
+    inverted: BTreeMap<String, Vec<u32>>,
+}
+
+/// Chunks tokenized per parallel batch; bounds the memory held by per-chunk term lists.
+const TERM_BATCH: usize = 4096;
+
+/// Term counts of one chunk: its content plus its path (images have nothing else).
+fn chunk_terms(c: &Chunk) -> Vec<(String, u32)> {
+    let mut counts: HashMap<String, u32> = HashMap::new();
+    let mut add = |t: &str| {
+        if let Some(n) = counts.get_mut(t) {
+            *n += 1;
+        } else {
+            counts.insert(t.to_string(), 1);
+        }
+    };
+    if c.kind != Kind::Image {
+        for_each_term(&c.content, &mut add);
+    }
+    for_each_term(&c.path, &mut add);
+    counts.into_iter().collect()
+}
+
+/// Builds delta-encoded postings and per-chunk term counts for `chunks` (in ref order).
+///
+/// Chunks whose id was in the previous index keep their previous postings, renumbered to their
+/// new positions: an id fixes path and content, and terms depend on nothing else. Only new
+/// chunks are tokenized, which keeps incremental runs proportional to what changed.
+fn build_postings(
+    chunks: &[Chunk],
+    prev: Option<PrevPostings>,
+) -> (BTreeMap<String, Vec<u32>>, Vec<u32>) {
+    let new_pos: HashMap<&str, u32> = chunks
+        .iter()
+        .enumerate()
+        .map(|(i, c)| (c.id.as_str(), i as u32))
+        .collect();
+    let mut doc_lens = vec![0u32; chunks.len()];
+    let mut known = vec![false; chunks.len()];
+    let mut lists: HashMap<String, Vec<(u32, u32)>> = HashMap::new();
+    if let Some(prev) = prev {
+        let old_to_new: Vec<Option<u32>> = prev
+            .ids
+            .iter()
+            .map(|id| new_pos.get(id.as_str()).copied())
+            .collect();
+        for (old, new) in old_to_new.iter().enumerate() {
+            if let Some(n) = new {
+                known[*n as usize] = true;
+                doc_lens[*n as usize] = prev.doc_lens.get(old).copied().unwrap_or(0);
+            }
+        }
+        for (term, encoded) in prev.inverted {
+            let mut pos = 0u32;
+            let mut list = Vec::new();
+            for (k, pair) in encoded.chunks_exact(2).enumerate() {
+                pos = if k == 0 { pair[0] } else { pos + pair[0] };
+                if let Some(Some(n)) = old_to_new.get(pos as usize) {
+                    list.push((*n, pair[1]));
+                }
+            }
+            if !list.is_empty() {
+                lists.insert(term, list);
+            }
+        }
+    }
+    let fresh: Vec<usize> = (0..chunks.len()).filter(|&i| !known[i]).collect();
+    for batch in fresh.chunks(TERM_BATCH) {
+        let counted: Vec<Vec<(String, u32)>> =
+            batch.par_iter().map(|&i| chunk_terms(&chunks[i])).collect();
+        for (&doc, terms) in batch.iter().zip(counted) {
+            doc_lens[doc] = terms.iter().map(|(_, n)| n).sum();
+            for (term, tf) in terms {
+                lists.entry(term).or_default().push((doc as u32, tf));
+            }
+        }
+    }
+    let inverted = lists
+        .into_iter()
+        .map(|(term, mut list)| {
+            list.sort_unstable();
+            let mut encoded = Vec::with_capacity(list.len() * 2);
+            let mut last = 0u32;
+            for (k, (pos, tf)) in list.into_iter().enumerate() {
+                encoded.push(if k == 0 { pos } else { pos - last });
+                encoded.push(tf);
+                last = pos;
+            }
+            (term, encoded)
+        })
+        .collect();
+    (inverted, doc_lens)
+}

@@ -1,0 +1,441 @@
+//! Reading an index and querying it: BM25 ranking with symbol/heading boosts and filters,
+//! chunk lookup by ref or id, per-file outlines and symbol lists.
+//!
+//! Scoring is Okapi BM25 (k1 = 1.2, b = 0.75) where document length is the chunk's term count
+//! and `avgdl` is the mean over all chunks — both measured with the same tokenizer as the
+//! query, so length normalisation compares like with like. Query terms are weighted by how often
+//! they occur in the query. A query term that also appears in the chunk's symbol names or
+//! heading path adds a fraction of its IDF, so definitions and sections about a term outrank
+//! passing mentions.
+
+use std::collections::{HashMap, HashSet};
+use std::path::{Path, PathBuf};
+
+use serde::Serialize;
+
+use crate::error::Result;
+use crate::ingest::{cache_dir, read_index_file};
+use crate::model::{Chunk, IndexFile, Kind};
+use crate::terms::{for_each_term, terms};
+use crate::util::{single_line, truncate_chars};
+
+const K1: f64 = 1.2;
+const B: f64 = 0.75;
+/// Extra weight (× IDF) for a query term found in the chunk's symbol names.
+const SYMBOL_BOOST: f64 = 1.0;
+/// Extra weight (× IDF) for a query term found in the chunk's heading path.
+const HEADING_BOOST: f64 = 0.5;
+
+/// A search request.
+#[derive(Debug, Clone, Default)]
+pub struct Query {
+    /// Free text; may be empty to list chunks matching the filters.
+    pub text: String,
+    /// Maximum hits (0 means 10).
+    pub limit: usize,
+    /// Keep chunks whose path starts with this (a leading `./` is ignored).
+    pub path_prefix: Option<String>,
+    /// Keep chunks of this kind.
+    pub kind: Option<Kind>,
+    /// Keep chunks with a heading starting with this (case-insensitive).
+    pub heading_prefix: Option<String>,
+    /// Keep chunks with a symbol starting with this (case-insensitive; qualified or bare).
+    pub symbol_prefix: Option<String>,
+}
+
+impl Query {
+    /// A query for `text` with default limit and no filters.
+    pub fn new(text: impl Into<String>) -> Self {
+        Self {
+            text: text.into(),
+            ..Self::default()
+        }
+    }
+}
+
+/// One ranked result.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Hit {
+    /// Chunk ref (`c0001`).
+    #[serde(rename = "ref")]
+    pub chunk_ref: String,
+    /// Full chunk id.
+    pub id: String,
+    /// Source path.
+    pub path: String,
+    /// Kind.
+    pub kind: Kind,
+    /// First line.
+    pub start_line: usize,
+    /// Last line.
+    pub end_line: usize,
+    /// Semantic label (symbol, heading breadcrumb, JSON address or slug).
+    pub label: String,
+    /// Relevance score (higher is better).
+    pub score: f64,
+    /// The first line of the chunk that contains a query term, shortened.
+    pub snippet: String,
+}
+
+/// A chunk with its ref, as returned by [`Index::get_chunk`].
+#[derive(Debug, Clone, Copy)]
+pub struct ChunkRecord<'a> {
+    /// Chunk ref.
+    pub chunk_ref: &'a str,
+    /// The chunk.
+    pub chunk: &'a Chunk,
+}
+
+/// One heading of a file outline.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct OutlineEntry {
+    /// Ref of the chunk the heading starts.
+    #[serde(rename = "ref")]
+    pub chunk_ref: String,
+    /// Source path.
+    pub path: String,
+    /// Heading depth in the path (1 = top).
+    pub depth: usize,
+    /// Heading text.
+    pub heading: String,
+    /// First line of the section.
+    pub start_line: usize,
+}
+
+/// One declared symbol.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct SymbolEntry {
+    /// Ref of the chunk holding the symbol.
+    #[serde(rename = "ref")]
+    pub chunk_ref: String,
+    /// Source path.
+    pub path: String,
+    /// Qualified symbol name.
+    pub symbol: String,
+    /// First line of the chunk.
+    pub start_line: usize,
+    /// Last line of the chunk.
+    pub end_line: usize,
+}
+
+/// The label used for a chunk in search results and exports.
+pub fn chunk_label(chunk: &Chunk) -> String {
+    if let Some(sym) = chunk.symbol.as_deref().filter(|s| !s.trim().is_empty()) {
+        return single_line(sym);
+    }
+    if !chunk.heading_path.is_empty() {
+        let n = chunk.heading_path.len();
+        let parts: Vec<&str> = chunk.heading_path[n.saturating_sub(2)..]
+            .iter()
+            .map(String::as_str)
+            .collect();
+        return single_line(&parts.join(" > "));
+    }
+    if let Some(addr) = chunk.address.as_deref() {
+        return single_line(addr);
+    }
+    chunk.slug.clone()
+}
+
+/// A loaded index, ready for queries.
+#[derive(Debug, Clone)]
+pub struct Index {
+    root: PathBuf,
+    file: IndexFile,
+    by_key: HashMap<String, usize>,
+    refs: Vec<String>,
+}
+
+fn path_matches(path: &str, prefix: &str) -> bool {
+    let prefix = prefix.strip_prefix("./").unwrap_or(prefix);
+    prefix.is_empty() || prefix == "." || path.starts_with(prefix)
+}
+
+fn starts_with_ci(text: &str, prefix: &str) -> bool {
+    text.to_lowercase().starts_with(&prefix.to_lowercase())
+}
+
+impl Index {
+    /// Opens `<root>/.wo-index/index.json`.
+    pub fn open(root: &Path) -> Result<Self> {
+        let file = read_index_file(root)?;
+        Ok(Self::from_file(root, file))
+    }
+
+    /// Wraps an already-loaded index document.
+    pub fn from_file(root: &Path, file: IndexFile) -> Self {
+        let refs: Vec<String> = file
+            .chunks
+            .iter()
+            .map(|c| file.chunk_refs.get(&c.id).cloned().unwrap_or_default())
+            .collect();
+        let mut by_key = HashMap::with_capacity(file.chunks.len() * 3);
+        for (i, c) in file.chunks.iter().enumerate() {
+            by_key.insert(c.id.clone(), i);
+            by_key.entry(c.short_id.clone()).or_insert(i);
+            by_key.insert(refs[i].clone(), i);
+        }
+        Self {
+            root: root.to_path_buf(),
+            file,
+            by_key,
+            refs,
+        }
+    }
+
+    /// Project root the index belongs to.
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
+    /// The cache directory (`<root>/.wo-index`).
+    pub fn cache_dir(&self) -> PathBuf {
+        cache_dir(&self.root)
+    }
+
+    /// The underlying index document.
+    pub fn data(&self) -> &IndexFile {
+        &self.file
+    }
+
+    /// Ref of the chunk at position `i` in [`IndexFile::chunks`].
+    pub fn ref_at(&self, i: usize) -> &str {
+        self.refs.get(i).map_or("", String::as_str)
+    }
+
+    /// Looks a chunk up by ref (`c0001`), full id or 12-character short id.
+    pub fn get_chunk(&self, key: &str) -> Option<ChunkRecord<'_>> {
+        let i = *self.by_key.get(key.trim())?;
+        Some(ChunkRecord {
+            chunk_ref: self.ref_at(i),
+            chunk: &self.file.chunks[i],
+        })
+    }
+
+    fn in_scope(&self, chunk: &Chunk, path: &str) -> bool {
+        let path = path
+            .strip_prefix("./")
+            .unwrap_or(path)
+            .trim_end_matches('/');
+        path.is_empty()
+            || path == "."
+            || chunk.path == path
+            || chunk
+                .path
+                .strip_prefix(path)
+                .is_some_and(|rest| rest.starts_with('/'))
+    }
+
+    /// Headings of the file (or every file under the directory) `path`, in order.
+    pub fn list_outline(&self, path: &str) -> Vec<OutlineEntry> {
+        let mut out = Vec::new();
+        let mut prev: (&str, &[String]) = ("", &[]);
+        for (i, c) in self.file.chunks.iter().enumerate() {
+            if !self.in_scope(c, path) || c.heading_path.is_empty() {
+                continue;
+            }
+            let same_file = prev.0 == c.path;
+            // Emit only headings that differ from the previous chunk's path (continuations of a
+            // split section repeat the same heading path).
+            let common = if same_file {
+                prev.1
+                    .iter()
+                    .zip(&c.heading_path)
+                    .take_while(|(a, b)| a == b)
+                    .count()
+            } else {
+                0
+            };
+            if same_file && common == c.heading_path.len() && prev.1.len() == common {
+                continue;
+            }
+            for (depth, heading) in c.heading_path.iter().enumerate().skip(common) {
+                out.push(OutlineEntry {
+                    chunk_ref: self.ref_at(i).to_string(),
+                    path: c.path.clone(),
+                    depth: depth + 1,
+                    heading: heading.clone(),
+                    start_line: c.start_line,
+                });
+            }
+            prev = (&c.path, &c.heading_path);
+        }
+        out
+    }
+
+    /// Symbols declared in the file (or every file under the directory) `path`, in order.
+    pub fn list_symbols(&self, path: &str) -> Vec<SymbolEntry> {
+        let mut out = Vec::new();
+        let mut seen: HashSet<(&str, &str)> = HashSet::new();
+        for (i, c) in self.file.chunks.iter().enumerate() {
+            if !self.in_scope(c, path) {
+                continue;
+            }
+            for sym in c.symbol.iter().chain(&c.symbols) {
+                if seen.insert((&c.path, sym)) {
+                    out.push(SymbolEntry {
+                        chunk_ref: self.ref_at(i).to_string(),
+                        path: c.path.clone(),
+                        symbol: sym.clone(),
+                        start_line: c.start_line,
+                        end_line: c.end_line,
+                    });
+                }
+            }
+        }
+        out
+    }
+
+    fn passes(&self, chunk: &Chunk, q: &Query) -> bool {
+        if let Some(p) = &q.path_prefix
+            && !path_matches(&chunk.path, p)
+        {
+            return false;
+        }
+        if let Some(k) = q.kind
+            && chunk.kind != k
+        {
+            return false;
+        }
+        if let Some(h) = &q.heading_prefix
+            && !chunk.heading_path.iter().any(|x| starts_with_ci(x, h))
+        {
+            return false;
+        }
+        if let Some(s) = &q.symbol_prefix {
+            let hit = chunk.symbol.iter().chain(&chunk.symbols).any(|sym| {
+                let bare = sym.rsplit([':', '.']).next().unwrap_or(sym);
+                starts_with_ci(sym, s) || starts_with_ci(bare, s)
+            });
+            if !hit {
+                return false;
+            }
+        }
+        true
+    }
+
+    /// Ranks chunks for `query`. Ties are broken by ref, so results are deterministic.
+    pub fn search(&self, query: &Query) -> Vec<Hit> {
+        let limit = if query.limit == 0 { 10 } else { query.limit };
+        let chunks = &self.file.chunks;
+        let mut qtf: Vec<(String, f64)> = Vec::new();
+        for t in terms(&query.text) {
+            match qtf.iter_mut().find(|(x, _)| *x == t) {
+                Some(e) => e.1 += 1.0,
+                None => qtf.push((t, 1.0)),
+            }
+        }
+        let mut scored: Vec<(usize, f64)> = if qtf.is_empty() {
+            (0..chunks.len())
+                .filter(|&i| self.passes(&chunks[i], query))
+                .map(|i| (i, 0.0))
+                .collect()
+        } else {
+            self.bm25(&qtf, query)
+        };
+        scored.sort_by(|a, b| {
+            b.1.partial_cmp(&a.1)
+                .unwrap_or(std::cmp::Ordering::Equal)
+                .then(a.0.cmp(&b.0))
+        });
+        scored.truncate(limit);
+        let query_terms: HashSet<&str> = qtf.iter().map(|(t, _)| t.as_str()).collect();
+        scored
+            .into_iter()
+            .map(|(i, score)| {
+                let c = &chunks[i];
+                Hit {
+                    chunk_ref: self.ref_at(i).to_string(),
+                    id: c.id.clone(),
+                    path: c.path.clone(),
+                    kind: c.kind,
+                    start_line: c.start_line,
+                    end_line: c.end_line,
+                    label: chunk_label(c),
+                    score: (score * 1e4).round() / 1e4,
+                    snippet: snippet(&c.content, &query_terms),
+                }
+            })
+            .collect()
+    }
+
+    fn bm25(&self, qtf: &[(String, f64)], query: &Query) -> Vec<(usize, f64)> {
+        let chunks = &self.file.chunks;
+        let n = chunks.len() as f64;
+        let avgdl = self.file.stats.avg_doc_len.max(1.0);
+        let mut scores: HashMap<usize, f64> = HashMap::new();
+        let mut allowed: HashMap<usize, bool> = HashMap::new();
+        let mut idfs: Vec<(&str, f64, f64)> = Vec::new();
+        for (term, weight) in qtf {
+            let Some(postings) = self.file.inverted_index.get(term) else {
+                continue;
+            };
+            let df = (postings.len() / 2) as f64;
+            let idf = (1.0 + (n - df + 0.5) / (df + 0.5)).ln();
+            idfs.push((term, idf, *weight));
+            let mut pos = 0usize;
+            for (k, pair) in postings.chunks_exact(2).enumerate() {
+                pos = if k == 0 {
+                    pair[0] as usize
+                } else {
+                    pos + pair[0] as usize
+                };
+                let doc = pos;
+                let Some(chunk) = chunks.get(doc) else {
+                    continue;
+                };
+                let ok = *allowed
+                    .entry(doc)
+                    .or_insert_with(|| self.passes(chunk, query));
+                if !ok {
+                    continue;
+                }
+                let tf = f64::from(pair[1]);
+                let dl = f64::from(self.file.doc_lens.get(doc).copied().unwrap_or(0));
+                let norm = tf * (K1 + 1.0) / (tf + K1 * (1.0 - B + B * dl / avgdl));
+                *scores.entry(doc).or_insert(0.0) += weight * idf * norm;
+            }
+        }
+        let mut out: Vec<(usize, f64)> = scores.into_iter().collect();
+        for (doc, score) in &mut out {
+            let c = &chunks[*doc];
+            let mut sym_terms: HashSet<String> = HashSet::new();
+            for s in c.symbol.iter().chain(&c.symbols) {
+                for_each_term(s, |t| {
+                    sym_terms.insert(t.to_string());
+                });
+            }
+            let mut head_terms: HashSet<String> = HashSet::new();
+            for h in &c.heading_path {
+                for_each_term(h, |t| {
+                    head_terms.insert(t.to_string());
+                });
+            }
+            for (term, idf, weight) in &idfs {
+                if sym_terms.contains(*term) {
+                    *score += weight * idf * SYMBOL_BOOST;
+                }
+                if head_terms.contains(*term) {
+                    *score += weight * idf * HEADING_BOOST;
+                }
+            }
+        }
+        out
+    }
+}
+
+fn snippet(content: &str, query_terms: &HashSet<&str>) -> String {
+    let mut first_nonempty = None;
+    for line in content.lines() {
+        if line.trim().is_empty() {
+            continue;
+        }
+        first_nonempty.get_or_insert(line);
+        let mut hit = false;
+        for_each_term(line, |t| hit |= query_terms.contains(t));
+        if hit {
+            return truncate_chars(&single_line(line), 160);
+        }
+    }
+    truncate_chars(&single_line(first_nonempty.unwrap_or("")), 160)
+}
