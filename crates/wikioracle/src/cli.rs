@@ -42,6 +42,30 @@ pub struct GlobalOpts {
 
 #[derive(Subcommand, Debug)]
 pub enum Command {
+    /// Ask a model one question; the answer streams and the turn is saved in llm.json.
+    #[command(after_help = "Examples:\n  \
+wo ask \"What did we decide about deploys?\"\n  \
+git diff | wo ask \"Review this change\"          the prompt can come from stdin\n  \
+wo ask --provider openai --model gpt-4o-mini \"Summarise our notes\"\n  \
+wo ask --show-context \"Why?\"                  print what was sent, and what was left out and why\n  \
+wo ask --save answer.md --no-stream \"Draft a README intro\"\n\n\
+The offline default is the local SmolLM2 model (scripts/install-model.sh puts it in place).\n\
+Exit codes: 0 ok; 1 provider or usage error (nothing saved); 2 llm.json could not be written; 130 interrupted.")]
+    Ask(AskArgs),
+    /// Talk to a model interactively; every turn is saved in llm.json.
+    #[command(after_help = "Examples:\n  \
+wo chat\n  \
+wo chat --provider anthropic\n\n\
+In the chat: end a line with \\ to continue it; /sources shows what the last answer drew on;\n\
+/context shows what was sent; /branch ID continues from an earlier message; /exit or Ctrl-D leaves.")]
+    Chat(ChatArgs),
+    /// List configured providers and whether each can answer now.
+    #[command(after_help = "Examples:\n  \
+wo providers               check each provider (a cheap request, or loading the local model)\n  \
+wo providers --no-check    just list them\n  \
+wo providers --json\n\n\
+Providers are configured in ~/.config/wikioracle/config.toml (WO_CONFIG overrides the path).")]
+    Providers(ProvidersArgs),
     /// Create llm.json with defaults in a directory.
     #[command(after_help = "Examples:\n  \
 wo init                         create ./llm.json\n  \
@@ -89,6 +113,181 @@ wo log -n 5 --json                  the last five messages as JSON lines")]
     /// Show or edit the context sent with every query.
     #[command(subcommand)]
     Context(ContextCommand),
+    /// Index a directory's files for search and retrieval (a cache in DIR/.wo-index).
+    #[command(after_help = "Examples:\n  \
+wo index                    index the current directory (only changed files are re-read)\n  \
+wo index ~/src/project --full\n  \
+wo index . --max-total-bytes 500000000   lift the 50 MB total cap\n\n\
+.gitignore rules are honoured; binary, oversized and malformed files are skipped with a warning.")]
+    Index(IndexArgs),
+    /// Search the directory index (BM25, identifier-aware), or read chunks, outlines and symbols.
+    #[command(after_help = "Examples:\n  \
+wo search \"parse config file\"\n  \
+wo search retry --kind rust --path src/ -n 5\n  \
+wo search --get c001a              print one chunk by ref or id\n  \
+wo search --outline docs/          headings of Markdown/HTML files under docs/\n  \
+wo search --symbols src/main.rs    declared functions, types and classes\n  \
+wo search login --json             for tools")]
+    Search(SearchArgs),
+    /// Write LLM-ready exports of the index: llm.md, catalog, manifests, chunks, zips, llms.txt, AGENTS.md.
+    #[command(after_help = "Examples:\n  \
+wo pack                         into ./.wo-pack (small projects: llm.md, llms.txt, AGENTS.md and two zips)\n  \
+wo pack --out dist/llm --layout full\n  \
+wo pack --no-zip --layout compact\n\n\
+The same index always gives byte-identical output.")]
+    Pack(PackArgs),
+}
+
+#[derive(Args, Debug)]
+pub struct IndexArgs {
+    /// Directory to index (default: the current directory).
+    pub dir: Option<PathBuf>,
+    /// Re-read every file instead of reusing unchanged ones.
+    #[arg(long)]
+    pub full: bool,
+    /// Include hidden files and directories.
+    #[arg(long)]
+    pub hidden: bool,
+    /// Follow symbolic links (loops are detected).
+    #[arg(long)]
+    pub follow_symlinks: bool,
+    /// Skip files larger than this.
+    #[arg(long, value_name = "BYTES")]
+    pub max_file_bytes: Option<u64>,
+    /// Stop adding files once this many bytes are indexed.
+    #[arg(long, value_name = "BYTES")]
+    pub max_total_bytes: Option<u64>,
+    /// Print the report as JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Args, Debug)]
+pub struct SearchArgs {
+    /// What to look for.
+    #[arg(required_unless_present_any = ["get", "outline", "symbols"])]
+    pub query: Option<String>,
+    /// The indexed directory (default: the nearest one with an index, from here up).
+    #[arg(long, value_name = "DIR")]
+    pub dir: Option<PathBuf>,
+    /// Only paths starting with this.
+    #[arg(long, value_name = "PREFIX")]
+    pub path: Option<String>,
+    /// Only this kind: markdown, json, javascript, typescript, rust, python, go, html, text, image.
+    #[arg(long)]
+    pub kind: Option<String>,
+    /// Only chunks under a heading starting with this.
+    #[arg(long, value_name = "PREFIX")]
+    pub heading: Option<String>,
+    /// Only chunks declaring a symbol starting with this.
+    #[arg(long, value_name = "PREFIX")]
+    pub symbol: Option<String>,
+    /// How many results.
+    #[arg(short = 'n', long, default_value_t = 10)]
+    pub limit: usize,
+    /// Print one chunk by ref (c0001) or id.
+    #[arg(long, value_name = "REF", conflicts_with_all = ["outline", "symbols"])]
+    pub get: Option<String>,
+    /// List headings of files under a path ("" for all).
+    #[arg(long, value_name = "PATH", num_args = 0..=1, default_missing_value = "")]
+    pub outline: Option<String>,
+    /// List symbols of files under a path ("" for all).
+    #[arg(long, value_name = "PATH", num_args = 0..=1, default_missing_value = "", conflicts_with = "outline")]
+    pub symbols: Option<String>,
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum PackLayout {
+    /// Archive for small projects, full for large ones.
+    Auto,
+    /// Every artifact loose.
+    Full,
+    /// What the pointer workflow needs, loose.
+    Compact,
+    /// Only llm.md, llms.txt, AGENTS.md and the zips.
+    Archive,
+}
+
+#[derive(Args, Debug)]
+pub struct PackArgs {
+    /// The indexed directory (default: the nearest one with an index, from here up).
+    pub dir: Option<PathBuf>,
+    /// Output directory (default: DIR/.wo-pack).
+    #[arg(long, value_name = "DIR")]
+    pub out: Option<PathBuf>,
+    #[arg(long, value_enum, default_value_t = PackLayout::Auto)]
+    pub layout: PackLayout,
+    /// Do not write export.zip and export.compact.zip.
+    #[arg(long)]
+    pub no_zip: bool,
+}
+
+#[derive(Args, Debug, Clone, Default)]
+pub struct ModelOpts {
+    /// Provider name from the config (default: the config's default, else `local`).
+    #[arg(long, short = 'p')]
+    pub provider: Option<String>,
+    /// Model name (default: the provider's).
+    #[arg(long, short = 'm')]
+    pub model: Option<String>,
+    /// Sampling temperature.
+    #[arg(long, short = 't')]
+    pub temperature: Option<f32>,
+    /// Longest answer, in tokens.
+    #[arg(long)]
+    pub max_tokens: Option<u32>,
+    /// System instructions for this run (the stored context is still sent).
+    #[arg(long)]
+    pub system: Option<String>,
+    /// Your name on saved messages (default: $USER).
+    #[arg(long, short = 'u')]
+    pub username: Option<String>,
+    /// Leave truth entries out of the prompt (the rag tool off).
+    #[arg(long)]
+    pub no_rag: bool,
+    /// Also retrieve from the directory index of this folder (default: the nearest indexed one, if any).
+    #[arg(long, value_name = "DIR")]
+    pub index: Option<PathBuf>,
+}
+
+#[derive(Args, Debug)]
+pub struct AskArgs {
+    /// The question (default: read standard input).
+    pub prompt: Option<String>,
+    #[command(flatten)]
+    pub model: ModelOpts,
+    /// Print the answer only when it is complete.
+    #[arg(long)]
+    pub no_stream: bool,
+    /// Also write the answer to this file (default: the config's save_path, if any).
+    #[arg(long, value_name = "FILE")]
+    pub save: Option<PathBuf>,
+    /// Store --provider/--model/--temperature/--max-tokens/--save as the config's defaults.
+    #[arg(long)]
+    pub persist: bool,
+    /// Print on stderr exactly what was sent, and what was dropped and why.
+    #[arg(long)]
+    pub show_context: bool,
+    /// Continue from this message instead of the latest (branching).
+    #[arg(long, value_name = "ID")]
+    pub parent: Option<String>,
+}
+
+#[derive(Args, Debug)]
+pub struct ChatArgs {
+    #[command(flatten)]
+    pub model: ModelOpts,
+}
+
+#[derive(Args, Debug)]
+pub struct ProvidersArgs {
+    /// Only list; do not contact providers.
+    #[arg(long)]
+    pub no_check: bool,
+    #[arg(long)]
+    pub json: bool,
 }
 
 #[derive(Args, Debug)]

@@ -9,9 +9,11 @@
 //! * [`assemble`] — building the prompt within a token budget, recording
 //!   what was included and what was dropped and why.
 //! * [`turn`] — the messages a finished turn appends to the state.
+//! * [`chat`] — one turn end to end: assemble, stream, append.
 
 pub mod assemble;
 pub mod bm25;
+pub mod chat;
 pub mod retrieve;
 pub mod text;
 pub mod turn;

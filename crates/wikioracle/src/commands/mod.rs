@@ -1,10 +1,16 @@
 //! One module per command; each parses nothing itself (clap did), calls the
 //! libraries and renders.
 
+mod ask;
+mod chat;
 mod context;
+mod index;
 mod init;
 mod log;
 mod merge;
+mod persist;
+mod providers;
+mod session;
 mod transfer;
 mod truth;
 mod validate;
@@ -22,6 +28,9 @@ use crate::cli::{Cli, Command, GlobalOpts, InputFormat};
 pub fn run(cli: Cli) -> Result<ExitCode> {
     let g = &cli.global;
     match cli.command {
+        Command::Ask(args) => ask::run(g, args),
+        Command::Chat(args) => chat::run(g, args),
+        Command::Providers(args) => providers::run(args),
         Command::Init(args) => init::run(g, args),
         Command::Validate(args) => validate::run(args),
         Command::Merge(args) => merge::run(g, args),
@@ -30,6 +39,9 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
         Command::Log(args) => log::run(g, args),
         Command::Truth(cmd) => truth::run(g, cmd),
         Command::Context(cmd) => context::run(g, cmd),
+        Command::Index(args) => index::index(args),
+        Command::Search(args) => index::search(args),
+        Command::Pack(args) => index::pack(args),
     }
 }
 

@@ -1,0 +1,130 @@
+//! `wo ask`: one turn (seed 001's lifecycle).
+
+use std::io::{IsTerminal, Read, Write};
+use std::process::ExitCode;
+
+use anyhow::{Context as _, Result, bail};
+use wo_engine::chat::{TurnError, TurnEvent, run_turn};
+use wo_providers::{Cancel, ErrorKind};
+
+use super::session::{
+    open_for_chat, provider, render_context, retrieve_chunks, runtime, turn_request,
+};
+use crate::cli::{AskArgs, GlobalOpts};
+
+/// Exit code after Ctrl-C (128 + SIGINT), as shells expect.
+pub const EXIT_INTERRUPTED: u8 = 130;
+
+pub fn run(g: &GlobalOpts, args: AskArgs) -> Result<ExitCode> {
+    let prompt = match &args.prompt {
+        Some(p) => p.clone(),
+        None if std::io::stdin().is_terminal() => bail!(
+            "no question\nhint: wo ask \"your question\", or pipe it in: echo question | wo ask"
+        ),
+        None => {
+            let mut s = String::new();
+            std::io::stdin()
+                .read_to_string(&mut s)
+                .context("cannot read the question from standard input")?;
+            s
+        }
+    };
+    if prompt.trim().is_empty() {
+        bail!("the question is empty");
+    }
+    let (cfg, provider) = provider(&args.model)?;
+    let mut store = open_for_chat(g)?;
+    let mut req = turn_request(
+        &cfg,
+        &args.model,
+        prompt.trim_end().to_owned(),
+        args.parent.clone(),
+    );
+    req.chunks = retrieve_chunks(&args.model, store.path(), &req.prompt)?;
+    if let Some(parent) = &req.parent
+        && store.state().message(parent).is_none()
+    {
+        bail!("--parent {parent:?}: no such message\nhint: `wo log` shows message ids");
+    }
+
+    let rt = runtime()?;
+    let cancel = Cancel::new();
+    let stream = !args.no_stream;
+    let show_context = args.show_context;
+    let outcome = rt.block_on(async {
+        let watcher = cancel.clone();
+        tokio::spawn(async move {
+            if tokio::signal::ctrl_c().await.is_ok() {
+                watcher.cancel();
+            }
+        });
+        let mut stdout = std::io::stdout();
+        run_turn(
+            &mut store,
+            provider,
+            req,
+            cancel.clone(),
+            |event| match event {
+                TurnEvent::Assembled(a) => {
+                    if show_context {
+                        eprint!("{}", render_context(a));
+                        eprintln!("── answer ──");
+                    }
+                }
+                TurnEvent::Delta(text) => {
+                    if stream {
+                        let _ = stdout.write_all(text.as_bytes());
+                        let _ = stdout.flush();
+                    }
+                }
+            },
+        )
+        .await
+    });
+    let outcome = match outcome {
+        Ok(o) => o,
+        Err(e) => {
+            if stream {
+                println!();
+            }
+            if let TurnError::Provider(p) = &e
+                && p.kind() == ErrorKind::Cancelled
+            {
+                eprintln!("interrupted; nothing was saved");
+                return Ok(ExitCode::from(EXIT_INTERRUPTED));
+            }
+            eprintln!("error: {e}");
+            return Ok(ExitCode::from(e.exit_code()));
+        }
+    };
+    if stream {
+        if !outcome.answer.ends_with('\n') {
+            println!();
+        }
+    } else {
+        println!("{}", outcome.answer.trim_end());
+    }
+    if outcome.finish_reason.as_deref() == Some("length") {
+        eprintln!("note: the answer was cut at --max-tokens");
+    }
+    let save = args.save.clone().or_else(|| cfg.defaults.save_path.clone());
+    if let Some(path) = save {
+        std::fs::write(&path, &outcome.answer).with_context(|| {
+            format!(
+                "{}: cannot save the answer (the turn is in llm.json)",
+                path.display()
+            )
+        })?;
+    }
+    if args.persist {
+        let path = crate::commands::persist::persist_defaults(&wo_providers::config::Defaults {
+            provider: args.model.provider.clone(),
+            model: args.model.model.clone(),
+            temperature: args.model.temperature,
+            max_tokens: args.model.max_tokens,
+            save_path: args.save.clone(),
+        })?;
+        eprintln!("saved these flags as defaults in {}", path.display());
+    }
+    Ok(ExitCode::SUCCESS)
+}

@@ -1,0 +1,205 @@
+//! `wo chat`: an interactive REPL on the same machinery as `wo ask`.
+
+use std::io::Write;
+use std::process::ExitCode;
+
+use anyhow::Result;
+use rustyline::error::ReadlineError;
+use wo_engine::Assembled;
+use wo_engine::chat::{TurnEvent, TurnOutcome, run_turn};
+use wo_providers::{Cancel, ErrorKind};
+
+use super::session::{
+    open_for_chat, provider, render_context, retrieve_chunks, runtime, turn_request,
+};
+use crate::cli::{ChatArgs, GlobalOpts};
+
+const HELP: &str = "commands:
+  /sources      what the last answer drew on (truth entries, messages, file chunks)
+  /context      exactly what was sent for the last answer, and what was dropped
+  /branch ID    continue from an earlier message (see `wo log`); /branch alone: from the latest
+  /help         this list
+  /exit         leave (or Ctrl-D)
+end a line with \\ to continue it on the next line; Ctrl-C stops an answer";
+
+pub fn run(g: &GlobalOpts, args: ChatArgs) -> Result<ExitCode> {
+    let (cfg, provider) = provider(&args.model)?;
+    let mut store = open_for_chat(g)?;
+    let rt = runtime()?;
+    let mut editor = rustyline::DefaultEditor::new()?;
+    let history = history_path();
+    if let Some(h) = &history {
+        let _ = editor.load_history(h);
+    }
+    eprintln!(
+        "wo chat — {} ({}), saving to {}. /help for commands.",
+        provider.name(),
+        args.model
+            .model
+            .clone()
+            .unwrap_or_else(|| provider.default_model().to_owned()),
+        store.path().display()
+    );
+    let mut parent: Option<String> = None;
+    let mut last: Option<(TurnOutcome, Assembled)> = None;
+    loop {
+        let prompt = match read_entry(&mut editor) {
+            Ok(Some(p)) => p,
+            Ok(None) => break,
+            Err(e) => return Err(e.into()),
+        };
+        let text = prompt.trim();
+        if text.is_empty() {
+            continue;
+        }
+        let _ = editor.add_history_entry(text);
+        if let Some(cmd) = text.strip_prefix('/') {
+            let (name, arg) = cmd.split_once(' ').unwrap_or((cmd, ""));
+            match name {
+                "exit" | "quit" => break,
+                "help" => println!("{HELP}"),
+                "sources" => match &last {
+                    Some((o, _)) if !o.sources.is_empty() => {
+                        for id in &o.sources {
+                            let state = store.state();
+                            let label = state
+                                .truth_entry(id)
+                                .map(|t| format!("truth: {}", t.title))
+                                .or_else(|| {
+                                    state
+                                        .message(id)
+                                        .map(|m| format!("message by {}: {}", m.username, m.title))
+                                })
+                                .unwrap_or_else(|| "file chunk".into());
+                            println!("  {id}  {label}");
+                        }
+                    }
+                    Some(_) => println!("  the last answer used no stored sources"),
+                    None => println!("  no answer yet"),
+                },
+                "context" => match &last {
+                    Some((_, a)) => print!("{}", render_context(a)),
+                    None => println!("  no answer yet"),
+                },
+                "branch" => {
+                    let arg = arg.trim();
+                    if arg.is_empty() {
+                        parent = None;
+                        println!("  continuing from the latest message");
+                    } else {
+                        match wo_format::query::find_by_prefix(
+                            store.state().messages(),
+                            |m| &m.id,
+                            arg,
+                        ) {
+                            Ok(m) => {
+                                println!(
+                                    "  continuing after {} ({}: {})",
+                                    m.id, m.username, m.title
+                                );
+                                parent = Some(m.id.clone());
+                            }
+                            Err(e) => println!("  {e}"),
+                        }
+                    }
+                }
+                other => println!("  unknown command /{other}; /help lists them"),
+            }
+            continue;
+        }
+        let mut req = turn_request(&cfg, &args.model, text.to_owned(), parent.clone());
+        req.chunks = match retrieve_chunks(&args.model, store.path(), text) {
+            Ok(c) => c,
+            Err(e) => {
+                eprintln!("warning: {e:#}");
+                Vec::new()
+            }
+        };
+        let cancel = Cancel::new();
+        let mut assembled = None;
+        let result = rt.block_on(async {
+            let watcher = cancel.clone();
+            let ctrl_c = tokio::spawn(async move {
+                if tokio::signal::ctrl_c().await.is_ok() {
+                    watcher.cancel();
+                }
+            });
+            let mut out = std::io::stdout();
+            let r = run_turn(
+                &mut store,
+                provider.clone(),
+                req,
+                cancel.clone(),
+                |e| match e {
+                    TurnEvent::Assembled(a) => assembled = Some(a.clone()),
+                    TurnEvent::Delta(t) => {
+                        let _ = out.write_all(t.as_bytes());
+                        let _ = out.flush();
+                    }
+                },
+            )
+            .await;
+            ctrl_c.abort();
+            r
+        });
+        println!();
+        match result {
+            Ok(outcome) => {
+                // The next turn follows this answer on the same branch.
+                parent = Some(outcome.assistant_id.clone());
+                last = assembled.map(|a| (outcome, a));
+            }
+            Err(wo_engine::chat::TurnError::Provider(p)) if p.kind() == ErrorKind::Cancelled => {
+                eprintln!("(stopped; nothing saved)");
+            }
+            Err(e @ wo_engine::chat::TurnError::Store(_)) => {
+                eprintln!("error: {e}");
+                return Ok(ExitCode::from(e.exit_code()));
+            }
+            Err(e) => eprintln!("error: {e}"),
+        }
+    }
+    if let Some(h) = &history {
+        if let Some(dir) = h.parent() {
+            let _ = std::fs::create_dir_all(dir);
+        }
+        let _ = editor.save_history(h);
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Reads one entry; a trailing backslash continues it on the next line.
+fn read_entry(editor: &mut rustyline::DefaultEditor) -> Result<Option<String>, ReadlineError> {
+    let mut entry = String::new();
+    let mut prompt = "you> ";
+    loop {
+        match editor.readline(prompt) {
+            Ok(line) => {
+                if let Some(head) = line.strip_suffix('\\') {
+                    entry.push_str(head);
+                    entry.push('\n');
+                    prompt = "...> ";
+                    continue;
+                }
+                entry.push_str(&line);
+                return Ok(Some(entry));
+            }
+            Err(ReadlineError::Interrupted) => {
+                entry.clear();
+                prompt = "you> ";
+            }
+            Err(ReadlineError::Eof) => return Ok(None),
+            Err(e) => return Err(e),
+        }
+    }
+}
+
+/// `$XDG_DATA_HOME/wikioracle/chat_history` (or ~/.local/share/…).
+fn history_path() -> Option<std::path::PathBuf> {
+    let data = std::env::var_os("XDG_DATA_HOME")
+        .map(std::path::PathBuf::from)
+        .or_else(|| {
+            std::env::var_os("HOME").map(|h| std::path::PathBuf::from(h).join(".local/share"))
+        })?;
+    Some(data.join("wikioracle/chat_history"))
+}

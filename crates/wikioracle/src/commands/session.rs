@@ -1,0 +1,193 @@
+//! What `wo ask` and `wo chat` share: opening the state (creating it when
+//! missing, merging exports beside it), choosing the provider, retrieving
+//! file chunks, and rendering the assembled context.
+
+use std::path::Path;
+use std::sync::Arc;
+
+use anyhow::{Context as _, Result, anyhow};
+use wo_engine::assemble::ChunkCandidate;
+use wo_engine::chat::TurnRequest;
+use wo_engine::{Assembled, SourceKind};
+use wo_providers::{Config, Provider};
+use wo_store::Store;
+
+use super::{open_options, state_path};
+use crate::cli::{GlobalOpts, ModelOpts};
+
+/// Opens the state for chatting: created with defaults if missing (seed
+/// 001), after merging any `llm_*.json` exports found beside it (SPEC §3).
+pub fn open_for_chat(g: &GlobalOpts) -> Result<Store> {
+    let path = state_path(g)?;
+    let mut opts = open_options(g);
+    opts.create_if_missing = true;
+    let existed = path.exists();
+    let mut store = Store::open(&path, opts)?;
+    if !existed {
+        eprintln!("created {}", path.display());
+    }
+    for merged in wo_store::exports::auto_merge(&mut store, false)? {
+        match merged.result {
+            Ok(report) => eprintln!(
+                "merged {}: {}",
+                merged.path.display(),
+                crate::render::merge_report(&report)
+            ),
+            Err(e) => eprintln!("warning: not merged {}: {e}", merged.path.display()),
+        }
+    }
+    Ok(store)
+}
+
+/// Loads the user config and builds the provider to use.
+pub fn provider(opts: &ModelOpts) -> Result<(Config, Arc<dyn Provider>)> {
+    let cfg = Config::load()?;
+    for w in &cfg.warnings {
+        eprintln!("warning: {w}");
+    }
+    let name = opts
+        .provider
+        .clone()
+        .unwrap_or_else(|| cfg.default_provider().to_owned());
+    if !cfg.providers.contains_key(&name) {
+        let known: Vec<&str> = cfg.providers.keys().map(String::as_str).collect();
+        return Err(anyhow!(
+            "--provider {name:?} is not configured (known: {})\nhint: add [providers.{name}] to {}",
+            known.join(", "),
+            cfg.source
+                .as_deref()
+                .map(|p| p.display().to_string())
+                .unwrap_or_else(|| "~/.config/wikioracle/config.toml".into())
+        ));
+    }
+    let provider = wo_providers::build(&name, &cfg)?;
+    Ok((cfg, provider))
+}
+
+/// The request for one turn from the command-line options.
+pub fn turn_request(
+    cfg: &Config,
+    opts: &ModelOpts,
+    prompt: String,
+    parent: Option<String>,
+) -> TurnRequest {
+    TurnRequest {
+        prompt,
+        username: opts
+            .username
+            .clone()
+            .unwrap_or_else(wo_interop::default_username),
+        system: opts.system.clone(),
+        model: opts.model.clone().or_else(|| {
+            cfg.defaults
+                .model
+                .clone()
+                .filter(|_| opts.provider.is_none())
+        }),
+        temperature: opts.temperature.or(cfg.defaults.temperature),
+        max_tokens: opts.max_tokens.or(cfg.defaults.max_tokens),
+        parent,
+        no_rag: opts.no_rag,
+        chunks: Vec::new(),
+    }
+}
+
+/// File chunks relevant to `query` from the directory index at `dir` (or
+/// the nearest indexed directory above the state file), when there is one.
+pub fn retrieve_chunks(
+    opts: &ModelOpts,
+    state_file: &Path,
+    query: &str,
+) -> Result<Vec<ChunkCandidate>> {
+    if opts.no_rag {
+        return Ok(Vec::new());
+    }
+    let root = match &opts.index {
+        Some(dir) => Some(dir.clone()),
+        None => state_file.parent().and_then(super::index::find_index_root),
+    };
+    let Some(root) = root else {
+        return Ok(Vec::new());
+    };
+    let index = wo_index::Index::open(&root)
+        .with_context(|| format!("cannot open the directory index of {}", root.display()))?;
+    let mut q = wo_index::Query::new(query);
+    q.limit = 5;
+    Ok(index
+        .search(&q)
+        .into_iter()
+        .filter_map(|hit| {
+            let rec = index.get_chunk(&hit.chunk_ref)?;
+            Some(ChunkCandidate {
+                id: format!("chunk:{}", rec.chunk.short_id),
+                label: format!(
+                    "{}:{}-{} {}",
+                    hit.path, hit.start_line, hit.end_line, hit.label
+                ),
+                text: rec.chunk.content.clone(),
+            })
+        })
+        .collect())
+}
+
+/// The `--show-context` report: the prompt as sent, then what was left out.
+pub fn render_context(a: &Assembled) -> String {
+    let mut out = String::new();
+    out.push_str(&format!(
+        "── context sent ({} of {} tokens) ──\n[system]\n{}\n",
+        a.tokens, a.budget, a.system
+    ));
+    for (role, text) in &a.turns {
+        out.push_str(&format!("[{}]\n{}\n", role.as_str(), text));
+    }
+    out.push_str("── parts ──\n");
+    for i in &a.included {
+        out.push_str(&format!(
+            "  + {:<15} {:>5} tok  {}{}\n",
+            kind_name(i.kind),
+            i.tokens,
+            i.label,
+            i.id.as_deref()
+                .map(|id| format!(" [{id}]"))
+                .unwrap_or_default()
+        ));
+    }
+    if a.dropped.is_empty() {
+        out.push_str("── nothing dropped ──\n");
+    } else {
+        out.push_str("── dropped ──\n");
+        for d in &a.dropped {
+            out.push_str(&format!(
+                "  - {:<15} {}{}: {}\n",
+                kind_name(d.kind),
+                d.label,
+                d.id.as_deref()
+                    .map(|id| format!(" [{id}]"))
+                    .unwrap_or_default(),
+                d.reason
+            ));
+        }
+    }
+    out
+}
+
+fn kind_name(k: SourceKind) -> &'static str {
+    match k {
+        SourceKind::System => "system",
+        SourceKind::Context => "context",
+        SourceKind::Truth => "truth",
+        SourceKind::EarlierMessage => "earlier message",
+        SourceKind::Chunk => "file chunk",
+        SourceKind::RecentTurn => "recent turn",
+        SourceKind::Query => "message",
+    }
+}
+
+/// A multi-threaded runtime for provider I/O.
+pub fn runtime() -> Result<tokio::runtime::Runtime> {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .context("cannot start the async runtime")
+}

@@ -1,0 +1,196 @@
+//! One chat turn end to end (seed 001's lifecycle), shared by `wo ask`,
+//! `wo chat` and the local server: assemble the prompt from the state, stream
+//! the answer from a provider (holding no lock meanwhile), then append the
+//! user and assistant messages in one locked, atomic write.
+//!
+//! A provider failure appends nothing (SPEC §2: provider errors are never
+//! saved as messages).
+
+use std::sync::Arc;
+
+use futures::StreamExt;
+use wo_format::{Role, Timestamp};
+use wo_providers::{
+    Cancel as CancellationToken, ChatMessage, ChatRequest, Provider, ProviderError, StreamEvent,
+};
+use wo_store::{Store, StoreError};
+
+use crate::assemble::{Assembled, AssemblyOptions, ChunkCandidate, assemble, estimate_tokens};
+use crate::turn::{CompletedTurn, apply_turn};
+
+/// Tokens kept free for the answer when `max_tokens` is not given.
+pub const DEFAULT_ANSWER_RESERVE: u32 = 512;
+
+/// What the caller asks for one turn.
+#[derive(Clone, Debug, Default)]
+pub struct TurnRequest {
+    pub prompt: String,
+    pub username: String,
+    /// System instructions for this turn only (never persisted).
+    pub system: Option<String>,
+    pub model: Option<String>,
+    pub temperature: Option<f32>,
+    pub max_tokens: Option<u32>,
+    /// The message this turn follows (branching); default: the latest.
+    pub parent: Option<String>,
+    /// Include truth entries (the `rag` tool; default on).
+    pub no_rag: bool,
+    /// File chunks retrieved from the directory index, if any.
+    pub chunks: Vec<ChunkCandidate>,
+}
+
+/// Progress reported while a turn runs.
+pub enum TurnEvent<'a> {
+    /// The prompt was built: what is sent and what was dropped.
+    Assembled(&'a Assembled),
+    /// A piece of the answer.
+    Delta(&'a str),
+}
+
+/// A finished, stored turn.
+#[derive(Clone, Debug)]
+pub struct TurnOutcome {
+    pub user_id: String,
+    pub assistant_id: String,
+    pub answer: String,
+    pub finish_reason: Option<String>,
+    pub usage: Option<wo_format::Usage>,
+    pub sources: Vec<String>,
+    pub model: String,
+}
+
+/// Why a turn failed. Nothing was appended in any case.
+#[derive(Debug, thiserror::Error)]
+pub enum TurnError {
+    #[error("{0}")]
+    Assemble(String),
+    #[error(transparent)]
+    Provider(#[from] ProviderError),
+    #[error(
+        "the model returned an empty answer; nothing was saved\nhint: try again, or raise --max-tokens"
+    )]
+    EmptyAnswer,
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+impl TurnError {
+    /// Exit code (seed 001): 1 for provider and usage errors, 2 when the
+    /// state could not be written.
+    pub fn exit_code(&self) -> u8 {
+        match self {
+            TurnError::Store(e) => e.exit_code(),
+            _ => 1,
+        }
+    }
+}
+
+/// Builds the prompt for `req` against the store's current state.
+pub fn prepare(
+    store: &Store,
+    provider: &dyn Provider,
+    req: &TurnRequest,
+) -> Result<Assembled, TurnError> {
+    let state = store.state();
+    let reserve = req.max_tokens.unwrap_or(DEFAULT_ANSWER_RESERVE) as usize;
+    let mut opts = AssemblyOptions::new(state, provider.context_window(), reserve);
+    opts.system = req.system.clone();
+    opts.leaf = req.parent.clone();
+    opts.rag = !req.no_rag;
+    let count = |text: &str| {
+        provider
+            .count_tokens(text)
+            .unwrap_or_else(|| estimate_tokens(text))
+    };
+    assemble(state, &req.prompt, &opts, &count, &req.chunks).map_err(|e| TurnError::Assemble(e.0))
+}
+
+/// The provider request for an assembled prompt.
+pub fn chat_request(assembled: &Assembled, req: &TurnRequest) -> ChatRequest {
+    let mut messages = vec![ChatMessage::system(assembled.system.clone())];
+    for (role, text) in &assembled.turns {
+        messages.push(match role {
+            Role::Assistant => ChatMessage::assistant(text.clone()),
+            _ => ChatMessage::user(text.clone()),
+        });
+    }
+    ChatRequest {
+        model: req.model.clone(),
+        messages,
+        temperature: req.temperature,
+        max_tokens: req.max_tokens,
+        top_k: None,
+    }
+}
+
+/// Runs one turn: assemble, stream, append. `on_event` sees the assembled
+/// prompt and each delta as they come.
+pub async fn run_turn(
+    store: &mut Store,
+    provider: Arc<dyn Provider>,
+    req: TurnRequest,
+    cancel: CancellationToken,
+    mut on_event: impl FnMut(TurnEvent<'_>),
+) -> Result<TurnOutcome, TurnError> {
+    let sent_at = Timestamp::now();
+    let assembled = prepare(store, provider.as_ref(), &req)?;
+    on_event(TurnEvent::Assembled(&assembled));
+    let request = chat_request(&assembled, &req);
+    let model = req
+        .model
+        .clone()
+        .unwrap_or_else(|| provider.default_model().to_owned());
+
+    let mut stream = provider.stream(request, cancel).await?;
+    let mut answer = String::new();
+    let mut finish_reason = None;
+    let mut usage = None;
+    while let Some(event) = stream.next().await {
+        match event? {
+            StreamEvent::Delta(text) => {
+                answer.push_str(&text);
+                on_event(TurnEvent::Delta(&text));
+            }
+            StreamEvent::Done {
+                finish_reason: reason,
+                usage: u,
+            } => {
+                finish_reason = reason;
+                usage = u.map(|u| wo_format::Usage {
+                    prompt_tokens: Some(u64::from(u.prompt_tokens)),
+                    completion_tokens: Some(u64::from(u.completion_tokens)),
+                    extra: Default::default(),
+                });
+                break;
+            }
+        }
+    }
+    if answer.trim().is_empty() {
+        return Err(TurnError::EmptyAnswer);
+    }
+    let turn = CompletedTurn {
+        username: req.username.clone(),
+        prompt: req.prompt.clone(),
+        answer: answer.clone(),
+        sent_at,
+        finished_at: Timestamp::now(),
+        provider: provider.name().to_owned(),
+        model: model.clone(),
+        usage: usage.clone(),
+        sources: assembled.sources.clone(),
+        parent: req
+            .parent
+            .clone()
+            .or_else(|| store.state().messages().last().map(|m| m.id.clone())),
+    };
+    let ((user_id, assistant_id), _) = store.transact(|state| apply_turn(state, &turn))?;
+    Ok(TurnOutcome {
+        user_id,
+        assistant_id,
+        answer,
+        finish_reason,
+        usage,
+        sources: assembled.sources,
+        model,
+    })
+}
