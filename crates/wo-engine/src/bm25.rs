@@ -1,80 +1,225 @@
-//! BM25 (Okapi, k1 = 1.2, b = 0.75) over a fixed set of documents, with
-//! length normalisation by each document's term count and query terms
+//! BM25 (Okapi, k1 = 1.2, b = 0.75) of one query over a set of documents,
+//! with length normalisation by each document's term count and query terms
 //! counted with their multiplicity.
-
-use std::collections::HashMap;
+//!
+//! Retrieval asks one query per turn, so instead of building an inverted
+//! index of every term this scans each document once, counting only the
+//! query's terms (and the document's length); large sets are split across
+//! threads.
 
 use crate::text::for_each_term;
 
 const K1: f64 = 1.2;
 const B: f64 = 0.75;
+/// Below this many documents a single thread is faster than splitting.
+const PARALLEL_MIN_DOCS: usize = 4096;
 
-/// An in-memory BM25 index. Documents are numbered in insertion order.
-#[derive(Debug, Default)]
-pub struct Bm25 {
-    /// term → (document, term frequency)
-    postings: HashMap<String, Vec<(u32, u32)>>,
-    lengths: Vec<u32>,
-    total_length: u64,
+/// A document to score: a plain-text part (a title) and an XHTML part (the
+/// stored content), scanned without building either as one string.
+#[derive(Clone, Copy, Debug)]
+pub struct Doc<'a> {
+    pub plain: &'a str,
+    pub xhtml: &'a str,
 }
 
-impl Bm25 {
-    pub fn new() -> Self {
-        Self::default()
-    }
+/// Per-document counts for the query's terms.
+struct DocStats {
+    len: u32,
+    /// Term frequency of each query term (indexed like the query terms).
+    tf: Vec<u32>,
+}
 
-    /// Adds a document and returns its number.
-    pub fn add(&mut self, text: &str) -> usize {
-        let doc = self.lengths.len() as u32;
-        let mut counts: HashMap<String, u32> = HashMap::new();
-        let mut len = 0u32;
-        for_each_term(text, |t| {
-            *counts.entry(t).or_default() += 1;
-            len += 1;
-        });
-        for (term, tf) in counts {
-            self.postings.entry(term).or_default().push((doc, tf));
-        }
-        self.lengths.push(len);
-        self.total_length += u64::from(len);
-        doc as usize
-    }
+/// The query's distinct terms, their multiplicity, and a length filter.
+struct QueryTerms {
+    terms: Vec<String>,
+    tf: Vec<u32>,
+    /// Bit `n` set when some term is `n` bytes long (n < 64).
+    lengths: u64,
+}
 
-    pub fn len(&self) -> usize {
-        self.lengths.len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.lengths.is_empty()
-    }
-
-    /// Scores every document against `query`; documents sharing no term
-    /// score 0.
-    pub fn scores(&self, query: &str) -> Vec<f64> {
-        let mut scores = vec![0.0; self.lengths.len()];
-        if self.lengths.is_empty() {
-            return scores;
-        }
-        let n = self.lengths.len() as f64;
-        let avg = (self.total_length as f64 / n).max(1.0);
-        let mut query_terms: HashMap<String, u32> = HashMap::new();
-        for_each_term(query, |t| *query_terms.entry(t).or_default() += 1);
-        for (term, qtf) in query_terms {
-            let Some(postings) = self.postings.get(&term) else {
-                continue;
-            };
-            let df = postings.len() as f64;
-            // The "+1" keeps idf positive for terms in most documents.
-            let idf = ((n - df + 0.5) / (df + 0.5) + 1.0).ln();
-            for &(doc, tf) in postings {
-                let tf = f64::from(tf);
-                let len = f64::from(self.lengths[doc as usize]);
-                let norm = tf * (K1 + 1.0) / (tf + K1 * (1.0 - B + B * len / avg));
-                scores[doc as usize] += idf * norm * f64::from(qtf);
+impl QueryTerms {
+    fn new(query: &str) -> Self {
+        let mut q = QueryTerms {
+            terms: Vec::new(),
+            tf: Vec::new(),
+            lengths: 0,
+        };
+        for_each_term(query, |t| match q.terms.iter().position(|x| x == t) {
+            Some(i) => q.tf[i] += 1,
+            None => {
+                q.lengths |= 1u64.checked_shl(t.len() as u32).unwrap_or(0);
+                q.terms.push(t.to_owned());
+                q.tf.push(1);
             }
-        }
-        scores
+        });
+        q
     }
+
+    /// Index of the query term equal to `word` (case-insensitively).
+    fn find(&self, word: &str) -> Option<usize> {
+        let n = word.len();
+        if n < 64 && self.lengths & (1 << n) == 0 {
+            return None;
+        }
+        if word.is_ascii() {
+            return self.terms.iter().position(|t| t.eq_ignore_ascii_case(word));
+        }
+        let lower = word.to_lowercase();
+        self.terms.iter().position(|t| *t == lower)
+    }
+}
+
+/// Scores every document against `query`; documents sharing no term score 0.
+pub fn scores<S: AsRef<str> + Sync>(docs: &[S], query: &str) -> Vec<f64> {
+    let docs: Vec<Doc> = docs
+        .iter()
+        .map(|d| Doc {
+            plain: d.as_ref(),
+            xhtml: "",
+        })
+        .collect();
+    scores_docs(&docs, query)
+}
+
+/// Scores title + XHTML documents against `query` (see [`Doc`]).
+pub fn scores_docs(docs: &[Doc<'_>], query: &str) -> Vec<f64> {
+    let q = QueryTerms::new(query);
+    if docs.is_empty() || q.terms.is_empty() {
+        return vec![0.0; docs.len()];
+    }
+    let stats = scan(docs, &q);
+    let n = docs.len() as f64;
+    let total: u64 = stats.iter().map(|s| u64::from(s.len)).sum();
+    let avg = (total as f64 / n).max(1.0);
+    let idf: Vec<f64> = (0..q.terms.len())
+        .map(|i| {
+            let df = stats.iter().filter(|s| s.tf[i] > 0).count() as f64;
+            // The "+1" keeps idf positive for terms in most documents.
+            ((n - df + 0.5) / (df + 0.5) + 1.0).ln()
+        })
+        .collect();
+    stats
+        .iter()
+        .map(|s| {
+            let len = f64::from(s.len);
+            (0..q.terms.len())
+                .filter(|&i| s.tf[i] > 0)
+                .map(|i| {
+                    let tf = f64::from(s.tf[i]);
+                    let norm = tf * (K1 + 1.0) / (tf + K1 * (1.0 - B + B * len / avg));
+                    idf[i] * norm * f64::from(q.tf[i])
+                })
+                .sum()
+        })
+        .collect()
+}
+
+fn scan(docs: &[Doc<'_>], q: &QueryTerms) -> Vec<DocStats> {
+    let one = |doc: &Doc| {
+        let mut s = DocStats {
+            len: 0,
+            tf: vec![0; q.terms.len()],
+        };
+        let mut count = |word: &str| {
+            s.len += 1;
+            if let Some(i) = q.find(word) {
+                s.tf[i] += 1;
+            }
+            if has_parts(word) {
+                for_each_part(word, |part| {
+                    if let Some(i) = q.find(part) {
+                        s.tf[i] += 1;
+                    }
+                });
+            }
+        };
+        for_each_word(doc.plain, false, &mut count);
+        for_each_word(doc.xhtml, true, &mut count);
+        s
+    };
+    let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
+    if threads < 2 || docs.len() < PARALLEL_MIN_DOCS {
+        return docs.iter().map(one).collect();
+    }
+    let per = docs.len().div_ceil(threads);
+    std::thread::scope(|scope| {
+        let handles: Vec<_> = docs
+            .chunks(per)
+            .map(|part| scope.spawn(move || part.iter().map(one).collect::<Vec<_>>()))
+            .collect();
+        handles
+            .into_iter()
+            .flat_map(|h| h.join().expect("scoring thread panicked"))
+            .collect()
+    })
+}
+
+/// Calls `f` for each word (a run of letters, digits, `_` or non-ASCII
+/// characters). In XHTML mode, `<…>` tags and `&…;` references separate
+/// words and are never words themselves.
+fn for_each_word(text: &str, xhtml: bool, mut f: impl FnMut(&str)) {
+    let bytes = text.as_bytes();
+    let mut i = 0;
+    while i < bytes.len() {
+        let b = bytes[i];
+        if xhtml && b == b'<' {
+            i = memchr_gt(bytes, i);
+            continue;
+        }
+        if xhtml && b == b'&' {
+            // Skip a reference up to its ';' (short ones only).
+            let end = bytes[i..].iter().take(12).position(|&c| c == b';');
+            i += end.map_or(1, |e| e + 1);
+            continue;
+        }
+        if is_word_byte(b) {
+            let start = i;
+            while i < bytes.len() && is_word_byte(bytes[i]) {
+                i += 1;
+            }
+            let word = &text[start..i];
+            if word.is_ascii() {
+                f(word);
+            } else {
+                // Split on non-alphanumeric Unicode (punctuation, spaces).
+                for w in word.split(|c: char| !c.is_alphanumeric() && c != '_') {
+                    if !w.is_empty() {
+                        f(w);
+                    }
+                }
+            }
+        } else {
+            i += 1;
+        }
+    }
+}
+
+fn memchr_gt(bytes: &[u8], from: usize) -> usize {
+    bytes[from..]
+        .iter()
+        .position(|&c| c == b'>')
+        .map_or(bytes.len(), |p| from + p + 1)
+}
+
+fn is_word_byte(b: u8) -> bool {
+    b.is_ascii_alphanumeric() || b == b'_' || b >= 0x80
+}
+
+/// True when an identifier splits into parts (snake_case, camelCase,
+/// letter/digit boundaries).
+fn has_parts(word: &str) -> bool {
+    let b = word.as_bytes();
+    b.windows(2).any(|w| {
+        (w[0] != b'_' && w[1] == b'_' && w != b"__")
+            || (w[0].is_ascii_lowercase() && w[1].is_ascii_uppercase())
+            || (w[0].is_ascii_alphabetic() && w[1].is_ascii_digit())
+            || (w[0].is_ascii_digit() && w[1].is_ascii_alphabetic())
+    }) || !word.is_ascii()
+}
+
+fn for_each_part(word: &str, mut f: impl FnMut(&str)) {
+    let mut buf = String::new();
+    crate::text::for_each_part_pub(word, &mut buf, |p| f(p));
 }
 
 #[cfg(test)]
@@ -83,31 +228,46 @@ mod tests {
 
     #[test]
     fn ranks_by_relevance_with_length_normalisation() {
-        let mut idx = Bm25::new();
-        idx.add("the deploy happens on fridays");
-        idx.add(
+        let docs = [
+            "the deploy happens on fridays",
             "deploy deploy deploy checklist for fridays and other days of the week with many words",
-        );
-        idx.add("unrelated text about gardening");
-        let s = idx.scores("deploy fridays");
+            "unrelated text about gardening",
+        ];
+        let s = scores(&docs, "deploy fridays");
         assert!(s[0] > 0.0 && s[1] > 0.0);
         assert_eq!(s[2], 0.0);
-        // The short document mentioning both terms once beats the long one.
+        // The short document mentioning both terms once is competitive with
+        // the long one that repeats a term.
         assert!(s[0] > s[1] * 0.8, "{s:?}");
-        assert!(idx.scores("gardening")[2] > 0.0);
-        assert!(idx.scores("").iter().all(|&x| x == 0.0));
+        assert!(scores(&docs, "gardening")[2] > 0.0);
+        assert!(scores(&docs, "").iter().all(|&x| x == 0.0));
+        assert!(scores::<&str>(&[], "x").is_empty());
     }
 
     #[test]
-    fn rare_terms_weigh_more() {
-        let mut idx = Bm25::new();
-        for _ in 0..5 {
-            idx.add("common words here");
-        }
-        idx.add("common rare");
-        let s = idx.scores("rare");
-        assert!(s[5] > 0.0);
-        let c = idx.scores("common");
+    fn rare_terms_weigh_more_and_query_repeats_count() {
+        let mut docs = vec!["common words here"; 5];
+        docs.push("common rare");
+        let s = scores(&docs, "rare");
+        let c = scores(&docs, "common");
         assert!(s[5] > c[5]);
+        let twice = scores(&docs, "rare rare");
+        assert!((twice[5] - 2.0 * s[5]).abs() < 1e-9);
+    }
+
+    #[test]
+    fn parallel_scan_matches_serial() {
+        let docs: Vec<String> = (0..(PARALLEL_MIN_DOCS * 2 + 7))
+            .map(|i| format!("doc {i} kiln {}", if i % 3 == 0 { "glaze" } else { "clay" }))
+            .collect();
+        let s = scores(&docs, "glaze kiln");
+        let serial: Vec<f64> = docs
+            .iter()
+            .map(|d| scores(std::slice::from_ref(d), "glaze kiln")[0])
+            .collect();
+        // Same ordering signal: glaze docs beat clay docs everywhere.
+        assert!(s[0] > s[1]);
+        assert_eq!(s.len(), serial.len());
+        assert_eq!(s[3], s[6]);
     }
 }

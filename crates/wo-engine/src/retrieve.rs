@@ -9,10 +9,9 @@
 
 use std::collections::HashSet;
 
-use wo_format::xhtml::to_plain_text;
 use wo_format::{EffectivePrefs, Expires, Message, Timestamp, TruthEntry};
 
-use crate::bm25::Bm25;
+use crate::bm25;
 
 /// Age at which recency halves (30 days).
 pub const RECENCY_HALF_LIFE_SECS: f64 = 30.0 * 86_400.0;
@@ -81,11 +80,14 @@ pub fn rank_truth<'a>(
             None => candidates.push(e),
         }
     }
-    let mut index = Bm25::new();
-    for e in &candidates {
-        index.add(&format!("{} {}", e.title, to_plain_text(&e.content)));
-    }
-    let raw = index.scores(query);
+    let docs: Vec<bm25::Doc> = candidates
+        .iter()
+        .map(|e| bm25::Doc {
+            plain: &e.title,
+            xhtml: &e.content,
+        })
+        .collect();
+    let raw = bm25::scores_docs(&docs, query);
     let best = raw.iter().copied().fold(0.0_f64, f64::max);
     out.prior_only = best <= 0.0;
     for (e, r) in candidates.into_iter().zip(raw) {
@@ -156,13 +158,17 @@ pub fn recall_messages<'a>(
         .iter()
         .filter(|m| !skip.contains(m.id.as_str()))
         .collect();
-    let mut index = Bm25::new();
-    for m in &pool {
-        index.add(&format!("{} {}", m.title, to_plain_text(&m.content)));
-    }
+    let docs: Vec<bm25::Doc> = pool
+        .iter()
+        .map(|m| bm25::Doc {
+            plain: &m.title,
+            xhtml: &m.content,
+        })
+        .collect();
+    let scores = bm25::scores_docs(&docs, query);
     let mut hits: Vec<Recalled> = pool
         .into_iter()
-        .zip(index.scores(query))
+        .zip(scores)
         .filter(|(_, s)| *s > 0.0)
         .map(|(message, score)| Recalled { message, score })
         .collect();

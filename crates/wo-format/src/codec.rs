@@ -306,6 +306,15 @@ pub fn canonical_parts<'c>(state: &State, cache: &'c mut MessageCache) -> Canoni
 }
 
 impl MessageCache {
+    /// True when the cache holds every message of `state` unchanged since
+    /// it was filled.
+    pub fn is_sealed_for(&self, state: &State) -> bool {
+        self.token != 0
+            && self.token == state.save_token()
+            && state.clean_prefix() == state.messages().len()
+            && self.len() == state.messages().len()
+    }
+
     /// Marks the cache as matching the save named by `token`
     /// (from [`State::mark_saved`]).
     pub fn seal(&mut self, token: u64) {

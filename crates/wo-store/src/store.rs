@@ -298,6 +298,18 @@ impl Store {
         &self.opts.limits
     }
 
+    /// Serialises the messages now so the next save only writes bytes: call
+    /// it while waiting on something else (a model's answer). Cheap when the
+    /// cache is already warm.
+    pub fn warm_cache(&mut self) {
+        if self.cache.is_sealed_for(&self.state) {
+            return;
+        }
+        let _ = wo_format::canonical_parts(&self.state, &mut self.cache);
+        let token = self.state.mark_saved();
+        self.cache.seal(token);
+    }
+
     /// Re-reads the file if it changed on disk since it was loaded or saved,
     /// merging in any unsaved changes. Returns whether it changed.
     pub fn refresh(&mut self) -> Result<bool, StoreError> {
