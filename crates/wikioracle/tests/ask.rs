@@ -1,0 +1,283 @@
+//! `wo ask` end to end: the local model answering in-process, and every
+//! provider kind failing in the ways servers fail — each failure exits 1 and
+//! leaves llm.json byte-for-byte unchanged.
+
+mod common;
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpListener;
+use std::process::Stdio;
+
+use common::Project;
+
+/// A loopback HTTP server that answers every request with `response`
+/// (raw bytes, written verbatim), then closes the connection.
+fn canned_server(response: &'static [u8]) -> u16 {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(mut stream) = stream else { continue };
+            let mut reader = BufReader::new(stream.try_clone().unwrap());
+            let mut len = 0usize;
+            loop {
+                let mut line = String::new();
+                if reader.read_line(&mut line).unwrap_or(0) == 0 {
+                    break;
+                }
+                if let Some(v) = line.to_ascii_lowercase().strip_prefix("content-length:") {
+                    len = v.trim().parse().unwrap_or(0);
+                }
+                if line == "\r\n" {
+                    break;
+                }
+            }
+            let mut body = vec![0; len];
+            let _ = reader.read_exact(&mut body);
+            let _ = stream.write_all(response);
+        }
+    });
+    port
+}
+
+fn config(p: &Project, kind: &str, port: u16) -> std::path::PathBuf {
+    let base = match kind {
+        "openai" => format!("http://127.0.0.1:{port}/v1"),
+        _ => format!("http://127.0.0.1:{port}"),
+    };
+    let path = p.path().join("config.toml");
+    std::fs::write(
+        &path,
+        format!("[providers.test]\nkind = \"{kind}\"\nbase_url = \"{base}\"\nmodel = \"m\"\napi_key = \"sk-test-not-a-real-key\"\ntimeout_secs = 5\n"),
+    )
+    .unwrap();
+    std::fs::set_permissions(&path, std::os::unix::fs::PermissionsExt::from_mode(0o600)).unwrap();
+    path
+}
+
+fn ask(p: &Project, cfg: &std::path::Path, extra: &[&str]) -> common::Run {
+    let mut args = vec!["ask", "--provider", "test"];
+    args.extend_from_slice(extra);
+    args.push("hello there");
+    let out = p
+        .cmd(&args)
+        .env("WO_CONFIG", cfg)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .output()
+        .unwrap();
+    common::Run {
+        code: out.status.code().unwrap_or(-1),
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+    }
+}
+
+#[test]
+fn provider_failures_exit_1_and_change_nothing() {
+    let cases: &[(&str, &'static [u8], &str)] = &[
+        ("openai", b"HTTP/1.1 401 Unauthorized\r\ncontent-type: application/json\r\ncontent-length: 27\r\n\r\n{\"error\":{\"message\":\"no\"}}", "401"),
+        ("anthropic", b"HTTP/1.1 401 Unauthorized\r\ncontent-type: application/json\r\ncontent-length: 82\r\n\r\n{\"type\":\"error\",\"error\":{\"type\":\"authentication_error\",\"message\":\"invalid x-api-key\"}}", "401"),
+        ("nanochat", b"HTTP/1.1 400 Bad Request\r\ncontent-type: application/json\r\ncontent-length: 27\r\n\r\n{\"detail\":\"bad temperature\"}", "400"),
+        ("wikioracle", b"HTTP/1.1 403 Forbidden\r\ncontent-length: 0\r\n\r\n", "403"),
+        // A stream that starts, then is malformed.
+        ("openai", b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n\r\ndata: {\"choices\":[{\"delta\":{\"content\":\"Hel\"}}]}\n\ndata: {not json\n\n", "malformed"),
+        // A stream dropped mid-answer (no [DONE]).
+        ("openai", b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n\r\ndata: {\"choices\":[{\"delta\":{\"content\":\"Hel\"}}]}\n\n", "drop"),
+        ("nanochat", b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n\r\ndata: {\"token\":\"Hel\",\"gpu\":0}\n\n", "drop"),
+        // 500 after retries.
+        ("anthropic", b"HTTP/1.1 500 Internal Server Error\r\ncontent-length: 0\r\n\r\n", "500"),
+    ];
+    for (kind, response, what) in cases {
+        let p = Project::new();
+        p.ok(&["init"]);
+        let before = std::fs::read(p.state_path()).unwrap();
+        let port = canned_server(response);
+        let cfg = config(&p, kind, port);
+        let r = ask(&p, &cfg, &[]);
+        assert_eq!(r.code, 1, "{kind}/{what}: {}{}", r.stdout, r.stderr);
+        assert!(r.stderr.contains("error:"), "{kind}/{what}: {}", r.stderr);
+        assert!(
+            r.stderr.contains("test"),
+            "{kind}/{what}: names the provider: {}",
+            r.stderr
+        );
+        assert!(
+            !r.stderr.contains("sk-test-not-a-real-key"),
+            "{kind}/{what}: key leaked"
+        );
+        assert_eq!(
+            std::fs::read(p.state_path()).unwrap(),
+            before,
+            "{kind}/{what}: state changed"
+        );
+    }
+}
+
+#[test]
+fn unreachable_provider_exits_1() {
+    let p = Project::new();
+    p.ok(&["init"]);
+    let before = std::fs::read(p.state_path()).unwrap();
+    // A port nobody listens on.
+    let port = TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let cfg = config(&p, "openai", port);
+    let r = ask(&p, &cfg, &[]);
+    assert_eq!(r.code, 1, "{}", r.stderr);
+    assert_eq!(std::fs::read(p.state_path()).unwrap(), before);
+    // An unknown provider name is a usage error naming the known ones.
+    let out = p
+        .cmd(&["ask", "--provider", "nope", "hi"])
+        .env("WO_CONFIG", &cfg)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("known: "));
+}
+
+#[test]
+fn a_streamed_answer_lands_in_llm_json() {
+    // An OpenAI-compatible stream, byte for byte as llama.cpp's server sends it.
+    let response: &'static [u8] = b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n\r\n\
+data: {\"choices\":[{\"index\":0,\"delta\":{\"role\":\"assistant\"},\"finish_reason\":null}]}\n\n\
+data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"Paris\"},\"finish_reason\":null}]}\n\n\
+: ping - 2026-01-01\n\n\
+data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\" is **the** capital.\"},\"finish_reason\":null}]}\n\n\
+data: {\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"stop\"}]}\n\n\
+data: [DONE]\n\n";
+    let p = Project::new();
+    p.ok(&["init", "--context", "Geography notes"]);
+    p.ok(&[
+        "truth",
+        "add",
+        "Capital",
+        "--content",
+        "The capital of France is Paris",
+        "--certainty",
+        "0.9",
+    ]);
+    let port = canned_server(response);
+    let cfg = config(&p, "openai", port);
+    let r = ask(
+        &p,
+        &cfg,
+        &[
+            "--show-context",
+            "--save",
+            "answer.md",
+            "--username",
+            "alec",
+        ],
+    );
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert_eq!(r.stdout.trim(), "Paris is **the** capital.");
+    assert!(
+        r.stderr.contains("── context sent") && r.stderr.contains("Geography notes"),
+        "{}",
+        r.stderr
+    );
+    assert!(
+        r.stderr.contains("Capital (certainty 0.90)"),
+        "{}",
+        r.stderr
+    );
+    assert_eq!(
+        std::fs::read_to_string(p.path().join("answer.md")).unwrap(),
+        "Paris is **the** capital."
+    );
+    let s = p.state();
+    assert_eq!(s.messages().len(), 2);
+    let (q, a) = (&s.messages()[0], &s.messages()[1]);
+    assert_eq!(q.username, "alec");
+    assert_eq!(q.content, "<p>hello there</p>");
+    assert_eq!(a.username, "m");
+    assert_eq!(a.content, "<p>Paris is <strong>the</strong> capital.</p>");
+    assert_eq!(a.parent.as_deref(), Some(q.id.as_str()));
+    assert_eq!(a.provider.as_deref(), Some("test"));
+    let truth_id = &s.truth.trust[0].id;
+    assert!(
+        a.sources.as_ref().unwrap().contains(truth_id),
+        "sources record the truth entry"
+    );
+    assert_eq!(s.truth.trust[0].refs, Some(1));
+    // --no-stream prints once, at the end; stdin carries the prompt.
+    let out = p
+        .cmd(&["ask", "--provider", "test", "--no-stream"])
+        .env("WO_CONFIG", &cfg)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .and_then(|mut c| {
+            c.stdin.take().unwrap().write_all(b"from stdin")?;
+            c.wait_with_output()
+        })
+        .unwrap();
+    assert!(out.status.success());
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout).trim(),
+        "Paris is **the** capital."
+    );
+    assert!(
+        p.state()
+            .messages()
+            .iter()
+            .any(|m| m.content == "<p>from stdin</p>")
+    );
+}
+
+#[test]
+fn ask_creates_the_state_file_and_merges_exports_beside_it() {
+    let response: &'static [u8] = b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n\r\ndata: {\"choices\":[{\"delta\":{\"content\":\"ok\"}}]}\n\ndata: {\"choices\":[{\"delta\":{},\"finish_reason\":\"stop\"}]}\n\ndata: [DONE]\n\n";
+    let p = Project::new();
+    let phone = common::state_with_messages("phone", 0, 2, "from the phone");
+    p.write_state("llm_2026.02.22.2241.json", &phone);
+    let port = canned_server(response);
+    let cfg = config(&p, "openai", port);
+    let r = ask(&p, &cfg, &[]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert!(
+        r.stderr.contains("created") && r.stderr.contains("merged"),
+        "{}",
+        r.stderr
+    );
+    assert_eq!(p.state().messages().len(), 4);
+    assert!(p.path().join("llm_2026.02.22.2241.json.merged").exists());
+}
+
+#[test]
+fn the_local_model_answers_in_process() {
+    // Uses the offline default: SmolLM2 installed by scripts/install-model.sh.
+    let p = Project::new();
+    let out = p
+        .cmd(&[
+            "ask",
+            "--provider",
+            "local",
+            "-t",
+            "0",
+            "--max-tokens",
+            "24",
+            "What is the capital of France?",
+        ])
+        .env_remove("WO_CONFIG")
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        out.status.success(),
+        "the local model failed (run scripts/install-model.sh first): {stderr}"
+    );
+    let answer = String::from_utf8_lossy(&out.stdout);
+    assert!(answer.contains("Paris"), "{answer}");
+    let s = p.state();
+    assert_eq!(s.messages().len(), 2);
+    assert!(
+        s.messages()[1].username.contains("SmolLM2"),
+        "{}",
+        s.messages()[1].username
+    );
+}
