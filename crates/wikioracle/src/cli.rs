@@ -70,7 +70,9 @@ Providers are configured in ~/.config/wikioracle/config.toml (WO_CONFIG override
     #[command(after_help = "Examples:\n  \
 wo init                         create ./llm.json\n  \
 wo init ~/notes --context \"Notes on the garden project\"\n  \
-wo init --force                 back up an invalid llm.json to llm.json.bak-<UTC> and start fresh")]
+wo init --index                 index the directory and draft the context's synopsis from it\n  \
+wo init --force                 back up an invalid llm.json to llm.json.bak-<UTC> and start fresh\n\n\
+If the directory already has an index (wo index), the synopsis is drafted from it.")]
     Init(InitArgs),
     /// Check state files against the llm.json v1 rules; errors name the JSON pointer and rule.
     #[command(after_help = "Examples:\n  \
@@ -300,6 +302,9 @@ pub struct InitArgs {
     /// If the existing file is invalid, back it up and start fresh.
     #[arg(long)]
     pub force: bool,
+    /// Index the directory first, and draft the context's synopsis from it.
+    #[arg(long)]
+    pub index: bool,
 }
 
 #[derive(Args, Debug)]

@@ -10,11 +10,13 @@
 //!   what was included and what was dropped and why.
 //! * [`turn`] — the messages a finished turn appends to the state.
 //! * [`chat`] — one turn end to end: assemble, stream, append.
+//! * [`synopsis`] — drafting the context synopsis from the index catalog.
 
 pub mod assemble;
 pub mod bm25;
 pub mod chat;
 pub mod retrieve;
+pub mod synopsis;
 pub mod text;
 pub mod turn;
 

@@ -21,8 +21,33 @@ pub fn run(g: &GlobalOpts, args: InitArgs) -> Result<ExitCode> {
         (None, None) => std::env::current_dir()?.join(wo_store::STATE_FILE_NAME),
     };
     let mut state = State::new(Timestamp::now());
+    let dir = crate::commands::state_dir(&path);
+    if args.index {
+        super::index::index(crate::cli::IndexArgs {
+            dir: Some(dir.clone()),
+            full: false,
+            hidden: false,
+            follow_symlinks: false,
+            max_file_bytes: None,
+            max_total_bytes: None,
+            json: false,
+        })?;
+    }
+    let synopsis = match wo_index::Index::open(&dir) {
+        Ok(index) => wo_index::render_catalog(&index)
+            .ok()
+            .and_then(|c| wo_engine::synopsis::synopsis_from_catalog(&c)),
+        Err(_) => None,
+    };
+    let mut context = String::new();
     if let Some(ctx) = &args.context {
-        state.context = format!("<div>{}</div>", text_to_xhtml(ctx));
+        context.push_str(&text_to_xhtml(ctx));
+    }
+    if let Some(s) = &synopsis {
+        context.push_str(s);
+    }
+    if !context.is_empty() {
+        state.context = format!("<div>{context}</div>");
     }
     let opts = open_options(g);
     match Store::open(&path, opts.clone()) {
@@ -33,6 +58,11 @@ pub fn run(g: &GlobalOpts, args: InitArgs) -> Result<ExitCode> {
         Err(StoreError::NotFound { .. }) => {
             Store::create(&path, state, opts)?;
             println!("created {}", path.display());
+            if synopsis.is_some() {
+                println!(
+                    "drafted the context's synopsis from the directory index (see `wo context show`)"
+                );
+            }
         }
         Err(err @ StoreError::Invalid { .. }) if !args.force => return Err(err.into()),
         Err(StoreError::Invalid { .. }) => {

@@ -54,6 +54,11 @@ pub fn state_path(g: &GlobalOpts) -> Result<PathBuf> {
     Ok(wo_store::discover_state_path(&cwd).unwrap_or_else(|| cwd.join(wo_store::STATE_FILE_NAME)))
 }
 
+/// The directory a state file lives in.
+pub fn state_dir(path: &Path) -> PathBuf {
+    wo_store::durable::parent_dir(path)
+}
+
 pub fn open_options(g: &GlobalOpts) -> OpenOptions {
     OpenOptions {
         allow_symlink: g.allow_symlink,
