@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# From a fresh clone to a real answer from the offline model, in one command:
+#   bash scripts/quickstart.sh ["your question"]
+# Installs what building the embedded llama.cpp needs (cmake, clang,
+# libclang-dev; with apt, asking sudo when not root), the SmolLM2 model
+# (scripts/install-model.sh), and `wo` itself (cargo install), then asks the
+# question in a demo project whose memory is demo/llm.json.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+question="${1:-In one sentence, what is a kiln?}"
+
+missing=()
+command -v cmake >/dev/null || missing+=(cmake)
+command -v clang >/dev/null || missing+=(clang)
+compgen -G "/usr/lib/llvm-*/lib/libclang*.so*" >/dev/null || compgen -G "/usr/lib/*/libclang*.so*" >/dev/null || missing+=(libclang-dev)
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "quickstart: installing ${missing[*]} (needed to build llama.cpp)" >&2
+  sudo=""; [ "$(id -u)" -eq 0 ] || sudo="sudo"
+  $sudo apt-get update -qq && $sudo apt-get install -y -qq "${missing[@]}" >&2
+fi
+
+scripts/install-model.sh >&2
+echo "quickstart: building and installing wo (first time: a few minutes)" >&2
+cargo install --locked --quiet --path crates/wikioracle
+export PATH="${CARGO_HOME:-$HOME/.cargo}/bin:$PATH"
+
+mkdir -p demo
+cd demo
+[ -f llm.json ] || wo init --context "A demo project for trying WikiOracle."
+echo "quickstart: wo ask \"$question\"  (in $(pwd))" >&2
+wo ask --temperature 0.2 "$question"
+echo >&2
+echo "quickstart: the turn is saved in $(pwd)/llm.json — try: cd demo && wo log, wo chat, wo truth add …" >&2
