@@ -17,6 +17,10 @@ use wo_format::{Message, State, Timestamp, TruthEntry};
 use wo_store::exports::merge_files;
 use wo_store::{OpenOptions, Store};
 
+/// The same allocator as the `wo` binary, so the numbers match what users get.
+#[global_allocator]
+static ALLOC: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 fn median(mut v: Vec<Duration>) -> Duration {
     v.sort();
     v[v.len() / 2]
