@@ -1,0 +1,281 @@
+//! `openai`: the Chat Completions API with `stream: true`, spoken by OpenAI
+//! and by most local and hosted servers (llama.cpp's server and
+//! llama-cpp-python, Ollama, vLLM, LM Studio, OpenRouter, LiteLLM).
+//!
+//! Wire format: `POST {base_url}/chat/completions`, optional
+//! `Authorization: Bearer KEY`; the answer is SSE frames
+//! `data: {"choices":[{"delta":{"content":"…"},"finish_reason":null}]}`,
+//! then a frame with `finish_reason`, optionally a usage frame
+//! (`stream_options.include_usage`), then `data: [DONE]`. `:` comment lines
+//! (llama.cpp keep-alives) are skipped by the SSE parser.
+//!
+//! Parameters: `temperature` and `max_tokens` are sent when set. `top_k` is
+//! not part of OpenAI's API (its server rejects unknown fields), so it is
+//! sent only when `base_url` is not `api.openai.com`; llama.cpp, vLLM and
+//! Ollama's compatibility layer read it.
+
+use async_trait::async_trait;
+use reqwest::header::{AUTHORIZATION, HeaderMap, HeaderValue};
+use serde::{Deserialize, Serialize};
+use tokio_util::sync::CancellationToken;
+
+use crate::error::ProviderError;
+use crate::http::{self, Decoder, Fault};
+use crate::remote::{Remote, RemoteConfig};
+use crate::sse::SseEvent;
+use crate::types::{ChatRequest, Reachability, StreamEvent, Usage};
+use crate::{EventStream, Provider};
+
+/// OpenAI's default base URL.
+pub const DEFAULT_BASE_URL: &str = "https://api.openai.com/v1";
+/// Default model for OpenAI proper.
+pub const DEFAULT_MODEL: &str = "gpt-4o-mini";
+/// Context window assumed for the default model.
+pub const DEFAULT_CONTEXT_WINDOW: usize = 128_000;
+
+/// An OpenAI-compatible Chat Completions endpoint.
+#[derive(Debug)]
+pub struct OpenAiProvider {
+    remote: Remote,
+}
+
+impl OpenAiProvider {
+    /// A provider with these settings; fails only on an invalid `base_url`.
+    pub fn new(cfg: RemoteConfig) -> Result<Self, ProviderError> {
+        Ok(Self {
+            remote: Remote::new(cfg)?,
+        })
+    }
+
+    fn auth_headers(&self) -> HeaderMap {
+        let mut h = HeaderMap::new();
+        if let Some(key) = &self.remote.cfg.api_key
+            && let Ok(mut v) = HeaderValue::from_str(&format!("Bearer {}", key.expose()))
+        {
+            v.set_sensitive(true);
+            h.insert(AUTHORIZATION, v);
+        }
+        h
+    }
+
+    fn is_openai_proper(&self) -> bool {
+        self.remote.url("x").host_str() == Some("api.openai.com")
+    }
+}
+
+#[derive(Serialize)]
+struct WireMessage<'a> {
+    role: &'static str,
+    content: &'a str,
+}
+
+#[derive(Serialize)]
+struct StreamOptions {
+    include_usage: bool,
+}
+
+#[derive(Serialize)]
+struct WireRequest<'a> {
+    model: &'a str,
+    messages: Vec<WireMessage<'a>>,
+    stream: bool,
+    stream_options: StreamOptions,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    temperature: Option<f32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    max_tokens: Option<u32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    top_k: Option<u32>,
+}
+
+#[derive(Deserialize)]
+struct Chunk {
+    #[serde(default)]
+    choices: Vec<Choice>,
+    #[serde(default)]
+    usage: Option<WireUsage>,
+    #[serde(default)]
+    error: Option<serde_json::Value>,
+}
+
+#[derive(Deserialize)]
+struct Choice {
+    #[serde(default)]
+    delta: Option<Delta>,
+    #[serde(default)]
+    finish_reason: Option<String>,
+}
+
+#[derive(Deserialize)]
+struct Delta {
+    #[serde(default)]
+    content: Option<String>,
+}
+
+#[derive(Deserialize)]
+struct WireUsage {
+    #[serde(default)]
+    prompt_tokens: u32,
+    #[serde(default)]
+    completion_tokens: u32,
+}
+
+#[derive(Default)]
+struct OpenAiDecoder {
+    finish_reason: Option<String>,
+    usage: Option<Usage>,
+}
+
+impl OpenAiDecoder {
+    fn done(&mut self, out: &mut Vec<StreamEvent>) {
+        out.push(StreamEvent::Done {
+            finish_reason: self.finish_reason.take(),
+            usage: self.usage.take(),
+        });
+    }
+}
+
+impl Decoder for OpenAiDecoder {
+    type Item = StreamEvent;
+
+    fn event(&mut self, ev: SseEvent, out: &mut Vec<StreamEvent>) -> Result<bool, Fault> {
+        let data = ev.data.trim();
+        if data == "[DONE]" {
+            self.done(out);
+            return Ok(true);
+        }
+        if data.is_empty() {
+            return Ok(false);
+        }
+        let chunk: Chunk = http::json(data)?;
+        if let Some(err) = chunk.error {
+            let msg = err
+                .get("message")
+                .and_then(|m| m.as_str())
+                .map(str::to_owned)
+                .unwrap_or_else(|| err.to_string());
+            return Err(Fault::Server(http::shorten(&msg, 300)));
+        }
+        for choice in chunk.choices {
+            if let Some(text) = choice.delta.and_then(|d| d.content)
+                && !text.is_empty()
+            {
+                out.push(StreamEvent::Delta(text));
+            }
+            if let Some(r) = choice.finish_reason {
+                self.finish_reason = Some(r);
+            }
+        }
+        if let Some(u) = chunk.usage {
+            self.usage = Some(Usage {
+                prompt_tokens: u.prompt_tokens,
+                completion_tokens: u.completion_tokens,
+            });
+        }
+        Ok(false)
+    }
+
+    fn eof(&mut self, out: &mut Vec<StreamEvent>) -> Result<(), Fault> {
+        // Some servers close right after the finish_reason chunk without
+        // `[DONE]`; the answer is complete, so accept it.
+        if self.finish_reason.is_some() {
+            self.done(out);
+            return Ok(());
+        }
+        Err(Fault::Dropped(
+            "the stream ended before `finish_reason` or `[DONE]`".into(),
+        ))
+    }
+}
+
+#[async_trait]
+impl Provider for OpenAiProvider {
+    fn name(&self) -> &str {
+        &self.remote.cfg.name
+    }
+
+    fn default_model(&self) -> &str {
+        &self.remote.cfg.model
+    }
+
+    fn context_window(&self) -> usize {
+        self.remote.cfg.context_window
+    }
+
+    async fn stream(
+        &self,
+        req: ChatRequest,
+        cancel: CancellationToken,
+    ) -> Result<EventStream, ProviderError> {
+        if self.is_openai_proper() && self.remote.cfg.api_key.is_none() {
+            return Err(ProviderError::config(
+                &self.remote.cfg.name,
+                format!(
+                    "api.openai.com needs an API key ({}); export it or set api_key in config.toml",
+                    self.remote.cfg.key_source
+                ),
+            ));
+        }
+        let url = self.remote.url("chat/completions");
+        let ctx = self.remote.ctx(&url);
+        let body = WireRequest {
+            model: self.remote.model(&req.model),
+            messages: req
+                .messages
+                .iter()
+                .map(|m| WireMessage {
+                    role: m.role.as_str(),
+                    content: &m.content,
+                })
+                .collect(),
+            stream: true,
+            stream_options: StreamOptions {
+                include_usage: true,
+            },
+            temperature: req.temperature,
+            max_tokens: req.max_tokens,
+            top_k: if self.is_openai_proper() {
+                None
+            } else {
+                req.top_k
+            },
+        };
+        let body = serde_json::to_vec(&body).map_err(|e| ctx.malformed(e.to_string()))?;
+        let headers = self.auth_headers();
+        let client = &self.remote.client;
+        let opened = http::open(&ctx, &self.remote.cfg.http, &cancel, || {
+            client
+                .post(url.clone())
+                .headers(headers.clone())
+                .header("content-type", "application/json")
+                .header("accept", "text/event-stream")
+                .body(body.clone())
+        })
+        .await?;
+        Ok(http::drive(
+            ctx,
+            opened,
+            self.remote.cfg.http.idle_timeout,
+            cancel,
+            OpenAiDecoder::default(),
+        ))
+    }
+
+    async fn check(&self) -> Reachability {
+        if self.is_openai_proper() && self.remote.cfg.api_key.is_none() {
+            return Reachability::NotConfigured {
+                reason: format!("no API key ({})", self.remote.cfg.key_source),
+            };
+        }
+        http::probe(
+            &self.remote.client,
+            self.remote.url("models"),
+            self.auth_headers(),
+        )
+        .await
+    }
+
+    fn count_tokens(&self, _text: &str) -> Option<usize> {
+        None
+    }
+}

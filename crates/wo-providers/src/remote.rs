@@ -1,0 +1,93 @@
+//! What the four HTTP providers have in common: their settings and client.
+
+use reqwest::Client;
+
+use crate::error::ProviderError;
+use crate::http::{self, ErrCtx, HttpSettings};
+use crate::secret::Secret;
+
+/// Settings for an HTTP provider (`openai`, `anthropic`, `nanochat`,
+/// `wikioracle`). [`crate::config::build`] fills these from `config.toml`.
+#[derive(Debug, Clone)]
+pub struct RemoteConfig {
+    /// The provider's name in messages (the config entry's name).
+    pub name: String,
+    /// Base URL, e.g. `https://api.openai.com/v1` or `http://127.0.0.1:8080/v1`.
+    pub base_url: String,
+    /// Model used when the request names none.
+    pub model: String,
+    /// API key, when the service needs one.
+    pub api_key: Option<Secret>,
+    /// Where the key comes from, for hints (`env OPENAI_API_KEY`,
+    /// `config file api_key`, `no key configured`). Never the key itself.
+    pub key_source: String,
+    /// Context window in tokens, reported by `context_window()`.
+    pub context_window: usize,
+    /// Timeouts and retries.
+    pub http: HttpSettings,
+}
+
+impl RemoteConfig {
+    /// Settings with default timeouts, no key, and the given basics.
+    pub fn new(
+        name: impl Into<String>,
+        base_url: impl Into<String>,
+        model: impl Into<String>,
+        context_window: usize,
+    ) -> Self {
+        Self {
+            name: name.into(),
+            base_url: base_url.into(),
+            model: model.into(),
+            api_key: None,
+            key_source: "no key configured".into(),
+            context_window,
+            http: HttpSettings::default(),
+        }
+    }
+    /// Builder: set the key and say where it came from.
+    pub fn with_key(mut self, key: Secret, source: impl Into<String>) -> Self {
+        self.api_key = Some(key);
+        self.key_source = source.into();
+        self
+    }
+    /// Builder: set timeouts and retries.
+    pub fn with_http(mut self, http: HttpSettings) -> Self {
+        self.http = http;
+        self
+    }
+}
+
+/// A configured client plus its settings.
+#[derive(Debug)]
+pub(crate) struct Remote {
+    pub cfg: RemoteConfig,
+    pub client: Client,
+}
+
+impl Remote {
+    pub fn new(cfg: RemoteConfig) -> Result<Self, ProviderError> {
+        // Validate the base URL once, up front, so a typo fails at build time.
+        http::join(&cfg.base_url, "x").map_err(|m| ProviderError::config(&cfg.name, m))?;
+        let client = http::client(&cfg.http).map_err(|m| ProviderError::config(&cfg.name, m))?;
+        Ok(Self { cfg, client })
+    }
+
+    /// `base_url` + `path`, already validated in `new`.
+    pub fn url(&self, path: &str) -> reqwest::Url {
+        http::join(&self.cfg.base_url, path).expect("base_url validated in Remote::new")
+    }
+
+    pub fn ctx(&self, url: &reqwest::Url) -> ErrCtx {
+        ErrCtx {
+            provider: self.cfg.name.clone(),
+            url: http::display_url(url),
+            key_source: self.cfg.key_source.clone(),
+            secret: self.cfg.api_key.clone(),
+        }
+    }
+
+    pub fn model<'a>(&'a self, requested: &'a Option<String>) -> &'a str {
+        requested.as_deref().unwrap_or(&self.cfg.model)
+    }
+}

@@ -1,0 +1,185 @@
+//! The provider-neutral request and event types every provider speaks.
+//!
+//! Messages are plain text: XHTML from `llm.json` is converted to text by the
+//! context assembler before it reaches a provider, because models answer
+//! better to prose than to markup and because each wire format wants strings.
+
+use std::fmt;
+
+use serde::{Deserialize, Serialize};
+
+/// Who said a message.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ChatRole {
+    /// Instructions and context; providers without a system role fold it into
+    /// the first user turn.
+    System,
+    /// The person.
+    User,
+    /// The model.
+    Assistant,
+}
+
+impl ChatRole {
+    /// The lowercase wire name shared by every API we speak (`system`, `user`, `assistant`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ChatRole::System => "system",
+            ChatRole::User => "user",
+            ChatRole::Assistant => "assistant",
+        }
+    }
+}
+
+impl fmt::Display for ChatRole {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// One turn of an assembled prompt.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ChatMessage {
+    /// Who said it.
+    pub role: ChatRole,
+    /// Plain text.
+    pub content: String,
+}
+
+impl ChatMessage {
+    /// A message with any role.
+    pub fn new(role: ChatRole, content: impl Into<String>) -> Self {
+        Self {
+            role,
+            content: content.into(),
+        }
+    }
+    /// A system message.
+    pub fn system(content: impl Into<String>) -> Self {
+        Self::new(ChatRole::System, content)
+    }
+    /// A user message.
+    pub fn user(content: impl Into<String>) -> Self {
+        Self::new(ChatRole::User, content)
+    }
+    /// An assistant message.
+    pub fn assistant(content: impl Into<String>) -> Self {
+        Self::new(ChatRole::Assistant, content)
+    }
+}
+
+/// An assembled prompt plus sampling parameters.
+///
+/// `None` means "the provider's default" (see each provider's docs); the
+/// caller applies the user's `[defaults]` from the config before this point.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct ChatRequest {
+    /// Overrides the provider's configured model.
+    pub model: Option<String>,
+    /// The conversation, oldest first; normally ends with a user message.
+    pub messages: Vec<ChatMessage>,
+    /// Sampling temperature (0 = greedy where supported).
+    pub temperature: Option<f32>,
+    /// Cap on generated tokens.
+    pub max_tokens: Option<u32>,
+    /// Top-k sampling; sent only to providers that accept it.
+    pub top_k: Option<u32>,
+}
+
+impl ChatRequest {
+    /// A request with these messages and every parameter at its default.
+    pub fn new(messages: Vec<ChatMessage>) -> Self {
+        Self {
+            messages,
+            ..Self::default()
+        }
+    }
+    /// Builder: set the model.
+    pub fn with_model(mut self, model: impl Into<String>) -> Self {
+        self.model = Some(model.into());
+        self
+    }
+    /// Builder: set the temperature.
+    pub fn with_temperature(mut self, t: f32) -> Self {
+        self.temperature = Some(t);
+        self
+    }
+    /// Builder: set the token cap.
+    pub fn with_max_tokens(mut self, n: u32) -> Self {
+        self.max_tokens = Some(n);
+        self
+    }
+    /// Builder: set top-k.
+    pub fn with_top_k(mut self, k: u32) -> Self {
+        self.top_k = Some(k);
+        self
+    }
+}
+
+/// Token accounting reported by the provider (or counted in-process by `local`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Usage {
+    /// Tokens in the prompt as the provider counted them.
+    pub prompt_tokens: u32,
+    /// Tokens generated.
+    pub completion_tokens: u32,
+}
+
+/// One item of an answer stream.
+///
+/// A successful stream is zero or more `Delta`s followed by exactly one
+/// `Done`, after which it ends. A failed stream ends with one `Err` item
+/// instead; nothing follows an error.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub enum StreamEvent {
+    /// A piece of answer text, to append as-is.
+    Delta(String),
+    /// The answer is complete.
+    Done {
+        /// Why generation stopped, in the provider's words (`stop`, `length`,
+        /// `end_turn`, `max_tokens`, …); `None` when the provider does not say.
+        finish_reason: Option<String>,
+        /// Token counts, when the provider reports them.
+        usage: Option<Usage>,
+    },
+}
+
+/// Result of [`crate::Provider::check`]: can this provider answer right now?
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "status", rename_all = "snake_case")]
+pub enum Reachability {
+    /// It answered (or, for `local`, the model file loads).
+    Reachable {
+        /// What was checked, e.g. `GET /v1/models → 200 (12 ms)`.
+        detail: String,
+    },
+    /// It could not be reached or refused us.
+    Unreachable {
+        /// Why, in one line.
+        reason: String,
+    },
+    /// Something it needs is missing locally (API key, model file); no
+    /// request was made.
+    NotConfigured {
+        /// What is missing and how to fix it.
+        reason: String,
+    },
+}
+
+impl Reachability {
+    /// True only for [`Reachability::Reachable`].
+    pub fn is_reachable(&self) -> bool {
+        matches!(self, Reachability::Reachable { .. })
+    }
+}
+
+impl fmt::Display for Reachability {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Reachability::Reachable { detail } => write!(f, "reachable ({detail})"),
+            Reachability::Unreachable { reason } => write!(f, "unreachable: {reason}"),
+            Reachability::NotConfigured { reason } => write!(f, "not configured: {reason}"),
+        }
+    }
+}

@@ -1,0 +1,237 @@
+//! `wikioracle`: a remote WikiOracle server in stateless mode (the hosted
+//! deployment), spoken with the types of [`crate::protocol`].
+//!
+//! Two ways to use it:
+//! - as a [`Provider`]: an assembled [`ChatRequest`] is mapped onto a
+//!   [`StatelessChatRequest`] — system messages become the `context`
+//!   (escaped into XHTML), earlier turns the `window`, the last user turn the
+//!   `message`, no `truth` (it is already inside the system text) — and the
+//!   answer's `delta`/`done` events become [`StreamEvent`]s;
+//! - with [`WikiOracleProvider::chat`], which sends a full
+//!   [`StatelessChatRequest`] (context, selected truth, window, params) and
+//!   yields the server's [`ServerEvent`]s, including the `done` event's
+//!   message ids, sources and `state_patch`.
+//!
+//! An optional key is sent as `Authorization: Bearer …` for deployments that
+//! require one.
+
+use async_trait::async_trait;
+use futures::stream::BoxStream;
+use reqwest::header::{AUTHORIZATION, HeaderMap, HeaderValue};
+use tokio_util::sync::CancellationToken;
+
+use crate::error::ProviderError;
+use crate::http::{self, Decoder, Fault};
+use crate::protocol::{
+    self, ChatParams, EVENT_DELTA, EVENT_DONE, EVENT_ERROR, ServerEvent, StatelessChatRequest,
+    WindowMessage,
+};
+use crate::remote::{Remote, RemoteConfig};
+use crate::sse::SseEvent;
+use crate::types::{ChatRequest, ChatRole, Reachability, StreamEvent};
+use crate::{EventStream, Provider};
+
+/// Model name meaning "whatever the server operator configured".
+pub const DEFAULT_MODEL: &str = "default";
+/// Context window assumed when the config does not say.
+pub const DEFAULT_CONTEXT_WINDOW: usize = 32_768;
+
+/// A WikiOracle server in stateless mode.
+#[derive(Debug)]
+pub struct WikiOracleProvider {
+    remote: Remote,
+}
+
+/// The stream of [`WikiOracleProvider::chat`]: `delta`s then one `done`; a
+/// server `error` event arrives as an `Err`.
+pub type ServerEventStream = BoxStream<'static, Result<ServerEvent, ProviderError>>;
+
+impl WikiOracleProvider {
+    /// A provider with these settings; fails only on an invalid `base_url`.
+    pub fn new(cfg: RemoteConfig) -> Result<Self, ProviderError> {
+        Ok(Self {
+            remote: Remote::new(cfg)?,
+        })
+    }
+
+    fn headers(&self) -> HeaderMap {
+        let mut h = HeaderMap::new();
+        if let Some(key) = &self.remote.cfg.api_key
+            && let Ok(mut v) = HeaderValue::from_str(&format!("Bearer {}", key.expose()))
+        {
+            v.set_sensitive(true);
+            h.insert(AUTHORIZATION, v);
+        }
+        h
+    }
+
+    /// Map an assembled prompt onto the stateless request (see module docs).
+    pub fn to_stateless(&self, req: &ChatRequest) -> StatelessChatRequest {
+        let system: Vec<&str> = req
+            .messages
+            .iter()
+            .filter(|m| m.role == ChatRole::System)
+            .map(|m| m.content.as_str())
+            .collect();
+        let last_user = req.messages.iter().rposition(|m| m.role == ChatRole::User);
+        let window = req
+            .messages
+            .iter()
+            .enumerate()
+            .filter(|(i, m)| m.role != ChatRole::System && Some(*i) != last_user)
+            .map(|(_, m)| WindowMessage {
+                role: Some(m.role),
+                username: m.role.as_str().to_owned(),
+                content: protocol::text_to_xhtml(&m.content),
+                ..WindowMessage::default()
+            })
+            .collect();
+        let model = req
+            .model
+            .clone()
+            .or_else(|| Some(self.remote.cfg.model.clone()))
+            .filter(|m| m != DEFAULT_MODEL);
+        StatelessChatRequest {
+            message: last_user
+                .map(|i| req.messages[i].content.clone())
+                .unwrap_or_default(),
+            context: if system.is_empty() {
+                String::new()
+            } else {
+                format!(
+                    "<div>{}</div>",
+                    protocol::text_to_xhtml(&system.join("\n\n"))
+                )
+            },
+            window,
+            params: ChatParams {
+                model,
+                temperature: req.temperature,
+                max_tokens: req.max_tokens,
+                ..ChatParams::default()
+            },
+            ..StatelessChatRequest::default()
+        }
+    }
+
+    /// Send one full stateless turn and stream the server's events.
+    pub async fn chat(
+        &self,
+        req: StatelessChatRequest,
+        cancel: CancellationToken,
+    ) -> Result<ServerEventStream, ProviderError> {
+        if req.message.trim().is_empty() {
+            return Err(ProviderError::BadRequest {
+                provider: self.remote.cfg.name.clone(),
+                url: String::new(),
+                status: None,
+                detail: "the message is empty".into(),
+            });
+        }
+        let url = self.remote.url(protocol::STATELESS_CHAT_PATH);
+        let ctx = self.remote.ctx(&url);
+        let body = serde_json::to_vec(&req).map_err(|e| ctx.malformed(e.to_string()))?;
+        let headers = self.headers();
+        let client = &self.remote.client;
+        let opened = http::open(&ctx, &self.remote.cfg.http, &cancel, || {
+            client
+                .post(url.clone())
+                .headers(headers.clone())
+                .header("content-type", "application/json")
+                .header("accept", "text/event-stream")
+                .body(body.clone())
+        })
+        .await?;
+        Ok(http::drive(
+            ctx,
+            opened,
+            self.remote.cfg.http.idle_timeout,
+            cancel,
+            ServerDecoder,
+        ))
+    }
+}
+
+struct ServerDecoder;
+
+impl Decoder for ServerDecoder {
+    type Item = ServerEvent;
+
+    fn event(&mut self, ev: SseEvent, out: &mut Vec<ServerEvent>) -> Result<bool, Fault> {
+        let name = ev.event.as_deref().unwrap_or("message");
+        if ![EVENT_DELTA, EVENT_DONE, EVENT_ERROR].contains(&name) {
+            // Unknown events are for newer clients; skip them.
+            return Ok(false);
+        }
+        let parsed = ServerEvent::from_sse(name, &ev.data)
+            .map_err(|e| Fault::Malformed(format!("{e}: {}", http::shorten(&ev.data, 120))))?;
+        match parsed {
+            ServerEvent::Error(e) => Err(match e.kind.as_deref() {
+                Some("rate_limited") => Fault::RateLimited(e.message),
+                Some("auth") => Fault::Auth(e.message),
+                Some("bad_request") => Fault::BadRequest(e.message),
+                _ => Fault::Server(e.message),
+            }),
+            done @ ServerEvent::Done(_) => {
+                out.push(done);
+                Ok(true)
+            }
+            delta => {
+                out.push(delta);
+                Ok(false)
+            }
+        }
+    }
+}
+
+#[async_trait]
+impl Provider for WikiOracleProvider {
+    fn name(&self) -> &str {
+        &self.remote.cfg.name
+    }
+
+    fn default_model(&self) -> &str {
+        &self.remote.cfg.model
+    }
+
+    fn context_window(&self) -> usize {
+        self.remote.cfg.context_window
+    }
+
+    async fn stream(
+        &self,
+        req: ChatRequest,
+        cancel: CancellationToken,
+    ) -> Result<EventStream, ProviderError> {
+        use futures::StreamExt;
+        let events = self.chat(self.to_stateless(&req), cancel).await?;
+        Ok(events
+            .filter_map(|item| async move {
+                match item {
+                    Ok(ServerEvent::Delta(d)) if d.text.is_empty() => None,
+                    Ok(ServerEvent::Delta(d)) => Some(Ok(StreamEvent::Delta(d.text))),
+                    Ok(ServerEvent::Done(d)) => Some(Ok(StreamEvent::Done {
+                        finish_reason: d.finish_reason,
+                        usage: d.usage,
+                    })),
+                    // The decoder turns `error` events into `Err`.
+                    Ok(ServerEvent::Error(_)) => None,
+                    Err(e) => Some(Err(e)),
+                }
+            })
+            .boxed())
+    }
+
+    async fn check(&self) -> Reachability {
+        http::probe(
+            &self.remote.client,
+            self.remote.url(protocol::HEALTH_PATH),
+            self.headers(),
+        )
+        .await
+    }
+
+    fn count_tokens(&self, _text: &str) -> Option<usize> {
+        None
+    }
+}

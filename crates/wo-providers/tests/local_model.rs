@@ -1,0 +1,160 @@
+//! The `local` provider answers in-process with the real SmolLM2 model,
+//! found by the same lookup as the config (`$WO_MODEL`, else the data dir).
+//! Run `scripts/install-model.sh` first; without the model this fails.
+
+#![cfg(feature = "local")]
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use futures::StreamExt;
+use tokio_util::sync::CancellationToken;
+use wo_providers::config::{self, Config, Env};
+use wo_providers::local::{LocalConfig, LocalProvider};
+use wo_providers::{ChatMessage, ChatRequest, ErrorKind, Provider, StreamEvent};
+
+fn provider() -> Arc<dyn Provider> {
+    let cfg = Config::builtin(Env::process());
+    let path = config::default_model_path(cfg.env()).expect("HOME is unset");
+    assert!(
+        path.is_file(),
+        "the SmolLM2 model is not installed at {}; run scripts/install-model.sh",
+        path.display()
+    );
+    config::build("local", &cfg).expect("build the local provider")
+}
+
+async fn ask(p: &dyn Provider, req: ChatRequest) -> (String, StreamEvent) {
+    let mut s = p.stream(req, CancellationToken::new()).await.unwrap();
+    let mut text = String::new();
+    let mut done = None;
+    while let Some(ev) = s.next().await {
+        match ev.unwrap() {
+            StreamEvent::Delta(t) => text.push_str(&t),
+            d => done = Some(d),
+        }
+    }
+    (text, done.expect("a Done event"))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn local_model_answers_in_process() {
+    let p = provider();
+    assert_eq!(p.name(), "local");
+    assert_eq!(p.default_model(), "SmolLM2-135M-Instruct.Q4_1");
+    assert_eq!(p.context_window(), 8192, "SmolLM2's training context");
+    let n = p.count_tokens("The capital of France is Paris.").unwrap();
+    assert!((5..=12).contains(&n), "{n} tokens");
+    let reach = p.check().await;
+    assert!(reach.is_reachable(), "{reach}");
+
+    let req = ChatRequest::new(vec![
+        ChatMessage::system("You are a helpful assistant. Answer in one short sentence."),
+        ChatMessage::user("What is the capital of France?"),
+    ])
+    .with_temperature(0.0)
+    .with_max_tokens(40);
+    let started = Instant::now();
+    let (text, done) = ask(p.as_ref(), req).await;
+    let took = started.elapsed();
+    eprintln!("local answered in {took:?}: {text:?} {done:?}");
+    assert!(text.to_lowercase().contains("paris"), "{text:?}");
+    assert!(
+        !text.contains("<|im_end|>") && !text.contains("<|im_start|>"),
+        "{text:?}"
+    );
+    let StreamEvent::Done {
+        finish_reason,
+        usage: Some(usage),
+    } = done
+    else {
+        panic!("{done:?}")
+    };
+    assert_eq!(finish_reason.as_deref(), Some("stop"));
+    assert!(
+        usage.prompt_tokens > 10 && usage.completion_tokens > 0,
+        "{usage:?}"
+    );
+    assert!(usage.completion_tokens <= 40);
+
+    // Sampling path (temperature > 0) and the token cap.
+    let req = ChatRequest::new(vec![ChatMessage::user("Tell me a long story about a cat.")])
+        .with_temperature(0.8)
+        .with_max_tokens(16);
+    let (text, done) = ask(p.as_ref(), req).await;
+    assert!(!text.is_empty());
+    assert!(
+        matches!(&done, StreamEvent::Done { finish_reason: Some(r), usage: Some(u) } if r == "length" && u.completion_tokens == 16),
+        "{done:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn local_generation_is_cancellable_and_the_model_stays_usable() {
+    let p = provider();
+    let long = || {
+        ChatRequest::new(vec![ChatMessage::user(
+            "Count from 1 to 500, one number per line.",
+        )])
+        .with_temperature(0.0)
+        .with_max_tokens(600)
+    };
+    // Cancel through the token.
+    let cancel = CancellationToken::new();
+    let mut s = p.stream(long(), cancel.clone()).await.unwrap();
+    assert!(matches!(s.next().await, Some(Ok(StreamEvent::Delta(_)))));
+    cancel.cancel();
+    let e = s.next().await.unwrap().unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::Cancelled);
+    assert!(s.next().await.is_none());
+    drop(s);
+
+    // Drop the stream mid-generation: the thread stops and releases the
+    // model, so the next request runs promptly instead of waiting for 600
+    // tokens.
+    let mut s = p.stream(long(), CancellationToken::new()).await.unwrap();
+    assert!(matches!(s.next().await, Some(Ok(StreamEvent::Delta(_)))));
+    drop(s);
+    let started = Instant::now();
+    let req = ChatRequest::new(vec![ChatMessage::user("Say hello.")])
+        .with_temperature(0.0)
+        .with_max_tokens(8);
+    let (text, _) = ask(p.as_ref(), req).await;
+    assert!(!text.is_empty());
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "{:?}",
+        started.elapsed()
+    );
+}
+
+#[tokio::test]
+async fn local_failures_are_clear() {
+    // Missing model: a Config error that says how to install it.
+    let e = LocalProvider::new(LocalConfig::new("local", "/nonexistent/model.gguf")).unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::Config);
+    assert!(e.to_string().contains("scripts/install-model.sh"), "{e}");
+
+    // A prompt longer than the (configured) context: refused before generating.
+    let path = config::default_model_path(&Env::process()).unwrap();
+    assert!(path.is_file(), "run scripts/install-model.sh");
+    let mut lc = LocalConfig::new("tiny-ctx", path);
+    lc.context_window = Some(64);
+    let p = LocalProvider::new(lc).unwrap();
+    assert_eq!(p.context_window(), 64);
+    let req = ChatRequest::new(vec![ChatMessage::user("word ".repeat(200))]);
+    let e = p.stream(req, CancellationToken::new()).await.err().unwrap();
+    assert_eq!(e.kind(), ErrorKind::BadRequest);
+    assert!(e.to_string().contains("context is 64"), "{e}");
+
+    // Already-cancelled token: nothing runs.
+    let cancel = CancellationToken::new();
+    cancel.cancel();
+    let p = provider();
+    let e = p
+        .stream(ChatRequest::new(vec![ChatMessage::user("hi")]), cancel)
+        .await
+        .err()
+        .unwrap();
+    assert_eq!(e.kind(), ErrorKind::Cancelled);
+}
