@@ -13,36 +13,25 @@ pub fn run(args: ProvidersArgs) -> Result<ExitCode> {
     for w in &cfg.warnings {
         eprintln!("warning: {w}");
     }
-    let infos = wo_providers::list(&cfg);
-    let checks: Vec<Option<Reachability>> = if args.no_check {
-        vec![None; infos.len()]
+    let rows: Vec<(wo_providers::ProviderInfo, Option<Reachability>)> = if args.no_check {
+        wo_providers::list(&cfg).into_iter().map(|i| (i, None)).collect()
     } else {
-        let rt = runtime()?;
-        rt.block_on(async {
-            let futures = infos.iter().map(|info| {
-                let cfg = &cfg;
-                async move {
-                    match wo_providers::build(&info.name, cfg) {
-                        Ok(p) => Some(p.check().await),
-                        Err(e) => Some(Reachability::NotConfigured {
-                            reason: e.to_string(),
-                        }),
-                    }
-                }
-            });
-            futures::future::join_all(futures).await
-        })
+        runtime()?
+            .block_on(wo_providers::config::list_with_reachability(&cfg))
+            .into_iter()
+            .map(|(i, r)| (i, Some(r)))
+            .collect()
     };
-    for (info, check) in infos.iter().zip(checks) {
+    for (info, check) in &rows {
         if args.json {
             let mut v = serde_json::to_value(info)?;
-            if let Some(c) = &check {
+            if let Some(c) = check {
                 v["check"] = serde_json::to_value(c)?;
             }
             println!("{v}");
             continue;
         }
-        let status = match &check {
+        let status = match check {
             None => String::new(),
             Some(Reachability::Reachable { detail }) => format!("ok — {detail}"),
             Some(Reachability::Unreachable { reason }) => format!("unreachable — {reason}"),
