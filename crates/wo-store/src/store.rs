@@ -114,8 +114,15 @@ impl StoreError {
 }
 
 /// Identity of the file's current version, to notice outside changes.
+///
+/// File metadata alone is not enough: inode numbers are reused and ext4's
+/// mtime moves in coarse ticks, so two quick writes of the same length can
+/// leave identical metadata. Every writer therefore also bumps a generation
+/// number kept in the lock file (after its rename, under the lock); editors
+/// that do not know about it still change the metadata.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 struct Stamp {
+    generation: u64,
     dev: u64,
     ino: u64,
     len: u64,
@@ -126,8 +133,9 @@ struct Stamp {
 }
 
 impl Stamp {
-    fn of(m: &fs::Metadata) -> Self {
+    fn of(m: &fs::Metadata, generation: u64) -> Self {
         Stamp {
+            generation,
             dev: m.dev(),
             ino: m.ino(),
             len: m.len(),
@@ -181,6 +189,31 @@ pub struct Store {
 /// Held while a read-modify-write is in progress; dropping it unlocks.
 struct LockGuard(File);
 
+impl LockGuard {
+    fn generation(&self) -> u64 {
+        parse_generation(&self.0)
+    }
+
+    /// Records a new generation; a failure only costs a needless re-read
+    /// later (the metadata still changed), so it is not an error.
+    fn set_generation(&self, generation: u64) {
+        use std::os::unix::fs::FileExt;
+        let _ = self
+            .0
+            .write_all_at(format!("{generation:020}\n").as_bytes(), 0);
+    }
+}
+
+fn parse_generation(file: &File) -> u64 {
+    use std::os::unix::fs::FileExt;
+    let mut buf = [0u8; 21];
+    let n = file.read_at(&mut buf, 0).unwrap_or(0);
+    std::str::from_utf8(&buf[..n])
+        .ok()
+        .and_then(|s| s.trim().parse().ok())
+        .unwrap_or(0)
+}
+
 impl Drop for LockGuard {
     fn drop(&mut self) {
         let _ = self.0.unlock();
@@ -192,7 +225,7 @@ impl Store {
     pub fn open(path: impl AsRef<Path>, opts: OpenOptions) -> Result<Store, StoreError> {
         let path = resolve_allowed_symlink(path.as_ref(), &opts)?;
         let lock_path = lock_path_for(&path);
-        match read_state(&path, &opts)? {
+        match read_state(&path, Some(&lock_path), &opts)? {
             Some((state, stamp)) => Ok(Store {
                 baseline: Baseline::of(&state),
                 path,
@@ -263,20 +296,20 @@ impl Store {
             cache: MessageCache::default(),
             stamp: None,
         };
-        let _lock = store.lock()?;
-        store.write_locked()?;
-        drop(_lock);
+        let lock = store.lock()?;
+        store.write_locked(&lock)?;
+        drop(lock);
         Ok(store)
     }
 
     fn create_file(&mut self) -> Result<(), StoreError> {
-        let _lock = self.lock()?;
+        let lock = self.lock()?;
         if self.path.symlink_metadata().is_ok() {
             return Err(StoreError::Exists {
                 path: self.path.clone(),
             });
         }
-        self.write_locked()?;
+        self.write_locked(&lock)?;
         Ok(())
     }
 
@@ -313,8 +346,16 @@ impl Store {
     /// Re-reads the file if it changed on disk since it was loaded or saved,
     /// merging in any unsaved changes. Returns whether it changed.
     pub fn refresh(&mut self) -> Result<bool, StoreError> {
+        self.refresh_inner(false)
+    }
+
+    /// `holding_lock`: the caller holds the exclusive lock, so reading must
+    /// not ask for a shared one (flock locks of two descriptors conflict even
+    /// within one process).
+    fn refresh_inner(&mut self, holding_lock: bool) -> Result<bool, StoreError> {
+        let generation = current_generation(&self.lock_path);
         let current = match fs::symlink_metadata(&self.path) {
-            Ok(m) => Some(Stamp::of(&m)),
+            Ok(m) => Some(Stamp::of(&m, generation)),
             Err(e) if e.kind() == io::ErrorKind::NotFound => None,
             Err(e) => {
                 return Err(StoreError::Read {
@@ -328,7 +369,8 @@ impl Store {
             // the next save puts it back.
             return Ok(false);
         }
-        let Some((mut disk, stamp)) = read_state(&self.path, &self.opts)? else {
+        let shared_lock = (!holding_lock).then_some(self.lock_path.as_path());
+        let Some((mut disk, stamp)) = read_state(&self.path, shared_lock, &self.opts)? else {
             return Ok(false);
         };
         // Our unsaved work joins the version on disk: unions of messages and
@@ -359,10 +401,10 @@ impl Store {
         &mut self,
         change: impl FnOnce(&mut State) -> T,
     ) -> Result<(T, SaveOutcome), StoreError> {
-        let _lock = self.lock()?;
-        let merged_outside_changes = self.refresh()?;
+        let lock = self.lock()?;
+        let merged_outside_changes = self.refresh_inner(true)?;
         let value = change(&mut self.state);
-        let bytes = self.write_locked()?;
+        let bytes = self.write_locked(&lock)?;
         Ok((
             value,
             SaveOutcome {
@@ -378,11 +420,11 @@ impl Store {
         &mut self,
         change: impl FnOnce(&mut State) -> Result<T, E>,
     ) -> Result<Result<(T, SaveOutcome), E>, StoreError> {
-        let _lock = self.lock()?;
-        let merged_outside_changes = self.refresh()?;
+        let lock = self.lock()?;
+        let merged_outside_changes = self.refresh_inner(true)?;
         match change(&mut self.state) {
             Ok(value) => {
-                let bytes = self.write_locked()?;
+                let bytes = self.write_locked(&lock)?;
                 Ok(Ok((
                     value,
                     SaveOutcome {
@@ -395,7 +437,7 @@ impl Store {
         }
     }
 
-    fn write_locked(&mut self) -> Result<u64, StoreError> {
+    fn write_locked(&mut self, lock: &LockGuard) -> Result<u64, StoreError> {
         self.check_content_limits()?;
         let previous_date = self.state.date.clone();
         let now = Timestamp::now();
@@ -419,7 +461,9 @@ impl Store {
             Ok(meta) => {
                 let token = self.state.mark_saved();
                 self.cache.seal(token);
-                self.stamp = Some(Stamp::of(&meta));
+                let generation = lock.generation().wrapping_add(1);
+                lock.set_generation(generation);
+                self.stamp = Some(Stamp::of(&meta, generation));
                 self.baseline = Baseline::of(&self.state);
                 Ok(size)
             }
@@ -531,11 +575,31 @@ fn lock_path_for(path: &Path) -> PathBuf {
     durable::parent_dir(path).join(name)
 }
 
-/// Reads and parses the file; `Ok(None)` when it does not exist.
-fn read_state(path: &Path, opts: &OpenOptions) -> Result<Option<(State, Stamp)>, StoreError> {
+/// The generation recorded in the lock file (0 when there is none yet).
+fn current_generation(lock_path: &Path) -> u64 {
+    File::open(lock_path).map_or(0, |f| parse_generation(&f))
+}
+
+/// Reads and parses the file; `Ok(None)` when it does not exist. With
+/// `shared_lock`, holds a shared lock on that lock file while reading.
+fn read_state(
+    path: &Path,
+    shared_lock: Option<&Path>,
+    opts: &OpenOptions,
+) -> Result<Option<(State, Stamp)>, StoreError> {
     let read_err = |source| StoreError::Read {
         path: path.to_path_buf(),
         source,
+    };
+    // A shared lock, when a writer has ever made the lock file, so the
+    // generation and the bytes read belong together. Read the generation
+    // first: writers bump it after their rename, so an older number with
+    // newer bytes only costs a needless re-read later, never a lost update.
+    let shared = shared_lock.and_then(|p| File::open(p).ok().filter(|f| f.lock_shared().is_ok()));
+    let generation = match (&shared, shared_lock) {
+        (Some(f), _) => parse_generation(f),
+        // Under the caller's exclusive lock: read it directly.
+        (None, _) => current_generation(&lock_path_for(path)),
     };
     let meta = match fs::symlink_metadata(path) {
         Ok(m) => m,
@@ -578,7 +642,9 @@ fn read_state(path: &Path, opts: &OpenOptions) -> Result<Option<(State, Stamp)>,
         path: path.to_path_buf(),
         issues: e.issues,
     })?;
-    // The stamp of the path (not the open file) is what refresh compares.
-    let stamp = fs::symlink_metadata(path).map_err(read_err)?;
-    Ok(Some((state, Stamp::of(&stamp))))
+    // The metadata of the file actually read: the path may already name a
+    // newer one, and taking its stamp would hide that change.
+    let stamp = file.metadata().map_err(read_err)?;
+    drop(shared);
+    Ok(Some((state, Stamp::of(&stamp, generation))))
 }
