@@ -14,7 +14,10 @@ pub fn run(args: ProvidersArgs) -> Result<ExitCode> {
         eprintln!("warning: {w}");
     }
     let rows: Vec<(wo_providers::ProviderInfo, Option<Reachability>)> = if args.no_check {
-        wo_providers::list(&cfg).into_iter().map(|i| (i, None)).collect()
+        wo_providers::list(&cfg)
+            .into_iter()
+            .map(|i| (i, None))
+            .collect()
     } else {
         runtime()?
             .block_on(wo_providers::config::list_with_reachability(&cfg))
