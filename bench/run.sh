@@ -1,7 +1,15 @@
 #!/usr/bin/env bash
-# Runs every benchmark and prints its ratios; see BENCHMARKS.md for a
-# recorded run and what each number means. Optional: SIZES, REPEAT.
+# Runs the benchmarks and prints their ratios; BENCHMARKS.md records a run
+# and explains each number. Optional env: SIZES, REPEAT, MESSAGES, TRUTH.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-echo "== state file (issue 2)"
-cargo bench -p wo-store --bench state_io
+echo "== state file: load / append+save / merge vs fsync floor and Python (issue 2)"
+cargo bench -q -p wo-store --bench state_io
+echo "== what wo ask adds around the model call (issue 3)"
+cargo bench -q -p wo-engine --bench ask_overhead
+echo "== local provider vs llama.cpp (issue 3)"
+python3 bench/local_speed.py
+if [ -x bench/index/run.sh ]; then
+  echo "== directory index vs peers and the rg floor (issue 5)"
+  bench/index/run.sh
+fi
