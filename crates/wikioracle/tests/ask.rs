@@ -281,3 +281,67 @@ fn the_local_model_answers_in_process() {
         s.messages()[1].username
     );
 }
+
+#[test]
+fn chat_repl_runs_turns_and_commands_from_a_pipe() {
+    let response: &'static [u8] = b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n\r\ndata: {\"choices\":[{\"delta\":{\"content\":\"Noted.\"}}]}\n\ndata: {\"choices\":[{\"delta\":{},\"finish_reason\":\"stop\"}]}\n\ndata: [DONE]\n\n";
+    let p = Project::new();
+    p.ok(&["init"]);
+    p.ok(&[
+        "truth",
+        "add",
+        "Kiln",
+        "--content",
+        "The kiln fires to cone 10",
+        "--certainty",
+        "0.9",
+    ]);
+    let port = canned_server(response);
+    let cfg = config(&p, "openai", port);
+    let mut child = p
+        .cmd(&["chat", "--provider", "test", "--username", "alec"])
+        .env("WO_CONFIG", &cfg)
+        .env("XDG_DATA_HOME", p.path().join("data"))
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(
+            b"what about the kiln?\n/sources\n/context\nsecond \\\nline\n/branch nope\n/exit\n",
+        )
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(stdout.matches("Noted.").count() >= 2, "{stdout}");
+    assert!(
+        stdout.contains("truth: Kiln"),
+        "/sources names the truth entry: {stdout}"
+    );
+    assert!(
+        stdout.contains("── context sent"),
+        "/context prints the prompt: {stdout}"
+    );
+    assert!(
+        stdout.contains("no entry has an id starting with"),
+        "{stdout}"
+    );
+    let s = p.state();
+    assert_eq!(s.messages().len(), 4);
+    // The multi-line entry arrived as one message, and the second turn
+    // follows the first answer on the same branch.
+    assert_eq!(s.messages()[2].content, "<p>second <br/>line</p>");
+    assert_eq!(
+        s.messages()[2].parent.as_deref(),
+        Some(s.messages()[1].id.as_str())
+    );
+}

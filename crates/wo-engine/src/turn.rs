@@ -89,7 +89,25 @@ pub fn turn_messages(turn: &CompletedTurn) -> (Message, Message) {
 /// Appends a completed turn to `state` and counts each truth entry it used.
 /// Returns the ids of the user and assistant messages.
 pub fn apply_turn(state: &mut State, turn: &CompletedTurn) -> (String, String) {
-    let (user, assistant) = turn_messages(turn);
+    let (mut user, mut assistant) = turn_messages(turn);
+    // Ids hash (username, timestamp, content) at whole seconds, so the same
+    // short answer twice within a second would collide with the first and
+    // be dropped as a duplicate. Move a colliding message on by a second.
+    // A reply is never dated before (or at) the message it follows: at
+    // whole seconds a quick exchange would otherwise sort by id, not by turn.
+    if let Some(parent) = user.parent.as_deref().and_then(|p| state.message(p))
+        && parent.timestamp >= user.timestamp
+    {
+        user.timestamp = Timestamp::from_unix(parent.timestamp.unix_seconds() + 1);
+        rederive_id(&mut user);
+    }
+    make_unique(state, &mut user);
+    assistant.parent = Some(user.id.clone());
+    if assistant.timestamp <= user.timestamp {
+        assistant.timestamp = Timestamp::from_unix(user.timestamp.unix_seconds() + 1);
+        rederive_id(&mut assistant);
+    }
+    make_unique(state, &mut assistant);
     let ids = (user.id.clone(), assistant.id.clone());
     state.push_message(user);
     state.push_message(assistant);
@@ -99,6 +117,17 @@ pub fn apply_turn(state: &mut State, turn: &CompletedTurn) -> (String, String) {
         }
     }
     ids
+}
+
+fn rederive_id(m: &mut Message) {
+    m.id = wo_format::ids::message_id(&m.username, m.timestamp.as_str(), &m.content);
+}
+
+fn make_unique(state: &State, m: &mut Message) {
+    while state.message(&m.id).is_some() {
+        m.timestamp = Timestamp::from_unix(m.timestamp.unix_seconds() + 1);
+        rederive_id(m);
+    }
 }
 
 #[cfg(test)]
@@ -149,5 +178,20 @@ mod tests {
         assert_eq!(ms[1].effective_role(), Role::Assistant);
         assert!(ms[1].timestamp > ms[0].timestamp);
         assert_eq!(state.truth.trust[0].refs, Some(1));
+        // The same exchange again within the same second is kept, not
+        // swallowed as a duplicate id.
+        let again = CompletedTurn {
+            parent: Some(a.clone()),
+            ..turn.clone()
+        };
+        let (u2, a2) = apply_turn(&mut state, &again);
+        assert_eq!(state.messages().len(), 4);
+        assert_ne!(u2, u);
+        assert_ne!(a2, a);
+        let second_answer = state.message(&a2).unwrap();
+        assert_eq!(second_answer.parent.as_deref(), Some(u2.as_str()));
+        assert!(state.message(&u2).unwrap().timestamp < second_answer.timestamp);
+        let order: Vec<&str> = state.messages().iter().map(|m| m.id.as_str()).collect();
+        assert_eq!(order, [u.as_str(), a.as_str(), u2.as_str(), a2.as_str()]);
     }
 }
