@@ -249,6 +249,10 @@ pub struct ModelOpts {
     /// Leave truth entries out of the prompt (the rag tool off).
     #[arg(long)]
     pub no_rag: bool,
+    /// Fetch the links in the truth entries sent (text only; loopback, private,
+    /// link-local and multicast addresses are refused, also after redirects).
+    #[arg(long)]
+    pub url_fetch: bool,
     /// Also retrieve from the directory index of this folder (default: the nearest indexed one, if any).
     #[arg(long, value_name = "DIR")]
     pub index: Option<PathBuf>,

@@ -345,3 +345,49 @@ fn chat_repl_runs_turns_and_commands_from_a_pipe() {
         Some(s.messages()[1].id.as_str())
     );
 }
+
+#[test]
+fn url_fetch_refuses_private_targets_and_says_so() {
+    let response: &'static [u8] = b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n\r\ndata: {\"choices\":[{\"delta\":{\"content\":\"ok\"}}]}\n\ndata: [DONE]\n\n";
+    let p = Project::new();
+    p.ok(&["init"]);
+    // A page on loopback that must never be fetched, and a private address.
+    let page_port = canned_server(
+        b"HTTP/1.1 200 OK\r\ncontent-type: text/plain\r\ncontent-length: 6\r\n\r\nsecret",
+    );
+    let html = format!(
+        "<p>Kiln docs: <a href=\"http://127.0.0.1:{page_port}/kiln\">local</a> and <a href=\"http://10.0.0.1/admin\">lan</a></p>"
+    );
+    let r = p.run_stdin(
+        &[
+            "truth",
+            "add",
+            "Kiln links",
+            "--format",
+            "html",
+            "--certainty",
+            "0.9",
+        ],
+        &html,
+    );
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let port = canned_server(response);
+    let cfg = config(&p, "openai", port);
+    let r = ask(&p, &cfg, &["--url-fetch", "--show-context"]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert!(
+        !r.stderr.contains("secret"),
+        "a loopback page reached the prompt: {}",
+        r.stderr
+    );
+    let refused: Vec<&str> = r
+        .stderr
+        .lines()
+        .filter(|l| l.contains("not fetched"))
+        .collect();
+    assert_eq!(refused.len(), 2, "{}", r.stderr);
+    assert!(
+        refused.iter().any(|l| l.contains("127.0.0.1"))
+            && refused.iter().any(|l| l.contains("10.0.0.1"))
+    );
+}

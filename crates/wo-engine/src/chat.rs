@@ -37,7 +37,13 @@ pub struct TurnRequest {
     pub no_rag: bool,
     /// File chunks retrieved from the directory index, if any.
     pub chunks: Vec<ChunkCandidate>,
+    /// Fetch the links of the truth entries sent (the `url_fetch` tool),
+    /// under this policy; `None` leaves links unfetched.
+    pub url_fetch: Option<wo_fetch::FetchPolicy>,
 }
+
+/// Links fetched per turn at most: each costs a round trip before the answer.
+pub const MAX_FETCHED_LINKS: usize = 3;
 
 /// Progress reported while a turn runs.
 pub enum TurnEvent<'a> {
@@ -123,6 +129,73 @@ pub fn chat_request(assembled: &Assembled, req: &TurnRequest) -> ChatRequest {
     }
 }
 
+/// The `url_fetch` tool: fetches the links of the truth entries the first
+/// assembly selected (text only, SPEC §4's refusals enforced by `wo-fetch`),
+/// then assembles again with the pages as extra sources. Refused or failed
+/// links are reported among the dropped parts, never silently skipped.
+async fn with_fetched_links(
+    store: &Store,
+    provider: &dyn Provider,
+    req: &TurnRequest,
+    first: Assembled,
+    policy: &wo_fetch::FetchPolicy,
+) -> Result<Assembled, TurnError> {
+    let state = store.state();
+    let mut links: Vec<String> = Vec::new();
+    for id in &first.sources {
+        if let Some(entry) = state.truth_entry(id) {
+            for link in wo_fetch::links_in_xhtml(&entry.content) {
+                if !links.contains(&link) {
+                    links.push(link);
+                }
+            }
+        }
+    }
+    if links.is_empty() {
+        return Ok(first);
+    }
+    let skipped: Vec<String> = links.split_off(links.len().min(MAX_FETCHED_LINKS));
+    let results =
+        futures::future::join_all(links.iter().map(|url| wo_fetch::fetch_text(url, policy))).await;
+    let mut req = req.clone();
+    let mut failures = Vec::new();
+    for (url, result) in links.iter().zip(results) {
+        match result {
+            Ok(page) => req.chunks.push(ChunkCandidate {
+                id: format!("url:{}", page.url),
+                label: match &page.title {
+                    Some(t) => format!("{} ({t})", page.url),
+                    None => page.url.clone(),
+                },
+                text: if page.truncated {
+                    format!("{} …", page.text)
+                } else {
+                    page.text
+                },
+            }),
+            Err(e) => failures.push((url.clone(), e.to_string())),
+        }
+    }
+    let mut assembled = prepare(store, provider, &req)?;
+    for (url, reason) in failures {
+        assembled.dropped.push(crate::assemble::Dropped {
+            kind: crate::assemble::SourceKind::Chunk,
+            id: Some(format!("url:{url}")),
+            label: url,
+            reason: format!("not fetched: {reason}"),
+        });
+    }
+    for url in skipped {
+        assembled.dropped.push(crate::assemble::Dropped {
+            kind: crate::assemble::SourceKind::Chunk,
+            id: Some(format!("url:{url}")),
+            label: url,
+            reason: format!("beyond {MAX_FETCHED_LINKS} links per turn"),
+        });
+    }
+    Ok(assembled)
+}
+
 /// Drives `streamed` to completion while another thread serialises the
 /// state's messages, so the save after the answer only writes bytes (on a
 /// 100k-message file that moves ~100 ms off the critical path). Needs the
@@ -155,7 +228,10 @@ pub async fn run_turn(
     mut on_event: impl FnMut(TurnEvent<'_>),
 ) -> Result<TurnOutcome, TurnError> {
     let sent_at = Timestamp::now();
-    let assembled = prepare(store, provider.as_ref(), &req)?;
+    let mut assembled = prepare(store, provider.as_ref(), &req)?;
+    if let Some(policy) = &req.url_fetch {
+        assembled = with_fetched_links(store, provider.as_ref(), &req, assembled, policy).await?;
+    }
     on_event(TurnEvent::Assembled(&assembled));
     let request = chat_request(&assembled, &req);
     let model = req

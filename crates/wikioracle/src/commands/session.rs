@@ -89,6 +89,7 @@ pub fn turn_request(
         parent,
         no_rag: opts.no_rag,
         chunks: Vec::new(),
+        url_fetch: opts.url_fetch.then(wo_fetch::FetchPolicy::default),
     }
 }
 
