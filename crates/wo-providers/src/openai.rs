@@ -275,7 +275,35 @@ impl Provider for OpenAiProvider {
         .await
     }
 
-    fn count_tokens(&self, _text: &str) -> Option<usize> {
-        None
+    /// Exact counts for OpenAI's own models (tiktoken's o200k/cl100k BPEs);
+    /// other servers' models have their own vocabularies, so `None` there.
+    fn count_tokens(&self, text: &str) -> Option<usize> {
+        openai_bpe(&self.remote.cfg.model).map(|bpe| bpe.encode_ordinary(text).len())
+    }
+}
+
+/// The BPE of a known OpenAI model name, if any.
+fn openai_bpe(model: &str) -> Option<&'static tiktoken_rs::CoreBPE> {
+    use tiktoken_rs::tokenizer::{Tokenizer, get_tokenizer};
+    match get_tokenizer(model)? {
+        Tokenizer::O200kBase => Some(tiktoken_rs::o200k_base_singleton()),
+        Tokenizer::Cl100kBase => Some(tiktoken_rs::cl100k_base_singleton()),
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+mod token_tests {
+    use super::openai_bpe;
+
+    #[test]
+    fn openai_models_count_with_their_own_bpe() {
+        let o200k = openai_bpe("gpt-4o-mini").expect("gpt-4o family uses o200k");
+        assert_eq!(o200k.encode_ordinary("hello world").len(), 2);
+        assert!(openai_bpe("gpt-4").is_some(), "cl100k");
+        assert!(
+            openai_bpe("smollm2").is_none(),
+            "unknown models fall back to estimates"
+        );
     }
 }
