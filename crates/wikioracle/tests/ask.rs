@@ -59,18 +59,7 @@ fn ask(p: &Project, cfg: &std::path::Path, extra: &[&str]) -> common::Run {
     let mut args = vec!["ask", "--provider", "test"];
     args.extend_from_slice(extra);
     args.push("hello there");
-    let out = p
-        .cmd(&args)
-        .env("WO_CONFIG", cfg)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .output()
-        .unwrap();
-    common::Run {
-        code: out.status.code().unwrap_or(-1),
-        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
-        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
-    }
+    common::to_run(p.cmd(&args).env("WO_CONFIG", cfg).output().unwrap())
 }
 
 #[test]

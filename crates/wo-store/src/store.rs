@@ -236,20 +236,24 @@ impl Store {
                 stamp: Some(stamp),
             }),
             None if opts.create_if_missing => {
-                let state = State::new(Timestamp::now());
-                let mut store = Store {
-                    path,
-                    lock_path,
-                    baseline: Baseline::of(&state),
-                    state,
-                    opts,
-                    cache: MessageCache::default(),
-                    stamp: None,
-                };
+                let mut store = Store::unsaved(path, State::new(Timestamp::now()), opts);
                 store.create_file()?;
                 Ok(store)
             }
             None => Err(StoreError::NotFound { path }),
+        }
+    }
+
+    /// A store for `state` that has not been written to `path` yet.
+    fn unsaved(path: PathBuf, state: State, opts: OpenOptions) -> Store {
+        Store {
+            lock_path: lock_path_for(&path),
+            baseline: Baseline::of(&state),
+            path,
+            opts,
+            state,
+            cache: MessageCache::default(),
+            stamp: None,
         }
     }
 
@@ -263,15 +267,7 @@ impl Store {
         if path.symlink_metadata().is_ok() {
             return Err(StoreError::Exists { path });
         }
-        let mut store = Store {
-            lock_path: lock_path_for(&path),
-            baseline: Baseline::of(&state),
-            path,
-            opts,
-            state,
-            cache: MessageCache::default(),
-            stamp: None,
-        };
+        let mut store = Store::unsaved(path, state, opts);
         store.create_file()?;
         Ok(store)
     }
@@ -287,15 +283,7 @@ impl Store {
         if fs::symlink_metadata(&path).is_ok_and(|m| m.file_type().is_symlink()) {
             return Err(StoreError::Symlink { path });
         }
-        let mut store = Store {
-            lock_path: lock_path_for(&path),
-            baseline: Baseline::of(&state),
-            path,
-            opts,
-            state,
-            cache: MessageCache::default(),
-            stamp: None,
-        };
+        let mut store = Store::unsaved(path, state, opts);
         let lock = store.lock()?;
         store.write_locked(&lock)?;
         drop(lock);

@@ -87,7 +87,7 @@ impl Project {
     }
 }
 
-fn to_run(o: Output) -> Run {
+pub fn to_run(o: Output) -> Run {
     Run {
         code: o.status.code().unwrap_or(-1),
         stdout: String::from_utf8_lossy(&o.stdout).into_owned(),
