@@ -380,3 +380,78 @@ fn url_fetch_refuses_private_targets_and_says_so() {
             && refused.iter().any(|l| l.contains("10.0.0.1"))
     );
 }
+
+#[test]
+fn ctrl_c_stops_cleanly_and_saves_nothing() {
+    // A server that accepts and then never answers.
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        let mut held = Vec::new();
+        for s in listener.incoming().flatten() {
+            held.push(s);
+        }
+    });
+    let p = Project::new();
+    p.ok(&["init"]);
+    let before = std::fs::read(p.state_path()).unwrap();
+    let cfg = config(&p, "openai", port);
+    let child = p
+        .cmd(&["ask", "--provider", "test", "hello"])
+        .env("WO_CONFIG", &cfg)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(800));
+    unsafe {
+        libc::kill(child.id() as i32, libc::SIGINT);
+    }
+    let out = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(130), "{stderr}");
+    assert!(
+        stderr.contains("interrupted; nothing was saved"),
+        "{stderr}"
+    );
+    assert_eq!(std::fs::read(p.state_path()).unwrap(), before);
+}
+
+#[test]
+fn persist_writes_flags_into_the_config_and_only_then() {
+    let response: &'static [u8] = b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n\r\ndata: {\"choices\":[{\"delta\":{\"content\":\"ok\"}}]}\n\ndata: [DONE]\n\n";
+    let p = Project::new();
+    p.ok(&["init"]);
+    let port = canned_server(response);
+    let cfg = config(&p, "openai", port);
+    let original = std::fs::read_to_string(&cfg).unwrap();
+    let r = ask(&p, &cfg, &["--temperature", "0.4", "--max-tokens", "64"]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert_eq!(
+        std::fs::read_to_string(&cfg).unwrap(),
+        original,
+        "flags alone change nothing stored"
+    );
+    let r = ask(
+        &p,
+        &cfg,
+        &["--temperature", "0.4", "--max-tokens", "64", "--persist"],
+    );
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let text = std::fs::read_to_string(&cfg).unwrap();
+    assert!(
+        text.starts_with(&original),
+        "the file's own lines are kept:\n{text}"
+    );
+    assert!(
+        text.contains("[defaults]")
+            && text.contains("temperature = 0.4\n")
+            && text.contains("max_tokens = 64")
+            && text.contains("provider = \"test\""),
+        "{text}"
+    );
+    assert!(
+        !p.state().extra.contains_key("defaults"),
+        "nothing of the sort goes into llm.json"
+    );
+}

@@ -35,7 +35,9 @@ pub fn persist_defaults(d: &Defaults) -> Result<PathBuf> {
         table["model"] = toml_edit::value(v.as_str());
     }
     if let Some(v) = d.temperature {
-        table["temperature"] = toml_edit::value(f64::from(v));
+        // Via the f32's shortest decimal, so 0.4 is written 0.4, not 0.4000000059604645.
+        let shortest: f64 = v.to_string().parse().unwrap_or(f64::from(v));
+        table["temperature"] = toml_edit::value(shortest);
     }
     if let Some(v) = d.max_tokens {
         table["max_tokens"] = toml_edit::value(i64::from(v));
