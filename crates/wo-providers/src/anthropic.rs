@@ -331,25 +331,16 @@ impl Provider for AnthropicProvider {
             temperature: req.temperature.map(|t| t.clamp(0.0, 1.0)),
             top_k: req.top_k,
         };
-        let body = serde_json::to_vec(&body).map_err(|e| ctx.malformed(e.to_string()))?;
-        let headers = self.headers();
-        let client = &self.remote.client;
-        let opened = http::open(&ctx, &self.remote.cfg.http, &cancel, || {
-            client
-                .post(url.clone())
-                .headers(headers.clone())
-                .header("content-type", "application/json")
-                .header("accept", "text/event-stream")
-                .body(body.clone())
-        })
-        .await?;
-        Ok(http::drive(
-            ctx,
-            opened,
-            self.remote.cfg.http.idle_timeout,
-            cancel,
-            AnthropicDecoder::default(),
-        ))
+        self.remote
+            .post_sse(
+                ctx,
+                url,
+                self.headers(),
+                &body,
+                cancel,
+                AnthropicDecoder::default(),
+            )
+            .await
     }
 
     async fn check(&self) -> Reachability {

@@ -310,24 +310,9 @@ impl Provider for NanoChatProvider {
             max_tokens: req.max_tokens.map(|n| n.clamp(1, MAX_TOKENS_LIMIT)),
             top_k: req.top_k.map(|k| k.min(MAX_TOP_K)),
         };
-        let body = serde_json::to_vec(&body).map_err(|e| ctx.malformed(e.to_string()))?;
-        let headers = self.headers();
-        let client = &self.remote.client;
-        let opened = http::open(&ctx, &self.remote.cfg.http, &cancel, || {
-            client
-                .post(url.clone())
-                .headers(headers.clone())
-                .header("content-type", "application/json")
-                .body(body.clone())
-        })
-        .await?;
-        Ok(http::drive(
-            ctx,
-            opened,
-            self.remote.cfg.http.idle_timeout,
-            cancel,
-            NanoDecoder,
-        ))
+        self.remote
+            .post_sse(ctx, url, self.headers(), &body, cancel, NanoDecoder)
+            .await
     }
 
     async fn check(&self) -> Reachability {

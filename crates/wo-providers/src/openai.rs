@@ -240,25 +240,16 @@ impl Provider for OpenAiProvider {
                 req.top_k
             },
         };
-        let body = serde_json::to_vec(&body).map_err(|e| ctx.malformed(e.to_string()))?;
-        let headers = self.auth_headers();
-        let client = &self.remote.client;
-        let opened = http::open(&ctx, &self.remote.cfg.http, &cancel, || {
-            client
-                .post(url.clone())
-                .headers(headers.clone())
-                .header("content-type", "application/json")
-                .header("accept", "text/event-stream")
-                .body(body.clone())
-        })
-        .await?;
-        Ok(http::drive(
-            ctx,
-            opened,
-            self.remote.cfg.http.idle_timeout,
-            cancel,
-            OpenAiDecoder::default(),
-        ))
+        self.remote
+            .post_sse(
+                ctx,
+                url,
+                self.auth_headers(),
+                &body,
+                cancel,
+                OpenAiDecoder::default(),
+            )
+            .await
     }
 
     async fn check(&self) -> Reachability {

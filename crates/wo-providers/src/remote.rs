@@ -3,7 +3,7 @@
 use reqwest::Client;
 
 use crate::error::ProviderError;
-use crate::http::{self, ErrCtx, HttpSettings};
+use crate::http::{self, Decoder, ErrCtx, HttpSettings};
 use crate::secret::Secret;
 
 /// Settings for an HTTP provider (`openai`, `anthropic`, `nanochat`,
@@ -85,6 +85,38 @@ impl Remote {
             key_source: self.cfg.key_source.clone(),
             secret: self.cfg.api_key.clone(),
         }
+    }
+
+    /// POSTs `body` as JSON (retrying per the settings until the answer
+    /// starts) and decodes the SSE answer with `decoder`: the request every
+    /// remote provider makes.
+    pub async fn post_sse<D: Decoder>(
+        &self,
+        ctx: ErrCtx,
+        url: reqwest::Url,
+        headers: reqwest::header::HeaderMap,
+        body: &impl serde::Serialize,
+        cancel: tokio_util::sync::CancellationToken,
+        decoder: D,
+    ) -> Result<futures::stream::BoxStream<'static, Result<D::Item, ProviderError>>, ProviderError>
+    {
+        let body = serde_json::to_vec(body).map_err(|e| ctx.malformed(e.to_string()))?;
+        let opened = http::open(&ctx, &self.cfg.http, &cancel, || {
+            self.client
+                .post(url.clone())
+                .headers(headers.clone())
+                .header("content-type", "application/json")
+                .header("accept", "text/event-stream")
+                .body(body.clone())
+        })
+        .await?;
+        Ok(http::drive(
+            ctx,
+            opened,
+            self.cfg.http.idle_timeout,
+            cancel,
+            decoder,
+        ))
     }
 
     pub fn model<'a>(&'a self, requested: &'a Option<String>) -> &'a str {

@@ -130,25 +130,9 @@ impl WikiOracleProvider {
         }
         let url = self.remote.url(protocol::STATELESS_CHAT_PATH);
         let ctx = self.remote.ctx(&url);
-        let body = serde_json::to_vec(&req).map_err(|e| ctx.malformed(e.to_string()))?;
-        let headers = self.headers();
-        let client = &self.remote.client;
-        let opened = http::open(&ctx, &self.remote.cfg.http, &cancel, || {
-            client
-                .post(url.clone())
-                .headers(headers.clone())
-                .header("content-type", "application/json")
-                .header("accept", "text/event-stream")
-                .body(body.clone())
-        })
-        .await?;
-        Ok(http::drive(
-            ctx,
-            opened,
-            self.remote.cfg.http.idle_timeout,
-            cancel,
-            ServerDecoder,
-        ))
+        self.remote
+            .post_sse(ctx, url, self.headers(), &req, cancel, ServerDecoder)
+            .await
     }
 }
 
