@@ -138,6 +138,54 @@ wo pack --out dist/llm --layout full\n  \
 wo pack --no-zip --layout compact\n\n\
 The same index always gives byte-identical output.")]
     Pack(PackArgs),
+    /// Serve the web app and the JSON API: your llm.json in the browser (or, --stateless, a hosted server that keeps nothing).
+    #[command(after_help = "Examples:\n  \
+wo serve                          http://127.0.0.1:8787/?token=… serves ./llm.json; open the printed URL\n  \
+wo serve --open                   and open it in the browser\n  \
+wo serve --state ~/notes/llm.json --port 9000\n  \
+wo serve --stateless --bind 0.0.0.0 --allow-host wo.example.org   the hosted mode: browsers keep their own state\n\n\
+Local mode owns exactly one llm.json (llm_*.json exports beside it are merged first), binds loopback only,\n\
+and admits only the printed URL's token (then an HttpOnly cookie; programs send Authorization: Bearer).\n\
+Stateless mode writes nothing and logs no content; provider keys stay on the server.\n\
+The API is described at /api/openapi.json.")]
+    Serve(ServeArgs),
+}
+
+#[derive(Args, Debug)]
+pub struct ServeArgs {
+    /// Port to listen on (0: any free port).
+    #[arg(long, default_value_t = 8787)]
+    pub port: u16,
+    /// Address to bind. Local mode accepts loopback addresses only.
+    #[arg(long, default_value = "127.0.0.1")]
+    pub bind: std::net::IpAddr,
+    /// Keep no state: the browser holds llm.json and sends what each turn needs (the hosted mode).
+    #[arg(long)]
+    pub stateless: bool,
+    /// Also accept this Host name (stateless mode behind a domain; `*` accepts any). Repeatable.
+    #[arg(long = "allow-host", value_name = "NAME")]
+    pub allow_hosts: Vec<String>,
+    /// Open the launch URL in the default browser.
+    #[arg(long)]
+    pub open: bool,
+    /// Also write the launch URL (with its token) to this file, readable only by you (for scripts).
+    #[arg(long, value_name = "PATH")]
+    pub print_url_file: Option<PathBuf>,
+    /// API requests per minute per client (0: unlimited). Default: 600 local, 120 stateless.
+    #[arg(long, value_name = "N")]
+    pub rate_limit: Option<u32>,
+    /// Largest JSON request body, in bytes.
+    #[arg(long, value_name = "BYTES", default_value_t = 4 << 20)]
+    pub max_body_bytes: usize,
+    /// Largest export accepted by the merge upload, in bytes.
+    #[arg(long, value_name = "BYTES", default_value_t = 256 << 20)]
+    pub max_upload_bytes: usize,
+    /// The directory index used for retrieval and search (default: the nearest indexed directory above llm.json).
+    #[arg(long, value_name = "DIR")]
+    pub index: Option<PathBuf>,
+    /// Name on your messages (default: your login name).
+    #[arg(long)]
+    pub username: Option<String>,
 }
 
 #[derive(Args, Debug)]

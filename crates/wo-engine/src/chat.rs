@@ -9,7 +9,7 @@
 use std::sync::Arc;
 
 use futures::StreamExt;
-use wo_format::{Role, Timestamp};
+use wo_format::{Role, State, Timestamp};
 use wo_providers::{
     Cancel as CancellationToken, ChatMessage, ChatRequest, Provider, ProviderError, StreamEvent,
 };
@@ -40,6 +40,10 @@ pub struct TurnRequest {
     /// Fetch the links of the truth entries sent (the `url_fetch` tool),
     /// under this policy; `None` leaves links unfetched.
     pub url_fetch: Option<wo_fetch::FetchPolicy>,
+    /// Overrides `truth.retrieval_prefs.max_entries` for this turn.
+    pub max_entries: Option<usize>,
+    /// Overrides `truth.retrieval_prefs.min_certainty` for this turn.
+    pub min_certainty: Option<f64>,
 }
 
 /// Links fetched per turn at most: each costs a round trip before the answer.
@@ -93,16 +97,21 @@ impl TurnError {
 
 /// Builds the prompt for `req` against the store's current state.
 pub fn prepare(
-    store: &Store,
+    state: &State,
     provider: &dyn Provider,
     req: &TurnRequest,
 ) -> Result<Assembled, TurnError> {
-    let state = store.state();
     let reserve = req.max_tokens.unwrap_or(DEFAULT_ANSWER_RESERVE) as usize;
     let mut opts = AssemblyOptions::new(state, provider.context_window(), reserve);
     opts.system = req.system.clone();
     opts.leaf = req.parent.clone();
     opts.rag = !req.no_rag;
+    if let Some(n) = req.max_entries {
+        opts.prefs.max_entries = n;
+    }
+    if let Some(c) = req.min_certainty {
+        opts.prefs.min_certainty = c;
+    }
     let count = |text: &str| {
         provider
             .count_tokens(text)
@@ -129,18 +138,19 @@ pub fn chat_request(assembled: &Assembled, req: &TurnRequest) -> ChatRequest {
     }
 }
 
-/// The `url_fetch` tool: fetches the links of the truth entries the first
-/// assembly selected (text only, SPEC §4's refusals enforced by `wo-fetch`),
-/// then assembles again with the pages as extra sources. Refused or failed
-/// links are reported among the dropped parts, never silently skipped.
-async fn with_fetched_links(
-    store: &Store,
-    provider: &dyn Provider,
-    req: &TurnRequest,
-    first: Assembled,
-    policy: &wo_fetch::FetchPolicy,
-) -> Result<Assembled, TurnError> {
-    let state = store.state();
+/// What the `url_fetch` tool fetched for one turn.
+#[derive(Default)]
+pub struct FetchedLinks {
+    /// Pages fetched, as extra sources for the second assembly.
+    pub pages: Vec<ChunkCandidate>,
+    /// Links refused or failed, with the reason.
+    pub failures: Vec<(String, String)>,
+    /// Links beyond [`MAX_FETCHED_LINKS`].
+    pub skipped: Vec<String>,
+}
+
+/// The links in the truth entries a first assembly selected, in order.
+pub fn links_to_fetch(state: &State, first: &Assembled) -> Vec<String> {
     let mut links: Vec<String> = Vec::new();
     for id in &first.sources {
         if let Some(entry) = state.truth_entry(id) {
@@ -151,17 +161,23 @@ async fn with_fetched_links(
             }
         }
     }
-    if links.is_empty() {
-        return Ok(first);
-    }
+    links
+}
+
+/// The `url_fetch` tool: fetches up to [`MAX_FETCHED_LINKS`] links (text
+/// only, SPEC §4's refusals enforced by `wo-fetch`). Holds no state, so a
+/// server can run it without its lock.
+pub async fn fetch_links(mut links: Vec<String>, policy: &wo_fetch::FetchPolicy) -> FetchedLinks {
     let skipped: Vec<String> = links.split_off(links.len().min(MAX_FETCHED_LINKS));
     let results =
         futures::future::join_all(links.iter().map(|url| wo_fetch::fetch_text(url, policy))).await;
-    let mut req = req.clone();
-    let mut failures = Vec::new();
+    let mut out = FetchedLinks {
+        skipped,
+        ..FetchedLinks::default()
+    };
     for (url, result) in links.iter().zip(results) {
         match result {
-            Ok(page) => req.chunks.push(ChunkCandidate {
+            Ok(page) => out.pages.push(ChunkCandidate {
                 id: format!("url:{}", page.url),
                 label: match &page.title {
                     Some(t) => format!("{} ({t})", page.url),
@@ -173,11 +189,25 @@ async fn with_fetched_links(
                     page.text
                 },
             }),
-            Err(e) => failures.push((url.clone(), e.to_string())),
+            Err(e) => out.failures.push((url.clone(), e.to_string())),
         }
     }
-    let mut assembled = prepare(store, provider, &req)?;
-    for (url, reason) in failures {
+    out
+}
+
+/// Assembles again with the fetched pages as extra sources; refused or
+/// failed links are reported among the dropped parts, never silently
+/// skipped.
+pub fn prepare_with_links(
+    state: &State,
+    provider: &dyn Provider,
+    req: &TurnRequest,
+    fetched: FetchedLinks,
+) -> Result<Assembled, TurnError> {
+    let mut req = req.clone();
+    req.chunks.extend(fetched.pages);
+    let mut assembled = prepare(state, provider, &req)?;
+    for (url, reason) in fetched.failures {
         assembled.dropped.push(crate::assemble::Dropped {
             kind: crate::assemble::SourceKind::Chunk,
             id: Some(format!("url:{url}")),
@@ -185,7 +215,7 @@ async fn with_fetched_links(
             reason: format!("not fetched: {reason}"),
         });
     }
-    for url in skipped {
+    for url in fetched.skipped {
         assembled.dropped.push(crate::assemble::Dropped {
             kind: crate::assemble::SourceKind::Chunk,
             id: Some(format!("url:{url}")),
@@ -194,6 +224,85 @@ async fn with_fetched_links(
         });
     }
     Ok(assembled)
+}
+
+/// The answer as it streamed.
+#[derive(Clone, Debug, Default)]
+pub struct StreamedAnswer {
+    pub answer: String,
+    pub finish_reason: Option<String>,
+    pub usage: Option<wo_format::Usage>,
+}
+
+/// Streams the answer to `request`, calling `on_delta` with each piece.
+/// An empty answer is an error: nothing would be worth saving.
+pub async fn stream_answer(
+    provider: &dyn Provider,
+    request: ChatRequest,
+    cancel: CancellationToken,
+    mut on_delta: impl FnMut(&str),
+) -> Result<StreamedAnswer, TurnError> {
+    let mut stream = provider.stream(request, cancel).await?;
+    let mut out = StreamedAnswer::default();
+    while let Some(event) = stream.next().await {
+        match event? {
+            StreamEvent::Delta(text) => {
+                out.answer.push_str(&text);
+                on_delta(&text);
+            }
+            StreamEvent::Done {
+                finish_reason,
+                usage,
+            } => {
+                out.finish_reason = finish_reason;
+                out.usage = usage.map(|u| wo_format::Usage {
+                    prompt_tokens: Some(u64::from(u.prompt_tokens)),
+                    completion_tokens: Some(u64::from(u.completion_tokens)),
+                    extra: Default::default(),
+                });
+                break;
+            }
+        }
+    }
+    if out.answer.trim().is_empty() {
+        return Err(TurnError::EmptyAnswer);
+    }
+    Ok(out)
+}
+
+/// The model that answers `req` on `provider`.
+pub fn model_for(provider: &dyn Provider, req: &TurnRequest) -> String {
+    req.model
+        .clone()
+        .unwrap_or_else(|| provider.default_model().to_owned())
+}
+
+/// The record of a streamed turn, ready for [`apply_turn`]. `state` is the
+/// state the turn is appended to (for the default parent: its latest
+/// message).
+pub fn completed_turn(
+    state: &State,
+    provider: &dyn Provider,
+    req: &TurnRequest,
+    sent_at: Timestamp,
+    sources: Vec<String>,
+    streamed: &StreamedAnswer,
+) -> CompletedTurn {
+    CompletedTurn {
+        username: req.username.clone(),
+        prompt: req.prompt.clone(),
+        answer: streamed.answer.clone(),
+        sent_at,
+        finished_at: Timestamp::now(),
+        provider: provider.name().to_owned(),
+        model: model_for(provider, req),
+        usage: streamed.usage.clone(),
+        sources,
+        parent: req
+            .parent
+            .clone()
+            .or_else(|| state.messages().last().map(|m| m.id.clone())),
+    }
 }
 
 /// Drives `streamed` to completion while another thread serialises the
@@ -218,8 +327,10 @@ fn overlap_with_cache_warming<T>(
     })
 }
 
-/// Runs one turn: assemble, stream, append. `on_event` sees the assembled
-/// prompt and each delta as they come.
+/// Runs one turn on a store the caller holds for the whole turn (the CLI):
+/// assemble, stream, append. `on_event` sees the assembled prompt and each
+/// delta as they come. The server, which must not hold its store while a
+/// model answers, composes the same phases itself.
 pub async fn run_turn(
     store: &mut Store,
     provider: Arc<dyn Provider>,
@@ -228,71 +339,38 @@ pub async fn run_turn(
     mut on_event: impl FnMut(TurnEvent<'_>),
 ) -> Result<TurnOutcome, TurnError> {
     let sent_at = Timestamp::now();
-    let mut assembled = prepare(store, provider.as_ref(), &req)?;
+    let mut assembled = prepare(store.state(), provider.as_ref(), &req)?;
     if let Some(policy) = &req.url_fetch {
-        assembled = with_fetched_links(store, provider.as_ref(), &req, assembled, policy).await?;
+        let links = links_to_fetch(store.state(), &assembled);
+        if !links.is_empty() {
+            let fetched = fetch_links(links, policy).await;
+            assembled = prepare_with_links(store.state(), provider.as_ref(), &req, fetched)?;
+        }
     }
     on_event(TurnEvent::Assembled(&assembled));
     let request = chat_request(&assembled, &req);
-    let model = req
-        .model
-        .clone()
-        .unwrap_or_else(|| provider.default_model().to_owned());
-
-    let mut stream = provider.stream(request, cancel).await?;
-    let streamed = async {
-        let mut answer = String::new();
-        let mut finish_reason = None;
-        let mut usage = None;
-        while let Some(event) = stream.next().await {
-            match event? {
-                StreamEvent::Delta(text) => {
-                    answer.push_str(&text);
-                    on_event(TurnEvent::Delta(&text));
-                }
-                StreamEvent::Done {
-                    finish_reason: reason,
-                    usage: u,
-                } => {
-                    finish_reason = reason;
-                    usage = u.map(|u| wo_format::Usage {
-                        prompt_tokens: Some(u64::from(u.prompt_tokens)),
-                        completion_tokens: Some(u64::from(u.completion_tokens)),
-                        extra: Default::default(),
-                    });
-                    break;
-                }
-            }
-        }
-        Ok::<_, ProviderError>((answer, finish_reason, usage))
-    };
-    let (answer, finish_reason, usage) = overlap_with_cache_warming(store, streamed)?;
-    if answer.trim().is_empty() {
-        return Err(TurnError::EmptyAnswer);
-    }
-    let turn = CompletedTurn {
-        username: req.username.clone(),
-        prompt: req.prompt.clone(),
-        answer: answer.clone(),
+    let streamed = overlap_with_cache_warming(
+        store,
+        stream_answer(provider.as_ref(), request, cancel, |text| {
+            on_event(TurnEvent::Delta(text))
+        }),
+    )?;
+    let turn = completed_turn(
+        store.state(),
+        provider.as_ref(),
+        &req,
         sent_at,
-        finished_at: Timestamp::now(),
-        provider: provider.name().to_owned(),
-        model: model.clone(),
-        usage: usage.clone(),
-        sources: assembled.sources.clone(),
-        parent: req
-            .parent
-            .clone()
-            .or_else(|| store.state().messages().last().map(|m| m.id.clone())),
-    };
+        assembled.sources.clone(),
+        &streamed,
+    );
     let ((user_id, assistant_id), _) = store.transact(|state| apply_turn(state, &turn))?;
     Ok(TurnOutcome {
         user_id,
         assistant_id,
-        answer,
-        finish_reason,
-        usage,
+        answer: streamed.answer,
+        finish_reason: streamed.finish_reason,
+        usage: streamed.usage,
         sources: assembled.sources,
-        model,
+        model: turn.model,
     })
 }

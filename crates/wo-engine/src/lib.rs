@@ -10,11 +10,16 @@
 //!   what was included and what was dropped and why.
 //! * [`turn`] — the messages a finished turn appends to the state.
 //! * [`chat`] — one turn end to end: assemble, stream, append.
+//! * [`context_update`] — drafting a new context from new messages (diff,
+//!   apply with an audit entry).
+//! * [`files`] — file chunks from the directory index as context.
 //! * [`synopsis`] — drafting the context synopsis from the index catalog.
 
 pub mod assemble;
 pub mod bm25;
 pub mod chat;
+pub mod context_update;
+pub mod files;
 pub mod retrieve;
 pub mod synopsis;
 pub mod text;

@@ -19,7 +19,7 @@ pub use codec::{
 };
 pub use model::{
     EffectivePrefs, EffortStatus, Expires, Message, RetrievalPrefs, Role, SCHEMA_URL, State,
-    Tombstone, Truth, TruthEntry, TruthKind, Usage,
+    Tombstone, Truth, TruthEdit, TruthEntry, TruthKind, Usage,
 };
 pub use timestamp::Timestamp;
 pub use validate::Issue;

@@ -218,6 +218,15 @@ impl TruthEntry {
     }
 }
 
+/// The fields of a truth entry an edit may change (`None` = unchanged).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct TruthEdit {
+    pub title: Option<String>,
+    /// XHTML fragment, already sanitised.
+    pub content: Option<String>,
+    pub certainty: Option<f64>,
+}
+
 /// A deleted truth entry.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Tombstone {
@@ -487,6 +496,34 @@ impl State {
         if changed {
             self.clean_prefix = 0;
         }
+    }
+
+    /// Adds a truth entry unless one with its id exists; returns whether it
+    /// was added.
+    pub fn add_truth(&mut self, entry: TruthEntry) -> bool {
+        if self.truth.trust.iter().any(|t| t.id == entry.id) {
+            return false;
+        }
+        self.truth.trust.push(entry);
+        true
+    }
+
+    /// Applies an edit to the truth entry `id` and stamps `updated` (never
+    /// earlier than its last update, so the edit wins a merge); returns the
+    /// edited entry, or `None` when there is no such entry.
+    pub fn edit_truth(&mut self, id: &str, edit: TruthEdit, now: Timestamp) -> Option<&TruthEntry> {
+        let entry = self.truth.trust.iter_mut().find(|t| t.id == id)?;
+        if let Some(title) = edit.title {
+            entry.title = title;
+        }
+        if let Some(content) = edit.content {
+            entry.content = content;
+        }
+        if let Some(c) = edit.certainty {
+            entry.certainty = c.clamp(0.0, 1.0);
+        }
+        entry.updated = Some(now.max(entry.effective_update().clone()));
+        Some(entry)
     }
 
     /// Removes a truth entry and leaves a tombstone; returns it if found.

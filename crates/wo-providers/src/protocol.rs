@@ -42,6 +42,9 @@ pub const EVENT_DELTA: &str = "delta";
 pub const EVENT_DONE: &str = "done";
 /// SSE event name of [`ServerEvent::Error`].
 pub const EVENT_ERROR: &str = "error";
+/// SSE event name of the optional first event: what the prompt included and
+/// dropped (a JSON object; clients that do not show it skip it).
+pub const EVENT_CONTEXT: &str = "context";
 
 /// One turn, sent by the client.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
@@ -124,6 +127,18 @@ pub struct ChatParams {
     /// Cap on generated tokens.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_tokens: Option<u32>,
+    /// The `rag` tool: include truth entries and file chunks (default on).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rag: Option<bool>,
+    /// The `url_fetch` tool: fetch the links of the truth entries sent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub url_fetch: Option<bool>,
+    /// Overrides `truth.retrieval_prefs.max_entries` for this turn.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_entries: Option<u64>,
+    /// Overrides `truth.retrieval_prefs.min_certainty` for this turn.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub min_certainty: Option<f64>,
     /// Other parameters, kept as-is.
     #[serde(flatten)]
     pub extra: Map<String, Value>,
@@ -259,6 +274,58 @@ pub fn apply_merge_patch(target: &mut Value, patch: &Value) {
     }
 }
 
+/// Apply a [`DoneEvent::state_patch`] to a copy of `llm.json`: RFC 7396,
+/// except that an array whose patch elements are all records with an `id`
+/// (`messages`, `truth.trust`, `truth.deleted`) is merged record by record
+/// — a known id is merge-patched in place, a new one appended — because a
+/// plain merge patch would replace the whole transcript with the two new
+/// messages (SPEC §3's union by id, applied to a patch).
+pub fn apply_state_patch(target: &mut Value, patch: &Value) {
+    let Value::Object(patch_map) = patch else {
+        *target = patch.clone();
+        return;
+    };
+    if !target.is_object() {
+        *target = Value::Object(Map::new());
+    }
+    let Value::Object(target_map) = target else {
+        unreachable!("made an object above")
+    };
+    for (k, v) in patch_map {
+        match v {
+            Value::Null => {
+                target_map.remove(k);
+            }
+            Value::Array(records) if is_record_list(records) => {
+                let slot = target_map
+                    .entry(k.clone())
+                    .or_insert_with(|| Value::Array(Vec::new()));
+                if !slot.is_array() {
+                    *slot = Value::Array(Vec::new());
+                }
+                let Value::Array(existing) = slot else {
+                    unreachable!("made an array above")
+                };
+                for record in records {
+                    let id = &record["id"];
+                    match existing.iter_mut().find(|r| &r["id"] == id) {
+                        Some(r) => apply_merge_patch(r, record),
+                        None => existing.push(record.clone()),
+                    }
+                }
+            }
+            _ => apply_state_patch(target_map.entry(k.clone()).or_insert(Value::Null), v),
+        }
+    }
+}
+
+fn is_record_list(items: &[Value]) -> bool {
+    !items.is_empty()
+        && items
+            .iter()
+            .all(|r| r.get("id").is_some_and(Value::is_string))
+}
+
 /// Escape plain text into an XHTML fragment: paragraphs split on blank
 /// lines, `<br/>` for single newlines, `& < > "` escaped.
 pub fn text_to_xhtml(text: &str) -> String {
@@ -373,10 +440,50 @@ mod tests {
         });
         let req: StatelessChatRequest = serde_json::from_value(raw.clone()).unwrap();
         assert_eq!(req.truth[0].extra["kind"], "fact");
-        assert_eq!(req.params.extra["rag"], true);
+        assert_eq!(req.params.rag, Some(true));
         // Through text, as on the wire (f32 values print as written).
         let back: Value = serde_json::from_str(&serde_json::to_string(&req).unwrap()).unwrap();
         assert_eq!(back, raw);
+    }
+
+    #[test]
+    fn state_patch_appends_records_by_id_and_merges_the_rest() {
+        let mut state = json!({
+            "date": "2026-01-01T00:00:00Z",
+            "messages": [{"id": "m_1", "content": "a"}],
+            "truth": {"trust": [{"id": "t_1", "refs": 1, "title": "T"}]},
+            "context": "<p>c</p>"
+        });
+        let patch = json!({
+            "date": "2026-01-02T00:00:00Z",
+            "messages": [{"id": "m_2", "content": "b"}, {"id": "m_3", "content": "c"}],
+            "truth": {"trust": [{"id": "t_1", "refs": 2}]},
+            "tags": ["x"]
+        });
+        apply_state_patch(&mut state, &patch);
+        assert_eq!(state["date"], "2026-01-02T00:00:00Z");
+        let ids: Vec<&str> = state["messages"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|m| m["id"].as_str().unwrap())
+            .collect();
+        assert_eq!(
+            ids,
+            ["m_1", "m_2", "m_3"],
+            "the transcript is kept, not replaced"
+        );
+        assert_eq!(
+            state["truth"]["trust"][0],
+            json!({"id": "t_1", "refs": 2, "title": "T"})
+        );
+        assert_eq!(state["context"], "<p>c</p>");
+        // Arrays of non-records follow RFC 7396: replaced.
+        assert_eq!(state["tags"], json!(["x"]));
+        // Applying the same patch twice changes nothing more.
+        let once = state.clone();
+        apply_state_patch(&mut state, &patch);
+        assert_eq!(state, once);
     }
 
     #[test]

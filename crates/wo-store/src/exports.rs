@@ -23,11 +23,18 @@ pub fn export_file_name(local: time::OffsetDateTime) -> String {
     )
 }
 
+/// The export file name for now, in local time (UTC when the local offset
+/// cannot be determined).
+pub fn export_file_name_now() -> String {
+    export_file_name(
+        time::OffsetDateTime::now_local().unwrap_or_else(|_| time::OffsetDateTime::now_utc()),
+    )
+}
+
 /// Writes `state` as a new export in `dir` named for the current local time
 /// (a `-2`, `-3`… suffix if that minute's name is taken). Returns the path.
 pub fn write_export(state: &State, dir: &Path) -> Result<PathBuf, StoreError> {
-    let now = time::OffsetDateTime::now_local().unwrap_or_else(|_| time::OffsetDateTime::now_utc());
-    let base = export_file_name(now);
+    let base = export_file_name_now();
     let stem = base.trim_end_matches(".json");
     let bytes = to_canonical_vec(state);
     for n in 1u32.. {

@@ -1,6 +1,6 @@
 //! `wo index`, `wo search`, `wo pack`: faces over `wo-index`.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::{Context as _, Result, anyhow};
@@ -82,20 +82,13 @@ pub fn index(args: IndexArgs) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// The nearest directory at or above `start` holding an index.
-pub fn find_index_root(start: &Path) -> Option<PathBuf> {
-    start
-        .ancestors()
-        .find(|d| wo_index::cache_dir(d).join(wo_index::INDEX_FILE).is_file())
-        .map(Path::to_path_buf)
-}
-
+/// The index at `dir`, else the nearest one at or above the working directory.
 fn open_index(dir: Option<PathBuf>) -> Result<Index> {
     let root = match dir {
         Some(d) => d,
         None => {
             let cwd = std::env::current_dir()?;
-            find_index_root(&cwd).ok_or_else(|| {
+            wo_engine::files::find_index_root(&cwd).ok_or_else(|| {
                 anyhow!(
                     "no index in {} or its parents\nhint: run `wo index` first",
                     cwd.display()

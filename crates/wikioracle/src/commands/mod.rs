@@ -10,6 +10,7 @@ mod log;
 mod merge;
 mod persist;
 mod providers;
+mod serve;
 mod session;
 mod transfer;
 mod truth;
@@ -42,6 +43,7 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
         Command::Index(args) => index::index(args),
         Command::Search(args) => index::search(args),
         Command::Pack(args) => index::pack(args),
+        Command::Serve(args) => serve::run(g, args),
     }
 }
 

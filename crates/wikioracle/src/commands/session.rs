@@ -90,11 +90,13 @@ pub fn turn_request(
         no_rag: opts.no_rag,
         chunks: Vec::new(),
         url_fetch: opts.url_fetch.then(wo_fetch::FetchPolicy::default),
+        max_entries: None,
+        min_certainty: None,
     }
 }
 
-/// File chunks relevant to `query` from the directory index at `dir` (or
-/// the nearest indexed directory above the state file), when there is one.
+/// File chunks relevant to `query` from the directory index at `--index`
+/// (or the nearest indexed directory above the state file), when there is one.
 pub fn retrieve_chunks(
     opts: &ModelOpts,
     state_file: &Path,
@@ -103,32 +105,12 @@ pub fn retrieve_chunks(
     if opts.no_rag {
         return Ok(Vec::new());
     }
-    let root = match &opts.index {
-        Some(dir) => Some(dir.clone()),
-        None => state_file.parent().and_then(super::index::find_index_root),
-    };
-    let Some(root) = root else {
+    let Some(root) = wo_engine::files::index_root_for(state_file, opts.index.as_deref()) else {
         return Ok(Vec::new());
     };
     let index = wo_index::Index::open(&root)
         .with_context(|| format!("cannot open the directory index of {}", root.display()))?;
-    let mut q = wo_index::Query::new(query);
-    q.limit = 5;
-    Ok(index
-        .search(&q)
-        .into_iter()
-        .filter_map(|hit| {
-            let rec = index.get_chunk(&hit.chunk_ref)?;
-            Some(ChunkCandidate {
-                id: format!("chunk:{}", rec.chunk.short_id),
-                label: format!(
-                    "{}:{}-{} {}",
-                    hit.path, hit.start_line, hit.end_line, hit.label
-                ),
-                text: rec.chunk.content.clone(),
-            })
-        })
-        .collect())
+    Ok(wo_engine::files::relevant_chunks(&index, query))
 }
 
 /// The `--show-context` report: the prompt as sent, then what was left out.

@@ -4,7 +4,7 @@ use std::process::ExitCode;
 
 use anyhow::{Result, anyhow};
 use wo_format::query::{find_by_prefix, truth_by_certainty};
-use wo_format::{Timestamp, TruthEntry, TruthKind};
+use wo_format::{Timestamp, TruthEdit, TruthEntry, TruthKind};
 
 use super::{check_certainty, open_store, read_content};
 use crate::cli::{GlobalOpts, KindArg, TruthCommand};
@@ -48,11 +48,7 @@ pub fn run(g: &GlobalOpts, cmd: TruthCommand) -> Result<ExitCode> {
             }
             let id = entry.id.clone();
             let mut store = open_store(g)?;
-            store.transact(|s| {
-                if !s.truth.trust.iter().any(|t| t.id == entry.id) {
-                    s.truth.trust.push(entry);
-                }
-            })?;
+            store.transact(|s| s.add_truth(entry))?;
             println!("added {id}");
         }
         TruthCommand::Edit(args) => {
@@ -74,27 +70,17 @@ pub fn run(g: &GlobalOpts, cmd: TruthCommand) -> Result<ExitCode> {
                 (c, f) => Some(read_content(c.as_deref(), f.as_deref(), args.format)?),
             };
             let mut store = open_store(g)?;
+            let edit = TruthEdit {
+                title: args.title,
+                content,
+                certainty,
+            };
             let (id, _) = store.try_transact(|s| -> Result<String> {
                 let id = find_by_prefix(&s.truth.trust, |t| &t.id, &args.id)
                     .map_err(|e| anyhow!("truth entry: {e}"))?
                     .id
                     .clone();
-                let entry = s
-                    .truth
-                    .trust
-                    .iter_mut()
-                    .find(|t| t.id == id)
-                    .expect("found above");
-                if let Some(title) = args.title {
-                    entry.title = title;
-                }
-                if let Some(content) = content {
-                    entry.content = content;
-                }
-                if let Some(c) = certainty {
-                    entry.certainty = c;
-                }
-                entry.updated = Some(Timestamp::now().max(entry.effective_update().clone()));
+                s.edit_truth(&id, edit, Timestamp::now());
                 Ok(id)
             })??;
             println!("updated {id}");

@@ -1,0 +1,744 @@
+//! The JSON API handlers. Each parses the request, calls the engine or the
+//! store, and renders JSON; the logic they share with the CLI lives in the
+//! library crates. Local-mode handlers reach the one store through
+//! [`App::with_store`]; the stateless turn is in [`crate::stateless`].
+
+use std::sync::Arc;
+
+use axum::Json;
+use axum::body::Body;
+use axum::extract::{Path, Query, State};
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use serde::Deserialize;
+use serde_json::{Value, json};
+use wo_engine::chat::{TurnRequest, chat_request, completed_turn, stream_answer};
+use wo_engine::turn::apply_turn;
+use wo_format::xhtml::{ContentFormat, sanitize_html, to_xhtml};
+use wo_format::{Timestamp, TruthEdit, TruthEntry, TruthKind};
+use wo_providers::protocol::{ChatParams, DoneEvent, EVENT_CONTEXT, ServerEvent};
+
+use crate::app::App;
+use crate::error::{ApiError, parse_json};
+use crate::sse;
+
+type AppState = State<Arc<App>>;
+
+/// Reads a request body up to `limit` bytes.
+pub async fn read_body(body: Body, limit: usize) -> Result<bytes::Bytes, ApiError> {
+    axum::body::to_bytes(body, limit)
+        .await
+        .map_err(|_| ApiError::too_large(limit))
+}
+
+pub async fn health(State(app): AppState) -> Json<Value> {
+    Json(json!({"status": "ok", "mode": app.mode(), "version": env!("CARGO_PKG_VERSION")}))
+}
+
+pub async fn info(State(app): AppState) -> Json<Value> {
+    let state_file = app.store.as_ref().map(|s| {
+        let s = s.lock().unwrap_or_else(|p| p.into_inner());
+        s.path()
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default()
+    });
+    Json(json!({
+        "mode": app.mode(),
+        "version": env!("CARGO_PKG_VERSION"),
+        "username": app.username,
+        "state_file": state_file,
+        "default_provider": app.config.default_provider(),
+        "index": app.index_root.is_some(),
+        "limits": {
+            "body_bytes": app.limits.body_bytes,
+            "upload_bytes": app.limits.upload_bytes,
+            "message_chars": app.limits.message_chars,
+            "window_messages": app.limits.window_messages,
+            "truth_entries": app.limits.truth_entries,
+        }
+    }))
+}
+
+#[derive(Deserialize)]
+pub struct ProvidersQuery {
+    #[serde(default)]
+    check: Option<bool>,
+}
+
+pub async fn providers(State(app): AppState, Query(q): Query<ProvidersQuery>) -> Json<Value> {
+    let rows: Vec<Value> = if q.check.unwrap_or(false) {
+        wo_providers::config::list_with_reachability(&app.config)
+            .await
+            .into_iter()
+            .map(|(i, r)| {
+                let mut row = provider_row(&i);
+                row["reachable"] = json!(r.is_reachable());
+                row["detail"] = json!(r.to_string());
+                row
+            })
+            .collect()
+    } else {
+        wo_providers::config::list(&app.config)
+            .iter()
+            .map(provider_row)
+            .collect()
+    };
+    Json(json!({"default": app.config.default_provider(), "providers": rows}))
+}
+
+/// What the browser may know of a provider: never its key or full URL.
+fn provider_row(i: &wo_providers::config::ProviderInfo) -> Value {
+    json!({
+        "name": i.name,
+        "kind": i.kind.as_str(),
+        "default_model": i.model,
+        "models": [i.model],
+        "context_window": i.context_window,
+    })
+}
+
+/// The engine request for a turn from the API's parameters, validated.
+pub fn turn_request(
+    app: &App,
+    message: String,
+    username: Option<String>,
+    parent: Option<String>,
+    params: &ChatParams,
+) -> Result<TurnRequest, ApiError> {
+    if message.trim().is_empty() {
+        return Err(ApiError::bad_field("/message", "the message is empty"));
+    }
+    if message.chars().count() > app.limits.message_chars {
+        return Err(ApiError::bad_field(
+            "/message",
+            format!("longer than {} characters", app.limits.message_chars),
+        ));
+    }
+    if let Some(t) = params.temperature
+        && !(0.0..=2.0).contains(&t)
+    {
+        return Err(ApiError::bad_field(
+            "/params/temperature",
+            "must be between 0 and 2",
+        ));
+    }
+    if let Some(c) = params.min_certainty
+        && !(0.0..=1.0).contains(&c)
+    {
+        return Err(ApiError::bad_field(
+            "/params/min_certainty",
+            "must be between 0 and 1",
+        ));
+    }
+    if params.max_tokens == Some(0) {
+        return Err(ApiError::bad_field(
+            "/params/max_tokens",
+            "must be at least 1",
+        ));
+    }
+    let username = username
+        .map(|u| u.trim().to_owned())
+        .filter(|u| !u.is_empty())
+        .unwrap_or_else(|| app.username.clone());
+    Ok(TurnRequest {
+        prompt: message.trim_end().to_owned(),
+        username,
+        system: None,
+        model: params.model.clone().filter(|m| !m.is_empty()),
+        temperature: params.temperature,
+        max_tokens: params.max_tokens,
+        parent,
+        no_rag: params.rag == Some(false),
+        chunks: Vec::new(),
+        url_fetch: (params.url_fetch == Some(true)).then(wo_fetch::FetchPolicy::default),
+        max_entries: params
+            .max_entries
+            .map(|n| usize::try_from(n).unwrap_or(usize::MAX)),
+        min_certainty: params.min_certainty,
+    })
+}
+
+/// The `context` event: what the prompt included and dropped, and why.
+pub fn context_report(a: &wo_engine::Assembled) -> Value {
+    json!({
+        "tokens": a.tokens,
+        "budget": a.budget,
+        "sources": a.sources,
+        "included": a.included,
+        "dropped": a.dropped,
+    })
+}
+
+#[derive(Deserialize)]
+struct ChatBody {
+    message: String,
+    #[serde(default)]
+    parent: Option<String>,
+    #[serde(default)]
+    username: Option<String>,
+    #[serde(default)]
+    params: ChatParams,
+}
+
+/// `POST /api/chat`: one turn on the server's state. The store is locked
+/// only to assemble the prompt and to append the turn, never while the
+/// model answers, so many chats run at once.
+pub async fn chat(State(app): AppState, body: Body) -> Result<Response, ApiError> {
+    let bytes = read_body(body, app.limits.body_bytes).await?;
+    let body: ChatBody = parse_json(&bytes)?;
+    let provider = app.provider(body.params.provider.as_deref()).await?;
+    let mut req = turn_request(&app, body.message, body.username, body.parent, &body.params)?;
+    let sent_at = Timestamp::now();
+    if !req.no_rag
+        && let Some(root) = app.index_root.clone()
+    {
+        let prompt = req.prompt.clone();
+        req.chunks = tokio::task::spawn_blocking(move || {
+            wo_index::Index::open(&root)
+                .map(|index| wo_engine::files::relevant_chunks(&index, &prompt))
+                .unwrap_or_default()
+        })
+        .await
+        .unwrap_or_default();
+    }
+    let assembled = {
+        let (req, provider) = (req.clone(), provider.clone());
+        app.with_store(move |store| {
+            if let Some(parent) = &req.parent
+                && store.state().message(parent).is_none()
+            {
+                return Err(ApiError::bad_field(
+                    "/parent",
+                    format!("no message {parent:?}"),
+                ));
+            }
+            let first = wo_engine::chat::prepare(store.state(), provider.as_ref(), &req)
+                .map_err(|e| ApiError::bad_request(e.to_string()))?;
+            let links = if req.url_fetch.is_some() {
+                wo_engine::chat::links_to_fetch(store.state(), &first)
+            } else {
+                Vec::new()
+            };
+            Ok((first, links))
+        })
+        .await?
+    };
+    let assembled = match (assembled, &req.url_fetch) {
+        ((_, links), Some(policy)) if !links.is_empty() => {
+            let fetched = wo_engine::chat::fetch_links(links, policy).await;
+            let (req, provider) = (req.clone(), provider.clone());
+            app.with_store(move |store| {
+                wo_engine::chat::prepare_with_links(store.state(), provider.as_ref(), &req, fetched)
+                    .map_err(|e| ApiError::bad_request(e.to_string()))
+            })
+            .await?
+        }
+        ((first, _), _) => first,
+    };
+
+    let (resp, sink, cancel) = sse::channel();
+    tokio::spawn(async move {
+        sink.named(EVENT_CONTEXT, &context_report(&assembled));
+        let request = chat_request(&assembled, &req);
+        let streamed =
+            match stream_answer(provider.as_ref(), request, cancel, |t| sink.delta(t)).await {
+                Ok(s) => s,
+                Err(e) => return sink.error(e.to_string(), sse::error_kind(&e)),
+            };
+        let sources = assembled.sources.clone();
+        let finish_reason = streamed.finish_reason.clone();
+        let usage = streamed.usage.clone();
+        let saved = {
+            let provider = provider.clone();
+            app.with_store(move |store| {
+                let turn = completed_turn(
+                    store.state(),
+                    provider.as_ref(),
+                    &req,
+                    sent_at,
+                    sources,
+                    &streamed,
+                );
+                let (ids, _) = store.transact(|s| apply_turn(s, &turn))?;
+                Ok((ids, turn.model))
+            })
+            .await
+        };
+        match saved {
+            Ok(((user_id, assistant_id), model)) => sink.event(&ServerEvent::Done(DoneEvent {
+                user_message_id: user_id,
+                assistant_message_id: assistant_id,
+                sources: assembled.sources.clone(),
+                state_patch: Value::Null,
+                finish_reason,
+                usage: usage.map(|u| wo_providers::Usage {
+                    prompt_tokens: u.prompt_tokens.unwrap_or(0) as u32,
+                    completion_tokens: u.completion_tokens.unwrap_or(0) as u32,
+                }),
+                provider: Some(provider.name().to_owned()),
+                model: Some(model),
+                ..DoneEvent::default()
+            })),
+            Err(e) => sink.error(e.message, Some("storage".into())),
+        }
+    });
+    Ok(resp)
+}
+
+#[derive(Deserialize)]
+pub struct StateQuery {
+    offset: Option<usize>,
+    limit: Option<usize>,
+}
+
+/// Messages per page by default, and at most.
+const PAGE_DEFAULT: usize = 500;
+const PAGE_MAX: usize = 5000;
+
+/// `GET /api/state`: everything but the transcript, plus one page of it
+/// (by default the latest messages).
+pub async fn get_state(
+    State(app): AppState,
+    Query(q): Query<StateQuery>,
+) -> Result<Response, ApiError> {
+    let limit = q.limit.unwrap_or(PAGE_DEFAULT);
+    if limit == 0 || limit > PAGE_MAX {
+        return Err(ApiError::bad_request(format!(
+            "limit must be 1..={PAGE_MAX}"
+        )));
+    }
+    let body = app
+        .with_store(move |store| {
+            let s = store.state();
+            let total = s.messages().len();
+            let offset = q.offset.unwrap_or(total.saturating_sub(limit)).min(total);
+            let page = &s.messages()[offset..(offset + limit).min(total)];
+            Ok(serde_json::to_vec(&json!({
+                "schema": s.schema,
+                "version": s.version,
+                "date": s.date,
+                "context": s.context,
+                "truth": s.truth,
+                "messages": page,
+                "total_messages": total,
+                "offset": offset,
+            }))
+            .map_err(|e| ApiError::internal(e.to_string()))?)
+        })
+        .await?;
+    Ok(json_bytes(body))
+}
+
+fn json_bytes(body: Vec<u8>) -> Response {
+    let mut resp = Response::new(Body::from(body));
+    resp.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    resp
+}
+
+#[derive(Deserialize)]
+struct StatePatch {
+    #[serde(default)]
+    context: Option<String>,
+    #[serde(default)]
+    retrieval_prefs: Option<wo_format::RetrievalPrefs>,
+}
+
+/// `PATCH /api/state`: the context (sanitised) and retrieval prefs.
+pub async fn patch_state(State(app): AppState, body: Body) -> Result<Json<Value>, ApiError> {
+    let bytes = read_body(body, app.limits.body_bytes).await?;
+    let patch: StatePatch = parse_json(&bytes)?;
+    if let Some(p) = &patch.retrieval_prefs {
+        check_prefs(p)?;
+    }
+    let out = app
+        .with_store(move |store| {
+            store.transact(|s| {
+                if let Some(c) = patch.context {
+                    s.context = to_xhtml(&c, ContentFormat::Markdown);
+                }
+                if let Some(p) = patch.retrieval_prefs {
+                    s.truth.retrieval_prefs = p;
+                }
+            })?;
+            let s = store.state();
+            Ok(json!({"date": s.date, "context": s.context, "retrieval_prefs": s.truth.retrieval_prefs}))
+        })
+        .await?;
+    Ok(Json(out))
+}
+
+fn check_prefs(p: &wo_format::RetrievalPrefs) -> Result<(), ApiError> {
+    if let Some(c) = p.min_certainty
+        && !(0.0..=1.0).contains(&c)
+    {
+        return Err(ApiError::bad_field(
+            "/retrieval_prefs/min_certainty",
+            "must be between 0 and 1",
+        ));
+    }
+    for (name, w) in [
+        ("certainty_weight", p.certainty_weight),
+        ("recency_weight", p.recency_weight),
+    ] {
+        if let Some(w) = w
+            && !(w.is_finite() && w >= 0.0)
+        {
+            return Err(ApiError::bad_field(
+                format!("/retrieval_prefs/{name}"),
+                "must be a number ≥ 0",
+            ));
+        }
+    }
+    Ok(())
+}
+
+#[derive(Deserialize)]
+struct NewTruth {
+    title: String,
+    content: String,
+    certainty: f64,
+    #[serde(default)]
+    kind: Option<TruthKind>,
+}
+
+fn check_certainty(c: f64) -> Result<f64, ApiError> {
+    if (0.0..=1.0).contains(&c) {
+        Ok(c)
+    } else {
+        Err(ApiError::bad_field("/certainty", "must be between 0 and 1"))
+    }
+}
+
+/// `POST /api/truth`.
+pub async fn add_truth(State(app): AppState, body: Body) -> Result<Response, ApiError> {
+    let bytes = read_body(body, app.limits.body_bytes).await?;
+    let new: NewTruth = parse_json(&bytes)?;
+    if new.title.trim().is_empty() {
+        return Err(ApiError::bad_field("/title", "the title is empty"));
+    }
+    let certainty = check_certainty(new.certainty)?;
+    let mut entry = TruthEntry::new(
+        new.title.trim(),
+        Timestamp::now(),
+        certainty,
+        to_xhtml(&new.content, ContentFormat::Markdown),
+    );
+    entry.kind = new.kind;
+    let out = app
+        .with_store(move |store| {
+            let value =
+                serde_json::to_value(&entry).map_err(|e| ApiError::internal(e.to_string()))?;
+            store.transact(|s| s.add_truth(entry))?;
+            Ok(value)
+        })
+        .await?;
+    Ok((StatusCode::CREATED, Json(out)).into_response())
+}
+
+#[derive(Deserialize)]
+struct EditTruth {
+    #[serde(default)]
+    title: Option<String>,
+    #[serde(default)]
+    content: Option<String>,
+    #[serde(default)]
+    certainty: Option<f64>,
+}
+
+/// `PATCH /api/truth/{id}`.
+pub async fn edit_truth(
+    State(app): AppState,
+    Path(id): Path<String>,
+    body: Body,
+) -> Result<Json<Value>, ApiError> {
+    let bytes = read_body(body, app.limits.body_bytes).await?;
+    let e: EditTruth = parse_json(&bytes)?;
+    if e.title.as_deref().is_some_and(|t| t.trim().is_empty()) {
+        return Err(ApiError::bad_field("/title", "the title is empty"));
+    }
+    let edit = TruthEdit {
+        title: e.title.map(|t| t.trim().to_owned()),
+        content: e.content.map(|c| to_xhtml(&c, ContentFormat::Markdown)),
+        certainty: e.certainty.map(check_certainty).transpose()?,
+    };
+    let out = app
+        .with_store(move |store| {
+            if store.state().truth_entry(&id).is_none() {
+                return Err(ApiError::not_found(format!("no truth entry {id:?}")));
+            }
+            let (value, _) = store.transact(|s| {
+                serde_json::to_value(s.edit_truth(&id, edit, Timestamp::now()))
+                    .unwrap_or(Value::Null)
+            })?;
+            Ok(value)
+        })
+        .await?;
+    Ok(Json(out))
+}
+
+/// `DELETE /api/truth/{id}`: removes the entry, leaving a tombstone.
+pub async fn delete_truth(
+    State(app): AppState,
+    Path(id): Path<String>,
+) -> Result<Json<Value>, ApiError> {
+    let out = app
+        .with_store(move |store| {
+            if store.state().truth_entry(&id).is_none() {
+                return Err(ApiError::not_found(format!("no truth entry {id:?}")));
+            }
+            store.transact(|s| s.delete_truth(&id, Timestamp::now()))?;
+            Ok(json!({"deleted": id}))
+        })
+        .await?;
+    Ok(Json(out))
+}
+
+/// `POST /api/merge`: the body is an export; merged as SPEC §3 says.
+pub async fn merge(State(app): AppState, body: Body) -> Result<Json<Value>, ApiError> {
+    let bytes = read_body(body, app.limits.upload_bytes).await?;
+    let incoming = tokio::task::spawn_blocking(move || wo_format::parse(&bytes))
+        .await
+        .map_err(|e| ApiError::internal(e.to_string()))?
+        .map_err(|e| {
+            let pointer = e
+                .issues
+                .first()
+                .map(|i| i.pointer.clone())
+                .unwrap_or_default();
+            ApiError {
+                pointer: Some(pointer),
+                ..ApiError::bad_request(format!("not a valid llm.json: {e}"))
+            }
+        })?;
+    let report = app
+        .with_store(move |store| {
+            let (report, _) = store.transact(|s| wo_format::merge::merge_into(s, &incoming))?;
+            Ok(report)
+        })
+        .await?;
+    Ok(Json(json!({
+        "messages_added": report.messages_added.len(),
+        "messages_replaced": report.messages_replaced.len(),
+        "messages_skipped": report.messages_skipped,
+        "truth_added": report.truth_added.len(),
+        "truth_updated": report.truth_updated.len(),
+        "truth_skipped": report.truth_skipped,
+        "truth_deleted": report.truth_deleted.len(),
+        "tombstones_added": report.tombstones_added.len(),
+    })))
+}
+
+/// `GET /api/export`: the whole state as a download.
+pub async fn export(State(app): AppState) -> Result<Response, ApiError> {
+    let bytes = app
+        .with_store(|store| Ok(wo_format::to_canonical_vec(store.state())))
+        .await?;
+    let name = wo_store::exports::export_file_name_now();
+    let mut resp = json_bytes(bytes);
+    resp.headers_mut().insert(
+        header::CONTENT_DISPOSITION,
+        HeaderValue::from_str(&format!("attachment; filename=\"{name}\""))
+            .map_err(|e| ApiError::internal(e.to_string()))?,
+    );
+    Ok(resp)
+}
+
+#[derive(Deserialize)]
+pub struct SearchQuery {
+    q: String,
+    limit: Option<usize>,
+    path_prefix: Option<String>,
+    kind: Option<String>,
+}
+
+/// `GET /api/search`: BM25 over messages and truth, and the index's chunks.
+pub async fn search(
+    State(app): AppState,
+    Query(q): Query<SearchQuery>,
+) -> Result<Json<Value>, ApiError> {
+    let limit = q.limit.unwrap_or(10).clamp(1, 100);
+    let kind =
+        match &q.kind {
+            Some(k) => Some(wo_index::Kind::parse(k).ok_or_else(|| {
+                ApiError::bad_request(format!("kind {k:?} is not a kind of chunk"))
+            })?),
+            None => None,
+        };
+    let text = q.q.clone();
+    let (messages, truth) = app
+        .with_store(move |store| {
+            let s = store.state();
+            let docs: Vec<wo_engine::bm25::Doc> = s
+                .messages()
+                .iter()
+                .map(|m| wo_engine::bm25::Doc { plain: &m.title, xhtml: &m.content })
+                .collect();
+            let messages: Vec<Value> = top(&wo_engine::bm25::scores_docs(&docs, &text), limit)
+                .into_iter()
+                .map(|(i, score)| {
+                    let m = &s.messages()[i];
+                    json!({"id": m.id, "title": m.title, "username": m.username, "timestamp": m.timestamp, "score": score})
+                })
+                .collect();
+            let docs: Vec<wo_engine::bm25::Doc> = s
+                .truth
+                .trust
+                .iter()
+                .map(|t| wo_engine::bm25::Doc { plain: &t.title, xhtml: &t.content })
+                .collect();
+            let truth: Vec<Value> = top(&wo_engine::bm25::scores_docs(&docs, &text), limit)
+                .into_iter()
+                .map(|(i, score)| {
+                    let t = &s.truth.trust[i];
+                    json!({"id": t.id, "title": t.title, "certainty": t.certainty, "score": score})
+                })
+                .collect();
+            Ok((messages, truth))
+        })
+        .await?;
+    let chunks = match app.index_root.clone() {
+        Some(root) => tokio::task::spawn_blocking(move || -> Result<Value, ApiError> {
+            let index = wo_index::Index::open(&root)
+                .map_err(|e| ApiError::internal(format!("cannot open the directory index: {e}")))?;
+            let mut query = wo_index::Query::new(q.q);
+            query.limit = limit;
+            query.path_prefix = q.path_prefix;
+            query.kind = kind;
+            serde_json::to_value(index.search(&query))
+                .map_err(|e| ApiError::internal(e.to_string()))
+        })
+        .await
+        .map_err(|e| ApiError::internal(e.to_string()))??,
+        None => json!([]),
+    };
+    Ok(Json(
+        json!({"messages": messages, "truth": truth, "chunks": chunks}),
+    ))
+}
+
+/// Indexes and scores of the `limit` best positive scores, best first.
+fn top(scores: &[f64], limit: usize) -> Vec<(usize, f64)> {
+    let mut hits: Vec<(usize, f64)> = scores
+        .iter()
+        .copied()
+        .enumerate()
+        .filter(|(_, s)| *s > 0.0)
+        .collect();
+    hits.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
+    hits.truncate(limit);
+    hits
+}
+
+/// `GET /api/chunks/{ref}`: one chunk of the directory index.
+pub async fn chunk(State(app): AppState, Path(key): Path<String>) -> Result<Json<Value>, ApiError> {
+    let root = app
+        .index_root
+        .clone()
+        .ok_or_else(|| ApiError::not_found("no directory index; run `wo index` in the project"))?;
+    tokio::task::spawn_blocking(move || {
+        let index = wo_index::Index::open(&root)
+            .map_err(|e| ApiError::internal(format!("cannot open the directory index: {e}")))?;
+        let rec = index
+            .get_chunk(&key)
+            .ok_or_else(|| ApiError::not_found(format!("no chunk {key:?}")))?;
+        let c = rec.chunk;
+        Ok(Json(json!({
+            "ref": rec.chunk_ref, "id": c.id, "path": c.path, "kind": c.kind,
+            "start_line": c.start_line, "end_line": c.end_line,
+            "heading_path": c.heading_path, "symbol": c.symbol, "content": c.content,
+        })))
+    })
+    .await
+    .map_err(|e| ApiError::internal(e.to_string()))?
+}
+
+#[derive(Deserialize, Default)]
+struct DraftBody {
+    #[serde(default)]
+    context: Option<String>,
+    #[serde(default)]
+    messages: Option<Vec<Value>>,
+    #[serde(default)]
+    params: ChatParams,
+}
+
+/// `POST /api/context/draft`: a proposed context from the messages since
+/// the last update. Local mode reads them from the state; stateless mode
+/// takes `context` and `messages` from the body. Nothing is saved.
+pub async fn context_draft(State(app): AppState, body: Body) -> Result<Json<Value>, ApiError> {
+    let bytes = read_body(body, app.limits.body_bytes).await?;
+    let body: DraftBody = parse_json(&bytes)?;
+    let provider = app.provider(body.params.provider.as_deref()).await?;
+    let state = if app.store.is_some() {
+        app.with_store(|store| Ok(store.state().clone())).await?
+    } else {
+        let window = body.messages.unwrap_or_default();
+        if window.len() > app.limits.window_messages {
+            return Err(ApiError::bad_field(
+                "/messages",
+                format!("more than {} messages", app.limits.window_messages),
+            ));
+        }
+        crate::stateless::state_from_parts(
+            body.context.unwrap_or_default(),
+            Vec::new(),
+            window,
+            "/messages",
+        )?
+    };
+    let since = wo_engine::context_update::last_update(&state);
+    let new = wo_engine::context_update::new_messages(&state);
+    if new.is_empty() {
+        return Err(ApiError::bad_request(
+            "no new messages since the last context update",
+        ));
+    }
+    let request =
+        wo_engine::context_update::draft_request(&state.context, &new, body.params.model.clone());
+    let count = new.len();
+    let streamed = stream_answer(
+        provider.as_ref(),
+        request,
+        wo_providers::Cancel::new(),
+        |_| {},
+    )
+    .await
+    .map_err(|e| ApiError::new(StatusCode::BAD_GATEWAY, "provider", e.to_string()))?;
+    Ok(Json(
+        serde_json::to_value(wo_engine::context_update::draft_from_answer(
+            &state.context,
+            &streamed.answer,
+            count,
+            since,
+        ))
+        .map_err(|e| ApiError::internal(e.to_string()))?,
+    ))
+}
+
+#[derive(Deserialize)]
+struct ApplyBody {
+    draft: String,
+    current: String,
+}
+
+/// `POST /api/context/apply`: saves a reviewed draft (local mode).
+pub async fn context_apply(State(app): AppState, body: Body) -> Result<Json<Value>, ApiError> {
+    let bytes = read_body(body, app.limits.body_bytes).await?;
+    let body: ApplyBody = parse_json(&bytes)?;
+    let out = app
+        .with_store(move |store| {
+            let current = sanitize_html(&body.current);
+            let (id, _) = store
+                .try_transact(|s| {
+                    wo_engine::context_update::apply(s, &current, &body.draft, Timestamp::now())
+                })?
+                .map_err(|e| ApiError::conflict(e.to_string()))?;
+            Ok(json!({"context": store.state().context, "truth_id": id}))
+        })
+        .await?;
+    Ok(Json(out))
+}

@@ -1,0 +1,159 @@
+//! The API's error responses: `{"error": {"kind", "message", "pointer"?}}`
+//! with the matching HTTP status. Messages never carry secrets or content.
+
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use serde_json::json;
+
+/// An error answered to a client.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ApiError {
+    pub status: StatusCode,
+    /// Machine-readable kind (see the OpenAPI `Error` schema).
+    pub kind: &'static str,
+    pub message: String,
+    /// JSON pointer into the request body, when one field is at fault.
+    pub pointer: Option<String>,
+}
+
+impl ApiError {
+    pub fn new(status: StatusCode, kind: &'static str, message: impl Into<String>) -> Self {
+        ApiError {
+            status,
+            kind,
+            message: message.into(),
+            pointer: None,
+        }
+    }
+
+    pub fn bad_request(message: impl Into<String>) -> Self {
+        Self::new(StatusCode::BAD_REQUEST, "bad_request", message)
+    }
+
+    /// A bad field of the request body, named by its JSON pointer.
+    pub fn bad_field(pointer: impl Into<String>, message: impl Into<String>) -> Self {
+        let pointer = pointer.into();
+        ApiError {
+            message: format!(
+                "{}: {}",
+                if pointer.is_empty() { "body" } else { &pointer },
+                message.into()
+            ),
+            pointer: Some(pointer),
+            ..Self::bad_request("")
+        }
+    }
+
+    pub fn not_found(message: impl Into<String>) -> Self {
+        Self::new(StatusCode::NOT_FOUND, "not_found", message)
+    }
+
+    pub fn unauthorized() -> Self {
+        Self::new(
+            StatusCode::UNAUTHORIZED,
+            "unauthorized",
+            "not signed in: open the launch URL that `wo serve` printed, or send Authorization: Bearer <token>",
+        )
+    }
+
+    pub fn forbidden(message: impl Into<String>) -> Self {
+        Self::new(StatusCode::FORBIDDEN, "forbidden", message)
+    }
+
+    pub fn too_large(limit: usize) -> Self {
+        Self::new(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            "payload_too_large",
+            format!("the request body is over the {limit}-byte limit"),
+        )
+    }
+
+    pub fn conflict(message: impl Into<String>) -> Self {
+        Self::new(StatusCode::CONFLICT, "conflict", message)
+    }
+
+    pub fn storage(message: impl Into<String>) -> Self {
+        Self::new(StatusCode::INTERNAL_SERVER_ERROR, "storage", message)
+    }
+
+    pub fn internal(message: impl Into<String>) -> Self {
+        Self::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", message)
+    }
+
+    /// The JSON body.
+    pub fn body(&self) -> serde_json::Value {
+        let mut e = json!({"kind": self.kind, "message": self.message});
+        if let Some(p) = &self.pointer {
+            e["pointer"] = json!(p);
+        }
+        json!({ "error": e })
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        (self.status, axum::Json(self.body())).into_response()
+    }
+}
+
+impl From<wo_store::StoreError> for ApiError {
+    fn from(e: wo_store::StoreError) -> Self {
+        ApiError::storage(format!("llm.json was not changed: {e}"))
+    }
+}
+
+/// Parses a JSON request body, naming the field at fault by its pointer.
+pub fn parse_json<T: serde::de::DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
+    let mut de = serde_json::Deserializer::from_slice(bytes);
+    let value: T = serde_path_to_error::deserialize(&mut de).map_err(|e| {
+        let pointer = pointer_of(e.path());
+        ApiError::bad_field(pointer, e.into_inner().to_string())
+    })?;
+    de.end()
+        .map_err(|e| ApiError::bad_field("", format!("trailing data: {e}")))?;
+    Ok(value)
+}
+
+fn pointer_of(path: &serde_path_to_error::Path) -> String {
+    use serde_path_to_error::Segment;
+    let mut out = String::new();
+    for seg in path.iter() {
+        match seg {
+            Segment::Seq { index } => out.push_str(&format!("/{index}")),
+            Segment::Map { key } => {
+                out.push('/');
+                out.push_str(&key.replace('~', "~0").replace('/', "~1"));
+            }
+            Segment::Enum { variant } => {
+                out.push('/');
+                out.push_str(variant);
+            }
+            Segment::Unknown => {}
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[derive(serde::Deserialize, Debug)]
+    #[allow(dead_code)]
+    struct Body {
+        items: Vec<Item>,
+    }
+    #[derive(serde::Deserialize, Debug)]
+    #[allow(dead_code)]
+    struct Item {
+        n: u32,
+    }
+
+    #[test]
+    fn bad_fields_are_named_by_json_pointer() {
+        let e = parse_json::<Body>(br#"{"items":[{"n":1},{"n":"x"}]}"#).unwrap_err();
+        assert_eq!(e.pointer.as_deref(), Some("/items/1/n"));
+        assert_eq!(e.status, StatusCode::BAD_REQUEST);
+        assert!(parse_json::<Body>(br#"{"items":[]} x"#).is_err());
+    }
+}

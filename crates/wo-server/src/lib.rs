@@ -1,0 +1,275 @@
+//! `wo serve` (SPEC §6): an axum server in one of two modes.
+//!
+//! * **Local** (default): owns exactly the one state file named at startup
+//!   (after merging the `llm_*.json` exports beside it), binds a loopback
+//!   address, and admits only holders of a random token printed once in the
+//!   launch URL.
+//! * **Stateless** (`--stateless`, the hosted deployment): keeps nothing; the
+//!   browser holds the state and sends what each turn needs.
+//!
+//! Modules: [`guard`] (every security check), [`api`] (JSON handlers),
+//! [`stateless`] (the stateless turn), [`sse`] (streaming), [`app`] (shared
+//! state), [`error`] (error bodies), [`assets`] (the web client and the
+//! OpenAPI document).
+
+pub mod api;
+pub mod app;
+pub mod assets;
+pub mod error;
+pub mod guard;
+pub mod sse;
+pub mod stateless;
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use axum::Router;
+use axum::extract::{Query, Request, State};
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, patch, post};
+
+use crate::app::{App, Limits};
+use crate::error::ApiError;
+
+/// How to run the server.
+#[derive(Clone, Debug)]
+pub struct ServeOptions {
+    /// `Some(path)`: local mode on this state file; `None`: stateless.
+    pub state_file: Option<PathBuf>,
+    pub addr: SocketAddr,
+    /// Extra `Host` names to accept (`*` for any; stateless only).
+    pub allowed_hosts: Vec<String>,
+    /// Requests a minute per client to `/api/` (0: no limit).
+    pub rate_per_minute: u32,
+    pub limits: Limits,
+    pub config: wo_providers::Config,
+    /// Name on the user's messages when the client sends none.
+    pub username: String,
+    pub index_root: Option<PathBuf>,
+    /// A fixed token (tests, scripts); default: a fresh random one.
+    pub token: Option<String>,
+    pub store: wo_store::OpenOptions,
+}
+
+/// Why the server did not start.
+#[derive(Debug, thiserror::Error)]
+pub enum ServeError {
+    #[error("{0}")]
+    Refused(String),
+    #[error(
+        "cannot listen on {addr}: {source}\nhint: another program uses the port; pick one with --port"
+    )]
+    Bind {
+        addr: SocketAddr,
+        source: std::io::Error,
+    },
+    #[error(transparent)]
+    Store(#[from] wo_store::StoreError),
+}
+
+/// A bound server, not yet serving.
+pub struct Bound {
+    listener: tokio::net::TcpListener,
+    app: Arc<App>,
+    /// Where it listens.
+    pub addr: SocketAddr,
+    /// The URL to open: in local mode it carries the token, once.
+    pub launch_url: String,
+    /// Exports merged at startup.
+    pub merged: Vec<wo_store::exports::FileMerge>,
+}
+
+/// Opens the state (local mode), merges exports beside it, and binds.
+pub async fn bind(opts: ServeOptions) -> Result<Bound, ServeError> {
+    let local = opts.state_file.is_some();
+    if local && !opts.addr.ip().is_loopback() {
+        return Err(ServeError::Refused(format!(
+            "local mode serves your llm.json and binds loopback addresses only, not {}\nhint: use --stateless for a public server, or keep the default 127.0.0.1",
+            opts.addr.ip()
+        )));
+    }
+    if local && !opts.allowed_hosts.is_empty() {
+        return Err(ServeError::Refused(
+            "--allow-host is for --stateless servers; local mode answers loopback names only"
+                .into(),
+        ));
+    }
+    let (store, merged) = match &opts.state_file {
+        Some(path) => {
+            let mut store_opts = opts.store.clone();
+            store_opts.create_if_missing = true;
+            let mut store = wo_store::Store::open(path, store_opts)?;
+            let merged = wo_store::exports::auto_merge(&mut store, false)?;
+            (Some(store), merged)
+        }
+        None => (None, Vec::new()),
+    };
+    let token = local.then(|| opts.token.clone().unwrap_or_else(guard::new_token));
+    let listener = tokio::net::TcpListener::bind(opts.addr)
+        .await
+        .map_err(|source| ServeError::Bind {
+            addr: opts.addr,
+            source,
+        })?;
+    let addr = listener.local_addr().map_err(|source| ServeError::Bind {
+        addr: opts.addr,
+        source,
+    })?;
+    let host = if addr.ip().is_unspecified() {
+        format!("127.0.0.1:{}", addr.port())
+    } else {
+        addr.to_string()
+    };
+    let launch_url = match &token {
+        Some(t) => format!("http://{host}/?token={t}"),
+        None => format!("http://{host}/"),
+    };
+    let app = Arc::new(App::new(store, token, &opts));
+    Ok(Bound {
+        listener,
+        app,
+        addr,
+        launch_url,
+        merged,
+    })
+}
+
+impl Bound {
+    /// Serves until `shutdown` resolves, letting open streams finish.
+    pub async fn serve(
+        self,
+        shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+    ) -> std::io::Result<()> {
+        axum::serve(
+            self.listener,
+            router(self.app).into_make_service_with_connect_info::<SocketAddr>(),
+        )
+        .with_graceful_shutdown(shutdown)
+        .await
+    }
+}
+
+/// Every route. Local-only routes answer 404 in stateless mode and the
+/// stateless turn answers 404 in local mode, so each mode exposes only what
+/// it serves.
+pub fn router(app: Arc<App>) -> Router {
+    let mut r = Router::new()
+        .route("/", get(index))
+        .route(
+            "/app.js",
+            get(|| static_file(assets::APP_JS, "text/javascript; charset=utf-8")),
+        )
+        .route(
+            "/app.css",
+            get(|| static_file(assets::APP_CSS, "text/css; charset=utf-8")),
+        )
+        .route(
+            "/api/openapi.json",
+            get(|| static_file(assets::OPENAPI_JSON, "application/json")),
+        )
+        .route("/api/health", get(api::health))
+        .route("/api/info", get(api::info))
+        .route("/api/providers", get(api::providers))
+        .route("/api/context/draft", post(api::context_draft));
+    if app.store.is_some() {
+        r = r
+            .route("/api/state", get(api::get_state).patch(api::patch_state))
+            .route("/api/truth", post(api::add_truth))
+            .route(
+                "/api/truth/{id}",
+                patch(api::edit_truth).delete(api::delete_truth),
+            )
+            .route("/api/chat", post(api::chat))
+            .route("/api/merge", post(api::merge))
+            .route("/api/export", get(api::export))
+            .route("/api/search", get(api::search))
+            .route("/api/chunks/{ref}", get(api::chunk))
+            .route("/api/context/apply", post(api::context_apply));
+    } else {
+        r = r.route(
+            wo_providers::protocol::STATELESS_CHAT_PATH,
+            post(stateless::chat),
+        );
+    }
+    r.fallback(|| async { ApiError::not_found("no such path") })
+        .layer(axum::middleware::from_fn_with_state(
+            app.clone(),
+            guard::guard,
+        ))
+        .layer(axum::middleware::from_fn(access_log))
+        .with_state(app)
+}
+
+fn static_file(
+    body: &'static str,
+    content_type: &'static str,
+) -> impl std::future::Future<Output = Response> {
+    async move {
+        let mut resp = body.into_response();
+        resp.headers_mut()
+            .insert(header::CONTENT_TYPE, HeaderValue::from_static(content_type));
+        resp.headers_mut()
+            .insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
+        resp
+    }
+}
+
+#[derive(serde::Deserialize)]
+struct IndexQuery {
+    token: Option<String>,
+}
+
+/// `GET /`: the web client; with `?token=`, the sign-in: a valid token
+/// becomes the session cookie and the browser is sent to a clean URL (the
+/// token leaves the address bar and the history).
+async fn index(State(app): State<Arc<App>>, Query(q): Query<IndexQuery>, req: Request) -> Response {
+    let Some(given) = q.token else {
+        return static_file(assets::INDEX_HTML, "text/html; charset=utf-8").await;
+    };
+    match &app.token {
+        Some(token) if guard::token_matches(token, &given) => {
+            let secure = req
+                .headers()
+                .get("x-forwarded-proto")
+                .is_some_and(|v| v.as_bytes() == b"https");
+            let cookie = format!(
+                "{}={token}; HttpOnly; SameSite=Strict; Path=/{}",
+                guard::SESSION_COOKIE,
+                if secure { "; Secure" } else { "" }
+            );
+            let mut resp = StatusCode::SEE_OTHER.into_response();
+            let h = resp.headers_mut();
+            h.insert(header::LOCATION, HeaderValue::from_static("/"));
+            if let Ok(v) = HeaderValue::from_str(&cookie) {
+                h.insert(header::SET_COOKIE, v);
+            }
+            resp
+        }
+        Some(_) => (
+            StatusCode::UNAUTHORIZED,
+            [(header::CONTENT_TYPE, "text/plain; charset=utf-8")],
+            "This sign-in link is not valid for this server. Open the URL that `wo serve` printed when it started.\n",
+        )
+            .into_response(),
+        None => static_file(assets::INDEX_HTML, "text/html; charset=utf-8").await,
+    }
+}
+
+/// One stderr line per request: method, path (never the query: it may
+/// carry the token or a search), status, milliseconds. No content.
+async fn access_log(req: Request, next: axum::middleware::Next) -> Response {
+    let method = req.method().clone();
+    let path = req.uri().path().to_owned();
+    let started = std::time::Instant::now();
+    let resp = next.run(req).await;
+    if std::env::var_os("WO_SERVE_QUIET").is_none() {
+        eprintln!(
+            "{method} {path} {} {:.1}ms",
+            resp.status().as_u16(),
+            started.elapsed().as_secs_f64() * 1e3
+        );
+    }
+    resp
+}

@@ -1,0 +1,96 @@
+//! Streaming a turn to the client as Server-Sent Events: a channel of
+//! frames becomes the response body; when the client goes away (the body is
+//! dropped), the turn's cancellation token fires so the model stops and
+//! nothing is saved.
+
+use axum::body::Body;
+use axum::http::{HeaderValue, header};
+use axum::response::Response;
+use bytes::Bytes;
+use serde::Serialize;
+use tokio::sync::mpsc;
+use wo_providers::Cancel;
+use wo_providers::protocol::{DeltaEvent, ErrorEvent, ServerEvent};
+
+/// The sending half, handed to the task that runs the turn.
+#[derive(Clone)]
+pub struct EventSink {
+    tx: mpsc::UnboundedSender<Bytes>,
+}
+
+impl EventSink {
+    /// Sends an event; a closed stream is not an error here (the watcher
+    /// cancels the turn).
+    pub fn event(&self, event: &ServerEvent) {
+        let _ = self.tx.send(Bytes::from(event.to_sse_frame()));
+    }
+
+    /// Sends a custom event (`context`) with a JSON payload.
+    pub fn named<T: Serialize>(&self, name: &str, data: &T) {
+        let json = serde_json::to_string(data).unwrap_or_else(|_| "{}".into());
+        let _ = self
+            .tx
+            .send(Bytes::from(format!("event: {name}\ndata: {json}\n\n")));
+    }
+
+    pub fn delta(&self, text: &str) {
+        self.event(&ServerEvent::Delta(DeltaEvent {
+            text: text.to_owned(),
+        }));
+    }
+
+    pub fn error(&self, message: String, kind: Option<String>) {
+        self.event(&ServerEvent::Error(ErrorEvent { message, kind }));
+    }
+}
+
+/// A streaming response, its sink, and a token that fires when the client
+/// disconnects.
+pub fn channel() -> (Response, EventSink, Cancel) {
+    let (tx, mut rx) = mpsc::unbounded_channel::<Bytes>();
+    let cancel = Cancel::new();
+    let watcher_tx = tx.clone();
+    let watcher = cancel.clone();
+    tokio::spawn(async move {
+        watcher_tx.closed().await;
+        watcher.cancel();
+    });
+    let stream = futures::stream::poll_fn(move |cx| {
+        rx.poll_recv(cx)
+            .map(|frame| frame.map(Ok::<_, std::io::Error>))
+    });
+    let mut resp = Response::new(Body::from_stream(stream));
+    let h = resp.headers_mut();
+    h.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("text/event-stream"),
+    );
+    h.insert(
+        header::CACHE_CONTROL,
+        HeaderValue::from_static("no-cache, no-store"),
+    );
+    h.insert("x-accel-buffering", HeaderValue::from_static("no"));
+    (resp, EventSink { tx }, cancel)
+}
+
+/// The error kind of a failed turn, as the `wikioracle` provider reads it.
+pub fn error_kind(e: &wo_engine::chat::TurnError) -> Option<String> {
+    use wo_engine::chat::TurnError;
+    use wo_providers::ErrorKind;
+    match e {
+        TurnError::Provider(p) => Some(
+            match p.kind() {
+                ErrorKind::RateLimited => "rate_limited",
+                ErrorKind::Auth => "auth",
+                ErrorKind::BadRequest => "bad_request",
+                ErrorKind::Timeout => "timeout",
+                ErrorKind::Cancelled => "cancelled",
+                _ => "server",
+            }
+            .to_owned(),
+        ),
+        TurnError::Assemble(_) => Some("bad_request".into()),
+        TurnError::EmptyAnswer => Some("server".into()),
+        TurnError::Store(_) => Some("storage".into()),
+    }
+}

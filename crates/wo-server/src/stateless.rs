@@ -1,0 +1,184 @@
+//! Stateless mode's turn (SPEC §6): the browser sends what the turn needs,
+//! the server builds a throwaway state from it, streams the answer and ends
+//! with a `state_patch` the browser applies to its own `llm.json`. Nothing
+//! is written anywhere and no message content is logged.
+
+use std::sync::Arc;
+
+use axum::body::Body;
+use axum::extract::State;
+use axum::response::Response;
+use serde_json::{Map, Value, json};
+use wo_engine::chat::{chat_request, completed_turn, stream_answer};
+use wo_engine::turn::apply_turn;
+use wo_format::xhtml::sanitize_html;
+use wo_format::{Message, Timestamp, TruthEntry};
+use wo_providers::protocol::{DoneEvent, EVENT_CONTEXT, ServerEvent, StatelessChatRequest};
+
+use crate::api::{context_report, read_body, turn_request};
+use crate::app::App;
+use crate::error::{ApiError, parse_json};
+use crate::sse;
+
+/// A state holding only what a client sent: context, truth entries and a
+/// window of messages, each checked and sanitised (it came from a browser).
+/// `window_pointer` names the messages in errors.
+pub fn state_from_parts(
+    context: String,
+    truth: Vec<Value>,
+    window: Vec<Value>,
+    window_pointer: &str,
+) -> Result<wo_format::State, ApiError> {
+    let mut state = wo_format::State::new(Timestamp::now());
+    state.context = sanitize_html(&context);
+    for (i, raw) in truth.into_iter().enumerate() {
+        let mut entry: TruthEntry = serde_json::from_value(raw)
+            .map_err(|e| ApiError::bad_field(format!("/truth/{i}"), e.to_string()))?;
+        if !(0.0..=1.0).contains(&entry.certainty) {
+            return Err(ApiError::bad_field(
+                format!("/truth/{i}/certainty"),
+                "must be between 0 and 1",
+            ));
+        }
+        entry.content = sanitize_html(&entry.content);
+        if entry.id.is_empty() {
+            entry.id =
+                wo_format::ids::truth_id(&entry.title, entry.timestamp.as_str(), &entry.content);
+        }
+        state.add_truth(entry);
+    }
+    for (i, mut raw) in window.into_iter().enumerate() {
+        // The protocol lets a client leave out what it has not stored yet.
+        if let Value::Object(m) = &mut raw {
+            for key in ["title", "username"] {
+                m.entry(key).or_insert_with(|| json!(""));
+            }
+            if m.get("id").is_some_and(|v| v.as_str() == Some("")) {
+                m.remove("id");
+            }
+        }
+        let mut m: Message = serde_json::from_value(raw)
+            .map_err(|e| ApiError::bad_field(format!("{window_pointer}/{i}"), e.to_string()))?;
+        m.content = sanitize_html(&m.content);
+        if m.id.is_empty() {
+            m.id = wo_format::ids::message_id(&m.username, m.timestamp.as_str(), &m.content);
+        }
+        state.push_message(m);
+    }
+    state.normalize();
+    Ok(state)
+}
+
+fn to_values<T: serde::Serialize>(items: Vec<T>) -> Vec<Value> {
+    items
+        .into_iter()
+        .map(|i| serde_json::to_value(i).unwrap_or(Value::Null))
+        .collect()
+}
+
+/// `POST /api/stateless/chat`.
+pub async fn chat(State(app): State<Arc<App>>, body: Body) -> Result<Response, ApiError> {
+    let bytes = read_body(body, app.limits.body_bytes).await?;
+    let body: StatelessChatRequest = parse_json(&bytes)?;
+    if body.window.len() > app.limits.window_messages {
+        return Err(ApiError::bad_field(
+            "/window",
+            format!("more than {} messages", app.limits.window_messages),
+        ));
+    }
+    if body.truth.len() > app.limits.truth_entries {
+        return Err(ApiError::bad_field(
+            "/truth",
+            format!("more than {} entries", app.limits.truth_entries),
+        ));
+    }
+    let provider = app.provider(body.params.provider.as_deref()).await?;
+    let state = state_from_parts(
+        body.context,
+        to_values(body.truth),
+        to_values(body.window),
+        "/window",
+    )?;
+    // The window is the branch up to the new message: its newest message is
+    // the parent.
+    let parent = state.messages().last().map(|m| m.id.clone());
+    let mut req = turn_request(&app, body.message, body.username, parent, &body.params)?;
+    req.chunks = Vec::new();
+    let sent_at = Timestamp::now();
+    let mut assembled = wo_engine::chat::prepare(&state, provider.as_ref(), &req)
+        .map_err(|e| ApiError::bad_request(e.to_string()))?;
+    if let Some(policy) = &req.url_fetch {
+        let links = wo_engine::chat::links_to_fetch(&state, &assembled);
+        if !links.is_empty() {
+            let fetched = wo_engine::chat::fetch_links(links, policy).await;
+            assembled =
+                wo_engine::chat::prepare_with_links(&state, provider.as_ref(), &req, fetched)
+                    .map_err(|e| ApiError::bad_request(e.to_string()))?;
+        }
+    }
+
+    let (resp, sink, cancel) = sse::channel();
+    tokio::spawn(async move {
+        let mut state = state;
+        sink.named(EVENT_CONTEXT, &context_report(&assembled));
+        let request = chat_request(&assembled, &req);
+        let streamed =
+            match stream_answer(provider.as_ref(), request, cancel, |t| sink.delta(t)).await {
+                Ok(s) => s,
+                Err(e) => return sink.error(e.to_string(), sse::error_kind(&e)),
+            };
+        let turn = completed_turn(
+            &state,
+            provider.as_ref(),
+            &req,
+            sent_at,
+            assembled.sources.clone(),
+            &streamed,
+        );
+        let (user_id, assistant_id) = apply_turn(&mut state, &turn);
+        let state_patch = turn_patch(&state, &user_id, &assistant_id, &assembled.sources);
+        sink.event(&ServerEvent::Done(DoneEvent {
+            user_message_id: user_id,
+            assistant_message_id: assistant_id,
+            sources: assembled.sources.clone(),
+            state_patch,
+            finish_reason: streamed.finish_reason,
+            usage: streamed.usage.map(|u| wo_providers::Usage {
+                prompt_tokens: u.prompt_tokens.unwrap_or(0) as u32,
+                completion_tokens: u.completion_tokens.unwrap_or(0) as u32,
+            }),
+            provider: Some(provider.name().to_owned()),
+            model: Some(turn.model),
+            extra: Map::new(),
+        }));
+    });
+    Ok(resp)
+}
+
+/// The patch that brings the client's state up to date after a turn: the
+/// new `date`, the two messages, and the `refs` of the truth entries used
+/// (see `protocol::apply_state_patch` for how arrays of records apply).
+fn turn_patch(
+    state: &wo_format::State,
+    user_id: &str,
+    assistant_id: &str,
+    sources: &[String],
+) -> Value {
+    let messages: Vec<Value> = [user_id, assistant_id]
+        .iter()
+        .filter_map(|id| state.message(id))
+        .map(|m| serde_json::to_value(m).unwrap_or(Value::Null))
+        .collect();
+    let refs: Vec<Value> = state
+        .truth
+        .trust
+        .iter()
+        .filter(|t| sources.contains(&t.id))
+        .map(|t| json!({"id": t.id, "refs": t.refs}))
+        .collect();
+    let mut patch = json!({"date": Timestamp::now(), "messages": messages});
+    if !refs.is_empty() {
+        patch["truth"] = json!({"trust": refs});
+    }
+    patch
+}

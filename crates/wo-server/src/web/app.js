@@ -1,0 +1,1798 @@
+// WikiOracle web client: one codebase for `wo serve` (local mode, the server
+// owns llm.json) and `wo serve --stateless` (the browser keeps llm.json in
+// IndexedDB). No framework, no build step, no external requests.
+//
+// Security rules kept throughout:
+// - Content (messages, truth, context) is untrusted XHTML. It is parsed with
+//   DOMParser (an inert document: no scripts run, nothing loads) and only an
+//   allowlist of elements and attributes is copied into new nodes made with
+//   createElement/textContent. Nothing from content ever reaches innerHTML.
+// - Titles, usernames, ids, diff lines and error messages are text only.
+// - Settings live in the `wo_prefs` cookie; no state and no secret goes there.
+
+const SCHEMA_URL =
+  'https://raw.githubusercontent.com/arborrhythms/WikiOracle/main/spec/llm_state_v1.json';
+const PREFS_COOKIE = 'wo_prefs';
+const PAGE = 1000; // messages per /api/state page (local mode)
+const WINDOW_MESSAGES = 20; // recent messages sent with a stateless turn
+const WINDOW_BYTES = 200_000;
+const TRUTH_SENT = 32; // most truth entries sent with a stateless turn
+const TRUTH_BYTES = 1_000_000;
+const DRAFT_MESSAGES = 200;
+
+// ---------------------------------------------------------------- DOM helpers
+
+const $ = (id) => document.getElementById(id);
+
+/** createElement with attributes/properties and children (text is text). */
+function h(tag, attrs = {}, ...children) {
+  const e = document.createElement(tag);
+  for (const [k, v] of Object.entries(attrs)) {
+    if (v == null || v === false) continue;
+    if (k === 'class') e.className = v;
+    else if (k === 'text') e.textContent = v;
+    else if (k.startsWith('on') && typeof v === 'function') e.addEventListener(k.slice(2), v);
+    else if (v === true) e.setAttribute(k, '');
+    else e.setAttribute(k, String(v));
+  }
+  for (const c of children.flat(Infinity)) {
+    if (c == null || c === false) continue;
+    e.append(c instanceof Node ? c : document.createTextNode(String(c)));
+  }
+  return e;
+}
+
+let statusTimer = 0;
+function notify(message, kind = 'info') {
+  const status = $('status');
+  const alertBox = $('alert');
+  if (kind === 'error') {
+    alertBox.textContent = message;
+    alertBox.classList.add('shown');
+  } else {
+    status.textContent = message;
+    status.classList.add('shown');
+    clearTimeout(statusTimer);
+    statusTimer = setTimeout(() => status.classList.remove('shown'), 6000);
+  }
+}
+function clearAlert() {
+  $('alert').textContent = '';
+  $('alert').classList.remove('shown');
+}
+
+// ------------------------------------------------------ untrusted XHTML → DOM
+
+/** Elements copied when rendering content (others are unwrapped or dropped). */
+const RENDER_ELEMENTS = new Set([
+  'p', 'br', 'em', 'strong', 'b', 'i', 'u', 'code', 'pre', 'blockquote', 'ul', 'ol', 'li',
+  'a', 'h1', 'h2', 'h3', 'h4', 'h5', 'h6', 'table', 'thead', 'tbody', 'tr', 'th', 'td',
+  'span', 'div', 'hr', 'sub', 'sup', 'del', 'ins', 'dl', 'dt', 'dd',
+]);
+/** Elements kept when storing content written in this browser (SPEC §1). */
+const STORE_ELEMENTS = new Set([
+  'a', 'b', 'i', 'em', 'strong', 'code', 'span', 'br', 'p', 'div', 'pre', 'blockquote',
+  'ul', 'ol', 'li', 'h1', 'h2', 'h3', 'h4', 'h5', 'h6', 'table', 'thead', 'tbody', 'tr',
+  'th', 'td', 'hr',
+]);
+/** Elements dropped together with everything inside them. */
+const DROP_ELEMENTS = new Set([
+  'script', 'style', 'template', 'noscript', 'iframe', 'frame', 'frameset', 'object',
+  'embed', 'applet', 'svg', 'math', 'textarea', 'select', 'option', 'optgroup', 'datalist',
+  'title', 'head', 'meta', 'link', 'base', 'noembed', 'noframes', 'xmp', 'plaintext',
+  'img', 'image', 'picture', 'source', 'video', 'audio', 'track', 'canvas', 'input',
+  'button', 'param', 'portal', 'slot', 'dialog', 'map', 'area',
+]);
+const VOID_ELEMENTS = new Set(['br', 'hr']);
+const SAFE_SCHEMES = new Set(['http:', 'https:', 'mailto:']);
+const HTML_NS = 'http://www.w3.org/1999/xhtml';
+const MAX_DEPTH = 100;
+
+/** An absolute http/https/mailto URL, normalised; anything else → null. */
+function safeHref(raw) {
+  if (typeof raw !== 'string') return null;
+  let url;
+  try {
+    url = new URL(raw.trim()); // absolute only: relative URLs throw
+  } catch {
+    return null;
+  }
+  return SAFE_SCHEMES.has(url.protocol) ? url.href : null;
+}
+
+function parseFragment(src) {
+  // An inert document: nothing in it runs or loads.
+  return new DOMParser().parseFromString(String(src ?? ''), 'text/html').body;
+}
+
+/**
+ * Copies the allowed part of `from`'s children into `to`, creating nodes in
+ * `doc`. `allowed` is the element allowlist; `forRender` adds the link
+ * attributes used on screen.
+ */
+function copySafe(from, to, doc, allowed, forRender, depth) {
+  for (const n of Array.from(from.childNodes)) {
+    if (n.nodeType === Node.TEXT_NODE) {
+      to.append(doc.createTextNode(n.data));
+      continue;
+    }
+    if (n.nodeType !== Node.ELEMENT_NODE) continue; // comments, CDATA, PIs
+    if (n.namespaceURI !== HTML_NS) continue; // svg/math subtrees
+    const tag = n.localName;
+    if (DROP_ELEMENTS.has(tag)) continue;
+    if (depth >= MAX_DEPTH) {
+      to.append(doc.createTextNode(n.textContent || ''));
+      continue;
+    }
+    if (!allowed.has(tag)) {
+      copySafe(n, to, doc, allowed, forRender, depth + 1); // unwrap
+      continue;
+    }
+    const e = doc.createElement(tag);
+    const title = n.getAttribute('title');
+    if (title != null) e.setAttribute('title', title);
+    if (tag === 'a') {
+      const href = safeHref(n.getAttribute('href'));
+      if (href) {
+        e.setAttribute('href', href);
+        if (forRender) {
+          e.setAttribute('rel', 'noopener noreferrer nofollow');
+          e.setAttribute('target', '_blank');
+        }
+      }
+    }
+    if (!VOID_ELEMENTS.has(tag)) copySafe(n, e, doc, allowed, forRender, depth + 1);
+    to.append(e);
+  }
+}
+
+/** Untrusted XHTML → a DocumentFragment of safe nodes for this page. */
+function renderXhtml(src) {
+  const frag = document.createDocumentFragment();
+  copySafe(parseFragment(src), frag, document, RENDER_ELEMENTS, true, 0);
+  return frag;
+}
+
+function plainText(src) {
+  return (parseFragment(src).textContent || '').replace(/\s+/g, ' ').trim();
+}
+
+const CONTROL_CHARS = /[\u0000-\u0008\u000B\u000C\u000E-\u001F\uFFFE\uFFFF]/g;
+function escText(s) {
+  return String(s)
+    .replace(CONTROL_CHARS, '')
+    .replace(/[&<>]/g, (c) => ({ '&': '&amp;', '<': '&lt;', '>': '&gt;' })[c]);
+}
+function escAttr(s) {
+  return String(s)
+    .replace(CONTROL_CHARS, '')
+    .replace(/[&<>"\n\t]/g, (c) =>
+      ({ '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;', '\n': '&#10;', '\t': '&#9;' })[c]);
+}
+
+/** Serialises safe nodes as canonical XHTML (sorted attributes, void elements self-closed). */
+function serializeXhtml(node) {
+  let out = '';
+  for (const n of node.childNodes) {
+    if (n.nodeType === Node.TEXT_NODE) out += escText(n.data);
+    else if (n.nodeType === Node.ELEMENT_NODE) {
+      const tag = n.localName;
+      const attrs = Array.from(n.attributes)
+        .map((a) => [a.name, a.value])
+        .sort((a, b) => (a[0] < b[0] ? -1 : a[0] > b[0] ? 1 : 0));
+      out += '<' + tag + attrs.map(([k, v]) => ` ${k}="${escAttr(v)}"`).join('');
+      out += VOID_ELEMENTS.has(tag) ? '/>' : '>' + serializeXhtml(n) + '</' + tag + '>';
+    }
+  }
+  return out;
+}
+
+/** Plain text → `<p>` paragraphs (blank lines) with `<br/>` (single newlines), as the Rust side does. */
+function textToXhtml(text) {
+  const t = String(text).replace(/\r\n?/g, '\n');
+  let out = '';
+  for (const para of t.split('\n\n')) {
+    const p = para.replace(/^\n+|\n+$/g, '');
+    if (!p.trim()) continue;
+    out += '<p>' + p.split('\n').map(escText).join('<br/>') + '</p>';
+  }
+  return out || '<p></p>';
+}
+
+/** What the user typed (text, or XHTML when it starts with a tag) → safe canonical XHTML. */
+function userInputToXhtml(input) {
+  const s = String(input).trim();
+  if (!/^<[a-zA-Z!]/.test(s)) return textToXhtml(s);
+  const doc = document.implementation.createHTMLDocument('');
+  const holder = doc.createElement('div');
+  copySafe(parseFragment(s), holder, doc, STORE_ELEMENTS, false, 0);
+  const out = serializeXhtml(holder);
+  return out || textToXhtml(plainText(s));
+}
+
+/** For local mode: the server reads input as Markdown (HTML included) and sanitises it. */
+function userInputForServer(input) {
+  return String(input).trim();
+}
+
+// ---------------------------------------------------------------- time, ids
+
+/** Whole-second UTC `YYYY-MM-DDTHH:MM:SSZ`. */
+function nowStamp() {
+  return new Date().toISOString().replace(/\.\d+Z$/, 'Z');
+}
+
+function stampMillis(ts) {
+  const ms = Date.parse(ts);
+  return Number.isNaN(ms) ? 0 : ms;
+}
+
+function formatTime(ts) {
+  const ms = Date.parse(ts);
+  if (Number.isNaN(ms)) return String(ts ?? '');
+  return new Date(ms).toLocaleString(undefined, {
+    year: 'numeric', month: 'short', day: 'numeric', hour: '2-digit', minute: '2-digit',
+  });
+}
+
+/** `llm_YYYY.MM.DD.HHMM.json`, local time. */
+function exportName(d = new Date()) {
+  const p = (n) => String(n).padStart(2, '0');
+  return `llm_${d.getFullYear()}.${p(d.getMonth() + 1)}.${p(d.getDate())}.${p(d.getHours())}${p(d.getMinutes())}.json`;
+}
+
+/** Messages sort by (timestamp, id). */
+function compareMessages(a, b) {
+  const d = stampMillis(a.timestamp) - stampMillis(b.timestamp);
+  if (d) return d;
+  return a.id < b.id ? -1 : a.id > b.id ? 1 : 0;
+}
+
+/** SHA-256 of a UTF-8 string as hex; WebCrypto where available (secure contexts), else in JS. */
+async function sha256Hex(text) {
+  const bytes = new TextEncoder().encode(text);
+  if (globalThis.crypto && crypto.subtle) {
+    const digest = new Uint8Array(await crypto.subtle.digest('SHA-256', bytes));
+    return Array.from(digest, (b) => b.toString(16).padStart(2, '0')).join('');
+  }
+  return sha256Fallback(bytes);
+}
+
+function sha256Fallback(bytes) {
+  const K = new Uint32Array([
+    0x428a2f98, 0x71374491, 0xb5c0fbcf, 0xe9b5dba5, 0x3956c25b, 0x59f111f1, 0x923f82a4, 0xab1c5ed5,
+    0xd807aa98, 0x12835b01, 0x243185be, 0x550c7dc3, 0x72be5d74, 0x80deb1fe, 0x9bdc06a7, 0xc19bf174,
+    0xe49b69c1, 0xefbe4786, 0x0fc19dc6, 0x240ca1cc, 0x2de92c6f, 0x4a7484aa, 0x5cb0a9dc, 0x76f988da,
+    0x983e5152, 0xa831c66d, 0xb00327c8, 0xbf597fc7, 0xc6e00bf3, 0xd5a79147, 0x06ca6351, 0x14292967,
+    0x27b70a85, 0x2e1b2138, 0x4d2c6dfc, 0x53380d13, 0x650a7354, 0x766a0abb, 0x81c2c92e, 0x92722c85,
+    0xa2bfe8a1, 0xa81a664b, 0xc24b8b70, 0xc76c51a3, 0xd192e819, 0xd6990624, 0xf40e3585, 0x106aa070,
+    0x19a4c116, 0x1e376c08, 0x2748774c, 0x34b0bcb5, 0x391c0cb3, 0x4ed8aa4a, 0x5b9cca4f, 0x682e6ff3,
+    0x748f82ee, 0x78a5636f, 0x84c87814, 0x8cc70208, 0x90befffa, 0xa4506ceb, 0xbef9a3f7, 0xc67178f2,
+  ]);
+  const H = new Uint32Array([
+    0x6a09e667, 0xbb67ae85, 0x3c6ef372, 0xa54ff53a, 0x510e527f, 0x9b05688c, 0x1f83d9ab, 0x5be0cd19,
+  ]);
+  const len = bytes.length;
+  const total = Math.ceil((len + 9) / 64) * 64;
+  const msg = new Uint8Array(total);
+  msg.set(bytes);
+  msg[len] = 0x80;
+  const view = new DataView(msg.buffer);
+  view.setUint32(total - 8, Math.floor(len / 0x20000000));
+  view.setUint32(total - 4, (len * 8) >>> 0);
+  const W = new Uint32Array(64);
+  const rotr = (x, n) => (x >>> n) | (x << (32 - n));
+  for (let off = 0; off < total; off += 64) {
+    for (let i = 0; i < 16; i++) W[i] = view.getUint32(off + i * 4);
+    for (let i = 16; i < 64; i++) {
+      const s0 = rotr(W[i - 15], 7) ^ rotr(W[i - 15], 18) ^ (W[i - 15] >>> 3);
+      const s1 = rotr(W[i - 2], 17) ^ rotr(W[i - 2], 19) ^ (W[i - 2] >>> 10);
+      W[i] = (W[i - 16] + s0 + W[i - 7] + s1) >>> 0;
+    }
+    let [a, b, c, d, e, f, g, hh] = H;
+    for (let i = 0; i < 64; i++) {
+      const S1 = rotr(e, 6) ^ rotr(e, 11) ^ rotr(e, 25);
+      const ch = (e & f) ^ (~e & g);
+      const t1 = (hh + S1 + ch + K[i] + W[i]) >>> 0;
+      const S0 = rotr(a, 2) ^ rotr(a, 13) ^ rotr(a, 22);
+      const maj = (a & b) ^ (a & c) ^ (b & c);
+      const t2 = (S0 + maj) >>> 0;
+      hh = g; g = f; f = e; e = (d + t1) >>> 0; d = c; c = b; b = a; a = (t1 + t2) >>> 0;
+    }
+    H[0] += a; H[1] += b; H[2] += c; H[3] += d; H[4] += e; H[5] += f; H[6] += g; H[7] += hh;
+  }
+  return Array.from(H, (x) => x.toString(16).padStart(8, '0')).join('');
+}
+
+/**
+ * `t_` + first 16 hex of sha256(`title|timestamp|canonical_xhtml(content)`)
+ * (crates/wo-format/src/ids.rs). `content` must already be canonical XHTML,
+ * as userInputToXhtml writes it.
+ */
+async function truthId(title, timestamp, content) {
+  return 't_' + (await sha256Hex(`${title}|${timestamp}|${content}`)).slice(0, 16);
+}
+
+// ---------------------------------------------------------------- preferences
+
+const PREF_SPEC = {
+  provider: 'string', model: 'string', temperature: 'number', max_tokens: 'integer',
+  rag: 'boolean', url_fetch: 'boolean', max_entries: 'integer', min_certainty: 'number',
+  username: 'string', show_all: 'boolean',
+};
+
+function b64urlEncode(text) {
+  let bin = '';
+  for (const b of new TextEncoder().encode(text)) bin += String.fromCharCode(b);
+  return btoa(bin).replace(/\+/g, '-').replace(/\//g, '_').replace(/=+$/, '');
+}
+
+function b64urlDecode(s) {
+  let b64 = s.replace(/-/g, '+').replace(/_/g, '/');
+  while (b64.length % 4) b64 += '=';
+  const bin = atob(b64);
+  return new TextDecoder().decode(Uint8Array.from(bin, (c) => c.charCodeAt(0)));
+}
+
+function cleanPrefs(raw) {
+  const out = {};
+  if (!raw || typeof raw !== 'object') return out;
+  for (const [k, type] of Object.entries(PREF_SPEC)) {
+    const v = raw[k];
+    if (v == null) continue;
+    if (type === 'string' && typeof v === 'string' && v.length) out[k] = v.slice(0, 200);
+    else if (type === 'boolean' && typeof v === 'boolean') out[k] = v;
+    else if (type === 'number' && typeof v === 'number' && Number.isFinite(v)) out[k] = v;
+    else if (type === 'integer' && Number.isInteger(v) && v >= 0) out[k] = v;
+  }
+  if ('temperature' in out) out.temperature = Math.min(2, Math.max(0, out.temperature));
+  if ('min_certainty' in out) out.min_certainty = Math.min(1, Math.max(0, out.min_certainty));
+  if (out.max_tokens === 0) delete out.max_tokens;
+  return out;
+}
+
+function readPrefs() {
+  for (const part of document.cookie.split(';')) {
+    const i = part.indexOf('=');
+    if (i < 0 || part.slice(0, i).trim() !== PREFS_COOKIE) continue;
+    try {
+      return cleanPrefs(JSON.parse(b64urlDecode(part.slice(i + 1).trim())));
+    } catch {
+      return {};
+    }
+  }
+  return {};
+}
+
+function writePrefs(prefs) {
+  const clean = cleanPrefs(prefs);
+  let value = b64urlEncode(JSON.stringify(clean));
+  if (value.length > 3800) {
+    // Cannot happen with the caps above; never write an oversized cookie.
+    value = b64urlEncode('{}');
+  }
+  const secure = location.protocol === 'https:' ? '; Secure' : '';
+  document.cookie = `${PREFS_COOKIE}=${value}; Path=/; Max-Age=31536000; SameSite=Lax${secure}`;
+}
+
+// ---------------------------------------------------------------- HTTP
+
+class ApiError extends Error {
+  constructor(status, kind, message, pointer) {
+    super(message);
+    this.status = status;
+    this.kind = kind;
+    this.pointer = pointer;
+  }
+}
+
+async function errorFrom(response) {
+  let kind = 'http';
+  let message = `${response.status} ${response.statusText}`;
+  let pointer;
+  try {
+    const body = await response.json();
+    if (body && body.error) {
+      kind = body.error.kind || kind;
+      message = body.error.message || message;
+      pointer = body.error.pointer;
+    }
+  } catch {
+    // not JSON
+  }
+  return new ApiError(response.status, kind, message, pointer);
+}
+
+/** JSON API call; state-changing methods always send a JSON body. */
+async function api(path, { method = 'GET', body, rawBody, signal } = {}) {
+  const init = { method, credentials: 'same-origin', headers: { Accept: 'application/json' }, signal };
+  if (method !== 'GET' && method !== 'HEAD') {
+    init.headers['Content-Type'] = 'application/json';
+    init.body = rawBody ?? JSON.stringify(body ?? {});
+  }
+  const r = await fetch(path, init);
+  if (!r.ok) throw await errorFrom(r);
+  const type = r.headers.get('content-type') || '';
+  if (type.includes('json')) return r.json();
+  return r.text();
+}
+
+/**
+ * POST a JSON body and read the Server-Sent Events answer. `on` maps event
+ * names to handlers. Resolves with the last event's name.
+ */
+async function postSse(path, body, on, signal) {
+  const r = await fetch(path, {
+    method: 'POST',
+    credentials: 'same-origin',
+    headers: { 'Content-Type': 'application/json', Accept: 'text/event-stream' },
+    body: JSON.stringify(body),
+    signal,
+  });
+  if (!r.ok) throw await errorFrom(r);
+  if (!r.body) throw new ApiError(0, 'internal', 'This browser cannot read a streamed answer.');
+  const reader = r.body.getReader();
+  const decoder = new TextDecoder();
+  let buf = '';
+  let last = null;
+  const dispatch = (frame) => {
+    let event = 'message';
+    const data = [];
+    for (const line of frame.split('\n')) {
+      if (!line || line.startsWith(':')) continue;
+      const i = line.indexOf(':');
+      const field = i < 0 ? line : line.slice(0, i);
+      let value = i < 0 ? '' : line.slice(i + 1);
+      if (value.startsWith(' ')) value = value.slice(1);
+      if (field === 'event') event = value;
+      else if (field === 'data') data.push(value);
+    }
+    if (!data.length) return;
+    let payload;
+    try {
+      payload = JSON.parse(data.join('\n'));
+    } catch {
+      payload = { text: data.join('\n') };
+    }
+    last = event;
+    if (on[event]) on[event](payload);
+  };
+  for (;;) {
+    const { value, done } = await reader.read();
+    if (done) break;
+    buf += decoder.decode(value, { stream: true });
+    // Normalise line ends, keeping a trailing CR until its LF may arrive.
+    const keepCr = buf.endsWith('\r');
+    if (keepCr) buf = buf.slice(0, -1);
+    buf = buf.replace(/\r\n?/g, '\n');
+    let i;
+    while ((i = buf.indexOf('\n\n')) >= 0) {
+      dispatch(buf.slice(0, i));
+      buf = buf.slice(i + 2);
+    }
+    if (keepCr) buf += '\r';
+  }
+  buf += decoder.decode();
+  if (buf.trim()) dispatch(buf.replace(/\r\n?/g, '\n'));
+  return last;
+}
+
+// ---------------------------------------------------------------- IndexedDB
+
+const IDB_NAME = 'wikioracle';
+const IDB_STORE = 'state';
+const IDB_KEY = 'llm.json';
+
+function idbOpen() {
+  return new Promise((resolve, reject) => {
+    const req = indexedDB.open(IDB_NAME, 1);
+    req.onupgradeneeded = () => req.result.createObjectStore(IDB_STORE);
+    req.onsuccess = () => resolve(req.result);
+    req.onerror = () => reject(req.error);
+  });
+}
+
+async function idbGet() {
+  const db = await idbOpen();
+  try {
+    return await new Promise((resolve, reject) => {
+      const req = db.transaction(IDB_STORE, 'readonly').objectStore(IDB_STORE).get(IDB_KEY);
+      req.onsuccess = () => resolve(req.result);
+      req.onerror = () => reject(req.error);
+    });
+  } finally {
+    db.close();
+  }
+}
+
+async function idbPut(value) {
+  const db = await idbOpen();
+  try {
+    await new Promise((resolve, reject) => {
+      const tx = db.transaction(IDB_STORE, 'readwrite');
+      tx.objectStore(IDB_STORE).put(value, IDB_KEY);
+      tx.oncomplete = () => resolve();
+      tx.onerror = () => reject(tx.error);
+      tx.onabort = () => reject(tx.error || new Error('IndexedDB write aborted'));
+    });
+  } finally {
+    db.close();
+  }
+}
+
+// ------------------------------------------------------- state helpers (JS)
+
+const FORBIDDEN_KEYS = new Set(['__proto__', 'constructor', 'prototype']);
+const ID_ARRAYS = new Set(['messages', 'trust', 'deleted']);
+
+const isObject = (v) => v !== null && typeof v === 'object' && !Array.isArray(v);
+const clone = (v) => (v === undefined ? v : JSON.parse(JSON.stringify(v)));
+
+function isIdArray(v) {
+  return Array.isArray(v) && v.every((r) => isObject(r) && typeof r.id === 'string');
+}
+
+/**
+ * RFC 7396 merge patch, except that arrays of records with an `id`
+ * (messages, truth.trust, truth.deleted) merge record by record by id.
+ */
+function applyStatePatch(target, patch) {
+  if (!isObject(patch)) return clone(patch);
+  const out = isObject(target) ? target : {};
+  for (const [k, v] of Object.entries(patch)) {
+    if (FORBIDDEN_KEYS.has(k)) continue;
+    if (v === null) {
+      delete out[k];
+    } else if (Array.isArray(v) && (ID_ARRAYS.has(k) || (v.length && isIdArray(v))) && isIdArray(v)) {
+      const list = Array.isArray(out[k]) ? out[k] : [];
+      const index = new Map(list.map((r, i) => [r && r.id, i]));
+      for (const rec of v) {
+        if (index.has(rec.id)) {
+          const i = index.get(rec.id);
+          list[i] = applyStatePatch(isObject(list[i]) ? list[i] : {}, rec);
+        } else if (k !== 'trust' || (typeof rec.title === 'string' && typeof rec.content === 'string')) {
+          // A new record is appended; a partial one (e.g. `{id, refs}`) for
+          // a truth entry this browser no longer has is ignored.
+          index.set(rec.id, list.length);
+          list.push(applyStatePatch({}, rec));
+        }
+      }
+      out[k] = list;
+    } else if (isObject(v)) {
+      out[k] = applyStatePatch(out[k], v);
+    } else {
+      out[k] = clone(v);
+    }
+  }
+  return out;
+}
+
+function freshState() {
+  return {
+    version: 1,
+    schema: SCHEMA_URL,
+    date: nowStamp(),
+    context: '',
+    messages: [],
+    truth: {
+      trust: [],
+      retrieval_prefs: {
+        max_entries: 8, min_certainty: 0, prefer_higher_certainty: true,
+        certainty_weight: 0.7, recency_weight: 0.3,
+      },
+    },
+  };
+}
+
+/** Checks that a parsed file looks like an llm.json; returns a reason or null. */
+function llmJsonProblem(obj) {
+  if (!isObject(obj)) return 'the file is not a JSON object';
+  if (typeof obj.schema !== 'string') return 'it has no `schema`';
+  const last = obj.schema.split('/').pop();
+  if (last !== 'llm_state_v1.json' && obj.schema !== 'wikioracle.llm_state') {
+    return `unknown schema ${JSON.stringify(obj.schema.slice(0, 100))}`;
+  }
+  if (obj.version !== 1) return '`version` is not 1';
+  if (!Array.isArray(obj.messages)) return 'it has no `messages` array';
+  for (const [i, m] of obj.messages.entries()) {
+    if (!isObject(m) || typeof m.content !== 'string' || typeof m.timestamp !== 'string') {
+      return `messages[${i}] is not a message`;
+    }
+  }
+  if (obj.truth != null && !isObject(obj.truth)) return '`truth` is not an object';
+  if (obj.truth && obj.truth.trust != null && !Array.isArray(obj.truth.trust)) return '`truth.trust` is not an array';
+  return null;
+}
+
+/** Fills what a state needs to be used here (ids, truth lists) and sorts the messages. */
+async function normalizeState(obj) {
+  const s = obj;
+  if (typeof s.context !== 'string') s.context = '';
+  if (!isObject(s.truth)) s.truth = {};
+  if (!Array.isArray(s.truth.trust)) s.truth.trust = [];
+  if (s.truth.deleted != null && !Array.isArray(s.truth.deleted)) delete s.truth.deleted;
+  for (const m of s.messages) {
+    if (typeof m.id !== 'string' || !m.id) {
+      m.id = 'm_' + (await sha256Hex(`${m.username ?? ''}|${m.timestamp}|${m.content}`)).slice(0, 16);
+    }
+    if (typeof m.title !== 'string') m.title = '';
+    if (typeof m.username !== 'string') m.username = '';
+  }
+  s.truth.trust = s.truth.trust.filter((t) => isObject(t));
+  for (const t of s.truth.trust) {
+    if (typeof t.id !== 'string' || !t.id) t.id = await truthId(String(t.title ?? ''), String(t.timestamp ?? ''), String(t.content ?? ''));
+  }
+  s.messages.sort(compareMessages);
+  return s;
+}
+
+const effectiveUpdate = (t) => t.updated || t.timestamp || '';
+const canonicalJson = (v) => JSON.stringify(sortKeys(v));
+function sortKeys(v) {
+  if (Array.isArray(v)) return v.map(sortKeys);
+  if (!isObject(v)) return v;
+  const out = {};
+  for (const k of Object.keys(v).sort()) out[k] = sortKeys(v[k]);
+  return out;
+}
+
+/** SPEC §3 union of `incoming` into `base` (messages and truth by id, tombstones). */
+function mergeStates(base, incoming) {
+  const report = { messages_added: 0, messages_replaced: 0, truth_added: 0, truth_updated: 0, truth_deleted: 0, tombstones_added: 0 };
+  const byId = new Map(base.messages.map((m, i) => [m.id, i]));
+  for (const m of incoming.messages) {
+    if (!byId.has(m.id)) {
+      byId.set(m.id, base.messages.length);
+      base.messages.push(clone(m));
+      report.messages_added++;
+    } else {
+      const i = byId.get(m.id);
+      if (canonicalJson(m) > canonicalJson(base.messages[i])) {
+        base.messages[i] = clone(m);
+        report.messages_replaced++;
+      }
+    }
+  }
+  base.messages.sort(compareMessages);
+  const tombs = new Map((base.truth.deleted || []).map((d) => [d.id, d]));
+  for (const d of (incoming.truth && incoming.truth.deleted) || []) {
+    if (!isObject(d) || typeof d.id !== 'string') continue;
+    const have = tombs.get(d.id);
+    if (!have) report.tombstones_added++;
+    if (!have || String(d.date) > String(have.date)) tombs.set(d.id, clone(d));
+  }
+  const trust = new Map(base.truth.trust.map((t) => [t.id, t]));
+  for (const t of (incoming.truth && incoming.truth.trust) || []) {
+    const have = trust.get(t.id);
+    if (!have) {
+      trust.set(t.id, clone(t));
+      report.truth_added++;
+    } else {
+      const a = effectiveUpdate(t);
+      const b = effectiveUpdate(have);
+      if (a > b || (a === b && canonicalJson(t) > canonicalJson(have))) {
+        trust.set(t.id, clone(t));
+        report.truth_updated++;
+      }
+    }
+  }
+  base.truth.trust = [];
+  for (const t of trust.values()) {
+    const d = tombs.get(t.id);
+    if (d && String(effectiveUpdate(t)) <= String(d.date)) report.truth_deleted++;
+    else base.truth.trust.push(t);
+  }
+  if (tombs.size) base.truth.deleted = [...tombs.values()].sort((a, b) => (a.id < b.id ? -1 : 1));
+  if (String(incoming.date || '') > String(base.date || '')) base.date = incoming.date;
+  return report;
+}
+
+function mergeSummary(r) {
+  const parts = [];
+  const add = (n, what) => { if (n) parts.push(`${n} ${what}`); };
+  add(r.messages_added, 'messages added');
+  add(r.messages_replaced, 'messages replaced');
+  add(r.truth_added, 'truth entries added');
+  add(r.truth_updated, 'truth entries updated');
+  add(r.truth_deleted, 'truth entries deleted');
+  add(r.tombstones_added, 'tombstones added');
+  return parts.length ? parts.join(', ') : 'nothing new';
+}
+
+function searchTerms(q) {
+  return String(q).toLowerCase().split(/[^\p{L}\p{N}_]+/u).filter((t) => t.length > 1);
+}
+
+function termScore(text, terms) {
+  const hay = text.toLowerCase();
+  let score = 0;
+  for (const t of terms) {
+    let i = hay.indexOf(t);
+    while (i >= 0) {
+      score++;
+      i = hay.indexOf(t, i + t.length);
+    }
+  }
+  return score;
+}
+
+// ---------------------------------------------------------------- app state
+
+const app = {
+  mode: null, // 'local' | 'stateless'
+  info: {},
+  providers: { default: '', providers: [] },
+  prefs: {},
+  state: null, // {context, truth:{trust, deleted, retrieval_prefs}, messages, …}
+  offset: 0, // local: index of the first loaded message
+  total: 0,
+  leaf: null, // id of the last message of the displayed branch
+  branchFrom: null, // {id, previousLeaf} while "branch from here" is active
+  reports: new Map(), // assistant id → ContextReport of this session
+  streaming: null, // {controller}
+  plainCache: new Map(),
+};
+
+// ------------------------------------------------------------- mode backends
+
+const local = {
+  async load() {
+    const st = await api(`/api/state?limit=${PAGE}`);
+    app.offset = st.offset ?? 0;
+    app.total = st.total_messages ?? (st.messages || []).length;
+    app.state = st;
+    normalizeLoaded(st);
+  },
+  async loadEarlier() {
+    if (!app.offset) return;
+    const start = Math.max(0, app.offset - PAGE);
+    const st = await api(`/api/state?offset=${start}&limit=${app.offset - start}`);
+    const have = new Set(app.state.messages.map((m) => m.id));
+    app.state.messages = (st.messages || []).filter((m) => !have.has(m.id)).concat(app.state.messages);
+    app.state.messages.sort(compareMessages);
+    app.offset = start;
+  },
+  chatPath: '/api/chat',
+  async chatBody(message, parent, params) {
+    const body = { message, params };
+    if (parent) body.parent = parent;
+    if (app.prefs.username) body.username = app.prefs.username;
+    return body;
+  },
+  async afterDone() {
+    await local.load();
+  },
+  async addTruth(t) {
+    await api('/api/truth', { method: 'POST', body: { title: t.title, content: userInputForServer(t.content), certainty: t.certainty, kind: t.kind } });
+    await local.load();
+  },
+  async editTruth(id, changes) {
+    const body = { ...changes };
+    if ('content' in body) body.content = userInputForServer(body.content);
+    await api(`/api/truth/${encodeURIComponent(id)}`, { method: 'PATCH', body });
+    await local.load();
+  },
+  async deleteTruth(id) {
+    await api(`/api/truth/${encodeURIComponent(id)}`, { method: 'DELETE', body: {} });
+    await local.load();
+  },
+  async saveContext(text) {
+    await api('/api/state', { method: 'PATCH', body: { context: userInputForServer(text) } });
+    await local.load();
+  },
+  async draftContext(params) {
+    return api('/api/context/draft', { method: 'POST', body: { params } });
+  },
+  async applyContext(draft) {
+    await api('/api/context/apply', { method: 'POST', body: { draft: draft.draft, current: draft.current } });
+    await local.load();
+  },
+  async search(q) {
+    return api(`/api/search?q=${encodeURIComponent(q)}&limit=20`);
+  },
+  async exportFile() {
+    const a = h('a', { href: '/api/export', download: '' });
+    document.body.append(a);
+    a.click();
+    a.remove();
+  },
+  async importText(text, how) {
+    const report = await api('/api/merge', { method: 'POST', rawBody: text });
+    await local.load();
+    return `${how === 'drop' ? 'Merged' : 'Imported (merged)'}: ${mergeSummary(countReport(report))}.`;
+  },
+};
+
+function countReport(r) {
+  const n = (v) => (Array.isArray(v) ? v.length : Number(v) || 0);
+  const out = {};
+  for (const k of ['messages_added', 'messages_replaced', 'truth_added', 'truth_updated', 'truth_deleted', 'tombstones_added']) out[k] = n(r && r[k]);
+  return out;
+}
+
+function normalizeLoaded(st) {
+  if (!Array.isArray(st.messages)) st.messages = [];
+  if (!isObject(st.truth)) st.truth = {};
+  if (!Array.isArray(st.truth.trust)) st.truth.trust = [];
+  if (typeof st.context !== 'string') st.context = '';
+  st.messages.sort(compareMessages);
+}
+
+const stateless = {
+  async load() {
+    let st = null;
+    try {
+      st = await idbGet();
+    } catch (e) {
+      notify(`Could not read this browser's saved state (${e.message}); starting empty.`, 'error');
+    }
+    if (!st || llmJsonProblem(st)) st = freshState();
+    app.state = await normalizeState(st);
+    app.offset = 0;
+    app.total = app.state.messages.length;
+  },
+  async save() {
+    app.state.date = nowStamp();
+    app.total = app.state.messages.length;
+    await idbPut(app.state);
+  },
+  async loadEarlier() {},
+  chatPath: '/api/stateless/chat',
+  async chatBody(message, parent, params) {
+    const st = app.state;
+    const branch = (parent ? branchTo(parent) : []).filter(sendableMessage);
+    const windowMsgs = [];
+    let bytes = 0;
+    for (let i = branch.length - 1; i >= 0 && windowMsgs.length < WINDOW_MESSAGES; i--) {
+      const size = JSON.stringify(branch[i]).length;
+      if (windowMsgs.length && bytes + size > WINDOW_BYTES) break;
+      bytes += size;
+      windowMsgs.unshift(branch[i]);
+    }
+    const body = {
+      message,
+      context: st.context || '',
+      truth: params.rag === false ? [] : selectTruth(message, params),
+      window: windowMsgs,
+      params,
+    };
+    if (app.prefs.username) body.username = app.prefs.username;
+    return body;
+  },
+  async afterDone(done) {
+    if (done && isObject(done.state_patch)) {
+      app.state = applyStatePatch(app.state, done.state_patch);
+      normalizeLoaded(app.state);
+      await normalizeState(app.state);
+    }
+    app.total = app.state.messages.length;
+    await idbPut(app.state);
+  },
+  async addTruth(t) {
+    const timestamp = nowStamp();
+    const content = userInputToXhtml(t.content);
+    const title = String(t.title).trim();
+    const entry = { id: await truthId(title, timestamp, content), title, timestamp, certainty: t.certainty, content };
+    if (t.kind) entry.kind = t.kind;
+    if (!app.state.truth.trust.some((e) => e.id === entry.id)) app.state.truth.trust.push(entry);
+    await stateless.save();
+  },
+  async editTruth(id, changes) {
+    const e = app.state.truth.trust.find((t) => t.id === id);
+    if (!e) throw new ApiError(404, 'not_found', 'That truth entry no longer exists.');
+    if ('title' in changes) e.title = String(changes.title).trim();
+    if ('content' in changes) e.content = userInputToXhtml(changes.content);
+    if ('certainty' in changes) e.certainty = changes.certainty;
+    e.updated = nowStamp();
+    await stateless.save();
+  },
+  async deleteTruth(id) {
+    const t = app.state.truth;
+    t.trust = t.trust.filter((e) => e.id !== id);
+    const deleted = (t.deleted || []).filter((d) => d.id !== id);
+    deleted.push({ id, date: nowStamp() });
+    deleted.sort((a, b) => (a.id < b.id ? -1 : a.id > b.id ? 1 : 0));
+    t.deleted = deleted;
+    await stateless.save();
+  },
+  async saveContext(text) {
+    app.state.context = text.trim() ? userInputToXhtml(text) : '';
+    await stateless.save();
+  },
+  async draftContext(params) {
+    const since = lastContextUpdate();
+    let msgs = app.state.messages.filter((m) => sendableMessage(m) && (!since || m.timestamp > since));
+    msgs = msgs.slice(-DRAFT_MESSAGES);
+    while (msgs.length > 1 && JSON.stringify(msgs).length > 400_000) msgs = msgs.slice(1);
+    return api('/api/context/draft', { method: 'POST', body: { context: app.state.context || '', messages: msgs, params } });
+  },
+  async applyContext(draft, sentContext) {
+    if ((app.state.context || '') !== sentContext) {
+      throw new ApiError(409, 'conflict', 'The context changed since this draft was made; make a new draft.');
+    }
+    if (draft.draft === (app.state.context || '')) {
+      throw new ApiError(409, 'conflict', 'The draft is the current context; nothing to apply.');
+    }
+    // The same record the server writes in local mode (wo-engine context_update::audit_entry).
+    let content = '';
+    for (const d of draft.diff || []) {
+      if (d.op === 'add') content += '<p>+ ' + escText(d.text) + '</p>';
+      else if (d.op === 'remove') content += '<p>\u2212 ' + escText(d.text) + '</p>';
+    }
+    if (!content) content = '<p>(formatting only)</p>';
+    const timestamp = nowStamp();
+    const title = 'Context updated';
+    const entry = {
+      id: await truthId(title, timestamp, content), title, timestamp, certainty: 1, content,
+      kind: 'event', tags: ['context-update'],
+    };
+    app.state.context = draft.draft;
+    app.state.truth.trust.push(entry);
+    await stateless.save();
+  },
+  async search(q) {
+    const terms = searchTerms(q);
+    if (!terms.length) return { messages: [], truth: [], chunks: [] };
+    const messages = [];
+    for (const m of app.state.messages) {
+      const score = termScore(`${m.title} ${cachedPlain(m)}`, terms);
+      if (score) messages.push({ id: m.id, title: m.title, username: m.username, timestamp: m.timestamp, score });
+    }
+    const truth = [];
+    for (const t of app.state.truth.trust) {
+      const score = termScore(`${t.title} ${plainText(t.content)}`, terms);
+      if (score) truth.push({ id: t.id, title: t.title, certainty: t.certainty, score });
+    }
+    const top = (xs) => xs.sort((a, b) => b.score - a.score).slice(0, 20);
+    return { messages: top(messages), truth: top(truth), chunks: [] };
+  },
+  async exportFile() {
+    const text = JSON.stringify(app.state, null, 2) + '\n';
+    const url = URL.createObjectURL(new Blob([text], { type: 'application/json' }));
+    const a = h('a', { href: url, download: exportName() });
+    document.body.append(a);
+    a.click();
+    a.remove();
+    setTimeout(() => URL.revokeObjectURL(url), 10_000);
+  },
+  async importText(text, how) {
+    const obj = JSON.parse(text);
+    const problem = llmJsonProblem(obj);
+    if (problem) throw new ApiError(400, 'bad_request', `This is not an llm.json file: ${problem}.`);
+    const incoming = await normalizeState(obj);
+    if (how === 'drop') {
+      const report = mergeStates(app.state, incoming);
+      await idbPut(app.state);
+      app.total = app.state.messages.length;
+      return `Merged: ${mergeSummary(report)}.`;
+    }
+    app.state = incoming;
+    app.total = incoming.messages.length;
+    await idbPut(app.state);
+    return `Imported: this browser's state was replaced (${incoming.messages.length} messages, ${incoming.truth.trust.length} truth entries).`;
+  },
+};
+
+function lastContextUpdate() {
+  let since = '';
+  for (const t of app.state.truth.trust) {
+    if (Array.isArray(t.tags) && t.tags.includes('context-update') && t.timestamp > since) since = t.timestamp;
+  }
+  return since;
+}
+
+function cachedPlain(m) {
+  const key = m.id + '\u0000' + m.content.length;
+  let v = app.plainCache.get(key);
+  if (v === undefined) {
+    v = plainText(m.content);
+    app.plainCache.set(key, v);
+  }
+  return v;
+}
+
+const STAMP_RE = /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?Z$/;
+const KINDS = new Set(['fact', 'effort', 'event', 'note']);
+const ROLES = new Set(['user', 'assistant', 'system']);
+
+/** Whether the server can read this entry (a hand-edited file may hold others; they stay here). */
+function sendableTruth(t) {
+  return typeof t.id === 'string' && typeof t.title === 'string' && typeof t.content === 'string'
+    && typeof t.timestamp === 'string' && STAMP_RE.test(t.timestamp)
+    && typeof t.certainty === 'number' && t.certainty >= 0 && t.certainty <= 1
+    && (t.kind === undefined || KINDS.has(t.kind))
+    && (t.updated === undefined || (typeof t.updated === 'string' && STAMP_RE.test(t.updated)))
+    && (t.tags === undefined || (Array.isArray(t.tags) && t.tags.every((x) => typeof x === 'string')));
+}
+
+function sendableMessage(m) {
+  return typeof m.content === 'string' && typeof m.timestamp === 'string' && STAMP_RE.test(m.timestamp)
+    && (m.role === undefined || ROLES.has(m.role));
+}
+
+/** Truth entries sent with a stateless turn: term matches first, then certainty. */
+function selectTruth(message, params) {
+  const min = params.min_certainty ?? app.state.truth.retrieval_prefs?.min_certainty ?? 0;
+  const terms = searchTerms(message);
+  const scored = [];
+  for (const t of app.state.truth.trust) {
+    if (!sendableTruth(t)) continue;
+    if (t.certainty < min) continue;
+    if (t.expires === true) continue;
+    const rel = terms.length ? termScore(`${t.title} ${plainText(t.content)}`, terms) : 0;
+    scored.push([rel, t.certainty || 0, t]);
+  }
+  scored.sort((a, b) => b[0] - a[0] || b[1] - a[1]);
+  const out = [];
+  let bytes = 0;
+  for (const [, , t] of scored.slice(0, TRUTH_SENT)) {
+    const size = JSON.stringify(t).length;
+    if (bytes + size > TRUTH_BYTES) continue;
+    bytes += size;
+    out.push(t);
+  }
+  return out;
+}
+
+const backend = () => (app.mode === 'local' ? local : stateless);
+
+// ------------------------------------------------------------- branch model
+
+/** Parent of each message: its `parent`, or (no parent field) the message before it. */
+function buildTree() {
+  const msgs = app.state.messages;
+  const byId = new Map(msgs.map((m) => [m.id, m]));
+  const parentOf = new Map();
+  const children = new Map();
+  let prev = null;
+  for (const m of msgs) {
+    let p = null;
+    if (typeof m.parent === 'string' && m.parent) p = byId.has(m.parent) ? m.parent : null;
+    else if (prev) p = prev.id;
+    if (p === m.id) p = null;
+    parentOf.set(m.id, p);
+    if (!children.has(p)) children.set(p, []);
+    children.get(p).push(m.id);
+    prev = m;
+  }
+  return { byId, parentOf, children };
+}
+
+/** Root → id following parent links (cycle-safe). */
+function branchTo(id, tree = buildTree()) {
+  const path = [];
+  const seen = new Set();
+  let cur = id;
+  while (cur && tree.byId.has(cur) && !seen.has(cur)) {
+    seen.add(cur);
+    path.push(tree.byId.get(cur));
+    cur = tree.parentOf.get(cur);
+  }
+  return path.reverse();
+}
+
+/** The latest leaf below `id` (following the newest child each time). */
+function leafBelow(id, tree = buildTree()) {
+  let cur = id;
+  const seen = new Set();
+  for (;;) {
+    const kids = tree.children.get(cur);
+    if (!kids || !kids.length || seen.has(cur)) return cur;
+    seen.add(cur);
+    cur = kids[kids.length - 1];
+  }
+}
+
+function latestId() {
+  const m = app.state.messages;
+  return m.length ? m[m.length - 1].id : null;
+}
+
+// ---------------------------------------------------------------- rendering
+
+function roleOf(m) {
+  if (m.role) return m.role;
+  if (String(m.username).toLowerCase() === 'system') return 'system';
+  return m.provider || m.model ? 'assistant' : 'user';
+}
+
+function renderAll() {
+  renderMessages();
+  renderTruth();
+  renderContext();
+  renderReplyTo();
+}
+
+function renderMessages() {
+  const list = $('messages');
+  const tree = buildTree();
+  if (!app.leaf || !tree.byId.has(app.leaf)) app.leaf = latestId();
+  const branch = app.leaf ? branchTo(app.leaf, tree) : [];
+  const onBranch = new Set(branch.map((m) => m.id));
+  const shown = app.prefs.show_all ? app.state.messages : branch;
+  list.replaceChildren(...shown.map((m) => messageItem(m, tree, onBranch.has(m.id))));
+  $('empty-hint').hidden = app.state.messages.length > 0;
+  $('load-earlier').hidden = !(app.mode === 'local' && app.offset > 0);
+  $('load-earlier').textContent = `Load earlier messages (${app.offset} more)`;
+  $('show-all').checked = !!app.prefs.show_all;
+}
+
+function messageItem(m, tree, onBranch) {
+  const role = roleOf(m);
+  const titleId = `title-${m.id}`;
+  const actions = h('div', { class: 'msg-actions' },
+    h('button', { type: 'button', class: 'small', 'data-testid': 'branch-from', 'data-id': m.id, onclick: () => branchFrom(m.id) }, 'Branch from here'));
+  if (!onBranch) {
+    actions.append(h('button', { type: 'button', class: 'small', 'data-testid': 'show-branch', onclick: () => { app.leaf = leafBelow(m.id); app.branchFrom = null; renderAll(); } }, 'Show this branch'));
+  } else {
+    const siblings = tree.children.get(tree.parentOf.get(m.id)) || [];
+    if (siblings.length > 1) {
+      const i = siblings.indexOf(m.id);
+      const go = (j) => () => { app.leaf = leafBelow(siblings[j]); app.branchFrom = null; renderAll(); };
+      actions.append(h('span', { class: 'sibling-nav', role: 'group', 'aria-label': 'Branches at this point' },
+        h('button', { type: 'button', class: 'small', 'aria-label': 'Previous branch', 'data-testid': 'branch-prev', disabled: i === 0, onclick: go(i - 1) }, '‹'),
+        h('span', { 'data-testid': 'branch-position' }, `${i + 1}/${siblings.length}`),
+        h('button', { type: 'button', class: 'small', 'aria-label': 'Next branch', 'data-testid': 'branch-next', disabled: i === siblings.length - 1, onclick: go(i + 1) }, '›')));
+    }
+  }
+  return h('li', {
+    class: `msg msg-${role}${onBranch ? '' : ' off-branch'}${app.branchFrom && app.branchFrom.id === m.id ? ' reply-target' : ''}`,
+    id: `msg-${m.id}`, 'data-testid': 'message', 'data-id': m.id, 'data-role': role,
+  },
+  h('article', { 'aria-labelledby': titleId },
+    h('header', { class: 'msg-head' },
+      h('h3', { class: 'msg-title', id: titleId, 'data-testid': 'message-title' }, m.title || '(untitled)'),
+      h('span', { class: 'msg-meta' },
+        h('span', { class: 'msg-username', 'data-testid': 'message-username' }, m.username || ''),
+        ' · ',
+        h('time', { datetime: m.timestamp, title: m.timestamp, 'data-testid': 'message-time' }, formatTime(m.timestamp)),
+        onBranch ? null : h('span', { class: 'tag' }, ' · other branch'))),
+    h('div', { class: 'msg-content rendered', 'data-testid': 'message-content' }, renderXhtml(m.content)),
+    contextDetails(m),
+    actions));
+}
+
+function contextDetails(m) {
+  const report = app.reports.get(m.id);
+  if (report) return reportDetails(report);
+  if (!Array.isArray(m.sources)) return null;
+  const truthById = new Map(app.state.truth.trust.map((t) => [t.id, t]));
+  const msgById = new Map(app.state.messages.map((x) => [x.id, x]));
+  return h('details', { class: 'context-used', 'data-testid': 'context-used' },
+    h('summary', {}, `Context used (${m.sources.length} sources)`),
+    m.sources.length
+      ? h('ul', {}, m.sources.map((id) => {
+        const t = truthById.get(id);
+        const x = msgById.get(id);
+        const label = t ? `truth: ${t.title}` : x ? `message: ${x.title}` : String(id).startsWith('t_') ? 'truth (no longer present)' : String(id).startsWith('m_') ? 'message' : 'file chunk';
+        return h('li', {}, h('code', {}, String(id)), ' ', label);
+      }))
+      : h('p', {}, 'Only the context and the conversation were sent.'));
+}
+
+function reportDetails(r) {
+  const included = Array.isArray(r.included) ? r.included : [];
+  const dropped = Array.isArray(r.dropped) ? r.dropped : [];
+  return h('details', { class: 'context-used', 'data-testid': 'context-used' },
+    h('summary', {}, `Context used (${included.length} parts sent, ${dropped.length} dropped${r.tokens != null ? `, ${r.tokens}${r.budget != null ? '/' + r.budget : ''} tokens` : ''})`),
+    h('h4', {}, 'Sent'),
+    h('ul', { 'data-testid': 'context-included' }, included.map((p) =>
+      h('li', {}, h('span', { class: 'tag' }, String(p.kind ?? '')), ' ', String(p.label ?? p.id ?? ''), p.tokens != null ? ` (${p.tokens} tokens)` : ''))),
+    dropped.length ? h('h4', {}, 'Dropped') : null,
+    dropped.length ? h('ul', { 'data-testid': 'context-dropped' }, dropped.map((p) =>
+      h('li', {}, h('span', { class: 'tag' }, String(p.kind ?? '')), ' ', String(p.label ?? p.id ?? ''), p.reason ? ` — ${p.reason}` : ''))) : null);
+}
+
+function renderReplyTo() {
+  const box = $('reply-to');
+  const target = app.branchFrom && app.state.messages.find((m) => m.id === app.branchFrom.id);
+  box.hidden = !target;
+  if (target) $('reply-to-title').textContent = target.title || target.id;
+}
+
+function renderTruth() {
+  const list = $('truth-list');
+  const entries = [...app.state.truth.trust].sort((a, b) => (b.certainty ?? 0) - (a.certainty ?? 0) || String(a.title).localeCompare(String(b.title)));
+  list.replaceChildren(...entries.map(truthItem));
+  if (!entries.length) list.append(h('li', { class: 'empty-hint' }, 'No truth entries yet.'));
+}
+
+function truthItem(t) {
+  const item = h('li', { class: 'truth-item', id: `truth-${t.id}`, 'data-testid': 'truth-item', 'data-id': t.id });
+  const certainty = typeof t.certainty === 'number' ? t.certainty : 0;
+  const view = () => {
+    item.replaceChildren(
+      h('div', { class: 'truth-head' },
+        h('h3', { 'data-testid': 'truth-title' }, t.title || '(untitled)'),
+        h('span', { class: 'certainty' },
+          h('meter', { min: 0, max: 1, value: certainty, 'aria-label': 'certainty' }),
+          ' ', h('span', { 'data-testid': 'truth-certainty' }, certainty.toFixed(2)))),
+      h('p', { class: 'truth-meta' },
+        t.kind ? h('span', { class: 'tag' }, String(t.kind)) : null,
+        Array.isArray(t.tags) ? t.tags.map((g) => h('span', { class: 'tag' }, String(g))) : null,
+        h('time', { datetime: t.updated || t.timestamp, title: t.updated || t.timestamp }, formatTime(t.updated || t.timestamp))),
+      h('div', { class: 'rendered truth-content', 'data-testid': 'truth-content' }, renderXhtml(t.content)),
+      h('div', { class: 'row' },
+        h('button', { type: 'button', class: 'small', 'data-testid': 'truth-edit', onclick: edit }, 'Edit'),
+        h('button', { type: 'button', class: 'small danger', 'data-testid': 'truth-delete', onclick: askDelete }, 'Delete')));
+  };
+  const askDelete = () => {
+    const row = item.querySelector('.row');
+    const no = h('button', { type: 'button', class: 'small', 'data-testid': 'truth-delete-cancel', onclick: view }, 'Keep');
+    row.replaceChildren(
+      h('span', {}, 'Delete this entry?'),
+      h('button', { type: 'button', class: 'small danger', 'data-testid': 'truth-delete-confirm', onclick: () => run(() => backend().deleteTruth(t.id), 'Truth entry deleted.') }, 'Delete'),
+      no);
+    no.focus();
+  };
+  const edit = () => {
+    const uid = t.id;
+    const title = h('input', { id: `te-title-${uid}`, value: t.title ?? '', maxlength: 300, required: true, 'data-testid': 'truth-edit-title' });
+    const content = h('textarea', { id: `te-content-${uid}`, rows: 4, 'data-testid': 'truth-edit-content' });
+    content.value = t.content ?? '';
+    const cert = h('input', { id: `te-cert-${uid}`, type: 'number', min: 0, max: 1, step: 0.05, value: certainty, required: true, inputmode: 'decimal', 'data-testid': 'truth-edit-certainty' });
+    const form = h('form', { class: 'truth-form' },
+      h('label', { for: title.id }, 'Title'), title,
+      h('label', { for: content.id }, 'Content (text, or XHTML)'), content,
+      h('label', { for: cert.id }, 'Certainty (0 to 1)'), cert,
+      h('div', { class: 'row' },
+        h('button', { type: 'submit', class: 'primary small', 'data-testid': 'truth-edit-save' }, 'Save'),
+        h('button', { type: 'button', class: 'small', 'data-testid': 'truth-edit-cancel', onclick: view }, 'Cancel')));
+    form.addEventListener('submit', (ev) => {
+      ev.preventDefault();
+      const changes = {};
+      if (title.value.trim() !== (t.title ?? '')) changes.title = title.value.trim();
+      if (content.value !== (t.content ?? '')) changes.content = content.value;
+      const c = Number(cert.value);
+      if (!(c >= 0 && c <= 1)) { notify('Certainty must be between 0 and 1.', 'error'); return; }
+      if (c !== certainty) changes.certainty = c;
+      if (!Object.keys(changes).length) { view(); return; }
+      run(() => backend().editTruth(t.id, changes), 'Truth entry saved.');
+    });
+    item.replaceChildren(form);
+    title.focus();
+  };
+  view();
+  return item;
+}
+
+function renderContext() {
+  $('context-view').replaceChildren(renderXhtml(app.state.context));
+  if (document.activeElement !== $('context-input')) $('context-input').value = app.state.context || '';
+}
+
+// ------------------------------------------------------------------- actions
+
+/** Runs an action, reporting success or the error, then re-renders. */
+async function run(action, success) {
+  clearAlert();
+  try {
+    const msg = await action();
+    renderAll();
+    if (typeof msg === 'string') notify(msg);
+    else if (success) notify(success);
+    return true;
+  } catch (e) {
+    reportError(e);
+    if (app.state) renderAll();
+    return false;
+  }
+}
+
+function reportError(e) {
+  if (e && e.status === 401) {
+    showSignin();
+    return;
+  }
+  notify(e && e.message ? e.message : String(e), 'error');
+}
+
+function branchFrom(id) {
+  if (app.streaming) return;
+  app.branchFrom = { id, previousLeaf: app.branchFrom ? app.branchFrom.previousLeaf : app.leaf };
+  app.leaf = id;
+  renderAll();
+  $('composer-input').focus();
+}
+
+function cancelBranch() {
+  if (!app.branchFrom) return;
+  app.leaf = app.branchFrom.previousLeaf;
+  app.branchFrom = null;
+  renderAll();
+  $('composer-input').focus();
+}
+
+function chatParams() {
+  const p = app.prefs;
+  const out = {};
+  for (const k of ['provider', 'model', 'temperature', 'max_tokens', 'rag', 'url_fetch', 'max_entries', 'min_certainty']) {
+    if (p[k] !== undefined) out[k] = p[k];
+  }
+  return out;
+}
+
+function setBusy(busy) {
+  $('send-button').hidden = busy;
+  $('stop-button').hidden = !busy;
+  $('send-button').disabled = busy;
+  for (const b of document.querySelectorAll('[data-testid="branch-from"]')) b.disabled = busy;
+}
+
+async function send() {
+  const input = $('composer-input');
+  const text = input.value;
+  if (!text.trim() || app.streaming) return;
+  clearAlert();
+  const parent = app.leaf || null;
+  const params = chatParams();
+  const controller = new AbortController();
+  app.streaming = { controller };
+  setBusy(true);
+
+  // Provisional bubbles: the question, and the answer as it streams.
+  const answerText = h('div', { class: 'msg-content streaming', 'data-testid': 'streaming-answer', 'aria-live': 'polite', 'aria-atomic': 'false', 'aria-busy': 'true' });
+  const note = h('p', { class: 'msg-note', 'data-testid': 'streaming-note' }, 'Answering…');
+  const pending = [
+    h('li', { class: 'msg msg-user pending', 'data-testid': 'pending-question' },
+      h('article', { 'aria-label': 'Your message' },
+        h('header', { class: 'msg-head' }, h('h3', { class: 'msg-title' }, 'You'), h('span', { class: 'msg-meta' }, app.prefs.username || '')),
+        h('div', { class: 'msg-content' }, text))),
+    h('li', { class: 'msg msg-assistant pending', 'data-testid': 'pending-answer' },
+      h('article', { 'aria-label': 'Answer' },
+        h('header', { class: 'msg-head' }, h('h3', { class: 'msg-title' }, 'Answer')),
+        answerText, note)),
+  ];
+  $('messages').append(...pending);
+  pending[1].scrollIntoView({ block: 'end' });
+  input.value = '';
+
+  let report = null;
+  let done = null;
+  let failure = null;
+  let streamed = '';
+  try {
+    const body = await backend().chatBody(text, parent, params);
+    await postSse(backend().chatPath, body, {
+      context: (r) => { report = r; },
+      delta: (d) => {
+        const t = typeof d.text === 'string' ? d.text : '';
+        streamed += t;
+        answerText.append(document.createTextNode(t));
+      },
+      done: (d) => { done = d; },
+      error: (e) => { failure = new ApiError(0, e.kind || 'provider', e.message || 'The model failed.'); },
+    }, controller.signal);
+    if (!done && !failure) failure = new ApiError(0, 'internal', 'The connection closed before the answer finished; nothing was saved.');
+  } catch (e) {
+    failure = e;
+  }
+  answerText.setAttribute('aria-busy', 'false');
+  app.streaming = null;
+  setBusy(false);
+
+  if (controller.signal.aborted) {
+    note.textContent = 'Stopped. Nothing was saved for this turn.';
+    note.classList.add('warn');
+    input.value = text;
+    notify('Stopped; nothing was saved.');
+    return;
+  }
+  if (failure) {
+    note.textContent = `Failed: ${failure.message}`;
+    note.classList.add('warn');
+    input.value = text;
+    reportError(failure);
+    return;
+  }
+  try {
+    if (report && done.assistant_message_id) app.reports.set(done.assistant_message_id, report);
+    await backend().afterDone(done);
+    app.leaf = done.assistant_message_id || latestId();
+    app.branchFrom = null;
+    renderAll();
+    const last = $('messages').lastElementChild;
+    if (last) last.scrollIntoView({ block: 'end' });
+    notify(streamed ? 'Answer saved.' : 'Saved.');
+  } catch (e) {
+    reportError(e);
+  }
+}
+
+function stop() {
+  if (app.streaming) app.streaming.controller.abort();
+}
+
+async function updateContext() {
+  clearAlert();
+  const button = $('context-update');
+  button.disabled = true;
+  const old = button.textContent;
+  button.textContent = 'Drafting…';
+  let draft;
+  const sentContext = app.state.context || '';
+  try {
+    draft = await backend().draftContext(chatParams());
+  } catch (e) {
+    reportError(e);
+    return;
+  } finally {
+    button.disabled = false;
+    button.textContent = old;
+  }
+  const diff = Array.isArray(draft.diff) ? draft.diff : [];
+  const changed = diff.some((d) => d.op !== 'keep');
+  $('context-dialog-summary').textContent =
+    `${Number(draft.new_messages) || 0} new messages${draft.since ? ` since ${formatTime(draft.since)}` : ''}. ` +
+    (changed ? 'Lines marked + are added, lines marked − are removed.' : 'The draft does not change the context.');
+  $('context-diff').replaceChildren(...diff.map((d) => {
+    const op = d.op === 'add' || d.op === 'remove' ? d.op : 'keep';
+    const mark = op === 'add' ? '+' : op === 'remove' ? '−' : ' ';
+    const body = op === 'add' ? h('ins', {}, String(d.text ?? '')) : op === 'remove' ? h('del', {}, String(d.text ?? '')) : h('span', {}, String(d.text ?? ''));
+    return h('li', { class: `diff-${op}`, 'data-testid': `diff-${op}` },
+      h('span', { class: 'diff-mark', 'aria-hidden': 'true' }, mark),
+      h('span', { class: 'visually-hidden' }, op === 'add' ? 'added: ' : op === 'remove' ? 'removed: ' : 'unchanged: '),
+      body);
+  }));
+  const dialog = $('context-dialog');
+  dialog.returnValue = '';
+  dialog.showModal();
+  dialog.addEventListener('close', async () => {
+    if (dialog.returnValue !== 'apply') {
+      notify('Context left unchanged.');
+      return;
+    }
+    await run(() => backend().applyContext(draft, sentContext), 'Context updated; the change is recorded as a truth entry.');
+  }, { once: true });
+}
+
+async function doSearch(q) {
+  if (!q.trim()) return;
+  clearAlert();
+  let res;
+  try {
+    res = await backend().search(q.trim());
+  } catch (e) {
+    reportError(e);
+    return;
+  }
+  const box = $('search-results');
+  const section = (title, items) => [h('h3', {}, `${title} (${items.length})`), items.length ? h('ul', { class: 'results' }, items) : h('p', { class: 'empty-hint' }, 'No matches.')];
+  const msgs = (res.messages || []).map((m) => h('li', {},
+    h('button', { type: 'button', class: 'link', 'data-testid': 'search-hit-message', onclick: () => jumpToMessage(m.id) }, m.title || m.id),
+    h('span', { class: 'hint' }, ` ${m.username || ''} · ${formatTime(m.timestamp)}`)));
+  const truth = (res.truth || []).map((t) => h('li', {},
+    h('button', { type: 'button', class: 'link', 'data-testid': 'search-hit-truth', onclick: () => jumpToTruth(t.id) }, t.title || t.id),
+    h('span', { class: 'hint' }, ` certainty ${Number(t.certainty ?? 0).toFixed(2)}`)));
+  const chunks = (res.chunks || []).map((c) => h('li', { 'data-testid': 'search-hit-chunk' },
+    h('code', {}, String(c.path ?? c.ref ?? '')), c.start_line != null ? ` lines ${c.start_line}–${c.end_line}` : '', c.label ? ` ${c.label}` : ''));
+  box.replaceChildren(...section('Messages', msgs), ...section('Truth', truth), ...(chunks.length ? section('Files', chunks) : []));
+  openPanel('panel-search');
+}
+
+async function jumpToMessage(id) {
+  if (!app.state.messages.some((m) => m.id === id) && app.mode === 'local') {
+    // Older than the loaded page: load everything before it.
+    try {
+      while (app.offset > 0 && !app.state.messages.some((m) => m.id === id)) await local.loadEarlier();
+    } catch (e) {
+      reportError(e);
+      return;
+    }
+  }
+  if (!app.state.messages.some((m) => m.id === id)) {
+    notify('That message is not loaded.', 'error');
+    return;
+  }
+  app.leaf = leafBelow(id);
+  app.branchFrom = null;
+  renderAll();
+  const el = document.getElementById(`msg-${id}`);
+  if (el) {
+    el.classList.add('highlight');
+    el.scrollIntoView({ block: 'center' });
+    el.querySelector('button')?.focus();
+    setTimeout(() => el.classList.remove('highlight'), 2500);
+  }
+}
+
+function jumpToTruth(id) {
+  openPanel('panel-truth');
+  const el = document.getElementById(`truth-${id}`);
+  if (el) {
+    el.classList.add('highlight');
+    el.scrollIntoView({ block: 'center' });
+    setTimeout(() => el.classList.remove('highlight'), 2500);
+  }
+}
+
+async function importFile(file, how) {
+  clearAlert();
+  if (!file) return;
+  if (file.size > 256 * 1024 * 1024) {
+    notify('That file is larger than 256 MiB.', 'error');
+    return;
+  }
+  let text;
+  try {
+    text = await file.text();
+    const problem = llmJsonProblem(JSON.parse(text));
+    if (problem) throw new Error(`${file.name} is not an llm.json file: ${problem}.`);
+  } catch (e) {
+    notify(e instanceof SyntaxError ? `${file.name} is not valid JSON.` : e.message, 'error');
+    return;
+  }
+  await run(async () => {
+    const msg = await backend().importText(text, how);
+    app.leaf = latestId();
+    app.branchFrom = null;
+    return msg;
+  });
+}
+
+// ---------------------------------------------------------------- panels
+
+function openPanel(id) {
+  for (const p of document.querySelectorAll('.panel')) p.hidden = p.id !== id;
+  for (const b of document.querySelectorAll('.panel-toggle')) b.setAttribute('aria-expanded', String(b.getAttribute('aria-controls') === id));
+  document.body.classList.add('panel-open');
+  const heading = $(id).querySelector('h2');
+  if (heading) heading.focus();
+}
+
+function closePanel(id) {
+  $(id).hidden = true;
+  const toggle = document.querySelector(`.panel-toggle[aria-controls="${id}"]`);
+  if (toggle) {
+    toggle.setAttribute('aria-expanded', 'false');
+    toggle.focus();
+  }
+  if (![...document.querySelectorAll('.panel')].some((p) => !p.hidden)) document.body.classList.remove('panel-open');
+}
+
+// ---------------------------------------------------------------- settings
+
+function fillSettings() {
+  const p = app.prefs;
+  const sel = $('set-provider');
+  const provs = app.providers.providers || [];
+  sel.replaceChildren(
+    h('option', { value: '' }, `Server default${app.providers.default ? ` (${app.providers.default})` : ''}`),
+    ...provs.map((x) => h('option', { value: x.name }, `${x.name} (${x.kind})`)));
+  if (p.provider && !provs.some((x) => x.name === p.provider)) sel.append(h('option', { value: p.provider }, `${p.provider} (not configured here)`));
+  sel.value = p.provider || '';
+  fillModels();
+  $('set-model').value = p.model || '';
+  $('set-temperature').value = String(p.temperature ?? 0.7);
+  $('temperature-value').textContent = Number(p.temperature ?? 0.7).toFixed(1) + (p.temperature === undefined ? ' (default)' : '');
+  $('set-max-tokens').value = p.max_tokens ?? '';
+  $('set-rag').checked = p.rag !== false;
+  $('set-url-fetch').checked = p.url_fetch === true;
+  $('set-max-entries').value = p.max_entries ?? '';
+  $('set-min-certainty').value = p.min_certainty ?? '';
+  $('set-username').value = p.username || '';
+  $('set-username').placeholder = app.info.username || 'you';
+}
+
+function fillModels() {
+  const name = $('set-provider').value || app.providers.default;
+  const prov = (app.providers.providers || []).find((x) => x.name === name);
+  const models = new Set(prov ? [prov.default_model, ...(prov.models || [])].filter(Boolean) : []);
+  $('model-list').replaceChildren(...[...models].map((m) => h('option', { value: m })));
+  $('set-model').placeholder = prov && prov.default_model ? `default: ${prov.default_model}` : 'default';
+}
+
+function readSettingsForm(changed) {
+  const p = { ...app.prefs };
+  const num = (id) => {
+    const v = $(id).value.trim();
+    return v === '' ? undefined : Number(v);
+  };
+  p.provider = $('set-provider').value || undefined;
+  p.model = $('set-model').value.trim() || undefined;
+  if (changed === 'set-temperature' || p.temperature !== undefined) p.temperature = Number($('set-temperature').value);
+  p.max_tokens = num('set-max-tokens');
+  if (p.max_tokens !== undefined) p.max_tokens = Math.round(p.max_tokens);
+  p.rag = $('set-rag').checked ? undefined : false;
+  p.url_fetch = $('set-url-fetch').checked ? true : undefined;
+  p.max_entries = num('set-max-entries');
+  if (p.max_entries !== undefined) p.max_entries = Math.round(p.max_entries);
+  p.min_certainty = num('set-min-certainty');
+  p.username = $('set-username').value.trim() || undefined;
+  return cleanPrefs(p);
+}
+
+function savePrefs(prefs) {
+  app.prefs = cleanPrefs(prefs);
+  writePrefs(app.prefs);
+}
+
+// ---------------------------------------------------------------- sign-in
+
+function showSignin() {
+  $('signin').hidden = false;
+  $('layout').hidden = true;
+  for (const el of document.querySelectorAll('.toolbar button, .search input, .search button')) el.disabled = true;
+}
+
+function enableUi() {
+  $('signin').hidden = true;
+  $('layout').hidden = false;
+  for (const el of document.querySelectorAll('.toolbar button, .search input, .search button, #composer-input, #send-button')) el.disabled = false;
+}
+
+// ---------------------------------------------------------------- wiring
+
+function wire() {
+  $('composer').addEventListener('submit', (e) => { e.preventDefault(); send(); });
+  $('composer-input').addEventListener('keydown', (e) => {
+    if (e.key === 'Enter' && !e.shiftKey && !e.isComposing) {
+      e.preventDefault();
+      send();
+    }
+  });
+  $('stop-button').addEventListener('click', stop);
+  document.addEventListener('keydown', (e) => {
+    if (e.key !== 'Escape') return;
+    if (app.streaming) stop();
+    else if (app.branchFrom && !$('context-dialog').open) cancelBranch();
+  });
+  $('reply-cancel').addEventListener('click', cancelBranch);
+  $('show-all').addEventListener('change', () => {
+    savePrefs({ ...app.prefs, show_all: $('show-all').checked || undefined });
+    renderMessages();
+  });
+  $('load-earlier').addEventListener('click', () => run(() => local.loadEarlier()));
+
+  for (const b of document.querySelectorAll('.panel-toggle')) {
+    b.addEventListener('click', () => {
+      const id = b.getAttribute('aria-controls');
+      if ($(id).hidden) openPanel(id);
+      else closePanel(id);
+    });
+  }
+  for (const b of document.querySelectorAll('.panel-close')) b.addEventListener('click', () => closePanel(b.dataset.close));
+  for (const p of document.querySelectorAll('.panel')) {
+    p.addEventListener('keydown', (e) => {
+      if (e.key === 'Escape' && !app.streaming) {
+        e.stopPropagation();
+        closePanel(p.id);
+      }
+    });
+  }
+
+  $('search-form').addEventListener('submit', (e) => { e.preventDefault(); doSearch($('search-input').value); });
+
+  const form = $('settings-form');
+  form.addEventListener('input', (e) => {
+    if (e.target.id === 'set-temperature') $('temperature-value').textContent = Number(e.target.value).toFixed(1);
+  });
+  form.addEventListener('change', (e) => {
+    if (e.target.id === 'set-provider') fillModels();
+    savePrefs(readSettingsForm(e.target.id));
+    notify('Settings saved in this browser.');
+  });
+  form.addEventListener('submit', (e) => e.preventDefault());
+  $('settings-reset').addEventListener('click', () => {
+    savePrefs({ show_all: app.prefs.show_all });
+    fillSettings();
+    notify('Settings reset to the defaults.');
+  });
+
+  $('truth-add-form').addEventListener('submit', (e) => {
+    e.preventDefault();
+    const f = e.target;
+    const certainty = Number(f.certainty.value);
+    if (!(certainty >= 0 && certainty <= 1)) { notify('Certainty must be between 0 and 1.', 'error'); return; }
+    const entry = { title: f.title.value.trim(), content: f.content.value, certainty, kind: f.kind.value || undefined };
+    if (!entry.title || !entry.content.trim()) return;
+    run(async () => {
+      await backend().addTruth(entry);
+      f.reset();
+    }, 'Truth entry added.');
+  });
+
+  $('context-form').addEventListener('submit', (e) => {
+    e.preventDefault();
+    const text = $('context-input').value;
+    run(() => backend().saveContext(text), 'Context saved.').then(() => renderContext());
+  });
+  $('context-update').addEventListener('click', updateContext);
+
+  $('export-button').addEventListener('click', () => run(() => backend().exportFile(), 'Export downloaded.'));
+  $('import-button').addEventListener('click', () => $('import-input').click());
+  $('import-input').addEventListener('change', (e) => {
+    const file = e.target.files && e.target.files[0];
+    e.target.value = '';
+    importFile(file, 'import');
+  });
+
+  // Dropping an llm_*.json export anywhere merges it.
+  let depth = 0;
+  const hasFiles = (e) => e.dataTransfer && Array.from(e.dataTransfer.types || []).includes('Files');
+  document.addEventListener('dragenter', (e) => {
+    if (!hasFiles(e) || !app.state) return;
+    depth++;
+    $('drop-overlay').hidden = false;
+  });
+  document.addEventListener('dragleave', () => {
+    depth = Math.max(0, depth - 1);
+    if (!depth) $('drop-overlay').hidden = true;
+  });
+  document.addEventListener('dragover', (e) => {
+    if (!hasFiles(e)) return;
+    e.preventDefault();
+    e.dataTransfer.dropEffect = 'copy';
+  });
+  document.addEventListener('drop', async (e) => {
+    if (!e.dataTransfer || !e.dataTransfer.files || !e.dataTransfer.files.length) return;
+    e.preventDefault();
+    depth = 0;
+    $('drop-overlay').hidden = true;
+    if (!app.state) return;
+    const files = Array.from(e.dataTransfer.files);
+    const exports = files.filter((f) => /^llm_.*\.json$/i.test(f.name));
+    if (!exports.length) {
+      notify('Only llm_*.json exports can be dropped here.', 'error');
+      return;
+    }
+    for (const f of exports) await importFile(f, 'drop');
+  });
+}
+
+async function start() {
+  wire();
+  app.prefs = readPrefs();
+  let health;
+  try {
+    health = await api('/api/health');
+  } catch (e) {
+    notify(`The WikiOracle server does not answer (${e.message}).`, 'error');
+    return;
+  }
+  app.mode = health.mode === 'stateless' ? 'stateless' : 'local';
+  document.body.dataset.mode = app.mode;
+  $('mode-badge').textContent = app.mode === 'local' ? 'local' : 'stateless';
+  $('mode-badge').title = app.mode === 'local'
+    ? 'Local mode: the server keeps your llm.json'
+    : 'Stateless mode: your llm.json stays in this browser';
+  try {
+    app.info = await api('/api/info');
+  } catch (e) {
+    if (e.status === 401) {
+      showSignin();
+      return;
+    }
+    app.info = {};
+  }
+  if (app.info.state_file) $('mode-badge').title += ` (${app.info.state_file})`;
+  try {
+    app.providers = await api('/api/providers');
+  } catch (e) {
+    if (e.status === 401) {
+      showSignin();
+      return;
+    }
+    app.providers = { default: '', providers: [] };
+  }
+  try {
+    await backend().load();
+  } catch (e) {
+    if (e.status === 401) {
+      showSignin();
+      return;
+    }
+    notify(`Could not load the state: ${e.message}`, 'error');
+    return;
+  }
+  fillSettings();
+  enableUi();
+  app.leaf = latestId();
+  renderAll();
+  const last = $('messages').lastElementChild;
+  if (last) last.scrollIntoView({ block: 'end' });
+  document.body.dataset.ready = 'true';
+}
+
+if (document.readyState === 'loading') document.addEventListener('DOMContentLoaded', start);
+else start();
