@@ -181,7 +181,11 @@ pub fn apply(
     if draft == state.context {
         return Err(ApplyError::Unchanged);
     }
-    let entry = audit_entry(&state.context, &draft, now);
+    // Dated no earlier than the newest message it covers: answers can be
+    // dated a second ahead (turn ids), and must not count as new next time.
+    let newest = state.messages().iter().map(|m| m.timestamp.clone()).max();
+    let at = newest.map_or(now.clone(), |n| n.max(now));
+    let entry = audit_entry(&state.context, &draft, at);
     let id = entry.id.clone();
     state.context = draft;
     state.add_truth(entry);

@@ -155,10 +155,14 @@ pub async fn guard(State(app): State<std::sync::Arc<App>>, req: Request, next: N
 
 fn check(app: &App, req: &Request) -> Result<(), ApiError> {
     let headers = req.headers();
-    let host = headers
-        .get(header::HOST)
-        .and_then(|v| v.to_str().ok())
-        .unwrap_or("");
+    // Two Host headers could disagree about who we are: refuse both.
+    let host = match headers.get_all(header::HOST).iter().count() {
+        1 => headers
+            .get(header::HOST)
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or(""),
+        _ => "",
+    };
     if !host_allowed(host, &app.allowed_hosts) {
         return Err(ApiError::forbidden(format!(
             "Host {host:?} is not this server's name; only loopback names are accepted (start `wo serve --allow-host NAME` to serve another)"
@@ -193,6 +197,9 @@ fn check(app: &App, req: &Request) -> Result<(), ApiError> {
                 "unsupported_media_type",
                 "state-changing requests must send Content-Type: application/json",
             ));
+        }
+        if headers.get_all(header::ORIGIN).iter().count() > 1 {
+            return Err(ApiError::forbidden("more than one Origin header"));
         }
         match headers.get(header::ORIGIN).and_then(|v| v.to_str().ok()) {
             Some(origin) if same_origin(origin, host) => {}

@@ -259,12 +259,14 @@ async fn index(State(app): State<Arc<App>>, Query(q): Query<IndexQuery>, req: Re
 
 /// One stderr line per request: method, path (never the query: it may
 /// carry the token or a search), status, milliseconds. No content.
+/// `WO_SERVE_QUIET` (any value) turns it off.
 async fn access_log(req: Request, next: axum::middleware::Next) -> Response {
     let method = req.method().clone();
     let path = req.uri().path().to_owned();
     let started = std::time::Instant::now();
     let resp = next.run(req).await;
-    if std::env::var_os("WO_SERVE_QUIET").is_none() {
+    static QUIET: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    if !*QUIET.get_or_init(|| std::env::var_os("WO_SERVE_QUIET").is_some()) {
         eprintln!(
             "{method} {path} {} {:.1}ms",
             resp.status().as_u16(),

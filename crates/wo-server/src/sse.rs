@@ -44,19 +44,32 @@ impl EventSink {
     }
 }
 
+/// The response body: frames from the channel. Dropping it (the client
+/// went away, or the stream ended) fires the turn's cancellation token.
+struct Frames {
+    rx: mpsc::UnboundedReceiver<Bytes>,
+    cancel: Cancel,
+}
+
+impl Drop for Frames {
+    fn drop(&mut self) {
+        self.cancel.cancel();
+    }
+}
+
 /// A streaming response, its sink, and a token that fires when the client
-/// disconnects.
+/// disconnects. The stream ends when every sink is dropped.
 pub fn channel() -> (Response, EventSink, Cancel) {
-    let (tx, mut rx) = mpsc::unbounded_channel::<Bytes>();
+    let (tx, rx) = mpsc::unbounded_channel::<Bytes>();
     let cancel = Cancel::new();
-    let watcher_tx = tx.clone();
-    let watcher = cancel.clone();
-    tokio::spawn(async move {
-        watcher_tx.closed().await;
-        watcher.cancel();
-    });
+    let mut frames = Frames {
+        rx,
+        cancel: cancel.clone(),
+    };
     let stream = futures::stream::poll_fn(move |cx| {
-        rx.poll_recv(cx)
+        frames
+            .rx
+            .poll_recv(cx)
             .map(|frame| frame.map(Ok::<_, std::io::Error>))
     });
     let mut resp = Response::new(Body::from_stream(stream));

@@ -419,7 +419,9 @@ async function api(path, { method = 'GET', body, rawBody, signal } = {}) {
 
 /**
  * POST a JSON body and read the Server-Sent Events answer. `on` maps event
- * names to handlers. Resolves with the last event's name.
+ * names to handlers. `done` and `error` end the answer: reading stops there
+ * even if the server keeps the connection open. Resolves with the last
+ * event's name.
  */
 async function postSse(path, body, on, signal) {
   const r = await fetch(path, {
@@ -457,7 +459,8 @@ async function postSse(path, body, on, signal) {
     last = event;
     if (on[event]) on[event](payload);
   };
-  for (;;) {
+  const finished = () => last === 'done' || last === 'error';
+  while (!finished()) {
     const { value, done } = await reader.read();
     if (done) break;
     buf += decoder.decode(value, { stream: true });
@@ -466,11 +469,15 @@ async function postSse(path, body, on, signal) {
     if (keepCr) buf = buf.slice(0, -1);
     buf = buf.replace(/\r\n?/g, '\n');
     let i;
-    while ((i = buf.indexOf('\n\n')) >= 0) {
+    while (!finished() && (i = buf.indexOf('\n\n')) >= 0) {
       dispatch(buf.slice(0, i));
       buf = buf.slice(i + 2);
     }
     if (keepCr) buf += '\r';
+  }
+  if (finished()) {
+    reader.cancel().catch(() => {});
+    return last;
   }
   buf += decoder.decode();
   if (buf.trim()) dispatch(buf.replace(/\r\n?/g, '\n'));

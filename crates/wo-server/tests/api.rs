@@ -1,0 +1,641 @@
+//! The JSON API end to end over HTTP against a fake upstream that follows
+//! the OpenAI streaming wire format: turns land in llm.json (or, stateless,
+//! in the state_patch), failures save nothing, and every write path works.
+
+mod common;
+
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use common::{Script, events, serve};
+use reqwest::{Method, StatusCode};
+use serde_json::{Value, json};
+
+async fn chat(s: &common::Served, body: Value) -> Vec<(String, Value)> {
+    let r = s
+        .program(Method::POST, "/api/chat")
+        .json(&body)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::OK);
+    assert_eq!(r.headers()["content-type"], "text/event-stream");
+    events(r).await
+}
+
+fn done(evs: &[(String, Value)]) -> &Value {
+    &evs.iter()
+        .find(|(n, _)| n == "done")
+        .unwrap_or_else(|| panic!("no done event: {evs:?}"))
+        .1
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_turn_streams_and_lands_in_the_file() {
+    let s = serve(Script::says("Paris is the capital."), false).await;
+    let evs = chat(
+        &s,
+        json!({"message": "Capital of France?", "params": {"temperature": 0.3}}),
+    )
+    .await;
+    let names: Vec<&str> = evs.iter().map(|(n, _)| n.as_str()).collect();
+    assert_eq!(names.first(), Some(&"context"));
+    assert_eq!(names.last(), Some(&"done"));
+    let text: String = evs
+        .iter()
+        .filter(|(n, _)| n == "delta")
+        .map(|(_, d)| d["text"].as_str().unwrap())
+        .collect();
+    assert_eq!(text, "Paris is the capital.");
+    let d = done(&evs);
+    let state = s.state_json();
+    let msgs = state["messages"].as_array().unwrap();
+    assert_eq!(msgs.len(), 2);
+    assert_eq!(msgs[0]["id"], d["user_message_id"]);
+    assert_eq!(msgs[0]["username"], "tester");
+    assert_eq!(msgs[1]["id"], d["assistant_message_id"]);
+    assert_eq!(msgs[1]["parent"], msgs[0]["id"]);
+    assert_eq!(msgs[1]["content"], "<p>Paris is the capital.</p>");
+    assert_eq!(d["model"], "fake-1");
+    // The parameters reached the upstream.
+    assert_eq!(s.upstream.bodies.lock().unwrap()[0]["temperature"], 0.3);
+
+    // A branch from the first question.
+    let first_q = d["user_message_id"].as_str().unwrap().to_owned();
+    let evs = chat(&s, json!({"message": "And of Italy?", "parent": first_q})).await;
+    let d = done(&evs);
+    let state = s.state_json();
+    let new_q = state["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|m| m["id"] == d["user_message_id"])
+        .unwrap();
+    assert_eq!(new_q["parent"], first_q.as_str());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_turns_are_refused_with_a_pointer_and_save_nothing() {
+    let s = serve(Script::says("x"), false).await;
+    let cases = [
+        (json!({"message": ""}), "/message"),
+        (json!({"message": "hi", "parent": "m_nope"}), "/parent"),
+        (
+            json!({"message": "hi", "params": {"temperature": 9}}),
+            "/params/temperature",
+        ),
+        (
+            json!({"message": "hi", "params": {"temperature": "hot"}}),
+            "/params/temperature",
+        ),
+        (
+            json!({"message": "hi", "params": {"provider": "nobody"}}),
+            "/params/provider",
+        ),
+        (json!({"message": 5}), "/message"),
+    ];
+    for (body, pointer) in cases {
+        let r = s
+            .program(Method::POST, "/api/chat")
+            .json(&body)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), StatusCode::BAD_REQUEST, "{body}");
+        let e: Value = r.json().await.unwrap();
+        assert_eq!(e["error"]["pointer"], pointer, "{body}: {e}");
+    }
+    let r = s
+        .program(Method::POST, "/api/chat")
+        .header("content-type", "application/json")
+        .body("{not json")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::BAD_REQUEST);
+    assert_eq!(s.upstream.requests.load(Ordering::SeqCst), 0);
+    assert!(s.state_json()["messages"].as_array().unwrap().is_empty());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failing_provider_ends_the_stream_with_an_error_and_saves_nothing() {
+    let s = serve(
+        Script {
+            fail_status: Some(401),
+            ..Script::says("x")
+        },
+        false,
+    )
+    .await;
+    let before = s.state_bytes();
+    let evs = chat(&s, json!({"message": "hi"})).await;
+    let (name, data) = evs.last().unwrap();
+    assert_eq!(name, "error");
+    assert_eq!(data["kind"], "auth");
+    assert_eq!(s.state_bytes(), before);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stopping_mid_answer_saves_nothing() {
+    let s = serve(
+        Script {
+            delay: Duration::from_millis(50),
+            ..Script::says(&"word ".repeat(100))
+        },
+        false,
+    )
+    .await;
+    let before = s.state_bytes();
+    let mut r = s
+        .program(Method::POST, "/api/chat")
+        .json(&json!({"message": "talk"}))
+        .send()
+        .await
+        .unwrap();
+    let mut seen = String::new();
+    while !seen.contains("event: delta") {
+        seen.push_str(&String::from_utf8_lossy(&r.chunk().await.unwrap().unwrap()));
+    }
+    drop(r); // the browser's Stop button
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    assert_eq!(s.state_bytes(), before, "a stopped turn is not saved");
+    // The server is still fine.
+    let r = s.program(Method::GET, "/api/state").send().await.unwrap();
+    assert_eq!(r.status(), StatusCode::OK);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_chats_all_land() {
+    let s = serve(Script::says("fine thanks"), false).await;
+    let n = 20;
+    let turns = (0..n).map(|i| {
+        let req = s
+            .program(Method::POST, "/api/chat")
+            .json(&json!({"message": format!("question number {i}")}));
+        async move { events(req.send().await.unwrap()).await }
+    });
+    let results = futures::future::join_all(turns).await;
+    for evs in &results {
+        assert_eq!(evs.last().unwrap().0, "done", "{evs:?}");
+    }
+    let state = s.state_json();
+    let msgs = state["messages"].as_array().unwrap();
+    assert_eq!(msgs.len(), 2 * n);
+    for i in 0..n {
+        let q = msgs
+            .iter()
+            .find(|m| m["content"] == format!("<p>question number {i}</p>"))
+            .unwrap();
+        assert!(
+            msgs.iter()
+                .any(|m| m["parent"] == q["id"] && m["role"] == "assistant"),
+            "answer to {i}"
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn truth_entries_are_added_edited_and_deleted_with_a_tombstone() {
+    let s = serve(Script::says("x"), false).await;
+    let r = s
+        .browser(Method::POST, "/api/truth")
+        .json(&json!({"title": "Kiln", "content": "Cone 6 is **1222 °C**", "certainty": 0.8, "kind": "fact"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::CREATED);
+    let entry: Value = r.json().await.unwrap();
+    let id = entry["id"].as_str().unwrap().to_owned();
+    assert_eq!(
+        entry["content"],
+        "<p>Cone 6 is <strong>1222 °C</strong></p>"
+    );
+    let r = s
+        .browser(Method::PATCH, &format!("/api/truth/{id}"))
+        .json(&json!({"certainty": 0.4, "content": "<img src=x onerror=alert(1)>cone 6"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::OK);
+    let state = s.state_json();
+    let stored = &state["truth"]["trust"][0];
+    assert_eq!(stored["certainty"], 0.4);
+    assert!(
+        !stored["content"].as_str().unwrap().contains("onerror"),
+        "{stored}"
+    );
+    assert!(stored["updated"].is_string());
+    let r = s
+        .browser(Method::PATCH, &format!("/api/truth/{id}"))
+        .json(&json!({"certainty": 2}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::BAD_REQUEST);
+    let r = s
+        .browser(Method::PATCH, "/api/truth/t_missing")
+        .json(&json!({"certainty": 1}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::NOT_FOUND);
+    let r = s
+        .browser(Method::DELETE, &format!("/api/truth/{id}"))
+        .json(&json!({}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::OK);
+    let state = s.state_json();
+    assert!(state["truth"]["trust"].as_array().unwrap().is_empty());
+    assert_eq!(state["truth"]["deleted"][0]["id"], id.as_str());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn context_and_prefs_patch() {
+    let s = serve(Script::says("x"), false).await;
+    let r = s
+        .browser(Method::PATCH, "/api/state")
+        .json(&json!({"context": "A pottery studio.\n\nWe fire to cone 6.", "retrieval_prefs": {"max_entries": 3, "min_certainty": 0.5}}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::OK);
+    let state = s.state_json();
+    assert_eq!(
+        state["context"],
+        "<p>A pottery studio.</p>\n<p>We fire to cone 6.</p>"
+    );
+    assert_eq!(state["truth"]["retrieval_prefs"]["max_entries"], 3);
+    let r = s
+        .browser(Method::PATCH, "/api/state")
+        .json(&json!({"retrieval_prefs": {"min_certainty": -1}}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::BAD_REQUEST);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn export_then_merge_into_another_server_gives_the_same_state() {
+    let a = serve(Script::says("an answer"), false).await;
+    chat(&a, json!({"message": "first"})).await;
+    a.browser(Method::POST, "/api/truth")
+        .json(&json!({"title": "T", "content": "c", "certainty": 1}))
+        .send()
+        .await
+        .unwrap();
+    let r = a.program(Method::GET, "/api/export").send().await.unwrap();
+    let cd = r.headers()["content-disposition"]
+        .to_str()
+        .unwrap()
+        .to_owned();
+    assert!(
+        cd.starts_with("attachment; filename=\"llm_") && cd.ends_with(".json\""),
+        "{cd}"
+    );
+    let exported = r.bytes().await.unwrap();
+    assert_eq!(
+        exported.as_ref(),
+        a.state_bytes().as_slice(),
+        "the export is the file"
+    );
+
+    let b = serve(Script::says("x"), false).await;
+    let r = b
+        .browser(Method::POST, "/api/merge")
+        .header("content-type", "application/json")
+        .body(exported.clone())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::OK);
+    let report: Value = r.json().await.unwrap();
+    assert_eq!(report["messages_added"], 2);
+    assert_eq!(report["truth_added"], 1);
+    let (sa, sb) = (a.state_json(), b.state_json());
+    assert_eq!(sa["messages"], sb["messages"]);
+    assert_eq!(sa["truth"]["trust"], sb["truth"]["trust"]);
+    // Merging again changes nothing.
+    let r = b
+        .browser(Method::POST, "/api/merge")
+        .header("content-type", "application/json")
+        .body(exported)
+        .send()
+        .await
+        .unwrap();
+    let report: Value = r.json().await.unwrap();
+    assert_eq!(report["messages_added"], 0);
+    // A broken upload is refused with the pointer of the problem.
+    let before = b.state_bytes();
+    let r = b
+        .browser(Method::POST, "/api/merge")
+        .json(&json!({"version": 1, "schema": "x", "date": "2026-01-01T00:00:00Z", "context": "", "messages": [{"title": 5}], "truth": {"trust": []}}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::BAD_REQUEST);
+    let e: Value = r.json().await.unwrap();
+    assert!(
+        e["error"]["pointer"].as_str().unwrap().starts_with("/"),
+        "{e}"
+    );
+    assert_eq!(b.state_bytes(), before);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn state_pages_and_search() {
+    let s = serve(Script::says("glazes crawl when dusty"), false).await;
+    for q in ["why do glazes crawl", "what is bisque", "kiln wash recipe"] {
+        chat(&s, json!({"message": q})).await;
+    }
+    let r = s
+        .program(Method::GET, "/api/state?limit=2")
+        .send()
+        .await
+        .unwrap();
+    let page: Value = r.json().await.unwrap();
+    assert_eq!(page["total_messages"], 6);
+    assert_eq!(page["offset"], 4);
+    assert_eq!(page["messages"].as_array().unwrap().len(), 2);
+    let r = s
+        .program(Method::GET, "/api/state?offset=0&limit=1")
+        .send()
+        .await
+        .unwrap();
+    let page: Value = r.json().await.unwrap();
+    assert_eq!(page["messages"][0]["content"], "<p>why do glazes crawl</p>");
+    let r = s
+        .program(Method::GET, "/api/state?limit=0")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::BAD_REQUEST);
+    let r = s
+        .program(Method::GET, "/api/search?q=bisque")
+        .send()
+        .await
+        .unwrap();
+    let hits: Value = r.json().await.unwrap();
+    assert_eq!(hits["messages"][0]["title"], "what is bisque");
+    assert_eq!(hits["chunks"], json!([]));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn context_update_drafts_shows_a_diff_and_applies_only_when_current() {
+    let s = serve(Script::says("A pottery studio firing to cone 6."), false).await;
+    s.browser(Method::PATCH, "/api/state")
+        .json(&json!({"context": "A pottery studio."}))
+        .send()
+        .await
+        .unwrap();
+    let r = s
+        .browser(Method::POST, "/api/context/draft")
+        .json(&json!({}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::BAD_REQUEST, "no messages yet");
+    chat(&s, json!({"message": "We fire to cone 6 now."})).await;
+    let before = s.state_bytes();
+    let r = s
+        .browser(Method::POST, "/api/context/draft")
+        .json(&json!({}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::OK);
+    let draft: Value = r.json().await.unwrap();
+    assert_eq!(draft["new_messages"], 2);
+    assert_eq!(draft["draft"], "<p>A pottery studio firing to cone 6.</p>");
+    let ops: Vec<&str> = draft["diff"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|l| l["op"].as_str().unwrap())
+        .collect();
+    assert_eq!(ops, ["remove", "add"]);
+    assert_eq!(s.state_bytes(), before, "a draft saves nothing");
+    let prompt =
+        s.upstream.bodies.lock().unwrap().last().unwrap()["messages"][1]["content"].clone();
+    assert!(
+        prompt.as_str().unwrap().contains("We fire to cone 6 now."),
+        "{prompt}"
+    );
+
+    let r = s
+        .browser(Method::POST, "/api/context/apply")
+        .json(&json!({"draft": draft["draft"], "current": "<p>stale</p>"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::CONFLICT);
+    assert_eq!(s.state_bytes(), before);
+    let r = s
+        .browser(Method::POST, "/api/context/apply")
+        .json(&json!({"draft": draft["draft"], "current": draft["current"]}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::OK);
+    let state = s.state_json();
+    assert_eq!(
+        state["context"],
+        "<p>A pottery studio firing to cone 6.</p>"
+    );
+    let audit = &state["truth"]["trust"][0];
+    assert_eq!(audit["tags"], json!(["context-update"]));
+    assert_eq!(audit["kind"], "event");
+    let r = s
+        .browser(Method::POST, "/api/context/draft")
+        .json(&json!({}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(
+        r.status(),
+        StatusCode::BAD_REQUEST,
+        "nothing new since the update"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stateless_turns_end_with_a_patch_and_write_nothing() {
+    let s = serve(Script::says("Lyon is not the capital."), true).await;
+    let files_before: Vec<_> = std::fs::read_dir(s.dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    let mut client_state = json!({
+        "version": 1, "schema": wo_format::SCHEMA_URL, "date": "2026-01-01T00:00:00Z",
+        "context": "<p>Geography quiz.</p>",
+        "messages": [
+            {"id": "m_aaaaaaaaaaaaaaaa", "title": "q", "username": "ann", "timestamp": "2026-01-01T00:00:00Z", "content": "<p>Is Lyon big?</p>", "role": "user"},
+            {"id": "m_bbbbbbbbbbbbbbbb", "title": "a", "username": "fake-1", "timestamp": "2026-01-01T00:00:01Z", "content": "<p>Yes.</p>", "role": "assistant", "parent": "m_aaaaaaaaaaaaaaaa"}
+        ],
+        "truth": {"trust": [{"id": "t_aaaaaaaaaaaaaaaa", "title": "France", "timestamp": "2026-01-01T00:00:00Z", "certainty": 0.9, "content": "<p>Paris is the capital of France.</p>", "refs": 4}]}
+    });
+    let req = json!({
+        "message": "What is the capital of France?",
+        "username": "ann",
+        "context": client_state["context"],
+        "truth": client_state["truth"]["trust"],
+        "window": client_state["messages"],
+        "params": {}
+    });
+    let r = s
+        .client
+        .post(s.url("/api/stateless/chat"))
+        .header("origin", &s.base)
+        .json(&req)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::OK);
+    let evs = events(r).await;
+    let d = done(&evs).clone();
+    assert!(
+        d["sources"]
+            .as_array()
+            .unwrap()
+            .contains(&json!("t_aaaaaaaaaaaaaaaa"))
+    );
+    wo_providers::protocol::apply_state_patch(&mut client_state, &d["state_patch"]);
+    let msgs = client_state["messages"].as_array().unwrap();
+    assert_eq!(msgs.len(), 4, "history kept, two added");
+    assert_eq!(msgs[2]["id"], d["user_message_id"]);
+    assert_eq!(msgs[2]["parent"], "m_bbbbbbbbbbbbbbbb");
+    assert_eq!(msgs[3]["content"], "<p>Lyon is not the capital.</p>");
+    assert_eq!(client_state["truth"]["trust"][0]["refs"], 5);
+    // The patched state is a valid llm.json.
+    let bytes = serde_json::to_vec(&client_state).unwrap();
+    wo_format::parse(&bytes).expect("valid after the patch");
+    // Nothing was written, and local-only routes do not exist here.
+    let files_after: Vec<_> = std::fs::read_dir(s.dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    assert_eq!(files_before, files_after);
+    for path in ["/api/state", "/api/export", "/api/search?q=x"] {
+        assert_eq!(
+            s.client.get(s.url(path)).send().await.unwrap().status(),
+            StatusCode::NOT_FOUND,
+            "{path}"
+        );
+    }
+    // A cross-site page cannot spend the operator's provider.
+    let r = s
+        .client
+        .post(s.url("/api/stateless/chat"))
+        .header("origin", "http://evil.example")
+        .json(&req)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::FORBIDDEN);
+    // Caps.
+    let mut big = req.clone();
+    big["window"] = json!(vec![client_state["messages"][0].clone(); 201]);
+    let r = s
+        .client
+        .post(s.url("/api/stateless/chat"))
+        .json(&big)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::BAD_REQUEST);
+    let e: Value = r.json().await.unwrap();
+    assert_eq!(e["error"]["pointer"], "/window");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_wikioracle_provider_talks_to_a_stateless_server() {
+    use futures::StreamExt;
+    use wo_providers::Provider;
+    let s = serve(Script::says("Bonjour."), true).await;
+    let provider = wo_providers::wikioracle::WikiOracleProvider::new(
+        wo_providers::RemoteConfig::new("hosted", s.base.clone(), "fake-1", 4096),
+    )
+    .unwrap();
+    assert!(provider.check().await.is_reachable());
+    let mut stream = provider
+        .stream(
+            wo_providers::ChatRequest {
+                model: None,
+                messages: vec![wo_providers::ChatMessage::user(String::from(
+                    "Say hello in French",
+                ))],
+                temperature: None,
+                max_tokens: Some(20),
+                top_k: None,
+            },
+            wo_providers::Cancel::new(),
+        )
+        .await
+        .unwrap();
+    let mut text = String::new();
+    let mut finished = false;
+    while let Some(ev) = stream.next().await {
+        match ev.unwrap() {
+            wo_providers::StreamEvent::Delta(t) => text.push_str(&t),
+            wo_providers::StreamEvent::Done { finish_reason, .. } => {
+                assert_eq!(finish_reason.as_deref(), Some("stop"));
+                finished = true;
+            }
+        }
+    }
+    assert!(finished);
+    assert_eq!(text, "Bonjour.");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_route_is_documented_in_openapi() {
+    let s = serve(Script::says("x"), false).await;
+    let doc: Value = s
+        .client
+        .get(s.url("/api/openapi.json"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(doc["openapi"], "3.1.0");
+    let documented: Vec<&str> = doc["paths"]
+        .as_object()
+        .unwrap()
+        .keys()
+        .map(String::as_str)
+        .collect();
+    let served = [
+        "/api/health",
+        "/api/openapi.json",
+        "/api/info",
+        "/api/providers",
+        "/api/state",
+        "/api/truth",
+        "/api/truth/{id}",
+        "/api/chat",
+        "/api/merge",
+        "/api/export",
+        "/api/search",
+        "/api/chunks/{ref}",
+        "/api/context/draft",
+        "/api/context/apply",
+        "/api/stateless/chat",
+    ];
+    for p in served {
+        assert!(documented.contains(&p), "{p} is served but not documented");
+    }
+    for p in &documented {
+        assert!(served.contains(p), "{p} is documented but not served");
+    }
+    // And each documented local route answers something other than 404.
+    for p in ["/api/info", "/api/providers", "/api/state", "/api/export"] {
+        assert_ne!(
+            s.program(Method::GET, p).send().await.unwrap().status(),
+            StatusCode::NOT_FOUND,
+            "{p}"
+        );
+    }
+}

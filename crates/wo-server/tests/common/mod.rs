@@ -1,0 +1,243 @@
+//! Test harness: a fake OpenAI-compatible upstream that streams canned
+//! tokens in the documented wire format, and a `wo serve` running
+//! in-process against it on a loopback port.
+#![allow(dead_code)]
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use axum::body::Body;
+use axum::response::Response;
+use axum::routing::post;
+use wo_server::ServeOptions;
+use wo_server::app::Limits;
+
+/// How the fake upstream answers.
+#[derive(Clone)]
+pub struct Script {
+    pub tokens: Vec<String>,
+    pub delay: Duration,
+    /// Answer this HTTP status instead of a stream.
+    pub fail_status: Option<u16>,
+}
+
+impl Script {
+    pub fn says(text: &str) -> Self {
+        Script {
+            tokens: text.split_inclusive(' ').map(str::to_owned).collect(),
+            delay: Duration::ZERO,
+            fail_status: None,
+        }
+    }
+}
+
+pub struct Upstream {
+    pub addr: SocketAddr,
+    pub requests: Arc<AtomicUsize>,
+    /// Bodies of the requests received, as JSON.
+    pub bodies: Arc<std::sync::Mutex<Vec<serde_json::Value>>>,
+}
+
+/// Starts the fake upstream: `POST /v1/chat/completions` answers SSE
+/// `chat.completion.chunk` frames, a final chunk with `finish_reason` and
+/// `usage`, then `data: [DONE]`.
+pub async fn upstream(script: Script) -> Upstream {
+    let requests = Arc::new(AtomicUsize::new(0));
+    let bodies = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let (r, b) = (requests.clone(), bodies.clone());
+    let app = axum::Router::new().route(
+        "/v1/chat/completions",
+        post(move |body: axum::body::Bytes| {
+            let script = script.clone();
+            r.fetch_add(1, Ordering::SeqCst);
+            if let Ok(v) = serde_json::from_slice(&body) {
+                b.lock().unwrap().push(v);
+            }
+            async move {
+                if let Some(status) = script.fail_status {
+                    return Response::builder()
+                        .status(status)
+                        .header("content-type", "application/json")
+                        .body(Body::from(r#"{"error":{"message":"upstream says no","type":"server_error"}}"#))
+                        .unwrap();
+                }
+                let n = script.tokens.len();
+                let stream = futures::stream::unfold(0usize, move |i| {
+                    let script = script.clone();
+                    async move {
+                        if i > n + 1 {
+                            return None;
+                        }
+                        if i > 0 && !script.delay.is_zero() {
+                            tokio::time::sleep(script.delay).await;
+                        }
+                        let frame = if i < n {
+                            format!(
+                                "data: {}\n\n",
+                                serde_json::json!({"id":"c1","object":"chat.completion.chunk","created":1,"model":"fake","choices":[{"index":0,"delta":{"content":script.tokens[i]},"finish_reason":null}]})
+                            )
+                        } else if i == n {
+                            format!(
+                                "data: {}\n\n",
+                                serde_json::json!({"id":"c1","object":"chat.completion.chunk","created":1,"model":"fake","choices":[{"index":0,"delta":{},"finish_reason":"stop"}],"usage":{"prompt_tokens":7,"completion_tokens":n}})
+                            )
+                        } else {
+                            "data: [DONE]\n\n".to_owned()
+                        };
+                        Some((Ok::<_, std::io::Error>(frame), i + 1))
+                    }
+                });
+                Response::builder()
+                    .header("content-type", "text/event-stream")
+                    .body(Body::from_stream(stream))
+                    .unwrap()
+            }
+        }),
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    Upstream {
+        addr,
+        requests,
+        bodies,
+    }
+}
+
+/// A config whose default provider `fake` is the upstream.
+pub fn config_for(upstream: SocketAddr, dir: &std::path::Path) -> wo_providers::Config {
+    let text = format!(
+        "[defaults]\nprovider = \"fake\"\n\n[providers.fake]\nkind = \"openai\"\nbase_url = \"http://{upstream}/v1\"\nmodel = \"fake-1\"\n"
+    );
+    let path = dir.join("config.toml");
+    std::fs::write(&path, &text).unwrap();
+    wo_providers::Config::from_toml(
+        &text,
+        &path,
+        wo_providers::config::Env::from_pairs([("HOME", dir.as_os_str().to_owned())]),
+    )
+    .unwrap()
+}
+
+pub const TOKEN: &str = "test-token-0123456789-abcdefghijklmnop";
+
+pub struct Served {
+    pub dir: tempfile::TempDir,
+    pub base: String,
+    pub addr: SocketAddr,
+    pub state: PathBuf,
+    pub upstream: Upstream,
+    pub client: reqwest::Client,
+    pub launch_url: String,
+}
+
+pub fn options(dir: &std::path::Path, upstream: &Upstream, stateless: bool) -> ServeOptions {
+    ServeOptions {
+        state_file: (!stateless).then(|| dir.join("llm.json")),
+        addr: "127.0.0.1:0".parse().unwrap(),
+        allowed_hosts: Vec::new(),
+        rate_per_minute: 0,
+        limits: Limits {
+            body_bytes: 64 << 10,
+            upload_bytes: 1 << 20,
+            ..Limits::default()
+        },
+        config: config_for(upstream.addr, dir),
+        username: "tester".into(),
+        index_root: None,
+        token: Some(TOKEN.into()),
+        store: wo_store::OpenOptions::default(),
+    }
+}
+
+/// Serves in local (or stateless) mode against an upstream saying `script`.
+pub async fn serve(script: Script, stateless: bool) -> Served {
+    serve_with(script, stateless, |_| {}).await
+}
+
+pub async fn serve_with(
+    script: Script,
+    stateless: bool,
+    tweak: impl FnOnce(&mut ServeOptions),
+) -> Served {
+    // SAFETY-free: the access log is noise in test output.
+    let upstream = upstream(script).await;
+    let dir = tempfile::tempdir().unwrap();
+    let mut opts = options(dir.path(), &upstream, stateless);
+    tweak(&mut opts);
+    let bound = wo_server::bind(opts).await.unwrap();
+    let addr = bound.addr;
+    let launch_url = bound.launch_url.clone();
+    tokio::spawn(bound.serve(std::future::pending()));
+    Served {
+        state: dir.path().join("llm.json"),
+        dir,
+        base: format!("http://{addr}"),
+        addr,
+        upstream,
+        client: reqwest::Client::builder()
+            .redirect(reqwest::redirect::Policy::none())
+            .build()
+            .unwrap(),
+        launch_url,
+    }
+}
+
+impl Served {
+    pub fn url(&self, path: &str) -> String {
+        format!("{}{path}", self.base)
+    }
+
+    /// A request as the signed-in web page makes it: cookie + same Origin.
+    pub fn browser(&self, method: reqwest::Method, path: &str) -> reqwest::RequestBuilder {
+        self.client
+            .request(method, self.url(path))
+            .header("cookie", format!("wo_session={TOKEN}"))
+            .header("origin", &self.base)
+    }
+
+    /// A request as a program makes it: bearer token, no Origin.
+    pub fn program(&self, method: reqwest::Method, path: &str) -> reqwest::RequestBuilder {
+        self.client
+            .request(method, self.url(path))
+            .bearer_auth(TOKEN)
+    }
+
+    pub fn state_bytes(&self) -> Vec<u8> {
+        std::fs::read(&self.state).unwrap_or_default()
+    }
+
+    pub fn state_json(&self) -> serde_json::Value {
+        serde_json::from_slice(&self.state_bytes()).unwrap()
+    }
+}
+
+/// The SSE events of a response body: (event name, data JSON).
+pub async fn events(resp: reqwest::Response) -> Vec<(String, serde_json::Value)> {
+    let text = resp.text().await.unwrap();
+    parse_events(&text)
+}
+
+pub fn parse_events(text: &str) -> Vec<(String, serde_json::Value)> {
+    text.split("\n\n")
+        .filter(|f| !f.trim().is_empty())
+        .map(|frame| {
+            let mut name = String::new();
+            let mut data = String::new();
+            for line in frame.lines() {
+                if let Some(v) = line.strip_prefix("event: ") {
+                    name = v.to_owned();
+                } else if let Some(v) = line.strip_prefix("data: ") {
+                    data.push_str(v);
+                }
+            }
+            (
+                name,
+                serde_json::from_str(&data).unwrap_or(serde_json::Value::Null),
+            )
+        })
+        .collect()
+}
