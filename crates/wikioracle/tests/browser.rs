@@ -1,0 +1,51 @@
+//! The web client in a real browser: `tests/browser/run.mjs` drives Debian's
+//! Chromium through playwright-core against the real `wo serve` (local and
+//! stateless modes) and a real model server (llama-cpp-python running
+//! SmolLM2, started here). It covers sending, streaming, stop, branching,
+//! the prefs cookie, export → import, dropped-file merge, truth edits,
+//! context update, stateless reload, and an XSS corpus that must not run.
+//!
+//! Needs `node`, `/usr/bin/chromium` (or `$CHROMIUM`) and `npm ci` in
+//! tests/browser; `bash .ci/run` installs all three. When one is missing the
+//! test fails with the command that installs it; it never skips.
+
+use std::path::PathBuf;
+use std::process::Command;
+
+fn repo_root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+#[test]
+fn web_client_in_chromium() {
+    let suite = repo_root().join("tests/browser");
+    let chromium = std::env::var("CHROMIUM").unwrap_or_else(|_| "/usr/bin/chromium".into());
+    assert!(
+        PathBuf::from(&chromium).is_file(),
+        "no Chromium at {chromium}; install it: apt-get install chromium"
+    );
+    assert!(
+        suite.join("node_modules/playwright-core").is_dir(),
+        "playwright-core is not installed; run: npm ci --prefix tests/browser"
+    );
+    let llama = wo_testkit::LlamaServer::start();
+    let out = Command::new("node")
+        .arg(suite.join("run.mjs"))
+        .env("WO_BIN", env!("CARGO_BIN_EXE_wo"))
+        .env("WO_OPENAI_BASE_URL", &llama.base_url)
+        .env("CHROMIUM", &chromium)
+        .output()
+        .expect("run node (install Node.js)");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    print!("{stdout}");
+    assert!(
+        out.status.success(),
+        "browser scenarios failed ({}):\n{stdout}\n{stderr}\nmodel server log:\n{}",
+        out.status,
+        llama.log_tail()
+    );
+    let passed = stdout.lines().filter(|l| l.starts_with("ok - ")).count();
+    assert!(passed >= 10, "only {passed} scenarios ran:\n{stdout}");
+    assert!(!stdout.contains("not ok"), "{stdout}");
+}

@@ -1,0 +1,144 @@
+//! Test support shared across crates' integration tests (a dev-dependency
+//! only): [`LlamaServer`] starts llama-cpp-python's OpenAI-compatible server
+//! on a free loopback port running the offline SmolLM2 model, and stops it
+//! on drop. It never skips: a missing model or server fails with the
+//! command that installs it.
+
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// The model alias the server answers to.
+pub const MODEL_ALIAS: &str = "smollm2";
+/// File name of the offline model (scripts/install-model.sh).
+pub const MODEL_FILE: &str = "SmolLM2-135M-Instruct.Q4_1.gguf";
+
+/// A running `python3 -m llama_cpp.server`.
+pub struct LlamaServer {
+    child: Child,
+    log: PathBuf,
+    /// `http://127.0.0.1:PORT/v1`.
+    pub base_url: String,
+    pub port: u16,
+}
+
+impl Drop for LlamaServer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Where scripts/install-model.sh puts the model (`$WO_MODEL` overrides).
+pub fn model_path() -> PathBuf {
+    if let Some(p) = std::env::var_os("WO_MODEL").filter(|p| !p.is_empty()) {
+        return PathBuf::from(p);
+    }
+    let data = std::env::var_os("XDG_DATA_HOME")
+        .map(PathBuf::from)
+        .filter(|p| p.is_absolute())
+        .unwrap_or_else(|| {
+            PathBuf::from(std::env::var_os("HOME").expect("HOME is unset")).join(".local/share")
+        });
+    data.join("wikioracle/models").join(MODEL_FILE)
+}
+
+/// The Python that runs the server (`$PYTHON`, else `python3`).
+pub fn python() -> String {
+    std::env::var("PYTHON").unwrap_or_else(|_| "python3".into())
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("a free loopback port")
+}
+
+impl LlamaServer {
+    /// Starts the server and waits (up to two minutes) until it answers.
+    pub fn start() -> LlamaServer {
+        let model = model_path();
+        assert!(
+            model.is_file(),
+            "the SmolLM2 model is not installed at {}; run scripts/install-model.sh",
+            model.display()
+        );
+        let ok = Command::new(python())
+            .args(["-c", "import llama_cpp.server.app"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status()
+            .is_ok_and(|s| s.success());
+        assert!(
+            ok,
+            "llama-cpp-python's server is not installed for {}; run: \
+             CMAKE_ARGS=\"-DGGML_NATIVE=OFF\" python3 -m pip install \"llama-cpp-python[server]\"",
+            python()
+        );
+        let port = free_port();
+        let log = std::env::temp_dir().join(format!("wo-llamacpp-{port}.log"));
+        let out = std::fs::File::create(&log).expect("create the server log");
+        let child = Command::new(python())
+            .args(["-m", "llama_cpp.server", "--model"])
+            .arg(&model)
+            .args([
+                "--model_alias",
+                MODEL_ALIAS,
+                "--host",
+                "127.0.0.1",
+                "--port",
+            ])
+            .arg(port.to_string())
+            .args(["--n_threads", "2", "--n_ctx", "2048"])
+            .stdout(out.try_clone().expect("clone the log handle"))
+            .stderr(out)
+            .spawn()
+            .expect("start python3 -m llama_cpp.server");
+        let mut server = LlamaServer {
+            child,
+            log,
+            base_url: format!("http://127.0.0.1:{port}/v1"),
+            port,
+        };
+        let deadline = Instant::now() + Duration::from_secs(120);
+        while !server.answers() {
+            if let Ok(Some(status)) = server.child.try_wait() {
+                panic!("llama_cpp.server exited ({status}):\n{}", server.log_tail());
+            }
+            assert!(
+                Instant::now() < deadline,
+                "llama_cpp.server did not answer within 120 s:\n{}",
+                server.log_tail()
+            );
+            std::thread::sleep(Duration::from_millis(200));
+        }
+        server
+    }
+
+    /// Whether `GET /v1/models` answers 200.
+    fn answers(&self) -> bool {
+        let Ok(mut s) = TcpStream::connect(("127.0.0.1", self.port)) else {
+            return false;
+        };
+        let _ = s.set_read_timeout(Some(Duration::from_secs(5)));
+        let req = format!(
+            "GET /v1/models HTTP/1.1\r\nHost: 127.0.0.1:{}\r\nConnection: close\r\n\r\n",
+            self.port
+        );
+        if s.write_all(req.as_bytes()).is_err() {
+            return false;
+        }
+        let mut head = [0u8; 12];
+        s.read_exact(&mut head).is_ok() && head.starts_with(b"HTTP/1.1 200")
+    }
+
+    /// The last lines of the server's log, for failure messages.
+    pub fn log_tail(&self) -> String {
+        let text = std::fs::read_to_string(&self.log).unwrap_or_default();
+        let lines: Vec<&str> = text.lines().collect();
+        lines[lines.len().saturating_sub(30)..].join("\n")
+    }
+}
