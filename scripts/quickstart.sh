@@ -4,7 +4,9 @@
 # Installs what building the embedded llama.cpp needs (cmake, clang,
 # libclang-dev; with apt, asking sudo when not root), the SmolLM2 model
 # (scripts/install-model.sh), and `wo` itself (cargo install), then asks the
-# question in a demo project whose memory is demo/llm.json.
+# question in a demo project whose memory is demo/llm.json, and serves the
+# web app on it: open the printed URL and keep chatting in the browser.
+# QUICKSTART_NO_SERVE=1 stops after the answer.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 question="${1:-In one sentence, what is a kiln?}"
@@ -31,3 +33,8 @@ echo "quickstart: wo ask \"$question\"  (in $(pwd))" >&2
 wo ask --temperature 0.2 "$question"
 echo >&2
 echo "quickstart: the turn is saved in $(pwd)/llm.json — try: cd demo && wo log, wo chat, wo truth add …" >&2
+if [ -n "${QUICKSTART_NO_SERVE:-}" ]; then
+  exit 0
+fi
+echo "quickstart: starting the web app on demo/llm.json — open the URL below (Ctrl-C stops)" >&2
+exec wo serve
