@@ -314,7 +314,7 @@ pub async fn get_state(
             let total = s.messages().len();
             let offset = q.offset.unwrap_or(total.saturating_sub(limit)).min(total);
             let page = &s.messages()[offset..(offset + limit).min(total)];
-            Ok(serde_json::to_vec(&json!({
+            serde_json::to_vec(&json!({
                 "schema": s.schema,
                 "version": s.version,
                 "date": s.date,
@@ -324,7 +324,7 @@ pub async fn get_state(
                 "total_messages": total,
                 "offset": offset,
             }))
-            .map_err(|e| ApiError::internal(e.to_string()))?)
+            .map_err(|e| ApiError::internal(e.to_string()))
         })
         .await?;
     Ok(json_bytes(body))

@@ -202,18 +202,13 @@ pub fn router(app: Arc<App>) -> Router {
         .with_state(app)
 }
 
-fn static_file(
-    body: &'static str,
-    content_type: &'static str,
-) -> impl std::future::Future<Output = Response> {
-    async move {
-        let mut resp = body.into_response();
-        resp.headers_mut()
-            .insert(header::CONTENT_TYPE, HeaderValue::from_static(content_type));
-        resp.headers_mut()
-            .insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
-        resp
-    }
+async fn static_file(body: &'static str, content_type: &'static str) -> Response {
+    let mut resp = body.into_response();
+    resp.headers_mut()
+        .insert(header::CONTENT_TYPE, HeaderValue::from_static(content_type));
+    resp.headers_mut()
+        .insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
+    resp
 }
 
 #[derive(serde::Deserialize)]
