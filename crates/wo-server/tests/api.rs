@@ -639,3 +639,103 @@ async fn every_route_is_documented_in_openapi() {
         );
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn search_and_chat_draw_on_the_directory_index() {
+    let project = tempfile::tempdir().unwrap();
+    std::fs::write(
+        project.path().join("kiln.md"),
+        "# Kiln\n\n## Firing schedule\n\nBisque to cone 04, then glaze to cone 6 with a slow cool.\n",
+    )
+    .unwrap();
+    std::fs::write(
+        project.path().join("retry.rs"),
+        "/// Retries with exponential backoff.\npub fn retry_with_backoff(attempts: u32) -> u32 { attempts * 2 }\n",
+    )
+    .unwrap();
+    wo_index::index_directory(project.path(), &wo_index::IndexOptions::default(), &|_| {}).unwrap();
+    let root = project.path().to_path_buf();
+    let s = common::serve_with(Script::says("Cone 6."), false, move |o| {
+        o.index_root = Some(root)
+    })
+    .await;
+
+    let hits: Value = s
+        .program(Method::GET, "/api/search?q=firing+schedule")
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let chunk = &hits["chunks"][0];
+    assert_eq!(chunk["path"], "kiln.md", "{hits}");
+    let r#ref = chunk["ref"].as_str().unwrap();
+    let got: Value = s
+        .program(Method::GET, &format!("/api/chunks/{ref}"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert!(
+        got["content"].as_str().unwrap().contains("cone 04"),
+        "{got}"
+    );
+    let hits: Value = s
+        .program(Method::GET, "/api/search?q=backoff&kind=rust")
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(hits["chunks"][0]["path"], "retry.rs", "{hits}");
+    let r = s
+        .program(Method::GET, "/api/search?q=x&kind=cobol")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::BAD_REQUEST);
+    assert_eq!(
+        s.program(Method::GET, "/api/chunks/c9999")
+            .send()
+            .await
+            .unwrap()
+            .status(),
+        StatusCode::NOT_FOUND
+    );
+
+    // A turn cites the chunk it was given, and the model saw its text.
+    let evs = chat(&s, json!({"message": "What is our firing schedule?"})).await;
+    let d = done(&evs);
+    assert!(
+        d["sources"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|id| id.as_str().unwrap().starts_with("chunk:")),
+        "{d}"
+    );
+    let sent = s.upstream.bodies.lock().unwrap()[0]["messages"][0]["content"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert!(sent.contains("cone 04"), "{sent}");
+    let state = s.state_json();
+    assert_eq!(state["messages"][1]["sources"], d["sources"]);
+    // With the rag tool off, no chunk is sent.
+    let evs = chat(
+        &s,
+        json!({"message": "What is our firing schedule?", "params": {"rag": false}}),
+    )
+    .await;
+    let sources = done(&evs)["sources"].as_array().unwrap().clone();
+    assert!(
+        sources
+            .iter()
+            .all(|id| !id.as_str().unwrap().starts_with("chunk:")),
+        "{sources:?}"
+    );
+}
