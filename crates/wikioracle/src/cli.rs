@@ -133,7 +133,7 @@ wo search login --json             for tools")]
     Search(SearchArgs),
     /// Write LLM-ready exports of the index: llm.md, catalog, manifests, chunks, zips, llms.txt, AGENTS.md.
     #[command(after_help = "Examples:\n  \
-wo pack                         into ./.wo-pack (small projects: llm.md, llms.txt, AGENTS.md and two zips)\n  \
+wo pack                         into ./.wo-pack (small projects: llm.md, llms.txt, AGENTS.md and two zips;\n                                larger ones: the pointer files and compact chunks, no zips)\n  \
 wo pack --out dist/llm --layout full\n  \
 wo pack --no-zip --layout compact\n\n\
 The same index always gives byte-identical output.")]
@@ -250,7 +250,7 @@ pub struct SearchArgs {
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 pub enum PackLayout {
-    /// Archive for small projects, full for large ones.
+    /// Archive for small projects (under 500 chunks), compact without zips for larger ones.
     Auto,
     /// Every artifact loose.
     Full,

@@ -25,8 +25,10 @@ use crate::util::{single_line, truncate_chars};
 #[serde(rename_all = "snake_case")]
 pub enum Layout {
     /// [`Layout::Archive`] for small projects (fewer than [`AUTO_ARCHIVE_MAX_CHUNKS`] chunks),
-    /// [`Layout::Full`] otherwise. One file per chunk is what makes a small project's export
-    /// many times larger than its source, while a large project benefits from loose files.
+    /// [`Layout::Compact`] without zips otherwise. One file per chunk is what makes a small
+    /// project's export many times larger than its source; a larger project benefits from
+    /// loose compact chunks, and zipping them again (twice, full and compact) is what made
+    /// the old full-layout default 4.3× this repository's source, against 1.1× now.
     #[default]
     Auto,
     /// Every artifact loose: manifests, outline, catalog, compact chunk files, images, plus
@@ -843,12 +845,17 @@ pub fn pack(index: &Index, out_dir: &Path, opts: &PackOptions) -> Result<PackRep
     let data = index.data();
     let layout = match opts.layout {
         Layout::Auto if data.chunks.len() < AUTO_ARCHIVE_MAX_CHUNKS => Layout::Archive,
-        Layout::Auto => Layout::Full,
+        Layout::Auto => Layout::Compact,
         other => other,
     };
     let opts = &PackOptions {
         layout,
-        zips: opts.zips || layout == Layout::Archive,
+        zips: match (opts.layout, layout) {
+            (_, Layout::Archive) => true,
+            // Auto on a larger project: the loose chunks are the export.
+            (Layout::Auto, _) => false,
+            _ => opts.zips,
+        },
         ..opts.clone()
     };
     let mut counter = TokenCounter::load(&index.cache_dir());

@@ -324,3 +324,40 @@ fn auto_layout_keeps_small_projects_small() {
     assert!(!out.path().join("chunks").exists());
     assert_eq!(snapshot_dir(out.path()).len(), 5);
 }
+
+#[test]
+fn auto_layout_keeps_larger_projects_near_their_source_size() {
+    let src = tempfile::tempdir().unwrap();
+    let out = tempfile::tempdir().unwrap();
+    // Enough Markdown sections for more than AUTO_ARCHIVE_MAX_CHUNKS chunks.
+    for f in 0..30 {
+        let mut text = String::new();
+        for s in 0..25 {
+            text.push_str(&format!(
+                "## Section {f}.{s}\n\nNotes about kilns, glazes and firing schedules number {s} in file {f}; \
+                 the cone, the ramp and the hold are recorded here with a few more words.\n\n"
+            ));
+        }
+        std::fs::write(src.path().join(format!("notes{f}.md")), text).unwrap();
+    }
+    let index = build(src.path());
+    assert!(index.data().chunks.len() >= wo_index::AUTO_ARCHIVE_MAX_CHUNKS);
+    let r = pack(&index, out.path(), &PackOptions::default()).unwrap();
+    assert_eq!(r.layout, Layout::Compact);
+    assert_eq!(r.zip_bytes, 0, "no zips: the loose chunks are the export");
+    assert!(!out.path().join("export.zip").exists());
+    let ratio = r.export_bytes as f64 / r.source_bytes as f64;
+    assert!(ratio < 2.0, "export is {ratio:.2}× the source");
+    // Asking for zips explicitly still gets them.
+    let out2 = tempfile::tempdir().unwrap();
+    let r = pack(
+        &index,
+        out2.path(),
+        &PackOptions {
+            layout: Layout::Full,
+            ..PackOptions::default()
+        },
+    )
+    .unwrap();
+    assert!(r.zip_bytes > 0);
+}
