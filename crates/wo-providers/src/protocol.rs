@@ -162,8 +162,9 @@ pub struct DoneEvent {
     #[serde(default)]
     pub sources: Vec<String>,
     /// RFC 7396 merge patch to apply to the client's state (adds the two
-    /// messages, updates `date`, …).
-    #[serde(default)]
+    /// messages, updates `date`, …). Absent (null) from a local server,
+    /// which saved the turn itself.
+    #[serde(default, skip_serializing_if = "Value::is_null")]
     pub state_patch: Value,
     /// Why generation stopped.
     #[serde(default, skip_serializing_if = "Option::is_none")]

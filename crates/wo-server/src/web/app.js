@@ -1128,7 +1128,7 @@ function messageItem(m, tree, onBranch) {
   const role = roleOf(m);
   const titleId = `title-${m.id}`;
   const actions = h('div', { class: 'msg-actions' },
-    h('button', { type: 'button', class: 'small', 'data-testid': 'branch-from', 'data-id': m.id, onclick: () => branchFrom(m.id) }, 'Branch from here'));
+    h('button', { type: 'button', class: 'small', 'data-testid': 'branch-from', 'data-id': m.id, 'aria-describedby': titleId, onclick: () => branchFrom(m.id) }, 'Branch from here'));
   if (!onBranch) {
     actions.append(h('button', { type: 'button', class: 'small', 'data-testid': 'show-branch', onclick: () => { app.leaf = leafBelow(m.id); app.branchFrom = null; renderAll(); } }, 'Show this branch'));
   } else {
@@ -1320,10 +1320,14 @@ function chatParams() {
 }
 
 function setBusy(busy) {
+  const focusStop = busy && document.activeElement === $('send-button');
+  const focusInput = !busy && document.activeElement === $('stop-button');
   $('send-button').hidden = busy;
   $('stop-button').hidden = !busy;
   $('send-button').disabled = busy;
   for (const b of document.querySelectorAll('[data-testid="branch-from"]')) b.disabled = busy;
+  if (focusStop) $('stop-button').focus();
+  if (focusInput) $('composer-input').focus();
 }
 
 async function send() {

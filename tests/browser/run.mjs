@@ -1,0 +1,957 @@
+// Real-browser tests of the `wo serve` web client, in local and stateless
+// modes, against the real binary and a real OpenAI-compatible model server.
+//
+// Environment:
+//   WO_BIN              path to the built `wo` binary (required)
+//   WO_OPENAI_BASE_URL  e.g. http://127.0.0.1:8090/v1 — an OpenAI-compatible
+//                       server (llama-cpp-python with SmolLM2, alias `smollm2`)
+//   CHROMIUM            browser executable (default /usr/bin/chromium)
+//   WO_BROWSER_ONLY     optional: run only scenarios whose name contains this
+//   WO_KEEP_TMP         optional: keep the temporary directory
+//
+// Prints `ok - NAME` or `not ok - NAME: REASON` per scenario and a closing
+// `N passed, N failed` line; exits 1 if any failed. Every server it starts
+// is killed on the way out.
+
+import { spawn, execFileSync } from 'node:child_process';
+import crypto from 'node:crypto';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+const HERE = path.dirname(fileURLToPath(import.meta.url));
+let chromium;
+try {
+  ({ chromium } = await import('playwright-core'));
+} catch (e) {
+  console.log(`not ok - runner: cannot load playwright-core (${e.message}); run \`npm ci\` in ${HERE}`);
+  console.log('0 passed, 1 failed');
+  process.exit(1);
+}
+const WO_BIN = process.env.WO_BIN;
+const BASE_URL = process.env.WO_OPENAI_BASE_URL;
+const CHROMIUM = process.env.CHROMIUM || '/usr/bin/chromium';
+const ONLY = process.env.WO_BROWSER_ONLY || '';
+const SCENARIO_TIMEOUT_MS = 240_000;
+const ANSWER_TOKENS = 32; // keep answers of the tiny model short
+
+if (!WO_BIN || !BASE_URL) {
+  console.error('run.mjs needs WO_BIN (the wo binary) and WO_OPENAI_BASE_URL (an OpenAI-compatible server)');
+  process.exit(2);
+}
+
+const TMP = fs.mkdtempSync(path.join(os.tmpdir(), 'wo-browser-'));
+const HOME = path.join(TMP, 'home');
+fs.mkdirSync(HOME, { recursive: true });
+const CONFIG = path.join(TMP, 'config.toml');
+fs.writeFileSync(CONFIG, [
+  '[defaults]',
+  'provider = "llama"',
+  `max_tokens = ${ANSWER_TOKENS}`,
+  '',
+  '[providers.llama]',
+  'kind = "openai"',
+  `base_url = ${JSON.stringify(BASE_URL)}`,
+  'model = "smollm2"',
+  'context_window = 2048',
+  'timeout_secs = 120',
+  '',
+  '# nothing listens on port 9: every turn with this provider fails',
+  '[providers.dead]',
+  'kind = "openai"',
+  'base_url = "http://127.0.0.1:9/v1"',
+  'model = "nothing"',
+  'timeout_secs = 5',
+  '',
+].join('\n'));
+
+const PAYLOADS = JSON.parse(fs.readFileSync(path.join(HERE, 'xss-payloads.json'), 'utf8'));
+
+// ------------------------------------------------------------------ servers
+
+const children = new Set();
+
+function killAll() {
+  for (const c of children) {
+    try { c.kill('SIGKILL'); } catch { /* gone */ }
+  }
+  children.clear();
+}
+process.on('exit', killAll);
+for (const sig of ['SIGINT', 'SIGTERM', 'SIGHUP']) {
+  process.on(sig, () => { killAll(); process.exit(130); });
+}
+
+const SERVE_HELP = (() => {
+  try {
+    return execFileSync(WO_BIN, ['serve', '--help'], { env: serverEnv(), encoding: 'utf8' });
+  } catch (e) {
+    return String(e.stdout || '') + String(e.stderr || '');
+  }
+})();
+/** `--state` or `--file`: whichever this `wo` calls the state-file flag. */
+const STATE_FLAG = /--file\b/.test(SERVE_HELP) ? '--file' : '--state';
+/** The suite makes more requests a minute than a person: no rate limit where it can be turned off. */
+const EXTRA_ARGS = /--rate-limit\b/.test(SERVE_HELP) ? ['--rate-limit', '0'] : [];
+
+function serverEnv() {
+  const env = { ...process.env, WO_CONFIG: CONFIG, HOME, XDG_CONFIG_HOME: path.join(HOME, '.config'), XDG_DATA_HOME: path.join(HOME, '.local/share') };
+  delete env.WO_STATE;
+  return env;
+}
+
+let serverCount = 0;
+/** Starts `wo serve`; resolves with {url, origin, file, dir, stop}. */
+async function startServer({ stateless = false, file = null } = {}) {
+  const n = ++serverCount;
+  const dir = path.join(TMP, `server${n}`);
+  fs.mkdirSync(dir, { recursive: true });
+  const urlFile = path.join(dir, 'url.txt');
+  const stateFile = stateless ? null : (file || path.join(dir, 'llm.json'));
+  const args = stateless
+    ? ['serve', '--stateless', '--port', '0', '--print-url-file', urlFile, ...EXTRA_ARGS]
+    : [STATE_FLAG, stateFile, 'serve', '--port', '0', '--print-url-file', urlFile, ...EXTRA_ARGS];
+  const log = fs.openSync(path.join(dir, 'server.log'), 'w');
+  const child = spawn(WO_BIN, args, { cwd: dir, env: serverEnv(), stdio: ['ignore', log, log] });
+  children.add(child);
+  let exited = null;
+  child.on('exit', (code, sig) => { exited = `exit ${code ?? sig}`; children.delete(child); });
+  const deadline = Date.now() + 60_000;
+  let url = '';
+  while (Date.now() < deadline) {
+    if (exited) break;
+    if (fs.existsSync(urlFile)) {
+      url = fs.readFileSync(urlFile, 'utf8').trim();
+      if (url) break;
+    }
+    await sleep(100);
+  }
+  fs.closeSync(log);
+  if (!url) {
+    child.kill('SIGKILL');
+    const out = fs.readFileSync(path.join(dir, 'server.log'), 'utf8').slice(-2000);
+    throw new Error(`wo ${args.join(' ')} did not print its URL (${exited || 'timeout'}): ${out}`);
+  }
+  const origin = new URL(url).origin;
+  return {
+    url, origin, file: stateFile, dir, stateless,
+    stop: async () => {
+      if (child.exitCode != null || child.signalCode != null) return;
+      child.kill('SIGTERM');
+      for (let i = 0; i < 30 && child.exitCode == null && child.signalCode == null; i++) await sleep(100);
+      if (child.exitCode == null && child.signalCode == null) child.kill('SIGKILL');
+    },
+  };
+}
+
+// ------------------------------------------------------------------ helpers
+
+const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+
+function assert(cond, msg) {
+  if (!cond) throw new Error(msg);
+}
+
+function readState(file) {
+  return JSON.parse(fs.readFileSync(file, 'utf8'));
+}
+
+function canonical(v) {
+  if (Array.isArray(v)) return `[${v.map(canonical).join(',')}]`;
+  if (v && typeof v === 'object') {
+    return `{${Object.keys(v).sort().map((k) => `${JSON.stringify(k)}:${canonical(v[k])}`).join(',')}}`;
+  }
+  return JSON.stringify(v);
+}
+
+const sha16 = (s) => crypto.createHash('sha256').update(s, 'utf8').digest('hex').slice(0, 16);
+const stamp = (ms) => new Date(ms).toISOString().replace(/\.\d+Z$/, 'Z');
+
+function b64urlDecode(s) {
+  return Buffer.from(s.replace(/-/g, '+').replace(/_/g, '/'), 'base64').toString('utf8');
+}
+
+function b64urlEncode(s) {
+  return Buffer.from(s, 'utf8').toString('base64').replace(/\+/g, '-').replace(/\//g, '_').replace(/=+$/, '');
+}
+
+let browser;
+
+/**
+ * A fresh browser context and page for `server`, watching for dialogs,
+ * foreign requests, page errors and CSP reports. `prefs` pre-sets the
+ * wo_prefs cookie.
+ */
+async function openPage(server, { prefs = { max_tokens: ANSWER_TOKENS }, bypassCSP = false, signIn = true } = {}) {
+  const context = await browser.newContext({ acceptDownloads: true, bypassCSP, viewport: { width: 1200, height: 900 } });
+  if (prefs) {
+    await context.addCookies([{ name: 'wo_prefs', value: b64urlEncode(JSON.stringify(prefs)), url: server.origin, sameSite: 'Lax' }]);
+  }
+  const page = await context.newPage();
+  const watch = { dialogs: [], foreign: [], errors: [], csp: [], console: [] };
+  page.on('dialog', (d) => { watch.dialogs.push(`${d.type()}: ${d.message()}`); d.dismiss().catch(() => {}); });
+  page.on('request', (r) => {
+    const u = r.url();
+    if (u.startsWith('data:') || u.startsWith('blob:')) return;
+    let origin = '';
+    try { origin = new URL(u).origin; } catch { /* opaque */ }
+    if (origin !== server.origin) watch.foreign.push(u);
+  });
+  page.on('pageerror', (e) => watch.errors.push(String(e && e.message ? e.message : e)));
+  page.on('console', (m) => {
+    const t = m.text();
+    if (/Content.Security.Policy/i.test(t)) watch.csp.push(t);
+    if (m.type() === 'error') watch.console.push(t);
+  });
+  page.setDefaultTimeout(30_000);
+  await page.goto(signIn ? server.url : server.origin + '/');
+  if (signIn) await page.waitForSelector('body[data-ready="true"]');
+  return { context, page, watch };
+}
+
+function checkClean(watch, what = '') {
+  assert(!watch.dialogs.length, `${what}dialog opened: ${watch.dialogs.join('; ')}`);
+  assert(!watch.foreign.length, `${what}request to another origin: ${watch.foreign.join(', ')}`);
+  assert(!watch.errors.length, `${what}uncaught page error: ${watch.errors.join('; ')}`);
+}
+
+/** Sends `text` through the UI; resolves when the answer is saved and shown. */
+async function sendMessage(page, text, { expectStream = true } = {}) {
+  const before = await page.locator('[data-testid="message"]').count();
+  await page.evaluate(() => {
+    window.__streamSeen = 0;
+    const mo = new MutationObserver(() => {
+      const el = document.querySelector('[data-testid="streaming-answer"]');
+      if (el) window.__streamSeen = Math.max(window.__streamSeen, el.textContent.length);
+    });
+    mo.observe(document.getElementById('messages'), { childList: true, subtree: true, characterData: true });
+    window.__streamObserver = mo;
+  });
+  await page.fill('[data-testid="composer-input"]', text);
+  await page.click('[data-testid="send"]');
+  await page.waitForFunction(
+    (n) => (!document.querySelector('[data-testid="pending-answer"]') && document.querySelectorAll('[data-testid="message"]').length >= n)
+      || /Failed|Stopped/.test(document.querySelector('[data-testid="streaming-note"]')?.textContent || ''),
+    before + 1, { timeout: 180_000 },
+  ).catch(async (e) => {
+    const alertText = await page.evaluate(() => document.querySelector('[data-testid="alert"]')?.textContent ?? '');
+    const note = await page.evaluate(() => document.querySelector('[data-testid="streaming-note"]')?.textContent ?? '');
+    throw new Error(`no saved answer (${alertText || note || e.message})`);
+  });
+  const note = await page.evaluate(() => document.querySelector('[data-testid="streaming-note"]')?.textContent ?? null);
+  if (note && /Failed|Stopped/.test(note)) throw new Error(`the turn did not complete: ${note}`);
+  const seen = await page.evaluate(() => { window.__streamObserver.disconnect(); return window.__streamSeen; });
+  if (expectStream) assert(seen > 0, 'no streamed text was shown before the answer was saved');
+  return seen;
+}
+
+async function lastMessages(page, n) {
+  return page.$$eval('[data-testid="message"]', (els, k) => els.slice(-k).map((e) => ({
+    id: e.dataset.id,
+    role: e.dataset.role,
+    title: e.querySelector('[data-testid="message-title"]').textContent,
+    username: e.querySelector('[data-testid="message-username"]').textContent,
+    time: e.querySelector('[data-testid="message-time"]').getAttribute('datetime'),
+    content: e.querySelector('[data-testid="message-content"]').textContent,
+    context: !!e.querySelector('[data-testid="context-used"]'),
+    included: e.querySelectorAll('[data-testid="context-included"] li').length,
+  })), n);
+}
+
+async function idbState(page) {
+  return page.evaluate(() => new Promise((resolve, reject) => {
+    const req = indexedDB.open('wikioracle', 1);
+    req.onerror = () => reject(req.error);
+    req.onsuccess = () => {
+      const db = req.result;
+      const get = db.transaction('state', 'readonly').objectStore('state').get('llm.json');
+      get.onsuccess = () => { db.close(); resolve(get.result ?? null); };
+      get.onerror = () => reject(get.error);
+    };
+  }));
+}
+
+/** The state as the test can see it: the file (local) or IndexedDB (stateless). */
+async function stateOf(server, page) {
+  const empty = { messages: [], truth: { trust: [] }, context: '' };
+  if (server.stateless) return (await idbState(page)) ?? empty;
+  return fs.existsSync(server.file) ? readState(server.file) : empty;
+}
+
+async function waitStatus(page, re, timeout = 60_000) {
+  await page.waitForFunction((src) => {
+    const r = new RegExp(src, 'i');
+    const s = document.querySelector('[data-testid="status"]').textContent;
+    const a = document.querySelector('[data-testid="alert"]').textContent;
+    return r.test(s) || (a && a.length > 0);
+  }, re.source, { timeout });
+  const alertText = await page.textContent('[data-testid="alert"]');
+  assert(!alertText, `error shown: ${alertText}`);
+}
+
+async function openPanel(page, which) {
+  const toggle = page.locator(`[data-testid="open-${which}"]`);
+  if ((await toggle.getAttribute('aria-expanded')) !== 'true') await toggle.click();
+  await page.waitForSelector(`[data-testid="panel-${which}"]:not([hidden])`);
+}
+
+async function download(page, action) {
+  const [dl] = await Promise.all([page.waitForEvent('download', { timeout: 30_000 }), action()]);
+  const file = await dl.path();
+  return { name: dl.suggestedFilename(), text: fs.readFileSync(file, 'utf8') };
+}
+
+async function importFile(page, name, text) {
+  await page.setInputFiles('[data-testid="import-input"]', { name, mimeType: 'application/json', buffer: Buffer.from(text) });
+}
+
+async function dropFile(page, name, text) {
+  const dt = await page.evaluateHandle(({ name, text }) => {
+    const d = new DataTransfer();
+    d.items.add(new File([text], name, { type: 'application/json' }));
+    return d;
+  }, { name, text });
+  await page.dispatchEvent('main', 'dragenter', { dataTransfer: dt });
+  await page.dispatchEvent('main', 'dragover', { dataTransfer: dt });
+  await page.dispatchEvent('main', 'drop', { dataTransfer: dt });
+}
+
+/** A small valid llm.json with `n` messages and a truth entry, all new ids. */
+function exportFixture(tag, n = 2) {
+  const base = Date.UTC(2025, 0, 2, 3, 4, 5);
+  const messages = [];
+  let parent;
+  for (let i = 0; i < n; i++) {
+    const username = i % 2 ? 'smollm2' : 'phone';
+    const timestamp = stamp(base + i * 1000);
+    const content = `<p>${tag} message ${i}</p>`;
+    const m = { id: 'm_' + sha16(`${username}|${timestamp}|${content}`), title: `${tag} ${i}`, username, timestamp, content, role: i % 2 ? 'assistant' : 'user' };
+    if (parent) m.parent = parent;
+    parent = m.id;
+    messages.push(m);
+  }
+  const tts = stamp(base);
+  const tcontent = `<p>${tag} fact</p>`;
+  return {
+    version: 1,
+    schema: 'https://raw.githubusercontent.com/arborrhythms/WikiOracle/main/spec/llm_state_v1.json',
+    date: stamp(base + n * 1000),
+    context: '',
+    messages,
+    truth: { trust: [{ id: 't_' + sha16(`${tag} fact|${tts}|${tcontent}`), title: `${tag} fact`, timestamp: tts, certainty: 0.7, content: tcontent }], retrieval_prefs: { max_entries: 8 } },
+  };
+}
+
+/** An llm.json holding every payload raw: message contents, titles, usernames, truth, context. */
+function xssFixture() {
+  const base = Date.UTC(2025, 5, 1, 0, 0, 0);
+  const messages = [];
+  const trust = [];
+  let parent;
+  PAYLOADS.forEach((p, i) => {
+    const timestamp = stamp(base + i * 1000);
+    const username = i % 5 === 0 ? p : (i % 2 ? 'smollm2' : 'alice');
+    const title = i % 3 === 0 ? p : `payload ${i}`;
+    const m = { id: 'm_' + sha16(`${username}|${timestamp}|${p}`), title, username, timestamp, content: p, role: i % 2 ? 'assistant' : 'user' };
+    if (parent) m.parent = parent;
+    if (i % 2) m.sources = [];
+    parent = m.id;
+    messages.push(m);
+    const t = { id: 't_' + sha16(`${title}|${timestamp}|${p}`), title, timestamp, certainty: ((i % 10) + 0.5) / 10, content: p };
+    if (i % 7 === 0) t.tags = [p];
+    trust.push(t);
+  });
+  // Sources that name the truth entries (rendered as text by the client).
+  for (const [i, m] of messages.entries()) if (m.sources) m.sources = [trust[i].id, trust[(i + 1) % trust.length].id];
+  return {
+    version: 1,
+    schema: 'https://raw.githubusercontent.com/arborrhythms/WikiOracle/main/spec/llm_state_v1.json',
+    date: stamp(base + PAYLOADS.length * 1000),
+    context: PAYLOADS.join('\n'),
+    messages,
+    truth: { trust, retrieval_prefs: { max_entries: 8, min_certainty: 0 } },
+  };
+}
+
+// ------------------------------------------------------------------ scenarios
+
+const results = [];
+const scenarios = [];
+function scenario(name, fn) {
+  scenarios.push({ name, fn });
+}
+
+async function runScenario({ name, fn }) {
+  if (ONLY && !name.includes(ONLY)) return;
+  const started = Date.now();
+  let timer;
+  try {
+    await Promise.race([
+      fn(),
+      new Promise((_, reject) => { timer = setTimeout(() => reject(new Error(`timed out after ${SCENARIO_TIMEOUT_MS / 1000}s`)), SCENARIO_TIMEOUT_MS); }),
+    ]);
+    results.push({ name, ok: true });
+    console.log(`ok - ${name} (${((Date.now() - started) / 1000).toFixed(1)}s)`);
+  } catch (e) {
+    const reason = String(e && e.message ? e.message : e).split('\n')[0].slice(0, 500);
+    results.push({ name, ok: false, reason });
+    console.log(`not ok - ${name}: ${reason}`);
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
+// Shared servers, started lazily.
+const servers = {};
+async function localServer() {
+  servers.local ||= await startServer();
+  return servers.local;
+}
+async function statelessServer() {
+  servers.stateless ||= await startServer({ stateless: true });
+  return servers.stateless;
+}
+
+/** Stateless scenarios keep their IndexedDB in one persistent browser profile per scenario. */
+async function withPage(server, opts, fn) {
+  const { context, page, watch } = await openPage(server, opts);
+  try {
+    await fn(page, watch, context);
+    checkClean(watch);
+  } finally {
+    await context.close();
+  }
+}
+
+scenario('local: without the token the page says to open the printed URL', async () => {
+  const server = await localServer();
+  await withPage(server, { signIn: false }, async (page) => {
+    const resp = await page.goto(server.origin + '/');
+    const csp = resp.headers()['content-security-policy'] || '';
+    assert(/script-src 'self'/.test(csp) && !/unsafe-inline/.test(csp), `page CSP: ${csp || '(none)'}`);
+    await page.waitForSelector('[data-testid="signin"]:not([hidden])');
+    const text = await page.textContent('[data-testid="signin"]');
+    assert(/wo serve/.test(text) && /token/.test(text), `sign-in text: ${text}`);
+    assert(await page.isDisabled('[data-testid="open-settings"]'), 'tools enabled without sign-in');
+  });
+});
+
+for (const mode of ['local', 'stateless']) {
+  const get = mode === 'local' ? localServer : statelessServer;
+
+  scenario(`${mode}: send a message and see the streamed answer`, async () => {
+    const server = await get();
+    await withPage(server, {}, async (page) => {
+      const before = (await stateOf(server, page))?.messages?.length ?? 0;
+      await sendMessage(page, 'What colour is the sky? Answer briefly.');
+      const [q, a] = await lastMessages(page, 2);
+      assert(q.role === 'user' && /sky/.test(q.content), `question shown as ${JSON.stringify(q)}`);
+      assert(a.role === 'assistant' && a.content.trim().length > 0, `answer shown as ${JSON.stringify(a)}`);
+      assert(a.title && a.username && a.time, 'answer lacks title, username or timestamp');
+      assert(a.context && a.included > 0, 'answer has no "context used" disclosure listing what was sent');
+      const st = await stateOf(server, page);
+      assert(st.messages.length === before + 2, `state has ${st.messages.length} messages, expected ${before + 2}`);
+      const ids = st.messages.map((m) => m.id);
+      assert(ids.includes(q.id) && ids.includes(a.id), 'shown ids are not the stored ids');
+      const stored = st.messages.find((m) => m.id === a.id);
+      assert(stored.parent === q.id, `answer's parent is ${stored.parent}, expected ${q.id}`);
+      const sorted = [...st.messages].sort((x, y) => (Date.parse(x.timestamp) - Date.parse(y.timestamp)) || (x.id < y.id ? -1 : 1));
+      assert(canonical(sorted.map((m) => m.id)) === canonical(ids), 'messages are not sorted by (timestamp, id)');
+    });
+  });
+
+  scenario(`${mode}: Stop mid-stream saves nothing`, async () => {
+    const server = await get();
+    await withPage(server, { prefs: { max_tokens: 400, temperature: 0 } }, async (page) => {
+      const before = canonical((await stateOf(server, page))?.messages ?? []);
+      const prompt = `Count from 1 to 200, one number per line. (${mode} stop test)`;
+      await page.fill('[data-testid="composer-input"]', prompt);
+      await page.click('[data-testid="send"]');
+      await page.waitForSelector('[data-testid="stop"]:not([hidden])');
+      await page.waitForFunction(() => (document.querySelector('[data-testid="streaming-answer"]')?.textContent.length ?? 0) > 0, null, { timeout: 120_000 });
+      await page.click('[data-testid="stop"]');
+      await page.waitForFunction(() => /Stopped/.test(document.querySelector('[data-testid="streaming-note"]')?.textContent || ''));
+      assert(await page.isVisible('[data-testid="send"]'), 'Send button not back after Stop');
+      assert((await page.inputValue('[data-testid="composer-input"]')) === prompt, 'the stopped prompt was not put back in the box');
+      await sleep(2500); // a server that saved after all would have done so by now
+      const after = await stateOf(server, page);
+      assert(canonical(after.messages) === before, 'the stopped turn changed the stored messages');
+      assert(!JSON.stringify(after).includes('stop test'), 'the stopped prompt was stored');
+    });
+  });
+
+  scenario(`${mode}: a provider failure is shown and nothing is saved`, async () => {
+    const server = await get();
+    await withPage(server, { prefs: { provider: 'dead', max_tokens: 8 } }, async (page) => {
+      const before = canonical((await stateOf(server, page)).messages);
+      const prompt = `This turn cannot be answered (${mode}).`;
+      await page.fill('[data-testid="composer-input"]', prompt);
+      await page.click('[data-testid="send"]');
+      await page.waitForFunction(() => /Failed/.test(document.querySelector('[data-testid="streaming-note"]')?.textContent || ''), null, { timeout: 120_000 });
+      const alertText = await page.textContent('[data-testid="alert"]');
+      assert(/dead|reach|refused/i.test(alertText), `error shown: ${alertText}`);
+      assert((await page.inputValue('[data-testid="composer-input"]')) === prompt, 'the failed prompt was not put back in the box');
+      assert(await page.isVisible('[data-testid="send"]'), 'Send button not back after the failure');
+      await sleep(500);
+      assert(canonical((await stateOf(server, page)).messages) === before, 'a failed turn changed the stored messages');
+    });
+  });
+
+  scenario(`${mode}: branch from an earlier message`, async () => {
+    const server = await get();
+    await withPage(server, {}, async (page) => {
+      await sendMessage(page, 'Name a fruit.');
+      await sendMessage(page, 'Name another fruit.');
+      const msgs = await lastMessages(page, 4);
+      const target = msgs[1]; // the answer to "Name a fruit."
+      const displaced = msgs[2]; // the question that followed it
+      assert(target.role === 'assistant', `expected an answer to branch from, got ${target.role}`);
+      await page.click(`[data-testid="message"][data-id="${target.id}"] [data-testid="branch-from"]`);
+      await page.waitForSelector('[data-testid="reply-to"]:not([hidden])');
+      const replyTo = await page.textContent('[data-testid="reply-to-title"]');
+      assert(replyTo === target.title, `reply-to shows "${replyTo}", expected "${target.title}"`);
+      assert(!(await page.isVisible(`[data-testid="message"][data-id="${displaced.id}"]`)), 'later messages still shown after branching');
+      // Cancel restores the branch, then branch again for real.
+      await page.click('[data-testid="reply-cancel"]');
+      await page.waitForSelector('[data-testid="reply-to"]', { state: 'hidden' });
+      assert(await page.isVisible(`[data-testid="message"][data-id="${displaced.id}"]`), 'Cancel did not restore the branch');
+      await page.click(`[data-testid="message"][data-id="${target.id}"] [data-testid="branch-from"]`);
+      await sendMessage(page, 'Name a vegetable instead.');
+      const [q] = await lastMessages(page, 2);
+      const st = await stateOf(server, page);
+      const stored = st.messages.find((m) => m.id === q.id);
+      assert(stored, 'the branched question is not stored');
+      assert(stored.parent === target.id, `branched question's parent is ${stored.parent}, expected ${target.id}`);
+      assert(!(await page.isVisible(`[data-testid="message"][data-id="${displaced.id}"]`)), 'the other branch is displayed');
+      const pos = await page.textContent(`[data-testid="message"][data-id="${q.id}"] [data-testid="branch-position"]`);
+      // Siblings are ordered by (timestamp, id); two questions sent within
+      // the same second may come in either order.
+      assert(pos === '1/2' || pos === '2/2', `branch navigation shows ${pos}`);
+      // Switch to the other branch.
+      await page.click(`[data-testid="message"][data-id="${q.id}"] [data-testid="${pos === '2/2' ? 'branch-prev' : 'branch-next'}"]`);
+      await page.waitForSelector(`[data-testid="message"][data-id="${displaced.id}"]`);
+      await page.check('[data-testid="show-all-branches"]');
+      await page.waitForSelector(`[data-testid="message"][data-id="${q.id}"].off-branch`);
+    });
+  });
+
+  scenario(`${mode}: prefs cookie round trip`, async () => {
+    const server = await get();
+    await withPage(server, { prefs: null }, async (page, watch, context) => {
+      await openPanel(page, 'settings');
+      const providers = await page.$$eval('[data-testid="provider"] option', (os) => os.map((o) => o.value));
+      assert(providers.includes('llama'), `provider picker lacks llama: ${providers}`);
+      await page.selectOption('[data-testid="provider"]', 'llama');
+      await page.fill('[data-testid="model"]', 'smollm2');
+      await page.dispatchEvent('[data-testid="model"]', 'change');
+      await page.fill('[data-testid="temperature"]', '1.3');
+      await page.dispatchEvent('[data-testid="temperature"]', 'change');
+      await page.uncheck('[data-testid="rag"]');
+      await page.check('[data-testid="url-fetch"]');
+      for (const [id, v] of [['max-tokens', '77'], ['max-entries', '5'], ['min-certainty', '0.25'], ['username', 'cookie tester ✓']]) {
+        await page.fill(`[data-testid="${id}"]`, v);
+        await page.dispatchEvent(`[data-testid="${id}"]`, 'change');
+      }
+      await page.reload();
+      await page.waitForSelector('body[data-ready="true"]');
+      await openPanel(page, 'settings');
+      const got = {
+        provider: await page.inputValue('[data-testid="provider"]'),
+        model: await page.inputValue('[data-testid="model"]'),
+        temperature: await page.inputValue('[data-testid="temperature"]'),
+        rag: await page.isChecked('[data-testid="rag"]'),
+        url_fetch: await page.isChecked('[data-testid="url-fetch"]'),
+        max_tokens: await page.inputValue('[data-testid="max-tokens"]'),
+        max_entries: await page.inputValue('[data-testid="max-entries"]'),
+        min_certainty: await page.inputValue('[data-testid="min-certainty"]'),
+        username: await page.inputValue('[data-testid="username"]'),
+      };
+      const want = { provider: 'llama', model: 'smollm2', temperature: '1.3', rag: false, url_fetch: true, max_tokens: '77', max_entries: '5', min_certainty: '0.25', username: 'cookie tester ✓' };
+      assert(canonical(got) === canonical(want), `after reload: ${JSON.stringify(got)}`);
+      const cookies = (await context.cookies(server.origin)).filter((c) => c.name === 'wo_prefs');
+      assert(cookies.length === 1, `${cookies.length} wo_prefs cookies`);
+      const c = cookies[0];
+      assert(/^[A-Za-z0-9_-]+$/.test(c.value), `cookie value is not unpadded base64url: ${c.value}`);
+      assert(c.path === '/', `cookie path ${c.path}`);
+      assert(c.sameSite === 'Lax', `cookie SameSite ${c.sameSite}`);
+      assert(c.secure === false, 'cookie is Secure on http');
+      assert(!c.httpOnly, 'cookie is HttpOnly (the page must read it)');
+      const days = (c.expires * 1000 - Date.now()) / 86_400_000;
+      assert(days > 360 && days < 370, `cookie lives ${days.toFixed(1)} days`);
+      assert(`wo_prefs=${c.value}`.length < 4096, 'cookie is 4 KB or more');
+      const prefs = JSON.parse(b64urlDecode(c.value));
+      const wantPrefs = { provider: 'llama', model: 'smollm2', temperature: 1.3, rag: false, url_fetch: true, max_tokens: 77, max_entries: 5, min_certainty: 0.25, username: 'cookie tester ✓' };
+      for (const [k, v] of Object.entries(wantPrefs)) assert(prefs[k] === v, `cookie ${k} = ${JSON.stringify(prefs[k])}, expected ${JSON.stringify(v)}`);
+      const allowed = new Set([...Object.keys(wantPrefs), 'show_all']);
+      for (const k of Object.keys(prefs)) assert(allowed.has(k), `unexpected key in the prefs cookie: ${k}`);
+      // The next turn's request carries them.
+      const reqBody = page.waitForRequest((r) => r.method() === 'POST' && /\/api\/(stateless\/)?chat$/.test(r.url()));
+      await page.fill('[data-testid="max-tokens"]', '8');
+      await page.dispatchEvent('[data-testid="max-tokens"]', 'change');
+      await page.fill('[data-testid="composer-input"]', 'Say yes.');
+      await page.click('[data-testid="send"]');
+      const body = JSON.parse((await reqBody).postData());
+      const p = body.params || {};
+      assert(p.provider === 'llama' && p.temperature === 1.3 && p.rag === false && p.url_fetch === true && p.max_tokens === 8 && p.max_entries === 5 && p.min_certainty === 0.25,
+        `chat params ${JSON.stringify(p)}`);
+      assert(body.username === 'cookie tester ✓', `chat username ${body.username}`);
+      await page.waitForSelector('[data-testid="pending-answer"]', { state: 'detached', timeout: 120_000 });
+    });
+  });
+
+  scenario(`${mode}: truth add, edit, delete (tombstone)`, async () => {
+    const server = await get();
+    await withPage(server, {}, async (page) => {
+      await openPanel(page, 'truth');
+      const add = async (title, content, certainty) => {
+        if (!(await page.isVisible('[data-testid="truth-add-title"]'))) await page.click('[data-testid="truth-add-open"]');
+        await page.fill('[data-testid="truth-add-title"]', title);
+        await page.fill('[data-testid="truth-add-content"]', content);
+        await page.fill('[data-testid="truth-add-certainty"]', String(certainty));
+        await page.click('[data-testid="truth-add-submit"]');
+        await page.waitForFunction((t) => [...document.querySelectorAll('[data-testid="truth-title"]')].some((e) => e.textContent === t), title);
+      };
+      const tag = `${mode}-${Date.now()}`;
+      await add(`Sky ${tag}`, 'The sky is blue & wide <b>sometimes</b>.', 0.9);
+      await add(`Grass ${tag}`, 'Grass is green.', 0.3);
+      await add(`Sea ${tag}`, 'The sea is salty.', 0.6);
+      const order = await page.$$eval('[data-testid="truth-item"]', (els) => els.map((e) => Number(e.querySelector('[data-testid="truth-certainty"]').textContent)));
+      assert(order.every((c, i) => i === 0 || order[i - 1] >= c), `truth not ordered by certainty: ${order}`);
+      let st = await stateOf(server, page);
+      const sky = st.truth.trust.find((t) => t.title === `Sky ${tag}`);
+      assert(sky && sky.certainty === 0.9, 'added entry not stored');
+      assert(/^t_[0-9a-f]{16}$/.test(sky.id), `bad id ${sky.id}`);
+      assert(!/<b>sometimes<\/b>/.test(sky.content) || /&amp;/.test(sky.content), `content not XHTML: ${sky.content}`);
+      if (server.stateless) {
+        const want = 't_' + sha16(`${sky.title}|${sky.timestamp}|${sky.content}`);
+        assert(sky.id === want, `stateless id ${sky.id} is not sha256(title|timestamp|content) = ${want}`);
+        assert(/^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ$/.test(sky.timestamp), `timestamp ${sky.timestamp}`);
+      }
+      // Edit certainty and content.
+      const item = `[data-testid="truth-item"][data-id="${sky.id}"]`;
+      await page.click(`${item} [data-testid="truth-edit"]`);
+      await page.fill(`${item} [data-testid="truth-edit-certainty"]`, '0.4');
+      await page.fill(`${item} [data-testid="truth-edit-content"]`, 'The sky is often blue.');
+      await page.click(`${item} [data-testid="truth-edit-save"]`);
+      await page.waitForFunction((sel) => document.querySelector(`${sel} [data-testid="truth-certainty"]`)?.textContent === '0.40', item);
+      st = await stateOf(server, page);
+      const edited = st.truth.trust.find((t) => t.id === sky.id);
+      assert(edited && edited.certainty === 0.4 && /often blue/.test(edited.content), `edit not stored: ${JSON.stringify(edited)}`);
+      assert(edited.updated && /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ$/.test(edited.updated), `edit has no updated stamp: ${edited.updated}`);
+      // Delete leaves a tombstone.
+      await page.click(`${item} [data-testid="truth-delete"]`);
+      await page.click(`${item} [data-testid="truth-delete-confirm"]`);
+      await page.waitForSelector(item, { state: 'detached' });
+      st = await stateOf(server, page);
+      assert(!st.truth.trust.some((t) => t.id === sky.id), 'deleted entry still stored');
+      const tomb = (st.truth.deleted || []).find((d) => d.id === sky.id);
+      assert(tomb && /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ$/.test(tomb.date), `no tombstone: ${JSON.stringify(st.truth.deleted)}`);
+    });
+  });
+
+  scenario(`${mode}: context update (draft, diff, apply, audit entry)`, async () => {
+    const server = await get();
+    await withPage(server, { prefs: { max_tokens: ANSWER_TOKENS } }, async (page) => {
+      let st = await stateOf(server, page);
+      if (!st.messages.length) await sendMessage(page, 'We are building a garden planner.');
+      await openPanel(page, 'context');
+      await page.fill('[data-testid="context-input"]', 'This project is a test of WikiOracle.');
+      await page.click('[data-testid="context-save"]');
+      await waitStatus(page, /Context saved/);
+      st = await stateOf(server, page);
+      const saved = st.context;
+      assert(/test of WikiOracle/.test(saved), `context not saved: ${saved}`);
+      // Cancel first: nothing changes.
+      await page.click('[data-testid="context-update"]');
+      await page.waitForSelector('[data-testid="context-dialog"][open]', { timeout: 180_000 });
+      await page.click('[data-testid="context-cancel"]');
+      await waitStatus(page, /unchanged/);
+      assert((await stateOf(server, page)).context === saved, 'Cancel changed the context');
+      // Then apply.
+      await page.click('[data-testid="context-update"]');
+      await page.waitForSelector('[data-testid="context-dialog"][open]', { timeout: 180_000 });
+      const lines = await page.$$eval('[data-testid="context-diff"] li', (els) => els.map((e) => e.className));
+      assert(lines.length > 0, 'the diff is empty');
+      assert(lines.some((c) => c === 'diff-add' || c === 'diff-remove'), `no added or removed lines: ${lines}`);
+      const addStyle = await page.$eval('[data-testid="context-diff"] li.diff-add, [data-testid="context-diff"] li.diff-remove', (e) => getComputedStyle(e).backgroundColor);
+      const keepStyle = await page.$eval('[data-testid="context-diff"]', (e) => getComputedStyle(e).backgroundColor);
+      assert(addStyle !== keepStyle, 'changed lines are not styled differently');
+      await page.click('[data-testid="context-apply"]');
+      await waitStatus(page, /Context updated/, 60_000);
+      st = await stateOf(server, page);
+      assert(st.context !== saved, 'context unchanged after apply');
+      const audit = st.truth.trust.filter((t) => Array.isArray(t.tags) && t.tags.includes('context-update'));
+      assert(audit.length >= 1, 'no context-update truth entry');
+      const a = audit[audit.length - 1];
+      assert(a.kind === 'event' && a.certainty === 1 && a.title === 'Context updated', `audit entry ${JSON.stringify(a)}`);
+      if (server.stateless) {
+        assert(a.id === 't_' + sha16(`${a.title}|${a.timestamp}|${a.content}`), `audit id ${a.id} does not follow the id formula`);
+      }
+      const shown = await page.textContent('[data-testid="context-view"]');
+      assert(shown.trim().length > 0, 'context view empty after apply');
+    });
+  });
+
+  scenario(`${mode}: search finds messages and truth`, async () => {
+    const server = await get();
+    await withPage(server, {}, async (page) => {
+      const fixture = exportFixture('searchable', 2);
+      await importFile(page, 'llm_2025.01.02.0304.json', JSON.stringify(fixture));
+      await waitStatus(page, /Imported|Merged/);
+      await page.fill('[data-testid="search-input"]', 'searchable');
+      await page.click('[data-testid="search-submit"]');
+      await page.waitForSelector('[data-testid="panel-search"]:not([hidden])');
+      const hits = await page.locator('[data-testid="search-hit-message"]').count();
+      assert(hits > 0, 'no message hit for "searchable"');
+      const truthHits = await page.locator('[data-testid="search-hit-truth"]').count();
+      assert(truthHits > 0, 'no truth hit for "searchable"');
+      await page.locator('[data-testid="search-hit-message"]').first().click();
+      await page.waitForSelector('[data-testid="message"].highlight');
+    });
+  });
+}
+
+scenario('local: export, import into a fresh server, identical state', async () => {
+  const server = await localServer();
+  let exported;
+  await withPage(server, {}, async (page) => {
+    exported = await download(page, () => page.click('[data-testid="export"]'));
+  });
+  assert(/^llm_\d{4}\.\d\d\.\d\d\.\d{4}\.json$/.test(exported.name), `export named ${exported.name}`);
+  const a = JSON.parse(exported.text);
+  const disk = readState(server.file);
+  assert(canonical(a) === canonical(disk), 'the export differs from llm.json');
+  assert(a.messages.length > 0, 'nothing to export');
+  const fresh = await startServer();
+  try {
+    await withPage(fresh, {}, async (page) => {
+      await importFile(page, exported.name, exported.text);
+      await waitStatus(page, /Imported|Merged/);
+      const shown = await page.locator('[data-testid="message"]').count();
+      assert(shown > 0, 'no messages shown after import');
+      const again = JSON.parse((await download(page, () => page.click('[data-testid="export"]'))).text);
+      assert(canonical(again.messages) === canonical(a.messages), 'messages differ after export → import → export');
+      assert(canonical(again.truth.trust) === canonical(a.truth.trust), 'truth entries differ after export → import → export');
+      assert(canonical(again.truth.deleted || []) === canonical(a.truth.deleted || []), 'tombstones differ after export → import → export');
+    });
+  } finally {
+    await fresh.stop();
+  }
+});
+
+scenario('stateless: export, import into a fresh browser, identical state', async () => {
+  const server = await statelessServer();
+  let exported;
+  let before;
+  await withPage(server, {}, async (page) => {
+    await sendMessage(page, 'Remember the number seven.');
+    before = await idbState(page);
+    exported = await download(page, () => page.click('[data-testid="export"]'));
+  });
+  assert(/^llm_\d{4}\.\d\d\.\d\d\.\d{4}\.json$/.test(exported.name), `export named ${exported.name}`);
+  const a = JSON.parse(exported.text);
+  assert(exported.text.endsWith('}\n'), 'export does not end with a newline');
+  assert(canonical(a) === canonical(before), 'the export differs from the stored state');
+  await withPage(server, {}, async (page) => {
+    assert((await page.locator('[data-testid="message"]').count()) === 0, 'a new browser context is not empty');
+    await importFile(page, exported.name, exported.text);
+    await waitStatus(page, /Imported/);
+    const after = await idbState(page);
+    assert(canonical(after) === canonical(a), 'the imported state differs from the file');
+    await page.reload();
+    await page.waitForSelector('body[data-ready="true"]');
+    const again = JSON.parse((await download(page, () => page.click('[data-testid="export"]'))).text);
+    assert(canonical(again) === canonical(a), 'export → import → export changed the state');
+    // A file that is not an llm.json is refused and changes nothing.
+    await importFile(page, 'llm_bad.json', JSON.stringify({ hello: 'world' }));
+    await page.waitForFunction(() => document.querySelector('[data-testid="alert"]').textContent.length > 0);
+    assert(canonical(await idbState(page)) === canonical(a), 'a bad import changed the state');
+  });
+});
+
+scenario('stateless: reload keeps the conversation (IndexedDB)', async () => {
+  const server = await statelessServer();
+  await withPage(server, {}, async (page) => {
+    await sendMessage(page, 'Tell me about rivers.');
+    const before = await page.$$eval('[data-testid="message"]', (els) => els.map((e) => e.dataset.id));
+    const stored = await idbState(page);
+    assert(stored && stored.messages.length >= 2, 'nothing in IndexedDB');
+    assert(stored.schema && stored.version === 1 && Array.isArray(stored.messages), 'IndexedDB does not hold an llm.json');
+    await page.reload();
+    await page.waitForSelector('body[data-ready="true"]');
+    const after = await page.$$eval('[data-testid="message"]', (els) => els.map((e) => e.dataset.id));
+    assert(canonical(after) === canonical(before), `after reload ${after.length} messages shown, before ${before.length}`);
+    await sendMessage(page, 'And about lakes?');
+    const st = await idbState(page);
+    const next = st.messages.find((m) => /about lakes/.test(m.content));
+    assert(next && next.parent === before[before.length - 1], `the next turn after reload does not continue the branch (parent ${next && next.parent})`);
+  });
+});
+
+for (const mode of ['local', 'stateless']) {
+  scenario(`${mode}: dropping an llm_*.json file merges it`, async () => {
+    const server = mode === 'local' ? await localServer() : await statelessServer();
+    await withPage(server, {}, async (page) => {
+      const before = await stateOf(server, page);
+      const fixture = exportFixture(`dropped-${mode}`, 3);
+      await dropFile(page, 'llm_2025.01.02.0304.json', JSON.stringify(fixture, null, 2));
+      await waitStatus(page, /Merged/);
+      const after = await stateOf(server, page);
+      const ids = new Set(after.messages.map((m) => m.id));
+      for (const m of fixture.messages) assert(ids.has(m.id), `dropped message ${m.id} not merged`);
+      for (const m of before.messages) assert(ids.has(m.id), `message ${m.id} lost by the merge`);
+      assert(after.truth.trust.some((t) => t.id === fixture.truth.trust[0].id), 'dropped truth entry not merged');
+      // Dropping something that is not an export is refused.
+      await dropFile(page, 'notes.json', '{}');
+      await page.waitForFunction(() => /llm_/.test(document.querySelector('[data-testid="alert"]').textContent));
+    });
+  });
+}
+
+/** What a rendered content container may hold. */
+async function domAudit(page) {
+  return page.evaluate(() => {
+    const ok = new Set(['P', 'BR', 'EM', 'STRONG', 'B', 'I', 'U', 'CODE', 'PRE', 'BLOCKQUOTE', 'UL', 'OL', 'LI', 'A', 'H1', 'H2', 'H3', 'H4', 'H5', 'H6', 'TABLE', 'THEAD', 'TBODY', 'TR', 'TH', 'TD', 'SPAN', 'DIV', 'HR', 'SUB', 'SUP', 'DEL', 'INS', 'DL', 'DT', 'DD']);
+    const problems = [];
+    const roots = document.querySelectorAll('[data-testid="message-content"], [data-testid="truth-content"], [data-testid="context-view"]');
+    for (const root of roots) {
+      for (const el of root.querySelectorAll('*')) {
+        if (!ok.has(el.tagName) || el.namespaceURI !== 'http://www.w3.org/1999/xhtml') problems.push(`<${el.tagName.toLowerCase()}>`);
+        for (const a of el.attributes) {
+          const name = a.name.toLowerCase();
+          if (name === 'title') continue;
+          if (el.tagName === 'A' && name === 'href' && /^(https?:|mailto:)/i.test(a.value)) continue;
+          if (el.tagName === 'A' && name === 'rel' && a.value === 'noopener noreferrer nofollow') continue;
+          if (el.tagName === 'A' && name === 'target' && a.value === '_blank') continue;
+          problems.push(`${el.tagName.toLowerCase()}[${name}=${a.value.slice(0, 40)}]`);
+        }
+      }
+    }
+    // Titles, usernames and tags are text only.
+    for (const el of document.querySelectorAll('[data-testid="message-title"] *, [data-testid="message-username"] *, [data-testid="truth-title"] *')) problems.push(`markup in text field: <${el.tagName}>`);
+    if (document.querySelectorAll('iframe, object, embed, script:not([src="/app.js"]), base, meta[http-equiv], link:not([href="/app.css"]):not([rel="icon"][href="data:,"]), style').length) problems.push('active element in the document');
+    return { problems, roots: roots.length, anchors: document.querySelectorAll('.rendered a[href]').length };
+  });
+}
+
+async function xssCheck(server, bypassCSP, load) {
+  const { context, page, watch } = await openPage(server, { bypassCSP });
+  try {
+    await page.addInitScript(() => { delete window.__xss; });
+    await load(page);
+    await page.waitForSelector('[data-testid="message"]');
+    await openPanel(page, 'truth');
+    await openPanel(page, 'context');
+    await page.check('[data-testid="show-all-branches"]');
+    for (const d of await page.$$('details.context-used')) await d.evaluate((e) => { e.open = true; });
+    // Hover and focus what the payloads might hide behind.
+    for (const el of (await page.$$('[data-testid="message-content"] *')).slice(0, 200)) {
+      await el.hover({ timeout: 500, force: true }).catch(() => {});
+    }
+    await page.keyboard.press('Tab');
+    await page.fill('[data-testid="search-input"]', 'payload');
+    await page.click('[data-testid="search-submit"]');
+    await page.waitForSelector('[data-testid="panel-search"]:not([hidden])');
+    await sleep(1500);
+    const xss = await page.evaluate(() => window.__xss);
+    const frames = page.frames().length;
+    const audit = await domAudit(page);
+    const shownMessages = await page.locator('[data-testid="message"]').count();
+    const shownTruth = await page.locator('[data-testid="truth-item"]').count();
+    assert(xss === undefined, `window.__xss = ${xss}`);
+    checkClean(watch);
+    assert(frames === 1, `${frames} frames in the page`);
+    assert(!audit.problems.length, `unsafe markup rendered: ${audit.problems.slice(0, 8).join(', ')}`);
+    assert(shownMessages === PAYLOADS.length, `${shownMessages} of ${PAYLOADS.length} messages rendered`);
+    assert(shownTruth === PAYLOADS.length, `${shownTruth} of ${PAYLOADS.length} truth entries rendered`);
+    assert(audit.anchors > 0, 'no safe link survived (the allowlist is too strict)');
+  } finally {
+    await context.close();
+  }
+}
+
+scenario(`local: XSS corpus (${PAYLOADS.length} payloads) in messages, truth and context does not execute`, async () => {
+  const dir = path.join(TMP, 'xss-local');
+  fs.mkdirSync(dir, { recursive: true });
+  const file = path.join(dir, 'llm.json');
+  fs.writeFileSync(file, JSON.stringify(xssFixture(), null, 2) + '\n');
+  const server = await startServer({ file });
+  try {
+    await xssCheck(server, false, async () => {});
+    await xssCheck(server, true, async () => {}); // CSP off: the client's own sanitiser alone
+  } finally {
+    await server.stop();
+  }
+});
+
+scenario(`stateless: XSS corpus (${PAYLOADS.length} payloads) imported does not execute`, async () => {
+  const server = await startServer({ stateless: true });
+  try {
+    const text = JSON.stringify(xssFixture(), null, 2);
+    for (const bypassCSP of [false, true]) {
+      await xssCheck(server, bypassCSP, async (page) => {
+        await importFile(page, 'llm_2025.06.01.0000.json', text);
+        await waitStatus(page, /Imported/);
+        await page.reload();
+        await page.waitForSelector('body[data-ready="true"]');
+      });
+    }
+  } finally {
+    await server.stop();
+  }
+});
+
+scenario('both: the page works at phone width with keyboard only', async () => {
+  const server = await statelessServer();
+  const context = await browser.newContext({ viewport: { width: 375, height: 740 }, isMobile: true, hasTouch: true });
+  try {
+    const page = await context.newPage();
+    await page.goto(server.url);
+    await page.waitForSelector('body[data-ready="true"]');
+    const overflow = await page.evaluate(() => document.documentElement.scrollWidth - window.innerWidth);
+    assert(overflow <= 1, `page is ${overflow}px wider than a phone screen`);
+    const small = await page.$$eval('button:not([hidden])', (bs) => bs.filter((b) => b.offsetParent && b.getBoundingClientRect().height < 36).map((b) => b.textContent));
+    assert(!small.length, `buttons smaller than a touch target: ${small.slice(0, 5)}`);
+    // Keyboard: focus the box, type, Enter sends.
+    await page.focus('[data-testid="composer-input"]');
+    await page.keyboard.type('Hi');
+    const req = page.waitForRequest((r) => r.method() === 'POST' && /stateless\/chat$/.test(r.url()));
+    await page.keyboard.press('Enter');
+    await req;
+    await page.waitForSelector('[data-testid="pending-answer"]', { state: 'detached', timeout: 120_000 });
+    const labelled = await page.$$eval('input, select, textarea', (els) => els.filter((e) => e.type !== 'hidden' && !e.hidden && !e.labels?.length && !e.getAttribute('aria-label')).map((e) => e.id || e.name));
+    assert(!labelled.length, `controls without a label: ${labelled}`);
+    for (const landmark of ['header', 'main', 'nav', 'aside']) assert(await page.$(landmark), `no <${landmark}> landmark`);
+  } finally {
+    await context.close();
+  }
+});
+
+// ------------------------------------------------------------------ main
+
+async function main() {
+  browser = await chromium.launch({
+    executablePath: CHROMIUM,
+    args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-background-networking'],
+  });
+  try {
+    for (const s of scenarios) await runScenario(s);
+  } finally {
+    await browser.close().catch(() => {});
+    for (const s of Object.values(servers)) await s.stop().catch(() => {});
+    killAll();
+  }
+  const failed = results.filter((r) => !r.ok).length;
+  const passed = results.length - failed;
+  console.log(`${passed} passed, ${failed} failed`);
+  if (failed || process.env.WO_KEEP_TMP) console.log(`# temporary files (server logs): ${TMP}`);
+  else fs.rmSync(TMP, { recursive: true, force: true });
+  process.exitCode = failed ? 1 : 0;
+}
+
+main().catch((e) => {
+  console.log(`not ok - runner: ${e && e.stack ? e.stack : e}`);
+  killAll();
+  process.exitCode = 1;
+});
