@@ -256,23 +256,7 @@ impl ServerEvent {
 /// Apply an RFC 7396 JSON Merge Patch: objects merge recursively, `null`
 /// deletes a member, anything else replaces the target.
 pub fn apply_merge_patch(target: &mut Value, patch: &Value) {
-    let Value::Object(patch_map) = patch else {
-        *target = patch.clone();
-        return;
-    };
-    if !target.is_object() {
-        *target = Value::Object(Map::new());
-    }
-    let Value::Object(target_map) = target else {
-        unreachable!("made an object above")
-    };
-    for (k, v) in patch_map {
-        if v.is_null() {
-            target_map.remove(k);
-        } else {
-            apply_merge_patch(target_map.entry(k.clone()).or_insert(Value::Null), v);
-        }
-    }
+    patch_value(target, patch, false);
 }
 
 /// Apply a [`DoneEvent::state_patch`] to a copy of `llm.json`: RFC 7396,
@@ -282,6 +266,10 @@ pub fn apply_merge_patch(target: &mut Value, patch: &Value) {
 /// plain merge patch would replace the whole transcript with the two new
 /// messages (SPEC §3's union by id, applied to a patch).
 pub fn apply_state_patch(target: &mut Value, patch: &Value) {
+    patch_value(target, patch, true);
+}
+
+fn patch_value(target: &mut Value, patch: &Value, records_by_id: bool) {
     let Value::Object(patch_map) = patch else {
         *target = patch.clone();
         return;
@@ -297,7 +285,7 @@ pub fn apply_state_patch(target: &mut Value, patch: &Value) {
             Value::Null => {
                 target_map.remove(k);
             }
-            Value::Array(records) if is_record_list(records) => {
+            Value::Array(records) if records_by_id && is_record_list(records) => {
                 let slot = target_map
                     .entry(k.clone())
                     .or_insert_with(|| Value::Array(Vec::new()));
@@ -315,7 +303,11 @@ pub fn apply_state_patch(target: &mut Value, patch: &Value) {
                     }
                 }
             }
-            _ => apply_state_patch(target_map.entry(k.clone()).or_insert(Value::Null), v),
+            _ => patch_value(
+                target_map.entry(k.clone()).or_insert(Value::Null),
+                v,
+                records_by_id,
+            ),
         }
     }
 }

@@ -16,7 +16,7 @@ use wo_engine::chat::{TurnRequest, chat_request, completed_turn, stream_answer};
 use wo_engine::turn::apply_turn;
 use wo_format::xhtml::{ContentFormat, sanitize_html, to_xhtml};
 use wo_format::{Timestamp, TruthEdit, TruthEntry, TruthKind};
-use wo_providers::protocol::{ChatParams, DoneEvent, EVENT_CONTEXT, ServerEvent};
+use wo_providers::protocol::{ChatParams, EVENT_CONTEXT};
 
 use crate::app::App;
 use crate::error::{ApiError, parse_json};
@@ -247,10 +247,8 @@ pub async fn chat(State(app): AppState, body: Body) -> Result<Response, ApiError
                 Err(e) => return sink.error(e.to_string(), sse::error_kind(&e)),
             };
         let sources = assembled.sources.clone();
-        let finish_reason = streamed.finish_reason.clone();
-        let usage = streamed.usage.clone();
         let saved = {
-            let provider = provider.clone();
+            let (provider, streamed) = (provider.clone(), streamed.clone());
             app.with_store(move |store| {
                 let turn = completed_turn(
                     store.state(),
@@ -266,20 +264,14 @@ pub async fn chat(State(app): AppState, body: Body) -> Result<Response, ApiError
             .await
         };
         match saved {
-            Ok(((user_id, assistant_id), model)) => sink.event(&ServerEvent::Done(DoneEvent {
-                user_message_id: user_id,
-                assistant_message_id: assistant_id,
-                sources: assembled.sources.clone(),
-                state_patch: Value::Null,
-                finish_reason,
-                usage: usage.map(|u| wo_providers::Usage {
-                    prompt_tokens: u.prompt_tokens.unwrap_or(0) as u32,
-                    completion_tokens: u.completion_tokens.unwrap_or(0) as u32,
-                }),
-                provider: Some(provider.name().to_owned()),
-                model: Some(model),
-                ..DoneEvent::default()
-            })),
+            Ok((ids, model)) => sink.event(&sse::done_event(
+                ids,
+                assembled.sources,
+                Value::Null,
+                &streamed,
+                provider.name(),
+                model,
+            )),
             Err(e) => sink.error(e.message, Some("storage".into())),
         }
     });

@@ -86,6 +86,35 @@ pub fn channel() -> (Response, EventSink, Cancel) {
     (resp, EventSink { tx }, cancel)
 }
 
+/// The `done` event of a finished turn.
+pub fn done_event(
+    ids: (String, String),
+    sources: Vec<String>,
+    state_patch: serde_json::Value,
+    streamed: &wo_engine::chat::StreamedAnswer,
+    provider: &str,
+    model: String,
+) -> ServerEvent {
+    ServerEvent::Done(wo_providers::protocol::DoneEvent {
+        user_message_id: ids.0,
+        assistant_message_id: ids.1,
+        sources,
+        state_patch,
+        finish_reason: streamed.finish_reason.clone(),
+        usage: streamed.usage.as_ref().map(|u| wo_providers::Usage {
+            prompt_tokens: u.prompt_tokens.unwrap_or(0).try_into().unwrap_or(u32::MAX),
+            completion_tokens: u
+                .completion_tokens
+                .unwrap_or(0)
+                .try_into()
+                .unwrap_or(u32::MAX),
+        }),
+        provider: Some(provider.to_owned()),
+        model: Some(model),
+        ..Default::default()
+    })
+}
+
 /// The error kind of a failed turn, as the `wikioracle` provider reads it.
 pub fn error_kind(e: &wo_engine::chat::TurnError) -> Option<String> {
     use wo_engine::chat::TurnError;

@@ -8,12 +8,12 @@ use std::sync::Arc;
 use axum::body::Body;
 use axum::extract::State;
 use axum::response::Response;
-use serde_json::{Map, Value, json};
+use serde_json::{Value, json};
 use wo_engine::chat::{chat_request, completed_turn, stream_answer};
 use wo_engine::turn::apply_turn;
 use wo_format::xhtml::sanitize_html;
 use wo_format::{Message, Timestamp, TruthEntry};
-use wo_providers::protocol::{DoneEvent, EVENT_CONTEXT, ServerEvent, StatelessChatRequest};
+use wo_providers::protocol::{EVENT_CONTEXT, StatelessChatRequest};
 
 use crate::api::{context_report, read_body, turn_request};
 use crate::app::App;
@@ -137,20 +137,14 @@ pub async fn chat(State(app): State<Arc<App>>, body: Body) -> Result<Response, A
         );
         let (user_id, assistant_id) = apply_turn(&mut state, &turn);
         let state_patch = turn_patch(&state, &user_id, &assistant_id, &assembled.sources);
-        sink.event(&ServerEvent::Done(DoneEvent {
-            user_message_id: user_id,
-            assistant_message_id: assistant_id,
-            sources: assembled.sources.clone(),
+        sink.event(&sse::done_event(
+            (user_id, assistant_id),
+            assembled.sources.clone(),
             state_patch,
-            finish_reason: streamed.finish_reason,
-            usage: streamed.usage.map(|u| wo_providers::Usage {
-                prompt_tokens: u.prompt_tokens.unwrap_or(0) as u32,
-                completion_tokens: u.completion_tokens.unwrap_or(0) as u32,
-            }),
-            provider: Some(provider.name().to_owned()),
-            model: Some(turn.model),
-            extra: Map::new(),
-        }));
+            &streamed,
+            provider.name(),
+            turn.model,
+        ));
     });
     Ok(resp)
 }
