@@ -333,12 +333,17 @@ impl Index {
         } else {
             self.bm25(&qtf, query)
         };
-        scored.sort_by(|a, b| {
+        let order = |a: &(usize, f64), b: &(usize, f64)| {
             b.1.partial_cmp(&a.1)
                 .unwrap_or(std::cmp::Ordering::Equal)
                 .then(a.0.cmp(&b.0))
-        });
-        scored.truncate(limit);
+        };
+        // Only the best `limit` need ordering.
+        if scored.len() > limit {
+            scored.select_nth_unstable_by(limit - 1, order);
+            scored.truncate(limit);
+        }
+        scored.sort_by(order);
         let query_terms: HashSet<&str> = qtf.iter().map(|(t, _)| t.as_str()).collect();
         scored
             .into_iter()
@@ -359,12 +364,28 @@ impl Index {
             .collect()
     }
 
+    /// BM25 over the postings of the query terms, plus symbol and heading
+    /// boosts. Scores and filter verdicts live in dense per-chunk arrays
+    /// (a query touching most chunks, like `src`, would otherwise hash
+    /// every candidate twice), and boosts are found without allocating.
     fn bm25(&self, qtf: &[(String, f64)], query: &Query) -> Vec<(usize, f64)> {
+        const UNKNOWN: u8 = 0;
+        const PASSES: u8 = 1;
+        const FILTERED: u8 = 2;
         let chunks = &self.file.chunks;
         let n = chunks.len() as f64;
         let avgdl = self.file.stats.avg_doc_len.max(1.0);
-        let mut scores: HashMap<usize, f64> = HashMap::new();
-        let mut allowed: HashMap<usize, bool> = HashMap::new();
+        let filtered = query.path_prefix.is_some()
+            || query.kind.is_some()
+            || query.heading_prefix.is_some()
+            || query.symbol_prefix.is_some();
+        let mut scores: Vec<f64> = vec![0.0; chunks.len()];
+        let mut verdict: Vec<u8> = if filtered {
+            vec![UNKNOWN; chunks.len()]
+        } else {
+            Vec::new()
+        };
+        let mut touched: Vec<usize> = Vec::new();
         let mut idfs: Vec<(&str, f64, f64)> = Vec::new();
         for (term, weight) in qtf {
             let Some(postings) = self.file.inverted_index.get(term) else {
@@ -384,43 +405,59 @@ impl Index {
                 let Some(chunk) = chunks.get(doc) else {
                     continue;
                 };
-                let ok = *allowed
-                    .entry(doc)
-                    .or_insert_with(|| self.passes(chunk, query));
-                if !ok {
-                    continue;
+                if filtered {
+                    if verdict[doc] == UNKNOWN {
+                        verdict[doc] = if self.passes(chunk, query) {
+                            PASSES
+                        } else {
+                            FILTERED
+                        };
+                    }
+                    if verdict[doc] == FILTERED {
+                        continue;
+                    }
                 }
                 let tf = f64::from(pair[1]);
                 let dl = f64::from(self.file.doc_lens.get(doc).copied().unwrap_or(0));
                 let norm = tf * (K1 + 1.0) / (tf + K1 * (1.0 - B + B * dl / avgdl));
-                *scores.entry(doc).or_insert(0.0) += weight * idf * norm;
+                if scores[doc] == 0.0 {
+                    touched.push(doc);
+                }
+                scores[doc] += weight * idf * norm;
             }
         }
-        let mut out: Vec<(usize, f64)> = scores.into_iter().collect();
-        for (doc, score) in &mut out {
-            let c = &chunks[*doc];
-            let mut sym_terms: HashSet<String> = HashSet::new();
-            for s in c.symbol.iter().chain(&c.symbols) {
-                for_each_term(s, |t| {
-                    sym_terms.insert(t.to_string());
+        // Query terms are few: which of them a chunk's symbols and headings
+        // contain fits in a bit mask.
+        let idfs = &idfs[..idfs.len().min(64)];
+        let mask_of = |texts: &mut dyn Iterator<Item = &String>| -> u64 {
+            let mut mask = 0u64;
+            for text in texts {
+                for_each_term(text, |t| {
+                    if let Some(i) = idfs.iter().position(|(term, _, _)| *term == t) {
+                        mask |= 1 << i;
+                    }
                 });
             }
-            let mut head_terms: HashSet<String> = HashSet::new();
-            for h in &c.heading_path {
-                for_each_term(h, |t| {
-                    head_terms.insert(t.to_string());
-                });
-            }
-            for (term, idf, weight) in &idfs {
-                if sym_terms.contains(*term) {
-                    *score += weight * idf * SYMBOL_BOOST;
+            mask
+        };
+        touched
+            .into_iter()
+            .map(|doc| {
+                let c = &chunks[doc];
+                let mut score = scores[doc];
+                let sym = mask_of(&mut c.symbol.iter().chain(&c.symbols));
+                let head = mask_of(&mut c.heading_path.iter());
+                for (i, (_, idf, weight)) in idfs.iter().enumerate() {
+                    if sym & (1 << i) != 0 {
+                        score += weight * idf * SYMBOL_BOOST;
+                    }
+                    if head & (1 << i) != 0 {
+                        score += weight * idf * HEADING_BOOST;
+                    }
                 }
-                if head_terms.contains(*term) {
-                    *score += weight * idf * HEADING_BOOST;
-                }
-            }
-        }
-        out
+                (doc, score)
+            })
+            .collect()
     }
 }
 
