@@ -190,14 +190,12 @@ pub async fn chat(State(app): AppState, body: Body) -> Result<Response, ApiError
     let provider = app.provider(body.params.provider.as_deref()).await?;
     let mut req = turn_request(&app, body.message, body.username, body.parent, &body.params)?;
     let sent_at = Timestamp::now();
-    if !req.no_rag
-        && let Some(root) = app.index_root.clone()
-    {
-        let prompt = req.prompt.clone();
-        req.chunks = tokio::task::spawn_blocking(move || {
-            wo_index::Index::open(&root)
-                .map(|index| wo_engine::files::relevant_chunks(&index, &prompt))
-                .unwrap_or_default()
+    if !req.no_rag && app.index_root.is_some() {
+        let (prompt, app) = (req.prompt.clone(), app.clone());
+        req.chunks = tokio::task::spawn_blocking(move || match app.index() {
+            Ok(Some(index)) => wo_engine::files::relevant_chunks(&index, &prompt),
+            // A missing or unreadable index costs the chunks, not the turn.
+            _ => Vec::new(),
         })
         .await
         .unwrap_or_default();
@@ -592,10 +590,12 @@ pub async fn search(
             Ok((messages, truth))
         })
         .await?;
-    let chunks = match app.index_root.clone() {
-        Some(root) => tokio::task::spawn_blocking(move || -> Result<Value, ApiError> {
-            let index = wo_index::Index::open(&root)
-                .map_err(|e| ApiError::internal(format!("cannot open the directory index: {e}")))?;
+    let app2 = app.clone();
+    let chunks = match app.index_root.is_some() {
+        true => tokio::task::spawn_blocking(move || -> Result<Value, ApiError> {
+            let Some(index) = app2.index()? else {
+                return Ok(json!([]));
+            };
             let mut query = wo_index::Query::new(q.q);
             query.limit = limit;
             query.path_prefix = q.path_prefix;
@@ -605,7 +605,7 @@ pub async fn search(
         })
         .await
         .map_err(|e| ApiError::internal(e.to_string()))??,
-        None => json!([]),
+        false => json!([]),
     };
     Ok(Json(
         json!({"messages": messages, "truth": truth, "chunks": chunks}),
@@ -627,13 +627,10 @@ fn top(scores: &[f64], limit: usize) -> Vec<(usize, f64)> {
 
 /// `GET /api/chunks/{ref}`: one chunk of the directory index.
 pub async fn chunk(State(app): AppState, Path(key): Path<String>) -> Result<Json<Value>, ApiError> {
-    let root = app
-        .index_root
-        .clone()
-        .ok_or_else(|| ApiError::not_found("no directory index; run `wo index` in the project"))?;
     tokio::task::spawn_blocking(move || {
-        let index = wo_index::Index::open(&root)
-            .map_err(|e| ApiError::internal(format!("cannot open the directory index: {e}")))?;
+        let index = app.index()?.ok_or_else(|| {
+            ApiError::not_found("no directory index; run `wo index` in the project")
+        })?;
         let rec = index
             .get_chunk(&key)
             .ok_or_else(|| ApiError::not_found(format!("no chunk {key:?}")))?;

@@ -51,7 +51,13 @@ pub struct App {
     /// The directory index used for retrieval and search, if any.
     pub index_root: Option<PathBuf>,
     providers: Mutex<HashMap<String, Arc<dyn Provider>>>,
+    /// The loaded directory index and the `index.json` stamp it was read at.
+    index_cache: Mutex<Option<(IndexStamp, Arc<wo_index::Index>)>>,
 }
+
+/// Size and modification time of `index.json`: `wo index` rewrites the
+/// file atomically, so either changes when the index does.
+type IndexStamp = (u64, Option<std::time::SystemTime>);
 
 impl App {
     /// `store` is `Some` in local mode, with the session `token`.
@@ -66,6 +72,7 @@ impl App {
             username: opts.username.clone(),
             index_root: opts.index_root.clone(),
             providers: Mutex::new(HashMap::new()),
+            index_cache: Mutex::new(None),
         }
     }
 
@@ -122,6 +129,37 @@ impl App {
 
     fn lock_providers(&self) -> std::sync::MutexGuard<'_, HashMap<String, Arc<dyn Provider>>> {
         self.providers.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The directory index, if there is one: loaded once and kept (a large
+    /// project's `index.json` takes seconds to parse), reloaded when `wo
+    /// index` has rewritten it. Blocking: call it on a blocking thread.
+    pub fn index(&self) -> Result<Option<Arc<wo_index::Index>>, ApiError> {
+        let Some(root) = &self.index_root else {
+            return Ok(None);
+        };
+        let file = wo_index::cache_dir(root).join(wo_index::INDEX_FILE);
+        let stamp = std::fs::metadata(&file)
+            .map(|m| (m.len(), m.modified().ok()))
+            .map_err(|e| {
+                ApiError::internal(format!(
+                    "cannot read the directory index {}: {e}; run `wo index` in the project",
+                    file.display()
+                ))
+            })?;
+        // Held while loading, so concurrent requests wait for one load.
+        let mut cache = self.index_cache.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some((at, index)) = cache.as_ref()
+            && *at == stamp
+        {
+            return Ok(Some(index.clone()));
+        }
+        let index =
+            Arc::new(wo_index::Index::open(root).map_err(|e| {
+                ApiError::internal(format!("cannot open the directory index: {e}"))
+            })?);
+        *cache = Some((stamp, index.clone()));
+        Ok(Some(index))
     }
 
     /// Runs `f` on the store on a blocking thread (it reads and fsyncs

@@ -707,6 +707,24 @@ async fn search_and_chat_draw_on_the_directory_index() {
         StatusCode::NOT_FOUND
     );
 
+    // The server keeps the loaded index, and reloads it when `wo index`
+    // rewrites it.
+    std::fs::write(
+        project.path().join("glaze.md"),
+        "# Glaze\n\nCeladon needs reduction.\n",
+    )
+    .unwrap();
+    wo_index::index_directory(project.path(), &wo_index::IndexOptions::default(), &|_| {}).unwrap();
+    let hits: Value = s
+        .program(Method::GET, "/api/search?q=celadon")
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(hits["chunks"][0]["path"], "glaze.md", "{hits}");
+
     // A turn cites the chunk it was given, and the model saw its text.
     let evs = chat(&s, json!({"message": "What is our firing schedule?"})).await;
     let d = done(&evs);
