@@ -20,6 +20,9 @@ pub const DEFAULT_SYSTEM: &str = "You are WikiOracle, a helpful assistant. Use t
 knowledge and earlier messages below when they are relevant to the question; say so when \
 you are unsure.";
 
+/// Dropped turns listed one by one before the rest are counted in one entry.
+pub const DROPPED_TURNS_LISTED: usize = 50;
+
 /// Knobs of one assembly.
 #[derive(Clone, Debug)]
 pub struct AssemblyOptions {
@@ -363,16 +366,36 @@ pub fn assemble(
     }
 
     // Recent turns, newest first, until the budget is spent.
+    let dropped_before_turns = a.dropped.len();
     let mut remaining = budget.saturating_sub(used);
     let mut turns_newest_first = Vec::new();
     let mut cut = false;
+    // Past the cut, the nearest turns are listed one by one and the rest
+    // counted in one entry: a long branch would otherwise cost a plain-text
+    // conversion and a report line per message, on every turn.
+    let mut unlisted = 0usize;
+    let mut oldest_unlisted: Option<&str> = None;
     for m in &branch {
         if recalled_ids.contains(m.id.as_str()) {
             continue;
         }
+        if cut {
+            if a.dropped.len() < dropped_before_turns + DROPPED_TURNS_LISTED {
+                a.dropped.push(Dropped {
+                    kind: SourceKind::RecentTurn,
+                    id: Some(m.id.clone()),
+                    label: m.title.clone(),
+                    reason: "older than what fits the token budget".into(),
+                });
+            } else {
+                unlisted += 1;
+                oldest_unlisted = Some(&m.id);
+            }
+            continue;
+        }
         let text = to_plain_text(&m.content);
         let t = count(&text) + 4;
-        if cut || t > remaining {
+        if t > remaining {
             cut = true;
             a.dropped.push(Dropped {
                 kind: SourceKind::RecentTurn,
@@ -389,6 +412,16 @@ pub fn assemble(
             _ => Role::User,
         };
         turns_newest_first.push((role, text, m.id.clone(), m.title.clone(), t));
+    }
+    if unlisted > 0 {
+        a.dropped.push(Dropped {
+            kind: SourceKind::RecentTurn,
+            id: oldest_unlisted.map(str::to_owned),
+            label: format!(
+                "{unlisted} older messages of this branch, back to the one with this id"
+            ),
+            reason: "older than what fits the token budget".into(),
+        });
     }
     for (role, text, id, title, t) in turns_newest_first.into_iter().rev() {
         a.sources.push(id.clone());

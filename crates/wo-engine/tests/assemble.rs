@@ -195,3 +195,39 @@ fn rag_off_and_chunks() {
     assert!(a.system.contains("### src/kiln.rs:1-20\nfn fire() {}"));
     assert!(a.sources.contains(&"chunk_1".to_string()));
 }
+
+#[test]
+fn a_long_branch_lists_the_nearest_dropped_turns_and_counts_the_rest() {
+    let mut s = State::new(Timestamp::from_unix(1_700_000_000));
+    let mut parent: Option<String> = None;
+    for i in 0..300 {
+        let mut m = Message::new(
+            "ann",
+            Timestamp::from_unix(1_700_000_000 + i),
+            format!("line {i}"),
+            format!("<p>chat line {i} about nothing much at all</p>"),
+        );
+        m.parent = parent.clone();
+        parent = Some(m.id.clone());
+        s.push_message(m);
+    }
+    let a = assemble(&s, "hello", &opts(&s, 300), &estimate_tokens, &[]).unwrap();
+    let turns: Vec<_> = a
+        .dropped
+        .iter()
+        .filter(|d| d.kind == SourceKind::RecentTurn)
+        .collect();
+    assert_eq!(turns.len(), wo_engine::assemble::DROPPED_TURNS_LISTED + 1);
+    let summary = turns.last().unwrap();
+    let sent = a.turns.len() - 1;
+    let counted: usize = summary.label.split(' ').next().unwrap().parse().unwrap();
+    assert_eq!(
+        sent + wo_engine::assemble::DROPPED_TURNS_LISTED + counted,
+        300
+    );
+    assert_eq!(
+        summary.id.as_deref(),
+        Some(s.messages()[0].id.as_str()),
+        "back to the oldest"
+    );
+}

@@ -44,6 +44,9 @@ impl EventSink {
     }
 }
 
+/// Most bytes of waiting frames joined into one body chunk.
+const COALESCE_BYTES: usize = 64 << 10;
+
 /// The response body: frames from the channel. Dropping it (the client
 /// went away, or the stream ended) fires the turn's cancellation token.
 struct Frames {
@@ -66,11 +69,26 @@ pub fn channel() -> (Response, EventSink, Cancel) {
         rx,
         cancel: cancel.clone(),
     };
+    // Frames already waiting are sent as one body chunk: a fast model
+    // yields many deltas between two polls, and a write per frame would
+    // cost a syscall (and a TCP segment) each.
     let stream = futures::stream::poll_fn(move |cx| {
-        frames
-            .rx
-            .poll_recv(cx)
-            .map(|frame| frame.map(Ok::<_, std::io::Error>))
+        frames.rx.poll_recv(cx).map(|first| {
+            let first = first?;
+            let Ok(second) = frames.rx.try_recv() else {
+                return Some(Ok::<_, std::io::Error>(first));
+            };
+            let mut batch = bytes::BytesMut::with_capacity(first.len() * 8);
+            batch.extend_from_slice(&first);
+            batch.extend_from_slice(&second);
+            while batch.len() < COALESCE_BYTES {
+                match frames.rx.try_recv() {
+                    Ok(more) => batch.extend_from_slice(&more),
+                    Err(_) => break,
+                }
+            }
+            Some(Ok(batch.freeze()))
+        })
     });
     let mut resp = Response::new(Body::from_stream(stream));
     let h = resp.headers_mut();
