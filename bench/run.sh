@@ -9,6 +9,10 @@ echo "== what wo ask adds around the model call (issue 3)"
 cargo bench -q -p wo-engine --bench ask_overhead
 echo "== local provider vs llama.cpp (issue 3)"
 python3 bench/local_speed.py
+if [ -x bench/serve/run.sh ]; then
+  echo "== wo serve: added latency, throughput, concurrency, stateless req/s"
+  bench/serve/run.sh
+fi
 if [ -x bench/index/run.sh ]; then
   echo "== directory index vs peers and the rg floor (issue 5)"
   bench/index/run.sh

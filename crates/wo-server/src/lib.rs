@@ -142,8 +142,14 @@ impl Bound {
         self,
         shutdown: impl std::future::Future<Output = ()> + Send + 'static,
     ) -> std::io::Result<()> {
+        use axum::serve::ListenerExt as _;
+        // Small SSE writes must not wait for the client's delayed ACK
+        // (Nagle): on a kept-alive connection that cost ~40 ms a request.
+        let listener = self.listener.tap_io(|tcp| {
+            let _ = tcp.set_nodelay(true);
+        });
         axum::serve(
-            self.listener,
+            listener,
             router(self.app).into_make_service_with_connect_info::<SocketAddr>(),
         )
         .with_graceful_shutdown(shutdown)
