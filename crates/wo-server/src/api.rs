@@ -12,11 +12,11 @@ use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
 use serde_json::{Value, json};
-use wo_engine::chat::{TurnRequest, chat_request, completed_turn, stream_answer};
+use wo_engine::chat::{TurnRequest, completed_turn, stream_answer};
 use wo_engine::turn::apply_turn;
 use wo_format::xhtml::{ContentFormat, sanitize_html, to_xhtml};
 use wo_format::{Timestamp, TruthEdit, TruthEntry, TruthKind};
-use wo_providers::protocol::{ChatParams, EVENT_CONTEXT};
+use wo_providers::protocol::ChatParams;
 
 use crate::app::App;
 use crate::error::{ApiError, parse_json};
@@ -237,13 +237,11 @@ pub async fn chat(State(app): AppState, body: Body) -> Result<Response, ApiError
 
     let (resp, sink, cancel) = sse::channel();
     tokio::spawn(async move {
-        sink.named(EVENT_CONTEXT, &context_report(&assembled));
-        let request = chat_request(&assembled, &req);
-        let streamed =
-            match stream_answer(provider.as_ref(), request, cancel, |t| sink.delta(t)).await {
-                Ok(s) => s,
-                Err(e) => return sink.error(e.to_string(), sse::error_kind(&e)),
-            };
+        let Some(streamed) =
+            sse::stream_turn(&sink, provider.as_ref(), &assembled, &req, cancel).await
+        else {
+            return;
+        };
         let sources = assembled.sources.clone();
         let saved = {
             let (provider, streamed) = (provider.clone(), streamed.clone());
@@ -591,8 +589,10 @@ pub async fn search(
         })
         .await?;
     let app2 = app.clone();
-    let chunks = match app.index_root.is_some() {
-        true => tokio::task::spawn_blocking(move || -> Result<Value, ApiError> {
+    let chunks = if app.index_root.is_none() {
+        json!([])
+    } else {
+        tokio::task::spawn_blocking(move || -> Result<Value, ApiError> {
             let Some(index) = app2.index()? else {
                 return Ok(json!([]));
             };
@@ -604,8 +604,7 @@ pub async fn search(
                 .map_err(|e| ApiError::internal(e.to_string()))
         })
         .await
-        .map_err(|e| ApiError::internal(e.to_string()))??,
-        false => json!([]),
+        .map_err(|e| ApiError::internal(e.to_string()))??
     };
     Ok(Json(
         json!({"messages": messages, "truth": truth, "chunks": chunks}),
@@ -662,8 +661,26 @@ pub async fn context_draft(State(app): AppState, body: Body) -> Result<Json<Valu
     let bytes = read_body(body, app.limits.body_bytes).await?;
     let body: DraftBody = parse_json(&bytes)?;
     let provider = app.provider(body.params.provider.as_deref()).await?;
-    let state = if app.store.is_some() {
-        app.with_store(|store| Ok(store.state().clone())).await?
+    let model = body.params.model.clone();
+    // What the model needs, taken under the lock (local) or from the body
+    // (stateless): never a copy of the whole state.
+    let draft_input = move |state: &wo_format::State| {
+        let new = wo_engine::context_update::new_messages(state);
+        if new.is_empty() {
+            return Err(ApiError::bad_request(
+                "no new messages since the last context update",
+            ));
+        }
+        Ok((
+            state.context.clone(),
+            wo_engine::context_update::last_update(state),
+            new.len(),
+            wo_engine::context_update::draft_request(&state.context, &new, model),
+        ))
+    };
+    let (context, since, count, request) = if app.store.is_some() {
+        app.with_store(move |store| draft_input(store.state()))
+            .await?
     } else {
         let window = body.messages.unwrap_or_default();
         if window.len() > app.limits.window_messages {
@@ -672,23 +689,13 @@ pub async fn context_draft(State(app): AppState, body: Body) -> Result<Json<Valu
                 format!("more than {} messages", app.limits.window_messages),
             ));
         }
-        crate::stateless::state_from_parts(
+        draft_input(&crate::stateless::state_from_parts(
             body.context.unwrap_or_default(),
             Vec::new(),
             window,
             "/messages",
-        )?
+        )?)?
     };
-    let since = wo_engine::context_update::last_update(&state);
-    let new = wo_engine::context_update::new_messages(&state);
-    if new.is_empty() {
-        return Err(ApiError::bad_request(
-            "no new messages since the last context update",
-        ));
-    }
-    let request =
-        wo_engine::context_update::draft_request(&state.context, &new, body.params.model.clone());
-    let count = new.len();
     let streamed = stream_answer(
         provider.as_ref(),
         request,
@@ -699,7 +706,7 @@ pub async fn context_draft(State(app): AppState, body: Body) -> Result<Json<Valu
     .map_err(|e| ApiError::new(StatusCode::BAD_GATEWAY, "provider", e.to_string()))?;
     Ok(Json(
         serde_json::to_value(wo_engine::context_update::draft_from_answer(
-            &state.context,
+            &context,
             &streamed.answer,
             count,
             since,

@@ -104,6 +104,30 @@ pub fn channel() -> (Response, EventSink, Cancel) {
     (resp, EventSink { tx }, cancel)
 }
 
+/// Sends the `context` event, then streams the answer as `delta` events.
+/// On failure the `error` event is sent and `None` returned: the caller
+/// saves nothing.
+pub async fn stream_turn(
+    sink: &EventSink,
+    provider: &dyn wo_providers::Provider,
+    assembled: &wo_engine::Assembled,
+    req: &wo_engine::chat::TurnRequest,
+    cancel: Cancel,
+) -> Option<wo_engine::chat::StreamedAnswer> {
+    sink.named(
+        wo_providers::protocol::EVENT_CONTEXT,
+        &crate::api::context_report(assembled),
+    );
+    let request = wo_engine::chat::chat_request(assembled, req);
+    match wo_engine::chat::stream_answer(provider, request, cancel, |t| sink.delta(t)).await {
+        Ok(streamed) => Some(streamed),
+        Err(e) => {
+            sink.error(e.to_string(), error_kind(&e));
+            None
+        }
+    }
+}
+
 /// The `done` event of a finished turn.
 pub fn done_event(
     ids: (String, String),

@@ -9,13 +9,13 @@ use axum::body::Body;
 use axum::extract::State;
 use axum::response::Response;
 use serde_json::{Value, json};
-use wo_engine::chat::{chat_request, completed_turn, stream_answer};
+use wo_engine::chat::completed_turn;
 use wo_engine::turn::apply_turn;
 use wo_format::xhtml::sanitize_html;
 use wo_format::{Message, Timestamp, TruthEntry};
-use wo_providers::protocol::{EVENT_CONTEXT, StatelessChatRequest};
+use wo_providers::protocol::StatelessChatRequest;
 
-use crate::api::{context_report, read_body, turn_request};
+use crate::api::{read_body, turn_request};
 use crate::app::App;
 use crate::error::{ApiError, parse_json};
 use crate::sse;
@@ -120,13 +120,11 @@ pub async fn chat(State(app): State<Arc<App>>, body: Body) -> Result<Response, A
     let (resp, sink, cancel) = sse::channel();
     tokio::spawn(async move {
         let mut state = state;
-        sink.named(EVENT_CONTEXT, &context_report(&assembled));
-        let request = chat_request(&assembled, &req);
-        let streamed =
-            match stream_answer(provider.as_ref(), request, cancel, |t| sink.delta(t)).await {
-                Ok(s) => s,
-                Err(e) => return sink.error(e.to_string(), sse::error_kind(&e)),
-            };
+        let Some(streamed) =
+            sse::stream_turn(&sink, provider.as_ref(), &assembled, &req, cancel).await
+        else {
+            return;
+        };
         let turn = completed_turn(
             &state,
             provider.as_ref(),
