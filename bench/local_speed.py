@@ -30,7 +30,7 @@ prompt = filler + "\nNow count from 1 to 200, separated by commas."
 
 # --- ours (release build, same prompt construction as the example) -------
 subprocess.run(
-    ["cargo", "build", "--release", "-q", "-p", "wo-providers", "--example", "local_speed"],
+    ["cargo", "build", "--release", "-q", "-p", "wo-providers", "--features", "local", "--example", "local_speed"],
     cwd=root, check=True,
 )
 out = subprocess.run(

@@ -240,6 +240,12 @@ fn ask_creates_the_state_file_and_merges_exports_beside_it() {
 #[test]
 fn the_local_model_answers_in_process() {
     // Uses the offline default: SmolLM2 installed by scripts/install-model.sh.
+    if !wo_testkit::heavy(
+        "the_local_model_answers_in_process",
+        &[wo_testkit::Need::Model],
+    ) {
+        return;
+    }
     let p = Project::new();
     let out = p
         .cmd(&[

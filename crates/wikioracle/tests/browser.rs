@@ -5,9 +5,10 @@
 //! the prefs cookie, export → import, dropped-file merge, truth edits,
 //! context update, stateless reload, and an XSS corpus that must not run.
 //!
-//! Needs `node`, `/usr/bin/chromium` (or `$CHROMIUM`) and `npm ci` in
-//! tests/browser; `bash .ci/run` installs all three. When one is missing the
-//! test fails with the command that installs it; it never skips.
+//! Needs `node`, `/usr/bin/chromium` (or `$CHROMIUM`), `npm ci` in
+//! tests/browser and llama-cpp-python; `bash .ci/run` installs them all and
+//! requires this test to run. A plain `cargo test` without them reports it
+//! as skipped, with the reason ([`wo_testkit::heavy`]).
 
 use std::path::PathBuf;
 use std::process::Command;
@@ -18,16 +19,15 @@ fn repo_root() -> PathBuf {
 
 #[test]
 fn web_client_in_chromium() {
+    use wo_testkit::Need;
+    if !wo_testkit::heavy(
+        "web_client_in_chromium",
+        &[Need::Browser, Need::LlamaServer],
+    ) {
+        return;
+    }
     let suite = repo_root().join("tests/browser");
-    let chromium = std::env::var("CHROMIUM").unwrap_or_else(|_| "/usr/bin/chromium".into());
-    assert!(
-        PathBuf::from(&chromium).is_file(),
-        "no Chromium at {chromium}; install it: apt-get install chromium"
-    );
-    assert!(
-        suite.join("node_modules/playwright-core").is_dir(),
-        "playwright-core is not installed; run: npm ci --prefix tests/browser"
-    );
+    let chromium = wo_testkit::chromium();
     let llama = wo_testkit::LlamaServer::start();
     let out = Command::new("node")
         .arg(suite.join("run.mjs"))

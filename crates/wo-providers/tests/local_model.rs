@@ -1,6 +1,7 @@
 //! The `local` provider answers in-process with the real SmolLM2 model,
 //! found by the same lookup as the config (`$WO_MODEL`, else the data dir).
-//! Run `scripts/install-model.sh` first; without the model this fails.
+//! Needs `scripts/install-model.sh`; without the model a plain `cargo test`
+//! reports these tests as skipped (`bash .ci/run` requires them to run).
 
 #![cfg(feature = "local")]
 
@@ -12,6 +13,7 @@ use tokio_util::sync::CancellationToken;
 use wo_providers::config::{self, Config, Env};
 use wo_providers::local::{LocalConfig, LocalProvider};
 use wo_providers::{ChatMessage, ChatRequest, ErrorKind, Provider, StreamEvent};
+use wo_testkit::Need;
 
 fn provider() -> Arc<dyn Provider> {
     let cfg = Config::builtin(Env::process());
@@ -39,6 +41,9 @@ async fn ask(p: &dyn Provider, req: ChatRequest) -> (String, StreamEvent) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn local_model_answers_in_process() {
+    if !wo_testkit::heavy("local_model_answers_in_process", &[Need::Model]) {
+        return;
+    }
     let p = provider();
     assert_eq!(p.name(), "local");
     assert_eq!(p.default_model(), "SmolLM2-135M-Instruct.Q4_1");
@@ -91,6 +96,12 @@ async fn local_model_answers_in_process() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn local_generation_is_cancellable_and_the_model_stays_usable() {
+    if !wo_testkit::heavy(
+        "local_generation_is_cancellable_and_the_model_stays_usable",
+        &[Need::Model],
+    ) {
+        return;
+    }
     let p = provider();
     let long = || {
         ChatRequest::new(vec![ChatMessage::user(
@@ -136,8 +147,10 @@ async fn local_failures_are_clear() {
     assert!(e.to_string().contains("scripts/install-model.sh"), "{e}");
 
     // A prompt longer than the (configured) context: refused before generating.
+    if !wo_testkit::heavy("local_failures_are_clear (with the model)", &[Need::Model]) {
+        return;
+    }
     let path = config::default_model_path(&Env::process()).unwrap();
-    assert!(path.is_file(), "run scripts/install-model.sh");
     let mut lc = LocalConfig::new("tiny-ctx", path);
     lc.context_window = Some(64);
     let p = LocalProvider::new(lc).unwrap();

@@ -3,7 +3,8 @@
 //!
 //! Needs the model (`scripts/install-model.sh`) and the server
 //! (`CMAKE_ARGS="-DGGML_NATIVE=OFF" python3 -m pip install "llama-cpp-python[server]"`).
-//! If either is missing this test fails and says so; it never skips.
+//! Without them a plain `cargo test` reports the test as skipped, with the
+//! reason; `bash .ci/run` installs both and requires it to run.
 
 use std::time::Instant;
 
@@ -20,6 +21,12 @@ fn start_server() -> (wo_testkit::LlamaServer, String) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn openai_provider_against_real_llama_cpp_server() {
+    if !wo_testkit::heavy(
+        "openai_provider_against_real_llama_cpp_server",
+        &[wo_testkit::Need::LlamaServer],
+    ) {
+        return;
+    }
     let (server, base) = start_server();
     let p = OpenAiProvider::new(RemoteConfig::new("llamacpp", base, "smollm2", 2048)).unwrap();
     assert!(p.check().await.is_reachable());

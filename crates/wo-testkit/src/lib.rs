@@ -1,8 +1,14 @@
 //! Test support shared across crates' integration tests (a dev-dependency
 //! only): [`LlamaServer`] starts llama-cpp-python's OpenAI-compatible server
 //! on a free loopback port running the offline SmolLM2 model, and stops it
-//! on drop. It never skips: a missing model or server fails with the
-//! command that installs it.
+//! on drop; [`heavy`] decides whether a test that needs such a heavy
+//! prerequisite (the model, the server, Chromium) runs.
+//!
+//! A plain `cargo test` on a machine without them reports each such test as
+//! skipped, with the reason and the command that installs what is missing.
+//! `bash .ci/run` installs everything and sets `WO_REQUIRE_HEAVY_TESTS=1`,
+//! under which a missing prerequisite fails the test instead: CI never
+//! passes by skipping.
 
 use std::io::{Read, Write};
 use std::net::TcpStream;
@@ -14,6 +20,107 @@ use std::time::{Duration, Instant};
 pub const MODEL_ALIAS: &str = "smollm2";
 /// File name of the offline model (scripts/install-model.sh).
 pub const MODEL_FILE: &str = "SmolLM2-135M-Instruct.Q4_1.gguf";
+
+/// A heavy prerequisite of a test.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Need {
+    /// The offline SmolLM2 GGUF (`scripts/install-model.sh`).
+    Model,
+    /// llama-cpp-python's OpenAI-compatible server (and the model).
+    LlamaServer,
+    /// Node.js, Debian's Chromium and playwright-core in `tests/browser`.
+    Browser,
+}
+
+/// Set to `1` by `.ci/run`: a missing prerequisite is then a failure.
+pub const REQUIRE_ENV: &str = "WO_REQUIRE_HEAVY_TESTS";
+
+fn repo_root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+/// The Chromium the browser tests drive (`$CHROMIUM`, else Debian's).
+pub fn chromium() -> PathBuf {
+    std::env::var_os("CHROMIUM")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from("/usr/bin/chromium"))
+}
+
+fn python_imports(module: &str) -> bool {
+    Command::new(python())
+        .args(["-c", &format!("import {module}")])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success())
+}
+
+/// Why `need` is not met (with the command that installs it), or `None`.
+pub fn missing(need: Need) -> Option<String> {
+    let model = || {
+        let path = model_path();
+        (!path.is_file()).then(|| {
+            format!(
+                "the SmolLM2 model is not installed at {} (run: scripts/install-model.sh)",
+                path.display()
+            )
+        })
+    };
+    match need {
+        Need::Model => model(),
+        Need::LlamaServer => model().or_else(|| {
+            (!python_imports("llama_cpp.server.app")).then(|| {
+                format!(
+                    "llama-cpp-python's server is not installed for {} (run: \
+                     CMAKE_ARGS=\"-DGGML_NATIVE=OFF\" python3 -m pip install \
+                     \"llama-cpp-python[server]==0.3.36\")",
+                    python()
+                )
+            })
+        }),
+        Need::Browser => {
+            let node = Command::new("node")
+                .arg("--version")
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .status()
+                .is_ok_and(|s| s.success());
+            if !node {
+                Some("Node.js is not installed (run: apt-get install nodejs npm)".into())
+            } else if !chromium().is_file() {
+                Some(format!(
+                    "no Chromium at {} (run: apt-get install chromium, or set $CHROMIUM)",
+                    chromium().display()
+                ))
+            } else if !repo_root()
+                .join("tests/browser/node_modules/playwright-core")
+                .is_dir()
+            {
+                Some("playwright-core is not installed (run: npm ci --prefix tests/browser)".into())
+            } else {
+                None
+            }
+        }
+    }
+}
+
+/// Whether a test needing `needs` runs: `true` when all are met. Otherwise
+/// it prints `SKIPPED <test>: <reason>` straight to stderr (past the test
+/// harness's capture, so a plain `cargo test` shows it) and returns `false`
+/// — or, under `WO_REQUIRE_HEAVY_TESTS=1`, fails the test with the reason.
+pub fn heavy(test: &str, needs: &[Need]) -> bool {
+    let Some(reason) = needs.iter().find_map(|&n| missing(n)) else {
+        return true;
+    };
+    if std::env::var(REQUIRE_ENV).is_ok_and(|v| v == "1") {
+        panic!("{test}: {reason} ({REQUIRE_ENV}=1, so this is a failure, not a skip)");
+    }
+    let _ = writeln!(
+        std::io::stderr(),
+        "SKIPPED {test}: {reason}; `bash .ci/run` installs everything and runs it"
+    );
+    false
+}
 
 /// A running `python3 -m llama_cpp.server`.
 pub struct LlamaServer {
@@ -60,24 +167,10 @@ fn free_port() -> u16 {
 impl LlamaServer {
     /// Starts the server and waits (up to two minutes) until it answers.
     pub fn start() -> LlamaServer {
+        if let Some(reason) = missing(Need::LlamaServer) {
+            panic!("{reason}");
+        }
         let model = model_path();
-        assert!(
-            model.is_file(),
-            "the SmolLM2 model is not installed at {}; run scripts/install-model.sh",
-            model.display()
-        );
-        let ok = Command::new(python())
-            .args(["-c", "import llama_cpp.server.app"])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .status()
-            .is_ok_and(|s| s.success());
-        assert!(
-            ok,
-            "llama-cpp-python's server is not installed for {}; run: \
-             CMAKE_ARGS=\"-DGGML_NATIVE=OFF\" python3 -m pip install \"llama-cpp-python[server]\"",
-            python()
-        );
         let port = free_port();
         let log = std::env::temp_dir().join(format!("wo-llamacpp-{port}.log"));
         let out = std::fs::File::create(&log).expect("create the server log");
