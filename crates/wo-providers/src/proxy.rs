@@ -27,7 +27,11 @@ pub const OPT_IN_VAR: &str = "WO_USE_ENV_PROXY";
 /// The proxy for requests to `base_url`: the configured one, else (only
 /// with `WO_USE_ENV_PROXY=1`) the environment's. `Ok(None)`: connect
 /// directly. The result still has to pass [`check`].
-pub fn resolve(base_url: &str, configured: Option<&str>, env: &Env) -> Result<Option<String>, String> {
+pub fn resolve(
+    base_url: &str,
+    configured: Option<&str>,
+    env: &Env,
+) -> Result<Option<String>, String> {
     if let Some(p) = configured {
         return Ok(Some(p.to_owned()));
     }
@@ -74,7 +78,8 @@ pub fn check(proxy: &str, base_url: &str, has_key: bool) -> Result<Url, String> 
     } else {
         format!("http://{proxy}")
     };
-    let url = Url::parse(&with_scheme).map_err(|e| format!("invalid proxy {:?}: {e}", shown(proxy)))?;
+    let url =
+        Url::parse(&with_scheme).map_err(|e| format!("invalid proxy {:?}: {e}", shown(proxy)))?;
     let shown_url = crate::http::display_url(&url);
     match url.scheme() {
         "http" | "https" => {}
@@ -84,7 +89,10 @@ pub fn check(proxy: &str, base_url: &str, has_key: bool) -> Result<Url, String> 
             ));
         }
     }
-    let base_http = base_url.trim_start().to_ascii_lowercase().starts_with("http://");
+    let base_http = base_url
+        .trim_start()
+        .to_ascii_lowercase()
+        .starts_with("http://");
     if has_key && base_http && url.scheme() == "http" {
         return Err(format!(
             "refusing to send the API key in clear through the proxy {shown_url}: base_url is \
@@ -165,11 +173,15 @@ mod tests {
             ("NO_PROXY", "internal.example,.corp"),
         ]);
         assert_eq!(
-            resolve("http://api.example/v1", None, &e).unwrap().as_deref(),
+            resolve("http://api.example/v1", None, &e)
+                .unwrap()
+                .as_deref(),
             Some("http://p:1")
         );
         assert_eq!(
-            resolve("https://api.example/v1", None, &e).unwrap().as_deref(),
+            resolve("https://api.example/v1", None, &e)
+                .unwrap()
+                .as_deref(),
             Some("http://p:2")
         );
         for direct in [
@@ -203,8 +215,10 @@ mod tests {
             check("p:3128", "https://a/v1", true).unwrap().as_str(),
             "http://p:3128/"
         );
-        assert!(check("socks5://p:1080", "https://a/v1", true)
-            .unwrap_err()
-            .contains("not supported"));
+        assert!(
+            check("socks5://p:1080", "https://a/v1", true)
+                .unwrap_err()
+                .contains("not supported")
+        );
     }
 }

@@ -263,7 +263,10 @@ fn encodings() -> Vec<(&'static str, String)> {
     let b64url = base64::engine::general_purpose::URL_SAFE_NO_PAD;
     let pct_all: String = KEY.bytes().map(|b| format!("%{b:02X}")).collect();
     let pct_lower: String = KEY.bytes().map(|b| format!("%{b:02x}")).collect();
-    let json_u: String = KEY.chars().map(|c| format!("\\u{:04x}", c as u32)).collect();
+    let json_u: String = KEY
+        .chars()
+        .map(|c| format!("\\u{:04x}", c as u32))
+        .collect();
     let split_nl: String = KEY
         .as_bytes()
         .chunks(10)
@@ -372,7 +375,10 @@ fn scrubbing_keeps_the_rest_of_the_text() {
     // A key cut off by a size cap at the very end.
     assert_eq!(s.scrub(&format!("echo {}", &KEY[..20])), "echo ***");
     // Ordinary text is untouched, and short keys scrub nothing.
-    assert_eq!(s.scrub("nothing 100% here \\u00"), "nothing 100% here \\u00");
+    assert_eq!(
+        s.scrub("nothing 100% here \\u00"),
+        "nothing 100% here \\u00"
+    );
     assert_eq!(Secret::new("abc").scrub("abc abc"), "abc abc");
 }
 
@@ -428,7 +434,11 @@ async fn base_urls_and_keys_from_the_environment_below_the_config() {
         "openai",
     );
     let r = answer(p.as_ref()).await;
-    check("config base_url wins", r.is_ok() && cfg_srv.contacted(), format!("{r:?}"));
+    check(
+        "config base_url wins",
+        r.is_ok() && cfg_srv.contacted(),
+        format!("{r:?}"),
+    );
     // 3. api_key in the file wins over OPENAI_API_KEY.
     let toml = "[providers.openai]\nkind = \"openai\"\napi_key = \"sk-file-key-0123456789\"\n";
     let p = built(
@@ -459,7 +469,9 @@ async fn base_urls_and_keys_from_the_environment_below_the_config() {
     let seen = ant_srv.received();
     check(
         "ANTHROPIC_BASE_URL honoured",
-        r.is_ok() && seen.starts_with("POST /v1/messages") && seen.contains("ak-env-key-0123456789"),
+        r.is_ok()
+            && seen.starts_with("POST /v1/messages")
+            && seen.contains("ak-env-key-0123456789"),
         format!("{r:?} {seen}"),
     );
     // 5. `wo providers` shows where requests will go.
@@ -498,7 +510,9 @@ async fn base_urls_and_keys_from_the_environment_below_the_config() {
     // 7. A bad OPENAI_BASE_URL is named.
     let env = Env::from_pairs([("OPENAI_BASE_URL", "ftp://x/v1")]);
     let cfg = Config::from_toml("", std::path::Path::new("/c.toml"), env).unwrap();
-    let e = wo_providers::build("openai", &cfg).err().map(|e| e.to_string());
+    let e = wo_providers::build("openai", &cfg)
+        .err()
+        .map(|e| e.to_string());
     check(
         "bad OPENAI_BASE_URL named",
         e.as_deref().is_some_and(|e| e.contains("$OPENAI_BASE_URL")),

@@ -147,7 +147,10 @@ async fn proxies_only_when_opted_in_and_never_a_key_in_clear() {
     // Opted in: the environment's proxy carries requests without a key…
     let proxy = Recorder::start();
     let no_key = "[providers.up]\nkind = \"openai\"\nbase_url = \"http://wo-upstream.invalid/v1\"\ntimeout_secs = 3\n";
-    let env = Env::from_pairs([("WO_USE_ENV_PROXY", "1".to_owned()), ("HTTP_PROXY", proxy.url())]);
+    let env = Env::from_pairs([
+        ("WO_USE_ENV_PROXY", "1".to_owned()),
+        ("HTTP_PROXY", proxy.url()),
+    ]);
     let p = wo_providers::build("up", &config(no_key, env)).unwrap();
     assert_eq!(answer(p.as_ref()).await.unwrap(), "Paris.");
     assert!(
@@ -159,12 +162,20 @@ async fn proxies_only_when_opted_in_and_never_a_key_in_clear() {
     );
     // …but a key for an http:// service is never handed to it in clear.
     let proxy = Recorder::start();
-    let env = Env::from_pairs([("WO_USE_ENV_PROXY", "1".to_owned()), ("ALL_PROXY", proxy.url())]);
-    let e = wo_providers::build("named", &config(&toml, env)).err().unwrap();
+    let env = Env::from_pairs([
+        ("WO_USE_ENV_PROXY", "1".to_owned()),
+        ("ALL_PROXY", proxy.url()),
+    ]);
+    let e = wo_providers::build("named", &config(&toml, env))
+        .err()
+        .unwrap();
     assert!(e.to_string().contains("in clear"), "{e}");
     assert!(!proxy.contacted());
     // Opted in, loopback services are still reached directly.
-    let env = Env::from_pairs([("WO_USE_ENV_PROXY", "1".to_owned()), ("HTTP_PROXY", proxy.url())]);
+    let env = Env::from_pairs([
+        ("WO_USE_ENV_PROXY", "1".to_owned()),
+        ("HTTP_PROXY", proxy.url()),
+    ]);
     let p = wo_providers::build("loop", &config(&toml, env)).unwrap();
     assert_eq!(answer(p.as_ref()).await.unwrap(), "Paris.");
     assert!(!proxy.contacted());
@@ -178,14 +189,24 @@ async fn proxies_only_when_opted_in_and_never_a_key_in_clear() {
     let p = wo_providers::build("tls", &config(&https, Env::from_pairs([("X", "1")]))).unwrap();
     assert!(answer(p.as_ref()).await.is_err());
     let seen = proxy.received();
-    assert!(seen.starts_with("CONNECT wo-upstream.invalid:443"), "{seen}");
+    assert!(
+        seen.starts_with("CONNECT wo-upstream.invalid:443"),
+        "{seen}"
+    );
     assert!(!seen.contains(KEY), "{seen}");
     // The same proxy for an http:// service with a key is refused in the file.
     let clear = format!(
         "[providers.clear]\nkind = \"openai\"\nbase_url = \"http://wo-upstream.invalid/v1\"\napi_key = \"{KEY}\"\nproxy = \"{}\"\n",
         proxy.url()
     );
-    let e = Config::from_toml(&clear, std::path::Path::new("/c.toml"), Env::from_pairs([("X", "1")]))
-        .unwrap_err();
-    assert!(e.to_string().contains("/c.toml:1:") && e.to_string().contains("in clear"), "{e}");
+    let e = Config::from_toml(
+        &clear,
+        std::path::Path::new("/c.toml"),
+        Env::from_pairs([("X", "1")]),
+    )
+    .unwrap_err();
+    assert!(
+        e.to_string().contains("/c.toml:1:") && e.to_string().contains("in clear"),
+        "{e}"
+    );
 }
