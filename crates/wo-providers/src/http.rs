@@ -281,7 +281,7 @@ pub(crate) const DETAIL_MAX: usize = 300;
 /// shortened: [`ErrCtx::detail`] scrubs the key, then shortens.
 pub(crate) fn error_detail(body: &[u8]) -> String {
     let text = String::from_utf8_lossy(body);
-    let picked = serde_json::from_str::<serde_json::Value>(&text)
+    serde_json::from_str::<serde_json::Value>(&text)
         .ok()
         .and_then(|v| {
             let s = |v: &serde_json::Value| match v {
@@ -295,8 +295,7 @@ pub(crate) fn error_detail(body: &[u8]) -> String {
                 .or_else(|| v.get("detail").and_then(s))
                 .or_else(|| v.get("message").and_then(s))
         })
-        .unwrap_or_else(|| text.into_owned());
-    picked
+        .unwrap_or_else(|| text.into_owned())
 }
 
 /// One line, at most `max` characters, with an ellipsis when cut.
