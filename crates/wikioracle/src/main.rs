@@ -1,6 +1,41 @@
 //! `wo`, the WikiOracle command line: parse arguments, call the library
 //! crates, render. Logic lives in `wo-format` / `wo-store` / `wo-interop`.
 
+/// `println!` through [`render::term`]: the only way this crate prints a
+/// line to standard output (see `render`'s module docs).
+macro_rules! outln {
+    () => {
+        $crate::render::stdout_text("\n")
+    };
+    ($($arg:tt)*) => {
+        $crate::render::stdout_text(&format!("{}\n", format_args!($($arg)*)))
+    };
+}
+
+/// `print!` through [`render::term`].
+macro_rules! out {
+    ($($arg:tt)*) => {
+        $crate::render::stdout_text(&format!($($arg)*))
+    };
+}
+
+/// `eprintln!` through [`render::term`].
+macro_rules! eoutln {
+    () => {
+        $crate::render::stderr_text("\n")
+    };
+    ($($arg:tt)*) => {
+        $crate::render::stderr_text(&format!("{}\n", format_args!($($arg)*)))
+    };
+}
+
+/// `eprint!` through [`render::term`].
+macro_rules! eout {
+    ($($arg:tt)*) => {
+        $crate::render::stderr_text(&format!($($arg)*))
+    };
+}
+
 mod cli;
 mod commands;
 mod render;
@@ -28,14 +63,22 @@ fn main() -> ExitCode {
                 | clap::error::ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand => 0,
                 _ => EXIT_USAGE,
             };
-            let _ = e.print();
+            if code == 0 {
+                // Help and version text: ours, with clap's colours.
+                let _ = e.print();
+            } else {
+                // Usage errors quote the arguments, which may come from a
+                // file name or a script: through the terminal filter,
+                // without colours.
+                eout!("{}", e.render());
+            }
             return ExitCode::from(code);
         }
     };
     match commands::run(cli) {
         Ok(code) => code,
         Err(err) => {
-            eprintln!("error: {err:#}");
+            eoutln!("error: {err:#}");
             let code = err
                 .downcast_ref::<wo_store::StoreError>()
                 .map_or(EXIT_USAGE, wo_store::StoreError::exit_code);

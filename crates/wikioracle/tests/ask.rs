@@ -2,6 +2,10 @@
 //! provider kind failing in the ways servers fail — each failure exits 1 and
 //! leaves llm.json byte-for-byte unchanged.
 
+// Tests report with println!; clippy.toml forbids it only for the binary's
+// own output, which must go through render::term.
+#![allow(clippy::disallowed_macros)]
+
 mod common;
 
 use std::io::{BufRead, BufReader, Read, Write};
@@ -460,4 +464,170 @@ fn persist_writes_flags_into_the_config_and_only_then() {
         !p.state().extra.contains_key("defaults"),
         "nothing of the sort goes into llm.json"
     );
+}
+
+/// A loopback OpenAI-compatible server that never finishes its answer:
+/// `delta` every `pause` until the client hangs up.
+fn endless_server(delta: &'static str, pause: std::time::Duration) -> u16 {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(mut stream) = stream else { continue };
+            std::thread::spawn(move || {
+                let mut reader = BufReader::new(stream.try_clone().unwrap());
+                let mut len = 0usize;
+                loop {
+                    let mut line = String::new();
+                    if reader.read_line(&mut line).unwrap_or(0) == 0 {
+                        return;
+                    }
+                    if let Some(v) = line.to_ascii_lowercase().strip_prefix("content-length:") {
+                        len = v.trim().parse().unwrap_or(0);
+                    }
+                    if line == "\r\n" {
+                        break;
+                    }
+                }
+                let mut body = vec![0; len];
+                let _ = reader.read_exact(&mut body);
+                let frame = format!(
+                    "data: {}\n\n",
+                    serde_json::json!({"choices": [{"delta": {"content": delta}}]})
+                );
+                if stream
+                    .write_all(b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n\r\n")
+                    .is_err()
+                {
+                    return;
+                }
+                while stream.write_all(frame.as_bytes()).is_ok() {
+                    if !pause.is_zero() {
+                        std::thread::sleep(pause);
+                    }
+                }
+            });
+        }
+    });
+    port
+}
+
+/// Runs `wo ask` and waits for it to end by itself (killing it after
+/// `patience` so a regression fails instead of hanging the suite).
+fn ask_bounded(
+    p: &Project,
+    cfg: &std::path::Path,
+    patience: std::time::Duration,
+) -> Option<common::Run> {
+    let mut child = p
+        .cmd(&[
+            "ask",
+            "--provider",
+            "test",
+            "--username",
+            "alec",
+            "tell me everything",
+        ])
+        .env("WO_CONFIG", cfg)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Drain the pipes while waiting, or a large answer blocks the child.
+    let mut out = child.stdout.take().unwrap();
+    let mut err = child.stderr.take().unwrap();
+    let o = std::thread::spawn(move || {
+        let mut v = Vec::new();
+        let _ = out.read_to_end(&mut v);
+        v
+    });
+    let e = std::thread::spawn(move || {
+        let mut v = Vec::new();
+        let _ = err.read_to_end(&mut v);
+        v
+    });
+    let start = std::time::Instant::now();
+    let status = loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            break Some(s);
+        }
+        if start.elapsed() > patience {
+            let _ = child.kill();
+            let _ = child.wait();
+            break None;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    };
+    let stdout = o.join().unwrap();
+    let stderr = e.join().unwrap();
+    status.map(|s| common::Run {
+        code: s.code().unwrap_or(-1),
+        stdout: String::from_utf8_lossy(&stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&stderr).into_owned(),
+    })
+}
+
+#[test]
+fn endless_answers_are_capped_kept_and_marked() {
+    let mut held = 0;
+    let mut report = Vec::new();
+    // (cap in config.toml, what the server sends, expected reason)
+    let cases: [(&str, &'static str, std::time::Duration, &str); 2] = [
+        (
+            "[defaults]\nmax_answer_bytes = 20000\n",
+            "0123456789abcdef ",
+            std::time::Duration::ZERO,
+            "size",
+        ),
+        (
+            "max_answer_secs = 2\n",
+            "tick ",
+            std::time::Duration::from_millis(20),
+            "time",
+        ),
+    ];
+    for (cap, delta, pause, reason) in cases {
+        let p = Project::new();
+        p.ok(&["init"]);
+        let port = endless_server(delta, pause);
+        let path = p.path().join("config.toml");
+        let provider = format!(
+            "[providers.test]\nkind = \"openai\"\nbase_url = \"http://127.0.0.1:{port}/v1\"\nmodel = \"m\"\ntimeout_secs = 5\n"
+        );
+        // A [defaults] cap goes before the providers; a per-provider cap
+        // goes inside its entry.
+        let text = if cap.starts_with("[defaults]") {
+            format!("{cap}\n{provider}")
+        } else {
+            format!("{provider}{cap}")
+        };
+        std::fs::write(&path, text).unwrap();
+        let Some(r) = ask_bounded(&p, &path, std::time::Duration::from_secs(120)) else {
+            report.push(format!("{reason}: wo ask never finished"));
+            continue;
+        };
+        let s = p.state();
+        let answer = s.messages().iter().find(|m| m.username == "m");
+        let mark = answer
+            .and_then(|m| m.usage.as_ref())
+            .and_then(|u| u.extra.get("truncated"))
+            .cloned();
+        let ok = r.code == 0
+            && r.stderr.contains("answer was cut off")
+            && mark.as_ref().and_then(|m| m["reason"].as_str()) == Some(reason)
+            && answer.is_some_and(|m| m.content.contains(delta.trim()))
+            && (reason != "size" || r.stdout.len() <= 20_001);
+        if ok {
+            held += 1;
+        } else {
+            report.push(format!(
+                "{reason}: exit {}, mark {mark:?}, {} bytes out, stderr {}",
+                r.code,
+                r.stdout.len(),
+                r.stderr
+            ));
+        }
+    }
+    println!("item 4: {held}/2 held");
+    assert!(report.is_empty(), "{}", report.join("\n"));
 }

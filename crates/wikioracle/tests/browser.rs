@@ -10,6 +10,10 @@
 //! requires this test to run. A plain `cargo test` without them reports it
 //! as skipped, with the reason ([`wo_testkit::heavy`]).
 
+// Tests report with println!; clippy.toml forbids it only for the binary's
+// own output, which must go through render::term.
+#![allow(clippy::disallowed_macros)]
+
 use std::path::PathBuf;
 use std::process::Command;
 

@@ -236,17 +236,65 @@ pub struct StreamedAnswer {
 
 /// Streams the answer to `request`, calling `on_delta` with each piece.
 /// An empty answer is an error: nothing would be worth saving.
+///
+/// The provider's [`wo_providers::AnswerLimits`] bound the answer (issue
+/// 11.9): past `max_bytes` of text, or `max_duration` after the request was
+/// sent, reading stops (dropping the stream closes the connection), what
+/// arrived is kept — cut at a character boundary — and the answer is
+/// marked: `usage.truncated = {"reason": "size"|"time", "limit": N}`
+/// ([`wo_providers::TRUNCATED_FIELD`]) and `finish_reason = "truncated"`.
+/// A cap reached before any text arrived is a timeout error as usual.
 pub async fn stream_answer(
     provider: &dyn Provider,
     request: ChatRequest,
     cancel: CancellationToken,
     mut on_delta: impl FnMut(&str),
 ) -> Result<StreamedAnswer, TurnError> {
-    let mut stream = provider.stream(request, cancel).await?;
+    let limits = provider.answer_limits();
+    let deadline = tokio::time::Instant::now() + limits.max_duration;
+    let time_cap = || {
+        TurnError::Provider(ProviderError::Timeout {
+            provider: provider.name().to_owned(),
+            // Not a URL: where the limit comes from, for the message.
+            url: "the answer cap, max_answer_secs in config.toml".into(),
+            phase: wo_providers::TimeoutPhase::FirstByte,
+            after: limits.max_duration,
+        })
+    };
+    let mut stream = tokio::time::timeout_at(deadline, provider.stream(request, cancel))
+        .await
+        .map_err(|_| time_cap())??;
     let mut out = StreamedAnswer::default();
-    while let Some(event) = stream.next().await {
+    let mut truncated: Option<serde_json::Value> = None;
+    loop {
+        let event = match tokio::time::timeout_at(deadline, stream.next()).await {
+            Ok(Some(event)) => event,
+            Ok(None) => break,
+            Err(_elapsed) if out.answer.is_empty() => return Err(time_cap()),
+            Err(_elapsed) => {
+                truncated = Some(serde_json::json!({
+                    "reason": "time",
+                    "limit": limits.max_duration.as_secs(),
+                }));
+                break;
+            }
+        };
         match event? {
             StreamEvent::Delta(text) => {
+                let room = limits.max_bytes.saturating_sub(out.answer.len());
+                if text.len() > room {
+                    let mut cut = room;
+                    while !text.is_char_boundary(cut) {
+                        cut -= 1;
+                    }
+                    out.answer.push_str(&text[..cut]);
+                    on_delta(&text[..cut]);
+                    truncated = Some(serde_json::json!({
+                        "reason": "size",
+                        "limit": limits.max_bytes,
+                    }));
+                    break;
+                }
                 out.answer.push_str(&text);
                 on_delta(&text);
             }
@@ -264,8 +312,17 @@ pub async fn stream_answer(
             }
         }
     }
+    // Stop reading now: the upstream may still be sending.
+    drop(stream);
     if out.answer.trim().is_empty() {
         return Err(TurnError::EmptyAnswer);
+    }
+    if let Some(mark) = truncated {
+        out.finish_reason = Some("truncated".into());
+        out.usage
+            .get_or_insert_with(Default::default)
+            .extra
+            .insert(wo_providers::TRUNCATED_FIELD.into(), mark);
     }
     Ok(out)
 }

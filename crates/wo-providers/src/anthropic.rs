@@ -275,7 +275,7 @@ impl Decoder for AnthropicDecoder {
         if !self.started {
             return Err(Fault::Malformed(format!(
                 "expected message_start first, got {}",
-                http::shorten(&ev.data, 120)
+                &ev.data
             )));
         }
         Ok(false)
@@ -359,6 +359,9 @@ impl Provider for AnthropicProvider {
 
     fn count_tokens(&self, _text: &str) -> Option<usize> {
         None
+    }
+    fn answer_limits(&self) -> crate::types::AnswerLimits {
+        self.remote.cfg.limits
     }
 }
 

@@ -13,6 +13,8 @@
 //! temperature = 0.7
 //! max_tokens = 512
 //! save_path = "~/answers/last.md"
+//! max_answer_bytes = 1048576  # cap on one answer (default 1 MiB) …
+//! max_answer_secs = 600       # … and on its duration (default 10 min)
 //!
 //! [providers.llamacpp]
 //! kind = "openai"             # openai | anthropic | nanochat | wikioracle | local
@@ -22,6 +24,8 @@
 //! # api_key = "…"             # or the key itself (config file only; keep it chmod 600)
 //! context_window = 8192
 //! timeout_secs = 120
+//! # proxy = "https://proxy.example:3128"  # this provider's requests go through it
+//! # max_answer_bytes = 65536             # per-provider caps override [defaults]
 //!
 //! [providers.tiny]
 //! kind = "local"
@@ -32,6 +36,14 @@
 //! `$XDG_DATA_HOME/wikioracle/models/SmolLM2-135M-Instruct.Q4_1.gguf`,
 //! else `~/.local/share/wikioracle/models/…`), `openai` (key from
 //! `OPENAI_API_KEY`) and `anthropic` (key from `ANTHROPIC_API_KEY`).
+//!
+//! As OpenAI's and Anthropic's own clients do, an `openai` or `anthropic`
+//! entry without `base_url` (the built-ins included) uses
+//! `$OPENAI_BASE_URL` / `$ANTHROPIC_BASE_URL` when set; anything in the
+//! file wins over the environment ([`Config::base_url_for`]).
+//!
+//! Proxies: none unless the entry sets `proxy` or `WO_USE_ENV_PROXY=1` opts
+//! in to `HTTP_PROXY`/`HTTPS_PROXY`/`ALL_PROXY`; see [`crate::proxy`].
 //!
 //! Keys are read only from the environment or this file, held as
 //! [`Secret`]s (redacted in `Debug`), and never written anywhere.
@@ -48,13 +60,17 @@ use crate::error::ProviderError;
 use crate::http::{self, HttpSettings};
 use crate::remote::RemoteConfig;
 use crate::secret::Secret;
-use crate::types::Reachability;
+use crate::types::{AnswerLimits, Reachability};
 use crate::{Provider, anthropic, nanochat, openai, wikioracle};
 
 /// File name of the default model.
 pub const DEFAULT_MODEL_FILE: &str = "SmolLM2-135M-Instruct.Q4_1.gguf";
 /// Name of the default provider when the config names none.
 pub const DEFAULT_PROVIDER: &str = "local";
+/// Base URL for `openai` entries without one, as OpenAI's clients read it.
+pub const OPENAI_BASE_URL: &str = "OPENAI_BASE_URL";
+/// Base URL for `anthropic` entries without one, as Anthropic's clients read it.
+pub const ANTHROPIC_BASE_URL: &str = "ANTHROPIC_BASE_URL";
 
 /// Environment lookups, injectable so tests need not mutate the process
 /// environment (which is `unsafe` and racy under the parallel test runner).
@@ -217,6 +233,12 @@ pub struct Defaults {
     pub max_tokens: Option<u32>,
     /// Default file for `wo ask --save` (`~` expanded).
     pub save_path: Option<PathBuf>,
+    /// Cap on one answer's size in bytes, for every provider whose entry
+    /// sets none (default [`AnswerLimits::DEFAULT_MAX_BYTES`]).
+    pub max_answer_bytes: Option<usize>,
+    /// Cap on one answer's duration in seconds, likewise (default
+    /// [`AnswerLimits::DEFAULT_MAX_SECS`]).
+    pub max_answer_secs: Option<u64>,
 }
 
 /// `[providers.NAME]`.
@@ -240,6 +262,12 @@ pub struct ProviderConfig {
     pub timeout_secs: Option<u64>,
     /// GGUF file (`local` only; `~` expanded, relative to the config file).
     pub model_path: Option<PathBuf>,
+    /// Proxy for this provider's requests (HTTP kinds); see [`crate::proxy`].
+    pub proxy: Option<String>,
+    /// Cap on one answer's size in bytes (overrides `[defaults]`).
+    pub max_answer_bytes: Option<usize>,
+    /// Cap on one answer's duration in seconds (overrides `[defaults]`).
+    pub max_answer_secs: Option<u64>,
 }
 
 impl fmt::Debug for ProviderConfig {
@@ -253,6 +281,9 @@ impl fmt::Debug for ProviderConfig {
             .field("context_window", &self.context_window)
             .field("timeout_secs", &self.timeout_secs)
             .field("model_path", &self.model_path)
+            .field("proxy", &self.proxy.as_deref().map(redact_url))
+            .field("max_answer_bytes", &self.max_answer_bytes)
+            .field("max_answer_secs", &self.max_answer_secs)
             .finish()
     }
 }
@@ -275,6 +306,9 @@ impl ProviderConfig {
             context_window: None,
             timeout_secs: None,
             model_path: None,
+            proxy: None,
+            max_answer_bytes: None,
+            max_answer_secs: None,
         }
     }
     // Which env var holds the key when the entry does not say.
@@ -466,10 +500,31 @@ impl Config {
                     "[providers.{name}]: model_path is only for kind = \"local\""
                 )));
             }
-            if p.context_window == Some(0) || p.timeout_secs == Some(0) {
+            if p.context_window == Some(0)
+                || p.timeout_secs == Some(0)
+                || p.max_answer_bytes == Some(0)
+                || p.max_answer_secs == Some(0)
+            {
                 return Err(invalid(format!(
-                    "[providers.{name}]: context_window and timeout_secs must be positive"
+                    "[providers.{name}]: context_window, timeout_secs, max_answer_bytes and \
+                     max_answer_secs must be positive"
                 )));
+            }
+            if let Some(proxy) = &p.proxy {
+                if p.kind == ProviderKind::Local {
+                    return Err(invalid(format!(
+                        "[providers.{name}]: proxy is only for HTTP kinds, not kind = \"local\""
+                    )));
+                }
+                let base = p
+                    .base_url
+                    .as_deref()
+                    .or(p.kind.default_base_url())
+                    .unwrap_or("https://x");
+                let has_key = p.api_key.is_some() || p.key_env().is_some();
+                if let Err(m) = crate::proxy::check(proxy, base, has_key) {
+                    return Err(invalid(format!("[providers.{name}]: {m}")));
+                }
             }
             if let Some(mp) = p.model_path.take() {
                 let mp = cfg.expand(&mp);
@@ -501,6 +556,13 @@ impl Config {
                     "[defaults] provider = {p:?} is not defined; known providers: {}",
                     cfg.providers.keys().cloned().collect::<Vec<_>>().join(", ")
                 ),
+            });
+        }
+        if cfg.defaults.max_answer_bytes == Some(0) || cfg.defaults.max_answer_secs == Some(0) {
+            return Err(ConfigError::Invalid {
+                path: path.to_owned(),
+                line: find_line(text, "max_answer_bytes").max(find_line(text, "max_answer_secs")),
+                message: "[defaults] max_answer_bytes and max_answer_secs must be positive".into(),
             });
         }
         if let Some(sp) = cfg.defaults.save_path.take() {
@@ -568,6 +630,51 @@ impl Config {
             return Some(stem.to_string_lossy().into_owned());
         }
         Some(p.kind.default_model().to_owned())
+    }
+
+    /// The base URL an HTTP entry uses: its `base_url`, else (for
+    /// `openai` and `anthropic`) `$OPENAI_BASE_URL` / `$ANTHROPIC_BASE_URL`
+    /// as every client of those APIs honours them, else the public API.
+    /// `Err` names the variable when its value is not an http(s) URL.
+    pub fn base_url_for(&self, p: &ProviderConfig) -> Result<Option<String>, String> {
+        if let Some(u) = &p.base_url {
+            return Ok(Some(u.clone()));
+        }
+        let var = match p.kind {
+            ProviderKind::Openai => OPENAI_BASE_URL,
+            ProviderKind::Anthropic => ANTHROPIC_BASE_URL,
+            _ => return Ok(None),
+        };
+        let Some(v) = self.env.get(var) else {
+            return Ok(p.kind.default_base_url().map(str::to_owned));
+        };
+        let v = v
+            .into_string()
+            .map_err(|_| format!("${var} is not valid UTF-8"))?;
+        let mut url = v.trim().trim_end_matches('/').to_owned();
+        // Anthropic's SDKs take the bare host and add `/v1` themselves; our
+        // base URLs include the version, like OpenAI's.
+        if p.kind == ProviderKind::Anthropic && !url.ends_with("/v1") {
+            url.push_str("/v1");
+        }
+        http::join(&url, "x").map_err(|m| format!("${var}: {m}"))?;
+        Ok(Some(url))
+    }
+
+    /// The answer caps for an entry: its own, else `[defaults]`, else the
+    /// built-in defaults.
+    pub fn limits_for(&self, p: &ProviderConfig) -> AnswerLimits {
+        let d = AnswerLimits::default();
+        AnswerLimits {
+            max_bytes: p
+                .max_answer_bytes
+                .or(self.defaults.max_answer_bytes)
+                .unwrap_or(d.max_bytes),
+            max_duration: p
+                .max_answer_secs
+                .or(self.defaults.max_answer_secs)
+                .map_or(d.max_duration, std::time::Duration::from_secs),
+        }
     }
 
     /// The GGUF file a `local` entry uses.
@@ -690,10 +797,10 @@ fn info(cfg: &Config, name: &str, p: &ProviderConfig) -> ProviderInfo {
         name: name.to_owned(),
         kind: p.kind,
         model: cfg.model_for(name).unwrap_or_default(),
-        base_url: p
-            .base_url
+        base_url: cfg
+            .base_url_for(p)
+            .unwrap_or_else(|_| p.base_url.clone())
             .as_deref()
-            .or(p.kind.default_base_url())
             .map(redact_url),
         model_path: (p.kind == ProviderKind::Local)
             .then(|| cfg.local_model_path(p))
@@ -756,14 +863,17 @@ pub fn build(name: &str, cfg: &Config) -> Result<Arc<dyn Provider>, ProviderErro
         return build_local(name, cfg, p, model);
     }
     let (key, status) = cfg.key_for(name, p);
-    let base_url = p
-        .base_url
-        .clone()
-        .or_else(|| p.kind.default_base_url().map(str::to_owned))
+    let base_url = cfg
+        .base_url_for(p)
+        .map_err(|m| ProviderError::config(name, m))?
         .ok_or_else(|| ProviderError::config(name, "base_url is required for this kind"))?;
+    let proxy = crate::proxy::resolve(&base_url, p.proxy.as_deref(), &cfg.env)
+        .map_err(|m| ProviderError::config(name, m))?;
     let mut rc = RemoteConfig::new(name, base_url, model, context_window);
     rc.key_source = status.source_hint();
     rc.api_key = key;
+    rc.proxy = proxy;
+    rc.limits = cfg.limits_for(p);
     if let Some(t) = p.timeout_secs {
         rc.http = HttpSettings::with_timeout(t);
     }
@@ -795,6 +905,7 @@ fn build_local(
         model_name: model,
         context_window: p.context_window,
         threads: None,
+        limits: cfg.limits_for(p),
     };
     Ok(Arc::new(crate::local::LocalProvider::new(lc)?))
 }

@@ -97,14 +97,79 @@ impl HttpSettings {
     }
 }
 
-/// Build the shared client (rustls, no proxies from the environment so a
-/// loopback server is never routed elsewhere by accident).
-pub(crate) fn client(settings: &HttpSettings) -> Result<Client, String> {
-    Client::builder()
+/// Redirect hops followed at most (all within the first request's origin).
+const MAX_REDIRECTS: usize = 5;
+
+/// Build a provider's client: rustls; redirects followed only within the
+/// origin (scheme, host, port) of the request, because the API key header
+/// and the prompt would otherwise go wherever a server points (issue 11.3);
+/// and no proxy but `proxy`, which the caller has resolved and checked
+/// ([`crate::proxy`]) — reqwest would otherwise read `HTTP_PROXY`/`ALL_PROXY`
+/// on its own and send every request, key included, through them.
+pub(crate) fn client(
+    settings: &HttpSettings,
+    proxy: Option<&reqwest::Url>,
+) -> Result<Client, String> {
+    let mut b = Client::builder()
         .connect_timeout(settings.connect_timeout)
         .user_agent(concat!("wikioracle/", env!("CARGO_PKG_VERSION")))
-        .build()
-        .map_err(|e| e.to_string())
+        .redirect(reqwest::redirect::Policy::custom(same_origin_redirects))
+        .no_proxy();
+    if let Some(p) = proxy {
+        b = b.proxy(reqwest::Proxy::all(p.clone()).map_err(|e| e.to_string())?);
+    }
+    b.build().map_err(|e| e.to_string())
+}
+
+fn same_origin_redirects(attempt: reqwest::redirect::Attempt<'_>) -> reqwest::redirect::Action {
+    let Some(first) = attempt.previous().first() else {
+        return attempt.follow();
+    };
+    let next = attempt.url();
+    if next.origin() != first.origin() {
+        let e = RedirectRefused(format!(
+            "the server redirected to {}, a different origin than {}; not following, \
+             so the API key and the prompt are not sent there. \
+             If that is the service's new address, set base_url to it",
+            origin_text(next),
+            origin_text(first)
+        ));
+        return attempt.error(e);
+    }
+    if attempt.previous().len() > MAX_REDIRECTS {
+        return attempt.error(RedirectRefused(format!(
+            "more than {MAX_REDIRECTS} redirects"
+        )));
+    }
+    attempt.follow()
+}
+
+fn origin_text(u: &reqwest::Url) -> String {
+    u.origin().ascii_serialization()
+}
+
+/// Why a redirect was not followed (the message is shown as-is).
+#[derive(Debug)]
+struct RedirectRefused(String);
+
+impl std::fmt::Display for RedirectRefused {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for RedirectRefused {}
+
+/// The refusal message when `e` is a redirect we declined to follow.
+fn redirect_refusal(e: &reqwest::Error) -> Option<String> {
+    let mut cur: Option<&dyn std::error::Error> = Some(e);
+    while let Some(err) = cur {
+        if let Some(r) = err.downcast_ref::<RedirectRefused>() {
+            return Some(r.0.clone());
+        }
+        cur = err.source();
+    }
+    None
 }
 
 /// What every error built here needs to say.
@@ -117,24 +182,29 @@ pub(crate) struct ErrCtx {
 }
 
 impl ErrCtx {
-    pub fn scrub(&self, text: &str) -> String {
-        match &self.secret {
+    /// What a server said, fit for an error message: the key scrubbed from
+    /// the *whole* text first, then one line of at most [`DETAIL_MAX`]
+    /// characters. The other order would let a cut leave part of the key
+    /// unrecognised, and shown (issue 11.4).
+    pub fn detail(&self, text: &str) -> String {
+        let scrubbed = match &self.secret {
             Some(s) => s.scrub(text),
             None => text.to_owned(),
-        }
+        };
+        shorten(&scrubbed, DETAIL_MAX)
     }
     pub fn malformed(&self, detail: impl AsRef<str>) -> ProviderError {
         ProviderError::Malformed {
             provider: self.provider.clone(),
             url: self.url.clone(),
-            detail: self.scrub(detail.as_ref()),
+            detail: self.detail(detail.as_ref()),
         }
     }
     pub fn dropped(&self, detail: impl AsRef<str>) -> ProviderError {
         ProviderError::ConnectionDropped {
             provider: self.provider.clone(),
             url: self.url.clone(),
-            detail: self.scrub(detail.as_ref()),
+            detail: self.detail(detail.as_ref()),
         }
     }
     pub fn timeout(&self, phase: TimeoutPhase, after: Duration) -> ProviderError {
@@ -203,12 +273,15 @@ pub fn parse_retry_after_value(raw: &str, now: SystemTime) -> Option<Duration> {
     Some(when.duration_since(now).unwrap_or(Duration::ZERO))
 }
 
+/// Longest server-provided detail in an error message, in characters.
+pub(crate) const DETAIL_MAX: usize = 300;
+
 /// Pull a human message out of an error body: JSON `error.message`,
-/// `error` (string), `detail`, `message`, else the text itself; one line,
-/// at most 300 characters.
+/// `error` (string), `detail`, `message`, else the text itself. Not
+/// shortened: [`ErrCtx::detail`] scrubs the key, then shortens.
 pub(crate) fn error_detail(body: &[u8]) -> String {
     let text = String::from_utf8_lossy(body);
-    let picked = serde_json::from_str::<serde_json::Value>(&text)
+    serde_json::from_str::<serde_json::Value>(&text)
         .ok()
         .and_then(|v| {
             let s = |v: &serde_json::Value| match v {
@@ -222,8 +295,7 @@ pub(crate) fn error_detail(body: &[u8]) -> String {
                 .or_else(|| v.get("detail").and_then(s))
                 .or_else(|| v.get("message").and_then(s))
         })
-        .unwrap_or_else(|| text.into_owned());
-    shorten(&picked, 300)
+        .unwrap_or_else(|| text.into_owned())
 }
 
 /// One line, at most `max` characters, with an ellipsis when cut.
@@ -251,6 +323,8 @@ enum AttemptError {
         body: Vec<u8>,
     },
     Connect(String),
+    /// A redirect to another origin (never retried: it would repeat).
+    Redirect(String),
     EmptyBody(String),
     NotSse(String),
 }
@@ -287,7 +361,7 @@ pub(crate) async fn open(
                 retry_after,
                 body,
             } => {
-                let detail = ctx.scrub(&error_detail(&body));
+                let detail = ctx.detail(&error_detail(&body));
                 let code = status.as_u16();
                 match code {
                     401 | 403 => {
@@ -343,9 +417,15 @@ pub(crate) async fn open(
                     provider: ctx.provider.clone(),
                     url: ctx.url.clone(),
                     attempts: attempt,
-                    detail: ctx.scrub(&detail),
+                    detail: ctx.detail(&detail),
                 },
             ),
+            AttemptError::Redirect(detail) => {
+                return Err(ProviderError::Config {
+                    provider: ctx.provider.clone(),
+                    message: format!("{}: {detail}", ctx.url),
+                });
+            }
             AttemptError::EmptyBody(detail) => (None, ctx.dropped(detail)),
             AttemptError::NotSse(detail) => return Err(ctx.malformed(detail)),
         };
@@ -362,9 +442,10 @@ pub(crate) async fn open(
 }
 
 async fn attempt_once(req: RequestBuilder) -> Result<Opened, AttemptError> {
-    let resp = req.send().await.map_err(|e| {
+    let resp = req.send().await.map_err(|e| match redirect_refusal(&e) {
+        Some(why) => AttemptError::Redirect(why),
         // Connection-level failure before any response: always retryable.
-        AttemptError::Connect(describe_reqwest(&e))
+        None => AttemptError::Connect(describe_reqwest(&e)),
     })?;
     let status = resp.status();
     if !status.is_success() {
@@ -386,7 +467,7 @@ async fn attempt_once(req: RequestBuilder) -> Result<Opened, AttemptError> {
         let body = read_capped(resp, 4096).await;
         return Err(AttemptError::NotSse(format!(
             "expected text/event-stream, got {ctype}: {}",
-            shorten(&String::from_utf8_lossy(&body), 200)
+            String::from_utf8_lossy(&body)
         )));
     }
     let mut body = resp.bytes_stream().boxed();
@@ -478,27 +559,27 @@ impl Fault {
                 url: ctx.url.clone(),
                 status: None,
                 attempts: 1,
-                detail: ctx.scrub(&d),
+                detail: ctx.detail(&d),
             },
             Fault::RateLimited(d) => ProviderError::RateLimited {
                 provider: ctx.provider.clone(),
                 url: ctx.url.clone(),
                 retry_after: None,
                 attempts: 1,
-                detail: ctx.scrub(&d),
+                detail: ctx.detail(&d),
             },
             Fault::Auth(d) => ProviderError::Auth {
                 provider: ctx.provider.clone(),
                 url: ctx.url.clone(),
                 status: 401,
-                detail: ctx.scrub(&d),
+                detail: ctx.detail(&d),
                 key_source: ctx.key_source.clone(),
             },
             Fault::BadRequest(d) => ProviderError::BadRequest {
                 provider: ctx.provider.clone(),
                 url: ctx.url.clone(),
                 status: None,
-                detail: ctx.scrub(&d),
+                detail: ctx.detail(&d),
             },
         }
     }
@@ -507,7 +588,7 @@ impl Fault {
 /// Parse a JSON payload or explain, with an excerpt, why not.
 pub(crate) fn json<T: serde::de::DeserializeOwned>(data: &str) -> Result<T, Fault> {
     serde_json::from_str(data)
-        .map_err(|e| Fault::Malformed(format!("bad JSON in frame ({e}): {}", shorten(data, 120))))
+        .map_err(|e| Fault::Malformed(format!("bad JSON in frame ({e}): {data}")))
 }
 
 enum Read {
@@ -688,7 +769,10 @@ pub(crate) async fn probe(
             reason: format!("GET {shown} → HTTP {}", r.status().as_u16()),
         },
         Err(e) => Reachability::Unreachable {
-            reason: format!("GET {shown}: {}", describe_reqwest(&e)),
+            reason: match redirect_refusal(&e) {
+                Some(why) => format!("GET {shown}: {why}"),
+                None => format!("GET {shown}: {}", describe_reqwest(&e)),
+            },
         },
     }
 }
@@ -759,7 +843,7 @@ mod tests {
             "bad key"
         );
         assert_eq!(error_detail(br#"{"detail":"too long"}"#), "too long");
-        assert_eq!(error_detail(b"plain\n text"), "plain text");
+        assert_eq!(error_detail(b"plain\n text"), "plain\n text");
         assert_eq!(shorten(&"x".repeat(10), 4), "xxxx…");
     }
 }

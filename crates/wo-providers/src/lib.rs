@@ -52,6 +52,7 @@ pub mod local;
 pub mod nanochat;
 pub mod openai;
 pub mod protocol;
+pub mod proxy;
 mod remote;
 pub mod secret;
 pub mod sse;
@@ -65,7 +66,10 @@ pub use error::{ErrorKind, ProviderError, TimeoutPhase};
 pub use http::{HttpSettings, RetryPolicy};
 pub use remote::RemoteConfig;
 pub use secret::Secret;
-pub use types::{ChatMessage, ChatRequest, ChatRole, Reachability, StreamEvent, Usage};
+pub use types::{
+    AnswerLimits, ChatMessage, ChatRequest, ChatRole, Reachability, StreamEvent, TRUNCATED_FIELD,
+    Usage,
+};
 
 /// Re-exported so callers need not depend on `tokio-util` themselves.
 pub use tokio_util::sync::CancellationToken;
@@ -108,4 +112,10 @@ pub trait Provider: Send + Sync {
     /// Exact token count with the model's own tokenizer, when this provider
     /// has one in-process (`local`); `None` means "estimate (chars / 4)".
     fn count_tokens(&self, text: &str) -> Option<usize>;
+    /// The caps on one answer from this provider, which the caller enforces
+    /// while reading the stream (`wo_engine::chat::stream_answer`). Defaults
+    /// to [`AnswerLimits::default`]; `config.toml` can change them.
+    fn answer_limits(&self) -> AnswerLimits {
+        AnswerLimits::default()
+    }
 }

@@ -58,6 +58,8 @@ pub struct LocalConfig {
     pub context_window: Option<usize>,
     /// CPU threads; all available cores when unset.
     pub threads: Option<usize>,
+    /// Caps on one answer.
+    pub limits: crate::types::AnswerLimits,
 }
 
 impl LocalConfig {
@@ -74,6 +76,7 @@ impl LocalConfig {
             model_name,
             context_window: None,
             threads: None,
+            limits: crate::types::AnswerLimits::default(),
         }
     }
 }
@@ -522,5 +525,8 @@ impl Provider for LocalProvider {
                 .tokenize(text.as_bytes(), false, false)
                 .len(),
         )
+    }
+    fn answer_limits(&self) -> crate::types::AnswerLimits {
+        self.cfg.limits
     }
 }

@@ -253,7 +253,7 @@ impl Decoder for NanoDecoder {
                 .as_str()
                 .map(str::to_owned)
                 .unwrap_or_else(|| e.to_string());
-            return Err(Fault::Server(http::shorten(&msg, 300)));
+            return Err(Fault::Server(msg));
         }
         if let Some(t) = frame.token {
             if !t.is_empty() {
@@ -270,7 +270,7 @@ impl Decoder for NanoDecoder {
         }
         Err(Fault::Malformed(format!(
             "expected {{\"token\":…}} or {{\"done\":true}}, got {}",
-            http::shorten(&ev.data, 120)
+            &ev.data
         )))
     }
 }
@@ -362,6 +362,9 @@ impl Provider for NanoChatProvider {
 
     fn count_tokens(&self, _text: &str) -> Option<usize> {
         None
+    }
+    fn answer_limits(&self) -> crate::types::AnswerLimits {
+        self.remote.cfg.limits
     }
 }
 

@@ -154,7 +154,7 @@ impl Decoder for OpenAiDecoder {
                 .and_then(|m| m.as_str())
                 .map(str::to_owned)
                 .unwrap_or_else(|| err.to_string());
-            return Err(Fault::Server(http::shorten(&msg, 300)));
+            return Err(Fault::Server(msg));
         }
         for choice in chunk.choices {
             if let Some(text) = choice.delta.and_then(|d| d.content)
@@ -270,6 +270,9 @@ impl Provider for OpenAiProvider {
     /// other servers' models have their own vocabularies, so `None` there.
     fn count_tokens(&self, text: &str) -> Option<usize> {
         openai_bpe(&self.remote.cfg.model).map(|bpe| bpe.encode_ordinary(text).len())
+    }
+    fn answer_limits(&self) -> crate::types::AnswerLimits {
+        self.remote.cfg.limits
     }
 }
 

@@ -5,6 +5,7 @@ use reqwest::Client;
 use crate::error::ProviderError;
 use crate::http::{self, Decoder, ErrCtx, HttpSettings};
 use crate::secret::Secret;
+use crate::types::AnswerLimits;
 
 /// Settings for an HTTP provider (`openai`, `anthropic`, `nanochat`,
 /// `wikioracle`). [`crate::config::build`] fills these from `config.toml`.
@@ -25,6 +26,13 @@ pub struct RemoteConfig {
     pub context_window: usize,
     /// Timeouts and retries.
     pub http: HttpSettings,
+    /// Proxy URL for this provider's requests; `None` connects directly
+    /// (the environment's proxy variables are not read here: see
+    /// [`crate::proxy`]). A key is never sent through an `http://` proxy to
+    /// an `http://` service: [`Remote::new`] refuses that.
+    pub proxy: Option<String>,
+    /// Caps on the size and duration of one answer.
+    pub limits: AnswerLimits,
 }
 
 impl RemoteConfig {
@@ -43,12 +51,19 @@ impl RemoteConfig {
             key_source: "no key configured".into(),
             context_window,
             http: HttpSettings::default(),
+            proxy: None,
+            limits: AnswerLimits::default(),
         }
     }
     /// Builder: set the key and say where it came from.
     pub fn with_key(mut self, key: Secret, source: impl Into<String>) -> Self {
         self.api_key = Some(key);
         self.key_source = source.into();
+        self
+    }
+    /// Builder: send requests through this proxy.
+    pub fn with_proxy(mut self, proxy: impl Into<String>) -> Self {
+        self.proxy = Some(proxy.into());
         self
     }
     /// Builder: set timeouts and retries.
@@ -69,7 +84,15 @@ impl Remote {
     pub fn new(cfg: RemoteConfig) -> Result<Self, ProviderError> {
         // Validate the base URL once, up front, so a typo fails at build time.
         http::join(&cfg.base_url, "x").map_err(|m| ProviderError::config(&cfg.name, m))?;
-        let client = http::client(&cfg.http).map_err(|m| ProviderError::config(&cfg.name, m))?;
+        let proxy = match &cfg.proxy {
+            Some(p) => Some(
+                crate::proxy::check(p, &cfg.base_url, cfg.api_key.is_some())
+                    .map_err(|m| ProviderError::config(&cfg.name, m))?,
+            ),
+            None => None,
+        };
+        let client = http::client(&cfg.http, proxy.as_ref())
+            .map_err(|m| ProviderError::config(&cfg.name, m))?;
         Ok(Self { cfg, client })
     }
 

@@ -183,3 +183,41 @@ impl fmt::Display for Reachability {
         }
     }
 }
+
+/// Caps on one answer (issue 11.9): a hostile or broken upstream could
+/// otherwise stream forever, and everything it sends would be held in
+/// memory and saved. When a cap is reached the caller stops reading, keeps
+/// what arrived, and marks the stored answer as truncated
+/// ([`TRUNCATED_FIELD`]).
+///
+/// Configured per provider (`max_answer_bytes`, `max_answer_secs`) or for
+/// all in `[defaults]` of `config.toml`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AnswerLimits {
+    /// Bytes of answer text (UTF-8) kept at most.
+    pub max_bytes: usize,
+    /// Time from sending the request to the end of the answer.
+    pub max_duration: std::time::Duration,
+}
+
+impl AnswerLimits {
+    /// 1 MiB: far above any real answer (a 4k-token answer is ~16 KB).
+    pub const DEFAULT_MAX_BYTES: usize = 1024 * 1024;
+    /// 10 minutes: a slow local model writing a long answer stays well below.
+    pub const DEFAULT_MAX_SECS: u64 = 600;
+}
+
+impl Default for AnswerLimits {
+    fn default() -> Self {
+        Self {
+            max_bytes: Self::DEFAULT_MAX_BYTES,
+            max_duration: std::time::Duration::from_secs(Self::DEFAULT_MAX_SECS),
+        }
+    }
+}
+
+/// The key, inside a stored message's `usage` object, that marks an answer
+/// cut short by [`AnswerLimits`]; its value says which cap and where, e.g.
+/// `{"reason":"size","limit":1048576}`. `usage` keeps unknown keys, so the
+/// mark survives every reader and writer of `llm.json`.
+pub const TRUNCATED_FIELD: &str = "truncated";

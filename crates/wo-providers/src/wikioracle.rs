@@ -148,7 +148,7 @@ impl Decoder for ServerDecoder {
             return Ok(false);
         }
         let parsed = ServerEvent::from_sse(name, &ev.data)
-            .map_err(|e| Fault::Malformed(format!("{e}: {}", http::shorten(&ev.data, 120))))?;
+            .map_err(|e| Fault::Malformed(format!("{e}: {}", &ev.data)))?;
         match parsed {
             ServerEvent::Error(e) => Err(match e.kind.as_deref() {
                 Some("rate_limited") => Fault::RateLimited(e.message),
@@ -217,5 +217,8 @@ impl Provider for WikiOracleProvider {
 
     fn count_tokens(&self, _text: &str) -> Option<usize> {
         None
+    }
+    fn answer_limits(&self) -> crate::types::AnswerLimits {
+        self.remote.cfg.limits
     }
 }

@@ -1,6 +1,6 @@
 //! `wo ask`: one turn (seed 001's lifecycle).
 
-use std::io::{IsTerminal, Read, Write};
+use std::io::{IsTerminal, Read};
 use std::process::ExitCode;
 
 use anyhow::{Context as _, Result, bail};
@@ -67,14 +67,15 @@ pub fn run(g: &GlobalOpts, args: AskArgs) -> Result<ExitCode> {
             |event| match event {
                 TurnEvent::Assembled(a) => {
                     if show_context {
-                        eprint!("{}", render_context(a));
-                        eprintln!("── answer ──");
+                        eout!("{}", render_context(a));
+                        eoutln!("── answer ──");
                     }
                 }
                 TurnEvent::Delta(text) => {
                     if stream {
-                        let _ = stdout.write_all(text.as_bytes());
-                        let _ = stdout.flush();
+                        // Each delta on its own: `term` needs no state, so an
+                        // escape sequence split across deltas is caught too.
+                        let _ = crate::render::write_safe(&mut stdout, text);
                     }
                 }
             },
@@ -85,27 +86,30 @@ pub fn run(g: &GlobalOpts, args: AskArgs) -> Result<ExitCode> {
         Ok(o) => o,
         Err(e) => {
             if stream {
-                println!();
+                outln!();
             }
             if let TurnError::Provider(p) = &e
                 && p.kind() == ErrorKind::Cancelled
             {
-                eprintln!("interrupted; nothing was saved");
+                eoutln!("interrupted; nothing was saved");
                 return Ok(ExitCode::from(EXIT_INTERRUPTED));
             }
-            eprintln!("error: {e}");
+            eoutln!("error: {e}");
             return Ok(ExitCode::from(e.exit_code()));
         }
     };
     if stream {
         if !outcome.answer.ends_with('\n') {
-            println!();
+            outln!();
         }
     } else {
-        println!("{}", outcome.answer.trim_end());
+        outln!("{}", outcome.answer.trim_end());
     }
     if outcome.finish_reason.as_deref() == Some("length") {
-        eprintln!("note: the answer was cut at --max-tokens");
+        eoutln!("note: the answer was cut at --max-tokens");
+    }
+    if let Some(note) = crate::render::truncation_note(outcome.usage.as_ref()) {
+        eoutln!("{note}");
     }
     let save = args.save.clone().or_else(|| cfg.defaults.save_path.clone());
     if let Some(path) = save {
@@ -123,8 +127,9 @@ pub fn run(g: &GlobalOpts, args: AskArgs) -> Result<ExitCode> {
             temperature: args.model.temperature,
             max_tokens: args.model.max_tokens,
             save_path: args.save.clone(),
+            ..Default::default()
         })?;
-        eprintln!("saved these flags as defaults in {}", path.display());
+        eoutln!("saved these flags as defaults in {}", path.display());
     }
     Ok(ExitCode::SUCCESS)
 }

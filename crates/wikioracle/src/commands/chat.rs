@@ -1,6 +1,5 @@
 //! `wo chat`: an interactive REPL on the same machinery as `wo ask`.
 
-use std::io::Write;
 use std::process::ExitCode;
 
 use anyhow::Result;
@@ -31,7 +30,7 @@ pub fn run(g: &GlobalOpts, args: ChatArgs) -> Result<ExitCode> {
     if let Some(h) = &history {
         let _ = editor.load_history(h);
     }
-    eprintln!(
+    eoutln!(
         "wo chat — {} ({}), saving to {}. /help for commands.",
         provider.name(),
         args.model
@@ -57,7 +56,7 @@ pub fn run(g: &GlobalOpts, args: ChatArgs) -> Result<ExitCode> {
             let (name, arg) = cmd.split_once(' ').unwrap_or((cmd, ""));
             match name {
                 "exit" | "quit" => break,
-                "help" => println!("{HELP}"),
+                "help" => outln!("{HELP}"),
                 "sources" => match &last {
                     Some((o, _)) if !o.sources.is_empty() => {
                         for id in &o.sources {
@@ -71,21 +70,21 @@ pub fn run(g: &GlobalOpts, args: ChatArgs) -> Result<ExitCode> {
                                         .map(|m| format!("message by {}: {}", m.username, m.title))
                                 })
                                 .unwrap_or_else(|| "file chunk".into());
-                            println!("  {id}  {label}");
+                            outln!("  {id}  {label}");
                         }
                     }
-                    Some(_) => println!("  the last answer used no stored sources"),
-                    None => println!("  no answer yet"),
+                    Some(_) => outln!("  the last answer used no stored sources"),
+                    None => outln!("  no answer yet"),
                 },
                 "context" => match &last {
-                    Some((_, a)) => print!("{}", render_context(a)),
-                    None => println!("  no answer yet"),
+                    Some((_, a)) => out!("{}", render_context(a)),
+                    None => outln!("  no answer yet"),
                 },
                 "branch" => {
                     let arg = arg.trim();
                     if arg.is_empty() {
                         parent = None;
-                        println!("  continuing from the latest message");
+                        outln!("  continuing from the latest message");
                     } else {
                         match wo_format::query::find_by_prefix(
                             store.state().messages(),
@@ -93,17 +92,14 @@ pub fn run(g: &GlobalOpts, args: ChatArgs) -> Result<ExitCode> {
                             arg,
                         ) {
                             Ok(m) => {
-                                println!(
-                                    "  continuing after {} ({}: {})",
-                                    m.id, m.username, m.title
-                                );
+                                outln!("  continuing after {} ({}: {})", m.id, m.username, m.title);
                                 parent = Some(m.id.clone());
                             }
-                            Err(e) => println!("  {e}"),
+                            Err(e) => outln!("  {e}"),
                         }
                     }
                 }
-                other => println!("  unknown command /{other}; /help lists them"),
+                other => outln!("  unknown command /{other}; /help lists them"),
             }
             continue;
         }
@@ -111,7 +107,7 @@ pub fn run(g: &GlobalOpts, args: ChatArgs) -> Result<ExitCode> {
         req.chunks = match retrieve_chunks(&args.model, store.path(), text) {
             Ok(c) => c,
             Err(e) => {
-                eprintln!("warning: {e:#}");
+                eoutln!("warning: {e:#}");
                 Vec::new()
             }
         };
@@ -133,8 +129,7 @@ pub fn run(g: &GlobalOpts, args: ChatArgs) -> Result<ExitCode> {
                 |e| match e {
                     TurnEvent::Assembled(a) => assembled = Some(a.clone()),
                     TurnEvent::Delta(t) => {
-                        let _ = out.write_all(t.as_bytes());
-                        let _ = out.flush();
+                        let _ = crate::render::write_safe(&mut out, t);
                     }
                 },
             )
@@ -142,21 +137,24 @@ pub fn run(g: &GlobalOpts, args: ChatArgs) -> Result<ExitCode> {
             ctrl_c.abort();
             r
         });
-        println!();
+        outln!();
         match result {
             Ok(outcome) => {
+                if let Some(note) = crate::render::truncation_note(outcome.usage.as_ref()) {
+                    eoutln!("{note}");
+                }
                 // The next turn follows this answer on the same branch.
                 parent = Some(outcome.assistant_id.clone());
                 last = assembled.map(|a| (outcome, a));
             }
             Err(wo_engine::chat::TurnError::Provider(p)) if p.kind() == ErrorKind::Cancelled => {
-                eprintln!("(stopped; nothing saved)");
+                eoutln!("(stopped; nothing saved)");
             }
             Err(e @ wo_engine::chat::TurnError::Store(_)) => {
-                eprintln!("error: {e}");
+                eoutln!("error: {e}");
                 return Ok(ExitCode::from(e.exit_code()));
             }
-            Err(e) => eprintln!("error: {e}"),
+            Err(e) => eoutln!("error: {e}"),
         }
     }
     if let Some(h) = &history {

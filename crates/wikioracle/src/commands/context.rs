@@ -14,9 +14,9 @@ pub fn run(g: &GlobalOpts, cmd: ContextCommand) -> Result<ExitCode> {
             let store = open_store(g)?;
             let ctx = &store.state().context;
             if text {
-                println!("{}", to_plain_text(ctx));
+                outln!("{}", to_plain_text(ctx));
             } else {
-                println!("{ctx}");
+                outln!("{ctx}");
             }
         }
         ContextCommand::Edit { set, file, format } => {
@@ -27,11 +27,11 @@ pub fn run(g: &GlobalOpts, cmd: ContextCommand) -> Result<ExitCode> {
                 edit_in_editor(&store.state().context)?
             };
             if new == store.state().context {
-                println!("context unchanged");
+                outln!("context unchanged");
                 return Ok(ExitCode::SUCCESS);
             }
             store.transact(|s| s.context = new)?;
-            println!("context updated ({} bytes)", store.state().context.len());
+            outln!("context updated ({} bytes)", store.state().context.len());
         }
     }
     Ok(ExitCode::SUCCESS)

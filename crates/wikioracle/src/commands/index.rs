@@ -43,32 +43,32 @@ pub fn index(args: IndexArgs) -> Result<ExitCode> {
         bar.set_length(p.total as u64);
         bar.set_position(p.done as u64);
         if let Some(path) = p.path {
-            bar.set_message(String::from(path));
+            bar.set_message(crate::render::term(path).into_owned());
         }
     })?;
     bar.finish_and_clear();
     if args.json {
         let warnings: Vec<String> = report.warnings.iter().map(|w| w.to_string()).collect();
-        println!(
+        outln!(
             "{}",
-            serde_json::json!({
+            crate::render::json(&serde_json::json!({
                 "index": report.index_path, "files": report.files, "chunks": report.chunks,
                 "files_chunked": report.files_chunked, "files_reused": report.files_reused,
                 "files_removed": report.files_removed, "bytes": report.bytes,
                 "index_bytes": report.index_bytes, "warnings": warnings,
                 "rebuilt_because": report.rebuilt_because,
                 "elapsed_ms": report.elapsed.as_millis() as u64,
-            })
+            }))?
         );
         return Ok(ExitCode::SUCCESS);
     }
     for w in &report.warnings {
-        eprintln!("warning: {w}");
+        eoutln!("warning: {w}");
     }
     if let Some(why) = &report.rebuilt_because {
-        eprintln!("note: full rebuild: {why}");
+        eoutln!("note: full rebuild: {why}");
     }
-    println!(
+    outln!(
         "indexed {} files ({} re-read, {} unchanged, {} removed), {} chunks, {:.1} MB in {:.2?} → {}",
         report.files,
         report.files_chunked,
@@ -106,13 +106,15 @@ pub fn search(args: SearchArgs) -> Result<ExitCode> {
             .get_chunk(key)
             .ok_or_else(|| anyhow!("no chunk {key:?} in the index\nhint: refs look like c0001; `wo search TEXT` lists some"))?;
         if args.json {
-            println!(
+            outln!(
                 "{}",
-                serde_json::json!({"ref": rec.chunk_ref, "chunk": rec.chunk})
+                crate::render::json(
+                    &serde_json::json!({"ref": rec.chunk_ref, "chunk": rec.chunk})
+                )?
             );
         } else {
             let c = rec.chunk;
-            println!(
+            outln!(
                 "# {} {}:{}-{} {}",
                 rec.chunk_ref,
                 c.path,
@@ -120,7 +122,7 @@ pub fn search(args: SearchArgs) -> Result<ExitCode> {
                 c.end_line,
                 wo_index::chunk_label(c)
             );
-            println!("{}", c.content);
+            outln!("{}", c.content);
         }
         return Ok(ExitCode::SUCCESS);
     }
@@ -128,9 +130,9 @@ pub fn search(args: SearchArgs) -> Result<ExitCode> {
         let entries = index.list_outline(path);
         for e in &entries {
             if args.json {
-                println!("{}", serde_json::to_string(e)?);
+                outln!("{}", crate::render::json(e)?);
             } else {
-                println!(
+                outln!(
                     "{} {}:{} {}{}",
                     e.chunk_ref,
                     e.path,
@@ -145,11 +147,15 @@ pub fn search(args: SearchArgs) -> Result<ExitCode> {
     if let Some(path) = &args.symbols {
         for e in index.list_symbols(path) {
             if args.json {
-                println!("{}", serde_json::to_string(&e)?);
+                outln!("{}", crate::render::json(&e)?);
             } else {
-                println!(
+                outln!(
                     "{} {}:{}-{} {}",
-                    e.chunk_ref, e.path, e.start_line, e.end_line, e.symbol
+                    e.chunk_ref,
+                    e.path,
+                    e.start_line,
+                    e.end_line,
+                    e.symbol
                 );
             }
         }
@@ -167,19 +173,24 @@ pub fn search(args: SearchArgs) -> Result<ExitCode> {
     }
     let hits = index.search(&q);
     if args.json {
-        println!("{}", serde_json::to_string(&hits)?);
+        outln!("{}", crate::render::json(&hits)?);
         return Ok(ExitCode::SUCCESS);
     }
     if hits.is_empty() {
-        eprintln!("no matches");
+        eoutln!("no matches");
     }
     for h in &hits {
-        println!(
+        outln!(
             "{} {}:{}-{} {}  ({:.2})",
-            h.chunk_ref, h.path, h.start_line, h.end_line, h.label, h.score
+            h.chunk_ref,
+            h.path,
+            h.start_line,
+            h.end_line,
+            h.label,
+            h.score
         );
         if !h.snippet.is_empty() {
-            println!("    {}", h.snippet);
+            outln!("    {}", h.snippet);
         }
     }
     Ok(ExitCode::SUCCESS)
@@ -204,9 +215,9 @@ pub fn pack(args: PackArgs) -> Result<ExitCode> {
     let report = wo_index::pack(&index, &out, &opts)
         .with_context(|| format!("cannot pack into {}", out.display()))?;
     for w in &report.warnings {
-        eprintln!("warning: {w}");
+        eoutln!("warning: {w}");
     }
-    println!(
+    outln!(
         "packed {} chunks ({} tokens) as {:?} into {}: {} files, {:.1} KB (source: {} files, {:.1} KB)",
         report.chunks,
         report.tokens,

@@ -57,9 +57,9 @@ pub fn run(g: &GlobalOpts, args: InitArgs) -> Result<ExitCode> {
         ),
         Err(StoreError::NotFound { .. }) => {
             Store::create(&path, state, opts)?;
-            println!("created {}", path.display());
+            outln!("created {}", path.display());
             if synopsis.is_some() {
-                println!(
+                outln!(
                     "drafted the context's synopsis from the directory index (see `wo context show`)"
                 );
             }
@@ -69,7 +69,7 @@ pub fn run(g: &GlobalOpts, args: InitArgs) -> Result<ExitCode> {
             let backup = wo_store::backup_invalid(&path)
                 .with_context(|| format!("{}: cannot back up the invalid file", path.display()))?;
             Store::replace(&path, state, opts)?;
-            println!(
+            outln!(
                 "{} was invalid: backed it up to {} and started fresh",
                 path.display(),
                 backup.display()

@@ -40,9 +40,9 @@ pub fn run(g: &GlobalOpts, args: LogArgs) -> Result<ExitCode> {
         let r = if args.json {
             let mut v = serde_json::to_value(m)?;
             v["text"] = to_plain_text(&m.content).into();
-            writeln!(out, "{v}")
+            writeln!(out, "{}", render::json(&v)?)
         } else {
-            writeln!(out, "{}", render::message_block(m))
+            writeln!(out, "{}", render::term(&render::message_block(m)))
         };
         if r.is_err() {
             break; // a closed pipe (`| head`) is not an error

@@ -18,7 +18,7 @@ pub fn run(g: &GlobalOpts, args: MergeArgs) -> Result<ExitCode> {
         args.files.clone()
     };
     if files.is_empty() {
-        println!(
+        outln!(
             "nothing to merge: no llm_*.json beside {}",
             store.path().display()
         );
@@ -34,18 +34,18 @@ pub fn run(g: &GlobalOpts, args: MergeArgs) -> Result<ExitCode> {
     for o in &outcomes {
         match &o.result {
             Ok(report) => {
-                println!(
+                outln!(
                     "{verb} {}: {}",
                     o.path.display(),
                     render::merge_report(report)
                 );
                 if let Some(to) = &o.renamed_to {
-                    println!("  renamed to {}", to.display());
+                    outln!("  renamed to {}", to.display());
                 }
             }
             Err(e) => {
                 failed = true;
-                eprintln!("skipped {}: {e}", o.path.display());
+                eoutln!("skipped {}: {e}", o.path.display());
             }
         }
     }

@@ -11,7 +11,7 @@ use crate::cli::ProvidersArgs;
 pub fn run(args: ProvidersArgs) -> Result<ExitCode> {
     let cfg = Config::load()?;
     for w in &cfg.warnings {
-        eprintln!("warning: {w}");
+        eoutln!("warning: {w}");
     }
     let rows: Vec<(wo_providers::ProviderInfo, Option<Reachability>)> = if args.no_check {
         wo_providers::list(&cfg)
@@ -31,7 +31,7 @@ pub fn run(args: ProvidersArgs) -> Result<ExitCode> {
             if let Some(c) = check {
                 v["check"] = serde_json::to_value(c)?;
             }
-            println!("{v}");
+            outln!("{}", crate::render::json(&v)?);
             continue;
         }
         let status = match check {
@@ -40,7 +40,7 @@ pub fn run(args: ProvidersArgs) -> Result<ExitCode> {
             Some(Reachability::Unreachable { reason }) => format!("unreachable — {reason}"),
             Some(Reachability::NotConfigured { reason }) => format!("not configured — {reason}"),
         };
-        println!(
+        outln!(
             "{}{:<12} {:<10} {:<28} {}",
             if info.is_default { "* " } else { "  " },
             info.name,
@@ -50,9 +50,9 @@ pub fn run(args: ProvidersArgs) -> Result<ExitCode> {
         );
     }
     if let Some(src) = &cfg.source {
-        eprintln!("(from {})", src.display());
+        eoutln!("(from {})", src.display());
     } else {
-        eprintln!("(built-in providers; configure more in ~/.config/wikioracle/config.toml)");
+        eoutln!("(built-in providers; configure more in ~/.config/wikioracle/config.toml)");
     }
     Ok(ExitCode::SUCCESS)
 }

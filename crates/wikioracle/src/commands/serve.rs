@@ -14,7 +14,7 @@ use crate::cli::{GlobalOpts, ServeArgs};
 pub fn run(g: &GlobalOpts, args: ServeArgs) -> Result<ExitCode> {
     let config = wo_providers::Config::load()?;
     for w in &config.warnings {
-        eprintln!("warning: {w}");
+        eoutln!("warning: {w}");
     }
     let state_file = if args.stateless {
         None
@@ -51,21 +51,21 @@ pub fn run(g: &GlobalOpts, args: ServeArgs) -> Result<ExitCode> {
         let bound = wo_server::bind(opts).await?;
         for merged in &bound.merged {
             match &merged.result {
-                Ok(report) => eprintln!(
+                Ok(report) => eoutln!(
                     "merged {}: {}",
                     merged.path.display(),
                     crate::render::merge_report(report)
                 ),
-                Err(e) => eprintln!("warning: not merged {}: {e}", merged.path.display()),
+                Err(e) => eoutln!("warning: not merged {}: {e}", merged.path.display()),
             }
         }
-        println!("WikiOracle at {}", bound.launch_url);
+        outln!("WikiOracle at {}", bound.launch_url);
         match &state_file {
-            Some(f) => eprintln!(
+            Some(f) => eoutln!(
                 "serving {} (local mode; the link above signs you in — keep it private). Ctrl-C stops.",
                 f.display()
             ),
-            None => eprintln!("stateless mode: nothing is stored here. Ctrl-C stops."),
+            None => eoutln!("stateless mode: nothing is stored here. Ctrl-C stops."),
         }
         if let Some(path) = &args.print_url_file {
             write_private(path, &bound.launch_url)
@@ -77,7 +77,7 @@ pub fn run(g: &GlobalOpts, args: ServeArgs) -> Result<ExitCode> {
         bound
             .serve(async {
                 let _ = tokio::signal::ctrl_c().await;
-                eprintln!("stopping");
+                eoutln!("stopping");
             })
             .await
             .context("the server failed")?;
@@ -115,6 +115,6 @@ fn open_browser(url: &str) {
         .stderr(std::process::Stdio::null())
         .spawn()
     {
-        eprintln!("note: could not start {opener} ({e}); open the URL above yourself");
+        eoutln!("note: could not start {opener} ({e}); open the URL above yourself");
     }
 }

@@ -24,16 +24,16 @@ pub fn open_for_chat(g: &GlobalOpts) -> Result<Store> {
     let existed = path.exists();
     let mut store = Store::open(&path, opts)?;
     if !existed {
-        eprintln!("created {}", path.display());
+        eoutln!("created {}", path.display());
     }
     for merged in wo_store::exports::auto_merge(&mut store, false)? {
         match merged.result {
-            Ok(report) => eprintln!(
+            Ok(report) => eoutln!(
                 "merged {}: {}",
                 merged.path.display(),
                 crate::render::merge_report(&report)
             ),
-            Err(e) => eprintln!("warning: not merged {}: {e}", merged.path.display()),
+            Err(e) => eoutln!("warning: not merged {}: {e}", merged.path.display()),
         }
     }
     Ok(store)
@@ -43,7 +43,7 @@ pub fn open_for_chat(g: &GlobalOpts) -> Result<Store> {
 pub fn provider(opts: &ModelOpts) -> Result<(Config, Arc<dyn Provider>)> {
     let cfg = Config::load()?;
     for w in &cfg.warnings {
-        eprintln!("warning: {w}");
+        eoutln!("warning: {w}");
     }
     let name = opts
         .provider

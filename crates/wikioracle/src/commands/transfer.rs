@@ -20,7 +20,7 @@ pub fn export(g: &GlobalOpts, args: ExportArgs) -> Result<ExitCode> {
                 None => std::env::current_dir()?,
             };
             let path = write_export(store.state(), &dir)?;
-            println!("exported {}", path.display());
+            outln!("exported {}", path.display());
         }
         ExportLayout::Profiles => {
             let out = args.out.as_deref().expect("clap requires --out");
@@ -31,9 +31,9 @@ pub fn export(g: &GlobalOpts, args: ExportArgs) -> Result<ExitCode> {
             };
             let report = profiles::export(store.state(), out, &opts)?;
             for w in &report.warnings {
-                eprintln!("warning: {w}");
+                eoutln!("warning: {w}");
             }
-            println!(
+            outln!(
                 "exported {} messages in {} chats of {} profiles to {}",
                 report.messages,
                 report.chats,
@@ -41,7 +41,7 @@ pub fn export(g: &GlobalOpts, args: ExportArgs) -> Result<ExitCode> {
                 out.display()
             );
             if let Some((p, c)) = &report.new_chat {
-                println!("  messages from elsewhere went to profile {p}, chat {c}");
+                outln!("  messages from elsewhere went to profile {p}, chat {c}");
             }
         }
     }
@@ -99,7 +99,7 @@ pub fn import(g: &GlobalOpts, args: ImportArgs) -> Result<ExitCode> {
             )?;
             for o in outcomes {
                 let report = o.result?;
-                println!(
+                outln!(
                     "{verb} {}: {}",
                     o.path.display(),
                     render::merge_report(&report)
@@ -120,7 +120,7 @@ pub fn import(g: &GlobalOpts, args: ImportArgs) -> Result<ExitCode> {
         }
     };
     for w in &imported.warnings {
-        eprintln!("warning: {w}");
+        eoutln!("warning: {w}");
     }
     let adopt_context = imported
         .suggested_context
@@ -140,17 +140,17 @@ pub fn import(g: &GlobalOpts, args: ImportArgs) -> Result<ExitCode> {
         })?;
         report
     };
-    println!(
+    outln!(
         "{verb} {}: {}",
         args.source.display(),
         render::merge_report(&report)
     );
     match (&imported.suggested_context, &adopt_context) {
-        (Some(_), Some(_)) => println!(
+        (Some(_), Some(_)) => outln!(
             "  the context was empty: {} it to the file's system prompt",
             if args.dry_run { "would set" } else { "set" }
         ),
-        (Some(_), None) => println!(
+        (Some(_), None) => outln!(
             "  the file's system prompt was not applied (llm.json has a context); see `wo context edit`"
         ),
         _ => {}

@@ -23,9 +23,9 @@ pub fn run(g: &GlobalOpts, cmd: TruthCommand) -> Result<ExitCode> {
                     continue;
                 }
                 if json {
-                    println!("{}", serde_json::to_string(t)?);
+                    outln!("{}", crate::render::json(t)?);
                 } else {
-                    println!("{}", render::truth_line(t));
+                    outln!("{}", render::truth_line(t));
                 }
             }
         }
@@ -49,7 +49,7 @@ pub fn run(g: &GlobalOpts, cmd: TruthCommand) -> Result<ExitCode> {
             let id = entry.id.clone();
             let mut store = open_store(g)?;
             store.transact(|s| s.add_truth(entry))?;
-            println!("added {id}");
+            outln!("added {id}");
         }
         TruthCommand::Edit(args) => {
             if args.title.is_none()
@@ -83,7 +83,7 @@ pub fn run(g: &GlobalOpts, cmd: TruthCommand) -> Result<ExitCode> {
                 s.edit_truth(&id, edit, Timestamp::now());
                 Ok(id)
             })??;
-            println!("updated {id}");
+            outln!("updated {id}");
         }
         TruthCommand::Rm { id } => {
             let mut store = open_store(g)?;
@@ -95,7 +95,7 @@ pub fn run(g: &GlobalOpts, cmd: TruthCommand) -> Result<ExitCode> {
                 s.delete_truth(&id, Timestamp::now());
                 Ok(id)
             })??;
-            println!("deleted {id}");
+            outln!("deleted {id}");
         }
     }
     Ok(ExitCode::SUCCESS)

@@ -29,20 +29,22 @@ pub fn run(args: ValidateArgs) -> Result<ExitCode> {
                     .map(|i| json!({"pointer": i.pointer, "rule": i.rule, "message": i.message}))
                     .collect::<Vec<_>>()
             };
-            println!(
+            outln!(
                 "{}",
-                json!({"file": shown, "valid": issues.is_empty(), "errors": list(&issues), "warnings": list(&warnings)})
+                crate::render::json(
+                    &json!({"file": shown, "valid": issues.is_empty(), "errors": list(&issues), "warnings": list(&warnings)})
+                )?
             );
             continue;
         }
         if issues.is_empty() {
-            println!("{shown}: valid");
+            outln!("{shown}: valid");
         }
         for issue in &issues {
-            println!("{shown}: error: {issue}");
+            outln!("{shown}: error: {issue}");
         }
         for warning in &warnings {
-            println!("{shown}: warning: {warning}");
+            outln!("{shown}: warning: {warning}");
         }
     }
     Ok(if all_valid {
