@@ -856,25 +856,43 @@ fn read_state(path: &Path, opts: &OpenOptions) -> Result<Option<(State, Stamp)>,
         });
     }
     // An editor saving in place (truncate + write) while we read would give
-    // us half of each version: read again until the file held still.
+    // us half of each version: read again until the file held still. A file
+    // that does not parse but was modified a moment ago may be an editor's
+    // save in progress (truncated, not yet written): give it a moment.
     let mut attempts = 0;
-    let (bytes, stamp) = loop {
+    loop {
         attempts += 1;
         let Some((bytes, before, after)) = read_once(path, opts)? else {
             return Ok(None);
         };
-        if same_version(&before, &after) || attempts >= 5 {
-            break (bytes, after);
+        if !same_version(&before, &after) && attempts < 5 {
+            std::thread::sleep(Duration::from_millis(5));
+            continue;
         }
-        std::thread::sleep(Duration::from_millis(5));
-    };
-    let state = wo_format::parse(&bytes).map_err(|e| StoreError::Invalid {
-        path: path.to_path_buf(),
-        issues: e.issues,
-    })?;
-    // The metadata of the file actually read, after reading: the path may
-    // already name a newer one, and taking its stamp would hide that change.
-    Ok(Some((state, Stamp::of(&stamp, generation))))
+        match wo_format::parse(&bytes) {
+            // The metadata of the file actually read, after reading: the
+            // path may already name a newer one, and taking its stamp would
+            // hide that change.
+            Ok(state) => return Ok(Some((state, Stamp::of(&after, generation)))),
+            Err(_) if attempts < 25 && just_modified(&after) => {
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            Err(e) => {
+                return Err(StoreError::Invalid {
+                    path: path.to_path_buf(),
+                    issues: e.issues,
+                });
+            }
+        }
+    }
+}
+
+/// Modified within the last second (an editor may still be writing it).
+fn just_modified(meta: &fs::Metadata) -> bool {
+    meta.modified()
+        .ok()
+        .and_then(|m| m.elapsed().ok())
+        .is_some_and(|age| age < Duration::from_secs(1))
 }
 
 fn same_version(a: &fs::Metadata, b: &fs::Metadata) -> bool {
