@@ -361,17 +361,19 @@ fn a_server_cli_writers_and_an_editor_lose_nothing() {
     let p = Project::new();
     p.ok(&["init"]);
     // Records the editor owns (renames, id kept), and entries the CLI edits.
-    let mut seed = state_with_messages("seed", 0, 6, "hand-edited messages");
+    // Dated in the past (a year before the helper's default), so every
+    // message dated in the future below was dated so by a writer.
+    let mut seed = state_with_messages("seed", -40_000_000, 6, "hand-edited messages");
     for i in 0..4 {
         seed.add_truth(wo_format::TruthEntry::new(
             format!("editor entry {i}"),
-            wo_format::Timestamp::from_unix(1_800_000_000 + i),
+            wo_format::Timestamp::from_unix(1_760_000_000 + i),
             0.5,
             "<p>the editor renames me</p>",
         ));
         seed.add_truth(wo_format::TruthEntry::new(
             format!("cli entry {i}"),
-            wo_format::Timestamp::from_unix(1_800_000_100 + i),
+            wo_format::Timestamp::from_unix(1_760_000_100 + i),
             0.5,
             "<p>wo truth edit changes me</p>",
         ));
