@@ -276,7 +276,10 @@ fn http(port: u16, token: &str, method: &str, path: &str, body: &str) -> (u16, S
         .nth(1)
         .and_then(|c| c.parse().ok())
         .unwrap_or(0);
-    let body = text.split_once("\r\n\r\n").map_or("", |(_, b)| b).to_owned();
+    let body = text
+        .split_once("\r\n\r\n")
+        .map_or("", |(_, b)| b)
+        .to_owned();
     (status, body)
 }
 
@@ -340,7 +343,10 @@ impl Editor {
             .open(&self.path)
             .unwrap();
         let m = w.metadata().unwrap();
-        if m.ino() != before.ino() || m.mtime_nsec() != before.mtime_nsec() || m.len() != before.len() {
+        if m.ino() != before.ino()
+            || m.mtime_nsec() != before.mtime_nsec()
+            || m.len() != before.len()
+        {
             return; // changed since read: a careful editor reloads first
         }
         w.set_len(0).unwrap();
@@ -414,13 +420,7 @@ fn a_server_cli_writers_and_an_editor_lose_nothing() {
         .port();
     let token = "concurrency-suite-token-0123456789";
     let mut server = p
-        .cmd(&[
-            "serve",
-            "--port",
-            &port.to_string(),
-            "--rate-limit",
-            "0",
-        ])
+        .cmd(&["serve", "--port", &port.to_string(), "--rate-limit", "0"])
         .env("WO_CONFIG", &cfg)
         .env("WO_SERVE_TOKEN", token)
         .stdout(Stdio::null())
@@ -429,7 +429,10 @@ fn a_server_cli_writers_and_an_editor_lose_nothing() {
         .unwrap();
     let up = Instant::now();
     while TcpStream::connect(("127.0.0.1", port)).is_err() {
-        assert!(up.elapsed() < Duration::from_secs(60), "server did not start");
+        assert!(
+            up.elapsed() < Duration::from_secs(60),
+            "server did not start"
+        );
         std::thread::sleep(Duration::from_millis(50));
     }
 
@@ -462,11 +465,21 @@ fn a_server_cli_writers_and_an_editor_lose_nothing() {
         writers.push(std::thread::spawn(move || {
             for i in 0..10 {
                 let out = std::process::Command::new(&wo)
-                    .args(["truth", "add", &format!("cli {w} {i}"), "--content", "added"])
+                    .args([
+                        "truth",
+                        "add",
+                        &format!("cli {w} {i}"),
+                        "--content",
+                        "added",
+                    ])
                     .current_dir(&dir)
                     .output()
                     .unwrap();
-                assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+                assert!(
+                    out.status.success(),
+                    "{}",
+                    String::from_utf8_lossy(&out.stderr)
+                );
                 let id = String::from_utf8_lossy(&out.stdout)
                     .trim()
                     .strip_prefix("added ")
@@ -491,7 +504,11 @@ fn a_server_cli_writers_and_an_editor_lose_nothing() {
                     .stdin(Stdio::null())
                     .output()
                     .unwrap();
-                assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+                assert!(
+                    out.status.success(),
+                    "{}",
+                    String::from_utf8_lossy(&out.stderr)
+                );
                 acked.lock().unwrap().push(prompt);
             }
         }));
@@ -511,7 +528,11 @@ fn a_server_cli_writers_and_an_editor_lose_nothing() {
                     .current_dir(&dir)
                     .output()
                     .unwrap();
-                assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+                assert!(
+                    out.status.success(),
+                    "{}",
+                    String::from_utf8_lossy(&out.stderr)
+                );
                 acked.lock().unwrap().insert(id.clone(), content);
             }
         }));
@@ -571,7 +592,11 @@ fn a_server_cli_writers_and_an_editor_lose_nothing() {
         }
     }
     for prompt in acked_prompts.lock().unwrap().iter() {
-        if !state.messages().iter().any(|m| m.content.contains(prompt.as_str())) {
+        if !state
+            .messages()
+            .iter()
+            .any(|m| m.content.contains(prompt.as_str()))
+        {
             eprintln!("lost ask {prompt:?}");
             acked_lost += 1;
         }
@@ -594,9 +619,7 @@ fn a_server_cli_writers_and_an_editor_lose_nothing() {
             reverted += 1;
         }
     }
-    let horizon = wo_format::Timestamp::from_unix(
-        wo_format::Timestamp::now().unix_seconds() + 60,
-    );
+    let horizon = wo_format::Timestamp::from_unix(wo_format::Timestamp::now().unix_seconds() + 60);
     let future = state
         .messages()
         .iter()

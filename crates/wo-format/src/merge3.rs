@@ -130,7 +130,8 @@ impl Baseline {
         self.version = state.version;
         self.schema.clone_from(&state.schema);
         self.context.clone_from(&state.context);
-        self.retrieval_prefs.clone_from(&state.truth.retrieval_prefs);
+        self.retrieval_prefs
+            .clone_from(&state.truth.retrieval_prefs);
         self.truth_extra.clone_from(&state.truth.extra);
         self.extra.clone_from(&state.extra);
     }
@@ -407,7 +408,11 @@ fn merge_map(base: &Map<String, Value>, mine: &Map<String, Value>, out: &mut Map
     }
 }
 
-fn merge_prefs(base: &RetrievalPrefs, mine: &RetrievalPrefs, theirs: &RetrievalPrefs) -> RetrievalPrefs {
+fn merge_prefs(
+    base: &RetrievalPrefs,
+    mine: &RetrievalPrefs,
+    theirs: &RetrievalPrefs,
+) -> RetrievalPrefs {
     let (Some(b), Some(m), Some(t)) = (as_object(base), as_object(mine), as_object(theirs)) else {
         return mine.clone();
     };

@@ -103,10 +103,8 @@ impl Staged {
         let synced = sync_dir(&self.dir);
         match (synced, meta) {
             (Ok(()), Some(Ok(meta))) => Ok(meta),
-            (Ok(()), _) => fs::metadata(&self.path).map_err(|source| CommitError::NotDurable {
-                source,
-                meta: None,
-            }),
+            (Ok(()), _) => fs::metadata(&self.path)
+                .map_err(|source| CommitError::NotDurable { source, meta: None }),
             (Err(source), meta) => Err(CommitError::NotDurable {
                 source,
                 meta: meta.and_then(Result::ok),
@@ -124,10 +122,8 @@ impl Staged {
         let meta = self.file.take().map(|f| f.metadata());
         match (sync_dir(&self.dir), meta) {
             (Ok(()), Some(Ok(meta))) => Ok(meta),
-            (Ok(()), _) => fs::metadata(&self.path).map_err(|source| CommitError::NotDurable {
-                source,
-                meta: None,
-            }),
+            (Ok(()), _) => fs::metadata(&self.path)
+                .map_err(|source| CommitError::NotDurable { source, meta: None }),
             (Err(source), meta) => Err(CommitError::NotDurable {
                 source,
                 meta: meta.and_then(Result::ok),

@@ -114,7 +114,7 @@ pub enum StoreError {
         size: u64,
         limit: u64,
     },
-    #[error("{path}: not a valid llm.json:\n{}\nhint: `wo validate {path}` lists every problem; fix them in an editor (nothing was changed)", render(.issues))]
+    #[error("{path}: not a valid llm.json:\n{}\nhint: `wo validate {path}` lists every problem; fix them in an editor (nothing was changed), or `wo init --force` keeps the file as a backup (llm.json.bak-<UTC>) and starts an empty one", render(.issues))]
     Invalid { path: PathBuf, issues: Vec<Issue> },
     #[error("{path}: {what} is {size} bytes, over the limit of {limit} bytes")]
     ContentTooLarge {
@@ -175,6 +175,13 @@ fn render(issues: &[Issue]) -> String {
 }
 
 impl StoreError {
+    /// False only when the file was changed despite the error
+    /// ([`StoreError::NotDurable`]: the new version is in place). Faces
+    /// must not say "unchanged" when this is false.
+    pub fn left_file_unchanged(&self) -> bool {
+        !matches!(self, StoreError::NotDurable { .. })
+    }
+
     /// Process exit code for this error: 2 when a write was refused or
     /// failed (nothing changed — except [`StoreError::NotDurable`], whose
     /// message says the new version is in place), 1 otherwise.
