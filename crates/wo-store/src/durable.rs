@@ -45,7 +45,7 @@ pub enum CommitError {
     /// metadata) but the directory fsync that makes it durable failed.
     NotDurable {
         source: io::Error,
-        meta: Option<fs::Metadata>,
+        meta: Option<Box<fs::Metadata>>,
     },
 }
 
@@ -107,7 +107,7 @@ impl Staged {
                 .map_err(|source| CommitError::NotDurable { source, meta: None }),
             (Err(source), meta) => Err(CommitError::NotDurable {
                 source,
-                meta: meta.and_then(Result::ok),
+                meta: meta.and_then(Result::ok).map(Box::new),
             }),
         }
     }
@@ -126,7 +126,7 @@ impl Staged {
                 .map_err(|source| CommitError::NotDurable { source, meta: None }),
             (Err(source), meta) => Err(CommitError::NotDurable {
                 source,
-                meta: meta.and_then(Result::ok),
+                meta: meta.and_then(Result::ok).map(Box::new),
             }),
         }
     }
