@@ -206,3 +206,557 @@ fn concurrent_writers_lose_no_turn() {
             .is_sorted_by(|a, b| a.order_key() <= b.order_key())
     );
 }
+
+// ---------------------------------------------------------------------------
+// Issue 10: a server, CLI writers and a plain-write editor at once.
+
+use std::collections::BTreeMap;
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::os::unix::fs::MetadataExt;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+
+/// A loopback OpenAI-compatible upstream: every answer is unique (a
+/// counter), streamed in three chunks a few milliseconds apart.
+fn fake_openai() -> u16 {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let counter = Arc::new(AtomicUsize::new(0));
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(stream) = stream else { continue };
+            let n = counter.fetch_add(1, Ordering::SeqCst);
+            std::thread::spawn(move || answer(stream, n));
+        }
+    });
+    port
+}
+
+fn answer(mut stream: TcpStream, n: usize) {
+    let mut reader = BufReader::new(stream.try_clone().unwrap());
+    let mut len = 0usize;
+    loop {
+        let mut line = String::new();
+        if reader.read_line(&mut line).unwrap_or(0) == 0 {
+            return;
+        }
+        if let Some(v) = line.to_ascii_lowercase().strip_prefix("content-length:") {
+            len = v.trim().parse().unwrap_or(0);
+        }
+        if line == "\r\n" {
+            break;
+        }
+    }
+    let mut body = vec![0; len];
+    let _ = reader.read_exact(&mut body);
+    let _ = stream.write_all(
+        b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\nconnection: close\r\n\r\n",
+    );
+    for part in [format!("Answer number {n}"), " is".into(), " here.".into()] {
+        std::thread::sleep(Duration::from_millis(15));
+        let frame = serde_json::json!({"choices":[{"index":0,"delta":{"content":part},"finish_reason":null}]});
+        let _ = stream.write_all(format!("data: {frame}\n\n").as_bytes());
+    }
+    let _ = stream.write_all(
+        b"data: {\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"stop\"}]}\n\ndata: [DONE]\n\n",
+    );
+}
+
+/// One HTTP/1.1 request to the local server; returns (status, body).
+fn http(port: u16, token: &str, method: &str, path: &str, body: &str) -> (u16, String) {
+    let mut s = TcpStream::connect(("127.0.0.1", port)).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(120))).unwrap();
+    let req = format!(
+        "{method} {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nAuthorization: Bearer {token}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    );
+    s.write_all(req.as_bytes()).unwrap();
+    let mut out = Vec::new();
+    let _ = s.read_to_end(&mut out);
+    let text = String::from_utf8_lossy(&out).into_owned();
+    let status = text
+        .split_whitespace()
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .unwrap_or(0);
+    let body = text
+        .split_once("\r\n\r\n")
+        .map_or("", |(_, b)| b)
+        .to_owned();
+    (status, body)
+}
+
+/// The value of `"key":"…"` in `text` (ids in an SSE `done` frame).
+fn json_field(text: &str, key: &str) -> Option<String> {
+    let start = text.find(&format!("\"{key}\":\""))? + key.len() + 4;
+    let end = text[start..].find('"')? + start;
+    Some(text[start..end].to_owned())
+}
+
+/// The editor's view of one save: read, change titles, and write back in
+/// place (truncate + write, no lock, no rename) — but, as a careful editor
+/// does, never over a version it did not read.
+struct Editor {
+    path: std::path::PathBuf,
+    /// The title the editor last gave each record (truth or message id).
+    expected: BTreeMap<String, String>,
+    saves_landed: usize,
+    saves_raced: usize,
+    /// A landed save missing at the editor's next read: dropped by a writer.
+    saves_lost: usize,
+}
+
+impl Editor {
+    fn step(&mut self, n: usize, targets: &[String]) {
+        let Ok(mut file) = std::fs::File::open(&self.path) else {
+            return;
+        };
+        let before = file.metadata().unwrap();
+        let mut bytes = Vec::new();
+        file.read_to_end(&mut bytes).unwrap();
+        let Ok(mut state) = wo_format::parse(&bytes) else {
+            // Our own save in progress cannot be seen here; a wo writer never
+            // leaves a partial file. Anything else is a failure.
+            panic!("the editor read an invalid file");
+        };
+        // Every save that landed is still there (or a later one of ours).
+        for (id, title) in &self.expected {
+            let now = state
+                .truth_entry(id)
+                .map(|t| t.title.clone())
+                .or_else(|| state.message(id).map(|m| m.title.clone()));
+            if now.as_deref() != Some(title.as_str()) {
+                self.saves_lost += 1;
+                eprintln!("editor save lost: {id} is {now:?}, not {title:?}");
+            }
+        }
+        let target = &targets[n % targets.len()];
+        let title = format!("edited by hand {n}");
+        if let Some(t) = state.truth.trust.iter_mut().find(|t| &t.id == target) {
+            t.title = title.clone();
+        } else if let Some(i) = state.messages().iter().position(|m| &m.id == target) {
+            state.messages_mut()[i].title = title.clone();
+        } else {
+            panic!("editor target {target} vanished");
+        }
+        let out = wo_format::to_canonical_vec(&state);
+        // Open without truncating; write only into the version read.
+        let mut w = std::fs::OpenOptions::new()
+            .write(true)
+            .open(&self.path)
+            .unwrap();
+        let m = w.metadata().unwrap();
+        if m.ino() != before.ino()
+            || m.mtime_nsec() != before.mtime_nsec()
+            || m.len() != before.len()
+        {
+            return; // changed since read: a careful editor reloads first
+        }
+        w.set_len(0).unwrap();
+        w.write_all(&out).unwrap();
+        drop(w);
+        // Did it land at the path, or in a version a writer had replaced?
+        if std::fs::metadata(&self.path).unwrap().ino() == before.ino() {
+            self.saves_landed += 1;
+            self.expected.insert(target.clone(), title);
+        } else {
+            self.saves_raced += 1;
+        }
+    }
+}
+
+#[test]
+fn a_server_cli_writers_and_an_editor_lose_nothing() {
+    let p = Project::new();
+    p.ok(&["init"]);
+    // Records the editor owns (renames, id kept), and entries the CLI edits.
+    // Dated in the past (a year before the helper's default), so every
+    // message dated in the future below was dated so by a writer.
+    let mut seed = state_with_messages("seed", -40_000_000, 6, "hand-edited messages");
+    for i in 0..4 {
+        seed.add_truth(wo_format::TruthEntry::new(
+            format!("editor entry {i}"),
+            wo_format::Timestamp::from_unix(1_760_000_000 + i),
+            0.5,
+            "<p>the editor renames me</p>",
+        ));
+        seed.add_truth(wo_format::TruthEntry::new(
+            format!("cli entry {i}"),
+            wo_format::Timestamp::from_unix(1_760_000_100 + i),
+            0.5,
+            "<p>wo truth edit changes me</p>",
+        ));
+    }
+    p.write_state("seed.json", &seed);
+    p.ok(&["import", "seed.json"]);
+    let state = p.state();
+    let mut targets: Vec<String> = state
+        .truth
+        .trust
+        .iter()
+        .filter(|t| t.title.starts_with("editor entry"))
+        .map(|t| t.id.clone())
+        .collect();
+    targets.extend(state.messages().iter().map(|m| m.id.clone()));
+    let cli_entries: Vec<String> = state
+        .truth
+        .trust
+        .iter()
+        .filter(|t| t.title.starts_with("cli entry"))
+        .map(|t| t.id.clone())
+        .collect();
+
+    let upstream = fake_openai();
+    let cfg = p.path().join("config.toml");
+    std::fs::write(
+        &cfg,
+        format!("[providers.test]\nkind = \"openai\"\nbase_url = \"http://127.0.0.1:{upstream}/v1\"\nmodel = \"m\"\napi_key = \"sk-test\"\ntimeout_secs = 30\n"),
+    )
+    .unwrap();
+    std::fs::set_permissions(&cfg, std::os::unix::fs::PermissionsExt::from_mode(0o600)).unwrap();
+
+    // The server, local mode, on the same file.
+    let port = TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let token = "concurrency-suite-token-0123456789";
+    let mut server = p
+        .cmd(&["serve", "--port", &port.to_string(), "--rate-limit", "0"])
+        .env("WO_CONFIG", &cfg)
+        .env("WO_SERVE_TOKEN", token)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let up = Instant::now();
+    while TcpStream::connect(("127.0.0.1", port)).is_err() {
+        assert!(
+            up.elapsed() < Duration::from_secs(60),
+            "server did not start"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+
+    let writers_done = Arc::new(AtomicBool::new(false));
+    let acked_messages = Arc::new(Mutex::new(Vec::<String>::new()));
+    let acked_entries = Arc::new(Mutex::new(Vec::<String>::new()));
+    let acked_prompts = Arc::new(Mutex::new(Vec::<String>::new()));
+    let acked_edits = Arc::new(Mutex::new(BTreeMap::<String, String>::new()));
+    let mut writers = Vec::new();
+
+    // The server's turns.
+    {
+        let acked = acked_messages.clone();
+        writers.push(std::thread::spawn(move || {
+            for i in 0..12 {
+                let body = serde_json::json!({"message": format!("server turn {i}"), "params": {"provider": "test"}}).to_string();
+                let (status, text) = http(port, token, "POST", "/api/chat", &body);
+                assert_eq!(status, 200, "{text}");
+                let user = json_field(&text, "user_message_id").unwrap_or_else(|| panic!("no done: {text}"));
+                let assistant = json_field(&text, "assistant_message_id").unwrap();
+                acked.lock().unwrap().extend([user, assistant]);
+            }
+        }));
+    }
+    // `wo truth add`, and `wo ask`, each in a loop.
+    for w in 0..2 {
+        let acked = acked_entries.clone();
+        let wo = common::wo_bin();
+        let dir = p.path().to_path_buf();
+        writers.push(std::thread::spawn(move || {
+            for i in 0..10 {
+                let out = std::process::Command::new(&wo)
+                    .args([
+                        "truth",
+                        "add",
+                        &format!("cli {w} {i}"),
+                        "--content",
+                        "added",
+                    ])
+                    .current_dir(&dir)
+                    .output()
+                    .unwrap();
+                assert!(
+                    out.status.success(),
+                    "{}",
+                    String::from_utf8_lossy(&out.stderr)
+                );
+                let id = String::from_utf8_lossy(&out.stdout)
+                    .trim()
+                    .strip_prefix("added ")
+                    .unwrap()
+                    .to_owned();
+                acked.lock().unwrap().push(id);
+            }
+        }));
+    }
+    for w in 0..2 {
+        let acked = acked_prompts.clone();
+        let wo = common::wo_bin();
+        let dir = p.path().to_path_buf();
+        let cfg = cfg.clone();
+        writers.push(std::thread::spawn(move || {
+            for i in 0..6 {
+                let prompt = format!("ask {w} {i}");
+                let out = std::process::Command::new(&wo)
+                    .args(["ask", "--provider", "test", &prompt])
+                    .env("WO_CONFIG", &cfg)
+                    .current_dir(&dir)
+                    .stdin(Stdio::null())
+                    .output()
+                    .unwrap();
+                assert!(
+                    out.status.success(),
+                    "{}",
+                    String::from_utf8_lossy(&out.stderr)
+                );
+                acked.lock().unwrap().push(prompt);
+            }
+        }));
+    }
+    // `wo truth edit` on the CLI's own entries.
+    {
+        let acked = acked_edits.clone();
+        let wo = common::wo_bin();
+        let dir = p.path().to_path_buf();
+        let entries = cli_entries.clone();
+        writers.push(std::thread::spawn(move || {
+            for i in 0..12 {
+                let id = &entries[i % entries.len()];
+                let content = format!("edit {i}");
+                let out = std::process::Command::new(&wo)
+                    .args(["truth", "edit", id, "--content", &content])
+                    .current_dir(&dir)
+                    .output()
+                    .unwrap();
+                assert!(
+                    out.status.success(),
+                    "{}",
+                    String::from_utf8_lossy(&out.stderr)
+                );
+                acked.lock().unwrap().insert(id.clone(), content);
+            }
+        }));
+    }
+    // The editor, until every writer is done.
+    let editor = {
+        let done = writers_done.clone();
+        let path = p.state_path();
+        let targets = targets.clone();
+        std::thread::spawn(move || {
+            let mut ed = Editor {
+                path,
+                expected: BTreeMap::new(),
+                saves_landed: 0,
+                saves_raced: 0,
+                saves_lost: 0,
+            };
+            let mut n = 0;
+            while !done.load(Ordering::SeqCst) {
+                ed.step(n, &targets);
+                n += 1;
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            ed
+        })
+    };
+    for w in writers {
+        w.join().unwrap();
+    }
+    writers_done.store(true, Ordering::SeqCst);
+    let ed = editor.join().unwrap();
+    // The server's next turn after the editor stopped must keep its edits.
+    let (status, text) = http(
+        port,
+        token,
+        "POST",
+        "/api/chat",
+        &serde_json::json!({"message": "last turn", "params": {"provider": "test"}}).to_string(),
+    );
+    assert_eq!(status, 200, "{text}");
+    let _ = server.kill();
+    let _ = server.wait();
+
+    let bytes = std::fs::read(p.state_path()).unwrap();
+    let state = wo_format::parse(&bytes).expect("the file parses");
+    let mut acked_lost = 0;
+    for id in acked_messages.lock().unwrap().iter() {
+        if state.message(id).is_none() {
+            eprintln!("lost server message {id}");
+            acked_lost += 1;
+        }
+    }
+    for id in acked_entries.lock().unwrap().iter() {
+        if state.truth_entry(id).is_none() {
+            eprintln!("lost truth entry {id}");
+            acked_lost += 1;
+        }
+    }
+    for prompt in acked_prompts.lock().unwrap().iter() {
+        if !state
+            .messages()
+            .iter()
+            .any(|m| m.content.contains(prompt.as_str()))
+        {
+            eprintln!("lost ask {prompt:?}");
+            acked_lost += 1;
+        }
+    }
+    for (id, content) in acked_edits.lock().unwrap().iter() {
+        let now = state.truth_entry(id).map(|t| t.content.clone());
+        if !now.as_deref().is_some_and(|c| c.contains(content.as_str())) {
+            eprintln!("lost truth edit of {id}: {now:?}, not {content:?}");
+            acked_lost += 1;
+        }
+    }
+    let mut reverted = 0;
+    for (id, title) in &ed.expected {
+        let now = state
+            .truth_entry(id)
+            .map(|t| t.title.clone())
+            .or_else(|| state.message(id).map(|m| m.title.clone()));
+        if now.as_deref() != Some(title.as_str()) {
+            eprintln!("hand edit reverted: {id} is {now:?}, not {title:?}");
+            reverted += 1;
+        }
+    }
+    let horizon = wo_format::Timestamp::from_unix(wo_format::Timestamp::now().unix_seconds() + 60);
+    let future = state
+        .messages()
+        .iter()
+        .filter(|m| m.timestamp > horizon)
+        .count();
+    eprintln!(
+        "concurrency suite: {} acked server messages, {} truth adds, {} asks, {} truth edits; editor: {} saves landed, {} raced a rename (not counted), renames held: {}\n\
+         acked writes lost: {acked_lost}\nhand edits reverted: {reverted}\neditor saves lost: {}\nmessages dated in the future: {future}",
+        acked_messages.lock().unwrap().len(),
+        acked_entries.lock().unwrap().len(),
+        acked_prompts.lock().unwrap().len(),
+        acked_edits.lock().unwrap().len(),
+        ed.saves_landed,
+        ed.saves_raced,
+        ed.expected.len(),
+        ed.saves_lost,
+    );
+    assert!(ed.saves_landed > 0, "the editor never saved");
+    assert_eq!(acked_lost, 0, "acked writes lost");
+    assert_eq!(reverted, 0, "hand edits reverted");
+    assert_eq!(ed.saves_lost, 0, "editor saves lost");
+    assert_eq!(future, 0, "messages dated in the future");
+}
+
+/// Issue 10.6: `wo log` never waits for a writer; a writer gives up after
+/// WO_LOCK_TIMEOUT, naming the holder's pid, exit 2, file unchanged.
+#[test]
+fn readers_never_wait_and_writers_time_out_with_exit_2() {
+    let p = Project::new();
+    p.ok(&["init"]);
+    p.ok(&["truth", "add", "one", "--content", "x"]);
+    let before = std::fs::read(p.state_path()).unwrap();
+    let lock = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(p.path().join("llm.json.lock"))
+        .unwrap();
+    {
+        use std::os::unix::fs::FileExt;
+        lock.write_all_at(b"00000000000000000009\n     31337\n", 0)
+            .unwrap();
+    }
+    lock.lock().unwrap();
+    let log = p.run(&["truth", "list"]);
+    assert_eq!(log.code, 0, "{}", log.stderr);
+    assert!(log.stdout.contains("one"));
+    let r = common::to_run(
+        p.cmd(&["truth", "add", "two", "--content", "y"])
+            .env("WO_LOCK_TIMEOUT", "1.5")
+            .output()
+            .unwrap(),
+    );
+    assert_eq!(r.code, 2, "{}", r.stderr);
+    assert!(r.stderr.contains("31337"), "{}", r.stderr);
+    assert!(r.stderr.contains("nothing was changed"), "{}", r.stderr);
+    assert_eq!(std::fs::read(p.state_path()).unwrap(), before);
+    lock.unlock().unwrap();
+    p.ok(&["truth", "add", "two", "--content", "y"]);
+}
+
+/// Issue 10.11: `wo init --force` on a full disk (a file-size limit here)
+/// leaves no partial backup, exits 2, and changes nothing.
+#[test]
+fn init_force_on_a_full_disk_leaves_no_partial_backup() {
+    use std::os::unix::process::CommandExt;
+    let p = Project::new();
+    let junk = vec![b'{'; 200_000];
+    std::fs::write(p.state_path(), &junk).unwrap();
+    let mut cmd = p.cmd(&["init", "--force"]);
+    // SAFETY: only async-signal-safe calls between fork and exec.
+    unsafe {
+        cmd.pre_exec(|| {
+            let lim = libc::rlimit {
+                rlim_cur: 64 * 1024,
+                rlim_max: 64 * 1024,
+            };
+            libc::setrlimit(libc::RLIMIT_FSIZE, &lim);
+            libc::signal(libc::SIGXFSZ, libc::SIG_IGN);
+            Ok(())
+        });
+    }
+    let r = common::to_run(cmd.output().unwrap());
+    assert_eq!(r.code, 2, "{}{}", r.stdout, r.stderr);
+    assert!(r.stderr.contains("nothing was changed"), "{}", r.stderr);
+    assert_eq!(std::fs::read(p.state_path()).unwrap(), junk);
+    let names: Vec<String> = std::fs::read_dir(p.path())
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect();
+    assert!(
+        names.iter().all(|n| !n.contains(".bak")),
+        "a partial backup was left: {names:?}"
+    );
+    // With room, it works and the backup is whole.
+    let out = p.ok(&["init", "--force"]);
+    assert!(out.contains("backed it up"), "{out}");
+    let backup = std::fs::read_dir(p.path())
+        .unwrap()
+        .flatten()
+        .find(|e| e.file_name().to_string_lossy().contains(".bak-"))
+        .unwrap();
+    assert_eq!(std::fs::read(backup.path()).unwrap(), junk);
+}
+
+/// Issue 10.10: eight first-run `wo ask` at once in a directory without
+/// llm.json all succeed, on one file.
+#[test]
+fn eight_first_runs_at_once_all_succeed() {
+    let p = Project::new();
+    let upstream = fake_openai();
+    let cfg = p.path().join("config.toml");
+    std::fs::write(
+        &cfg,
+        format!("[providers.test]\nkind = \"openai\"\nbase_url = \"http://127.0.0.1:{upstream}/v1\"\nmodel = \"m\"\napi_key = \"sk-test\"\ntimeout_secs = 30\n"),
+    )
+    .unwrap();
+    std::fs::set_permissions(&cfg, std::os::unix::fs::PermissionsExt::from_mode(0o600)).unwrap();
+    let children: Vec<_> = (0..8)
+        .map(|i| {
+            p.cmd(&["ask", "--provider", "test", &format!("first run {i}")])
+                .env("WO_CONFIG", &cfg)
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    for c in children {
+        let out = c.wait_with_output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "{err}");
+        assert!(!err.contains("--force"), "{err}");
+    }
+    assert_eq!(p.state().messages().len(), 16);
+}

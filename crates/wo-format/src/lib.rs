@@ -7,6 +7,7 @@
 pub mod codec;
 pub mod ids;
 pub mod merge;
+pub mod merge3;
 pub mod model;
 pub mod query;
 pub mod timestamp;

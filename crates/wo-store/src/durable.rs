@@ -12,8 +12,47 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 /// Replaces `path` with `chunks` (written in order) atomically and durably.
 /// Keeps the permissions of an existing file; new files are 0600. On error
-/// the original is untouched and the temp file removed.
+/// the original is untouched and the temp file removed — except when the
+/// rename succeeded and only the directory fsync failed, which the error's
+/// text says (use [`stage`] and [`Staged::commit`] to tell the two apart).
 pub fn write_atomic(path: &Path, chunks: &[&[u8]]) -> io::Result<fs::Metadata> {
+    match stage(path, chunks)?.commit() {
+        Ok(meta) => Ok(meta),
+        Err(CommitError::NotReplaced(e)) => Err(e),
+        Err(CommitError::NotDurable { source, .. }) => Err(io::Error::new(
+            source.kind(),
+            format!("the new version is in place but not confirmed durable: {source}"),
+        )),
+    }
+}
+
+/// A new version of a file, written and fsynced to a temp file beside it,
+/// not yet in place. Dropping it removes the temp file.
+#[derive(Debug)]
+pub struct Staged {
+    file: Option<File>,
+    tmp: PathBuf,
+    path: PathBuf,
+    dir: PathBuf,
+}
+
+/// Why [`Staged::commit`] failed.
+#[derive(Debug)]
+pub enum CommitError {
+    /// The rename failed: the file at the path is what it was.
+    NotReplaced(io::Error),
+    /// The rename succeeded (the new version is in place, `meta` is its
+    /// metadata) but the directory fsync that makes it durable failed.
+    NotDurable {
+        source: io::Error,
+        meta: Option<Box<fs::Metadata>>,
+    },
+}
+
+/// Writes `chunks` to a temp file beside `path` (same directory, so the
+/// rename is atomic), with the permissions of the existing file (0600 for a
+/// new one), and fsyncs it.
+pub fn stage(path: &Path, chunks: &[&[u8]]) -> io::Result<Staged> {
     static COUNTER: AtomicU64 = AtomicU64::new(0);
     let dir = parent_dir(path);
     let name = path.file_name().ok_or_else(|| {
@@ -29,27 +68,76 @@ pub fn write_atomic(path: &Path, chunks: &[&[u8]]) -> io::Result<fs::Metadata> {
         std::process::id(),
         COUNTER.fetch_add(1, Ordering::Relaxed)
     ));
-    let result = (|| {
-        let mut file = OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .mode(mode)
-            .open(&tmp)?;
-        // The umask may have narrowed the mode; restore the original exactly.
-        file.set_permissions(fs::Permissions::from_mode(mode))?;
-        for chunk in chunks {
-            file.write_all(chunk)?;
-        }
-        file.sync_all()?;
-        drop(file);
-        fs::rename(&tmp, path)?;
-        sync_dir(&dir)?;
-        fs::metadata(path)
-    })();
-    if result.is_err() {
-        let _ = fs::remove_file(&tmp);
+    let mut staged = Staged {
+        file: None,
+        tmp,
+        path: path.to_path_buf(),
+        dir,
+    };
+    let mut file = OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(mode)
+        .custom_flags(libc::O_NOFOLLOW)
+        .open(&staged.tmp)?;
+    staged.file = Some(file.try_clone()?);
+    // The umask may have narrowed the mode; restore the original exactly.
+    file.set_permissions(fs::Permissions::from_mode(mode))?;
+    for chunk in chunks {
+        file.write_all(chunk)?;
     }
-    result
+    file.sync_all()?;
+    Ok(staged)
+}
+
+impl Staged {
+    /// Renames the temp file over the path and fsyncs the directory.
+    /// Returns the metadata of the new version (taken from the file written,
+    /// so a change someone makes right after the rename is not mistaken for
+    /// ours).
+    pub fn commit(mut self) -> Result<fs::Metadata, CommitError> {
+        fs::rename(&self.tmp, &self.path).map_err(CommitError::NotReplaced)?;
+        let file = self.file.take();
+        self.tmp = PathBuf::new();
+        let meta = file.as_ref().map(File::metadata);
+        let synced = sync_dir(&self.dir);
+        match (synced, meta) {
+            (Ok(()), Some(Ok(meta))) => Ok(meta),
+            (Ok(()), _) => fs::metadata(&self.path)
+                .map_err(|source| CommitError::NotDurable { source, meta: None }),
+            (Err(source), meta) => Err(CommitError::NotDurable {
+                source,
+                meta: meta.and_then(Result::ok).map(Box::new),
+            }),
+        }
+    }
+
+    /// Puts the new version in place only if nothing is at the path yet
+    /// (a hard link fails when the name exists, so two creators cannot both
+    /// win), then fsyncs the directory.
+    pub fn commit_new(mut self) -> Result<fs::Metadata, CommitError> {
+        fs::hard_link(&self.tmp, &self.path).map_err(CommitError::NotReplaced)?;
+        let _ = fs::remove_file(&self.tmp);
+        self.tmp = PathBuf::new();
+        let meta = self.file.take().map(|f| f.metadata());
+        match (sync_dir(&self.dir), meta) {
+            (Ok(()), Some(Ok(meta))) => Ok(meta),
+            (Ok(()), _) => fs::metadata(&self.path)
+                .map_err(|source| CommitError::NotDurable { source, meta: None }),
+            (Err(source), meta) => Err(CommitError::NotDurable {
+                source,
+                meta: meta.and_then(Result::ok).map(Box::new),
+            }),
+        }
+    }
+}
+
+impl Drop for Staged {
+    fn drop(&mut self) {
+        if !self.tmp.as_os_str().is_empty() {
+            let _ = fs::remove_file(&self.tmp);
+        }
+    }
 }
 
 /// Removes temp files a killed writer of `path` left behind. Call only while
@@ -76,15 +164,34 @@ pub fn parent_dir(path: &Path) -> PathBuf {
     }
 }
 
+#[cfg(test)]
+thread_local! {
+    /// Test hook: the next directory fsyncs on this thread fail.
+    pub(crate) static FAIL_DIR_SYNC: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
 /// fsyncs a directory so a rename in it is durable.
 pub fn sync_dir(dir: &Path) -> io::Result<()> {
+    #[cfg(test)]
+    if FAIL_DIR_SYNC.with(std::cell::Cell::get) {
+        return Err(io::Error::other("injected directory fsync failure"));
+    }
     File::open(dir)?.sync_all()
 }
 
 /// Copies the bytes of an invalid state file to `<name>.bak-<UTC>` beside it
 /// (never overwriting an earlier backup) and returns the backup's path.
-pub fn backup_invalid(path: &Path) -> io::Result<PathBuf> {
-    let bytes = fs::read(path)?;
+///
+/// The copy is complete and durable before it gets its name: it is written
+/// to a temp file and fsynced, then hard-linked to the backup name (which
+/// fails rather than replace an existing backup). On any failure (a full
+/// disk) no backup name exists and the error says nothing was changed.
+pub fn backup_invalid(path: &Path) -> Result<PathBuf, crate::StoreError> {
+    let fail = |source: io::Error| crate::StoreError::Backup {
+        path: path.to_path_buf(),
+        source,
+    };
+    let bytes = fs::read(path).map_err(fail)?;
     let now = time::OffsetDateTime::now_utc();
     let stamp = format!(
         "{:04}{:02}{:02}T{:02}{:02}{:02}Z",
@@ -100,6 +207,7 @@ pub fn backup_invalid(path: &Path) -> io::Result<PathBuf> {
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_default();
     let dir = parent_dir(path);
+    let staged = stage(&dir.join(format!("{name}.bak")), &[&bytes]).map_err(fail)?;
     for attempt in 0u32.. {
         let suffix = if attempt == 0 {
             String::new()
@@ -107,20 +215,14 @@ pub fn backup_invalid(path: &Path) -> io::Result<PathBuf> {
             format!("-{attempt}")
         };
         let backup = dir.join(format!("{name}.bak-{stamp}{suffix}"));
-        match OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .mode(0o600)
-            .open(&backup)
-        {
-            Ok(mut f) => {
-                f.write_all(&bytes)?;
-                f.sync_all()?;
-                sync_dir(&dir)?;
+        match fs::hard_link(&staged.tmp, &backup) {
+            Ok(()) => {
+                drop(staged);
+                sync_dir(&dir).map_err(fail)?;
                 return Ok(backup);
             }
             Err(e) if e.kind() == io::ErrorKind::AlreadyExists => continue,
-            Err(e) => return Err(e),
+            Err(e) => return Err(fail(e)),
         }
     }
     unreachable!("u32 attempts exhausted")

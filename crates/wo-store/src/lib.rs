@@ -1,9 +1,12 @@
 //! The durable store for one `llm.json` (SPEC §2, §3 startup merge).
 //!
-//! * [`Store`] owns one state file: it loads it, and writes it atomically
-//!   (temp file → fsync → rename → fsync directory) under an advisory lock
-//!   (`llm.json.lock`). If the file changed since it was loaded, it re-reads
-//!   and merges before writing, so two CLI runs and a server lose nothing.
+//! * [`Store`] owns one state file: it loads it (never waiting for a
+//!   writer), and writes it atomically (temp file → fsync → rename → fsync
+//!   directory) under an advisory lock (`llm.json.lock`, waited for at most
+//!   `WO_LOCK_TIMEOUT` seconds). A writer writes only its own changes: if
+//!   the file changed since it was read — by `wo`, a server or an editor —
+//!   it re-reads it and applies only what it changed since then (a
+//!   three-way merge), and it looks again right before the rename.
 //! * Invalid files are never overwritten: [`backup_invalid`] copies them to
 //!   `llm.json.bak-<UTC>` before anyone starts fresh.
 //! * [`exports`] finds `llm_*.json` exports beside the state file, merges them
@@ -14,6 +17,8 @@ pub mod durable;
 pub mod exports;
 mod store;
 
-pub use discover::{STATE_FILE_NAME, discover_state_path};
+pub use discover::{STATE_FILE_NAME, discover_state, discover_state_path};
 pub use durable::{backup_invalid, write_atomic};
-pub use store::{Limits, OpenOptions, SaveOutcome, Store, StoreError};
+pub use store::{
+    LOCK_TIMEOUT_ENV, Limits, MAX_MESSAGE_BYTES_ENV, OpenOptions, SaveOutcome, Store, StoreError,
+};

@@ -6,18 +6,31 @@ use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use wo_format::merge::merge_into;
+use wo_format::merge3::{Baseline, merge3};
 use wo_format::validate::Issue;
-use wo_format::{MessageCache, RetrievalPrefs, State, Timestamp};
+use wo_format::{MessageCache, State, Timestamp};
 
-use crate::durable;
+use crate::durable::{self, CommitError};
+
+/// Environment variable: seconds a writer waits for another's lock
+/// (default 30; `0` gives up at once).
+pub const LOCK_TIMEOUT_ENV: &str = "WO_LOCK_TIMEOUT";
+/// Environment variable: the largest message or truth entry content, in
+/// bytes (default 1 MiB).
+pub const MAX_MESSAGE_BYTES_ENV: &str = "WO_MAX_MESSAGE_BYTES";
+/// How often a writer re-merges because the file changed between its
+/// re-read and its rename, before it gives up with nothing written.
+const MAX_WRITE_ATTEMPTS: u32 = 8;
 
 /// Size limits with clear errors (SPEC §2).
 #[derive(Clone, Debug)]
 pub struct Limits {
     /// Largest state file read or written (default 256 MiB).
     pub max_state_bytes: u64,
-    /// Largest XHTML content of one message or truth entry (default 1 MiB).
+    /// Largest XHTML content of one message or truth entry (default 1 MiB,
+    /// or `WO_MAX_MESSAGE_BYTES`). Checked for what a process adds or
+    /// changes, before it is written; faces should also check raw input
+    /// with [`Limits::check_message`] before converting it.
     pub max_message_bytes: usize,
     /// Largest `context` (default 64 KiB; the SPEC's target is under 8 KB).
     pub max_context_bytes: usize,
@@ -27,9 +40,28 @@ impl Default for Limits {
     fn default() -> Self {
         Limits {
             max_state_bytes: 256 * 1024 * 1024,
-            max_message_bytes: 1024 * 1024,
+            max_message_bytes: std::env::var(MAX_MESSAGE_BYTES_ENV)
+                .ok()
+                .and_then(|v| v.trim().parse().ok())
+                .unwrap_or(1024 * 1024),
             max_context_bytes: 64 * 1024,
         }
+    }
+}
+
+impl Limits {
+    /// Checks the size of one message's or entry's content (`what` names it,
+    /// e.g. a JSON pointer or a flag) against [`Limits::max_message_bytes`].
+    pub fn check_message(&self, path: &Path, what: &str, size: usize) -> Result<(), StoreError> {
+        if size > self.max_message_bytes {
+            return Err(StoreError::ContentTooLarge {
+                path: path.to_path_buf(),
+                what: what.to_owned(),
+                size,
+                limit: self.max_message_bytes,
+            });
+        }
+        Ok(())
     }
 }
 
@@ -41,9 +73,23 @@ pub struct OpenOptions {
     /// Create the file with defaults if it does not exist.
     pub create_if_missing: bool,
     pub limits: Limits,
-    /// How long to wait for another process's lock before giving up
-    /// (default 30 s).
+    /// How long a writer waits for another process's lock before giving up
+    /// with nothing changed (default: `WO_LOCK_TIMEOUT` seconds, else 30 s).
+    /// Readers never wait.
     pub lock_timeout: Option<Duration>,
+}
+
+impl OpenOptions {
+    /// The lock timeout in effect.
+    pub fn effective_lock_timeout(&self) -> Duration {
+        self.lock_timeout.unwrap_or_else(|| {
+            std::env::var(LOCK_TIMEOUT_ENV)
+                .ok()
+                .and_then(|v| v.trim().parse::<f64>().ok())
+                .filter(|s| s.is_finite() && *s >= 0.0)
+                .map_or(Duration::from_secs(30), Duration::from_secs_f64)
+        })
+    }
 }
 
 /// Everything that can go wrong with a state file. Every variant names the
@@ -68,7 +114,7 @@ pub enum StoreError {
         size: u64,
         limit: u64,
     },
-    #[error("{path}: not a valid llm.json:\n{}\nhint: `wo validate {path}` lists every problem; `wo init --force` backs the file up and starts fresh", render(.issues))]
+    #[error("{path}: not a valid llm.json:\n{}\nhint: `wo validate {path}` lists every problem; fix them in an editor (nothing was changed), or `wo init --force` keeps the file as a backup (llm.json.bak-<UTC>) and starts an empty one", render(.issues))]
     Invalid { path: PathBuf, issues: Vec<Issue> },
     #[error("{path}: {what} is {size} bytes, over the limit of {limit} bytes")]
     ContentTooLarge {
@@ -80,19 +126,44 @@ pub enum StoreError {
     #[error("{path}: cannot read: {source}")]
     Read { path: PathBuf, source: io::Error },
     #[error(
-        "{path}: timed out after {waited:?} waiting for the lock held by another process ({lock})"
+        "{path}: gave up after {:.1} s waiting for the lock {lock} held by {}; nothing was changed\nhint: try again when it is done, or wait longer with {LOCK_TIMEOUT_ENV}=SECONDS", .waited.as_secs_f64(), holder_text(*.holder)
     )]
     LockTimeout {
         path: PathBuf,
         lock: PathBuf,
         waited: Duration,
+        /// The process id recorded by the holder, when known.
+        holder: Option<u32>,
     },
+    #[error(
+        "{lock}: is a symbolic link or not a regular file; refusing to use it as the lock of {path} (nothing was changed)\nhint: remove {lock}; wo creates its lock file itself"
+    )]
+    BadLock { path: PathBuf, lock: PathBuf },
     #[error("{path}: cannot write, the file is unchanged: {source}")]
     Write { path: PathBuf, source: io::Error },
     #[error(
-        "{path}: already exists\nhint: use it as is, or `wo init --force` to back it up and start fresh"
+        "{path}: the new version was written and is in place, but not confirmed durable ({source}); it may not survive a power loss or crash of the machine"
     )]
+    NotDurable { path: PathBuf, source: io::Error },
+    #[error(
+        "{path}: kept changing while being written ({attempts} attempts; is an editor saving it repeatedly?); nothing was written"
+    )]
+    Busy { path: PathBuf, attempts: u32 },
+    #[error("{path}: cannot back it up, nothing was changed: {source}")]
+    Backup { path: PathBuf, source: io::Error },
+    #[error("{path}: already exists\nhint: use it as is; `wo context edit` changes its context")]
     Exists { path: PathBuf },
+    #[error(
+        "{path}: found in a parent directory but owned by user {owner}, not by you; refusing to use it\nhint: pass --state {path} to use it anyway, or run `wo init` here for your own"
+    )]
+    ForeignOwner { path: PathBuf, owner: u32 },
+}
+
+fn holder_text(pid: Option<u32>) -> String {
+    match pid {
+        Some(pid) => format!("process {pid}"),
+        None => "another process".to_owned(),
+    }
 }
 
 fn render(issues: &[Issue]) -> String {
@@ -104,10 +175,24 @@ fn render(issues: &[Issue]) -> String {
 }
 
 impl StoreError {
-    /// Process exit code for this error: 2 for write failures, 1 otherwise.
+    /// False only when the file was changed despite the error
+    /// ([`StoreError::NotDurable`]: the new version is in place). Faces
+    /// must not say "unchanged" when this is false.
+    pub fn left_file_unchanged(&self) -> bool {
+        !matches!(self, StoreError::NotDurable { .. })
+    }
+
+    /// Process exit code for this error: 2 when a write was refused or
+    /// failed (nothing changed — except [`StoreError::NotDurable`], whose
+    /// message says the new version is in place), 1 otherwise.
     pub fn exit_code(&self) -> u8 {
         match self {
-            StoreError::Write { .. } => 2,
+            StoreError::Write { .. }
+            | StoreError::NotDurable { .. }
+            | StoreError::LockTimeout { .. }
+            | StoreError::BadLock { .. }
+            | StoreError::Busy { .. }
+            | StoreError::Backup { .. } => 2,
             _ => 1,
         }
     }
@@ -156,24 +241,13 @@ pub struct SaveOutcome {
     pub bytes: u64,
 }
 
-/// Shared fields of the state as last loaded or saved, to tell which of them
-/// this process changed when an outside change must be merged.
-#[derive(Clone, Debug)]
-struct Baseline {
-    context: String,
-    retrieval_prefs: RetrievalPrefs,
-}
-
-impl Baseline {
-    fn of(s: &State) -> Self {
-        Baseline {
-            context: s.context.clone(),
-            retrieval_prefs: s.truth.retrieval_prefs.clone(),
-        }
-    }
-}
-
 /// One state file, loaded.
+///
+/// Writing follows one rule: **a writer writes only its own changes.** The
+/// store remembers what it last read or wrote (the base) and, when the file
+/// changed meanwhile, applies only what this process changed since the base
+/// onto the file as it is now ([`wo_format::merge3`]); hand edits and
+/// deletions made meanwhile are kept.
 #[derive(Debug)]
 pub struct Store {
     path: PathBuf,
@@ -181,13 +255,24 @@ pub struct Store {
     opts: OpenOptions,
     state: State,
     cache: MessageCache,
-    /// The on-disk version `state` was read from or last written as.
+    /// The on-disk version the base was read from or written as.
     stamp: Option<Stamp>,
-    baseline: Baseline,
+    /// What this process last read or wrote. `None` while `state` is
+    /// exactly that (nothing changed since), so read-only use and one-shot
+    /// writers never pay for it.
+    base: Option<Baseline>,
+    /// Leading messages of `state` unchanged since the base, as far as
+    /// [`State::clean_prefix`] showed before something else (the cache
+    /// warm-up) reset it; `usize::MAX`: no such reset.
+    unchanged: usize,
 }
 
 /// Held while a read-modify-write is in progress; dropping it unlocks.
 struct LockGuard(File);
+
+/// Lock file layout: the generation (20 digits) and a newline, then the pid
+/// of the last process to take the lock (10 characters) and a newline.
+const PID_OFFSET: u64 = 21;
 
 impl LockGuard {
     fn generation(&self) -> u64 {
@@ -202,6 +287,14 @@ impl LockGuard {
             .0
             .write_all_at(format!("{generation:020}\n").as_bytes(), 0);
     }
+
+    /// Records who holds the lock, for the message of a writer waiting.
+    fn set_holder(&self) {
+        use std::os::unix::fs::FileExt;
+        let gen_line = format!("{:020}\n", self.generation());
+        let line = format!("{gen_line}{:>10}\n", std::process::id());
+        let _ = self.0.write_all_at(line.as_bytes(), 0);
+    }
 }
 
 fn parse_generation(file: &File) -> u64 {
@@ -214,6 +307,13 @@ fn parse_generation(file: &File) -> u64 {
         .unwrap_or(0)
 }
 
+fn parse_holder(file: &File) -> Option<u32> {
+    use std::os::unix::fs::FileExt;
+    let mut buf = [0u8; 11];
+    let n = file.read_at(&mut buf, PID_OFFSET).ok()?;
+    std::str::from_utf8(&buf[..n]).ok()?.trim().parse().ok()
+}
+
 impl Drop for LockGuard {
     fn drop(&mut self) {
         let _ = self.0.unlock();
@@ -221,39 +321,58 @@ impl Drop for LockGuard {
 }
 
 impl Store {
-    /// Opens (and validates) the state file at `path`.
+    /// Opens (and validates) the state file at `path`. Never waits for a
+    /// writer: it reads the last committed version (writers replace the
+    /// file by rename, so one open file is always one whole version).
     pub fn open(path: impl AsRef<Path>, opts: OpenOptions) -> Result<Store, StoreError> {
         let path = resolve_allowed_symlink(path.as_ref(), &opts)?;
-        let lock_path = lock_path_for(&path);
-        match read_state(&path, Some(&lock_path), &opts)? {
-            Some((state, stamp)) => Ok(Store {
-                baseline: Baseline::of(&state),
-                path,
-                lock_path,
-                opts,
-                state,
-                cache: MessageCache::default(),
-                stamp: Some(stamp),
-            }),
+        match read_state(&path, &opts)? {
+            Some((state, stamp)) => Ok(Store::loaded(path, opts, state, stamp)),
             None if opts.create_if_missing => {
                 let mut store = Store::unsaved(path, State::new(Timestamp::now()), opts);
-                store.create_file()?;
+                // Under the lock: another first run may have created it
+                // meanwhile, and then it is simply opened.
+                let lock = store.lock()?;
+                if let Some((state, stamp)) = read_state(&store.path, &store.opts)? {
+                    drop(lock);
+                    let Store { path, opts, .. } = store;
+                    return Ok(Store::loaded(path, opts, state, stamp));
+                }
+                store.write_locked(&lock)?;
                 Ok(store)
             }
             None => Err(StoreError::NotFound { path }),
         }
     }
 
-    /// A store for `state` that has not been written to `path` yet.
-    fn unsaved(path: PathBuf, state: State, opts: OpenOptions) -> Store {
+    fn loaded(path: PathBuf, opts: OpenOptions, mut state: State, stamp: Stamp) -> Store {
+        // Every message is the base's own: start the unchanged prefix there.
+        state.mark_saved();
         Store {
             lock_path: lock_path_for(&path),
-            baseline: Baseline::of(&state),
+            path,
+            opts,
+            state,
+            cache: MessageCache::default(),
+            stamp: Some(stamp),
+            base: None,
+            unchanged: usize::MAX,
+        }
+    }
+
+    /// A store for `state` that has not been written to `path` yet: its
+    /// base is an empty file, so everything in it counts as its own.
+    fn unsaved(path: PathBuf, state: State, opts: OpenOptions) -> Store {
+        let empty = Baseline::of(&State::new(state.date.clone()));
+        Store {
+            lock_path: lock_path_for(&path),
             path,
             opts,
             state,
             cache: MessageCache::default(),
             stamp: None,
+            base: Some(empty),
+            unchanged: 0,
         }
     }
 
@@ -268,7 +387,12 @@ impl Store {
             return Err(StoreError::Exists { path });
         }
         let mut store = Store::unsaved(path, state, opts);
-        store.create_file()?;
+        let lock = store.lock()?;
+        if store.path.symlink_metadata().is_ok() {
+            return Err(StoreError::Exists { path: store.path });
+        }
+        store.write_locked(&lock)?;
+        drop(lock);
         Ok(store)
     }
 
@@ -285,20 +409,12 @@ impl Store {
         }
         let mut store = Store::unsaved(path, state, opts);
         let lock = store.lock()?;
+        // Replace exactly the version that was backed up; if it changes
+        // meanwhile the re-read below fails on it or merges it.
+        store.stamp = store.current_stamp()?;
         store.write_locked(&lock)?;
         drop(lock);
         Ok(store)
-    }
-
-    fn create_file(&mut self) -> Result<(), StoreError> {
-        let lock = self.lock()?;
-        if self.path.symlink_metadata().is_ok() {
-            return Err(StoreError::Exists {
-                path: self.path.clone(),
-            });
-        }
-        self.write_locked(&lock)?;
-        Ok(())
     }
 
     pub fn path(&self) -> &Path {
@@ -310,8 +426,14 @@ impl Store {
     }
 
     /// Changes made here are written by the next [`Store::save`]; if the file
-    /// changed meanwhile, they are merged into the new version (SPEC §3).
+    /// changed meanwhile, only these changes are applied to the new version
+    /// (SPEC §3).
     pub fn state_mut(&mut self) -> &mut State {
+        // Changes may now wait for a later save, while anything can happen
+        // to the file: remember the base exactly (fingerprints).
+        if self.base.is_none() {
+            self.base = Some(Baseline::of(&self.state));
+        }
         &mut self.state
     }
 
@@ -327,55 +449,66 @@ impl Store {
             return;
         }
         let _ = wo_format::canonical_parts(&self.state, &mut self.cache);
+        // Sealing resets the state's unchanged prefix, which also tells
+        // which messages are this process's changes: keep that here.
+        self.unchanged = self.unchanged.min(self.state.clean_prefix());
         let token = self.state.mark_saved();
         self.cache.seal(token);
     }
 
-    /// Re-reads the file if it changed on disk since it was loaded or saved,
-    /// merging in any unsaved changes. Returns whether it changed.
-    pub fn refresh(&mut self) -> Result<bool, StoreError> {
-        self.refresh_inner(false)
+    /// Leading messages of the state unchanged since the base.
+    fn unchanged_prefix(&self) -> usize {
+        self.unchanged.min(self.state.clean_prefix())
     }
 
-    /// `holding_lock`: the caller holds the exclusive lock, so reading must
-    /// not ask for a shared one (flock locks of two descriptors conflict even
-    /// within one process).
-    fn refresh_inner(&mut self, holding_lock: bool) -> Result<bool, StoreError> {
-        let generation = current_generation(&self.lock_path);
-        let current = match fs::symlink_metadata(&self.path) {
-            Ok(m) => Some(Stamp::of(&m, generation)),
-            Err(e) if e.kind() == io::ErrorKind::NotFound => None,
-            Err(e) => {
-                return Err(StoreError::Read {
-                    path: self.path.clone(),
-                    source: e,
-                });
-            }
-        };
+    /// Re-reads the file if it changed on disk since it was loaded or saved,
+    /// applying this process's unsaved changes to the new version. Returns
+    /// whether it changed.
+    pub fn refresh(&mut self) -> Result<bool, StoreError> {
+        let current = self.current_stamp()?;
         if current == self.stamp || current.is_none() {
             // Unchanged, or deleted under us: our copy is all there is, and
             // the next save puts it back.
             return Ok(false);
         }
-        let shared_lock = (!holding_lock).then_some(self.lock_path.as_path());
-        let Some((mut disk, stamp)) = read_state(&self.path, shared_lock, &self.opts)? else {
+        let Some((disk, stamp)) = read_state(&self.path, &self.opts)? else {
             return Ok(false);
         };
-        // Our unsaved work joins the version on disk: unions of messages and
-        // truth (edits carry a newer `updated`, deletions a tombstone); the
-        // fields we changed since loading win over the disk's.
-        merge_into(&mut disk, &self.state);
-        if self.state.context != self.baseline.context {
-            disk.context = self.state.context.clone();
+        self.take_theirs(disk, stamp);
+        Ok(true)
+    }
+
+    /// The stamp of the file now (`None`: there is none).
+    fn current_stamp(&self) -> Result<Option<Stamp>, StoreError> {
+        let generation = current_generation(&self.lock_path);
+        match fs::symlink_metadata(&self.path) {
+            Ok(m) => Ok(Some(Stamp::of(&m, generation))),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(StoreError::Read {
+                path: self.path.clone(),
+                source: e,
+            }),
         }
-        if self.state.truth.retrieval_prefs != self.baseline.retrieval_prefs {
-            disk.truth.retrieval_prefs = self.state.truth.retrieval_prefs.clone();
+    }
+
+    /// Makes `theirs` (just read, with its stamp) the new base, carrying
+    /// over what this process changed since the old one.
+    fn take_theirs(&mut self, theirs: State, stamp: Stamp) {
+        match &self.base {
+            // Nothing changed here since the base: theirs is all there is.
+            None => {
+                self.state = theirs;
+                self.state.mark_saved();
+            }
+            Some(base) => {
+                let merged = merge3(base, &self.state, self.unchanged_prefix(), theirs);
+                self.state = merged.state;
+                self.base = Some(merged.baseline);
+            }
         }
-        self.baseline = Baseline::of(&disk);
-        self.state = disk;
+        self.unchanged = usize::MAX;
         self.cache.clear();
         self.stamp = Some(stamp);
-        Ok(true)
     }
 
     /// Writes the state durably under the lock, merging outside changes first.
@@ -390,13 +523,14 @@ impl Store {
         change: impl FnOnce(&mut State) -> T,
     ) -> Result<(T, SaveOutcome), StoreError> {
         let lock = self.lock()?;
-        let merged_outside_changes = self.refresh_inner(true)?;
+        let refreshed = self.refresh()?;
+        self.begin_change();
         let value = change(&mut self.state);
-        let bytes = self.write_locked(&lock)?;
+        let (bytes, merged) = self.write_locked(&lock)?;
         Ok((
             value,
             SaveOutcome {
-                merged_outside_changes,
+                merged_outside_changes: refreshed || merged,
                 bytes,
             },
         ))
@@ -409,14 +543,15 @@ impl Store {
         change: impl FnOnce(&mut State) -> Result<T, E>,
     ) -> Result<Result<(T, SaveOutcome), E>, StoreError> {
         let lock = self.lock()?;
-        let merged_outside_changes = self.refresh_inner(true)?;
+        let refreshed = self.refresh()?;
+        self.begin_change();
         match change(&mut self.state) {
             Ok(value) => {
-                let bytes = self.write_locked(&lock)?;
+                let (bytes, merged) = self.write_locked(&lock)?;
                 Ok(Ok((
                     value,
                     SaveOutcome {
-                        merged_outside_changes,
+                        merged_outside_changes: refreshed || merged,
                         bytes,
                     },
                 )))
@@ -425,45 +560,143 @@ impl Store {
         }
     }
 
-    fn write_locked(&mut self, lock: &LockGuard) -> Result<u64, StoreError> {
-        self.check_content_limits()?;
-        let previous_date = self.state.date.clone();
-        let now = Timestamp::now();
-        if now > self.state.date {
-            self.state.date = now;
+    /// Before a change under the lock: the base must be known should the
+    /// file change between now and the rename. The change is written at
+    /// once, so the light form is enough — its messages are the state's
+    /// unchanged prefix; only truth and the small fields are copied.
+    fn begin_change(&mut self) {
+        if self.base.is_none() {
+            self.base = Some(Baseline::light(&self.state));
         }
-        let parts = wo_format::canonical_parts(&self.state, &mut self.cache);
-        let size = parts.len() as u64;
-        if size > self.opts.limits.max_state_bytes {
-            self.cache.clear();
-            self.state.date = previous_date;
-            return Err(StoreError::TooLarge {
-                path: self.path.clone(),
-                size,
-                limit: self.opts.limits.max_state_bytes,
-            });
-        }
-        durable::remove_stale_temps(&self.path);
-        let written = durable::write_atomic(&self.path, &parts.chunks());
-        match written {
-            Ok(meta) => {
-                let token = self.state.mark_saved();
-                self.cache.seal(token);
-                let generation = lock.generation().wrapping_add(1);
-                lock.set_generation(generation);
-                self.stamp = Some(Stamp::of(&meta, generation));
-                self.baseline = Baseline::of(&self.state);
-                Ok(size)
+    }
+
+    /// Writes the state under `lock`. Returns the bytes written and whether
+    /// an outside change had to be merged first (found at the last look).
+    fn write_locked(&mut self, lock: &LockGuard) -> Result<(u64, bool), StoreError> {
+        let mut merged = false;
+        for _ in 0..MAX_WRITE_ATTEMPTS {
+            self.check_content_limits()?;
+            let previous_date = self.state.date.clone();
+            let now = Timestamp::now();
+            if now > self.state.date {
+                self.state.date = now;
             }
-            Err(source) => {
+            let parts = wo_format::canonical_parts(&self.state, &mut self.cache);
+            let size = parts.len() as u64;
+            if size > self.opts.limits.max_state_bytes {
                 self.cache.clear();
                 self.state.date = previous_date;
-                Err(StoreError::Write {
+                return Err(StoreError::TooLarge {
                     path: self.path.clone(),
-                    source,
-                })
+                    size,
+                    limit: self.opts.limits.max_state_bytes,
+                });
             }
+            durable::remove_stale_temps(&self.path);
+            let staged = match durable::stage(&self.path, &parts.chunks()) {
+                Ok(staged) => staged,
+                Err(source) => {
+                    self.cache.clear();
+                    self.state.date = previous_date;
+                    return Err(StoreError::Write {
+                        path: self.path.clone(),
+                        source,
+                    });
+                }
+            };
+            #[cfg(test)]
+            tests::BEFORE_RENAME.with(|hook| {
+                if let Some(f) = hook.borrow_mut().as_mut() {
+                    f(&self.path);
+                }
+            });
+            // Last look before the rename: an editor that saved (even in
+            // place, truncate + write) since our re-read would be lost by
+            // the rename. Re-merge onto its version and try again.
+            let current = self.current_stamp()?;
+            if current != self.stamp {
+                merged = true;
+                drop(staged);
+                self.cache.clear();
+                self.state.date = previous_date;
+                match read_state(&self.path, &self.opts)? {
+                    Some((disk, stamp)) => {
+                        self.begin_change();
+                        self.take_theirs(disk, stamp);
+                    }
+                    // Deleted meanwhile: ours goes in its place.
+                    None => self.stamp = None,
+                }
+                continue;
+            }
+            let committed = if current.is_none() {
+                staged.commit_new()
+            } else {
+                staged.commit()
+            };
+            return match committed {
+                Ok(meta) => {
+                    self.after_commit(lock, &meta);
+                    Ok((size, merged))
+                }
+                Err(CommitError::NotReplaced(source))
+                    if current.is_none() && source.kind() == io::ErrorKind::AlreadyExists =>
+                {
+                    // Created by someone else in the last instant: merge.
+                    merged = true;
+                    self.cache.clear();
+                    self.state.date = previous_date;
+                    if let Some((disk, stamp)) = read_state(&self.path, &self.opts)? {
+                        self.begin_change();
+                        self.take_theirs(disk, stamp);
+                    }
+                    continue;
+                }
+                Err(CommitError::NotReplaced(source)) => {
+                    self.cache.clear();
+                    self.state.date = previous_date;
+                    Err(StoreError::Write {
+                        path: self.path.clone(),
+                        source,
+                    })
+                }
+                Err(CommitError::NotDurable { source, meta }) => {
+                    // The rename happened: the file holds this version.
+                    match meta {
+                        Some(meta) => self.after_commit(lock, &meta),
+                        None => {
+                            self.cache.clear();
+                            self.stamp = None;
+                        }
+                    }
+                    Err(StoreError::NotDurable {
+                        path: self.path.clone(),
+                        source,
+                    })
+                }
+            };
         }
+        Err(StoreError::Busy {
+            path: self.path.clone(),
+            attempts: MAX_WRITE_ATTEMPTS,
+        })
+    }
+
+    /// After the new version is in place: it is the base now.
+    fn after_commit(&mut self, lock: &LockGuard, meta: &fs::Metadata) {
+        let unchanged = self.unchanged_prefix();
+        let token = self.state.mark_saved();
+        self.cache.seal(token);
+        let generation = lock.generation().wrapping_add(1);
+        lock.set_generation(generation);
+        self.stamp = Some(Stamp::of(meta, generation));
+        // A fingerprinted base moves forward cheaply (a turn appended adds
+        // two fingerprints); a light one is dropped: the state is the base.
+        match &mut self.base {
+            Some(base) if base.is_exact() => base.advance(&self.state, unchanged),
+            _ => self.base = None,
+        }
+        self.unchanged = usize::MAX;
     }
 
     fn check_content_limits(&self) -> Result<(), StoreError> {
@@ -481,9 +714,9 @@ impl Store {
                 limits.max_context_bytes,
             ));
         }
-        // Only messages changed since the last save can be new offenders.
+        // Only messages changed since the base can be new offenders.
         let messages = self.state.messages();
-        for (i, m) in messages.iter().enumerate().skip(self.state.clean_prefix()) {
+        for (i, m) in messages.iter().enumerate().skip(self.unchanged_prefix()) {
             if m.content.len() > limits.max_message_bytes {
                 return Err(too_large(
                     format!("/messages/{i}/content"),
@@ -504,26 +737,58 @@ impl Store {
         Ok(())
     }
 
+    /// Takes the exclusive lock, waiting at most the lock timeout (saying
+    /// once, after a second, who holds it).
     fn lock(&self) -> Result<LockGuard, StoreError> {
-        let file = fs::OpenOptions::new()
+        let bad_lock = || StoreError::BadLock {
+            path: self.path.clone(),
+            lock: self.lock_path.clone(),
+        };
+        let file = match fs::OpenOptions::new()
             .read(true)
             .write(true)
             .create(true)
             .truncate(false)
             .mode(0o600)
+            // Never follow a link planted at the lock's name (it would make
+            // us write into its target); never block on a FIFO there.
+            .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_CLOEXEC)
             .open(&self.lock_path)
-            .map_err(|source| StoreError::Write {
-                path: self.lock_path.clone(),
-                source,
-            })?;
-        let timeout = self.opts.lock_timeout.unwrap_or(Duration::from_secs(30));
+        {
+            Ok(f) => f,
+            Err(e) if e.raw_os_error() == Some(libc::ELOOP) => return Err(bad_lock()),
+            Err(source) => {
+                return Err(StoreError::Write {
+                    path: self.lock_path.clone(),
+                    source,
+                });
+            }
+        };
+        if !file.metadata().is_ok_and(|m| m.is_file()) {
+            return Err(bad_lock());
+        }
+        let timeout = self.opts.effective_lock_timeout();
         let start = Instant::now();
         let mut pause = Duration::from_millis(1);
+        let mut told = false;
         loop {
             match file.try_lock() {
-                Ok(()) => return Ok(LockGuard(file)),
+                Ok(()) => {
+                    let guard = LockGuard(file);
+                    guard.set_holder();
+                    return Ok(guard);
+                }
                 Err(fs::TryLockError::WouldBlock) if start.elapsed() < timeout => {
-                    std::thread::sleep(pause);
+                    if !told && start.elapsed() >= Duration::from_secs(1) {
+                        told = true;
+                        eprintln!(
+                            "wo: waiting for {} held by {} (up to {:.0} s; {LOCK_TIMEOUT_ENV} changes this)",
+                            self.lock_path.display(),
+                            holder_text(parse_holder(&file)),
+                            timeout.as_secs_f64()
+                        );
+                    }
+                    std::thread::sleep(pause.min(timeout.saturating_sub(start.elapsed())));
                     pause = (pause * 2).min(Duration::from_millis(50));
                 }
                 Err(fs::TryLockError::WouldBlock) => {
@@ -531,6 +796,7 @@ impl Store {
                         path: self.path.clone(),
                         lock: self.lock_path.clone(),
                         waited: start.elapsed(),
+                        holder: parse_holder(&file),
                     });
                 }
                 Err(fs::TryLockError::Error(source)) => {
@@ -564,31 +830,28 @@ fn lock_path_for(path: &Path) -> PathBuf {
 }
 
 /// The generation recorded in the lock file (0 when there is none yet).
+/// Read without locking: a writer bumps it after its rename, so a stale
+/// number only costs a needless re-read later, never a missed change.
 fn current_generation(lock_path: &Path) -> u64 {
-    File::open(lock_path).map_or(0, |f| parse_generation(&f))
+    fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
+        .open(lock_path)
+        .ok()
+        .filter(|f| f.metadata().is_ok_and(|m| m.is_file()))
+        .map_or(0, |f| parse_generation(&f))
 }
 
-/// Reads and parses the file; `Ok(None)` when it does not exist. With
-/// `shared_lock`, holds a shared lock on that lock file while reading.
-fn read_state(
-    path: &Path,
-    shared_lock: Option<&Path>,
-    opts: &OpenOptions,
-) -> Result<Option<(State, Stamp)>, StoreError> {
+/// Reads and parses the file; `Ok(None)` when it does not exist. Takes no
+/// lock: writers replace the file by rename, so the one file opened here is
+/// one whole committed version, whatever writers do meanwhile.
+fn read_state(path: &Path, opts: &OpenOptions) -> Result<Option<(State, Stamp)>, StoreError> {
     let read_err = |source| StoreError::Read {
         path: path.to_path_buf(),
         source,
     };
-    // A shared lock, when a writer has ever made the lock file, so the
-    // generation and the bytes read belong together. Read the generation
-    // first: writers bump it after their rename, so an older number with
-    // newer bytes only costs a needless re-read later, never a lost update.
-    let shared = shared_lock.and_then(|p| File::open(p).ok().filter(|f| f.lock_shared().is_ok()));
-    let generation = match (&shared, shared_lock) {
-        (Some(f), _) => parse_generation(f),
-        // Under the caller's exclusive lock: read it directly.
-        (None, _) => current_generation(&lock_path_for(path)),
-    };
+    // The generation first: see `current_generation`.
+    let generation = current_generation(&lock_path_for(path));
     let meta = match fs::symlink_metadata(path) {
         Ok(m) => m,
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
@@ -599,7 +862,65 @@ fn read_state(
             path: path.to_path_buf(),
         });
     }
-    let mut file = File::open(path).map_err(read_err)?;
+    // An editor saving in place (truncate + write) while we read would give
+    // us half of each version: read again until the file held still. A file
+    // that does not parse but was modified a moment ago may be an editor's
+    // save in progress (truncated, not yet written): give it a moment.
+    let mut attempts = 0;
+    loop {
+        attempts += 1;
+        let Some((bytes, before, after)) = read_once(path, opts)? else {
+            return Ok(None);
+        };
+        if !same_version(&before, &after) && attempts < 5 {
+            std::thread::sleep(Duration::from_millis(5));
+            continue;
+        }
+        match wo_format::parse(&bytes) {
+            // The metadata of the file actually read, after reading: the
+            // path may already name a newer one, and taking its stamp would
+            // hide that change.
+            Ok(state) => return Ok(Some((state, Stamp::of(&after, generation)))),
+            Err(_) if attempts < 25 && just_modified(&after) => {
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            Err(e) => {
+                return Err(StoreError::Invalid {
+                    path: path.to_path_buf(),
+                    issues: e.issues,
+                });
+            }
+        }
+    }
+}
+
+/// Modified within the last second (an editor may still be writing it).
+fn just_modified(meta: &fs::Metadata) -> bool {
+    meta.modified()
+        .ok()
+        .and_then(|m| m.elapsed().ok())
+        .is_some_and(|age| age < Duration::from_secs(1))
+}
+
+fn same_version(a: &fs::Metadata, b: &fs::Metadata) -> bool {
+    Stamp::of(a, 0) == Stamp::of(b, 0)
+}
+
+/// One read of the file: its bytes and its metadata before and after.
+fn read_once(
+    path: &Path,
+    opts: &OpenOptions,
+) -> Result<Option<(Vec<u8>, fs::Metadata, fs::Metadata)>, StoreError> {
+    let read_err = |source| StoreError::Read {
+        path: path.to_path_buf(),
+        source,
+    };
+    let mut file = match File::open(path) {
+        Ok(f) => f,
+        // Replaced between the two calls by a rename: gone means gone.
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(read_err(e)),
+    };
     let meta = file.metadata().map_err(read_err)?;
     if !meta.is_file() {
         return Err(StoreError::NotAFile {
@@ -626,13 +947,120 @@ fn read_state(
             limit: opts.limits.max_state_bytes,
         });
     }
-    let state = wo_format::parse(&bytes).map_err(|e| StoreError::Invalid {
-        path: path.to_path_buf(),
-        issues: e.issues,
-    })?;
-    // The metadata of the file actually read: the path may already name a
-    // newer one, and taking its stamp would hide that change.
-    let stamp = file.metadata().map_err(read_err)?;
-    drop(shared);
-    Ok(Some((state, Stamp::of(&stamp, generation))))
+    let after = file.metadata().map_err(read_err)?;
+    Ok(Some((bytes, meta, after)))
+}
+
+#[cfg(test)]
+mod tests {
+    use std::cell::RefCell;
+    use std::io::Write;
+
+    use wo_format::{Message, TruthEntry};
+
+    use super::*;
+
+    type Hook = Box<dyn FnMut(&Path)>;
+
+    thread_local! {
+        /// Runs right before the last look and the rename of a write.
+        pub(super) static BEFORE_RENAME: RefCell<Option<Hook>> = RefCell::new(None);
+    }
+
+    fn ts(s: i64) -> Timestamp {
+        Timestamp::from_unix(1_800_000_000 + s)
+    }
+
+    fn store_with_two(dir: &Path) -> Store {
+        let mut s = State::new(ts(0));
+        s.push_message(Message::new("alec", ts(1), "first", "<p>one</p>"));
+        s.add_truth(TruthEntry::new("entry", ts(2), 0.5, "<p>e</p>"));
+        Store::create(dir.join("llm.json"), s, OpenOptions::default()).unwrap()
+    }
+
+    /// An editor saving in place (truncate, then write) between the store's
+    /// re-read and its rename: the save is merged, not lost.
+    #[test]
+    fn an_in_place_save_right_before_the_rename_is_merged() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut store = store_with_two(dir.path());
+        let saves = std::rc::Rc::new(std::cell::Cell::new(0));
+        let counter = saves.clone();
+        BEFORE_RENAME.with(|h| {
+            *h.borrow_mut() = Some(Box::new(move |path: &Path| {
+                if counter.get() > 0 {
+                    return;
+                }
+                counter.set(1);
+                let mut s = wo_format::parse(&fs::read(path).unwrap()).unwrap();
+                s.messages_mut()[0].title = "renamed in the editor".into();
+                s.truth.trust[0].title = "entry renamed".into();
+                let mut f = fs::OpenOptions::new()
+                    .write(true)
+                    .truncate(true)
+                    .open(path)
+                    .unwrap();
+                f.write_all(&wo_format::to_canonical_vec(&s)).unwrap();
+            }));
+        });
+        let (_, outcome) = store
+            .transact(|s| s.push_message(Message::new("alec", ts(5), "mine", "<p>m</p>")))
+            .unwrap();
+        BEFORE_RENAME.with(|h| *h.borrow_mut() = None);
+        assert_eq!(saves.get(), 1);
+        assert!(outcome.merged_outside_changes);
+        let disk = wo_format::parse(&fs::read(store.path()).unwrap()).unwrap();
+        let titles: Vec<&str> = disk.messages().iter().map(|m| m.title.as_str()).collect();
+        assert_eq!(titles, ["renamed in the editor", "mine"]);
+        assert_eq!(disk.truth.trust[0].title, "entry renamed");
+        assert_eq!(store.state(), &disk);
+    }
+
+    /// A file that never holds still: the writer gives up with nothing
+    /// written, exit code 2.
+    #[test]
+    fn a_file_that_keeps_changing_is_not_overwritten() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut store = store_with_two(dir.path());
+        BEFORE_RENAME.with(|h| {
+            *h.borrow_mut() = Some(Box::new(|path: &Path| {
+                let mut s = wo_format::parse(&fs::read(path).unwrap()).unwrap();
+                s.context.push('x');
+                fs::write(path, wo_format::to_canonical_vec(&s)).unwrap();
+            }));
+        });
+        let err = store
+            .transact(|s| s.push_message(Message::new("alec", ts(5), "mine", "<p>m</p>")))
+            .unwrap_err();
+        BEFORE_RENAME.with(|h| *h.borrow_mut() = None);
+        assert!(matches!(err, StoreError::Busy { .. }), "{err}");
+        assert_eq!(err.exit_code(), 2);
+        let disk = wo_format::parse(&fs::read(store.path()).unwrap()).unwrap();
+        assert_eq!(disk.messages().len(), 1, "nothing of ours written");
+        assert_eq!(disk.context.len(), MAX_WRITE_ATTEMPTS as usize);
+    }
+
+    /// The rename happened but the directory fsync failed: the error says
+    /// the new version is in place, and the store knows it is.
+    #[test]
+    fn a_failure_after_the_rename_is_reported_as_written_not_durable() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut store = store_with_two(dir.path());
+        durable::FAIL_DIR_SYNC.with(|f| f.set(true));
+        let err = store
+            .transact(|s| s.push_message(Message::new("alec", ts(5), "mine", "<p>m</p>")))
+            .unwrap_err();
+        durable::FAIL_DIR_SYNC.with(|f| f.set(false));
+        assert!(matches!(err, StoreError::NotDurable { .. }), "{err}");
+        let text = err.to_string();
+        assert!(text.contains("written and is in place"), "{text}");
+        assert!(!text.contains("unchanged"), "{text}");
+        let disk = wo_format::parse(&fs::read(store.path()).unwrap()).unwrap();
+        assert_eq!(disk.messages().len(), 2, "the new version is there");
+        // The store does not think the file changed behind its back.
+        assert!(!store.refresh().unwrap());
+        store.save().unwrap();
+        let disk = wo_format::parse(&fs::read(store.path()).unwrap()).unwrap();
+        assert_eq!(disk.messages().len(), 2);
+    }
 }

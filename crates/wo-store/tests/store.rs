@@ -387,3 +387,287 @@ fn export_names_follow_the_spec() {
     let t = time::macros::datetime!(2026-02-22 09:05 +01:00);
     assert_eq!(export_file_name(t), "llm_2026.02.22.0905.json");
 }
+
+/// Writes `state` the way an editor does: in place, no lock, no rename.
+fn editor_save(path: &Path, state: &State) {
+    use std::io::Write;
+    let mut f = fs::OpenOptions::new()
+        .write(true)
+        .truncate(true)
+        .open(path)
+        .unwrap();
+    f.write_all(&wo_format::to_canonical_vec(state)).unwrap();
+}
+
+fn disk(path: &Path) -> State {
+    wo_format::parse(&fs::read(path).unwrap()).unwrap()
+}
+
+/// Issue 10.1: a store that stays open (a server, a slow `wo ask`) writes
+/// only its own changes; renames (id kept) and deletions made by hand
+/// meanwhile survive its next save.
+#[test]
+fn hand_edits_made_while_a_store_is_open_survive_its_saves() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut store = new_store(dir.path());
+    store
+        .transact(|s| {
+            for n in 1..=4 {
+                s.push_message(msg(n));
+            }
+            s.add_truth(TruthEntry::new("keep me", ts(1), 0.5, "<p>a</p>"));
+            s.add_truth(TruthEntry::new("delete me", ts(2), 0.5, "<p>b</p>"));
+        })
+        .unwrap();
+    let path = store.path().to_path_buf();
+
+    // The editor: renames message 2 and the first entry, deletes message 3
+    // and the second entry.
+    let mut edited = disk(&path);
+    let renamed_id = edited.messages()[1].id.clone();
+    let deleted_id = edited.messages()[2].id.clone();
+    edited.messages_mut()[1].title = "renamed by hand".into();
+    edited.messages_mut().remove(2);
+    edited.truth.trust[0].title = "renamed entry".into();
+    let gone_entry = edited.truth.trust.remove(1).id;
+    editor_save(&path, &edited);
+
+    // The store's next turn (as `wo serve` does it: inside a transaction).
+    let (_, outcome) = store.transact(|s| s.push_message(msg(10))).unwrap();
+    assert!(outcome.merged_outside_changes);
+    let after = disk(&path);
+    assert_eq!(after.message(&renamed_id).unwrap().title, "renamed by hand");
+    assert!(
+        after.message(&deleted_id).is_none(),
+        "hand deletion came back"
+    );
+    assert_eq!(after.truth.trust.len(), 1, "hand-deleted entry came back");
+    assert_eq!(after.truth.trust[0].title, "renamed entry");
+    assert!(after.truth_entry(&gone_entry).is_none());
+    assert!(after.messages().iter().any(|m| m.title == "m10"));
+    assert_eq!(after.messages().len(), 4);
+
+    // A slow `wo ask`: its change waits in memory while the editor saves
+    // again; then it saves. Same outcome.
+    store.state_mut().push_message(msg(11));
+    store.state_mut().context = "<p>the store's context</p>".into();
+    let mut edited = disk(&path);
+    edited.messages_mut()[0].title = "renamed again".into();
+    let first = edited.messages()[0].id.clone();
+    let removed = edited.messages_mut().remove(1).id;
+    editor_save(&path, &edited);
+    store.save().unwrap();
+    let after = disk(&path);
+    assert_eq!(after.message(&first).unwrap().title, "renamed again");
+    assert!(after.message(&removed).is_none());
+    assert!(after.messages().iter().any(|m| m.title == "m11"));
+    assert_eq!(after.context, "<p>the store's context</p>");
+    assert_eq!(after.truth.trust[0].title, "renamed entry");
+    assert_eq!(store.state(), &after);
+}
+
+/// Issue 10.1: a change both sides made to one truth entry keeps each
+/// side's own fields (the editor's title, the store's certainty).
+#[test]
+fn a_truth_entry_changed_on_both_sides_keeps_both_changes() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut store = new_store(dir.path());
+    let ((), _) = store
+        .transact(|s| {
+            s.add_truth(TruthEntry::new("entry", ts(1), 0.5, "<p>a</p>"));
+        })
+        .unwrap();
+    let id = store.state().truth.trust[0].id.clone();
+    let mut edited = disk(store.path());
+    edited.truth.trust[0].title = "hand title".into();
+    editor_save(store.path(), &edited);
+    store
+        .transact(|s| {
+            s.edit_truth(
+                &id,
+                wo_format::TruthEdit {
+                    certainty: Some(0.9),
+                    ..Default::default()
+                },
+                ts(100),
+            );
+        })
+        .unwrap();
+    let e = disk(store.path()).truth.trust[0].clone();
+    assert_eq!(e.title, "hand title");
+    assert_eq!(e.certainty, 0.9);
+}
+
+/// Issue 10.6: readers never wait for a writer; a writer waits at most the
+/// lock timeout, names the holder's pid, exits 2 and changes nothing.
+#[test]
+fn readers_never_wait_and_writers_give_up_naming_the_holder() {
+    use std::io::Write;
+    let dir = tempfile::tempdir().unwrap();
+    let mut store = new_store(dir.path());
+    store.transact(|s| s.push_message(msg(1))).unwrap();
+    let before = fs::read(store.path()).unwrap();
+    // Someone holds the lock (pid 4242 recorded, as a writer records its own).
+    let lock_path = dir.path().join("llm.json.lock");
+    let mut lock = fs::OpenOptions::new().write(true).open(&lock_path).unwrap();
+    lock.write_all(b"00000000000000000007\n      4242\n")
+        .unwrap();
+    lock.lock().unwrap();
+
+    let reader = Store::open(store.path(), OpenOptions::default()).unwrap();
+    assert_eq!(reader.state().messages().len(), 1);
+
+    let opts = OpenOptions {
+        lock_timeout: Some(std::time::Duration::from_millis(200)),
+        ..OpenOptions::default()
+    };
+    let mut writer = Store::open(store.path(), opts).unwrap();
+    let err = writer.transact(|s| s.push_message(msg(2))).unwrap_err();
+    assert!(
+        matches!(
+            err,
+            StoreError::LockTimeout {
+                holder: Some(4242),
+                ..
+            }
+        ),
+        "{err}"
+    );
+    assert_eq!(err.exit_code(), 2);
+    let text = err.to_string();
+    assert!(text.contains("process 4242"), "{text}");
+    assert!(text.contains("nothing was changed"), "{text}");
+    assert!(text.contains("WO_LOCK_TIMEOUT"), "{text}");
+    assert_eq!(fs::read(store.path()).unwrap(), before);
+    lock.unlock().unwrap();
+    writer.transact(|s| s.push_message(msg(2))).unwrap();
+    assert_eq!(disk(store.path()).messages().len(), 2);
+    // The writer recorded its own pid for the next one to wait on.
+    let text = fs::read_to_string(&lock_path).unwrap();
+    assert_eq!(
+        text.lines().nth(1).map(str::trim),
+        Some(std::process::id().to_string().as_str())
+    );
+}
+
+/// Issue 11.6: a symbolic link at the lock's name is refused, and its
+/// target is left alone.
+#[test]
+fn a_symlinked_lock_file_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut store = new_store(dir.path());
+    let before = fs::read(store.path()).unwrap();
+    let victim = dir.path().join("victim");
+    fs::write(&victim, b"precious").unwrap();
+    let lock_path = dir.path().join("llm.json.lock");
+    fs::remove_file(&lock_path).unwrap();
+    std::os::unix::fs::symlink(&victim, &lock_path).unwrap();
+    let err = store.transact(|s| s.push_message(msg(1))).unwrap_err();
+    assert!(matches!(err, StoreError::BadLock { .. }), "{err}");
+    assert!(err.to_string().contains("symbolic link"), "{err}");
+    assert_eq!(err.exit_code(), 2);
+    assert_eq!(fs::read(&victim).unwrap(), b"precious");
+    assert_eq!(fs::read(store.path()).unwrap(), before);
+    // Reading still works: readers do not use the lock.
+    Store::open(store.path(), OpenOptions::default()).unwrap();
+}
+
+/// Issue 10.10: many first runs at once all succeed, on one file.
+#[test]
+fn concurrent_first_runs_all_open_one_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("llm.json");
+    let barrier = std::sync::Arc::new(std::sync::Barrier::new(8));
+    let handles: Vec<_> = (0..8)
+        .map(|i| {
+            let path = path.clone();
+            let barrier = barrier.clone();
+            std::thread::spawn(move || {
+                barrier.wait();
+                let mut store = Store::open(
+                    &path,
+                    OpenOptions {
+                        create_if_missing: true,
+                        ..OpenOptions::default()
+                    },
+                )
+                .unwrap_or_else(|e| panic!("first run {i}: {e}"));
+                store.transact(|s| s.push_message(msg(i))).unwrap();
+            })
+        })
+        .collect();
+    for h in handles {
+        h.join().unwrap();
+    }
+    assert_eq!(disk(&path).messages().len(), 8);
+}
+
+/// Issue 10.10: no error message suggests a command that destroys data.
+#[test]
+fn error_hints_never_suggest_starting_fresh() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("llm.json");
+    fs::write(&path, b"{ not json").unwrap();
+    let invalid = Store::open(&path, OpenOptions::default()).unwrap_err();
+    let dir2 = tempfile::tempdir().unwrap();
+    let store = new_store(dir2.path());
+    let exists =
+        Store::create(store.path(), State::new(ts(0)), OpenOptions::default()).unwrap_err();
+    // Creating races with another first run: nothing to force.
+    assert!(!exists.to_string().contains("--force"), "{exists}");
+    // An invalid file: fixing it comes first, and `--force` is offered only
+    // as what it is (the file is kept as a backup).
+    let text = invalid.to_string();
+    assert!(text.contains("fix them in an editor"), "{text}");
+    assert!(text.contains("keeps the file as a backup"), "{text}");
+}
+
+/// Issue 10.11: the invalid-file backup is complete or absent, never partial.
+#[test]
+fn backups_are_complete_and_durable() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("llm.json");
+    let bytes = vec![b'x'; 100_000];
+    fs::write(&path, &bytes).unwrap();
+    let backup = wo_store::backup_invalid(&path).unwrap();
+    assert_eq!(fs::read(&backup).unwrap(), bytes);
+    let names: Vec<String> = fs::read_dir(dir.path())
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect();
+    assert_eq!(names.len(), 2, "no temp file left: {names:?}");
+    // A failure (here: no such file) is a write error with exit code 2.
+    let err = wo_store::backup_invalid(&dir.path().join("missing.json")).unwrap_err();
+    assert_eq!(err.exit_code(), 2);
+    assert!(err.to_string().contains("nothing was changed"), "{err}");
+}
+
+/// Issue 11.7: discovery refuses a parent directory's file owned by someone
+/// else, naming it and how to use it anyway.
+#[test]
+fn discovery_refuses_another_users_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let deep = dir.path().join("a/b");
+    fs::create_dir_all(&deep).unwrap();
+    let theirs = dir.path().join("llm.json");
+    fs::write(&theirs, b"{}").unwrap();
+    // SAFETY: plain libc calls on a path we own.
+    let me = unsafe { libc::geteuid() };
+    if me != 0 {
+        eprintln!("skipped: giving a file to another user needs root");
+        return;
+    }
+    std::os::unix::fs::chown(&theirs, Some(54_321), None).unwrap();
+    let err = wo_store::discover_state(&deep).unwrap_err();
+    let text = err.to_string();
+    assert!(text.contains(&theirs.display().to_string()), "{text}");
+    assert!(text.contains("--state"), "{text}");
+    assert_eq!(
+        wo_store::discover_state_path(&deep).filter(|p| p == &theirs),
+        None
+    );
+    // Root's files are trusted (a system-wide default is not an attack).
+    std::os::unix::fs::chown(&theirs, Some(0), None).unwrap();
+    assert_eq!(wo_store::discover_state(&deep).unwrap(), Some(theirs));
+}
