@@ -163,6 +163,7 @@ fn main() {
             username: "alec".into(),
             prompt: query.into(),
             answer: "Cone 10 reduction, slow cooling.".into(),
+            answer_xhtml: wo_engine::turn::answer_xhtml("Cone 10 reduction, slow cooling."),
             sent_at: Timestamp::from_unix(2_000_000_000 + i as i64 * 10),
             finished_at: Timestamp::from_unix(2_000_000_001 + i as i64 * 10),
             provider: "local".into(),

@@ -40,6 +40,11 @@ pub struct AssemblyOptions {
     /// How many earlier messages to recall at most.
     pub recall_limit: usize,
     pub now: Timestamp,
+    /// Model names the caller knows (the model answering, those the config
+    /// names): earlier messages whose username is one of them are sent as
+    /// the assistant's, as are names that look like a model's
+    /// ([`wo_format::model::is_model_name`]).
+    pub known_models: Vec<String>,
 }
 
 impl AssemblyOptions {
@@ -53,6 +58,7 @@ impl AssemblyOptions {
             rag: true,
             recall_limit: 3,
             now: Timestamp::now(),
+            known_models: Vec::new(),
         }
     }
 }
@@ -106,7 +112,12 @@ pub struct Assembled {
     pub system: String,
     /// Conversation turns, oldest first; the last is the new user message.
     pub turns: Vec<(Role, String)>,
-    /// Ids of truth entries, messages and chunks sent (stored on the answer).
+    /// What retrieval added, stored on the answer as its `sources`: the ids
+    /// of the truth entries, recalled earlier messages and index chunks sent.
+    /// Compact by design: the recent turns of the branch (implied by the
+    /// answer's parent chain), fetched pages, token counts and every
+    /// candidate left out are in `included`/`dropped` (shown by
+    /// `--show-context` and the server's `context` event), never in the file.
     pub sources: Vec<String>,
     pub included: Vec<Included>,
     pub dropped: Vec<Dropped>,
@@ -351,7 +362,11 @@ pub fn assemble(
         }
         spent += t;
         chunk_text.push_str(&block);
-        a.sources.push(c.id.clone());
+        // A fetched page's id (`url:…`) is no id a reader can resolve (and
+        // no valid one); it stays in `included`.
+        if wo_format::validate::is_valid_id(&c.id) {
+            a.sources.push(c.id.clone());
+        }
         a.included.push(Included {
             kind: SourceKind::Chunk,
             id: Some(c.id.clone()),
@@ -407,7 +422,7 @@ pub fn assemble(
         }
         remaining -= t;
         used += t;
-        let role = match m.effective_role() {
+        let role = match m.role_with_models(&opts.known_models) {
             Role::Assistant => Role::Assistant,
             _ => Role::User,
         };
@@ -423,8 +438,10 @@ pub fn assemble(
             reason: "older than what fits the token budget".into(),
         });
     }
+    // The recent turns are not added to `sources`: they are the answer's
+    // own history (its parent chain), and listing them made every stored
+    // answer repeat the ids of the whole conversation (~5 KB each).
     for (role, text, id, title, t) in turns_newest_first.into_iter().rev() {
-        a.sources.push(id.clone());
         a.included.push(Included {
             kind: SourceKind::RecentTurn,
             id: Some(id),
@@ -444,20 +461,13 @@ pub fn assemble(
     Ok(a)
 }
 
-/// The branch ending at `leaf`, newest first. Without parent links the
-/// transcript itself is the branch.
+/// The branch ending at `leaf`, newest first ([`State::branch`]: parentless
+/// messages chain in transcript order, so a legacy or imported transcript
+/// is kept whole when new turns with parents follow it).
 fn branch_or_transcript<'a>(state: &'a State, leaf: &str) -> Vec<&'a Message> {
-    let path = state.branch(leaf);
-    if path.len() > 1 || state.messages().iter().any(|m| m.parent.is_some()) {
-        return path.into_iter().rev().collect();
-    }
-    // No tree: everything up to and including the leaf, newest first.
-    let end = state
-        .messages()
-        .iter()
-        .position(|m| m.id == leaf)
-        .map_or(state.messages().len(), |i| i + 1);
-    state.messages()[..end].iter().rev().collect()
+    let mut path = state.branch(leaf);
+    path.reverse();
+    path
 }
 
 /// The longest prefix of `text` (cut at a word boundary) within `cap` tokens.

@@ -44,6 +44,10 @@ pub struct TurnRequest {
     pub max_entries: Option<usize>,
     /// Overrides `truth.retrieval_prefs.min_certainty` for this turn.
     pub min_certainty: Option<f64>,
+    /// Model names the config knows (every provider's `model`, the default
+    /// model): earlier messages written under one of these names are sent
+    /// as the assistant's. The answering model is added by [`prepare`].
+    pub known_models: Vec<String>,
 }
 
 /// Links fetched per turn at most: each costs a round trip before the answer.
@@ -95,6 +99,20 @@ impl TurnError {
     }
 }
 
+/// Every model name `cfg` knows (the default model and each provider's), for
+/// [`TurnRequest::known_models`].
+pub fn configured_models(cfg: &wo_providers::Config) -> Vec<String> {
+    let mut names: Vec<String> = cfg.defaults.model.iter().cloned().collect();
+    for p in cfg.providers.values() {
+        if let Some(m) = &p.model
+            && !names.contains(m)
+        {
+            names.push(m.clone());
+        }
+    }
+    names
+}
+
 /// Builds the prompt for `req` against the store's current state.
 pub fn prepare(
     state: &State,
@@ -106,6 +124,9 @@ pub fn prepare(
     opts.system = req.system.clone();
     opts.leaf = req.parent.clone();
     opts.rag = !req.no_rag;
+    opts.known_models = req.known_models.clone();
+    opts.known_models.push(provider.default_model().to_owned());
+    opts.known_models.extend(req.model.clone());
     if let Some(n) = req.max_entries {
         opts.prefs.max_entries = n;
     }
@@ -336,7 +357,8 @@ pub fn model_for(provider: &dyn Provider, req: &TurnRequest) -> String {
 
 /// The record of a streamed turn, ready for [`apply_turn`]. `state` is the
 /// state the turn is appended to (for the default parent: its latest
-/// message).
+/// message). Converts the answer to XHTML here, so call it before
+/// [`Store::transact`]: the transaction then only appends ready messages.
 pub fn completed_turn(
     state: &State,
     provider: &dyn Provider,
@@ -349,6 +371,7 @@ pub fn completed_turn(
         username: req.username.clone(),
         prompt: req.prompt.clone(),
         answer: streamed.answer.clone(),
+        answer_xhtml: crate::turn::answer_xhtml(&streamed.answer),
         sent_at,
         finished_at: Timestamp::now(),
         provider: provider.name().to_owned(),

@@ -11,6 +11,10 @@ pub struct CompletedTurn {
     pub prompt: String,
     /// The model's answer as it streamed (Markdown, as models write).
     pub answer: String,
+    /// `answer` converted to sanitised XHTML ([`answer_xhtml`]). Converted
+    /// when the turn is built, before any lock is taken, so that appending
+    /// the turn under the store's lock only places ready messages.
+    pub answer_xhtml: String,
     pub sent_at: Timestamp,
     pub finished_at: Timestamp,
     pub provider: String,
@@ -52,8 +56,16 @@ pub fn title_for(text: &str) -> String {
     }
 }
 
+/// A model's Markdown answer as the sanitised XHTML a message stores. Linear
+/// in the answer's length whatever its nesting; still, call it before taking
+/// the store's lock (as [`crate::chat::completed_turn`] does).
+pub fn answer_xhtml(answer: &str) -> String {
+    markdown_to_xhtml(answer)
+}
+
 /// The two messages a completed turn appends: the user's prompt (plain text,
-/// escaped) and the assistant's answer (Markdown converted and sanitised).
+/// escaped) and the assistant's answer (already converted, in
+/// `answer_xhtml`).
 /// The answer is dated at least one second after the prompt so the
 /// transcript's (timestamp, id) order keeps question before answer.
 pub fn turn_messages(turn: &CompletedTurn) -> (Message, Message) {
@@ -70,7 +82,7 @@ pub fn turn_messages(turn: &CompletedTurn) -> (Message, Message) {
     } else {
         Timestamp::from_unix(turn.sent_at.unix_seconds() + 1)
     };
-    let content = markdown_to_xhtml(&turn.answer);
+    let content = turn.answer_xhtml.clone();
     let mut assistant = Message::new(
         turn.model.clone(),
         answered_at,
@@ -135,6 +147,37 @@ mod tests {
     use super::*;
 
     #[test]
+    fn appending_a_turn_does_not_convert_the_answer() {
+        // The conversion belongs before the lock: `apply_turn` (run inside
+        // the store's transaction) stores the XHTML the turn carries.
+        let mut state = State::new(Timestamp::from_unix(1_800_000_000));
+        let answer = format!("{}deep", "> ".repeat(10_000));
+        let turn = CompletedTurn {
+            username: "u".into(),
+            prompt: "q".into(),
+            answer: answer.clone(),
+            answer_xhtml: "<p>converted earlier</p>".into(),
+            sent_at: Timestamp::from_unix(1_800_000_100),
+            finished_at: Timestamp::from_unix(1_800_000_101),
+            provider: "p".into(),
+            model: "m".into(),
+            usage: None,
+            sources: vec![],
+            parent: None,
+        };
+        let (_, a) = apply_turn(&mut state, &turn);
+        assert_eq!(
+            state.message(&a).unwrap().content,
+            "<p>converted earlier</p>"
+        );
+        assert_eq!(state.message(&a).unwrap().title, "converted earlier");
+        // And the conversion itself copes with the hostile nesting.
+        let x = answer_xhtml(&answer);
+        assert!(x.contains("deep"));
+        wo_format::xhtml::check_fragment(&x).unwrap();
+    }
+
+    #[test]
     fn titles_are_short_and_cut_at_words() {
         assert_eq!(title_for("What is BM25? Explain."), "What is BM25");
         assert_eq!(title_for("\n\n  hello world\nmore"), "hello world");
@@ -159,6 +202,7 @@ mod tests {
             username: "alec".into(),
             prompt: "Why <b>?".into(),
             answer: "Because **markdown**.\n<script>x</script>".into(),
+            answer_xhtml: answer_xhtml("Because **markdown**.\n<script>x</script>"),
             sent_at: Timestamp::from_unix(1_800_000_100),
             finished_at: Timestamp::from_unix(1_800_000_100),
             provider: "local".into(),

@@ -231,3 +231,186 @@ fn a_long_branch_lists_the_nearest_dropped_turns_and_counts_the_rest() {
         "back to the oldest"
     );
 }
+
+#[test]
+fn messages_written_by_models_in_other_tools_are_sent_as_the_assistants() {
+    // An imported transcript: no `role`, no provider metadata, the model's
+    // name as username (as other tools write it).
+    let mut s = State::new(Timestamp::from_unix(NOW));
+    let mut parent: Option<String> = None;
+    for (i, (user, role)) in [
+        ("alec", None),
+        ("gpt-4o", None),
+        ("alec", None),
+        ("claude-sonnet-4.5", None),
+        ("alec", None),
+        ("llama3.1:8b", None),
+        ("alec", None),
+        ("SmolLM2", None),
+        ("alec", None),
+        ("kiln-helper", None),
+        ("gpt-4o", Some(Role::User)),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let mut m = Message::new(
+            user,
+            Timestamp::from_unix(NOW - 1_000 + i as i64 * 10),
+            format!("t{i}"),
+            format!("<p>line {i} from {user}</p>"),
+        );
+        m.role = role;
+        m.parent = parent.clone();
+        parent = Some(m.id.clone());
+        s.push_message(m);
+    }
+    let mut o = opts(&s, 4_000);
+    o.known_models = vec!["kiln-helper".into()];
+    let a = assemble(&s, "next?", &o, &estimate_tokens, &[]).unwrap();
+    let roles: Vec<(Role, &str)> = a
+        .turns
+        .iter()
+        .map(|(r, t)| (*r, t.split(" from ").nth(1).unwrap_or(t)))
+        .collect();
+    assert_eq!(
+        roles,
+        [
+            (Role::User, "alec"),
+            (Role::Assistant, "gpt-4o"),
+            (Role::User, "alec"),
+            (Role::Assistant, "claude-sonnet-4.5"),
+            (Role::User, "alec"),
+            (Role::Assistant, "llama3.1:8b"),
+            (Role::User, "alec"),
+            (Role::Assistant, "SmolLM2"),
+            (Role::User, "alec"),
+            // Known from the config.
+            (Role::Assistant, "kiln-helper"),
+            // An explicit role wins over the name.
+            (Role::User, "gpt-4o"),
+            (Role::User, "next?"),
+        ]
+    );
+}
+
+#[test]
+fn a_legacy_transcript_stays_whole_when_new_turns_have_parents() {
+    let mut s = State::new(Timestamp::from_unix(NOW));
+    for i in 0..8 {
+        s.push_message(Message::new(
+            if i % 2 == 0 { "alec" } else { "gpt-4o" },
+            Timestamp::from_unix(NOW - 10_000 + i * 10),
+            format!("t{i}"),
+            format!("<p>legacy {i}</p>"),
+        ));
+    }
+    // A turn appended by wo: its question's parent is the latest message.
+    let last = s.messages().last().unwrap().id.clone();
+    let mut q = Message::new("alec", Timestamp::from_unix(NOW - 100), "q", "<p>new q</p>");
+    q.parent = Some(last);
+    q.role = Some(Role::User);
+    let mut a = Message::new(
+        "smollm2",
+        Timestamp::from_unix(NOW - 90),
+        "a",
+        "<p>new a</p>",
+    );
+    a.parent = Some(q.id.clone());
+    a.role = Some(Role::Assistant);
+    s.push_message(q);
+    s.push_message(a);
+    let a = assemble(&s, "and now?", &opts(&s, 4_000), &estimate_tokens, &[]).unwrap();
+    let texts: Vec<&str> = a.turns.iter().map(|(_, t)| t.as_str()).collect();
+    assert_eq!(
+        texts,
+        [
+            "legacy 0", "legacy 1", "legacy 2", "legacy 3", "legacy 4", "legacy 5", "legacy 6",
+            "legacy 7", "new q", "new a", "and now?"
+        ]
+    );
+}
+
+#[test]
+fn stored_sources_name_what_retrieval_added_not_the_whole_conversation() {
+    // Each answer stored the ids of every recent turn sent (~5 KB on a long
+    // conversation). `sources` now holds the truth entries, recalled
+    // messages and chunks; the recent turns (the answer's own history) and
+    // all detail stay in `included`.
+    let s = state();
+    let chunks = vec![
+        ChunkCandidate {
+            id: "chunk:ab12".into(),
+            label: "src/kiln.rs:1-20".into(),
+            text: "fn fire() {}".into(),
+        },
+        ChunkCandidate {
+            id: "url:https://example.org/kiln?x=1".into(),
+            label: "https://example.org/kiln".into(),
+            text: "a fetched page about the kiln".into(),
+        },
+    ];
+    let a = assemble(
+        &s,
+        "what firing schedule for the kiln?",
+        &opts(&s, 4096),
+        &estimate_tokens,
+        &chunks,
+    )
+    .unwrap();
+    let recent: Vec<&str> = a
+        .included
+        .iter()
+        .filter(|i| i.kind == SourceKind::RecentTurn)
+        .filter_map(|i| i.id.as_deref())
+        .collect();
+    assert!(recent.len() > 10, "{recent:?}");
+    for id in &recent {
+        assert!(
+            !a.sources.iter().any(|s| s == id),
+            "recent turn {id} stored"
+        );
+    }
+    assert!(a.sources.contains(&s.truth.trust[0].id));
+    for i in &a.included {
+        if matches!(i.kind, SourceKind::EarlierMessage | SourceKind::Truth) {
+            assert!(a.sources.contains(i.id.as_ref().unwrap()), "{i:?}");
+        }
+    }
+    assert!(a.sources.contains(&"chunk:ab12".to_string()));
+    // The fetched page was sent and is reported, but its URL is no id.
+    assert!(
+        a.included
+            .iter()
+            .any(|i| i.id.as_deref() == Some("url:https://example.org/kiln?x=1"))
+    );
+    assert!(
+        a.sources
+            .iter()
+            .all(|id| wo_format::validate::is_valid_id(id))
+    );
+    // Stored, the answer's sources stay small and the file stays valid.
+    let mut state = s.clone();
+    let turn = wo_engine::turn::CompletedTurn {
+        username: "alec".into(),
+        prompt: "what firing schedule for the kiln?".into(),
+        answer: "Slowly.".into(),
+        answer_xhtml: wo_engine::turn::answer_xhtml("Slowly."),
+        sent_at: Timestamp::from_unix(NOW),
+        finished_at: Timestamp::from_unix(NOW + 1),
+        provider: "p".into(),
+        model: "smollm2".into(),
+        usage: None,
+        sources: a.sources.clone(),
+        parent: None,
+    };
+    let (_, answer) = wo_engine::turn::apply_turn(&mut state, &turn);
+    let stored = state.message(&answer).unwrap().sources.clone().unwrap();
+    assert!(serde_json_len(&stored) < 200, "{stored:?}");
+    let bytes = wo_format::to_canonical_vec(&state);
+    wo_format::parse(&bytes).expect("the file stays valid");
+}
+
+fn serde_json_len(ids: &[String]) -> usize {
+    ids.iter().map(|i| i.len() + 3).sum::<usize>() + 2
+}

@@ -325,13 +325,27 @@ impl Message {
         m
     }
 
-    /// The role, inferred when absent: `system` for the name "system",
-    /// `assistant` when provider metadata is present, otherwise `user`.
+    /// The role, inferred when absent: see [`Message::role_with_models`]
+    /// (with no configured model names).
     pub fn effective_role(&self) -> Role {
+        self.role_with_models::<&str>(&[])
+    }
+
+    /// The role, the one place it is inferred. An explicit `role` always
+    /// wins. Otherwise: `system` for the username "system"; `assistant` when
+    /// provider or model metadata is present or the username is a model's
+    /// name ([`is_model_name`]: one of `known_models`, such as the models the
+    /// config names, or one that looks like a model's, as other tools write
+    /// them: `gpt-4o`, `claude-sonnet-4.5`, `llama3.1:8b`, `SmolLM2`);
+    /// otherwise `user`.
+    pub fn role_with_models<S: AsRef<str>>(&self, known_models: &[S]) -> Role {
         self.role.unwrap_or_else(|| {
             if self.username.eq_ignore_ascii_case("system") {
                 Role::System
-            } else if self.provider.is_some() || self.model.is_some() {
+            } else if self.provider.is_some()
+                || self.model.is_some()
+                || is_model_name(&self.username, known_models)
+            {
                 Role::Assistant
             } else {
                 Role::User
@@ -343,6 +357,140 @@ impl Message {
     pub fn order_key(&self) -> (&Timestamp, &str) {
         (&self.timestamp, &self.id)
     }
+}
+
+/// Model families whose names other tools write as usernames. A name
+/// counts only with something after the family that starts with a digit or
+/// a separator (`gpt-4o`, `llama3.1`, `smollm2`, `claude-sonnet-4.5`): a
+/// bare `claude` or `gemma` is as likely a person's name.
+const MODEL_FAMILIES: &[&str] = &[
+    "gpt",
+    "chatgpt",
+    "o1",
+    "o3",
+    "o4",
+    "davinci",
+    "text-davinci",
+    "claude",
+    "gemini",
+    "gemma",
+    "palm",
+    "bard",
+    "llama",
+    "codellama",
+    "tinyllama",
+    "mistral",
+    "mixtral",
+    "codestral",
+    "ministral",
+    "magistral",
+    "devstral",
+    "pixtral",
+    "qwen",
+    "qwq",
+    "deepseek",
+    "phi",
+    "smollm",
+    "falcon",
+    "command-r",
+    "grok",
+    "nanochat",
+    "olmo",
+    "granite",
+    "internlm",
+    "starcoder",
+    "vicuna",
+    "zephyr",
+    "nemotron",
+    "kimi",
+    "glm",
+    "chatglm",
+    "yi",
+    "aya",
+    "jamba",
+    "dbrx",
+    "openchat",
+    "orca",
+    "wizardlm",
+    "hermes",
+    "nous-hermes",
+    "solar",
+    "stablelm",
+    "baichuan",
+    "ernie",
+    "reka",
+    "sonar",
+    "exaone",
+    "hunyuan",
+    "minimax",
+];
+
+/// Whether `name` (a message's username) is a model's name rather than a
+/// person's. The rule, case-insensitive, after dropping a `vendor/` prefix
+/// (`meta-llama/Llama-3.1-8B`):
+/// 1. it equals one of `known_models` (with or without its prefix);
+/// 2. or it is `assistant`;
+/// 3. or, containing no whitespace, it starts with one of the model families
+///    above followed by a digit or one of `-._:` and more
+///    (`gpt-4o`, `claude-sonnet-4.5`, `llama3.1:8b`, `SmolLM2`);
+/// 4. or it carries a parameter-size tag: a part (split at `-_:/`) such as
+///    `8b`, `1.7b`, `135m` or `8x7b` (`mybot:7b`, `foo-13B`).
+pub fn is_model_name<S: AsRef<str>>(name: &str, known_models: &[S]) -> bool {
+    let name = name.trim();
+    if name.is_empty() {
+        return false;
+    }
+    let base = |n: &str| -> String {
+        n.trim()
+            .rsplit_once('/')
+            .map_or(n.trim(), |(_, b)| b)
+            .to_ascii_lowercase()
+    };
+    let lower = base(name);
+    if known_models
+        .iter()
+        .any(|k| !k.as_ref().trim().is_empty() && base(k.as_ref()) == lower)
+    {
+        return true;
+    }
+    if lower == "assistant" {
+        return true;
+    }
+    if name.chars().any(char::is_whitespace) {
+        return false;
+    }
+    let family = MODEL_FAMILIES.iter().any(|f| {
+        lower.strip_prefix(f).is_some_and(|rest| {
+            let mut chars = rest.chars();
+            match chars.next() {
+                Some(c) if c.is_ascii_digit() => true,
+                Some('-' | '.' | '_' | ':') => chars.any(|c| c.is_ascii_alphanumeric()),
+                _ => false,
+            }
+        })
+    });
+    family || lower.split(['-', '_', ':', '/']).any(is_size_tag)
+}
+
+/// `8b`, `1.7b`, `135m`, `8x7b`: a model's parameter count.
+fn is_size_tag(part: &str) -> bool {
+    let Some(num) = part.strip_suffix(['b', 'm']) else {
+        return false;
+    };
+    let num = match num.split_once('x') {
+        Some((experts, size))
+            if !experts.is_empty() && experts.bytes().all(|b| b.is_ascii_digit()) =>
+        {
+            size
+        }
+        Some(_) => return false,
+        None => num,
+    };
+    let (whole, frac) = num.split_once('.').unwrap_or((num, "0"));
+    !whole.is_empty()
+        && !frac.is_empty()
+        && whole.bytes().all(|b| b.is_ascii_digit())
+        && frac.bytes().all(|b| b.is_ascii_digit())
 }
 
 impl TruthEntry {
@@ -552,23 +700,47 @@ impl State {
         Some(removed)
     }
 
-    /// Messages on the path from the root to `leaf` following `parent` links
-    /// (the current branch), oldest first. Without `parent` links the whole
-    /// transcript is one branch.
+    /// The branch ending at `leaf`: the messages on the path from its root
+    /// to `leaf`, oldest first (empty when no message has that id).
+    ///
+    /// Each step goes to the message's `parent`. Messages without a parent
+    /// (a legacy transcript, an import from a tool that has none) form an
+    /// implicit chain in (timestamp, id) order: from such a message, and
+    /// from one whose `parent` is not in the file, the step goes to the
+    /// latest earlier message that has no parent either. So a transcript
+    /// without parents is one branch, turns added to it with explicit
+    /// parents continue it, and forks (several children of one message)
+    /// are separate branches sharing their history. A cycle of hand-edited
+    /// parents ends the walk.
     pub fn branch(&self, leaf: &str) -> Vec<&Message> {
-        let by_id: std::collections::HashMap<&str, &Message> =
-            self.messages.iter().map(|m| (m.id.as_str(), m)).collect();
+        let index: std::collections::HashMap<&str, usize> = self
+            .messages
+            .iter()
+            .enumerate()
+            .map(|(i, m)| (m.id.as_str(), i))
+            .collect();
+        // The implicit chain: for each message, the latest earlier one
+        // without a parent.
+        let mut previous_parentless = Vec::with_capacity(self.messages.len());
+        let mut last = None;
+        for (i, m) in self.messages.iter().enumerate() {
+            previous_parentless.push(last);
+            if m.parent.is_none() {
+                last = Some(i);
+            }
+        }
+        let mut seen = vec![false; self.messages.len()];
         let mut path = Vec::new();
-        let mut seen = std::collections::HashSet::new();
-        let mut cur = by_id.get(leaf).copied();
-        while let Some(m) = cur {
-            if !seen.insert(m.id.as_str()) {
+        let mut cur = index.get(leaf).copied();
+        while let Some(i) = cur {
+            if std::mem::replace(&mut seen[i], true) {
                 break; // a cycle in hand-edited parents: stop, never loop
             }
+            let m = &self.messages[i];
             path.push(m);
             cur = match &m.parent {
-                Some(p) => by_id.get(p.as_str()).copied(),
-                None => None,
+                Some(p) => index.get(p.as_str()).copied().or(previous_parentless[i]),
+                None => previous_parentless[i],
             };
         }
         path.reverse();

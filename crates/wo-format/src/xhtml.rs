@@ -2,15 +2,17 @@
 //! form for hashing, and the well-formedness/allowlist check used by
 //! validation.
 //!
-//! Sanitising is done by `ammonia` (html5ever's HTML5 parser, so malformed or
-//! hostile markup is parsed the way a browser would), with the allowlist of
-//! SPEC §1. Its HTML output is then re-serialised as XHTML by walking
-//! html5ever's tokenizer, so void elements self-close and every fragment is
-//! well-formed XML.
+//! Every function here is one linear pass over html5ever's tokenizer (or
+//! quick-xml's reader for the check): tags, attributes, entities and
+//! raw-text elements are read the way a browser reads them, but no HTML tree
+//! builder runs, because its per-tag walks of the open-element stack make it
+//! quadratic in nesting depth (a 4 MB nested body took about an hour). The
+//! sanitiser keeps its own bounded stack instead (see [`sanitize_html`] and
+//! [`MAX_DEPTH`]), writes only the allowlist of SPEC §1, self-closes void
+//! elements and balances every element, so its output is well-formed XML and
+//! its own fixpoint.
 
 use std::cell::RefCell;
-use std::collections::HashSet;
-use std::sync::LazyLock;
 
 use html5ever::tendril::StrTendril;
 use html5ever::tokenizer::{
@@ -65,27 +67,53 @@ pub enum ContentFormat {
     Html,
 }
 
-static SANITIZER: LazyLock<ammonia::Builder<'static>> = LazyLock::new(|| {
-    let mut b = ammonia::Builder::empty();
-    b.tags(ALLOWED_ELEMENTS.iter().copied().collect())
-        .generic_attributes(ALLOWED_ATTRIBUTES.iter().copied().collect())
-        .generic_attribute_prefixes(HashSet::from(["data-"]))
-        .add_tag_attributes("a", ["href"])
-        .url_schemes(ALLOWED_URL_SCHEMES.iter().copied().collect())
-        .url_relative(ammonia::UrlRelative::Deny)
-        .link_rel(None)
-        .clean_content_tags(HashSet::from([
-            "script", "style", "iframe", "object", "embed", "template", "noscript", "svg", "math",
-            "textarea", "select", "title",
-        ]))
-        .strip_comments(true);
-    b
-});
+/// The deepest element nesting the sanitiser keeps. Start tags nested deeper
+/// are dropped (with their matching end tags) and their text stays in the
+/// deepest kept element, so a hostile or runaway answer is flattened, never
+/// refused, and every later step (the browser's DOM walk included) sees a
+/// bounded depth. Tables reserve room for their implied `tbody`/`tr`/`td`.
+pub const MAX_DEPTH: usize = 100;
+
+/// Elements whose whole content is dropped with them (never unwrapped into
+/// text): scripts, styles, embedded documents, foreign content, form controls.
+const DROP_WITH_CONTENT: &[&str] = &[
+    "script", "style", "iframe", "object", "template", "noscript", "svg", "math", "textarea",
+    "select", "title",
+];
 
 /// Sanitises untrusted HTML into a well-formed, allowlisted XHTML fragment.
+///
+/// One pass over html5ever's tokenizer (so tags, attributes, entities and
+/// raw-text elements are read the way a browser reads them) with a bounded
+/// stack of open elements: time is linear in the input, whatever its nesting
+/// (an HTML tree builder walks its open-element stack per tag, which is
+/// quadratic in depth). The tree rules applied are the subset of HTML's that
+/// keep the output meaning the same when a browser parses it: a block closes
+/// an open `p`, `li` closes the previous `li`, a heading closes a heading,
+/// `a` closes an open `a`, table rows and cells get their implied
+/// `tbody`/`tr`/`td`, end tags close what they match within their scope
+/// (others are ignored), and everything still open is closed at the end.
+/// Elements off the allowlist are unwrapped (their text kept), except those
+/// of `DROP_WITH_CONTENT`, which go with everything inside them. Nesting
+/// beyond [`MAX_DEPTH`] is flattened.
+///
+/// The output is its own fixpoint: `sanitize_html(&sanitize_html(x)) ==
+/// sanitize_html(x)`.
 pub fn sanitize_html(input: &str) -> String {
-    let cleaned = SANITIZER.clean(input).to_string();
-    reserialize(&cleaned, false)
+    let sink = Sanitizer {
+        state: RefCell::new(SanitizeState {
+            out: String::with_capacity(input.len() + 16),
+            stack: Vec::new(),
+            overflow: Vec::new(),
+            overflow_counts: [0; ALLOWED_ELEMENTS.len()],
+            skip: None,
+            after_pre: false,
+            pre_end: usize::MAX,
+        }),
+    };
+    let mut state = run_tokenizer(sink, input).state.into_inner();
+    state.close_to(0);
+    state.out
 }
 
 /// Converts text in the given format to sanitised XHTML.
@@ -128,11 +156,135 @@ pub fn markdown_to_xhtml(markdown: &str) -> String {
     let mut opts = Options::empty();
     opts.insert(Options::ENABLE_TABLES);
     opts.insert(Options::ENABLE_STRIKETHROUGH);
+    let markdown = cap_markdown_nesting(markdown);
     let mut html_out = String::with_capacity(markdown.len() * 3 / 2);
-    html::push_html(&mut html_out, Parser::new_ext(markdown, opts));
+    // Text goes out with only the escapes the tokenizer needs: a text of
+    // 4 MB of `>` or `<` escaped as entities would be 4 million character
+    // references to decode, each far slower than plain text.
+    // pulldown-cmark splits text at every special character: join the
+    // pieces first, so that each `<` is escaped knowing what follows it.
+    use pulldown_cmark::Event;
+    let mut parser = Parser::new_ext(&markdown, opts).peekable();
+    let events = std::iter::from_fn(move || {
+        let event = parser.next()?;
+        let Event::Text(first) = event else {
+            return Some(event);
+        };
+        let mut text = first.into_string();
+        while let Some(Event::Text(more)) = parser.next_if(|e| matches!(e, Event::Text(_))) {
+            text.push_str(&more);
+        }
+        Some(if text.contains(['<', '>', '&', '"']) {
+            Event::Html(escape_for_tokenizer(&text).into())
+        } else {
+            Event::Text(text.into())
+        })
+    });
+    html::push_html(&mut html_out, events);
     let mut xhtml = sanitize_html(&html_out);
     xhtml.truncate(xhtml.trim_end().len());
     xhtml
+}
+
+/// Text escaped just enough that an HTML tokenizer reads it back as the same
+/// text: `<` where it could open a tag (before a letter, `/`, `!`, `?` or
+/// the end) and `&` where it could start a character reference (before a
+/// letter, digit, `#` or the end); `>` and other `<`/`&` stay as they are.
+fn escape_for_tokenizer(text: &str) -> String {
+    let mut out = String::with_capacity(text.len() + 8);
+    let mut chars = text.chars().peekable();
+    while let Some(c) = chars.next() {
+        let next = chars.peek().copied();
+        match c {
+            '<' if next.is_none_or(|n| n.is_ascii_alphabetic() || matches!(n, '/' | '!' | '?')) => {
+                out.push_str("&lt;")
+            }
+            '&' if next.is_none_or(|n| n.is_ascii_alphanumeric() || n == '#') => {
+                out.push_str("&amp;")
+            }
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+/// Container markers (`>`, list bullets, `1.`) one Markdown line may open.
+pub const MAX_MARKDOWN_NESTING: usize = 32;
+
+/// Keeps Markdown container nesting within [`MAX_MARKDOWN_NESTING`] per line
+/// and indentation within four columns per level: the marker past the limit
+/// is escaped (`\>`, `\-`, `1\.`), so it and the rest of the line stay as
+/// text; deeper indentation is cut to the limit. pulldown-cmark matches every
+/// line against every open container, so unbounded nesting (a 4 MB line of
+/// `>`, lists nested by indentation followed by many lazy lines) would cost
+/// time and output far beyond the input's size.
+fn cap_markdown_nesting(markdown: &str) -> std::borrow::Cow<'_, str> {
+    const MAX_INDENT: usize = 4 * MAX_MARKDOWN_NESTING;
+    let mut out: Option<String> = None;
+    let mut done = 0; // bytes of `markdown` already in `out`
+    let mut line_start = 0;
+    for line in markdown.split_inclusive('\n') {
+        let bytes = line.as_bytes();
+        let mut pos = 0;
+        let mut depth = 0;
+        let mut edit: Option<(usize, usize, &str)> = None; // replace [a, b) with str
+        let indent = bytes
+            .iter()
+            .take_while(|&&b| b == b' ' || b == b'\t')
+            .count();
+        if indent > MAX_INDENT {
+            edit = Some((MAX_INDENT, indent, ""));
+        } else {
+            loop {
+                while pos < bytes.len() && (bytes[pos] == b' ' || bytes[pos] == b'\t') {
+                    pos += 1;
+                }
+                let marker = match bytes.get(pos) {
+                    Some(b'>') => Some((pos, pos + 1)),
+                    Some(b'-' | b'*' | b'+')
+                        if matches!(bytes.get(pos + 1), Some(b' ' | b'\t')) =>
+                    {
+                        Some((pos, pos + 1))
+                    }
+                    Some(b'0'..=b'9') => {
+                        let digits = bytes[pos..]
+                            .iter()
+                            .take_while(|b| b.is_ascii_digit())
+                            .count();
+                        let end = pos + digits;
+                        (digits <= 9
+                            && matches!(bytes.get(end), Some(b'.' | b')'))
+                            && matches!(bytes.get(end + 1), Some(b' ' | b'\t')))
+                        .then_some((end, end + 1))
+                    }
+                    _ => None,
+                };
+                let Some((escape_at, next)) = marker else {
+                    break;
+                };
+                depth += 1;
+                if depth > MAX_MARKDOWN_NESTING {
+                    edit = Some((escape_at, escape_at, "\\"));
+                    break;
+                }
+                pos = next;
+            }
+        }
+        if let Some((a, b, with)) = edit {
+            let out = out.get_or_insert_with(|| String::with_capacity(markdown.len() + 16));
+            out.push_str(&markdown[done..line_start + a]);
+            out.push_str(with);
+            done = line_start + b;
+        }
+        line_start += line.len();
+    }
+    match out {
+        None => std::borrow::Cow::Borrowed(markdown),
+        Some(mut out) => {
+            out.push_str(&markdown[done..]);
+            std::borrow::Cow::Owned(out)
+        }
+    }
 }
 
 /// Canonical XHTML used for content-addressed ids: the fragment tokenised as
@@ -301,14 +453,11 @@ fn escape_attr_into(text: &str, out: &mut String) {
     }
 }
 
-/// Re-serialises HTML tokens as XHTML. The input is either ammonia's output
-/// (balanced, allowlisted) or stored content being canonicalised.
+/// Re-serialises HTML tokens as XHTML (the canonical form for hashing).
 fn reserialize(html: &str, sort_attributes: bool) -> String {
     let sink = XhtmlSink {
         out: RefCell::new(String::with_capacity(html.len() + 8)),
         sort_attributes,
-        sanitizing: !sort_attributes,
-        after_pre: std::cell::Cell::new(false),
     };
     run_tokenizer(sink, html).out.into_inner()
 }
@@ -325,18 +474,12 @@ fn run_tokenizer<S: TokenSink<Handle = ()>>(sink: S, input: &str) -> S {
 struct XhtmlSink {
     out: RefCell<String>,
     sort_attributes: bool,
-    /// Writing sanitiser output (not the canonical form for hashing): drop
-    /// attribute names that are not XML, and keep `<pre>` polyglot.
-    sanitizing: bool,
-    /// The last token was a `<pre>` start tag.
-    after_pre: std::cell::Cell<bool>,
 }
 
 impl TokenSink for XhtmlSink {
     type Handle = ();
     fn process_token(&self, token: Token, _line: u64) -> TokenSinkResult<()> {
         let mut out = self.out.borrow_mut();
-        let after_pre = self.after_pre.replace(false);
         match token {
             Token::TagToken(tag) => {
                 let name: &str = &tag.name;
@@ -349,7 +492,6 @@ impl TokenSink for XhtmlSink {
                             .attrs
                             .iter()
                             .map(|a| (&*a.name.local, &*a.value))
-                            .filter(|(k, _)| !self.sanitizing || is_xml_attribute_name(k))
                             .collect();
                         if self.sort_attributes {
                             attrs.sort();
@@ -369,7 +511,6 @@ impl TokenSink for XhtmlSink {
                             out.push('>');
                         } else {
                             out.push('>');
-                            self.after_pre.set(name == "pre");
                         }
                     }
                     TagKind::EndTag if !void => {
@@ -380,29 +521,495 @@ impl TokenSink for XhtmlSink {
                     TagKind::EndTag => {}
                 }
             }
-            Token::CharacterTokens(text) => {
-                // An HTML parser drops one newline right after `<pre>`; when
-                // the text starts with one, write one more so that reading
-                // the output as HTML (as the sanitiser does) keeps the text.
-                if after_pre && self.sanitizing && text.starts_with('\n') {
-                    out.push('\n');
-                }
-                escape_text_into(&text, &mut out)
-            }
+            Token::CharacterTokens(text) => escape_text_into(&text, &mut out),
             _ => {}
         }
         TokenSinkResult::Continue
     }
 }
 
-/// Attribute names that are well-formed XML as written (HTML's tokenizer
-/// accepts names such as `data-a"b`); others are dropped on re-serialising.
-fn is_xml_attribute_name(name: &str) -> bool {
-    let mut bytes = name.bytes();
-    bytes
-        .next()
-        .is_some_and(|b| b.is_ascii_alphabetic() || b == b'_')
-        && bytes.all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'))
+/// The sanitiser's token sink (html5ever's sink API takes `&self`).
+struct Sanitizer {
+    state: RefCell<SanitizeState>,
+}
+
+/// An element the sanitiser has written a start tag for and not yet closed.
+struct Open {
+    name: &'static str,
+    /// A `p` is open at or above the nearest table part (HTML's "p in button
+    /// scope"), so a block start must close it first.
+    p_open: bool,
+    /// An `a` is open at or above the nearest table part.
+    a_open: bool,
+}
+
+/// Inside an element dropped with its content.
+struct Skip {
+    name: html5ever::LocalName,
+    /// Nested elements of the same name still open inside it.
+    nested: usize,
+    /// `svg`/`math`: an HTML element such as `<p>` ends it, as in browsers.
+    foreign: bool,
+}
+
+struct SanitizeState {
+    out: String,
+    /// At most [`MAX_DEPTH`] entries.
+    stack: Vec<Open>,
+    /// Allowed start tags dropped for depth (indices into
+    /// [`ALLOWED_ELEMENTS`]), innermost last, waiting for their end tags so
+    /// that those do not close a kept element.
+    overflow: Vec<usize>,
+    /// How many of each element `overflow` holds: an end tag finds its match
+    /// (or learns there is none) without a scan.
+    overflow_counts: [usize; ALLOWED_ELEMENTS.len()],
+    skip: Option<Skip>,
+    /// The previous token was a `<pre>` start tag, so a newline starting
+    /// this one is dropped (as a browser does).
+    after_pre: bool,
+    /// `out.len()` right after the last `<pre>` start tag written.
+    pre_end: usize,
+}
+
+fn is_table_part(name: &str) -> bool {
+    matches!(name, "table" | "tbody" | "thead" | "tr" | "td" | "th")
+}
+
+/// Table parts whose content is rows or cells, not flow content.
+fn is_table_container(name: &str) -> bool {
+    matches!(name, "table" | "tbody" | "thead" | "tr")
+}
+
+fn is_heading(name: &str) -> bool {
+    matches!(name, "h1" | "h2" | "h3" | "h4" | "h5" | "h6")
+}
+
+/// HTML's "special" elements among the allowed ones (they stop the search
+/// for an open `li`).
+fn is_special(name: &str) -> bool {
+    !matches!(name, "a" | "b" | "i" | "em" | "strong" | "code" | "span")
+}
+
+/// How deep an element may start: a table needs room for its implied
+/// `tbody`, `tr` and `td`, so those always fit once the table does.
+fn depth_limit(name: &str) -> usize {
+    match name {
+        "table" => MAX_DEPTH - 3,
+        "tbody" | "thead" => MAX_DEPTH - 2,
+        "tr" => MAX_DEPTH - 1,
+        _ => MAX_DEPTH,
+    }
+}
+
+/// HTML elements that end foreign content (`svg`, `math`) in a browser.
+fn breaks_out_of_foreign(name: &str) -> bool {
+    matches!(
+        name,
+        "b" | "big"
+            | "blockquote"
+            | "body"
+            | "br"
+            | "center"
+            | "code"
+            | "dd"
+            | "div"
+            | "dl"
+            | "dt"
+            | "em"
+            | "embed"
+            | "h1"
+            | "h2"
+            | "h3"
+            | "h4"
+            | "h5"
+            | "h6"
+            | "head"
+            | "hr"
+            | "i"
+            | "img"
+            | "li"
+            | "listing"
+            | "menu"
+            | "meta"
+            | "nobr"
+            | "ol"
+            | "p"
+            | "pre"
+            | "ruby"
+            | "s"
+            | "small"
+            | "span"
+            | "strong"
+            | "strike"
+            | "sub"
+            | "sup"
+            | "table"
+            | "tt"
+            | "u"
+            | "ul"
+            | "var"
+    )
+}
+
+/// An `href` kept only when, read the way a browser reads it (surrounding
+/// spaces and controls trimmed, tabs and newlines removed), it is an
+/// absolute URL with an allowed scheme; returned in that normalised form so
+/// that [`check_fragment`] sees the scheme the browser will.
+fn clean_href(value: &str) -> Option<String> {
+    let url: String = value
+        .trim_matches(|c: char| c <= ' ')
+        .chars()
+        .filter(|c| !matches!(c, '\t' | '\n' | '\r'))
+        .collect();
+    let (scheme, _) = url.split_once(':')?;
+    let mut bytes = scheme.bytes();
+    let well_formed = bytes.next().is_some_and(|b| b.is_ascii_alphabetic())
+        && bytes.all(|b| b.is_ascii_alphanumeric() || matches!(b, b'+' | b'-' | b'.'));
+    (well_formed && ALLOWED_URL_SCHEMES.contains(&scheme.to_ascii_lowercase().as_str()))
+        .then_some(url)
+}
+
+impl SanitizeState {
+    fn top(&self) -> Option<&'static str> {
+        self.stack.last().map(|o| o.name)
+    }
+
+    /// The index of the nearest open element matching `want`, searching from
+    /// the innermost and giving up at one matching `stop`.
+    fn find(&self, want: impl Fn(&str) -> bool, stop: impl Fn(&str) -> bool) -> Option<usize> {
+        for (i, open) in self.stack.iter().enumerate().rev() {
+            if want(open.name) {
+                return Some(i);
+            }
+            if stop(open.name) {
+                return None;
+            }
+        }
+        None
+    }
+
+    /// Closes open elements until `len` remain. Elements dropped for depth
+    /// sat inside them, so they are closed too.
+    fn close_to(&mut self, len: usize) {
+        while self.stack.len() > len {
+            let Some(open) = self.stack.pop() else { break };
+            self.out.push_str("</");
+            self.out.push_str(open.name);
+            self.out.push('>');
+            self.clear_overflow();
+        }
+    }
+
+    fn clear_overflow(&mut self) {
+        if !self.overflow.is_empty() {
+            self.overflow.clear();
+            self.overflow_counts = [0; ALLOWED_ELEMENTS.len()];
+        }
+    }
+
+    fn close_p(&mut self) {
+        if self.stack.last().is_some_and(|o| o.p_open)
+            && let Some(i) = self.find(|n| n == "p", is_table_part)
+        {
+            self.close_to(i);
+        }
+    }
+
+    /// Writes a start tag and opens the element (the caller checked depth).
+    fn open(&mut self, name: &'static str, attrs: &[html5ever::Attribute]) {
+        let parent = self.stack.last();
+        let scope_root = matches!(name, "table" | "td" | "th");
+        let p_open = name == "p" || (!scope_root && parent.is_some_and(|o| o.p_open));
+        let a_open = name == "a" || (!scope_root && parent.is_some_and(|o| o.a_open));
+        self.write_start(name, attrs);
+        self.stack.push(Open {
+            name,
+            p_open,
+            a_open,
+        });
+        if name == "pre" {
+            self.after_pre = true;
+            self.pre_end = self.out.len();
+        }
+    }
+
+    fn write_start(&mut self, name: &str, attrs: &[html5ever::Attribute]) {
+        let out = &mut self.out;
+        out.push('<');
+        out.push_str(name);
+        for attr in attrs {
+            let key: &str = &attr.name.local;
+            let value = if key == "href" {
+                if name != "a" {
+                    continue;
+                }
+                match clean_href(&attr.value) {
+                    Some(url) => std::borrow::Cow::Owned(url),
+                    None => continue,
+                }
+            } else if ALLOWED_ATTRIBUTES.contains(&key) || is_data_attribute(key) {
+                std::borrow::Cow::Borrowed(&*attr.value)
+            } else {
+                continue;
+            };
+            out.push(' ');
+            out.push_str(key);
+            out.push_str("=\"");
+            escape_attr_into(&value, out);
+            out.push('"');
+        }
+        if VOID_ELEMENTS.contains(&name) {
+            out.push_str("/>");
+        } else {
+            out.push('>');
+        }
+    }
+
+    /// Content other than rows and cells inside a table goes into a cell
+    /// (a browser would move it in front of the table; a cell keeps it in
+    /// place).
+    fn open_cell(&mut self) {
+        loop {
+            match self.top() {
+                Some("table") => self.open("tbody", &[]),
+                Some("tbody" | "thead") => self.open("tr", &[]),
+                Some("tr") => self.open("td", &[]),
+                _ => return,
+            }
+        }
+    }
+
+    fn start_tag(&mut self, index: usize, attrs: &[html5ever::Attribute]) {
+        let name = ALLOWED_ELEMENTS[index];
+        let void = VOID_ELEMENTS.contains(&name);
+        if !self.overflow.is_empty() {
+            // Inside an element dropped for depth: keep flattening.
+            if void {
+                self.write_start(name, attrs);
+            } else {
+                self.overflow.push(index);
+                self.overflow_counts[index] += 1;
+            }
+            return;
+        }
+        if is_table_part(name) {
+            if !self.table_part_start(name) {
+                return;
+            }
+        } else {
+            if self.top().is_some_and(is_table_container) {
+                self.open_cell();
+            }
+            match name {
+                "li" => {
+                    let ends_search = |n: &str| is_special(n) && n != "div" && n != "p";
+                    if let Some(i) = self.find(|n| n == "li", ends_search) {
+                        self.close_to(i);
+                    }
+                    self.close_p();
+                }
+                "p" | "div" | "pre" | "blockquote" | "ul" | "ol" | "hr" => self.close_p(),
+                h if is_heading(h) => {
+                    self.close_p();
+                    if self.top().is_some_and(is_heading) {
+                        self.close_to(self.stack.len() - 1);
+                    }
+                }
+                "a" => {
+                    if self.stack.last().is_some_and(|o| o.a_open)
+                        && let Some(i) = self.find(|n| n == "a", is_table_part)
+                    {
+                        self.close_to(i);
+                    }
+                }
+                _ => {}
+            }
+        }
+        if void {
+            self.write_start(name, attrs);
+        } else if self.stack.len() < depth_limit(name) {
+            self.open(name, attrs);
+        } else {
+            self.overflow.push(index);
+            self.overflow_counts[index] += 1;
+        }
+    }
+
+    /// Places a table part: closes what it ends, opens what it implies.
+    /// Returns false when the tag is ignored (no table to belong to).
+    fn table_part_start(&mut self, name: &'static str) -> bool {
+        loop {
+            let top = self.top();
+            if top.is_some_and(is_table_container) {
+                match (name, top) {
+                    ("table", _) => {
+                        // A table starting among a table's rows ends it.
+                        if let Some(i) = self.find(|n| n == "table", |_| false) {
+                            self.close_to(i);
+                        }
+                        self.close_p();
+                        return true;
+                    }
+                    ("tbody" | "thead", _) => {
+                        if let Some(i) = self.find(|n| n == "table", |_| false) {
+                            self.close_to(i + 1);
+                        }
+                        return true;
+                    }
+                    ("tr", Some("table")) => self.open("tbody", &[]),
+                    ("tr", Some("tr")) => self.close_to(self.stack.len() - 1),
+                    ("tr", _) => return true,
+                    (_, Some("table")) => self.open("tbody", &[]),
+                    (_, Some("tbody" | "thead")) => self.open("tr", &[]),
+                    _ => return true,
+                }
+                continue;
+            }
+            if name == "table" {
+                self.close_p();
+                return true;
+            }
+            // Rows and cells inside a cell end it; outside a table they mean
+            // nothing and are dropped.
+            match self.find(|n| matches!(n, "td" | "th"), is_table_container) {
+                Some(i) => self.close_to(i),
+                None => return false,
+            }
+        }
+    }
+
+    fn end_tag(&mut self, index: usize) {
+        let name = ALLOWED_ELEMENTS[index];
+        if !self.overflow.is_empty() {
+            if self.overflow_counts[index] > 0 {
+                while let Some(dropped) = self.overflow.pop() {
+                    self.overflow_counts[dropped] -= 1;
+                    if dropped == index {
+                        break;
+                    }
+                }
+                return;
+            }
+            self.clear_overflow();
+        }
+        let found = match name {
+            "table" => self.find(|n| n == "table", |_| false),
+            "tbody" | "thead" => self.find(|n| n == name, |n| n == "table"),
+            "tr" => self.find(|n| n == "tr", |n| matches!(n, "table" | "tbody" | "thead")),
+            "td" | "th" => self.find(|n| n == name, is_table_container),
+            h if is_heading(h) => self.find(is_heading, is_table_part),
+            "li" => self.find(
+                |n| n == "li",
+                |n| is_table_part(n) || matches!(n, "ul" | "ol"),
+            ),
+            _ => self.find(|n| n == name, is_table_part),
+        };
+        if let Some(i) = found {
+            self.close_to(i);
+        }
+    }
+
+    fn text(&mut self, text: &str, after_pre: bool) {
+        let mut text = text;
+        if after_pre {
+            // A browser drops one newline right after `<pre>`.
+            text = text.strip_prefix('\n').unwrap_or(text);
+        }
+        if text.is_empty() {
+            return;
+        }
+        if self.top().is_some_and(is_table_container)
+            && !text.chars().all(|c| c.is_ascii_whitespace())
+        {
+            self.open_cell();
+        }
+        if self.out.len() == self.pre_end && text.starts_with('\n') {
+            // Written right after `<pre>`: one more newline, so that
+            // reading the output as HTML again keeps the text.
+            self.out.push('\n');
+        }
+        escape_text_into(text, &mut self.out);
+    }
+}
+
+impl TokenSink for Sanitizer {
+    type Handle = ();
+    fn process_token(&self, token: Token, _line: u64) -> TokenSinkResult<()> {
+        use html5ever::tokenizer::states::RawKind;
+        let mut st = self.state.borrow_mut();
+        let after_pre = std::mem::take(&mut st.after_pre);
+        match token {
+            Token::TagToken(tag) => {
+                let name: &str = &tag.name;
+                if let Some(skip) = st.skip.as_mut() {
+                    let same = tag.name == skip.name;
+                    match tag.kind {
+                        TagKind::StartTag if skip.foreign && breaks_out_of_foreign(name) => {
+                            st.skip = None;
+                        }
+                        TagKind::StartTag => {
+                            if same && !(skip.foreign && tag.self_closing) {
+                                skip.nested += 1;
+                            }
+                            return TokenSinkResult::Continue;
+                        }
+                        TagKind::EndTag => {
+                            if same {
+                                match skip.nested.checked_sub(1) {
+                                    Some(n) => skip.nested = n,
+                                    None => st.skip = None,
+                                }
+                            }
+                            return TokenSinkResult::Continue;
+                        }
+                    }
+                }
+                let allowed = ALLOWED_ELEMENTS.iter().position(|e| *e == name);
+                match (tag.kind, allowed) {
+                    (TagKind::StartTag, Some(i)) => st.start_tag(i, &tag.attrs),
+                    // A browser reads `</br>` as `<br>`.
+                    (TagKind::EndTag, Some(i)) if name == "br" => st.start_tag(i, &[]),
+                    (TagKind::EndTag, Some(i)) if !VOID_ELEMENTS.contains(&name) => st.end_tag(i),
+                    (TagKind::EndTag, _) => {}
+                    (TagKind::StartTag, None) => {
+                        if DROP_WITH_CONTENT.contains(&name) {
+                            let foreign = matches!(name, "svg" | "math");
+                            if !(foreign && tag.self_closing) {
+                                st.skip = Some(Skip {
+                                    name: tag.name.clone(),
+                                    nested: 0,
+                                    foreign,
+                                });
+                            }
+                        }
+                        // The elements a browser reads as raw text: the
+                        // tokenizer must too, or markup inside them would be
+                        // taken for tags.
+                        return match name {
+                            "script" => TokenSinkResult::RawData(RawKind::ScriptData),
+                            "style" | "iframe" | "noscript" | "xmp" | "noembed" | "noframes" => {
+                                TokenSinkResult::RawData(RawKind::Rawtext)
+                            }
+                            "textarea" | "title" => TokenSinkResult::RawData(RawKind::Rcdata),
+                            "plaintext" => TokenSinkResult::Plaintext,
+                            _ => TokenSinkResult::Continue,
+                        };
+                    }
+                }
+            }
+            Token::CharacterTokens(text) => {
+                if st.skip.is_none() {
+                    st.text(&text, after_pre);
+                }
+            }
+            Token::NullCharacterToken
+            | Token::CommentToken(_)
+            | Token::DoctypeToken(_)
+            | Token::EOFToken
+            | Token::ParseError(_) => {}
+        }
+        TokenSinkResult::Continue
+    }
 }
 
 struct TextSink {

@@ -156,6 +156,7 @@ pub fn turn_request(
             .max_entries
             .map(|n| usize::try_from(n).unwrap_or(usize::MAX)),
         min_certainty: params.min_certainty,
+        known_models: wo_engine::chat::configured_models(&app.config),
     })
 }
 

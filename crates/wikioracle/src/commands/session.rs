@@ -92,6 +92,7 @@ pub fn turn_request(
         url_fetch: opts.url_fetch.then(wo_fetch::FetchPolicy::default),
         max_entries: None,
         min_certainty: None,
+        known_models: wo_engine::chat::configured_models(cfg),
     }
 }
 
