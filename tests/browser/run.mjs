@@ -110,7 +110,9 @@ async function startServer({ stateless = false, file = null } = {}) {
   const urlFile = path.join(dir, 'url.txt');
   const stateFile = stateless ? null : (file || path.join(dir, 'llm.json'));
   const args = stateless
-    ? ['serve', '--stateless', '--port', '0', '--print-url-file', urlFile, ...EXTRA_ARGS]
+    // Hosted servers offer only the default provider unless told: the
+    // failure scenarios need `dead` too.
+    ? ['serve', '--stateless', '--allow-provider', 'llama', '--allow-provider', 'dead', '--port', '0', '--print-url-file', urlFile, ...EXTRA_ARGS]
     : [STATE_FLAG, stateFile, 'serve', '--port', '0', '--print-url-file', urlFile, ...EXTRA_ARGS];
   const log = fs.openSync(path.join(dir, 'server.log'), 'w');
   const child = spawn(WO_BIN, args, { cwd: dir, env: serverEnv(), stdio: ['ignore', log, log] });
@@ -178,15 +180,20 @@ function b64urlEncode(s) {
 
 let browser;
 
+/** The preferences cookie of `server`: one per port (cookies ignore ports). */
+function prefsCookie(server) {
+  return `wo_prefs_${new URL(server.origin).port}`;
+}
+
 /**
  * A fresh browser context and page for `server`, watching for dialogs,
  * foreign requests, page errors and CSP reports. `prefs` pre-sets the
- * wo_prefs cookie.
+ * server's preferences cookie (`wo_prefs_<port>`).
  */
 async function openPage(server, { prefs = { max_tokens: ANSWER_TOKENS }, bypassCSP = false, signIn = true } = {}) {
   const context = await browser.newContext({ acceptDownloads: true, bypassCSP, viewport: { width: 1200, height: 900 } });
   if (prefs) {
-    await context.addCookies([{ name: 'wo_prefs', value: b64urlEncode(JSON.stringify(prefs)), url: server.origin, sameSite: 'Lax' }]);
+    await context.addCookies([{ name: prefsCookie(server), value: b64urlEncode(JSON.stringify(prefs)), url: server.origin, sameSite: 'Strict' }]);
   }
   const page = await context.newPage();
   const watch = { dialogs: [], foreign: [], errors: [], csp: [], console: [] };
@@ -569,17 +576,17 @@ for (const mode of ['local', 'stateless']) {
       };
       const want = { provider: 'llama', model: 'smollm2', temperature: '1.3', rag: false, url_fetch: true, max_tokens: '77', max_entries: '5', min_certainty: '0.25', username: 'cookie tester ✓' };
       assert(canonical(got) === canonical(want), `after reload: ${JSON.stringify(got)}`);
-      const cookies = (await context.cookies(server.origin)).filter((c) => c.name === 'wo_prefs');
-      assert(cookies.length === 1, `${cookies.length} wo_prefs cookies`);
+      const cookies = (await context.cookies(server.origin)).filter((c) => c.name === prefsCookie(server));
+      assert(cookies.length === 1, `${cookies.length} ${prefsCookie(server)} cookies`);
       const c = cookies[0];
       assert(/^[A-Za-z0-9_-]+$/.test(c.value), `cookie value is not unpadded base64url: ${c.value}`);
       assert(c.path === '/', `cookie path ${c.path}`);
-      assert(c.sameSite === 'Lax', `cookie SameSite ${c.sameSite}`);
+      assert(c.sameSite === 'Strict', `cookie SameSite ${c.sameSite}`);
       assert(c.secure === false, 'cookie is Secure on http');
       assert(!c.httpOnly, 'cookie is HttpOnly (the page must read it)');
       const days = (c.expires * 1000 - Date.now()) / 86_400_000;
       assert(days > 360 && days < 370, `cookie lives ${days.toFixed(1)} days`);
-      assert(`wo_prefs=${c.value}`.length < 4096, 'cookie is 4 KB or more');
+      assert(`${prefsCookie(server)}=${c.value}`.length < 4096, 'cookie is 4 KB or more');
       const prefs = JSON.parse(b64urlDecode(c.value));
       const wantPrefs = { provider: 'llama', model: 'smollm2', temperature: 1.3, rag: false, url_fetch: true, max_tokens: 77, max_entries: 5, min_certainty: 0.25, username: 'cookie tester ✓' };
       for (const [k, v] of Object.entries(wantPrefs)) assert(prefs[k] === v, `cookie ${k} = ${JSON.stringify(prefs[k])}, expected ${JSON.stringify(v)}`);

@@ -143,10 +143,13 @@ The same index always gives byte-identical output.")]
 wo serve                          http://127.0.0.1:8787/?token=… serves ./llm.json; open the printed URL\n  \
 wo serve --open                   and open it in the browser\n  \
 wo serve --state ~/notes/llm.json --port 9000\n  \
-wo serve --stateless --bind 0.0.0.0 --allow-host wo.example.org   the hosted mode: browsers keep their own state\n\n\
+wo serve --stateless --bind 0.0.0.0 --allow-host wo.example.org   the hosted mode: browsers keep their own state\n  \
+wo serve --stateless --allow-provider openai --allow-model gpt-4o-mini --max-tokens 1024\n\n\
 Local mode owns exactly one llm.json (llm_*.json exports beside it are merged first), binds loopback only,\n\
 and admits only the printed URL's token (then an HttpOnly cookie; programs send Authorization: Bearer).\n\
-Stateless mode writes nothing and logs no content; provider keys stay on the server.\n\
+Stateless mode writes nothing and logs no content; provider keys stay on the server. Anonymous clients\n\
+may use only the default provider (or those named with --allow-provider), each provider's configured model\n\
+(or those named with --allow-model), and at most --max-tokens (default 4096) per answer.\n\
 The API is described at /api/openapi.json.")]
     Serve(ServeArgs),
 }
@@ -186,6 +189,27 @@ pub struct ServeArgs {
     /// Name on your messages (default: your login name).
     #[arg(long)]
     pub username: Option<String>,
+    /// Stateless: a provider clients may choose (default: only the default provider). Repeatable.
+    #[arg(long = "allow-provider", value_name = "NAME")]
+    pub allow_providers: Vec<String>,
+    /// Stateless: a model clients may name besides each allowed provider's configured one. Repeatable.
+    #[arg(long = "allow-model", value_name = "NAME")]
+    pub allow_models: Vec<String>,
+    /// Stateless: largest max_tokens a client may ask for, and what is sent when it asks for none (default 4096).
+    #[arg(long, value_name = "N")]
+    pub max_tokens: Option<u32>,
+    /// Seconds a client has to send a request's headers (also ends idle kept-alive connections).
+    #[arg(long, value_name = "SECS", default_value_t = 10, value_parser = clap::value_parser!(u64).range(1..))]
+    pub header_timeout: u64,
+    /// Seconds a client has to send a whole request body.
+    #[arg(long, value_name = "SECS", default_value_t = 60, value_parser = clap::value_parser!(u64).range(1..))]
+    pub body_timeout: u64,
+    /// Open connections at once; more wait.
+    #[arg(long, value_name = "N", default_value_t = 1024, value_parser = clap::value_parser!(u64).range(1..))]
+    pub max_connections: u64,
+    /// Open connections from one address; more are closed (0: no cap of its own). Default: 64 stateless, 0 local.
+    #[arg(long, value_name = "N")]
+    pub max_connections_per_ip: Option<usize>,
 }
 
 #[derive(Args, Debug)]

@@ -24,15 +24,32 @@ use crate::sse;
 
 type AppState = State<Arc<App>>;
 
-/// Reads a request body up to `limit` bytes.
-pub async fn read_body(body: Body, limit: usize) -> Result<bytes::Bytes, ApiError> {
-    axum::body::to_bytes(body, limit)
-        .await
-        .map_err(|_| ApiError::too_large(limit))
+/// Reads a request body up to `limit` bytes, within the body timeout (a
+/// client trickling its body must not hold a connection forever).
+pub async fn read_body(app: &App, body: Body, limit: usize) -> Result<bytes::Bytes, ApiError> {
+    match tokio::time::timeout(app.limits.body_timeout, axum::body::to_bytes(body, limit)).await {
+        Ok(Ok(bytes)) => Ok(bytes),
+        Ok(Err(_)) => Err(ApiError::too_large(limit)),
+        Err(_) => Err(ApiError::new(
+            StatusCode::REQUEST_TIMEOUT,
+            "timeout",
+            format!(
+                "the request body did not arrive within {} s",
+                app.limits.body_timeout.as_secs()
+            ),
+        )),
+    }
 }
 
+/// `GET /api/health`: liveness, and how many blocking jobs (sanitising,
+/// parsing, state file work) are waiting or running.
 pub async fn health(State(app): AppState) -> Json<Value> {
-    Json(json!({"status": "ok", "mode": app.mode(), "version": env!("CARGO_PKG_VERSION")}))
+    Json(json!({
+        "status": "ok",
+        "mode": app.mode(),
+        "version": env!("CARGO_PKG_VERSION"),
+        "busy": app.busy(),
+    }))
 }
 
 pub async fn info(State(app): AppState) -> Json<Value> {
@@ -48,7 +65,9 @@ pub async fn info(State(app): AppState) -> Json<Value> {
         "version": env!("CARGO_PKG_VERSION"),
         "username": app.username,
         "state_file": state_file,
-        "default_provider": app.config.default_provider(),
+        "default_provider": app.default_provider(),
+        "prefs_cookie": app.cookies.prefs,
+        "max_tokens": if app.store.is_some() { None } else { app.checked_choices(&ChatParams::default()).ok().flatten() },
         "index": app.index_root.is_some(),
         "limits": {
             "body_bytes": app.limits.body_bytes,
@@ -66,34 +85,47 @@ pub struct ProvidersQuery {
     check: Option<bool>,
 }
 
+/// `GET /api/providers`: the providers a client may choose. Local mode
+/// (the signed-in user) lists every configured one and, with `check=true`,
+/// why one is unreachable; stateless mode (anonymous clients) lists only
+/// the operator's allowed providers and models, and a check says only
+/// whether each answers: never a URL, a file path or where a key comes from.
 pub async fn providers(State(app): AppState, Query(q): Query<ProvidersQuery>) -> Json<Value> {
-    let rows: Vec<Value> = if q.check.unwrap_or(false) {
-        wo_providers::config::list_with_reachability(&app.config)
-            .await
-            .into_iter()
-            .map(|(i, r)| {
-                let mut row = provider_row(&i);
-                row["reachable"] = json!(r.is_reachable());
+    let offered = app.offered_providers();
+    let infos: Vec<wo_providers::config::ProviderInfo> = wo_providers::config::list(&app.config)
+        .into_iter()
+        .filter(|i| offered.contains(&i.name))
+        .collect();
+    let mut rows: Vec<Value> = infos.iter().map(|i| provider_row(&app, i)).collect();
+    if q.check.unwrap_or(false) {
+        let checks = infos.iter().map(|i| {
+            let config = &app.config;
+            async move {
+                match wo_providers::build(&i.name, config) {
+                    Ok(p) => p.check().await,
+                    Err(e) => wo_providers::Reachability::NotConfigured {
+                        reason: e.to_string(),
+                    },
+                }
+            }
+        });
+        for (row, r) in rows.iter_mut().zip(futures::future::join_all(checks).await) {
+            row["reachable"] = json!(r.is_reachable());
+            if app.store.is_some() {
                 row["detail"] = json!(r.to_string());
-                row
-            })
-            .collect()
-    } else {
-        wo_providers::config::list(&app.config)
-            .iter()
-            .map(provider_row)
-            .collect()
-    };
-    Json(json!({"default": app.config.default_provider(), "providers": rows}))
+            }
+        }
+    }
+    Json(json!({"default": app.default_provider(), "providers": rows}))
 }
 
-/// What the browser may know of a provider: never its key or full URL.
-fn provider_row(i: &wo_providers::config::ProviderInfo) -> Value {
+/// What a client may know of a provider: never its key, URL or path.
+fn provider_row(app: &App, i: &wo_providers::config::ProviderInfo) -> Value {
     json!({
         "name": i.name,
         "kind": i.kind.as_str(),
         "default_model": i.model,
-        "models": [i.model],
+        "models": app.offered_models(i).unwrap_or_else(|| vec![i.model.clone()]),
         "context_window": i.context_window,
     })
 }
@@ -147,7 +179,7 @@ pub fn turn_request(
         system: None,
         model: params.model.clone().filter(|m| !m.is_empty()),
         temperature: params.temperature,
-        max_tokens: params.max_tokens,
+        max_tokens: app.checked_choices(params)?,
         parent,
         no_rag: params.rag == Some(false),
         chunks: Vec::new(),
@@ -186,7 +218,7 @@ struct ChatBody {
 /// only to assemble the prompt and to append the turn, never while the
 /// model answers, so many chats run at once.
 pub async fn chat(State(app): AppState, body: Body) -> Result<Response, ApiError> {
-    let bytes = read_body(body, app.limits.body_bytes).await?;
+    let bytes = read_body(&app, body, app.limits.body_bytes).await?;
     let body: ChatBody = parse_json(&bytes)?;
     let provider = app.provider(body.params.provider.as_deref()).await?;
     let mut req = turn_request(&app, body.message, body.username, body.parent, &body.params)?;
@@ -338,16 +370,24 @@ struct StatePatch {
 
 /// `PATCH /api/state`: the context (sanitised) and retrieval prefs.
 pub async fn patch_state(State(app): AppState, body: Body) -> Result<Json<Value>, ApiError> {
-    let bytes = read_body(body, app.limits.body_bytes).await?;
+    let bytes = read_body(&app, body, app.limits.body_bytes).await?;
     let patch: StatePatch = parse_json(&bytes)?;
     if let Some(p) = &patch.retrieval_prefs {
         check_prefs(p)?;
     }
+    // Converted before the store is locked, off the async workers.
+    let context = match patch.context {
+        Some(c) => Some(
+            app.cpu(move || to_xhtml(&c, ContentFormat::Markdown))
+                .await?,
+        ),
+        None => None,
+    };
     let out = app
         .with_store(move |store| {
             store.transact(|s| {
-                if let Some(c) = patch.context {
-                    s.context = to_xhtml(&c, ContentFormat::Markdown);
+                if let Some(c) = context {
+                    s.context = c;
                 }
                 if let Some(p) = patch.retrieval_prefs {
                     s.truth.retrieval_prefs = p;
@@ -404,18 +444,16 @@ fn check_certainty(c: f64) -> Result<f64, ApiError> {
 
 /// `POST /api/truth`.
 pub async fn add_truth(State(app): AppState, body: Body) -> Result<Response, ApiError> {
-    let bytes = read_body(body, app.limits.body_bytes).await?;
+    let bytes = read_body(&app, body, app.limits.body_bytes).await?;
     let new: NewTruth = parse_json(&bytes)?;
     if new.title.trim().is_empty() {
         return Err(ApiError::bad_field("/title", "the title is empty"));
     }
     let certainty = check_certainty(new.certainty)?;
-    let mut entry = TruthEntry::new(
-        new.title.trim(),
-        Timestamp::now(),
-        certainty,
-        to_xhtml(&new.content, ContentFormat::Markdown),
-    );
+    let content = app
+        .cpu(move || to_xhtml(&new.content, ContentFormat::Markdown))
+        .await?;
+    let mut entry = TruthEntry::new(new.title.trim(), Timestamp::now(), certainty, content);
     entry.kind = new.kind;
     let out = app
         .with_store(move |store| {
@@ -444,15 +482,23 @@ pub async fn edit_truth(
     Path(id): Path<String>,
     body: Body,
 ) -> Result<Json<Value>, ApiError> {
-    let bytes = read_body(body, app.limits.body_bytes).await?;
+    let bytes = read_body(&app, body, app.limits.body_bytes).await?;
     let e: EditTruth = parse_json(&bytes)?;
     if e.title.as_deref().is_some_and(|t| t.trim().is_empty()) {
         return Err(ApiError::bad_field("/title", "the title is empty"));
     }
+    let certainty = e.certainty.map(check_certainty).transpose()?;
+    let content = match e.content {
+        Some(c) => Some(
+            app.cpu(move || to_xhtml(&c, ContentFormat::Markdown))
+                .await?,
+        ),
+        None => None,
+    };
     let edit = TruthEdit {
         title: e.title.map(|t| t.trim().to_owned()),
-        content: e.content.map(|c| to_xhtml(&c, ContentFormat::Markdown)),
-        certainty: e.certainty.map(check_certainty).transpose()?,
+        content,
+        certainty,
     };
     let out = app
         .with_store(move |store| {
@@ -488,10 +534,10 @@ pub async fn delete_truth(
 
 /// `POST /api/merge`: the body is an export; merged as SPEC §3 says.
 pub async fn merge(State(app): AppState, body: Body) -> Result<Json<Value>, ApiError> {
-    let bytes = read_body(body, app.limits.upload_bytes).await?;
-    let incoming = tokio::task::spawn_blocking(move || wo_format::parse(&bytes))
-        .await
-        .map_err(|e| ApiError::internal(e.to_string()))?
+    let bytes = read_body(&app, body, app.limits.upload_bytes).await?;
+    let incoming = app
+        .cpu(move || wo_format::parse(&bytes))
+        .await?
         .map_err(|e| {
             let pointer = e
                 .issues
@@ -659,9 +705,10 @@ struct DraftBody {
 /// the last update. Local mode reads them from the state; stateless mode
 /// takes `context` and `messages` from the body. Nothing is saved.
 pub async fn context_draft(State(app): AppState, body: Body) -> Result<Json<Value>, ApiError> {
-    let bytes = read_body(body, app.limits.body_bytes).await?;
+    let bytes = read_body(&app, body, app.limits.body_bytes).await?;
     let body: DraftBody = parse_json(&bytes)?;
     let provider = app.provider(body.params.provider.as_deref()).await?;
+    app.checked_choices(&body.params)?;
     let model = body.params.model.clone();
     // What the model needs, taken under the lock (local) or from the body
     // (stateless): never a copy of the whole state.
@@ -690,12 +737,16 @@ pub async fn context_draft(State(app): AppState, body: Body) -> Result<Json<Valu
                 format!("more than {} messages", app.limits.window_messages),
             ));
         }
-        draft_input(&crate::stateless::state_from_parts(
-            body.context.unwrap_or_default(),
-            Vec::new(),
-            window,
-            "/messages",
-        )?)?
+        let context = body.context.unwrap_or_default();
+        app.cpu(move || {
+            draft_input(&crate::stateless::state_from_parts(
+                context,
+                Vec::new(),
+                window,
+                "/messages",
+            )?)
+        })
+        .await??
     };
     let streamed = stream_answer(
         provider.as_ref(),
@@ -705,15 +756,20 @@ pub async fn context_draft(State(app): AppState, body: Body) -> Result<Json<Valu
     )
     .await
     .map_err(|e| ApiError::new(StatusCode::BAD_GATEWAY, "provider", e.to_string()))?;
-    Ok(Json(
-        serde_json::to_value(wo_engine::context_update::draft_from_answer(
-            &context,
-            &streamed.answer,
-            count,
-            since,
-        ))
-        .map_err(|e| ApiError::internal(e.to_string()))?,
-    ))
+    // The model's answer becomes XHTML: off the async workers (a hostile
+    // upstream can send anything).
+    let draft = app
+        .cpu(move || {
+            serde_json::to_value(wo_engine::context_update::draft_from_answer(
+                &context,
+                &streamed.answer,
+                count,
+                since,
+            ))
+        })
+        .await?
+        .map_err(|e| ApiError::internal(e.to_string()))?;
+    Ok(Json(draft))
 }
 
 #[derive(Deserialize)]
@@ -724,14 +780,15 @@ struct ApplyBody {
 
 /// `POST /api/context/apply`: saves a reviewed draft (local mode).
 pub async fn context_apply(State(app): AppState, body: Body) -> Result<Json<Value>, ApiError> {
-    let bytes = read_body(body, app.limits.body_bytes).await?;
+    let bytes = read_body(&app, body, app.limits.body_bytes).await?;
     let body: ApplyBody = parse_json(&bytes)?;
+    let (current, draft) = (body.current, body.draft);
+    let current = app.cpu(move || sanitize_html(&current)).await?;
     let out = app
         .with_store(move |store| {
-            let current = sanitize_html(&body.current);
             let (id, _) = store
                 .try_transact(|s| {
-                    wo_engine::context_update::apply(s, &current, &body.draft, Timestamp::now())
+                    wo_engine::context_update::apply(s, &current, &draft, Timestamp::now())
                 })?
                 .map_err(|e| ApiError::conflict(e.to_string()))?;
             Ok(json!({"context": store.state().context, "truth_id": id}))

@@ -1,15 +1,18 @@
-//! The server's shared state: mode, token, the one store (local mode),
-//! providers built once and reused, limits.
+//! The server's shared state: mode, token and cookie names, the one store
+//! (local mode), providers built once and reused, limits, the hosted
+//! mode's allow-lists, and the gate CPU-heavy work runs through.
 
 use std::collections::HashMap;
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use wo_providers::{Config, Provider};
 use wo_store::Store;
 
 use crate::error::ApiError;
-use crate::guard::RateLimiter;
+use crate::guard::{CookieNames, RateLimiter};
 
 /// Size caps on what clients send.
 #[derive(Clone, Debug)]
@@ -23,6 +26,21 @@ pub struct Limits {
     /// Stateless turns: messages in the window, truth entries.
     pub window_messages: usize,
     pub truth_entries: usize,
+    /// Time a client has to send a request's headers (and, on a kept-alive
+    /// connection, to start the next request): slowloris.
+    pub header_timeout: Duration,
+    /// Time a client has to send a whole request body.
+    pub body_timeout: Duration,
+    /// Longest a request waits for its CPU-heavy work (sanitising, XHTML
+    /// conversion, parsing an upload) before it is answered 503.
+    pub cpu_timeout: Duration,
+    /// CPU-heavy jobs run at once; more wait (0: the number of cores).
+    pub cpu_jobs: usize,
+    /// Open connections at once; more wait in the listen queue.
+    pub max_connections: usize,
+    /// Open connections from one address (0: no cap of its own); more are
+    /// closed at once.
+    pub max_connections_per_ip: usize,
 }
 
 impl Default for Limits {
@@ -33,9 +51,34 @@ impl Default for Limits {
             message_chars: 32_000,
             window_messages: 200,
             truth_entries: 1_000,
+            header_timeout: Duration::from_secs(10),
+            body_timeout: Duration::from_secs(60),
+            cpu_timeout: Duration::from_secs(30),
+            cpu_jobs: 0,
+            max_connections: 1024,
+            max_connections_per_ip: 0,
         }
     }
 }
+
+/// What anonymous clients of a stateless server may choose (the operator's
+/// keys pay for every turn). Empty lists mean the defaults named below.
+#[derive(Clone, Debug, Default)]
+pub struct Hosted {
+    /// Providers a client may name; empty: only the default provider.
+    pub allow_providers: Vec<String>,
+    /// Models a client may name; empty: only each allowed provider's
+    /// configured model.
+    pub allow_models: Vec<String>,
+    /// Largest `max_tokens` a client may ask for; also sent when it asks
+    /// for none (or the config's default, if lower). `None`:
+    /// [`HOSTED_MAX_TOKENS`]. Local mode has no cap.
+    pub max_tokens: Option<u32>,
+}
+
+/// The largest `max_tokens` a stateless server grants when the operator
+/// names no cap.
+pub const HOSTED_MAX_TOKENS: u32 = 4096;
 
 /// Everything a handler may need.
 pub struct App {
@@ -44,8 +87,16 @@ pub struct App {
     /// `Some` in local mode: the session token.
     pub token: Option<String>,
     pub allowed_hosts: Vec<String>,
+    /// This server's cookie names (see [`CookieNames`]).
+    pub cookies: CookieNames,
     pub limiter: RateLimiter,
     pub limits: Limits,
+    /// Stateless mode: what clients may choose.
+    pub hosted: Hosted,
+    /// CPU-heavy jobs: a permit each.
+    cpu_permits: Arc<tokio::sync::Semaphore>,
+    /// Blocking jobs waiting or running (reported by `/api/health`).
+    busy: Arc<AtomicUsize>,
     pub config: Config,
     pub username: String,
     /// The directory index used for retrieval and search, if any.
@@ -61,13 +112,26 @@ type IndexStamp = (u64, Option<std::time::SystemTime>);
 
 impl App {
     /// `store` is `Some` in local mode, with the session `token`.
-    pub fn new(store: Option<Store>, token: Option<String>, opts: &crate::ServeOptions) -> App {
+    pub fn new(
+        store: Option<Store>,
+        token: Option<String>,
+        cookies: CookieNames,
+        opts: &crate::ServeOptions,
+    ) -> App {
+        let cpu_jobs = match opts.limits.cpu_jobs {
+            0 => std::thread::available_parallelism().map_or(2, |n| n.get()),
+            n => n,
+        };
         App {
             store: store.map(|s| Arc::new(Mutex::new(s))),
             token,
             allowed_hosts: opts.allowed_hosts.clone(),
+            cookies,
             limiter: RateLimiter::new(opts.rate_per_minute),
             limits: opts.limits.clone(),
+            hosted: opts.hosted.clone(),
+            cpu_permits: Arc::new(tokio::sync::Semaphore::new(cpu_jobs)),
+            busy: Arc::new(AtomicUsize::new(0)),
             config: opts.config.clone(),
             username: opts.username.clone(),
             index_root: opts.index_root.clone(),
@@ -96,9 +160,16 @@ impl App {
     /// The provider called `name` (default: the configured default), built
     /// on first use and reused: a local model loads once.
     pub async fn provider(&self, name: Option<&str>) -> Result<Arc<dyn Provider>, ApiError> {
-        let name = name
-            .unwrap_or_else(|| self.config.default_provider())
-            .to_owned();
+        let name = name.unwrap_or_else(|| self.default_provider()).to_owned();
+        if self.store.is_none() && !self.offered_providers().contains(&name) {
+            return Err(ApiError::bad_field(
+                "/params/provider",
+                format!(
+                    "provider {name:?} is not offered by this server (offered: {})",
+                    self.offered_providers().join(", ")
+                ),
+            ));
+        }
         if let Some(p) = self.lock_providers().get(&name) {
             return Ok(p.clone());
         }
@@ -125,6 +196,94 @@ impl App {
                 )
             })?;
         Ok(self.lock_providers().entry(name).or_insert(built).clone())
+    }
+
+    /// The provider used when a client names none: the configured default,
+    /// or in stateless mode the first allowed one if the default is not.
+    pub fn default_provider(&self) -> &str {
+        let default = self.config.default_provider();
+        if self.store.is_some()
+            || self.hosted.allow_providers.is_empty()
+            || self.hosted.allow_providers.iter().any(|p| p == default)
+        {
+            default
+        } else {
+            &self.hosted.allow_providers[0]
+        }
+    }
+
+    /// The providers a client may choose: every configured one (local
+    /// mode, the user's own), or the operator's allow-list (stateless;
+    /// default: the default provider only).
+    pub fn offered_providers(&self) -> Vec<String> {
+        if self.store.is_some() {
+            self.config.providers.keys().cloned().collect()
+        } else if self.hosted.allow_providers.is_empty() {
+            vec![self.default_provider().to_owned()]
+        } else {
+            self.hosted.allow_providers.clone()
+        }
+    }
+
+    /// The models a stateless client may name with provider `info`: its
+    /// configured model and the operator's `allow_models`. `None` in local
+    /// mode (any model the provider takes).
+    pub fn offered_models(&self, info: &wo_providers::config::ProviderInfo) -> Option<Vec<String>> {
+        if self.store.is_some() {
+            return None;
+        }
+        let mut models = vec![info.model.clone()];
+        models.extend(
+            self.hosted
+                .allow_models
+                .iter()
+                .filter(|m| **m != info.model)
+                .cloned(),
+        );
+        Some(models)
+    }
+
+    /// Checks a stateless client's model and `max_tokens` against what the
+    /// operator offers; returns the `max_tokens` to send (the cap when the
+    /// client asks for none). Local mode: the client's own, unchanged.
+    pub fn checked_choices(
+        &self,
+        params: &wo_providers::protocol::ChatParams,
+    ) -> Result<Option<u32>, ApiError> {
+        if self.store.is_some() {
+            return Ok(params.max_tokens);
+        }
+        let provider = params
+            .provider
+            .as_deref()
+            .unwrap_or_else(|| self.default_provider());
+        if let Some(model) = params.model.as_deref().filter(|m| !m.is_empty()) {
+            let offered = wo_providers::config::list(&self.config)
+                .into_iter()
+                .find(|i| i.name == provider)
+                .and_then(|i| self.offered_models(&i))
+                .unwrap_or_default();
+            if !offered.iter().any(|m| m == model) {
+                return Err(ApiError::bad_field(
+                    "/params/model",
+                    format!(
+                        "model {model:?} is not offered by this server for {provider} (offered: {})",
+                        offered.join(", ")
+                    ),
+                ));
+            }
+        }
+        let cap = self.hosted.max_tokens.unwrap_or(HOSTED_MAX_TOKENS);
+        match params.max_tokens {
+            Some(n) if n > cap => Err(ApiError::bad_field(
+                "/params/max_tokens",
+                format!("at most {cap} on this server"),
+            )),
+            Some(n) => Ok(Some(n)),
+            None => Ok(Some(
+                self.config.defaults.max_tokens.map_or(cap, |d| d.min(cap)),
+            )),
+        }
     }
 
     fn lock_providers(&self) -> std::sync::MutexGuard<'_, HashMap<String, Arc<dyn Provider>>> {
@@ -171,12 +330,74 @@ impl App {
         let store = self.store.clone().ok_or_else(|| {
             ApiError::not_found("this server is stateless: there is no state file")
         })?;
+        let busy = Busy::new(&self.busy);
         tokio::task::spawn_blocking(move || {
+            let _busy = busy;
             let mut guard = store.lock().unwrap_or_else(|p| p.into_inner());
             guard.refresh()?;
             f(&mut guard)
         })
         .await
         .map_err(|e| ApiError::internal(format!("a state operation panicked: {e}")))?
+    }
+}
+
+impl App {
+    /// Blocking jobs waiting or running now.
+    pub fn busy(&self) -> usize {
+        self.busy.load(Ordering::SeqCst)
+    }
+
+    /// Runs CPU-heavy `f` (sanitising, XHTML conversion, parsing) on a
+    /// blocking thread, never on the async workers: one hostile body must
+    /// not stall every other client. At most `cpu_jobs` run at once; a
+    /// request whose job has not finished within `cpu_timeout` (waiting
+    /// included) is answered 503 (the thread finishes on its own, holding
+    /// its permit, so the cap stays true).
+    pub async fn cpu<T: Send + 'static>(
+        &self,
+        f: impl FnOnce() -> T + Send + 'static,
+    ) -> Result<T, ApiError> {
+        let deadline = tokio::time::Instant::now() + self.limits.cpu_timeout;
+        let busy = Busy::new(&self.busy);
+        let too_long = || {
+            ApiError::new(
+                axum::http::StatusCode::SERVICE_UNAVAILABLE,
+                "busy",
+                format!(
+                    "the server could not finish this request within {} s; send less (smaller or less deeply nested content) or try again later",
+                    self.limits.cpu_timeout.as_secs()
+                ),
+            )
+        };
+        let permit = tokio::time::timeout_at(deadline, self.cpu_permits.clone().acquire_owned())
+            .await
+            .map_err(|_| too_long())?
+            .map_err(|_| ApiError::internal("the CPU gate is closed"))?;
+        let job = tokio::task::spawn_blocking(move || {
+            let _held = (permit, busy);
+            f()
+        });
+        match tokio::time::timeout_at(deadline, job).await {
+            Ok(Ok(v)) => Ok(v),
+            Ok(Err(e)) => Err(ApiError::internal(format!("a job panicked: {e}"))),
+            Err(_) => Err(too_long()),
+        }
+    }
+}
+
+/// Counts a blocking job while it lives.
+struct Busy(Arc<AtomicUsize>);
+
+impl Busy {
+    fn new(count: &Arc<AtomicUsize>) -> Self {
+        count.fetch_add(1, Ordering::SeqCst);
+        Busy(count.clone())
+    }
+}
+
+impl Drop for Busy {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::SeqCst);
     }
 }

@@ -98,7 +98,16 @@ impl IntoResponse for ApiError {
 
 impl From<wo_store::StoreError> for ApiError {
     fn from(e: wo_store::StoreError) -> Self {
-        ApiError::storage(format!("llm.json was not changed: {e}"))
+        use wo_store::StoreError;
+        let message = format!("llm.json was not changed: {e}");
+        match e {
+            // What the client sent is too big for the state file: its
+            // fault, not the server's.
+            StoreError::ContentTooLarge { .. } | StoreError::TooLarge { .. } => {
+                ApiError::new(StatusCode::PAYLOAD_TOO_LARGE, "payload_too_large", message)
+            }
+            _ => ApiError::storage(message),
+        }
     }
 }
 

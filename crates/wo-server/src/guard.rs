@@ -19,11 +19,8 @@ use subtle::ConstantTimeEq;
 use crate::app::App;
 use crate::error::ApiError;
 
-/// The session cookie that carries the token.
-pub const SESSION_COOKIE: &str = "wo_session";
-
 /// Host names that always mean this machine.
-const LOOPBACK_NAMES: [&str; 4] = ["localhost", "127.0.0.1", "[::1]", "::1"];
+const LOOPBACK_NAMES: [&str; 3] = ["localhost", "127.0.0.1", "[::1]"];
 
 /// A fresh random token: 32 bytes, base64url without padding.
 pub fn new_token() -> String {
@@ -33,28 +30,120 @@ pub fn new_token() -> String {
     base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(bytes)
 }
 
+/// A short random id for this server process (6 hex digits).
+pub fn new_instance_id() -> String {
+    let mut bytes = [0u8; 3];
+    getrandom::fill(&mut bytes).expect("the OS random source is available");
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// The cookie names of one server. Browsers scope cookies by host name
+/// only, never by port, so every server on 127.0.0.1 sees every other's
+/// cookies: a fixed name let a second `wo serve` sign the first one out by
+/// overwriting its session, and share (or set) its preferences.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CookieNames {
+    /// `wo_session_<port>_<instance>`: HttpOnly, carries the token. The
+    /// random instance id keeps a later server on the same port from
+    /// taking the name over.
+    pub session: String,
+    /// `wo_prefs_<port>`: the web client's settings. Stable across
+    /// restarts (settings survive them) and across the instances of a
+    /// stateless deployment behind one port; the client validates what it
+    /// reads against what the server offers, because any page on this host
+    /// can read and write a non-HttpOnly cookie whatever its name.
+    pub prefs: String,
+}
+
+impl CookieNames {
+    pub fn new(port: u16, instance: &str) -> Self {
+        CookieNames {
+            session: format!("{SESSION_COOKIE_PREFIX}{port}_{instance}"),
+            prefs: format!("wo_prefs_{port}"),
+        }
+    }
+
+    /// Whether `name` is the session cookie of an earlier server on this
+    /// same port (another instance id): safe to expire at sign-in.
+    pub fn is_stale_session(&self, name: &str) -> bool {
+        let Some(ours_rest) = self.session.strip_prefix(SESSION_COOKIE_PREFIX) else {
+            return false;
+        };
+        let port_prefix = &ours_rest[..ours_rest.rfind('_').map_or(0, |i| i + 1)];
+        name != self.session
+            && name
+                .strip_prefix(SESSION_COOKIE_PREFIX)
+                .and_then(|rest| rest.strip_prefix(port_prefix))
+                .is_some_and(|id| !id.is_empty() && id.bytes().all(|b| b.is_ascii_hexdigit()))
+    }
+}
+
+/// Every session cookie's name starts so.
+pub const SESSION_COOKIE_PREFIX: &str = "wo_session_";
+
 /// Constant-time token comparison (no early exit on the first difference).
 pub fn token_matches(expected: &str, given: &str) -> bool {
     expected.len() == given.len() && bool::from(expected.as_bytes().ct_eq(given.as_bytes()))
 }
 
-/// The host name of a `Host` header value, without the port.
-pub fn host_name(host: &str) -> &str {
-    if host.starts_with('[') {
-        return host
-            .split_once(']')
-            .map_or(host, |(h, _)| &host[..h.len() + 1]);
+/// A `Host` header value as RFC 9110 §7.2 allows it (`uri-host [":"
+/// port]`), split into the lowercase name and the port; `None` for what no
+/// browser sends: an empty, non-numeric, zero or out-of-range port, text
+/// after `]`, userinfo (`@`), spaces, paths, percent signs, empty labels,
+/// or an IPv6 address outside brackets. The name may be a DNS name, an IPv4
+/// address or a bracketed IPv6 address (which must parse).
+pub fn parse_host(host: &str) -> Option<(String, Option<u16>)> {
+    if host.is_empty() || host.len() > 270 {
+        return None;
     }
-    host.rsplit_once(':').map_or(host, |(h, _)| h)
+    let (name, port) = if let Some(rest) = host.strip_prefix('[') {
+        let (inside, after) = rest.split_once(']')?;
+        inside.parse::<std::net::Ipv6Addr>().ok()?;
+        let port = match after {
+            "" => None,
+            p => Some(parse_port(p.strip_prefix(':')?)?),
+        };
+        (&host[..inside.len() + 2], port)
+    } else {
+        let (name, port) = match host.split_once(':') {
+            Some((n, p)) => (n, Some(parse_port(p)?)),
+            None => (host, None),
+        };
+        let labels = name.strip_suffix('.').unwrap_or(name);
+        let label_ok = |l: &str| {
+            !l.is_empty()
+                && l.len() <= 63
+                && l.bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+        };
+        if !labels.split('.').all(label_ok) {
+            return None;
+        }
+        (name, port)
+    };
+    Some((name.to_ascii_lowercase(), port))
 }
 
-/// Whether `host` (a `Host` header value) names this server.
-pub fn host_allowed(host: &str, allowed: &[String]) -> bool {
-    let name = host_name(host).to_ascii_lowercase();
-    LOOPBACK_NAMES.contains(&name.as_str())
+/// 1 to 65535, digits only, no leading zero.
+fn parse_port(p: &str) -> Option<u16> {
+    if p.is_empty() || p.len() > 5 || p.starts_with('0') || !p.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    p.parse::<u16>().ok()
+}
+
+/// Whether the host name `name` (from [`parse_host`]) names this server.
+pub fn name_allowed(name: &str, allowed: &[String]) -> bool {
+    LOOPBACK_NAMES.contains(&name)
         || allowed
             .iter()
-            .any(|a| a == "*" || a.eq_ignore_ascii_case(&name))
+            .any(|a| a == "*" || a.eq_ignore_ascii_case(name))
+}
+
+/// Whether `host` (a `Host` header value) is well formed and names this
+/// server.
+pub fn host_allowed(host: &str, allowed: &[String]) -> bool {
+    parse_host(host).is_some_and(|(name, _)| name_allowed(&name, allowed))
 }
 
 /// How a request proved who it is.
@@ -68,8 +157,10 @@ pub enum Auth {
     Bearer,
 }
 
-/// Which credential in `headers` carries `token`, if any.
-pub fn authenticate(headers: &HeaderMap, token: &str) -> Option<Auth> {
+/// Which credential in `headers` carries `token`, if any: the bearer
+/// header, or the session cookie called `cookie` (other servers' cookies on
+/// this host are not looked at).
+pub fn authenticate(headers: &HeaderMap, token: &str, cookie: &str) -> Option<Auth> {
     if let Some(v) = headers
         .get(header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok())
@@ -85,7 +176,7 @@ pub fn authenticate(headers: &HeaderMap, token: &str) -> Option<Auth> {
         .flat_map(|v| v.split(';'));
     for c in cookies {
         if let Some((name, value)) = c.trim().split_once('=')
-            && name == SESSION_COOKIE
+            && name == cookie
             && token_matches(token, value)
         {
             return Some(Auth::Cookie);
@@ -153,29 +244,64 @@ pub async fn guard(State(app): State<std::sync::Arc<App>>, req: Request, next: N
     resp
 }
 
+/// Whether a browser says this request comes from another origin (Fetch
+/// Metadata): another port on this host is `same-site` for cookies, which
+/// is why the session cookie rides along on such requests at all.
+fn is_cross_origin_fetch(headers: &HeaderMap) -> bool {
+    headers
+        .get("sec-fetch-site")
+        .is_some_and(|v| !matches!(v.as_bytes(), b"same-origin" | b"none"))
+}
+
+/// The one `Host` of a request, well formed, or a 400 naming the problem.
+fn request_host(headers: &HeaderMap) -> Result<&str, ApiError> {
+    let mut hosts = headers.get_all(header::HOST).iter();
+    let (Some(value), None) = (hosts.next(), hosts.next()) else {
+        // None, or two that could disagree about who we are.
+        return Err(ApiError::bad_request(
+            "a request needs exactly one Host header",
+        ));
+    };
+    let host = value.to_str().unwrap_or("");
+    if parse_host(host).is_none() {
+        return Err(ApiError::bad_request(format!(
+            "malformed Host header {:?}: expected a host name, IPv4 address or [IPv6] address, optionally followed by :PORT (1-65535)",
+            String::from_utf8_lossy(value.as_bytes())
+        )));
+    }
+    Ok(host)
+}
+
 fn check(app: &App, req: &Request) -> Result<(), ApiError> {
     let headers = req.headers();
-    // Two Host headers could disagree about who we are: refuse both.
-    let host = match headers.get_all(header::HOST).iter().count() {
-        1 => headers
-            .get(header::HOST)
-            .and_then(|v| v.to_str().ok())
-            .unwrap_or(""),
-        _ => "",
-    };
+    let host = request_host(headers)?;
     if !host_allowed(host, &app.allowed_hosts) {
         return Err(ApiError::forbidden(format!(
             "Host {host:?} is not this server's name; only loopback names are accepted (start `wo serve --allow-host NAME` to serve another)"
         )));
     }
     let path = req.uri().path();
-    if path.starts_with("/api/") {
-        let client = req
-            .extensions()
-            .get::<ConnectInfo<SocketAddr>>()
-            .map(|c| c.0.ip());
-        if let Some(ip) = client
-            && !app.limiter.allow(ip)
+    let api = path.starts_with("/api/");
+    let credential = app
+        .token
+        .as_deref()
+        .and_then(|t| authenticate(headers, t, &app.cookies.session));
+    // A page on another port of this host gets our cookie attached by the
+    // browser: such a request proves nothing about who sent it.
+    let foreign = credential == Some(Auth::Cookie) && is_cross_origin_fetch(headers);
+    if api {
+        // The signed-in user has a bucket of their own, so anonymous
+        // clients (another local page, a token guesser) cannot use it up;
+        // anonymous requests are limited by address.
+        let key = match credential {
+            Some(_) if !foreign => Some(RateKey::Session),
+            _ => req
+                .extensions()
+                .get::<ConnectInfo<SocketAddr>>()
+                .map(|c| RateKey::Addr(c.0.ip())),
+        };
+        if let Some(key) = key
+            && !app.limiter.allow(key)
         {
             return Err(ApiError::new(
                 StatusCode::TOO_MANY_REQUESTS,
@@ -183,11 +309,14 @@ fn check(app: &App, req: &Request) -> Result<(), ApiError> {
                 "too many requests; slow down",
             ));
         }
+        if foreign {
+            return Err(ApiError::forbidden(
+                "cross-origin request refused (Sec-Fetch-Site says it comes from another page)",
+            ));
+        }
     }
     let auth = match &app.token {
-        Some(token) if !is_public(path) => {
-            Some(authenticate(headers, token).ok_or_else(ApiError::unauthorized)?)
-        }
+        Some(_) if !is_public(path) => Some(credential.ok_or_else(ApiError::unauthorized)?),
         _ => None,
     };
     if is_state_changing(req.method()) {
@@ -231,12 +360,21 @@ fn check(app: &App, req: &Request) -> Result<(), ApiError> {
     Ok(())
 }
 
+/// Whose bucket a request draws from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum RateKey {
+    /// Requests carrying this server's token (local mode): the user.
+    Session,
+    /// Anonymous requests, by client address.
+    Addr(IpAddr),
+}
+
 /// A per-client token bucket: `per_minute` requests a minute on average,
 /// bursts up to the same number. A map behind a mutex is enough at the
 /// request rates one process serves; idle clients are evicted.
 pub struct RateLimiter {
     per_minute: u32,
-    buckets: Mutex<HashMap<IpAddr, (f64, Instant)>>,
+    buckets: Mutex<HashMap<RateKey, (f64, Instant)>>,
 }
 
 impl RateLimiter {
@@ -248,8 +386,8 @@ impl RateLimiter {
         }
     }
 
-    /// Takes one token for `ip`; false when its bucket is empty.
-    pub fn allow(&self, ip: IpAddr) -> bool {
+    /// Takes one token for `key`; false when its bucket is empty.
+    pub fn allow(&self, key: RateKey) -> bool {
         if self.per_minute == 0 {
             return true;
         }
@@ -260,7 +398,7 @@ impl RateLimiter {
         if buckets.len() > 10_000 {
             buckets.retain(|_, (_, at)| now.duration_since(*at).as_secs() < 120);
         }
-        let (tokens, at) = buckets.entry(ip).or_insert((cap, now));
+        let (tokens, at) = buckets.entry(key).or_insert((cap, now));
         *tokens = (*tokens + now.duration_since(*at).as_secs_f64() * rate).min(cap);
         *at = now;
         if *tokens >= 1.0 {
@@ -287,6 +425,9 @@ mod tests {
         ] {
             assert!(host_allowed(h, &[]), "{h}");
         }
+        // Well formed, but not one of our names.
+        assert!(parse_host("localhost.").is_some());
+        assert!(!host_allowed("localhost.", &[]));
         for h in [
             "evil.example:8787",
             "127.0.0.2",
@@ -313,21 +454,24 @@ mod tests {
     #[test]
     fn credentials_are_found_in_cookie_or_bearer() {
         let mut h = HeaderMap::new();
-        assert_eq!(authenticate(&h, "tok"), None);
+        let c = "wo_session_8787_abcdef";
+        assert_eq!(authenticate(&h, "tok", c), None);
         h.insert(
             header::COOKIE,
-            HeaderValue::from_static("a=b; wo_session=tok"),
+            HeaderValue::from_static("a=b; wo_session_8787_abcdef=tok"),
         );
-        assert_eq!(authenticate(&h, "tok"), Some(Auth::Cookie));
-        assert_eq!(authenticate(&h, "other"), None);
+        assert_eq!(authenticate(&h, "tok", c), Some(Auth::Cookie));
+        assert_eq!(authenticate(&h, "other", c), None);
+        // Another server's cookie, even with our token in it, is not ours.
+        assert_eq!(authenticate(&h, "tok", "wo_session_9999_abcdef"), None);
         let mut h = HeaderMap::new();
         h.insert(
             header::AUTHORIZATION,
             HeaderValue::from_static("Bearer tok"),
         );
-        assert_eq!(authenticate(&h, "tok"), Some(Auth::Bearer));
+        assert_eq!(authenticate(&h, "tok", c), Some(Auth::Bearer));
         h.insert(header::AUTHORIZATION, HeaderValue::from_static("Basic tok"));
-        assert_eq!(authenticate(&h, "tok"), None);
+        assert_eq!(authenticate(&h, "tok", c), None);
     }
 
     #[test]
@@ -341,11 +485,26 @@ mod tests {
     #[test]
     fn the_bucket_empties_and_limits_per_client() {
         let l = RateLimiter::new(3);
-        let a: IpAddr = "10.0.0.1".parse().unwrap();
-        let b: IpAddr = "10.0.0.2".parse().unwrap();
+        let a = RateKey::Addr("10.0.0.1".parse().unwrap());
+        let b = RateKey::Addr("10.0.0.2".parse().unwrap());
         assert!(l.allow(a) && l.allow(a) && l.allow(a));
         assert!(!l.allow(a));
         assert!(l.allow(b));
+        assert!(l.allow(RateKey::Session));
         assert!(RateLimiter::new(0).allow(a));
+    }
+
+    #[test]
+    fn cookie_names_are_per_port_and_instance() {
+        let n = CookieNames::new(8787, "ab12cd");
+        assert_eq!(n.session, "wo_session_8787_ab12cd");
+        assert_eq!(n.prefs, "wo_prefs_8787");
+        assert!(n.is_stale_session("wo_session_8787_ffffff"));
+        assert!(!n.is_stale_session("wo_session_8787_ab12cd"));
+        assert!(!n.is_stale_session("wo_session_9999_ffffff"));
+        assert!(!n.is_stale_session("wo_session_87870_ffffff"));
+        assert!(!n.is_stale_session("wo_session"));
+        assert!(!n.is_stale_session("wo_session_8787_"));
+        assert_eq!(new_instance_id().len(), 6);
     }
 }

@@ -20,9 +20,10 @@ pub mod guard;
 pub mod sse;
 pub mod stateless;
 
-use std::net::SocketAddr;
+use std::collections::HashMap;
+use std::net::{IpAddr, SocketAddr};
 use std::path::PathBuf;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use axum::Router;
 use axum::extract::{Query, Request, State};
@@ -30,7 +31,7 @@ use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, patch, post};
 
-use crate::app::{App, Limits};
+use crate::app::{App, Hosted, Limits};
 use crate::error::ApiError;
 
 /// How to run the server.
@@ -51,6 +52,8 @@ pub struct ServeOptions {
     /// A fixed token (tests, scripts); default: a fresh random one.
     pub token: Option<String>,
     pub store: wo_store::OpenOptions,
+    /// Stateless mode: the operator's allow-lists and caps.
+    pub hosted: Hosted,
 }
 
 /// Why the server did not start.
@@ -96,6 +99,32 @@ pub async fn bind(opts: ServeOptions) -> Result<Bound, ServeError> {
                 .into(),
         ));
     }
+    let hosted = &opts.hosted;
+    if local
+        && (!hosted.allow_providers.is_empty()
+            || !hosted.allow_models.is_empty()
+            || hosted.max_tokens.is_some())
+    {
+        return Err(ServeError::Refused(
+            "--allow-provider, --allow-model and --max-tokens are for --stateless servers; in local mode every configured provider is yours".into(),
+        ));
+    }
+    if let Some(name) = hosted
+        .allow_providers
+        .iter()
+        .find(|n| !opts.config.providers.contains_key(n.as_str()))
+    {
+        let known: Vec<&str> = opts.config.providers.keys().map(String::as_str).collect();
+        return Err(ServeError::Refused(format!(
+            "--allow-provider {name}: no such provider (configured: {})",
+            known.join(", ")
+        )));
+    }
+    if hosted.max_tokens == Some(0) {
+        return Err(ServeError::Refused(
+            "--max-tokens must be at least 1".into(),
+        ));
+    }
     let (store, merged) = match &opts.state_file {
         Some(path) => {
             let mut store_opts = opts.store.clone();
@@ -126,7 +155,8 @@ pub async fn bind(opts: ServeOptions) -> Result<Bound, ServeError> {
         Some(t) => format!("http://{host}/?token={t}"),
         None => format!("http://{host}/"),
     };
-    let app = Arc::new(App::new(store, token, &opts));
+    let cookies = guard::CookieNames::new(addr.port(), &guard::new_instance_id());
+    let app = Arc::new(App::new(store, token, cookies, &opts));
     Ok(Bound {
         listener,
         app,
@@ -138,22 +168,125 @@ pub async fn bind(opts: ServeOptions) -> Result<Bound, ServeError> {
 
 impl Bound {
     /// Serves until `shutdown` resolves, letting open streams finish.
+    ///
+    /// Our own accept loop rather than `axum::serve`, for the slowloris
+    /// defences: a header-read timeout (which also ends idle kept-alive
+    /// connections), at most `max_connections` open connections (the rest
+    /// wait in the listen queue) and at most `max_connections_per_ip` from
+    /// one address (the rest are closed at once). Body reads are bounded in
+    /// [`api::read_body`].
     pub async fn serve(
         self,
         shutdown: impl std::future::Future<Output = ()> + Send + 'static,
     ) -> std::io::Result<()> {
-        use axum::serve::ListenerExt as _;
-        // Small SSE writes must not wait for the client's delayed ACK
-        // (Nagle): on a kept-alive connection that cost ~40 ms a request.
-        let listener = self.listener.tap_io(|tcp| {
+        use hyper_util::rt::{TokioIo, TokioTimer};
+        use tower::ServiceExt as _;
+
+        let limits = self.app.limits.clone();
+        let router = router(self.app);
+        let open = Arc::new(tokio::sync::Semaphore::new(limits.max_connections.max(1)));
+        let per_ip = PerIp::new(limits.max_connections_per_ip);
+        let graceful = hyper_util::server::graceful::GracefulShutdown::new();
+        let mut http = hyper::server::conn::http1::Builder::new();
+        http.timer(TokioTimer::new())
+            .header_read_timeout(limits.header_timeout);
+        tokio::pin!(shutdown);
+        loop {
+            let permit = tokio::select! {
+                p = open.clone().acquire_owned() => p.expect("the semaphore is never closed"),
+                () = &mut shutdown => break,
+            };
+            let (tcp, remote) = tokio::select! {
+                r = self.listener.accept() => match r {
+                    Ok(c) => c,
+                    Err(e) => {
+                        // Out of file descriptors and the like: wait, as
+                        // axum::serve does, rather than spin.
+                        if !matches!(
+                            e.kind(),
+                            std::io::ErrorKind::ConnectionAborted
+                                | std::io::ErrorKind::ConnectionReset
+                                | std::io::ErrorKind::ConnectionRefused
+                        ) {
+                            tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+                        }
+                        continue;
+                    }
+                },
+                () = &mut shutdown => break,
+            };
+            let Some(slot) = per_ip.take(remote.ip()) else {
+                drop(tcp);
+                continue;
+            };
+            // Small SSE writes must not wait for the client's delayed ACK
+            // (Nagle): on a kept-alive connection that cost ~40 ms a request.
             let _ = tcp.set_nodelay(true);
-        });
-        axum::serve(
-            listener,
-            router(self.app).into_make_service_with_connect_info::<SocketAddr>(),
-        )
-        .with_graceful_shutdown(shutdown)
-        .await
+            let router = router.clone();
+            let service = hyper::service::service_fn(
+                move |mut req: hyper::Request<hyper::body::Incoming>| {
+                    req.extensions_mut()
+                        .insert(axum::extract::ConnectInfo(remote));
+                    router.clone().oneshot(req.map(axum::body::Body::new))
+                },
+            );
+            let conn = graceful.watch(http.serve_connection(TokioIo::new(tcp), service));
+            tokio::spawn(async move {
+                let _ = conn.await;
+                drop((permit, slot));
+            });
+        }
+        drop(self.listener);
+        graceful.shutdown().await;
+        Ok(())
+    }
+}
+
+/// Open connections per client address.
+#[derive(Clone)]
+struct PerIp {
+    cap: usize,
+    open: Arc<Mutex<HashMap<IpAddr, usize>>>,
+}
+
+/// One open connection of an address; released on drop.
+struct PerIpSlot {
+    ip: IpAddr,
+    open: Arc<Mutex<HashMap<IpAddr, usize>>>,
+}
+
+impl PerIp {
+    fn new(cap: usize) -> Self {
+        PerIp {
+            cap,
+            open: Arc::new(Mutex::new(HashMap::new())),
+        }
+    }
+
+    /// A slot for `ip`, or `None` when it has `cap` open already.
+    fn take(&self, ip: IpAddr) -> Option<PerIpSlot> {
+        let mut open = self.open.lock().unwrap_or_else(|p| p.into_inner());
+        let n = open.entry(ip).or_insert(0);
+        if self.cap != 0 && *n >= self.cap {
+            return None;
+        }
+        *n += 1;
+        Some(PerIpSlot {
+            ip,
+            open: self.open.clone(),
+        })
+    }
+}
+
+impl Drop for PerIpSlot {
+    fn drop(&mut self) {
+        let mut open = self.open.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(n) = open.get_mut(&self.ip) {
+            *n -= 1;
+            if *n == 0 {
+                open.remove(&self.ip);
+            }
+        }
     }
 }
 
@@ -235,16 +368,32 @@ async fn index(State(app): State<Arc<App>>, Query(q): Query<IndexQuery>, req: Re
                 .headers()
                 .get("x-forwarded-proto")
                 .is_some_and(|v| v.as_bytes() == b"https");
-            let cookie = format!(
-                "{}={token}; HttpOnly; SameSite=Strict; Path=/{}",
-                guard::SESSION_COOKIE,
-                if secure { "; Secure" } else { "" }
-            );
+            let secure = if secure { "; Secure" } else { "" };
+            let mut cookies = vec![format!(
+                "{}={token}; HttpOnly; SameSite=Strict; Path=/{secure}",
+                app.cookies.session
+            )];
+            // Sessions of earlier servers on this port are dead: expire
+            // them so they do not pile up. Other ports' are left alone.
+            let sent = req
+                .headers()
+                .get_all(header::COOKIE)
+                .iter()
+                .filter_map(|v| v.to_str().ok())
+                .flat_map(|v| v.split(';'))
+                .filter_map(|c| c.trim().split_once('=').map(|(n, _)| n.to_owned()));
+            for name in sent.filter(|n| app.cookies.is_stale_session(n)) {
+                cookies.push(format!(
+                    "{name}=; Max-Age=0; HttpOnly; SameSite=Strict; Path=/{secure}"
+                ));
+            }
             let mut resp = StatusCode::SEE_OTHER.into_response();
             let h = resp.headers_mut();
             h.insert(header::LOCATION, HeaderValue::from_static("/"));
-            if let Ok(v) = HeaderValue::from_str(&cookie) {
-                h.insert(header::SET_COOKIE, v);
+            for c in cookies {
+                if let Ok(v) = HeaderValue::from_str(&c) {
+                    h.append(header::SET_COOKIE, v);
+                }
             }
             resp
         }

@@ -78,7 +78,7 @@ fn to_values<T: serde::Serialize>(items: Vec<T>) -> Vec<Value> {
 
 /// `POST /api/stateless/chat`.
 pub async fn chat(State(app): State<Arc<App>>, body: Body) -> Result<Response, ApiError> {
-    let bytes = read_body(body, app.limits.body_bytes).await?;
+    let bytes = read_body(&app, body, app.limits.body_bytes).await?;
     let body: StatelessChatRequest = parse_json(&bytes)?;
     if body.window.len() > app.limits.window_messages {
         return Err(ApiError::bad_field(
@@ -93,56 +93,80 @@ pub async fn chat(State(app): State<Arc<App>>, body: Body) -> Result<Response, A
         ));
     }
     let provider = app.provider(body.params.provider.as_deref()).await?;
-    let state = state_from_parts(
-        body.context,
-        to_values(body.truth),
-        to_values(body.window),
-        "/window",
-    )?;
+    let (context, truth, window) = (body.context, to_values(body.truth), to_values(body.window));
+    // Sanitising what the client sent is CPU-heavy: off the async workers.
+    let state = app
+        .cpu(move || state_from_parts(context, truth, window, "/window"))
+        .await??;
     // The window is the branch up to the new message: its newest message is
     // the parent.
     let parent = state.messages().last().map(|m| m.id.clone());
     let mut req = turn_request(&app, body.message, body.username, parent, &body.params)?;
     req.chunks = Vec::new();
     let sent_at = Timestamp::now();
-    let mut assembled = wo_engine::chat::prepare(&state, provider.as_ref(), &req)
-        .map_err(|e| ApiError::bad_request(e.to_string()))?;
+    let (state, mut assembled) = {
+        let (provider, req) = (provider.clone(), req.clone());
+        app.cpu(move || {
+            let assembled = wo_engine::chat::prepare(&state, provider.as_ref(), &req)
+                .map_err(|e| ApiError::bad_request(e.to_string()))?;
+            Ok::<_, ApiError>((state, assembled))
+        })
+        .await??
+    };
+    let state = Arc::new(state);
     if let Some(policy) = &req.url_fetch {
         let links = wo_engine::chat::links_to_fetch(&state, &assembled);
         if !links.is_empty() {
             let fetched = wo_engine::chat::fetch_links(links, policy).await;
-            assembled =
-                wo_engine::chat::prepare_with_links(&state, provider.as_ref(), &req, fetched)
-                    .map_err(|e| ApiError::bad_request(e.to_string()))?;
+            let (provider, req, state) = (provider.clone(), req.clone(), state.clone());
+            assembled = app
+                .cpu(move || {
+                    wo_engine::chat::prepare_with_links(&state, provider.as_ref(), &req, fetched)
+                        .map_err(|e| ApiError::bad_request(e.to_string()))
+                })
+                .await??;
         }
     }
 
     let (resp, sink, cancel) = sse::channel();
     tokio::spawn(async move {
-        let mut state = state;
         let Some(streamed) =
             sse::stream_turn(&sink, provider.as_ref(), &assembled, &req, cancel).await
         else {
             return;
         };
-        let turn = completed_turn(
-            &state,
-            provider.as_ref(),
-            &req,
-            sent_at,
-            assembled.sources.clone(),
-            &streamed,
-        );
-        let (user_id, assistant_id) = apply_turn(&mut state, &turn);
-        let state_patch = turn_patch(&state, &user_id, &assistant_id, &assembled.sources);
-        sink.event(&sse::done_event(
-            (user_id, assistant_id),
-            assembled.sources.clone(),
-            state_patch,
-            &streamed,
-            provider.name(),
-            turn.model,
-        ));
+        // The answer becomes XHTML here: a hostile upstream can send
+        // anything, so off the async workers too.
+        let sources = assembled.sources.clone();
+        let finished = {
+            let (provider, streamed) = (provider.clone(), streamed.clone());
+            app.cpu(move || {
+                let mut state = Arc::try_unwrap(state).unwrap_or_else(|s| (*s).clone());
+                let turn = completed_turn(
+                    &state,
+                    provider.as_ref(),
+                    &req,
+                    sent_at,
+                    sources.clone(),
+                    &streamed,
+                );
+                let (user_id, assistant_id) = apply_turn(&mut state, &turn);
+                let patch = turn_patch(&state, &user_id, &assistant_id, &sources);
+                ((user_id, assistant_id), patch, turn.model)
+            })
+            .await
+        };
+        match finished {
+            Ok((ids, state_patch, model)) => sink.event(&sse::done_event(
+                ids,
+                assembled.sources,
+                state_patch,
+                &streamed,
+                provider.name(),
+                model,
+            )),
+            Err(e) => sink.error(e.message, Some("server".into())),
+        }
     });
     Ok(resp)
 }

@@ -55,7 +55,7 @@ async fn the_api_needs_the_token() {
         let r = s
             .client
             .get(s.url(path))
-            .header("cookie", "wo_session=nope")
+            .header("cookie", format!("{}=nope", s.session_cookie))
             .send()
             .await
             .unwrap();
@@ -105,7 +105,7 @@ async fn the_launch_url_becomes_a_strict_httponly_cookie() {
     );
     let cookie = r.headers()["set-cookie"].to_str().unwrap().to_owned();
     assert!(
-        cookie.starts_with(&format!("wo_session={TOKEN};")),
+        cookie.starts_with(&format!("{}={TOKEN};", s.session_cookie)),
         "{cookie}"
     );
     for attr in ["HttpOnly", "SameSite=Strict", "Path=/"] {
@@ -114,7 +114,7 @@ async fn the_launch_url_becomes_a_strict_httponly_cookie() {
     let r = s
         .client
         .get(s.url("/api/state"))
-        .header("cookie", format!("wo_session={TOKEN}"))
+        .header("cookie", s.cookie())
         .send()
         .await
         .unwrap();
@@ -179,7 +179,7 @@ async fn cross_origin_and_non_json_writes_are_refused() {
     let with_cookie = |origin: String| {
         s.client
             .post(s.url("/api/truth"))
-            .header("cookie", format!("wo_session={TOKEN}"))
+            .header("cookie", s.cookie())
             .header("origin", origin)
     };
     // Cross-origin, with the cookie a browser would attach.
@@ -209,7 +209,7 @@ async fn cross_origin_and_non_json_writes_are_refused() {
     let r = s
         .client
         .post(s.url("/api/truth"))
-        .header("cookie", format!("wo_session={TOKEN}"))
+        .header("cookie", s.cookie())
         .json(&body)
         .send()
         .await

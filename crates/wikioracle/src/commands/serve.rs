@@ -3,10 +3,11 @@
 
 use std::net::SocketAddr;
 use std::process::ExitCode;
+use std::time::Duration;
 
 use anyhow::{Context as _, Result};
 use wo_server::ServeOptions;
-use wo_server::app::Limits;
+use wo_server::app::{Hosted, Limits};
 
 use super::{open_options, state_path};
 use crate::cli::{GlobalOpts, ServeArgs};
@@ -36,7 +37,20 @@ pub fn run(g: &GlobalOpts, args: ServeArgs) -> Result<ExitCode> {
         limits: Limits {
             body_bytes: args.max_body_bytes,
             upload_bytes: args.max_upload_bytes,
+            header_timeout: Duration::from_secs(args.header_timeout),
+            body_timeout: Duration::from_secs(args.body_timeout),
+            max_connections: usize::try_from(args.max_connections).unwrap_or(usize::MAX),
+            max_connections_per_ip: args.max_connections_per_ip.unwrap_or(if args.stateless {
+                64
+            } else {
+                0
+            }),
             ..Limits::default()
+        },
+        hosted: Hosted {
+            allow_providers: args.allow_providers,
+            allow_models: args.allow_models,
+            max_tokens: args.max_tokens,
         },
         config,
         username: args.username.unwrap_or_else(wo_interop::default_username),
@@ -85,21 +99,31 @@ pub fn run(g: &GlobalOpts, args: ServeArgs) -> Result<ExitCode> {
     })
 }
 
-/// Writes `text` to a new file only the user can read (it holds the token).
+/// Writes `text` to `path` through a new file only the user can read (it
+/// holds the token): created exclusively (`O_EXCL`, a random name beside
+/// `path`, mode 0600) so nothing planted in advance, such as a symlink at a
+/// predictable temporary name, is written through; then renamed over
+/// `path`, which replaces a symlink there instead of following it.
 fn write_private(path: &std::path::Path, text: &str) -> std::io::Result<()> {
     use std::io::Write;
-    use std::os::unix::fs::OpenOptionsExt;
-    let tmp = path.with_extension("tmp");
-    let mut f = std::fs::OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .mode(0o600)
-        .open(&tmp)?;
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => std::path::Path::new("."),
+    };
+    let mut f = tempfile::Builder::new()
+        .prefix(".wo-url-")
+        .tempfile_in(dir)?;
+    // tempfile creates 0600 on Unix already; say so rather than rely on it.
+    {
+        use std::os::unix::fs::PermissionsExt;
+        f.as_file()
+            .set_permissions(std::fs::Permissions::from_mode(0o600))?;
+    }
     f.write_all(text.as_bytes())?;
     f.write_all(b"\n")?;
-    f.sync_all()?;
-    std::fs::rename(&tmp, path)
+    f.as_file().sync_all()?;
+    f.persist(path).map_err(|e| e.error)?;
+    Ok(())
 }
 
 /// Best effort: the desktop's opener; the URL is printed either way.
@@ -116,5 +140,70 @@ fn open_browser(url: &str) {
         .spawn()
     {
         eoutln!("note: could not start {opener} ({e}); open the URL above yourself");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::write_private;
+    use std::os::unix::fs::{PermissionsExt, symlink};
+
+    /// Issue 11, item 12: every way a planted file could catch the token.
+    #[test]
+    fn the_url_file_is_created_privately_and_never_written_through_a_link() {
+        let dir = tempfile::tempdir().unwrap();
+        let victim = dir.path().join("victim");
+        std::fs::write(&victim, "precious").unwrap();
+        let mut held = 0;
+        let total = 4;
+
+        // A symlink at the old predictable temporary name.
+        let out = dir.path().join("url.txt");
+        symlink(&victim, dir.path().join("url.tmp")).unwrap();
+        write_private(&out, "http://127.0.0.1:1/?token=secret").unwrap();
+        if std::fs::read_to_string(&victim).unwrap() == "precious" {
+            held += 1;
+        }
+        // The file itself: 0600, holding the URL.
+        let meta = std::fs::symlink_metadata(&out).unwrap();
+        if meta.file_type().is_file() && meta.permissions().mode() & 0o777 == 0o600 {
+            held += 1;
+        }
+        assert_eq!(
+            std::fs::read_to_string(&out).unwrap(),
+            "http://127.0.0.1:1/?token=secret\n"
+        );
+        // A symlink at the target: replaced, not followed.
+        let linked = dir.path().join("linked.txt");
+        symlink(&victim, &linked).unwrap();
+        write_private(&linked, "http://x/?token=secret").unwrap();
+        if std::fs::read_to_string(&victim).unwrap() == "precious"
+            && !std::fs::symlink_metadata(&linked)
+                .unwrap()
+                .file_type()
+                .is_symlink()
+        {
+            held += 1;
+        }
+        // An existing world-readable file at the target ends up 0600.
+        let loose = dir.path().join("loose.txt");
+        std::fs::write(&loose, "old").unwrap();
+        std::fs::set_permissions(&loose, std::fs::Permissions::from_mode(0o644)).unwrap();
+        write_private(&loose, "http://x/?token=secret").unwrap();
+        if std::fs::metadata(&loose).unwrap().permissions().mode() & 0o777 == 0o600 {
+            held += 1;
+        }
+        println!("item 12: {held}/{total} held");
+        assert_eq!(held, total);
+        // Nothing else was left behind in the directory.
+        let mut names: Vec<String> = std::fs::read_dir(dir.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        names.sort();
+        assert_eq!(
+            names,
+            ["linked.txt", "loose.txt", "url.tmp", "url.txt", "victim"]
+        );
     }
 }

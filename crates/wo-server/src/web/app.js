@@ -8,11 +8,14 @@
 //   allowlist of elements and attributes is copied into new nodes made with
 //   createElement/textContent. Nothing from content ever reaches innerHTML.
 // - Titles, usernames, ids, diff lines and error messages are text only.
-// - Settings live in the `wo_prefs` cookie; no state and no secret goes there.
+// - Settings live in this server's preferences cookie (`wo_prefs_<port>`, the
+//   name comes from /api/info); no state and no secret goes there. Cookies
+//   ignore ports, so any page on this host can write it: what is read is
+//   checked against what the server offers before use (offeredPrefs).
 
 const SCHEMA_URL =
   'https://raw.githubusercontent.com/arborrhythms/WikiOracle/main/spec/llm_state_v1.json';
-const PREFS_COOKIE = 'wo_prefs';
+let prefsCookie = null; // set from /api/info before any read or write
 const PAGE = 1000; // messages per /api/state page (local mode)
 const WINDOW_MESSAGES = 20; // recent messages sent with a stateless turn
 const WINDOW_BYTES = 200_000;
@@ -352,9 +355,10 @@ function cleanPrefs(raw) {
 }
 
 function readPrefs() {
+  if (!prefsCookie) return {};
   for (const part of document.cookie.split(';')) {
     const i = part.indexOf('=');
-    if (i < 0 || part.slice(0, i).trim() !== PREFS_COOKIE) continue;
+    if (i < 0 || part.slice(0, i).trim() !== prefsCookie) continue;
     try {
       return cleanPrefs(JSON.parse(b64urlDecode(part.slice(i + 1).trim())));
     } catch {
@@ -365,6 +369,7 @@ function readPrefs() {
 }
 
 function writePrefs(prefs) {
+  if (!prefsCookie) return;
   const clean = cleanPrefs(prefs);
   let value = b64urlEncode(JSON.stringify(clean));
   if (value.length > 3800) {
@@ -372,7 +377,28 @@ function writePrefs(prefs) {
     value = b64urlEncode('{}');
   }
   const secure = location.protocol === 'https:' ? '; Secure' : '';
-  document.cookie = `${PREFS_COOKIE}=${value}; Path=/; Max-Age=31536000; SameSite=Lax${secure}`;
+  document.cookie = `${prefsCookie}=${value}; Path=/; Max-Age=31536000; SameSite=Strict${secure}`;
+}
+
+/**
+ * Keeps only what this server offers: a provider it lists, a model it
+ * lists (stateless; local mode takes any model name of plain characters),
+ * max_tokens within its cap. Another page on this host may have written
+ * the cookie.
+ */
+function offeredPrefs(prefs) {
+  const out = cleanPrefs(prefs);
+  const provs = (app.providers && app.providers.providers) || [];
+  if (out.provider !== undefined && !provs.some((x) => x.name === out.provider)) delete out.provider;
+  if (out.model !== undefined) {
+    const prov = provs.find((x) => x.name === (out.provider || app.providers.default));
+    const models = prov ? [prov.default_model, ...(prov.models || [])] : [];
+    const plain = /^[A-Za-z0-9._:/@+-]{1,200}$/.test(out.model);
+    if (!plain || (app.mode === 'stateless' && !models.includes(out.model))) delete out.model;
+  }
+  const cap = app.info && app.info.max_tokens;
+  if (out.max_tokens !== undefined && Number.isInteger(cap) && out.max_tokens > cap) delete out.max_tokens;
+  return out;
 }
 
 // ---------------------------------------------------------------- HTTP
@@ -1753,7 +1779,6 @@ function wire() {
 
 async function start() {
   wire();
-  app.prefs = readPrefs();
   let health;
   try {
     health = await api('/api/health');
@@ -1786,6 +1811,10 @@ async function start() {
     }
     app.providers = { default: '', providers: [] };
   }
+  prefsCookie = typeof app.info.prefs_cookie === 'string' && /^wo_prefs_\d+$/.test(app.info.prefs_cookie)
+    ? app.info.prefs_cookie
+    : null;
+  app.prefs = offeredPrefs(readPrefs());
   try {
     await backend().load();
   } catch (e) {

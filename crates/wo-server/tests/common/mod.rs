@@ -132,6 +132,9 @@ pub struct Served {
     pub upstream: Upstream,
     pub client: reqwest::Client,
     pub launch_url: String,
+    /// The session cookie's name (local mode; empty when stateless), as
+    /// the sign-in set it.
+    pub session_cookie: String,
 }
 
 pub fn options(dir: &std::path::Path, upstream: &Upstream, stateless: bool) -> ServeOptions {
@@ -150,6 +153,7 @@ pub fn options(dir: &std::path::Path, upstream: &Upstream, stateless: bool) -> S
         index_root: None,
         token: Some(TOKEN.into()),
         store: wo_store::OpenOptions::default(),
+        hosted: Default::default(),
     }
 }
 
@@ -172,18 +176,42 @@ pub async fn serve_with(
     let addr = bound.addr;
     let launch_url = bound.launch_url.clone();
     tokio::spawn(bound.serve(std::future::pending()));
+    let client = reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .unwrap();
+    let session_cookie = if stateless {
+        String::new()
+    } else {
+        sign_in(&client, &launch_url).await.0
+    };
     Served {
         state: dir.path().join("llm.json"),
         dir,
         base: format!("http://{addr}"),
         addr,
         upstream,
-        client: reqwest::Client::builder()
-            .redirect(reqwest::redirect::Policy::none())
-            .build()
-            .unwrap(),
+        client,
         launch_url,
+        session_cookie,
     }
+}
+
+/// Opens the launch URL as a browser does; the session cookie it sets
+/// (name, value).
+pub async fn sign_in(client: &reqwest::Client, launch_url: &str) -> (String, String) {
+    let r = client.get(launch_url).send().await.unwrap();
+    assert_eq!(r.status(), reqwest::StatusCode::SEE_OTHER);
+    let set = r
+        .headers()
+        .get_all("set-cookie")
+        .iter()
+        .map(|v| v.to_str().unwrap().to_owned())
+        .find(|c| !c.contains("Max-Age=0"))
+        .expect("a session cookie");
+    let pair = set.split(';').next().unwrap();
+    let (name, value) = pair.split_once('=').unwrap();
+    (name.to_owned(), value.to_owned())
 }
 
 impl Served {
@@ -195,8 +223,13 @@ impl Served {
     pub fn browser(&self, method: reqwest::Method, path: &str) -> reqwest::RequestBuilder {
         self.client
             .request(method, self.url(path))
-            .header("cookie", format!("wo_session={TOKEN}"))
+            .header("cookie", self.cookie())
             .header("origin", &self.base)
+    }
+
+    /// The `Cookie` header of the signed-in browser.
+    pub fn cookie(&self) -> String {
+        format!("{}={TOKEN}", self.session_cookie)
     }
 
     /// A request as a program makes it: bearer token, no Origin.
