@@ -37,8 +37,9 @@ pub struct AssemblyOptions {
     pub prefs: EffectivePrefs,
     /// Include truth entries (the `rag` tool).
     pub rag: bool,
-    /// How many earlier messages to recall at most.
-    pub recall_limit: usize,
+    /// How many earlier messages to recall at most, beside the neighbours
+    /// of each (default: as many as the budget holds).
+    pub recall_limit: Option<usize>,
     pub now: Timestamp,
 }
 
@@ -51,7 +52,7 @@ impl AssemblyOptions {
             reserve_for_answer,
             prefs: state.truth.retrieval_prefs.effective(),
             rag: true,
-            recall_limit: 3,
+            recall_limit: None,
             now: Timestamp::now(),
         }
     }
@@ -127,11 +128,15 @@ impl std::fmt::Display for AssembleError {
 
 impl std::error::Error for AssembleError {}
 
-/// Share of the flexible budget each section may take at most; what a
-/// section leaves unused goes to the recent turns.
+/// Share of the flexible budget each section may take at most. Recall has
+/// no share of its own: it fills what truth, files and the first pass of the
+/// recent window leave, and what it leaves goes to more recent turns.
 const TRUTH_SHARE: f64 = 0.30;
-const RECALL_SHARE: f64 = 0.15;
 const CHUNK_SHARE: f64 = 0.25;
+const RECENT_SHARE: f64 = 0.25;
+/// Recall stops looking after this many hits in a row did not fit (a long
+/// transcript can match thousands of messages).
+const RECALL_MISSES: usize = 32;
 /// The context may take at most this share of the budget before it is cut
 /// (and the cut is reported).
 const CONTEXT_SHARE: f64 = 0.35;
@@ -277,10 +282,11 @@ pub fn assemble(
         used += 4;
     }
 
-    // Recent turns first pass: the window that fits half of what remains,
-    // so recall knows which messages the window already covers.
-    let recent_cap = budget.saturating_sub(used) / 2;
-    let mut window: Vec<(&Message, usize)> = Vec::new();
+    // Recent turns first pass: the newest turns within their share of the
+    // budget, so recall knows which messages the window already covers. The
+    // window takes more below only if recall leaves budget unused.
+    let recent_cap = ((flexible as f64) * RECENT_SHARE) as usize;
+    let mut window_ids: HashSet<&str> = HashSet::new();
     let mut window_tokens = 0;
     for m in &branch {
         let t = count(&to_plain_text(&m.content)) + 4;
@@ -288,53 +294,37 @@ pub fn assemble(
             break;
         }
         window_tokens += t;
-        window.push((m, t));
+        window_ids.insert(m.id.as_str());
     }
 
-    // Earlier messages recalled by relevance.
-    let in_window: HashSet<&str> = window.iter().map(|(m, _)| m.id.as_str()).collect();
-    let recalled = recall_messages(state.messages(), query, &in_window, opts.recall_limit);
-    let mut recalled_ids: HashSet<&str> = HashSet::new();
-    let mut recall_text = String::new();
-    let cap = ((flexible as f64) * RECALL_SHARE) as usize;
-    let mut spent = 0;
-    for r in &recalled {
-        let m = r.message;
-        let line = format!(
-            "- [{} {}]: {}\n",
-            m.timestamp,
-            m.username,
-            to_plain_text(&m.content).replace('\n', " ")
-        );
-        let t = count(&line);
-        if spent + t > cap {
-            a.dropped.push(Dropped {
-                kind: SourceKind::EarlierMessage,
-                id: Some(m.id.clone()),
-                label: m.title.clone(),
-                reason: format!("over the recall budget ({cap} tokens)"),
-            });
-            continue;
-        }
-        spent += t;
-        recalled_ids.insert(m.id.as_str());
-        recall_text.push_str(&line);
-        a.sources.push(m.id.clone());
-        a.included.push(Included {
-            kind: SourceKind::EarlierMessage,
-            id: Some(m.id.clone()),
-            label: m.title.clone(),
-            tokens: t,
-        });
-    }
-    if !recall_text.is_empty() {
+    // Earlier messages recalled by relevance, with the turns around each
+    // hit, until the budget left after the window and the files is spent.
+    let chunk_cap = if chunks.is_empty() {
+        0
+    } else {
+        ((flexible as f64) * CHUNK_SHARE) as usize
+    };
+    let cap = budget
+        .saturating_sub(used + window_tokens + chunk_cap)
+        .saturating_sub(4);
+    let recalled_ids = recall_within(
+        state.messages(),
+        query,
+        &window_ids,
+        cap,
+        opts.recall_limit,
+        count,
+        &mut a,
+    );
+    if let Some((text, spent)) = recalled_ids.1 {
         a.system.push_str("\n\n## Earlier messages\n");
-        a.system.push_str(recall_text.trim_end());
+        a.system.push_str(text.trim_end());
         used += spent + 4;
     }
+    let recalled_ids = recalled_ids.0;
 
     // File chunks from the directory index.
-    let cap = ((flexible as f64) * CHUNK_SHARE) as usize;
+    let cap = chunk_cap;
     let mut spent = 0;
     let mut chunk_text = String::new();
     for c in chunks {
@@ -442,6 +432,112 @@ pub fn assemble(
     });
     a.tokens = used;
     Ok(a)
+}
+
+/// Recalls earlier messages for `query` within `cap` tokens: the best hit
+/// first, then the turn before and after it (a question's answer, or what a
+/// reply answers), then the next hit, skipping anything already taken or in
+/// the recent window, so nothing is sent twice. Records what was sent in
+/// `a` and returns the ids taken and the section's text and tokens.
+fn recall_within<'a>(
+    messages: &'a [Message],
+    query: &str,
+    window: &HashSet<&str>,
+    cap: usize,
+    limit: Option<usize>,
+    count: &dyn Fn(&str) -> usize,
+    a: &mut Assembled,
+) -> (HashSet<&'a str>, Option<(String, usize)>) {
+    let mut taken: HashSet<&'a str> = HashSet::new();
+    let hits = recall_messages(messages, query, window, limit.unwrap_or(usize::MAX));
+    // (transcript position, line, tokens, hit it neighbours)
+    let mut chosen: Vec<(usize, String, usize, Option<&'a str>)> = Vec::new();
+    let mut spent = 0;
+    let mut misses = 0;
+    let mut unlisted = 0usize;
+    for (rank, hit) in hits.iter().enumerate() {
+        if misses >= RECALL_MISSES || cap.saturating_sub(spent) < 8 {
+            unlisted = hits[rank..]
+                .iter()
+                .filter(|h| !taken.contains(h.message.id.as_str()))
+                .count();
+            break;
+        }
+        let around = [
+            Some(hit.index),
+            hit.index.checked_sub(1),
+            Some(hit.index + 1),
+        ];
+        for (k, idx) in around.into_iter().enumerate() {
+            let Some(m) = idx.and_then(|i| messages.get(i)) else {
+                continue;
+            };
+            if taken.contains(m.id.as_str()) || window.contains(m.id.as_str()) {
+                continue;
+            }
+            let line = format!(
+                "- [{} {}]: {}\n",
+                m.timestamp,
+                m.username,
+                to_plain_text(&m.content).replace('\n', " ")
+            );
+            let t = count(&line);
+            if spent + t > cap {
+                if k == 0 {
+                    misses += 1;
+                    a.dropped.push(Dropped {
+                        kind: SourceKind::EarlierMessage,
+                        id: Some(m.id.clone()),
+                        label: m.title.clone(),
+                        reason: format!("over the recall budget ({cap} tokens)"),
+                    });
+                    break;
+                }
+                continue;
+            }
+            if k == 0 {
+                misses = 0;
+            }
+            spent += t;
+            taken.insert(m.id.as_str());
+            chosen.push((
+                idx.unwrap_or_default(),
+                line,
+                t,
+                (k > 0).then_some(hit.message.id.as_str()),
+            ));
+        }
+    }
+    if unlisted > 0 {
+        a.dropped.push(Dropped {
+            kind: SourceKind::EarlierMessage,
+            id: None,
+            label: format!("{unlisted} more matching earlier messages"),
+            reason: format!("over the recall budget ({cap} tokens)"),
+        });
+    }
+    if chosen.is_empty() {
+        return (taken, None);
+    }
+    // Sent in transcript order, so a hit and its neighbours read as the
+    // exchange they were.
+    chosen.sort_by_key(|c| c.0);
+    let mut text = String::new();
+    for (idx, line, t, neighbour_of) in chosen {
+        let m = &messages[idx];
+        text.push_str(&line);
+        a.sources.push(m.id.clone());
+        a.included.push(Included {
+            kind: SourceKind::EarlierMessage,
+            id: Some(m.id.clone()),
+            label: match neighbour_of {
+                Some(hit) => format!("{} (next to {hit})", m.title),
+                None => m.title.clone(),
+            },
+            tokens: t,
+        });
+    }
+    (taken, Some((text, spent)))
 }
 
 /// The branch ending at `leaf`, newest first. Without parent links the

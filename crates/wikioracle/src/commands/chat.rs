@@ -78,7 +78,7 @@ pub fn run(g: &GlobalOpts, args: ChatArgs) -> Result<ExitCode> {
                     None => println!("  no answer yet"),
                 },
                 "context" => match &last {
-                    Some((_, a)) => print!("{}", render_context(a)),
+                    Some((_, a)) => print!("{}", render_context(store.state(), a)),
                     None => println!("  no answer yet"),
                 },
                 "branch" => {
