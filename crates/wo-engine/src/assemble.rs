@@ -1,9 +1,12 @@
 //! Building the prompt for one turn within a token budget (SPEC §4).
 //!
 //! Order of priority: system instructions and `context` (always), truth
-//! entries, earlier messages recalled by relevance, file chunks, then the
-//! most recent turns of the current branch, newest first, until the budget is
-//! spent; the new message always goes last. Every candidate that is left out
+//! entries (up to a share), the newest turns of the current branch (up to a
+//! share), earlier messages recalled by relevance — each hit with the turns
+//! before and after it — until the budget left after files is spent, file
+//! chunks, then more recent turns with whatever is left; the new message
+//! always goes last. Nothing is sent twice: recall skips the recent window
+//! and the recent turns skip what recall sent. Every candidate that is left out
 //! is recorded in [`Assembled::dropped`] with its reason — nothing is cut
 //! silently.
 
