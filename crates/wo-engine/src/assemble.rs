@@ -140,6 +140,8 @@ const RECENT_SHARE: f64 = 0.25;
 /// Recall stops looking after this many hits in a row did not fit (a long
 /// transcript can match thousands of messages).
 const RECALL_MISSES: usize = 32;
+/// A hit's neighbouring turns rank at this fraction of the hit's score.
+const NEIGHBOUR_WEIGHT: f64 = 0.5;
 /// The context may take at most this share of the budget before it is cut
 /// (and the cut is reported).
 const CONTEXT_SHARE: f64 = 0.35;
@@ -437,10 +439,11 @@ pub fn assemble(
     Ok(a)
 }
 
-/// Recalls earlier messages for `query` within `cap` tokens: the best hit
-/// first, then the turn before and after it (a question's answer, or what a
-/// reply answers), then the next hit, skipping anything already taken or in
-/// the recent window, so nothing is sent twice. Records what was sent in
+/// Recalls earlier messages for `query` within `cap` tokens: hits and the
+/// turns before and after each (a question's answer, or what a reply
+/// answers; ranked at [`NEIGHBOUR_WEIGHT`] of the hit's score), best first,
+/// skipping anything already taken or in the recent window, so nothing is
+/// sent twice. Records what was sent in
 /// `a` and returns the ids taken and the section's text and tokens.
 fn recall_within<'a>(
     messages: &'a [Message],
@@ -453,64 +456,74 @@ fn recall_within<'a>(
 ) -> (HashSet<&'a str>, Option<(String, usize)>) {
     let mut taken: HashSet<&'a str> = HashSet::new();
     let hits = recall_messages(messages, query, window, limit.unwrap_or(usize::MAX));
+    // Candidates: every hit at its score, and the turns before and after it
+    // at a fraction of that score, so a strong hit's neighbours come before
+    // weak hits and a weak hit's neighbours after strong ones.
+    // (score, transcript position, the hit it neighbours)
+    let mut candidates: Vec<(f64, usize, Option<usize>)> = Vec::with_capacity(hits.len() * 3);
+    for (rank, hit) in hits.iter().enumerate() {
+        candidates.push((hit.score, hit.index, None));
+        let w = hit.score * NEIGHBOUR_WEIGHT;
+        if let Some(before) = hit.index.checked_sub(1) {
+            candidates.push((w, before, Some(rank)));
+        }
+        if hit.index + 1 < messages.len() {
+            candidates.push((w, hit.index + 1, Some(rank)));
+        }
+    }
+    candidates.sort_by(|x, y| {
+        y.0.total_cmp(&x.0)
+            .then_with(|| x.2.is_some().cmp(&y.2.is_some()))
+            .then_with(|| x.1.cmp(&y.1))
+    });
     // (transcript position, line, tokens, hit it neighbours)
     let mut chosen: Vec<(usize, String, usize, Option<&'a str>)> = Vec::new();
     let mut spent = 0;
     let mut misses = 0;
-    let mut unlisted = 0usize;
-    for (rank, hit) in hits.iter().enumerate() {
+    for &(_, idx, neighbour_of) in &candidates {
         if misses >= RECALL_MISSES || cap.saturating_sub(spent) < 8 {
-            unlisted = hits[rank..]
-                .iter()
-                .filter(|h| !taken.contains(h.message.id.as_str()))
-                .count();
             break;
         }
-        let around = [
-            Some(hit.index),
-            hit.index.checked_sub(1),
-            Some(hit.index + 1),
-        ];
-        for (k, idx) in around.into_iter().enumerate() {
-            let Some(m) = idx.and_then(|i| messages.get(i)) else {
-                continue;
-            };
-            if taken.contains(m.id.as_str()) || window.contains(m.id.as_str()) {
-                continue;
-            }
-            let line = format!(
-                "- [{} {}]: {}\n",
-                m.timestamp,
-                m.username,
-                to_plain_text(&m.content).replace('\n', " ")
-            );
-            let t = count(&line);
-            if spent + t > cap {
-                if k == 0 {
-                    misses += 1;
-                    a.dropped.push(Dropped {
-                        kind: SourceKind::EarlierMessage,
-                        id: Some(m.id.clone()),
-                        label: m.title.clone(),
-                        reason: format!("over the recall budget ({cap} tokens)"),
-                    });
-                    break;
-                }
-                continue;
-            }
-            if k == 0 {
-                misses = 0;
-            }
-            spent += t;
-            taken.insert(m.id.as_str());
-            chosen.push((
-                idx.unwrap_or_default(),
-                line,
-                t,
-                (k > 0).then_some(hit.message.id.as_str()),
-            ));
+        let m = &messages[idx];
+        if taken.contains(m.id.as_str()) || window.contains(m.id.as_str()) {
+            continue;
         }
+        let line = format!(
+            "- [{} {}]: {}\n",
+            m.timestamp,
+            m.username,
+            to_plain_text(&m.content).replace('\n', " ")
+        );
+        let t = count(&line);
+        if spent + t > cap {
+            misses += 1;
+            if neighbour_of.is_none() {
+                a.dropped.push(Dropped {
+                    kind: SourceKind::EarlierMessage,
+                    id: Some(m.id.clone()),
+                    label: m.title.clone(),
+                    reason: format!("over the recall budget ({cap} tokens)"),
+                });
+            }
+            continue;
+        }
+        misses = 0;
+        spent += t;
+        taken.insert(m.id.as_str());
+        chosen.push((
+            idx,
+            line,
+            t,
+            neighbour_of.map(|r| hits[r].message.id.as_str()),
+        ));
     }
+    let listed: HashSet<&str> = a.dropped.iter().filter_map(|d| d.id.as_deref()).collect();
+    let unlisted = hits
+        .iter()
+        .filter(|h| {
+            !taken.contains(h.message.id.as_str()) && !listed.contains(h.message.id.as_str())
+        })
+        .count();
     if unlisted > 0 {
         a.dropped.push(Dropped {
             kind: SourceKind::EarlierMessage,
