@@ -189,7 +189,7 @@ fn explain_names_kinds_ids_references_and_tokens() {
         .iter()
         .find(|p| p.kind == PartKind::Artifact)
         .unwrap();
-    assert_eq!(artifact.references, [source.clone()]);
+    assert_eq!(artifact.references, std::slice::from_ref(&source));
     // Section headings count in the total but belong to no part.
     assert!(e.parts.iter().map(|p| p.tokens).sum::<usize>() <= e.tokens);
     assert!(e.tokens <= e.budget);
