@@ -207,3 +207,33 @@ fn explain_names_kinds_ids_references_and_tokens() {
             .any(|p| p["kind"] == "recalled_message")
     );
 }
+
+#[test]
+fn a_strong_hits_neighbours_come_before_a_weak_hit() {
+    let s = conversation(&[
+        (50, "Caroline", "the kiln glaze firing went wrong"),
+        (150, "Melanie", "a kiln"),
+    ]);
+    let id = |i: usize| s.messages()[i].id.clone();
+    let mut seen_weak = false;
+    for budget in (200..3000).step_by(10) {
+        let a = assemble(
+            &s,
+            "kiln glaze firing",
+            &opts(&s, budget),
+            &estimate_tokens,
+            &[],
+        )
+        .unwrap();
+        let sent: Vec<String> = a.included.iter().filter_map(|i| i.id.clone()).collect();
+        if sent.contains(&id(150)) {
+            assert!(
+                sent.contains(&id(49)) && sent.contains(&id(51)),
+                "{budget}: the weak hit came before the strong hit's neighbours"
+            );
+            seen_weak = true;
+            break;
+        }
+    }
+    assert!(seen_weak, "the weak hit is recalled once the budget allows");
+}
