@@ -579,11 +579,11 @@ wo context edit --file context.md --format markdown")]
     #[command(after_help = "Examples:\n  \
 wo context explain \"What did we decide about deploys?\"\n  \
 wo context explain \"kiln temperature\" --budget 2000 --json\n  \
-wo context explain --queries questions.txt --budget 2000 --json   one JSON object per line, one line per question\n\n\
-Parts are instruction, context, artifact (truth entry), recalled message, recent turn, chunk and query;\n\
-what did not fit is listed with the reason. Nothing is sent and llm.json is not changed.\n\
-Tokens are estimated at 4 characters each; `wo ask --show-context` shows the same parts counted with\n\
-the model's own tokenizer and budget.")]
+wo context explain --queries q.txt --json       one JSON line per line of q.txt\n\n\
+Parts: instruction, context, artifact (truth entry), recalled message, recent turn, chunk, query;\n\
+what did not fit is listed with the reason. Nothing is sent; llm.json is not changed.\n\
+Tokens are estimated at 4 characters each; `wo ask --show-context` lists the same parts,\n\
+counted with the model's tokenizer within its window.")]
     Explain(ExplainArgs),
 }
 

@@ -27,7 +27,8 @@ fn project() -> (Project, State) {
         0.9,
         "<p>Gina has two dogs</p>",
     );
-    fact.source = Some(s.messages()[30].id.clone());
+    // Distilled from the turn after the hit.
+    fact.source = Some(s.messages()[31].id.clone());
     s.truth.trust.push(fact);
     p.write_state("llm.json", &s);
     (p, s)
@@ -37,6 +38,7 @@ fn project() -> (Project, State) {
 fn explains_as_text_and_json_within_the_budget() {
     let (p, s) = project();
     let hit = &s.messages()[30].id;
+    let fact_source = &s.messages()[31].id;
     let before = std::fs::read(p.state_path()).unwrap();
 
     let text = p.ok(&[
@@ -51,7 +53,7 @@ fn explains_as_text_and_json_within_the_budget() {
     assert!(text.contains(&format!("[{hit}]")), "{text}");
     assert!(text.contains("artifact"), "{text}");
     assert!(
-        text.contains(&format!("→ {hit}")),
+        text.contains(&format!("→ {fact_source}")),
         "the fact names its source: {text}"
     );
 
@@ -76,7 +78,9 @@ fn explains_as_text_and_json_within_the_budget() {
     );
     assert!(parts.iter().any(|p| p["kind"] == "recent_turn"));
     let artifact = parts.iter().find(|p| p["kind"] == "artifact").unwrap();
-    assert_eq!(artifact["references"][0], hit.as_str());
+    assert_eq!(artifact["references"][0], fact_source.as_str());
+    // The source is not sent again beside the fact.
+    assert!(!parts.iter().any(|p| p["id"] == fact_source.as_str()));
     assert_eq!(
         v["turns"].as_array().unwrap().last().unwrap()["text"],
         "How many dogs did Gina adopt?"

@@ -225,6 +225,8 @@ pub fn assemble(
 
     // Truth entries.
     let mut truth_text = String::new();
+    // Messages whose content an included artifact already carries.
+    let mut from_truth: HashSet<&str> = HashSet::new();
     if opts.rag {
         let ranking = rank_truth(&state.truth.trust, query, &opts.prefs, &opts.now);
         for ex in &ranking.excluded {
@@ -265,6 +267,7 @@ pub fn assemble(
             spent += t;
             truth_text.push_str(&line);
             a.sources.push(e.id.clone());
+            from_truth.extend(e.source.as_deref());
             a.included.push(Included {
                 kind: SourceKind::Truth,
                 id: Some(e.id.clone()),
@@ -312,10 +315,14 @@ pub fn assemble(
     let cap = budget
         .saturating_sub(used + window_tokens + chunk_cap)
         .saturating_sub(4);
+    // Recall passes over the window and over messages an artifact sent
+    // came from: nothing is sent twice.
+    let mut skip = window_ids.clone();
+    skip.extend(&from_truth);
     let recalled_ids = recall_within(
         state.messages(),
         query,
-        &window_ids,
+        &skip,
         cap,
         opts.recall_limit,
         count,

@@ -162,7 +162,10 @@ fn the_recent_window_keeps_a_share_and_recall_skips_it() {
 
 #[test]
 fn explain_names_kinds_ids_references_and_tokens() {
-    let mut s = conversation(&[(7, "Caroline", "the kiln reached cone ten")]);
+    let mut s = conversation(&[
+        (7, "Caroline", "the kiln reached cone ten"),
+        (90, "Melanie", "my kiln is smaller"),
+    ]);
     let source = s.messages()[7].id.clone();
     let mut fact = TruthEntry::new(
         "Kiln",
@@ -184,6 +187,8 @@ fn explain_names_kinds_ids_references_and_tokens() {
     ] {
         assert!(kinds.contains(&k), "{k:?} in {kinds:?}");
     }
+    // The fact's source message is not sent again beside it.
+    assert!(!e.parts.iter().any(|p| p.id.as_ref() == Some(&source)));
     let artifact = e
         .parts
         .iter()
