@@ -12,6 +12,8 @@
 //! query's terms (and the document's length); large sets are split across
 //! threads.
 
+use std::collections::HashMap;
+
 use crate::text::{for_each_term, term_of};
 
 const K1: f64 = 1.2;
@@ -75,21 +77,28 @@ impl QueryTerms {
         q
     }
 
+    /// False when `word` cannot reduce to a query term: its first two
+    /// letters begin none (a stem keeps its word's first two letters).
+    fn may_match(&self, word: &str) -> bool {
+        if word.is_ascii() {
+            let k = prefix_key(word.as_bytes());
+            self.prefixes[k / 64] & (1 << (k % 64)) != 0
+        } else {
+            self.non_ascii
+        }
+    }
+
     /// Index of the query term that `word` reduces to, if any; `buf` is
     /// scratch space for the lowercase word.
     fn find(&self, word: &str, buf: &mut String) -> Option<usize> {
+        if !self.may_match(word) {
+            return None;
+        }
         if word.is_ascii() {
-            let k = prefix_key(word.as_bytes());
-            if self.prefixes[k / 64] & (1 << (k % 64)) == 0 {
-                return None;
-            }
             buf.clear();
             buf.push_str(word);
             buf.make_ascii_lowercase();
         } else {
-            if !self.non_ascii {
-                return None;
-            }
             buf.clear();
             buf.extend(word.chars().flat_map(char::to_lowercase));
         }
@@ -144,44 +153,64 @@ pub fn scores_docs(docs: &[Doc<'_>], query: &str) -> Vec<f64> {
 }
 
 fn scan(docs: &[Doc<'_>], q: &QueryTerms) -> Vec<DocStats> {
-    let one = |doc: &Doc| {
-        let mut s = DocStats {
-            len: 0,
-            tf: vec![0; q.terms.len()],
-        };
-        let mut buf = String::new();
-        let mut count = |word: &str| {
-            s.len += 1;
-            if let Some(i) = q.find(word, &mut buf) {
-                s.tf[i] += 1;
-            }
-            if has_parts(word) {
-                for_each_part(word, |part| {
-                    if let Some(i) = q.find(part, &mut buf) {
-                        s.tf[i] += 1;
-                    }
-                });
-            }
-        };
-        for_each_word(doc.plain, false, &mut count);
-        for_each_word(doc.xhtml, true, &mut count);
-        s
-    };
     let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
     if threads < 2 || docs.len() < PARALLEL_MIN_DOCS {
-        return docs.iter().map(one).collect();
+        return scan_part(docs, q);
     }
     let per = docs.len().div_ceil(threads);
     std::thread::scope(|scope| {
         let handles: Vec<_> = docs
             .chunks(per)
-            .map(|part| scope.spawn(move || part.iter().map(one).collect::<Vec<_>>()))
+            .map(|part| scope.spawn(move || scan_part(part, q)))
             .collect();
         handles
             .into_iter()
             .flat_map(|h| h.join().expect("scoring thread panicked"))
             .collect()
     })
+}
+
+/// Counts the query's terms in each document of `docs`. Words that pass the
+/// prefix filter are looked up in a cache of the words met so far, so each
+/// distinct word is lowercased and stemmed once per scan, not once per use.
+fn scan_part(docs: &[Doc<'_>], q: &QueryTerms) -> Vec<DocStats> {
+    let mut cache: HashMap<Box<str>, Option<usize>> = HashMap::new();
+    let mut buf = String::new();
+    let mut find = |word: &str| -> Option<usize> {
+        if !q.may_match(word) {
+            return None;
+        }
+        if let Some(&hit) = cache.get(word) {
+            return hit;
+        }
+        let hit = q.find(word, &mut buf);
+        cache.insert(word.into(), hit);
+        hit
+    };
+    docs.iter()
+        .map(|doc| {
+            let mut s = DocStats {
+                len: 0,
+                tf: vec![0; q.terms.len()],
+            };
+            let mut count = |word: &str| {
+                s.len += 1;
+                if let Some(i) = find(word) {
+                    s.tf[i] += 1;
+                }
+                if has_parts(word) {
+                    for_each_part(word, |part| {
+                        if let Some(i) = find(part) {
+                            s.tf[i] += 1;
+                        }
+                    });
+                }
+            };
+            for_each_word(doc.plain, false, &mut count);
+            for_each_word(doc.xhtml, true, &mut count);
+            s
+        })
+        .collect()
 }
 
 /// Calls `f` for each word (a run of letters, digits, `_` or non-ASCII
