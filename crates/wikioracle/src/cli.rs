@@ -599,4 +599,39 @@ wo context edit --file context.md --format markdown")]
         #[arg(long, value_enum, default_value_t = InputFormat::Text)]
         format: InputFormat,
     },
+    /// Show exactly what would be sent for a question: each part with its kind, ids, referenced ids and tokens.
+    #[command(after_help = "Examples:\n  \
+wo context explain \"What did we decide about deploys?\"\n  \
+wo context explain \"kiln temperature\" --budget 2000 --json\n  \
+wo context explain --queries q.txt --json       one JSON line per line of q.txt\n\n\
+Parts: instruction, context, artifact (truth entry), recalled message, recent turn, chunk, query;\n\
+what did not fit is listed with the reason. Nothing is sent; llm.json is not changed.\n\
+Tokens are estimated at 4 characters each; `wo ask --show-context` lists the same parts,\n\
+counted with the model's tokenizer within its window.")]
+    Explain(ExplainArgs),
+}
+
+#[derive(Args, Debug)]
+pub struct ExplainArgs {
+    /// The question (or use --queries).
+    #[arg(required_unless_present = "queries", conflicts_with = "queries")]
+    pub query: Option<String>,
+    /// Explain each line of this file (empty lines skipped), reading llm.json once.
+    #[arg(long, value_name = "FILE")]
+    pub queries: Option<PathBuf>,
+    /// Prompt tokens available (the model's context window minus the answer's reserve).
+    #[arg(long, default_value_t = 2000, value_name = "N")]
+    pub budget: usize,
+    /// Print JSON (with --queries: one object per line).
+    #[arg(long)]
+    pub json: bool,
+    /// Leave out truth entries and file chunks, as `wo ask --no-rag` does.
+    #[arg(long)]
+    pub no_rag: bool,
+    /// The message the question would follow (default: the latest).
+    #[arg(long, value_name = "ID")]
+    pub parent: Option<String>,
+    /// The directory index to draw file chunks from (default: the nearest indexed directory above llm.json).
+    #[arg(long, value_name = "DIR")]
+    pub index: Option<PathBuf>,
 }

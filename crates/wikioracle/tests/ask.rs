@@ -178,6 +178,12 @@ data: [DONE]\n\n";
         "{}",
         r.stderr
     );
+    // The parts as `wo context explain` lists them (one renderer).
+    assert!(
+        r.stderr.contains("── parts ──") && r.stderr.contains("+ artifact"),
+        "{}",
+        r.stderr
+    );
     assert_eq!(
         std::fs::read_to_string(p.path().join("answer.md")).unwrap(),
         "Paris is **the** capital."

@@ -1,9 +1,12 @@
 //! Building the prompt for one turn within a token budget (SPEC §4).
 //!
 //! Order of priority: system instructions and `context` (always), truth
-//! entries, earlier messages recalled by relevance, file chunks, then the
-//! most recent turns of the current branch, newest first, until the budget is
-//! spent; the new message always goes last. Every candidate that is left out
+//! entries (up to a share), the newest turns of the current branch (up to a
+//! share), earlier messages recalled by relevance — each hit with the turns
+//! before and after it — until the budget left after files is spent, file
+//! chunks, then more recent turns with whatever is left; the new message
+//! always goes last. Nothing is sent twice: recall skips the recent window
+//! and the recent turns skip what recall sent. Every candidate that is left out
 //! is recorded in [`Assembled::dropped`] with its reason — nothing is cut
 //! silently.
 
@@ -37,8 +40,9 @@ pub struct AssemblyOptions {
     pub prefs: EffectivePrefs,
     /// Include truth entries (the `rag` tool).
     pub rag: bool,
-    /// How many earlier messages to recall at most.
-    pub recall_limit: usize,
+    /// How many earlier messages to recall at most, beside the neighbours
+    /// of each (default: as many as the budget holds).
+    pub recall_limit: Option<usize>,
     pub now: Timestamp,
     /// Model names the caller knows (the model answering, those the config
     /// names): earlier messages whose username is one of them are sent as
@@ -56,7 +60,7 @@ impl AssemblyOptions {
             reserve_for_answer,
             prefs: state.truth.retrieval_prefs.effective(),
             rag: true,
-            recall_limit: 3,
+            recall_limit: None,
             now: Timestamp::now(),
             known_models: Vec::new(),
         }
@@ -138,11 +142,17 @@ impl std::fmt::Display for AssembleError {
 
 impl std::error::Error for AssembleError {}
 
-/// Share of the flexible budget each section may take at most; what a
-/// section leaves unused goes to the recent turns.
+/// Share of the flexible budget each section may take at most. Recall has
+/// no share of its own: it fills what truth, files and the first pass of the
+/// recent window leave, and what it leaves goes to more recent turns.
 const TRUTH_SHARE: f64 = 0.30;
-const RECALL_SHARE: f64 = 0.15;
 const CHUNK_SHARE: f64 = 0.25;
+const RECENT_SHARE: f64 = 0.25;
+/// Recall stops looking after this many hits in a row did not fit (a long
+/// transcript can match thousands of messages).
+const RECALL_MISSES: usize = 32;
+/// A hit's neighbouring turns rank at this fraction of the hit's score.
+const NEIGHBOUR_WEIGHT: f64 = 0.5;
 /// The context may take at most this share of the budget before it is cut
 /// (and the cut is reported).
 const CONTEXT_SHARE: f64 = 0.35;
@@ -226,6 +236,8 @@ pub fn assemble(
 
     // Truth entries.
     let mut truth_text = String::new();
+    // Messages whose content an included artifact already carries.
+    let mut from_truth: HashSet<&str> = HashSet::new();
     if opts.rag {
         let ranking = rank_truth(&state.truth.trust, query, &opts.prefs, &opts.now);
         for ex in &ranking.excluded {
@@ -266,6 +278,7 @@ pub fn assemble(
             spent += t;
             truth_text.push_str(&line);
             a.sources.push(e.id.clone());
+            from_truth.extend(e.source.as_deref());
             a.included.push(Included {
                 kind: SourceKind::Truth,
                 id: Some(e.id.clone()),
@@ -288,10 +301,11 @@ pub fn assemble(
         used += 4;
     }
 
-    // Recent turns first pass: the window that fits half of what remains,
-    // so recall knows which messages the window already covers.
-    let recent_cap = budget.saturating_sub(used) / 2;
-    let mut window: Vec<(&Message, usize)> = Vec::new();
+    // Recent turns first pass: the newest turns within their share of the
+    // budget, so recall knows which messages the window already covers. The
+    // window takes more below only if recall leaves budget unused.
+    let recent_cap = ((flexible as f64) * RECENT_SHARE) as usize;
+    let mut window_ids: HashSet<&str> = HashSet::new();
     let mut window_tokens = 0;
     for m in &branch {
         let t = count(&to_plain_text(&m.content)) + 4;
@@ -299,53 +313,41 @@ pub fn assemble(
             break;
         }
         window_tokens += t;
-        window.push((m, t));
+        window_ids.insert(m.id.as_str());
     }
 
-    // Earlier messages recalled by relevance.
-    let in_window: HashSet<&str> = window.iter().map(|(m, _)| m.id.as_str()).collect();
-    let recalled = recall_messages(state.messages(), query, &in_window, opts.recall_limit);
-    let mut recalled_ids: HashSet<&str> = HashSet::new();
-    let mut recall_text = String::new();
-    let cap = ((flexible as f64) * RECALL_SHARE) as usize;
-    let mut spent = 0;
-    for r in &recalled {
-        let m = r.message;
-        let line = format!(
-            "- [{} {}]: {}\n",
-            m.timestamp,
-            m.username,
-            to_plain_text(&m.content).replace('\n', " ")
-        );
-        let t = count(&line);
-        if spent + t > cap {
-            a.dropped.push(Dropped {
-                kind: SourceKind::EarlierMessage,
-                id: Some(m.id.clone()),
-                label: m.title.clone(),
-                reason: format!("over the recall budget ({cap} tokens)"),
-            });
-            continue;
-        }
-        spent += t;
-        recalled_ids.insert(m.id.as_str());
-        recall_text.push_str(&line);
-        a.sources.push(m.id.clone());
-        a.included.push(Included {
-            kind: SourceKind::EarlierMessage,
-            id: Some(m.id.clone()),
-            label: m.title.clone(),
-            tokens: t,
-        });
-    }
-    if !recall_text.is_empty() {
+    // Earlier messages recalled by relevance, with the turns around each
+    // hit, until the budget left after the window and the files is spent.
+    let chunk_cap = if chunks.is_empty() {
+        0
+    } else {
+        ((flexible as f64) * CHUNK_SHARE) as usize
+    };
+    let cap = budget
+        .saturating_sub(used + window_tokens + chunk_cap)
+        .saturating_sub(4);
+    // Recall passes over the window and over messages an artifact sent
+    // came from: nothing is sent twice.
+    let mut skip = window_ids.clone();
+    skip.extend(&from_truth);
+    let recalled_ids = recall_within(
+        state.messages(),
+        query,
+        &skip,
+        cap,
+        opts.recall_limit,
+        count,
+        &mut a,
+    );
+    if let Some((text, spent)) = recalled_ids.1 {
         a.system.push_str("\n\n## Earlier messages\n");
-        a.system.push_str(recall_text.trim_end());
+        a.system.push_str(text.trim_end());
         used += spent + 4;
     }
+    let recalled_ids = recalled_ids.0;
 
     // File chunks from the directory index.
-    let cap = ((flexible as f64) * CHUNK_SHARE) as usize;
+    let cap = chunk_cap;
     let mut spent = 0;
     let mut chunk_text = String::new();
     for c in chunks {
@@ -459,6 +461,123 @@ pub fn assemble(
     });
     a.tokens = used;
     Ok(a)
+}
+
+/// Recalls earlier messages for `query` within `cap` tokens: hits and the
+/// turns before and after each (a question's answer, or what a reply
+/// answers; ranked at [`NEIGHBOUR_WEIGHT`] of the hit's score), best first,
+/// skipping anything already taken or in the recent window, so nothing is
+/// sent twice. Records what was sent in
+/// `a` and returns the ids taken and the section's text and tokens.
+fn recall_within<'a>(
+    messages: &'a [Message],
+    query: &str,
+    window: &HashSet<&str>,
+    cap: usize,
+    limit: Option<usize>,
+    count: &dyn Fn(&str) -> usize,
+    a: &mut Assembled,
+) -> (HashSet<&'a str>, Option<(String, usize)>) {
+    let mut taken: HashSet<&'a str> = HashSet::new();
+    let hits = recall_messages(messages, query, window, limit.unwrap_or(usize::MAX));
+    // Candidates: every hit at its score, and the turns before and after it
+    // at a fraction of that score, so a strong hit's neighbours come before
+    // weak hits and a weak hit's neighbours after strong ones.
+    // (score, transcript position, the hit it neighbours)
+    let mut candidates: Vec<(f64, usize, Option<usize>)> = Vec::with_capacity(hits.len() * 3);
+    for (rank, hit) in hits.iter().enumerate() {
+        candidates.push((hit.score, hit.index, None));
+        let w = hit.score * NEIGHBOUR_WEIGHT;
+        if let Some(before) = hit.index.checked_sub(1) {
+            candidates.push((w, before, Some(rank)));
+        }
+        if hit.index + 1 < messages.len() {
+            candidates.push((w, hit.index + 1, Some(rank)));
+        }
+    }
+    candidates.sort_by(|x, y| {
+        y.0.total_cmp(&x.0)
+            .then_with(|| x.2.is_some().cmp(&y.2.is_some()))
+            .then_with(|| x.1.cmp(&y.1))
+    });
+    // (transcript position, line, tokens, hit it neighbours)
+    let mut chosen: Vec<(usize, String, usize, Option<&'a str>)> = Vec::new();
+    let mut spent = 0;
+    let mut misses = 0;
+    for &(_, idx, neighbour_of) in &candidates {
+        if misses >= RECALL_MISSES || cap.saturating_sub(spent) < 8 {
+            break;
+        }
+        let m = &messages[idx];
+        if taken.contains(m.id.as_str()) || window.contains(m.id.as_str()) {
+            continue;
+        }
+        let line = format!(
+            "- [{} {}]: {}\n",
+            m.timestamp,
+            m.username,
+            to_plain_text(&m.content).replace('\n', " ")
+        );
+        let t = count(&line);
+        if spent + t > cap {
+            misses += 1;
+            if neighbour_of.is_none() {
+                a.dropped.push(Dropped {
+                    kind: SourceKind::EarlierMessage,
+                    id: Some(m.id.clone()),
+                    label: m.title.clone(),
+                    reason: format!("over the recall budget ({cap} tokens)"),
+                });
+            }
+            continue;
+        }
+        misses = 0;
+        spent += t;
+        taken.insert(m.id.as_str());
+        chosen.push((
+            idx,
+            line,
+            t,
+            neighbour_of.map(|r| hits[r].message.id.as_str()),
+        ));
+    }
+    let listed: HashSet<&str> = a.dropped.iter().filter_map(|d| d.id.as_deref()).collect();
+    let unlisted = hits
+        .iter()
+        .filter(|h| {
+            !taken.contains(h.message.id.as_str()) && !listed.contains(h.message.id.as_str())
+        })
+        .count();
+    if unlisted > 0 {
+        a.dropped.push(Dropped {
+            kind: SourceKind::EarlierMessage,
+            id: None,
+            label: format!("{unlisted} more matching earlier messages"),
+            reason: format!("over the recall budget ({cap} tokens)"),
+        });
+    }
+    if chosen.is_empty() {
+        return (taken, None);
+    }
+    // Sent in transcript order, so a hit and its neighbours read as the
+    // exchange they were.
+    chosen.sort_by_key(|c| c.0);
+    let mut text = String::new();
+    for (idx, line, t, neighbour_of) in chosen {
+        let m = &messages[idx];
+        text.push_str(&line);
+        a.sources.push(m.id.clone());
+        a.included.push(Included {
+            kind: SourceKind::EarlierMessage,
+            id: Some(m.id.clone()),
+            label: match neighbour_of {
+                Some(hit) => format!("{} (next to {hit})", m.title),
+                None => m.title.clone(),
+            },
+            tokens: t,
+        });
+    }
+    (taken, Some((text, spent)))
 }
 
 /// The branch ending at `leaf`, newest first ([`State::branch`]: parentless

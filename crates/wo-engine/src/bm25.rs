@@ -2,12 +2,19 @@
 //! with length normalisation by each document's term count and query terms
 //! counted with their multiplicity.
 //!
+//! Terms are those of [`crate::text`]: stopwords dropped, English stems, so
+//! a document's words are stemmed before they are compared; only words whose
+//! first two letters begin some query term are stemmed at all (a stem keeps
+//! its word's first two letters), which keeps the scan cheap.
+//!
 //! Retrieval asks one query per turn, so instead of building an inverted
 //! index of every term this scans each document once, counting only the
 //! query's terms (and the document's length); large sets are split across
 //! threads.
 
-use crate::text::for_each_term;
+use std::collections::HashMap;
+
+use crate::text::{for_each_term, term_of};
 
 const K1: f64 = 1.2;
 const B: f64 = 0.75;
@@ -29,12 +36,21 @@ struct DocStats {
     tf: Vec<u32>,
 }
 
-/// The query's distinct terms, their multiplicity, and a length filter.
+/// The query's distinct terms, their multiplicity, and a prefix filter.
 struct QueryTerms {
     terms: Vec<String>,
     tf: Vec<u32>,
-    /// Bit `n` set when some term is `n` bytes long (n < 64).
-    lengths: u64,
+    /// Bit set of the first two bytes (`b0 << 8 | b1`, `b1` = 0 for
+    /// one-byte terms) of every ASCII term.
+    prefixes: Vec<u64>,
+    /// True when some term is not ASCII (then non-ASCII words are checked
+    /// without the filter).
+    non_ascii: bool,
+}
+
+fn prefix_key(b: &[u8]) -> usize {
+    (usize::from(b[0].to_ascii_lowercase()) << 8)
+        | usize::from(b.get(1).map_or(0, |c| c.to_ascii_lowercase()))
 }
 
 impl QueryTerms {
@@ -42,12 +58,18 @@ impl QueryTerms {
         let mut q = QueryTerms {
             terms: Vec::new(),
             tf: Vec::new(),
-            lengths: 0,
+            prefixes: vec![0; 1024],
+            non_ascii: false,
         };
         for_each_term(query, |t| match q.terms.iter().position(|x| x == t) {
             Some(i) => q.tf[i] += 1,
             None => {
-                q.lengths |= 1u64.checked_shl(t.len() as u32).unwrap_or(0);
+                if t.is_ascii() {
+                    let k = prefix_key(t.as_bytes());
+                    q.prefixes[k / 64] |= 1 << (k % 64);
+                } else {
+                    q.non_ascii = true;
+                }
                 q.terms.push(t.to_owned());
                 q.tf.push(1);
             }
@@ -55,17 +77,33 @@ impl QueryTerms {
         q
     }
 
-    /// Index of the query term equal to `word` (case-insensitively).
-    fn find(&self, word: &str) -> Option<usize> {
-        let n = word.len();
-        if n < 64 && self.lengths & (1 << n) == 0 {
+    /// False when `word` cannot reduce to a query term: its first two
+    /// letters begin none (a stem keeps its word's first two letters).
+    fn may_match(&self, word: &str) -> bool {
+        if word.is_ascii() {
+            let k = prefix_key(word.as_bytes());
+            self.prefixes[k / 64] & (1 << (k % 64)) != 0
+        } else {
+            self.non_ascii
+        }
+    }
+
+    /// Index of the query term that `word` reduces to, if any; `buf` is
+    /// scratch space for the lowercase word.
+    fn find(&self, word: &str, buf: &mut String) -> Option<usize> {
+        if !self.may_match(word) {
             return None;
         }
         if word.is_ascii() {
-            return self.terms.iter().position(|t| t.eq_ignore_ascii_case(word));
+            buf.clear();
+            buf.push_str(word);
+            buf.make_ascii_lowercase();
+        } else {
+            buf.clear();
+            buf.extend(word.chars().flat_map(char::to_lowercase));
         }
-        let lower = word.to_lowercase();
-        self.terms.iter().position(|t| *t == lower)
+        let term = term_of(buf)?;
+        self.terms.iter().position(|t| *t == term)
     }
 }
 
@@ -115,43 +153,64 @@ pub fn scores_docs(docs: &[Doc<'_>], query: &str) -> Vec<f64> {
 }
 
 fn scan(docs: &[Doc<'_>], q: &QueryTerms) -> Vec<DocStats> {
-    let one = |doc: &Doc| {
-        let mut s = DocStats {
-            len: 0,
-            tf: vec![0; q.terms.len()],
-        };
-        let mut count = |word: &str| {
-            s.len += 1;
-            if let Some(i) = q.find(word) {
-                s.tf[i] += 1;
-            }
-            if has_parts(word) {
-                for_each_part(word, |part| {
-                    if let Some(i) = q.find(part) {
-                        s.tf[i] += 1;
-                    }
-                });
-            }
-        };
-        for_each_word(doc.plain, false, &mut count);
-        for_each_word(doc.xhtml, true, &mut count);
-        s
-    };
     let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
     if threads < 2 || docs.len() < PARALLEL_MIN_DOCS {
-        return docs.iter().map(one).collect();
+        return scan_part(docs, q);
     }
     let per = docs.len().div_ceil(threads);
     std::thread::scope(|scope| {
         let handles: Vec<_> = docs
             .chunks(per)
-            .map(|part| scope.spawn(move || part.iter().map(one).collect::<Vec<_>>()))
+            .map(|part| scope.spawn(move || scan_part(part, q)))
             .collect();
         handles
             .into_iter()
             .flat_map(|h| h.join().expect("scoring thread panicked"))
             .collect()
     })
+}
+
+/// Counts the query's terms in each document of `docs`. Words that pass the
+/// prefix filter are looked up in a cache of the words met so far, so each
+/// distinct word is lowercased and stemmed once per scan, not once per use.
+fn scan_part(docs: &[Doc<'_>], q: &QueryTerms) -> Vec<DocStats> {
+    let mut cache: HashMap<Box<str>, Option<usize>> = HashMap::new();
+    let mut buf = String::new();
+    let mut find = |word: &str| -> Option<usize> {
+        if !q.may_match(word) {
+            return None;
+        }
+        if let Some(&hit) = cache.get(word) {
+            return hit;
+        }
+        let hit = q.find(word, &mut buf);
+        cache.insert(word.into(), hit);
+        hit
+    };
+    docs.iter()
+        .map(|doc| {
+            let mut s = DocStats {
+                len: 0,
+                tf: vec![0; q.terms.len()],
+            };
+            let mut count = |word: &str| {
+                s.len += 1;
+                if let Some(i) = find(word) {
+                    s.tf[i] += 1;
+                }
+                if has_parts(word) {
+                    for_each_part(word, |part| {
+                        if let Some(i) = find(part) {
+                            s.tf[i] += 1;
+                        }
+                    });
+                }
+            };
+            for_each_word(doc.plain, false, &mut count);
+            for_each_word(doc.xhtml, true, &mut count);
+            s
+        })
+        .collect()
 }
 
 /// Calls `f` for each word (a run of letters, digits, `_` or non-ASCII
@@ -225,6 +284,22 @@ fn for_each_part(word: &str, mut f: impl FnMut(&str)) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn inflections_and_case_match_through_stems() {
+        let docs = [
+            "She PAINTED a sunrise last week",
+            "Paintings of lakes",
+            "he went running",
+            "nothing here",
+        ];
+        let s = scores(&docs, "painting");
+        assert!(s[0] > 0.0 && s[1] > 0.0, "{s:?}");
+        assert_eq!(s[2], 0.0);
+        assert!(scores(&docs, "runs")[2] > 0.0);
+        // Stopwords never match, even when a document has them.
+        assert!(scores(&docs, "about the here").iter().all(|&x| x == 0.0));
+    }
 
     #[test]
     fn ranks_by_relevance_with_length_normalisation() {

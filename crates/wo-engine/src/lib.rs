@@ -8,6 +8,8 @@
 //!   prior) and recalling earlier messages.
 //! * [`assemble`] — building the prompt within a token budget, recording
 //!   what was included and what was dropped and why.
+//! * [`explain`] — the parts of an assembled prompt (kind, ids, referenced
+//!   ids, tokens) as text or JSON, for every face that shows the context.
 //! * [`turn`] — the messages a finished turn appends to the state.
 //! * [`chat`] — one turn end to end: assemble, stream, append.
 //! * [`context_update`] — drafting a new context from new messages (diff,
@@ -19,6 +21,7 @@ pub mod assemble;
 pub mod bm25;
 pub mod chat;
 pub mod context_update;
+pub mod explain;
 pub mod files;
 pub mod retrieve;
 pub mod synopsis;

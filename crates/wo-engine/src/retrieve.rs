@@ -5,7 +5,9 @@
 //! certainty_weight·certainty + recency_weight·recency, recency = 2^(−age /
 //! half-life). When no entry shares a term with the query, the prior alone
 //! ranks. Earlier messages: BM25 over the transcript outside the recent
-//! window (long-term recall instead of truncation).
+//! window (long-term recall instead of truncation), each message scored on
+//! its speaker (`username`) and text — not its title, which is derived from
+//! the text's first line and would count those words twice.
 
 use std::collections::HashSet;
 
@@ -140,11 +142,15 @@ fn is_expired(e: &TruthEntry, now: &Timestamp) -> bool {
 #[derive(Clone, Debug, PartialEq)]
 pub struct Recalled<'a> {
     pub message: &'a Message,
+    /// Position of the message in the transcript it was recalled from, so
+    /// the assembler can add its neighbouring turns.
+    pub index: usize,
     pub score: f64,
 }
 
-/// The `limit` earlier messages most relevant to `query`, excluding `skip`
-/// (the recent window), best first; only messages sharing a term.
+/// The earlier messages relevant to `query`, excluding `skip` (the recent
+/// window), best first (ties: newer first); only messages sharing a term,
+/// at most `limit`. The assembler takes as many as its budget holds.
 pub fn recall_messages<'a>(
     messages: &'a [Message],
     query: &str,
@@ -154,14 +160,15 @@ pub fn recall_messages<'a>(
     if limit == 0 {
         return Vec::new();
     }
-    let pool: Vec<&Message> = messages
+    let pool: Vec<(usize, &Message)> = messages
         .iter()
-        .filter(|m| !skip.contains(m.id.as_str()))
+        .enumerate()
+        .filter(|(_, m)| !skip.contains(m.id.as_str()))
         .collect();
     let docs: Vec<bm25::Doc> = pool
         .iter()
-        .map(|m| bm25::Doc {
-            plain: &m.title,
+        .map(|(_, m)| bm25::Doc {
+            plain: &m.username,
             xhtml: &m.content,
         })
         .collect();
@@ -170,7 +177,11 @@ pub fn recall_messages<'a>(
         .into_iter()
         .zip(scores)
         .filter(|(_, s)| *s > 0.0)
-        .map(|(message, score)| Recalled { message, score })
+        .map(|((index, message), score)| Recalled {
+            message,
+            index,
+            score,
+        })
         .collect();
     hits.sort_by(|a, b| {
         b.score
@@ -286,5 +297,50 @@ mod tests {
         assert_eq!(r.len(), 1);
         assert_eq!(r[0].message.id, ms[1].id);
         assert!(recall_messages(&ms, "kiln", &skip, 0).is_empty());
+    }
+
+    fn said(who: &str, at: i64, text: &str) -> Message {
+        // The title is the first line, as importers and turns derive it.
+        Message::new(
+            who,
+            Timestamp::from_unix(NOW + at),
+            text,
+            format!("<p>{text}</p>"),
+        )
+    }
+
+    #[test]
+    fn recall_matches_speakers_and_stems_and_not_titles_twice() {
+        let ms = vec![
+            said("Caroline", 0, "I went to a support group yesterday"),
+            said("Melanie", 1, "I painted a lake sunrise last year"),
+            said("Melanie", 2, "glaze glaze glaze kiln"),
+            said(
+                "Caroline",
+                3,
+                "glaze kiln notes and a long list of other words here",
+            ),
+        ];
+        let none = HashSet::new();
+        // The speaker's name is searchable.
+        let r = recall_messages(&ms, "What did Caroline do?", &none, usize::MAX);
+        let ids: Vec<&str> = r.iter().map(|x| x.message.id.as_str()).collect();
+        assert_eq!(ids.len(), 2, "{ids:?}");
+        assert!(ids.contains(&ms[0].id.as_str()) && ids.contains(&ms[3].id.as_str()));
+        // Stemming: "painting" finds "painted"; the index points back.
+        let r = recall_messages(&ms, "Melanie's painting", &none, usize::MAX);
+        assert_eq!(r[0].message.id, ms[1].id);
+        assert_eq!(r[0].index, 1);
+        // The title (the first line) is not counted on top of the text: a
+        // message whose title repeats its text scores like one without.
+        let mut untitled = ms.clone();
+        for m in &mut untitled {
+            m.title.clear();
+        }
+        let a = recall_messages(&ms, "kiln glaze", &none, usize::MAX);
+        let b = recall_messages(&untitled, "kiln glaze", &none, usize::MAX);
+        let sa: Vec<f64> = a.iter().map(|x| x.score).collect();
+        let sb: Vec<f64> = b.iter().map(|x| x.score).collect();
+        assert_eq!(sa, sb);
     }
 }

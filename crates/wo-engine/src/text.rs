@@ -1,16 +1,197 @@
 //! Tokenising text for retrieval: lowercase word pieces, with identifiers
-//! split on camelCase and snake_case so `retrievalPrefs` matches "retrieval".
-//! Also a fast text extraction from stored XHTML for scoring.
+//! split on camelCase and snake_case so `retrievalPrefs` matches "retrieval",
+//! English stopwords dropped and every term reduced to its Snowball (Porter 2)
+//! stem, so "painted" finds "painting". Also a fast text extraction from
+//! stored XHTML for scoring.
 
-/// Words too common to help ranking.
-const STOPWORDS: &[&str] = &[
-    "a", "an", "and", "are", "as", "at", "be", "but", "by", "for", "from", "how", "i", "if", "in",
-    "into", "is", "it", "its", "of", "on", "or", "that", "the", "this", "to", "was", "we", "what",
-    "when", "where", "which", "who", "why", "will", "with", "you", "your", "do", "does", "can",
+use std::sync::OnceLock;
+
+use rust_stemmers::{Algorithm, Stemmer};
+
+/// English stopwords: the Snowball project's list (the one NLTK and Lucene's
+/// English analyser also derive from), plus the contraction pieces left when
+/// words are split on apostrophes (`don't` → `don`, `t`). Sorted, so lookups
+/// binary-search.
+pub const STOPWORDS: &[&str] = &[
+    "a",
+    "about",
+    "above",
+    "after",
+    "again",
+    "against",
+    "all",
+    "am",
+    "an",
+    "and",
+    "any",
+    "are",
+    "aren",
+    "as",
+    "at",
+    "be",
+    "because",
+    "been",
+    "before",
+    "being",
+    "below",
+    "between",
+    "both",
+    "but",
+    "by",
+    "can",
+    "couldn",
+    "d",
+    "did",
+    "didn",
+    "do",
+    "does",
+    "doesn",
+    "doing",
+    "don",
+    "down",
+    "during",
+    "each",
+    "few",
+    "for",
+    "from",
+    "further",
+    "had",
+    "hadn",
+    "has",
+    "hasn",
+    "have",
+    "haven",
+    "having",
+    "he",
+    "her",
+    "here",
+    "hers",
+    "herself",
+    "him",
+    "himself",
+    "his",
+    "how",
+    "i",
+    "if",
+    "in",
+    "into",
+    "is",
+    "isn",
+    "it",
+    "its",
+    "itself",
+    "just",
+    "ll",
+    "m",
+    "me",
+    "more",
+    "most",
+    "mustn",
+    "my",
+    "myself",
+    "no",
+    "nor",
+    "not",
+    "now",
+    "o",
+    "of",
+    "off",
+    "on",
+    "once",
+    "only",
+    "or",
+    "other",
+    "our",
+    "ours",
+    "ourselves",
+    "out",
+    "over",
+    "own",
+    "re",
+    "s",
+    "same",
+    "shan",
+    "she",
+    "should",
+    "shouldn",
+    "so",
+    "some",
+    "such",
+    "t",
+    "than",
+    "that",
+    "the",
+    "their",
+    "theirs",
+    "them",
+    "themselves",
+    "then",
+    "there",
+    "these",
+    "they",
+    "this",
+    "those",
+    "through",
+    "to",
+    "too",
+    "under",
+    "until",
+    "up",
+    "ve",
+    "very",
+    "was",
+    "wasn",
+    "we",
+    "were",
+    "weren",
+    "what",
+    "when",
+    "where",
+    "which",
+    "while",
+    "who",
+    "whom",
+    "why",
+    "will",
+    "with",
+    "won",
+    "would",
+    "wouldn",
+    "y",
+    "you",
+    "your",
+    "yours",
+    "yourself",
+    "yourselves",
 ];
 
+/// True when `lower` (already lowercase) is a stopword.
+pub fn is_stopword(lower: &str) -> bool {
+    STOPWORDS.binary_search(&lower).is_ok()
+}
+
+fn stemmer() -> &'static Stemmer {
+    static STEMMER: OnceLock<Stemmer> = OnceLock::new();
+    STEMMER.get_or_init(|| Stemmer::create(Algorithm::English))
+}
+
+/// The retrieval term of a lowercase word: its English stem, or `None` for
+/// a stopword or a run of underscores.
+pub fn term_of(lower: &str) -> Option<std::borrow::Cow<'_, str>> {
+    if is_stopword(lower) || lower.bytes().all(|c| c == b'_') {
+        return None;
+    }
+    // The stemmer is for words; identifiers with digits or underscores and
+    // non-Latin scripts pass through unchanged.
+    if lower.bytes().all(|c| c.is_ascii_lowercase()) {
+        Some(stemmer().stem(lower))
+    } else {
+        Some(std::borrow::Cow::Borrowed(lower))
+    }
+}
+
 /// Calls `emit` for each retrieval term of `text`, in order. Terms are
-/// lent from a reused buffer, so scanning allocates nothing per word.
+/// lent from a reused buffer, so scanning allocates little per word.
 pub fn for_each_term(text: &str, mut emit: impl FnMut(&str)) {
     let mut lower = String::new();
     let mut part = String::new();
@@ -22,13 +203,13 @@ pub fn for_each_term(text: &str, mut emit: impl FnMut(&str)) {
         lower.extend(word.chars().flat_map(char::to_lowercase));
         if needs_split(word) {
             for_each_part(word, &mut part, |p| {
-                if keep(p) {
-                    emit(p);
+                if let Some(t) = term_of(p) {
+                    emit(&t);
                 }
             });
         }
-        if keep(&lower) {
-            emit(&lower);
+        if let Some(t) = term_of(&lower) {
+            emit(&t);
         }
     }
 }
@@ -38,10 +219,6 @@ pub fn terms(text: &str) -> Vec<String> {
     let mut out = Vec::new();
     for_each_term(text, |t| out.push(t.to_owned()));
     out
-}
-
-fn keep(term: &str) -> bool {
-    !STOPWORDS.contains(&term) && !term.bytes().all(|c| c == b'_')
 }
 
 /// True when a word has more than one identifier part.
@@ -170,15 +347,33 @@ mod tests {
             terms("What is the max_entries of retrievalPrefs?"),
             [
                 "max",
-                "entries",
+                "entri",
                 "max_entries",
-                "retrieval",
-                "prefs",
-                "retrievalprefs"
+                "retriev",
+                "pref",
+                "retrievalpref"
             ]
         );
         assert_eq!(terms("Élan VITAL"), ["élan", "vital"]);
+        // The standard list, not a short one: "about", "did", "her" go.
+        assert_eq!(
+            terms("What did she say about her painting?"),
+            ["say", "paint"]
+        );
         assert_eq!(terms("_private __init__"), ["_private", "__init__"]);
+    }
+
+    #[test]
+    fn stems_so_inflections_match() {
+        assert_eq!(terms("painted paintings painting"), ["paint"; 3]);
+        assert_eq!(terms("adopted adoption"), terms("adopt adopt"));
+        assert_eq!(terms("running runs"), ["run", "run"]);
+    }
+
+    #[test]
+    fn stopword_list_is_sorted_for_binary_search() {
+        assert!(STOPWORDS.windows(2).all(|w| w[0] < w[1]));
+        assert!(is_stopword("about") && is_stopword("the") && !is_stopword("kiln"));
     }
 
     #[test]

@@ -51,6 +51,9 @@ pub fn run(g: &GlobalOpts, args: AskArgs) -> Result<ExitCode> {
     let cancel = Cancel::new();
     let stream = !args.no_stream;
     let show_context = args.show_context;
+    // The state as the prompt is assembled from it, to name what each part
+    // references (the turn borrows the store while it runs).
+    let before = show_context.then(|| store.state().clone());
     let outcome = rt.block_on(async {
         let watcher = cancel.clone();
         tokio::spawn(async move {
@@ -66,8 +69,8 @@ pub fn run(g: &GlobalOpts, args: AskArgs) -> Result<ExitCode> {
             cancel.clone(),
             |event| match event {
                 TurnEvent::Assembled(a) => {
-                    if show_context {
-                        eout!("{}", render_context(a));
+                    if let Some(state) = &before {
+                        eout!("{}", render_context(state, a));
                         eoutln!("── answer ──");
                     }
                 }

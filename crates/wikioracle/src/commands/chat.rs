@@ -77,7 +77,7 @@ pub fn run(g: &GlobalOpts, args: ChatArgs) -> Result<ExitCode> {
                     None => outln!("  no answer yet"),
                 },
                 "context" => match &last {
-                    Some((_, a)) => out!("{}", render_context(a)),
+                    Some((_, a)) => out!("{}", render_context(store.state(), a)),
                     None => outln!("  no answer yet"),
                 },
                 "branch" => {

@@ -1,4 +1,4 @@
-//! `wo context show|edit`.
+//! `wo context show|edit|explain`.
 
 use std::process::ExitCode;
 
@@ -6,7 +6,7 @@ use anyhow::{Context as _, Result, bail};
 use wo_format::xhtml::{sanitize_html, to_plain_text};
 
 use super::{open_store, read_content};
-use crate::cli::{ContextCommand, GlobalOpts};
+use crate::cli::{ContextCommand, ExplainArgs, GlobalOpts};
 
 pub fn run(g: &GlobalOpts, cmd: ContextCommand) -> Result<ExitCode> {
     match cmd {
@@ -19,6 +19,7 @@ pub fn run(g: &GlobalOpts, cmd: ContextCommand) -> Result<ExitCode> {
                 outln!("{ctx}");
             }
         }
+        ContextCommand::Explain(args) => return explain(g, args),
         ContextCommand::Edit { set, file, format } => {
             let mut store = open_store(g)?;
             let new = if set.is_some() || file.is_some() {
@@ -60,4 +61,75 @@ fn edit_in_editor(current: &str) -> Result<String> {
     }
     let edited = std::fs::read_to_string(&path).context("cannot read the edited context")?;
     Ok(sanitize_html(&edited))
+}
+
+/// `wo context explain`: assembles the prompt `wo ask` would send for each
+/// question, with the same engine, and prints its parts.
+fn explain(g: &GlobalOpts, args: ExplainArgs) -> Result<ExitCode> {
+    use std::io::Write as _;
+    use wo_engine::assemble::{AssemblyOptions, assemble, estimate_tokens};
+    use wo_engine::explain::{explain, render_text};
+
+    let queries: Vec<String> = match (&args.query, &args.queries) {
+        (Some(q), _) => vec![q.clone()],
+        (None, Some(path)) => std::fs::read_to_string(path)
+            .with_context(|| format!("--queries {}: cannot read the file", path.display()))?
+            .lines()
+            .filter(|l| !l.trim().is_empty())
+            .map(str::to_owned)
+            .collect(),
+        (None, None) => bail!("no question\nhint: wo context explain \"your question\""),
+    };
+    if args.budget == 0 {
+        bail!("--budget 0: the prompt needs at least room for the question");
+    }
+    let store = open_store(g)?;
+    let state = store.state();
+    if let Some(parent) = &args.parent
+        && state.message(parent).is_none()
+    {
+        bail!("--parent {parent:?}: no such message\nhint: `wo log` shows message ids");
+    }
+    let index = if args.no_rag {
+        None
+    } else {
+        match wo_engine::files::index_root_for(store.path(), args.index.as_deref()) {
+            Some(root) => Some(wo_index::Index::open(&root).with_context(|| {
+                format!("cannot open the directory index of {}", root.display())
+            })?),
+            None => None,
+        }
+    };
+    let mut opts = AssemblyOptions::new(state, args.budget, 0);
+    opts.leaf = args.parent.clone();
+    opts.rag = !args.no_rag;
+    let mut out = std::io::stdout().lock();
+    for q in &queries {
+        let q = q.trim_end();
+        let started = std::time::Instant::now();
+        let chunks = index
+            .as_ref()
+            .map(|i| wo_engine::files::relevant_chunks(i, q))
+            .unwrap_or_default();
+        let a = assemble(state, q, &opts, &estimate_tokens, &chunks)
+            .map_err(|e| anyhow::anyhow!("{q:?}: {e}"))?;
+        let e = explain(state, &a);
+        let seconds = started.elapsed().as_secs_f64();
+        if args.json {
+            let mut v = serde_json::to_value(&e).context("cannot write the explanation as JSON")?;
+            v["query"] = serde_json::Value::String(q.to_owned());
+            v["seconds"] = serde_json::json!(seconds);
+            if queries.len() > 1 {
+                writeln!(out, "{v}")?;
+            } else {
+                writeln!(out, "{}", serde_json::to_string_pretty(&v)?)?;
+            }
+        } else {
+            if queries.len() > 1 {
+                writeln!(out, "══ {q} ══")?;
+            }
+            write!(out, "{}", render_text(&e))?;
+        }
+    }
+    Ok(ExitCode::SUCCESS)
 }

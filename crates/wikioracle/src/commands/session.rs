@@ -6,9 +6,9 @@ use std::path::Path;
 use std::sync::Arc;
 
 use anyhow::{Context as _, Result, anyhow};
+use wo_engine::Assembled;
 use wo_engine::assemble::ChunkCandidate;
 use wo_engine::chat::TurnRequest;
-use wo_engine::{Assembled, SourceKind};
 use wo_providers::{Config, Provider};
 use wo_store::Store;
 
@@ -114,57 +114,11 @@ pub fn retrieve_chunks(
     Ok(wo_engine::files::relevant_chunks(&index, query))
 }
 
-/// The `--show-context` report: the prompt as sent, then what was left out.
-pub fn render_context(a: &Assembled) -> String {
-    let mut out = String::new();
-    out.push_str(&format!(
-        "── context sent ({} of {} tokens) ──\n[system]\n{}\n",
-        a.tokens, a.budget, a.system
-    ));
-    for (role, text) in &a.turns {
-        out.push_str(&format!("[{}]\n{}\n", role.as_str(), text));
-    }
-    out.push_str("── parts ──\n");
-    for i in &a.included {
-        out.push_str(&format!(
-            "  + {:<15} {:>5} tok  {}{}\n",
-            kind_name(i.kind),
-            i.tokens,
-            i.label,
-            i.id.as_deref()
-                .map(|id| format!(" [{id}]"))
-                .unwrap_or_default()
-        ));
-    }
-    if a.dropped.is_empty() {
-        out.push_str("── nothing dropped ──\n");
-    } else {
-        out.push_str("── dropped ──\n");
-        for d in &a.dropped {
-            out.push_str(&format!(
-                "  - {:<15} {}{}: {}\n",
-                kind_name(d.kind),
-                d.label,
-                d.id.as_deref()
-                    .map(|id| format!(" [{id}]"))
-                    .unwrap_or_default(),
-                d.reason
-            ));
-        }
-    }
-    out
-}
-
-fn kind_name(k: SourceKind) -> &'static str {
-    match k {
-        SourceKind::System => "system",
-        SourceKind::Context => "context",
-        SourceKind::Truth => "truth",
-        SourceKind::EarlierMessage => "earlier message",
-        SourceKind::Chunk => "file chunk",
-        SourceKind::RecentTurn => "recent turn",
-        SourceKind::Query => "message",
-    }
+/// The `--show-context` report: the prompt as sent, its parts (kind, ids,
+/// referenced ids, tokens), then what was left out — the renderer `wo
+/// context explain` uses.
+pub fn render_context(state: &wo_format::State, a: &Assembled) -> String {
+    wo_engine::explain::render_text(&wo_engine::explain::explain(state, a))
 }
 
 /// A multi-threaded runtime for provider I/O.

@@ -1,0 +1,135 @@
+//! `wo context explain`: what would be sent for a question, as text and
+//! JSON, one question or a file of them, and its errors.
+
+mod common;
+
+use common::Project;
+use wo_format::{Message, State, Timestamp, TruthEntry};
+
+fn project() -> (Project, State) {
+    let p = Project::new();
+    let mut s = State::new(Timestamp::from_unix(1_800_000_000));
+    for i in 0..120i64 {
+        let (who, text) = match i {
+            30 => ("Gina", "We adopted two rescue dogs last spring".to_owned()),
+            _ => ("Jon", format!("filler line {i} on weather and tea")),
+        };
+        s.push_message(Message::new(
+            who,
+            Timestamp::from_unix(1_700_000_000 + i * 60),
+            text.clone(),
+            format!("<p>{text}</p>"),
+        ));
+    }
+    let mut fact = TruthEntry::new(
+        "Dogs",
+        Timestamp::from_unix(1_700_000_000),
+        0.9,
+        "<p>Gina has two dogs</p>",
+    );
+    // Distilled from the turn after the hit.
+    fact.source = Some(s.messages()[31].id.clone());
+    s.truth.trust.push(fact);
+    p.write_state("llm.json", &s);
+    (p, s)
+}
+
+#[test]
+fn explains_as_text_and_json_within_the_budget() {
+    let (p, s) = project();
+    let hit = &s.messages()[30].id;
+    let fact_source = &s.messages()[31].id;
+    let before = std::fs::read(p.state_path()).unwrap();
+
+    let text = p.ok(&[
+        "context",
+        "explain",
+        "How many dogs did Gina adopt?",
+        "--budget",
+        "800",
+    ]);
+    assert!(text.contains("── parts ──"), "{text}");
+    assert!(text.contains("recalled message"), "{text}");
+    assert!(text.contains(&format!("[{hit}]")), "{text}");
+    assert!(text.contains("artifact"), "{text}");
+    assert!(
+        text.contains(&format!("→ {fact_source}")),
+        "the fact names its source: {text}"
+    );
+
+    let json = p.ok(&[
+        "context",
+        "explain",
+        "How many dogs did Gina adopt?",
+        "--budget",
+        "800",
+        "--json",
+    ]);
+    let v: serde_json::Value = serde_json::from_str(&json).unwrap();
+    assert_eq!(v["budget"], 800);
+    assert!(v["tokens"].as_u64().unwrap() <= 800);
+    assert_eq!(v["query"], "How many dogs did Gina adopt?");
+    let parts = v["parts"].as_array().unwrap();
+    assert_eq!(parts[0]["kind"], "instruction");
+    assert!(
+        parts
+            .iter()
+            .any(|p| p["kind"] == "recalled_message" && p["id"] == hit.as_str())
+    );
+    assert!(parts.iter().any(|p| p["kind"] == "recent_turn"));
+    let artifact = parts.iter().find(|p| p["kind"] == "artifact").unwrap();
+    assert_eq!(artifact["references"][0], fact_source.as_str());
+    // The source is not sent again beside the fact.
+    assert!(!parts.iter().any(|p| p["id"] == fact_source.as_str()));
+    assert_eq!(
+        v["turns"].as_array().unwrap().last().unwrap()["text"],
+        "How many dogs did Gina adopt?"
+    );
+    assert!(
+        !v["dropped"].as_array().unwrap().is_empty(),
+        "a small budget drops old turns"
+    );
+    // Nothing was written.
+    assert_eq!(std::fs::read(p.state_path()).unwrap(), before);
+}
+
+#[test]
+fn a_file_of_questions_gives_one_json_line_each() {
+    let (p, _) = project();
+    std::fs::write(p.path().join("q.txt"), "dogs?\n\nweather and tea\n").unwrap();
+    let out = p.ok(&["context", "explain", "--queries", "q.txt", "--json"]);
+    let lines: Vec<serde_json::Value> = out
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(lines.len(), 2);
+    assert_eq!(lines[0]["query"], "dogs?");
+    assert_eq!(lines[1]["query"], "weather and tea");
+    assert_eq!(lines[1]["budget"], 2000);
+}
+
+#[test]
+fn bad_input_is_named() {
+    let (p, _) = project();
+    let missing = p.run(&["context", "explain", "--queries", "nope.txt"]);
+    assert_eq!(missing.code, 1);
+    assert!(
+        missing.stderr.contains("--queries nope.txt"),
+        "{}",
+        missing.stderr
+    );
+    let tiny = p.run(&[
+        "context",
+        "explain",
+        "a question that will not fit",
+        "--budget",
+        "5",
+    ]);
+    assert_eq!(tiny.code, 1);
+    assert!(tiny.stderr.contains("budget"), "{}", tiny.stderr);
+    let parent = p.run(&["context", "explain", "x", "--parent", "m_nope"]);
+    assert_eq!(parent.code, 1);
+    assert!(parent.stderr.contains("--parent"), "{}", parent.stderr);
+    let none = p.run(&["context", "explain"]);
+    assert_ne!(none.code, 0);
+}

@@ -1,0 +1,216 @@
+//! What a prompt is made of, for people and tools: each part of an
+//! [`Assembled`] prompt with its kind, its id, the ids it references (a
+//! message's parent and sources; an artifact's source message, the entry it
+//! supersedes, the effort it resolves) and its tokens, plus what was left
+//! out and why. One renderer serves `wo context explain`, `wo ask
+//! --show-context` and `wo chat`'s `/context`, so they always agree.
+
+use std::collections::HashMap;
+
+use serde::Serialize;
+use wo_format::State;
+
+use crate::assemble::{Assembled, Dropped, SourceKind};
+
+/// The kind of a part, in the words of the product (SPEC §4, seed 003).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum PartKind {
+    /// The system instructions.
+    Instruction,
+    /// The state's `context`.
+    Context,
+    /// A truth entry (fact, event, effort, note…).
+    Artifact,
+    /// An earlier message recalled by relevance, or a turn next to one.
+    RecalledMessage,
+    /// A turn of the recent window.
+    RecentTurn,
+    /// A file chunk from the directory index.
+    Chunk,
+    /// The new message itself.
+    Query,
+}
+
+impl PartKind {
+    pub fn of(k: SourceKind) -> Self {
+        match k {
+            SourceKind::System => PartKind::Instruction,
+            SourceKind::Context => PartKind::Context,
+            SourceKind::Truth => PartKind::Artifact,
+            SourceKind::EarlierMessage => PartKind::RecalledMessage,
+            SourceKind::Chunk => PartKind::Chunk,
+            SourceKind::RecentTurn => PartKind::RecentTurn,
+            SourceKind::Query => PartKind::Query,
+        }
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            PartKind::Instruction => "instruction",
+            PartKind::Context => "context",
+            PartKind::Artifact => "artifact",
+            PartKind::RecalledMessage => "recalled message",
+            PartKind::RecentTurn => "recent turn",
+            PartKind::Chunk => "chunk",
+            PartKind::Query => "query",
+        }
+    }
+}
+
+/// One part of the prompt as sent.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Part {
+    pub kind: PartKind,
+    /// Message, truth entry or chunk id (none for instructions, context and
+    /// the query).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub id: Option<String>,
+    /// Ids this part points at.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub references: Vec<String>,
+    pub tokens: usize,
+    pub label: String,
+}
+
+/// A candidate left out.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct LeftOut {
+    pub kind: PartKind,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub id: Option<String>,
+    pub label: String,
+    pub reason: String,
+}
+
+/// One turn of the conversation as sent.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct SentTurn {
+    pub role: &'static str,
+    pub text: String,
+}
+
+/// Everything about one assembled prompt.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Explanation {
+    /// Estimated prompt tokens, and the budget they had to fit.
+    pub tokens: usize,
+    pub budget: usize,
+    pub parts: Vec<Part>,
+    pub dropped: Vec<LeftOut>,
+    /// The system message exactly as sent.
+    pub system: String,
+    /// The conversation turns exactly as sent; the last is the query.
+    pub turns: Vec<SentTurn>,
+}
+
+/// Explains `a`, assembled from `state`.
+pub fn explain(state: &State, a: &Assembled) -> Explanation {
+    let wanted: HashMap<&str, ()> = a
+        .included
+        .iter()
+        .filter_map(|i| i.id.as_deref().map(|id| (id, ())))
+        .collect();
+    let mut references: HashMap<&str, Vec<String>> = HashMap::new();
+    for m in state.messages() {
+        if wanted.contains_key(m.id.as_str()) {
+            let mut r: Vec<String> = m.parent.iter().cloned().collect();
+            r.extend(m.sources.iter().flatten().cloned());
+            references.insert(m.id.as_str(), r);
+        }
+    }
+    for t in &state.truth.trust {
+        if wanted.contains_key(t.id.as_str()) {
+            let r = [&t.source, &t.supersedes, &t.resolution]
+                .into_iter()
+                .flatten()
+                .cloned()
+                .collect();
+            references.insert(t.id.as_str(), r);
+        }
+    }
+    Explanation {
+        tokens: a.tokens,
+        budget: a.budget,
+        parts: a
+            .included
+            .iter()
+            .map(|i| Part {
+                kind: PartKind::of(i.kind),
+                id: i.id.clone(),
+                references: i
+                    .id
+                    .as_deref()
+                    .and_then(|id| references.get(id).cloned())
+                    .unwrap_or_default(),
+                tokens: i.tokens,
+                label: i.label.clone(),
+            })
+            .collect(),
+        dropped: a.dropped.iter().map(left_out).collect(),
+        system: a.system.clone(),
+        turns: a
+            .turns
+            .iter()
+            .map(|(role, text)| SentTurn {
+                role: role.as_str(),
+                text: text.clone(),
+            })
+            .collect(),
+    }
+}
+
+fn left_out(d: &Dropped) -> LeftOut {
+    LeftOut {
+        kind: PartKind::of(d.kind),
+        id: d.id.clone(),
+        label: d.label.clone(),
+        reason: d.reason.clone(),
+    }
+}
+
+/// The explanation as text: the prompt as sent, its parts, then what was
+/// left out.
+pub fn render_text(e: &Explanation) -> String {
+    let mut out = format!(
+        "── context sent ({} of {} tokens) ──\n[system]\n{}\n",
+        e.tokens, e.budget, e.system
+    );
+    for t in &e.turns {
+        out.push_str(&format!("[{}]\n{}\n", t.role, t.text));
+    }
+    out.push_str("── parts ──\n");
+    for p in &e.parts {
+        out.push_str(&format!(
+            "  + {:<16} {:>5} tok  {}{}{}\n",
+            p.kind.as_str(),
+            p.tokens,
+            p.label,
+            p.id.as_deref()
+                .map(|id| format!(" [{id}]"))
+                .unwrap_or_default(),
+            if p.references.is_empty() {
+                String::new()
+            } else {
+                format!(" → {}", p.references.join(", "))
+            }
+        ));
+    }
+    if e.dropped.is_empty() {
+        out.push_str("── nothing dropped ──\n");
+    } else {
+        out.push_str("── dropped ──\n");
+        for d in &e.dropped {
+            out.push_str(&format!(
+                "  - {:<16} {}{}: {}\n",
+                d.kind.as_str(),
+                d.label,
+                d.id.as_deref()
+                    .map(|id| format!(" [{id}]"))
+                    .unwrap_or_default(),
+                d.reason
+            ));
+        }
+    }
+    out
+}
