@@ -201,8 +201,11 @@ pub struct AnswerLimits {
 }
 
 impl AnswerLimits {
-    /// 1 MiB: far above any real answer (a 4k-token answer is ~16 KB).
-    pub const DEFAULT_MAX_BYTES: usize = 1024 * 1024;
+    /// 128 KiB: far above any real answer (a 4k-token answer is ~16 KB),
+    /// and small enough that its XHTML (escaping and paragraph tags can
+    /// grow text up to about eightfold) stays under the store's 1 MiB
+    /// message limit, so a capped answer is still saved.
+    pub const DEFAULT_MAX_BYTES: usize = 128 * 1024;
     /// 10 minutes: a slow local model writing a long answer stays well below.
     pub const DEFAULT_MAX_SECS: u64 = 600;
 }

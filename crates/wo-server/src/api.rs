@@ -67,7 +67,7 @@ pub async fn info(State(app): AppState) -> Json<Value> {
         "state_file": state_file,
         "default_provider": app.default_provider(),
         "prefs_cookie": app.cookies.prefs,
-        "max_tokens": if app.store.is_some() { None } else { app.checked_choices(&ChatParams::default()).ok().flatten() },
+        "max_tokens": if app.store.is_some() { None } else { Some(app.max_tokens_cap()) },
         "index": app.index_root.is_some(),
         "limits": {
             "body_bytes": app.limits.body_bytes,

@@ -246,6 +246,11 @@ impl App {
     /// Checks a stateless client's model and `max_tokens` against what the
     /// operator offers; returns the `max_tokens` to send (the cap when the
     /// client asks for none). Local mode: the client's own, unchanged.
+    /// The most `max_tokens` a stateless client may ask for (`--max-tokens`).
+    pub fn max_tokens_cap(&self) -> u32 {
+        self.hosted.max_tokens.unwrap_or(HOSTED_MAX_TOKENS)
+    }
+
     pub fn checked_choices(
         &self,
         params: &wo_providers::protocol::ChatParams,
@@ -273,7 +278,7 @@ impl App {
                 ));
             }
         }
-        let cap = self.hosted.max_tokens.unwrap_or(HOSTED_MAX_TOKENS);
+        let cap = self.max_tokens_cap();
         match params.max_tokens {
             Some(n) if n > cap => Err(ApiError::bad_field(
                 "/params/max_tokens",

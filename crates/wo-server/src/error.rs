@@ -99,7 +99,13 @@ impl IntoResponse for ApiError {
 impl From<wo_store::StoreError> for ApiError {
     fn from(e: wo_store::StoreError) -> Self {
         use wo_store::StoreError;
-        let message = format!("llm.json was not changed: {e}");
+        // Only say "not changed" when it is true: a write that failed after
+        // the rename (not confirmed durable) did change the file.
+        let message = if e.left_file_unchanged() {
+            format!("llm.json was not changed: {e}")
+        } else {
+            e.to_string()
+        };
         match e {
             // What the client sent is too big for the state file: its
             // fault, not the server's.

@@ -53,7 +53,9 @@ pub fn state_path(g: &GlobalOpts) -> Result<PathBuf> {
         return Ok(p.clone());
     }
     let cwd = std::env::current_dir().context("cannot read the current directory")?;
-    Ok(wo_store::discover_state_path(&cwd).unwrap_or_else(|| cwd.join(wo_store::STATE_FILE_NAME)))
+    // Another user's llm.json on the way up (a shared temp directory) is
+    // refused with a message, never used silently.
+    Ok(wo_store::discover_state(&cwd)?.unwrap_or_else(|| cwd.join(wo_store::STATE_FILE_NAME)))
 }
 
 /// The directory a state file lives in.

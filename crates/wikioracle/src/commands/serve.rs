@@ -144,6 +144,7 @@ fn open_browser(url: &str) {
 }
 
 #[cfg(test)]
+#[allow(clippy::disallowed_macros)] // tests print their attack counts
 mod tests {
     use super::write_private;
     use std::os::unix::fs::{PermissionsExt, symlink};
