@@ -34,6 +34,12 @@ pub fn run(g: &GlobalOpts, args: MergeArgs) -> Result<ExitCode> {
     for o in &outcomes {
         match &o.result {
             Ok(report) => {
+                for pointer in &o.sanitised {
+                    eprintln!(
+                        "warning: {}: {pointer}: not valid XHTML, sanitised",
+                        o.path.display()
+                    );
+                }
                 println!(
                     "{verb} {}: {}",
                     o.path.display(),
