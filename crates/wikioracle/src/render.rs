@@ -88,7 +88,7 @@ pub fn merge_report(r: &MergeReport) -> String {
 /// The notice for an answer cut short by the provider's answer caps
 /// (`usage.truncated`, set by `wo_engine::chat::stream_answer`), if it was.
 pub fn truncation_note(usage: Option<&wo_format::Usage>) -> Option<String> {
-    let mark = usage?.extra.get(wo_providers::TRUNCATED_FIELD)?;
+    let mark = usage?.extra.get(wo_providers::TRUNCATED_FIELD)?.to_value();
     let limit = mark.get("limit").and_then(|l| l.as_u64()).unwrap_or(0);
     let what = match mark.get("reason").and_then(|r| r.as_str()) {
         Some("time") => format!("it was still streaming after {limit} s (max_answer_secs)"),

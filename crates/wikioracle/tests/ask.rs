@@ -617,7 +617,7 @@ fn endless_answers_are_capped_kept_and_marked() {
         let mark = answer
             .and_then(|m| m.usage.as_ref())
             .and_then(|u| u.extra.get("truncated"))
-            .cloned();
+            .map(|raw| raw.to_value());
         let ok = r.code == 0
             && r.stderr.contains("answer was cut off")
             && mark.as_ref().and_then(|m| m["reason"].as_str()) == Some(reason)

@@ -343,7 +343,7 @@ pub async fn stream_answer(
         out.usage
             .get_or_insert_with(Default::default)
             .extra
-            .insert(wo_providers::TRUNCATED_FIELD.into(), mark);
+            .insert(wo_providers::TRUNCATED_FIELD.into(), mark.into());
     }
     Ok(out)
 }

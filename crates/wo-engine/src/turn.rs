@@ -80,7 +80,7 @@ pub fn turn_messages(turn: &CompletedTurn) -> (Message, Message) {
     let answered_at = if turn.finished_at > turn.sent_at {
         turn.finished_at.clone()
     } else {
-        Timestamp::from_unix(turn.sent_at.unix_seconds() + 1)
+        turn.sent_at.next_micro()
     };
     let content = turn.answer_xhtml.clone();
     let mut assistant = Message::new(
@@ -102,21 +102,22 @@ pub fn turn_messages(turn: &CompletedTurn) -> (Message, Message) {
 /// Returns the ids of the user and assistant messages.
 pub fn apply_turn(state: &mut State, turn: &CompletedTurn) -> (String, String) {
     let (mut user, mut assistant) = turn_messages(turn);
-    // Ids hash (username, timestamp, content) at whole seconds, so the same
-    // short answer twice within a second would collide with the first and
-    // be dropped as a duplicate. Move a colliding message on by a second.
-    // A reply is never dated before (or at) the message it follows: at
-    // whole seconds a quick exchange would otherwise sort by id, not by turn.
+    // Ids hash (username, timestamp, content), so the same short answer
+    // twice at one instant would collide with the first and be dropped as a
+    // duplicate. Move a colliding message on by a microsecond — never by
+    // seconds, which dated messages in the future under concurrent asks.
+    // A reply is never dated before (or at) the message it follows, or the
+    // transcript would sort an exchange by id, not by turn.
     if let Some(parent) = user.parent.as_deref().and_then(|p| state.message(p))
         && parent.timestamp >= user.timestamp
     {
-        user.timestamp = Timestamp::from_unix(parent.timestamp.unix_seconds() + 1);
+        user.timestamp = parent.timestamp.next_micro();
         rederive_id(&mut user);
     }
     make_unique(state, &mut user);
     assistant.parent = Some(user.id.clone());
     if assistant.timestamp <= user.timestamp {
-        assistant.timestamp = Timestamp::from_unix(user.timestamp.unix_seconds() + 1);
+        assistant.timestamp = user.timestamp.next_micro();
         rederive_id(&mut assistant);
     }
     make_unique(state, &mut assistant);
@@ -137,7 +138,7 @@ fn rederive_id(m: &mut Message) {
 
 fn make_unique(state: &State, m: &mut Message) {
     while state.message(&m.id).is_some() {
-        m.timestamp = Timestamp::from_unix(m.timestamp.unix_seconds() + 1);
+        m.timestamp = m.timestamp.next_micro();
         rederive_id(m);
     }
 }

@@ -93,7 +93,19 @@ fn syntax_issue(e: &serde_json::Error) -> Issue {
 fn full_issues(bytes: &[u8], typed_error: Option<(String, String)>) -> Vec<Issue> {
     let doc: Value = match serde_json::from_slice(bytes) {
         Ok(v) => v,
-        Err(e) => return vec![syntax_issue(&e)],
+        Err(e) => {
+            // Too deep for `Value` too: the typed parser knows where.
+            if let Some((pointer, message)) = typed_error
+                && message.contains(crate::rawjson::TOO_DEEP)
+            {
+                return vec![Issue {
+                    pointer,
+                    rule: "depth",
+                    message,
+                }];
+            }
+            return vec![syntax_issue(&e)];
+        }
     };
     let issues = validate::validate_structure(&doc);
     if !issues.is_empty() {
@@ -139,7 +151,7 @@ fn path_to_pointer(path: &serde_path_to_error::Path) -> String {
 }
 
 /// Rules the typed model cannot express by its types alone.
-fn semantic_ok(s: &State) -> bool {
+pub(crate) fn semantic_ok(s: &State) -> bool {
     let unit = |x: f64| (0.0..=1.0).contains(&x);
     let id_ok = |id: &str| id.is_empty() || is_valid_id(id);
     let opt_id_ok = |id: &Option<String>| id.as_deref().is_none_or(is_valid_id);
@@ -457,8 +469,10 @@ mod tests {
             "t",
             "<p>b\n\"q\"</p>",
         ));
-        s.extra
-            .insert("zeta".into(), serde_json::json!({"b": 1, "a": [1, 2]}));
+        s.extra.insert(
+            "zeta".into(),
+            serde_json::json!({"b": 1, "a": [1, 2]}).into(),
+        );
         let bytes = to_canonical_vec(&s);
         let text = String::from_utf8(bytes.clone()).unwrap();
         assert!(text.ends_with("}\n"));

@@ -4,12 +4,15 @@
 //!
 //! This crate does no I/O; `wo-store` owns files and locks.
 
+pub mod admit;
 pub mod codec;
 pub mod ids;
 pub mod merge;
 pub mod merge3;
 pub mod model;
+mod model_de;
 pub mod query;
+pub mod rawjson;
 pub mod timestamp;
 pub mod validate;
 pub mod xhtml;
@@ -19,8 +22,9 @@ pub use codec::{
     validate_bytes, write_canonical,
 };
 pub use model::{
-    EffectivePrefs, EffortStatus, Expires, Message, RetrievalPrefs, Role, SCHEMA_URL, State,
+    EffectivePrefs, EffortStatus, Expires, Extra, Message, RetrievalPrefs, Role, SCHEMA_URL, State,
     Tombstone, Truth, TruthEdit, TruthEntry, TruthKind, Usage,
 };
+pub use rawjson::RawJson;
 pub use timestamp::Timestamp;
 pub use validate::Issue;

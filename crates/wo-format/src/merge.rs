@@ -1,19 +1,36 @@
 //! Deterministic merge of state files (SPEC §3).
 //!
-//! Messages and truth entries are unions keyed by id; when two versions of
-//! one id differ, the later `updated` (else `timestamp`) wins and the
-//! lexicographically larger canonical JSON breaks ties, so the merge of the
-//! collections is commutative, associative and idempotent. Tombstones in
-//! `truth.deleted` remove every version of an entry not edited after the
-//! deletion, so an older export cannot resurrect it. `context`, retrieval
-//! preferences and other top-level fields are kept from the base.
+//! Messages and truth entries are unions keyed by id, and two versions of
+//! one id are joined field by field, so nothing either copy holds is lost:
+//!
+//! * a **message** has no edit time (its id hashes its author, time and
+//!   content), so each field is the one copy's value or, when both set it
+//!   differently, the value with the larger canonical JSON;
+//! * a **truth entry** is edited, and can be deleted: its own fields (title,
+//!   content, certainty, `updated`, …) come together from the version with
+//!   the later `updated` (else `timestamp`), ties going to the larger
+//!   canonical JSON of those fields, so a later edit wins and what it removed
+//!   stays removed; two copies of that same version (equal own fields) have
+//!   their extension fields united key by key like a message's;
+//! * a **tombstone** keeps the latest `date`, its extension fields united.
+//!
+//! Each rule is a join over an order read from the values themselves, so
+//! the merge is commutative, associative and idempotent however the copies
+//! are grouped. (Two natural-looking rules are not: ordering each field by
+//! the `updated` of the copy it came from fails once a joined field no
+//! longer says which copy that was, and uniting the extension fields of an
+//! older edit into a newer one fails against a tombstone dated between the
+//! two, which removes the older copy in one grouping and not in the other.)
+//! Tombstones in `truth.deleted` remove every version of an entry not edited
+//! after the deletion, so an older export cannot resurrect it. `context`,
+//! retrieval preferences and other top-level fields are kept from the base.
 
 use std::cmp::Ordering;
 use std::collections::HashMap;
 
 use serde::Serialize;
 
-use crate::model::{Message, State, Tombstone, TruthEntry};
+use crate::model::{Extra, Message, State, Tombstone, TruthEntry};
 
 /// What a merge did, for `wo merge` and the server to print.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -61,22 +78,101 @@ fn canonical_json<T: Serialize>(v: &T) -> Vec<u8> {
     serde_json::to_vec(v).expect("in-memory JSON serialisation")
 }
 
-/// Total order deciding which version of one message id survives.
-fn message_wins(incoming: &Message, current: &Message) -> bool {
-    canonical_json(incoming) > canonical_json(current)
+/// Of two values of one field, the one with the larger canonical JSON.
+fn larger<'a, T: Serialize>(a: &'a T, b: &'a T) -> &'a T {
+    if canonical_json(b) > canonical_json(a) {
+        b
+    } else {
+        a
+    }
 }
 
-/// Total order deciding which version of one truth id survives.
-fn truth_order(a: &TruthEntry, b: &TruthEntry) -> Ordering {
+/// A field both copies may lack: the one that is there, else the larger.
+fn join_opt<T: Serialize + Clone>(a: &Option<T>, b: &Option<T>) -> Option<T> {
+    match (a, b) {
+        (Some(x), Some(y)) => Some(larger(x, y).clone()),
+        (Some(x), None) | (None, Some(x)) => Some(x.clone()),
+        (None, None) => None,
+    }
+}
+
+/// Extension fields: the union of the keys, each the larger canonical text.
+fn join_extra(a: &Extra, b: &Extra) -> Extra {
+    let mut out = a.clone();
+    for (k, v) in b {
+        match out.get_mut(k) {
+            Some(mine) => {
+                if v.as_str().as_bytes() > mine.as_str().as_bytes() {
+                    *mine = v.clone();
+                }
+            }
+            None => {
+                out.insert(k.clone(), v.clone());
+            }
+        }
+    }
+    out
+}
+
+/// The field-wise join of two versions of one message (same id).
+pub fn join_message(a: &Message, b: &Message) -> Message {
+    if a == b {
+        return a.clone();
+    }
+    Message {
+        id: a.id.clone(),
+        title: larger(&a.title, &b.title).clone(),
+        username: larger(&a.username, &b.username).clone(),
+        timestamp: larger(&a.timestamp, &b.timestamp).clone(),
+        content: larger(&a.content, &b.content).clone(),
+        role: join_opt(&a.role, &b.role),
+        parent: join_opt(&a.parent, &b.parent),
+        provider: join_opt(&a.provider, &b.provider),
+        model: join_opt(&a.model, &b.model),
+        usage: join_opt(&a.usage, &b.usage),
+        sources: join_opt(&a.sources, &b.sources),
+        extra: join_extra(&a.extra, &b.extra),
+    }
+}
+
+/// The canonical JSON of a truth entry's own fields (without `extra`).
+fn core_json(e: &TruthEntry) -> Vec<u8> {
+    if e.extra.is_empty() {
+        return canonical_json(e);
+    }
+    let mut core = e.clone();
+    core.extra.clear();
+    canonical_json(&core)
+}
+
+/// Which version's own fields win: the later edit, then the larger JSON.
+fn core_order(a: &TruthEntry, b: &TruthEntry) -> Ordering {
     a.effective_update()
         .cmp(b.effective_update())
-        .then_with(|| canonical_json(a).cmp(&canonical_json(b)))
+        .then_with(|| core_json(a).cmp(&core_json(b)))
 }
 
-fn tombstone_order(a: &Tombstone, b: &Tombstone) -> Ordering {
-    a.date
-        .cmp(&b.date)
-        .then_with(|| canonical_json(a).cmp(&canonical_json(b)))
+/// The join of two versions of one truth entry (same id): the later edit as
+/// a whole; of two copies of the same edit, their extension fields united.
+pub fn join_truth(a: &TruthEntry, b: &TruthEntry) -> TruthEntry {
+    match core_order(a, b) {
+        Ordering::Greater => a.clone(),
+        Ordering::Less => b.clone(),
+        Ordering::Equal => {
+            let mut out = a.clone();
+            out.extra = join_extra(&a.extra, &b.extra);
+            out
+        }
+    }
+}
+
+/// The join of two tombstones of one id: the latest date, extensions united.
+fn join_tombstone(a: &Tombstone, b: &Tombstone) -> Tombstone {
+    Tombstone {
+        id: a.id.clone(),
+        date: a.date.clone().max(b.date.clone()),
+        extra: join_extra(&a.extra, &b.extra),
+    }
 }
 
 /// Merges `incoming` into `base` and reports what changed. Both states must
@@ -95,62 +191,55 @@ pub fn merge_into(base: &mut State, incoming: &State) -> MergeReport {
     report
 }
 
-/// Indices of the versions that survive when one list repeats ids: for each
-/// id, the greatest by `wins` (the first of equals); `None` if no id repeats.
-fn survivors<T>(
-    items: &[T],
-    id: impl Fn(&T) -> &str,
-    wins: impl Fn(&T, &T) -> bool,
-) -> Option<Vec<bool>> {
-    let mut best: HashMap<&str, usize> = HashMap::with_capacity(items.len());
-    let mut repeated = false;
+/// Joins the versions of ids repeated within one list into the first
+/// occurrence and drops the others; false when no id repeats.
+fn collapse<T>(items: &mut Vec<T>, id: impl Fn(&T) -> &str, join: impl Fn(&T, &T) -> T) -> bool {
+    let mut first: HashMap<&str, usize> = HashMap::with_capacity(items.len());
+    let mut repeats: Vec<(usize, usize)> = Vec::new();
     for (i, item) in items.iter().enumerate() {
-        match best.get(id(item)) {
-            Some(&j) => {
-                repeated = true;
-                if wins(item, &items[j]) {
-                    best.insert(id(item), i);
-                }
-            }
+        match first.get(id(item)) {
+            Some(&j) => repeats.push((j, i)),
             None => {
-                best.insert(id(item), i);
+                first.insert(id(item), i);
             }
         }
     }
-    if !repeated {
-        return None;
+    drop(first);
+    if repeats.is_empty() {
+        return false;
     }
-    let mut keep = vec![false; items.len()];
-    for i in best.into_values() {
-        keep[i] = true;
+    let mut drop_mark = vec![false; items.len()];
+    for (j, i) in repeats {
+        let joined = join(&items[j], &items[i]);
+        items[j] = joined;
+        drop_mark[i] = true;
     }
-    Some(keep)
-}
-
-fn retain_marked<T>(items: &mut Vec<T>, keep: &[bool]) {
-    let mut i = 0;
+    let mut k = 0;
     items.retain(|_| {
-        i += 1;
-        keep[i - 1]
+        k += 1;
+        !drop_mark[k - 1]
     });
+    true
 }
 
 /// Collapses ids repeated within the base (hand edits; `wo validate` warns)
-/// by the same rules that resolve them across files. Without this the base's
+/// by the same joins that resolve them across files. Without this the base's
 /// duplicates would survive while an incoming file's would not, and
 /// merge(a, b) would differ from merge(b, a).
 fn dedupe_base(base: &mut State) {
-    if let Some(keep) = survivors(base.messages(), |m| &m.id, message_wins) {
-        retain_marked(base.messages_mut(), &keep);
+    let repeated = {
+        let mut seen = std::collections::HashSet::with_capacity(base.messages().len());
+        base.messages().iter().any(|m| !seen.insert(m.id.as_str()))
+    };
+    if repeated {
+        let list = base.messages_mut();
+        collapse(list, |m| &m.id, join_message);
+        if !list.is_sorted_by(|a, b| a.order_key() <= b.order_key()) {
+            list.sort_by(|a, b| a.order_key().cmp(&b.order_key()));
+        }
     }
-    let trust_wins = |a: &TruthEntry, b: &TruthEntry| truth_order(a, b) == Ordering::Greater;
-    if let Some(keep) = survivors(&base.truth.trust, |t| &t.id, trust_wins) {
-        retain_marked(&mut base.truth.trust, &keep);
-    }
-    let tomb_wins = |a: &Tombstone, b: &Tombstone| tombstone_order(a, b) == Ordering::Greater;
-    if let Some(keep) = survivors(&base.truth.deleted, |d| &d.id, tomb_wins) {
-        retain_marked(&mut base.truth.deleted, &keep);
-    }
+    collapse(&mut base.truth.trust, |t| &t.id, join_truth);
+    collapse(&mut base.truth.deleted, |d| &d.id, join_tombstone);
 }
 
 fn merge_messages(base: &mut State, incoming: &State, report: &mut MergeReport) {
@@ -161,29 +250,28 @@ fn merge_messages(base: &mut State, incoming: &State, report: &mut MergeReport) 
         .map(|(i, m)| (m.id.as_str(), i))
         .collect();
     let mut added: Vec<Message> = Vec::new();
-    let mut replaced: Vec<(usize, Message)> = Vec::new();
+    // Index in the base → its joined version.
+    let mut joined: HashMap<usize, Message> = HashMap::new();
     let mut added_ids: HashMap<&str, usize> = HashMap::new();
     for m in incoming.messages() {
         match index.get(m.id.as_str()) {
-            Some(&i) if base.messages()[i] == *m => report.messages_skipped += 1,
             Some(&i) => {
-                let current = replaced
-                    .iter()
-                    .rev()
-                    .find(|(j, _)| *j == i)
-                    .map_or(&base.messages()[i], |(_, r)| r);
-                if message_wins(m, current) {
-                    replaced.push((i, m.clone()));
-                } else {
+                let current = joined.get(&i).unwrap_or(&base.messages()[i]);
+                if current == m {
                     report.messages_skipped += 1;
+                    continue;
+                }
+                let j = join_message(current, m);
+                if j == *current {
+                    report.messages_skipped += 1;
+                } else {
+                    joined.insert(i, j);
                 }
             }
             None => match added_ids.get(m.id.as_str()) {
                 // The same id twice within the incoming file.
                 Some(&k) => {
-                    if message_wins(m, &added[k]) {
-                        added[k] = m.clone();
-                    }
+                    added[k] = join_message(&added[k], m);
                     report.messages_skipped += 1;
                 }
                 None => {
@@ -195,15 +283,17 @@ fn merge_messages(base: &mut State, incoming: &State, report: &mut MergeReport) 
     }
     drop(index);
     report.messages_added = added.iter().map(|m| m.id.clone()).collect();
-    if !replaced.is_empty() {
+    if !joined.is_empty() {
+        let mut changed: Vec<(usize, Message)> = joined.into_iter().collect();
+        changed.sort_by_key(|(i, _)| *i);
         let list = base.messages_mut();
-        for (i, m) in replaced {
-            if !report.messages_replaced.contains(&m.id) {
+        for (i, m) in changed {
+            if list[i] != m {
                 report.messages_replaced.push(m.id.clone());
+                list[i] = m;
             }
-            list[i] = m;
         }
-        // The winning version of an id may carry another timestamp.
+        // A joined version may carry another timestamp.
         if !list.is_sorted_by(|a, b| a.order_key() <= b.order_key()) {
             list.sort_by(|a, b| a.order_key().cmp(&b.order_key()));
         }
@@ -228,19 +318,29 @@ fn merge_messages(base: &mut State, incoming: &State, report: &mut MergeReport) 
 
 fn merge_truth(base: &mut State, incoming: &State, report: &mut MergeReport) {
     // Tombstones first: a union keeping the latest deletion of each id.
+    let mut tomb_index: HashMap<String, usize> = base
+        .truth
+        .deleted
+        .iter()
+        .enumerate()
+        .map(|(i, d)| (d.id.clone(), i))
+        .collect();
     for t in &incoming.truth.deleted {
-        match base.truth.deleted.iter_mut().find(|d| d.id == t.id) {
-            Some(d) => {
-                if tombstone_order(t, d) == Ordering::Greater {
-                    *d = t.clone();
+        match tomb_index.get(&t.id) {
+            Some(&i) => {
+                let d = &mut base.truth.deleted[i];
+                if d != t {
+                    *d = join_tombstone(d, t);
                 }
             }
             None => {
+                tomb_index.insert(t.id.clone(), base.truth.deleted.len());
                 base.truth.deleted.push(t.clone());
                 report.tombstones_added.push(t.id.clone());
             }
         }
     }
+    drop(tomb_index);
     base.truth.deleted.sort_by(|a, b| a.id.cmp(&b.id));
     let tombstones: HashMap<&str, &Tombstone> = base
         .truth
@@ -262,17 +362,19 @@ fn merge_truth(base: &mut State, incoming: &State, report: &mut MergeReport) {
         .map(|(i, t)| (t.id.clone(), i))
         .collect();
     let mut trust = std::mem::take(&mut base.truth.trust);
+    let base_len = trust.len();
     for e in &incoming.truth.trust {
         match index.get(&e.id) {
             Some(&i) if trust[i] == *e => report.truth_skipped += 1,
             Some(&i) => {
-                if truth_order(e, &trust[i]) == Ordering::Greater {
-                    if !report.truth_updated.contains(&e.id) {
+                let j = join_truth(&trust[i], e);
+                if j == trust[i] {
+                    report.truth_skipped += 1;
+                } else {
+                    if i < base_len && !report.truth_updated.contains(&e.id) {
                         report.truth_updated.push(e.id.clone());
                     }
-                    trust[i] = e.clone();
-                } else {
-                    report.truth_skipped += 1;
+                    trust[i] = j;
                 }
             }
             None if buried(e) => report.truth_skipped += 1,

@@ -28,10 +28,12 @@
 use std::collections::{HashMap, HashSet};
 
 use serde::Serialize;
+use std::collections::BTreeMap;
+
 use serde_json::{Map, Value};
 
 use crate::merge::merge_into;
-use crate::model::{Message, RetrievalPrefs, State, Tombstone, TruthEntry};
+use crate::model::{Extra, Message, RetrievalPrefs, State, Tombstone, TruthEntry};
 
 /// A 128-bit content fingerprint of one record.
 pub type Fingerprint = u128;
@@ -51,8 +53,8 @@ pub struct Baseline {
     schema: String,
     context: String,
     retrieval_prefs: RetrievalPrefs,
-    truth_extra: Map<String, Value>,
-    extra: Map<String, Value>,
+    truth_extra: Extra,
+    extra: Extra,
 }
 
 impl Baseline {
@@ -395,7 +397,11 @@ fn merge_small(base: &Baseline, mine: &State, out: &mut State) {
 }
 
 /// Key by key: mine where mine changed it since the base, else theirs.
-fn merge_map(base: &Map<String, Value>, mine: &Map<String, Value>, out: &mut Map<String, Value>) {
+fn merge_map<V: PartialEq + Clone>(
+    base: &BTreeMap<String, V>,
+    mine: &BTreeMap<String, V>,
+    out: &mut BTreeMap<String, V>,
+) {
     for (k, v) in mine {
         if base.get(k) != Some(v) {
             out.insert(k.clone(), v.clone());
@@ -418,12 +424,13 @@ fn merge_prefs(
     };
     let mut out = t;
     merge_map(&b, &m, &mut out);
-    serde_json::from_value(Value::Object(out)).unwrap_or_else(|_| mine.clone())
+    serde_json::from_value(Value::Object(out.into_iter().collect()))
+        .unwrap_or_else(|_| mine.clone())
 }
 
-fn as_object<T: Serialize>(v: &T) -> Option<Map<String, Value>> {
+fn as_object<T: Serialize>(v: &T) -> Option<BTreeMap<String, Value>> {
     match serde_json::to_value(v) {
-        Ok(Value::Object(m)) => Some(m),
+        Ok(Value::Object(m)) => Some(m.into_iter().collect()),
         _ => None,
     }
 }
@@ -691,13 +698,15 @@ mod tests {
     #[test]
     fn small_fields_three_way() {
         let mut base = base_state();
-        base.extra.insert("x_keep".into(), Value::from(1));
+        base.extra.insert("x_keep".into(), Value::from(1).into());
         let b = Baseline::of(&base);
         let mut mine = base.clone();
         mine.context = "<p>mine</p>".into();
         let mut theirs = base.clone();
         theirs.truth.retrieval_prefs.max_entries = Some(3);
-        theirs.extra.insert("x_theirs".into(), Value::from(2));
+        theirs
+            .extra
+            .insert("x_theirs".into(), Value::from(2).into());
         theirs.extra.remove("x_keep");
         let s = merge3(&b, &mine, 5, theirs).state;
         assert_eq!(s.context, "<p>mine</p>");
@@ -722,7 +731,7 @@ mod tests {
     fn fingerprints_see_every_field() {
         let m = msg(1, "a");
         let mut n = m.clone();
-        n.extra.insert("x_note".into(), Value::from("hi"));
+        n.extra.insert("x_note".into(), Value::from("hi").into());
         assert_ne!(message_fingerprint(&m), message_fingerprint(&n));
         let mut n = m.clone();
         n.title.push('!');

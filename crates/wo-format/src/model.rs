@@ -6,7 +6,8 @@
 //! sorted order.
 
 use serde::{Deserialize, Serialize};
-use serde_json::{Map, Value};
+
+pub use crate::rawjson::RawJson;
 
 use crate::ids;
 use crate::timestamp::Timestamp;
@@ -17,47 +18,27 @@ pub const SCHEMA_URL: &str =
 /// The only `version` this library reads and writes.
 pub const VERSION: u64 = 1;
 
-/// Deserialises an optional field that is present: `null` is rejected like
-/// any other wrong type (the validator and the JSON Schema do the same), while
-/// a missing field stays `None` through `#[serde(default)]`.
-fn present<'de, D, T>(d: D) -> Result<Option<T>, D::Error>
-where
-    D: serde::Deserializer<'de>,
-    T: Deserialize<'de>,
-{
-    T::deserialize(d).map(Some)
-}
-
-/// Deserialises an `id` that is present: it must not be empty (a missing id
-/// is derived, an empty one is an error, as in the validator).
-fn non_empty<'de, D: serde::Deserializer<'de>>(d: D) -> Result<String, D::Error> {
-    let s = String::deserialize(d)?;
-    if s.is_empty() {
-        return Err(serde::de::Error::custom("an id must not be empty"));
-    }
-    Ok(s)
-}
+/// Unknown fields of a record, by name (sorted: the canonical order of the
+/// keys after the known ones), their values kept as written.
+pub type Extra = std::collections::BTreeMap<String, RawJson>;
 
 /// A whole state file.
-#[derive(Clone, Debug, Deserialize)]
+/// (`Deserialize` for the model types is in `model_de`: hand-written so
+/// that unknown fields keep their exact text and need no buffering.)
+#[derive(Clone, Debug)]
 pub struct State {
     pub version: u64,
     pub schema: String,
     pub date: Timestamp,
-    #[serde(default)]
     pub context: String,
-    messages: Vec<Message>,
-    #[serde(default)]
+    pub(crate) messages: Vec<Message>,
     pub truth: Truth,
-    #[serde(flatten)]
-    pub extra: Map<String, Value>,
+    pub extra: Extra,
     /// How many leading messages are unchanged since [`State::mark_saved`];
     /// lets the store re-use their serialised bytes (append fast path).
-    #[serde(skip)]
-    clean_prefix: usize,
+    pub(crate) clean_prefix: usize,
     /// Identifies the [`crate::codec::MessageCache`] filled by the last save.
-    #[serde(skip)]
-    save_token: u64,
+    pub(crate) save_token: u64,
 }
 
 /// Who wrote a message.
@@ -80,65 +61,54 @@ impl Role {
 }
 
 /// One message of the transcript.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct Message {
     /// Content-addressed id (`m_` + 16 hex); derived when missing on read.
-    #[serde(default, deserialize_with = "non_empty")]
     pub id: String,
     pub title: String,
     pub username: String,
     pub timestamp: Timestamp,
     /// XHTML fragment.
     pub content: String,
-    #[serde(default, deserialize_with = "present")]
     #[serde(skip_serializing_if = "Option::is_none")]
     pub role: Option<Role>,
     /// The message this one answers or follows (conversation tree).
-    #[serde(default, deserialize_with = "present")]
     #[serde(skip_serializing_if = "Option::is_none")]
     pub parent: Option<String>,
-    #[serde(default, deserialize_with = "present")]
     #[serde(skip_serializing_if = "Option::is_none")]
     pub provider: Option<String>,
-    #[serde(default, deserialize_with = "present")]
     #[serde(skip_serializing_if = "Option::is_none")]
     pub model: Option<String>,
-    #[serde(default, deserialize_with = "present")]
     #[serde(skip_serializing_if = "Option::is_none")]
     pub usage: Option<Usage>,
     /// Ids of truth entries, messages and chunks sent as context.
-    #[serde(default, deserialize_with = "present")]
     #[serde(skip_serializing_if = "Option::is_none")]
     pub sources: Option<Vec<String>>,
     #[serde(flatten)]
-    pub extra: Map<String, Value>,
+    pub extra: Extra,
 }
 
 /// Token accounting reported by a provider.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
 pub struct Usage {
-    #[serde(default, deserialize_with = "present")]
     #[serde(skip_serializing_if = "Option::is_none")]
     pub prompt_tokens: Option<u64>,
-    #[serde(default, deserialize_with = "present")]
     #[serde(skip_serializing_if = "Option::is_none")]
     pub completion_tokens: Option<u64>,
     #[serde(flatten)]
-    pub extra: Map<String, Value>,
+    pub extra: Extra,
 }
 
 /// `truth`: curated knowledge plus retrieval preferences.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
 pub struct Truth {
-    #[serde(default)]
     pub trust: Vec<TruthEntry>,
-    #[serde(default)]
     pub retrieval_prefs: RetrievalPrefs,
     /// Tombstones: deleted entries an older export must not resurrect.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[serde(skip_serializing_if = "Vec::is_empty")]
     pub deleted: Vec<Tombstone>,
     #[serde(flatten)]
-    pub extra: Map<String, Value>,
+    pub extra: Extra,
 }
 
 /// Kind of a truth entry (memory, SPEC §7).
@@ -168,10 +138,9 @@ pub enum Expires {
 }
 
 /// One entry of `truth.trust`.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct TruthEntry {
     /// Content-addressed id (`t_` + 16 hex); derived when missing on read.
-    #[serde(default, deserialize_with = "non_empty")]
     pub id: String,
     pub title: String,
     pub timestamp: Timestamp,
@@ -179,36 +148,27 @@ pub struct TruthEntry {
     pub certainty: f64,
     /// XHTML fragment.
     pub content: String,
-    #[serde(default, deserialize_with = "present")]
     #[serde(skip_serializing_if = "Option::is_none")]
     pub kind: Option<TruthKind>,
-    #[serde(default, deserialize_with = "present")]
     #[serde(skip_serializing_if = "Option::is_none")]
     pub status: Option<EffortStatus>,
-    #[serde(default, deserialize_with = "present")]
     #[serde(skip_serializing_if = "Option::is_none")]
     pub resolution: Option<String>,
-    #[serde(default, deserialize_with = "present")]
     #[serde(skip_serializing_if = "Option::is_none")]
     pub supersedes: Option<String>,
-    #[serde(default, deserialize_with = "present")]
     #[serde(skip_serializing_if = "Option::is_none")]
     pub tags: Option<Vec<String>>,
-    #[serde(default, deserialize_with = "present")]
     #[serde(skip_serializing_if = "Option::is_none")]
     pub expires: Option<Expires>,
-    #[serde(default, deserialize_with = "present")]
     #[serde(skip_serializing_if = "Option::is_none")]
     pub refs: Option<u64>,
-    #[serde(default, deserialize_with = "present")]
     #[serde(skip_serializing_if = "Option::is_none")]
     pub updated: Option<Timestamp>,
     /// Id of the message it was distilled from.
-    #[serde(default, deserialize_with = "present")]
     #[serde(skip_serializing_if = "Option::is_none")]
     pub source: Option<String>,
     #[serde(flatten)]
-    pub extra: Map<String, Value>,
+    pub extra: Extra,
 }
 
 impl TruthEntry {
@@ -228,34 +188,29 @@ pub struct TruthEdit {
 }
 
 /// A deleted truth entry.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct Tombstone {
     pub id: String,
     pub date: Timestamp,
     #[serde(flatten)]
-    pub extra: Map<String, Value>,
+    pub extra: Extra,
 }
 
 /// `truth.retrieval_prefs`; absent knobs take SPEC §1's defaults.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
 pub struct RetrievalPrefs {
-    #[serde(default, deserialize_with = "present")]
     #[serde(skip_serializing_if = "Option::is_none")]
     pub max_entries: Option<u64>,
-    #[serde(default, deserialize_with = "present")]
     #[serde(skip_serializing_if = "Option::is_none")]
     pub min_certainty: Option<f64>,
-    #[serde(default, deserialize_with = "present")]
     #[serde(skip_serializing_if = "Option::is_none")]
     pub prefer_higher_certainty: Option<bool>,
-    #[serde(default, deserialize_with = "present")]
     #[serde(skip_serializing_if = "Option::is_none")]
     pub certainty_weight: Option<f64>,
-    #[serde(default, deserialize_with = "present")]
     #[serde(skip_serializing_if = "Option::is_none")]
     pub recency_weight: Option<f64>,
     #[serde(flatten)]
-    pub extra: Map<String, Value>,
+    pub extra: Extra,
 }
 
 /// Retrieval knobs with defaults applied and weights normalised to sum 1.
@@ -277,7 +232,7 @@ impl RetrievalPrefs {
             prefer_higher_certainty: Some(true),
             certainty_weight: Some(0.7),
             recency_weight: Some(0.3),
-            extra: Map::new(),
+            extra: Extra::new(),
         }
     }
 
@@ -319,7 +274,7 @@ impl Message {
             model: None,
             usage: None,
             sources: None,
-            extra: Map::new(),
+            extra: Extra::new(),
         };
         m.id = ids::message_id(&m.username, m.timestamp.as_str(), &m.content);
         m
@@ -516,7 +471,7 @@ impl TruthEntry {
             refs: None,
             updated: None,
             source: None,
-            extra: Map::new(),
+            extra: Extra::new(),
         };
         t.id = ids::truth_id(&t.title, t.timestamp.as_str(), &t.content);
         t
@@ -549,7 +504,7 @@ impl State {
                 retrieval_prefs: RetrievalPrefs::spec_defaults(),
                 ..Truth::default()
             },
-            extra: Map::new(),
+            extra: Extra::new(),
             clean_prefix: 0,
             save_token: 0,
         }
@@ -656,8 +611,9 @@ impl State {
         true
     }
 
-    /// Applies an edit to the truth entry `id` and stamps `updated` (never
-    /// earlier than its last update, so the edit wins a merge); returns the
+    /// Applies an edit to the truth entry `id` and stamps `updated`: `now`,
+    /// or a microsecond after the version edited when the clock is not past
+    /// it, so the edit always wins a merge against it; returns the
     /// edited entry, or `None` when there is no such entry.
     pub fn edit_truth(&mut self, id: &str, edit: TruthEdit, now: Timestamp) -> Option<&TruthEntry> {
         let entry = self.truth.trust.iter_mut().find(|t| t.id == id)?;
@@ -670,7 +626,15 @@ impl State {
         if let Some(c) = edit.certainty {
             entry.certainty = c.clamp(0.0, 1.0);
         }
-        entry.updated = Some(now.max(entry.effective_update().clone()));
+        // Strictly after the version edited (its `updated` and its
+        // `timestamp`), even when this clock is behind it: a tie would leave
+        // the merge to a byte comparison that the old version may win.
+        let edited = entry.effective_update().max(&entry.timestamp).clone();
+        entry.updated = Some(if now > edited {
+            now
+        } else {
+            edited.next_micro()
+        });
         Some(entry)
     }
 
@@ -692,7 +656,7 @@ impl State {
                 self.truth.deleted.push(Tombstone {
                     id: id.to_owned(),
                     date,
-                    extra: Map::new(),
+                    extra: Extra::new(),
                 });
                 self.truth.deleted.sort_by(|a, b| a.id.cmp(&b.id));
             }

@@ -1,4 +1,6 @@
-//! UTC timestamps as the state file writes them (`YYYY-MM-DDTHH:MM:SSZ`).
+//! UTC timestamps as the state file writes them: `YYYY-MM-DDTHH:MM:SS[.f]Z`
+//! on read, and `YYYY-MM-DDTHH:MM:SS.ffffffZ` (microseconds) for new ones, so
+//! two edits in one second are still ordered by when they happened.
 //!
 //! A [`Timestamp`] keeps the exact text it was read from, so merge and
 //! re-serialisation never rewrite a user's timestamps, and orders by the
@@ -74,17 +76,58 @@ impl Timestamp {
         })
     }
 
-    /// The current time, truncated to whole seconds (the canonical form).
+    /// The current time, in microseconds (`…SS.ffffffZ`).
     pub fn now() -> Self {
-        Self::from_unix(time::OffsetDateTime::now_utc().unix_timestamp())
+        let nanos = time::OffsetDateTime::now_utc().unix_timestamp_nanos();
+        Self::from_unix_micros(i64::try_from(nanos / 1000).unwrap_or(i64::MAX))
+    }
+
+    /// The current time, or the first microsecond after `prev` when the
+    /// clock is not past it: what a change of something dated `prev` is
+    /// stamped with, so the change always orders after what it changed.
+    pub fn now_after(prev: &Timestamp) -> Self {
+        let now = Self::now();
+        if now > *prev { now } else { prev.next_micro() }
+    }
+
+    /// The first whole microsecond strictly after this instant.
+    pub fn next_micro(&self) -> Self {
+        Self::from_unix_micros(self.unix_micros().saturating_add(1))
     }
 
     /// A whole-second timestamp from Unix seconds (clamped to years 0000–9999).
     pub fn from_unix(seconds: i64) -> Self {
         let seconds = seconds.clamp(MIN_UNIX, MAX_UNIX);
+        let text = Self::whole_seconds_text(seconds);
+        Timestamp {
+            text,
+            seconds,
+            nanos: 0,
+        }
+    }
+
+    /// A microsecond timestamp (`…SS.ffffffZ`) from Unix microseconds
+    /// (clamped to years 0000–9999).
+    pub fn from_unix_micros(micros: i64) -> Self {
+        let seconds = micros.div_euclid(1_000_000);
+        let frac = micros.rem_euclid(1_000_000) as u32;
+        if !(MIN_UNIX..=MAX_UNIX).contains(&seconds) {
+            return Self::from_unix(seconds);
+        }
+        let mut text = Self::whole_seconds_text(seconds);
+        text.pop(); // 'Z'
+        text.push_str(&format!(".{frac:06}Z"));
+        Timestamp {
+            text,
+            seconds,
+            nanos: frac * 1000,
+        }
+    }
+
+    fn whole_seconds_text(seconds: i64) -> String {
         let dt = time::OffsetDateTime::from_unix_timestamp(seconds)
             .unwrap_or(time::OffsetDateTime::UNIX_EPOCH);
-        let text = format!(
+        format!(
             "{:04}-{:02}-{:02}T{:02}:{:02}:{:02}Z",
             dt.year(),
             u8::from(dt.month()),
@@ -92,12 +135,14 @@ impl Timestamp {
             dt.hour(),
             dt.minute(),
             dt.second()
-        );
-        Timestamp {
-            text,
-            seconds,
-            nanos: 0,
-        }
+        )
+    }
+
+    /// Microseconds since the Unix epoch (finer digits dropped).
+    pub fn unix_micros(&self) -> i64 {
+        self.seconds
+            .saturating_mul(1_000_000)
+            .saturating_add(i64::from(self.nanos / 1000))
     }
 
     /// The text exactly as read or written.
@@ -198,6 +243,38 @@ mod tests {
         ] {
             assert!(Timestamp::parse(bad).is_err(), "{bad} should be rejected");
         }
+    }
+
+    #[test]
+    fn now_has_microseconds_and_next_micro_is_strictly_later() {
+        let now = Timestamp::now();
+        let text = now.as_str();
+        assert_eq!(text.len(), "2026-02-22T20:11:05.123456Z".len(), "{text}");
+        assert_eq!(Timestamp::parse(text).unwrap(), now);
+        // Whole seconds, microseconds and finer digits all move on.
+        for t in [
+            "2026-02-22T20:11:05Z",
+            "2026-02-22T20:11:05.999999Z",
+            "2026-02-22T20:11:05.1234567Z",
+        ] {
+            let t = Timestamp::parse(t).unwrap();
+            let next = t.next_micro();
+            assert!(next > t, "{next} after {t}");
+            assert_eq!(Timestamp::parse(next.as_str()).unwrap(), next);
+        }
+        assert_eq!(
+            Timestamp::parse("2026-02-22T20:11:05.999999Z")
+                .unwrap()
+                .next_micro()
+                .as_str(),
+            "2026-02-22T20:11:06.000000Z"
+        );
+        // A change of something dated in the future still orders after it.
+        let future = Timestamp::from_unix(4_000_000_000);
+        assert!(Timestamp::now_after(&future) > future);
+        let past = Timestamp::from_unix(1_000_000_000);
+        let after = Timestamp::now_after(&past);
+        assert!(after > past && after <= Timestamp::now());
     }
 
     #[test]

@@ -1,6 +1,8 @@
 //! SPEC §3: merge is commutative, associative and idempotent on the
 //! collections (messages, truth entries, tombstones), agrees with a direct
-//! statement of the rules, and never resurrects a deleted truth entry.
+//! statement of the rules (a field-wise union: no field of any copy is
+//! lost), and never resurrects a deleted truth entry. Generated records
+//! carry extension fields, with numbers `Value` cannot hold exactly.
 //!
 //! `context`, `retrieval_prefs` and unknown top-level fields are kept from
 //! the base on purpose, and `date` becomes the latest; so these properties
@@ -48,41 +50,102 @@ fn json(v: &impl serde::Serialize) -> Vec<u8> {
     serde_json::to_vec(v).unwrap()
 }
 
-/// SPEC §3 stated directly over all inputs at once: messages united by id
-/// (of two payloads the larger canonical JSON), sorted by (timestamp, id);
-/// truth united by id, the later `updated` (else `timestamp`) winning, ties
-/// to the larger canonical JSON; tombstones united by id keeping the latest;
-/// an entry not updated after its tombstone is gone.
+/// A record as its fields' compact JSON texts, by name.
+fn fields<T: serde::Serialize>(v: &T) -> BTreeMap<String, String> {
+    let text = serde_json::to_string(v).unwrap();
+    let raw: BTreeMap<String, Box<serde_json::value::RawValue>> =
+        serde_json::from_str(&text).unwrap();
+    raw.into_iter()
+        .map(|(k, v)| (k, v.get().to_owned()))
+        .collect()
+}
+
+/// The per-key maximum of two field maps (a missing field is the least).
+fn join_fields(a: &mut BTreeMap<String, String>, b: &BTreeMap<String, String>) {
+    for (k, v) in b {
+        let e = a.entry(k.clone()).or_insert_with(|| v.clone());
+        if v.as_bytes() > e.as_bytes() {
+            *e = v.clone();
+        }
+    }
+}
+
+fn from_fields<T: serde::de::DeserializeOwned>(f: &BTreeMap<String, String>) -> T {
+    let body: Vec<String> = f
+        .iter()
+        .map(|(k, v)| format!("{}:{v}", serde_json::to_string(k).unwrap()))
+        .collect();
+    serde_json::from_str(&format!("{{{}}}", body.join(","))).unwrap()
+}
+
+/// A truth entry's own fields (without extensions), as canonical JSON.
+fn core(t: &TruthEntry) -> Vec<u8> {
+    let mut c = t.clone();
+    c.extra.clear();
+    json(&c)
+}
+
+/// SPEC §3 stated directly over all inputs at once: messages united by id,
+/// each field of a repeated id the larger canonical JSON of its values (a
+/// missing field is the least), sorted by (timestamp, id); truth united by
+/// id, the version with the later `updated` (else `timestamp`) winning, ties
+/// to the larger canonical JSON of its own fields, and the extension fields
+/// of every copy of that winning version united key by key; tombstones
+/// united by id keeping the latest date, extensions united; an entry not
+/// updated after its tombstone is gone.
 fn oracle(states: &[&State]) -> Collections {
-    let mut messages: BTreeMap<String, Message> = BTreeMap::new();
-    let mut trust: BTreeMap<String, TruthEntry> = BTreeMap::new();
+    let mut messages: BTreeMap<String, BTreeMap<String, String>> = BTreeMap::new();
+    let mut trust: BTreeMap<String, (TruthEntry, BTreeMap<String, String>)> = BTreeMap::new();
     let mut deleted: BTreeMap<String, Tombstone> = BTreeMap::new();
+    let extra_fields = |extra: &wo_format::Extra| -> BTreeMap<String, String> {
+        extra
+            .iter()
+            .map(|(k, v)| (k.clone(), v.as_str().to_owned()))
+            .collect()
+    };
     for s in states {
         for m in s.messages() {
-            let e = messages.entry(m.id.clone()).or_insert_with(|| m.clone());
-            if json(m) > json(e) {
-                *e = m.clone();
-            }
+            join_fields(messages.entry(m.id.clone()).or_default(), &fields(m));
         }
         for t in &s.truth.trust {
-            let e = trust.entry(t.id.clone()).or_insert_with(|| t.clone());
-            if (t.effective_update(), json(t)) > (e.effective_update(), json(e)) {
-                *e = t.clone();
+            let e = trust
+                .entry(t.id.clone())
+                .or_insert_with(|| (t.clone(), BTreeMap::new()));
+            let ord = (t.effective_update(), core(t)).cmp(&(e.0.effective_update(), core(&e.0)));
+            if ord == std::cmp::Ordering::Greater {
+                *e = (t.clone(), BTreeMap::new());
+            }
+            if ord != std::cmp::Ordering::Less {
+                join_fields(&mut e.1, &extra_fields(&t.extra));
             }
         }
         for d in &s.truth.deleted {
             let e = deleted.entry(d.id.clone()).or_insert_with(|| d.clone());
-            if (&d.date, json(d)) > (&e.date, json(e)) {
-                *e = d.clone();
-            }
+            let mut ext = extra_fields(&e.extra);
+            join_fields(&mut ext, &extra_fields(&d.extra));
+            e.date = e.date.clone().max(d.date.clone());
+            e.extra = ext
+                .into_iter()
+                .map(|(k, v)| (k, wo_format::RawJson::parse(&v).unwrap()))
+                .collect();
         }
     }
+    let mut trust: BTreeMap<String, TruthEntry> = trust
+        .into_iter()
+        .map(|(id, (mut t, ext))| {
+            t.extra = ext
+                .into_iter()
+                .map(|(k, v)| (k, wo_format::RawJson::parse(&v).unwrap()))
+                .collect();
+            (id, t)
+        })
+        .collect();
     trust.retain(|id, t| {
         deleted
             .get(id)
             .is_none_or(|d| *t.effective_update() > d.date)
     });
-    let mut messages: Vec<Message> = messages.into_values().collect();
+    let mut messages: Vec<Message> = messages.values().map(from_fields).collect();
     messages.sort_by(|a, b| a.order_key().cmp(&b.order_key()));
     Collections {
         messages,

@@ -265,7 +265,8 @@ fn golden_state() -> State {
     fact.refs = Some(3);
     fact.updated = Some(ts("2026-02-23T08:00:00.5Z"));
     fact.expires = Some(Expires::At(ts("2027-01-01T00:00:00Z")));
-    fact.extra.insert("x_embedding".into(), json!([0.5, -0.25]));
+    fact.extra
+        .insert("x_embedding".into(), json!([0.5, -0.25]).into());
     let mut effort = TruthEntry::new(
         "Ship v1",
         ts("2026-02-22T19:31:00Z"),
@@ -300,12 +301,12 @@ fn golden_state() -> State {
     answer.usage = Some(Usage {
         prompt_tokens: Some(1200),
         completion_tokens: Some(85),
-        extra: [("cache_read_tokens".to_owned(), json!(7))]
+        extra: [("cache_read_tokens".to_owned(), json!(7).into())]
             .into_iter()
             .collect(),
     });
     answer.sources = Some(vec![fact.id.clone(), question.id.clone()]);
-    answer.extra.insert("x_rating".into(), json!(5));
+    answer.extra.insert("x_rating".into(), json!(5).into());
     assert!(s.push_message(answer));
     assert!(s.push_message(question));
 
@@ -315,13 +316,15 @@ fn golden_state() -> State {
     let mut prefs = RetrievalPrefs::spec_defaults();
     prefs
         .extra
-        .insert("url_fetch".into(), json!({"enabled": false}));
+        .insert("url_fetch".into(), json!({"enabled": false}).into());
     s.truth.retrieval_prefs = prefs;
-    s.truth.extra.insert("x_notes".into(), json!("kept"));
+    s.truth.extra.insert("x_notes".into(), json!("kept").into());
     s.extra
-        .insert("zz_future".into(), json!({"b": [1, 2], "a": null}));
-    s.extra
-        .insert("aa_future".into(), json!("first of the unknown keys"));
+        .insert("zz_future".into(), json!({"b": [1, 2], "a": null}).into());
+    s.extra.insert(
+        "aa_future".into(),
+        json!("first of the unknown keys").into(),
+    );
     s
 }
 
@@ -352,4 +355,72 @@ proptest! {
         prop_assert_eq!(&again, &state);
         prop_assert_eq!(to_canonical_vec(&again), once);
     }
+}
+
+/// Unknown fields keep their numbers byte for byte (`1.10`, integers past
+/// u64, `1e400`), at every level, through parse → canonical write, and a
+/// merge keeps them too.
+#[test]
+fn unknown_field_numbers_survive_byte_exact() {
+    let text = r#"{
+  "version": 1,
+  "schema": "https://raw.githubusercontent.com/arborrhythms/WikiOracle/main/spec/llm_state_v1.json",
+  "date": "2026-01-01T00:00:00Z",
+  "context": "",
+  "messages": [
+    {
+      "id": "m_1",
+      "title": "t",
+      "username": "u",
+      "timestamp": "2026-01-01T00:00:00Z",
+      "content": "<p>a</p>",
+      "usage": {
+        "prompt_tokens": 1,
+        "x_cost": 0.10
+      },
+      "x_big": 123456789012345678901234,
+      "x_nested": {
+        "a": [
+          1.10,
+          1e400,
+          -0.0
+        ]
+      }
+    }
+  ],
+  "truth": {
+    "trust": [
+      {
+        "id": "t_1",
+        "title": "T",
+        "timestamp": "2026-01-01T00:00:00Z",
+        "certainty": 0.5,
+        "content": "<p>x</p>",
+        "x_weight": 1.10
+      }
+    ],
+    "retrieval_prefs": {
+      "x_knob": 2.50
+    },
+    "deleted": [
+      {
+        "id": "t_2",
+        "date": "2026-01-01T00:00:00Z",
+        "x_n": 1E+2
+      }
+    ],
+    "x_truth": 99999999999999999999
+  },
+  "x_top": 1e400
+}
+"#;
+    let s = wo_format::parse(text.as_bytes()).unwrap();
+    assert_eq!(String::from_utf8(to_canonical_vec(&s)).unwrap(), text);
+    // Merging a copy that lacks the extension fields loses none of them.
+    let mut bare = s.clone();
+    bare.messages_mut()[0].extra.clear();
+    bare.truth.trust[0].extra.clear();
+    let (merged, _) = wo_format::merge::merge_all(&bare, [&s]);
+    assert_eq!(merged.messages()[0], s.messages()[0]);
+    assert_eq!(merged.truth.trust[0], s.truth.trust[0]);
 }

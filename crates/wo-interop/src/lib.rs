@@ -82,7 +82,11 @@ impl Imported {
         for key in [OPENAI_CLI_KEY, PROFILES_KEY] {
             if let Some(incoming) = self.state.extra.get(key) {
                 match base.extra.get_mut(key) {
-                    Some(existing) => deep_merge(existing, incoming),
+                    Some(existing) => {
+                        let mut merged = existing.to_value();
+                        deep_merge(&mut merged, &incoming.to_value());
+                        *existing = merged.into();
+                    }
                     None => {
                         base.extra.insert(key.to_owned(), incoming.clone());
                     }
@@ -93,10 +97,51 @@ impl Imported {
     }
 }
 
+/// An [`Imported`] that passed [`wo_format::admit`], ready to merge.
+#[derive(Clone, Debug)]
+pub struct AdmittedImport {
+    pub imported: Imported,
+    /// JSON pointers (in the imported state) of content that broke the
+    /// XHTML rules and was sanitised.
+    pub sanitised: Vec<String>,
+}
+
+impl Imported {
+    /// Holds the imported state to what `wo validate` checks (structure,
+    /// nesting any reader accepts, XHTML content: sanitised where it can be),
+    /// so merging it cannot leave a file that no longer opens or validates.
+    /// A neighbour's format nests its own fields below ours, so a value it
+    /// held legally can be too deep here: that refuses the import, with the
+    /// pointer of each problem.
+    pub fn admit(self) -> Result<AdmittedImport, Vec<wo_format::Issue>> {
+        let Imported {
+            state,
+            warnings,
+            suggested_context,
+        } = self;
+        let admitted = wo_format::admit::admit_state(state)?;
+        let suggested_context = suggested_context.map(|c| {
+            if wo_format::xhtml::check_fragment(&c).is_ok() {
+                c
+            } else {
+                wo_format::xhtml::sanitize_html(&c)
+            }
+        });
+        Ok(AdmittedImport {
+            imported: Imported {
+                state: admitted.state,
+                warnings,
+                suggested_context,
+            },
+            sanitised: admitted.sanitised,
+        })
+    }
+}
+
 /// See [`Imported::merge_into`]. `None` when nothing needs remapping.
 fn rebase_rederived(incoming: &State, base: &State) -> Option<State> {
     let key = |m: &Message| -> Option<(u64, String, String)> {
-        let r = m.extra.get(OPENAI_CLI_KEY)?;
+        let r = m.extra.get(OPENAI_CLI_KEY)?.to_value();
         let derived = r
             .get("absent")?
             .as_array()?

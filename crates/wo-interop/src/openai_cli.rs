@@ -264,7 +264,7 @@ pub fn import_with(path: &Path, opts: &ImportOptions) -> Result<Imported, Intero
             record.insert("absent".into(), Value::Array(absent));
         }
         msg.extra
-            .insert(OPENAI_CLI_KEY.into(), Value::Object(record));
+            .insert(OPENAI_CLI_KEY.into(), Value::Object(record).into());
         parent = Some(msg.id.clone());
         state_messages.push(msg);
     }
@@ -304,7 +304,7 @@ pub fn import_with(path: &Path, opts: &ImportOptions) -> Result<Imported, Intero
     }
     state
         .extra
-        .insert(OPENAI_CLI_KEY.into(), Value::Object(record));
+        .insert(OPENAI_CLI_KEY.into(), Value::Object(record).into());
     Ok(Imported {
         state,
         warnings,
@@ -317,12 +317,16 @@ pub fn import_with(path: &Path, opts: &ImportOptions) -> Result<Imported, Intero
 /// `None` when the state holds no seed-001 import. Key order is not kept
 /// (JSON objects are unordered); everything else is.
 pub fn reconstruct(state: &State) -> Option<Value> {
-    let record = state.extra.get(OPENAI_CLI_KEY)?.as_object()?;
+    let record = state.extra.get(OPENAI_CLI_KEY)?.to_value();
+    let record = record.as_object()?;
     let mut top = record.get("fields")?.as_object()?.clone();
     let absent_top = strings(record.get("absent"));
     let mut indexed: Vec<(u64, Value)> = Vec::new();
     for m in state.messages() {
-        let Some(r) = m.extra.get(OPENAI_CLI_KEY).and_then(Value::as_object) else {
+        let Some(r) = m.extra.get(OPENAI_CLI_KEY).map(|r| r.to_value()) else {
+            continue;
+        };
+        let Some(r) = r.as_object() else {
             continue;
         };
         let Some(index) = r.get("index").and_then(Value::as_u64) else {

@@ -209,7 +209,7 @@ pub fn import_with(root: &Path, opts: &ImportOptions) -> Result<Imported, Intero
     state.normalize();
     state.extra.insert(
         PROFILES_KEY.into(),
-        serde_json::to_value(&tree).unwrap_or(Value::Null),
+        serde_json::to_value(&tree).unwrap_or(Value::Null).into(),
     );
     Ok(Imported {
         state,
@@ -622,7 +622,7 @@ impl ImportCx<'_> {
         }
         msg.extra.insert(
             PROFILES_KEY.into(),
-            serde_json::to_value(&origin).unwrap_or(Value::Null),
+            serde_json::to_value(&origin).unwrap_or(Value::Null).into(),
         );
     }
 
@@ -914,7 +914,7 @@ pub fn export(
     let mut report = ExportReport::default();
     let mut tree: TreeRecord = match state.extra.get(PROFILES_KEY) {
         None => TreeRecord::default(),
-        Some(v) => serde_json::from_value(v.clone()).unwrap_or_else(|e| {
+        Some(v) => serde_json::from_value(v.to_value()).unwrap_or_else(|e| {
             report.warnings.push(
                 Warning::new(root, format!("the state's {PROFILES_KEY} record is not understood ({e}); meta files are regenerated"))
                     .at_pointer(format!("/{PROFILES_KEY}")),
@@ -930,7 +930,7 @@ pub fn export(
         .map(|m| (m.id.as_str(), m))
         .collect();
     let origin_of = |m: &Message| -> Option<Origin> {
-        serde_json::from_value(m.extra.get(PROFILES_KEY)?.clone()).ok()
+        serde_json::from_value(m.extra.get(PROFILES_KEY)?.to_value()).ok()
     };
     let mut lines: BTreeMap<(String, String), Vec<Line>> = BTreeMap::new();
     let mut homeless: Vec<&Message> = Vec::new();

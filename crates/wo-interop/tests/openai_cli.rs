@@ -48,7 +48,7 @@ fn the_seed_example_imports_as_one_branch() {
     assert_eq!(imported.state.context, "", "context is only suggested");
     assert_eq!(imported.state.date.as_str(), "2025-10-20T12:01:10Z");
 
-    let fields = &imported.state.extra[OPENAI_CLI_KEY]["fields"];
+    let fields = &imported.state.extra[OPENAI_CLI_KEY].to_value()["fields"];
     for key in [
         "provider",
         "base_url",
@@ -142,7 +142,7 @@ fn credentials_are_never_stored() {
         .expect("a warning names the removed field");
     assert!(w.to_string().contains("credential removed"), "{w}");
     assert_eq!(
-        imported.state.extra[OPENAI_CLI_KEY]["redacted"],
+        imported.state.extra[OPENAI_CLI_KEY].to_value()["redacted"],
         json!(["/api_key"])
     );
 }

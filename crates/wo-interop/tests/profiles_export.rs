@@ -120,7 +120,7 @@ fn handmade_state() -> State {
         m.provider = Some("anthropic".into());
         m.model = Some("claude-sonnet-4.5".into());
         m.parent = Some(q.id.clone());
-        m.extra.insert("x_future".into(), Value::from(42));
+        m.extra.insert("x_future".into(), Value::from(42).into());
         m
     };
     // A second branch answering the same question, and a message with no
@@ -195,8 +195,11 @@ fn continuations_join_their_chat_and_the_rest_get_a_new_profile() {
     let last = state
         .messages()
         .iter()
-        .filter(|m| m.extra[PROFILES_KEY]["profile"] == "A" && m.extra[PROFILES_KEY]["chat"] == "B")
-        .max_by_key(|m| m.extra[PROFILES_KEY]["line"].as_u64())
+        .filter(|m| {
+            m.extra[PROFILES_KEY].to_value()["profile"] == "A"
+                && m.extra[PROFILES_KEY].to_value()["chat"] == "B"
+        })
+        .max_by_key(|m| m.extra[PROFILES_KEY].to_value()["line"].as_u64())
         .unwrap()
         .id
         .clone();
@@ -251,7 +254,7 @@ fn continuations_join_their_chat_and_the_rest_get_a_new_profile() {
         .iter()
         .find(|m| m.username == "system")
         .unwrap();
-    assert_eq!(sys.extra["import_openai_cli"]["index"], 0);
+    assert_eq!(sys.extra["import_openai_cli"].to_value()["index"], 0);
 }
 
 #[test]
@@ -356,12 +359,9 @@ fn edited_meta_records_are_rendered_in_the_seed_layout() {
     let mut state = profiles::import_with(&fixture("profiles_clean"), &opts())
         .unwrap()
         .state;
-    let meta = state
-        .extra
-        .get_mut(PROFILES_KEY)
-        .and_then(|v| v.pointer_mut("/profiles/A/meta/display_name"))
-        .unwrap();
-    *meta = Value::from("Café app");
+    let mut record = state.extra[PROFILES_KEY].to_value();
+    *record.pointer_mut("/profiles/A/meta/display_name").unwrap() = Value::from("Café app");
+    state.extra.insert(PROFILES_KEY.into(), record.into());
     let out = tempfile::tempdir().unwrap();
     profiles::export(&state, out.path(), &export_opts()).unwrap();
     assert_eq!(

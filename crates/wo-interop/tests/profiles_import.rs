@@ -7,8 +7,8 @@ use serde_json::Value;
 use wo_format::{Message, Role};
 use wo_interop::{InteropError, PROFILES_KEY, Warning, profiles};
 
-fn origin(m: &Message) -> &Value {
-    &m.extra[PROFILES_KEY]
+fn origin(m: &Message) -> Value {
+    m.extra[PROFILES_KEY].to_value()
 }
 
 fn chat<'a>(ms: &'a [Message], p: &str, c: &str) -> Vec<&'a Message> {
@@ -83,7 +83,7 @@ fn a_clean_tree_imports_without_warnings() {
     );
 
     // Folder and meta records.
-    let tree = &imported.state.extra[PROFILES_KEY]["profiles"];
+    let tree = &imported.state.extra[PROFILES_KEY].to_value()["profiles"];
     assert_eq!(tree["A"]["meta"]["display_name"], "WebApp Project");
     assert_eq!(tree["B"]["meta"]["theme"], "dark");
     assert_eq!(tree["B"]["chats"]["C"]["style"], "compact");
@@ -179,7 +179,7 @@ fn damage_is_recovered_with_warnings_naming_file_and_line() {
         "a corrupt profile meta.json does not stop its chats"
     );
     // The corrupt meta's text is kept so an export restores it.
-    let tree = &imported.state.extra[PROFILES_KEY]["profiles"];
+    let tree = &imported.state.extra[PROFILES_KEY].to_value()["profiles"];
     assert_eq!(tree["B"]["meta_raw"], "{\"id\": \"B\", \"display_name\": ");
     assert!(tree["A"].get("meta").is_none());
 }

@@ -535,20 +535,24 @@ pub async fn delete_truth(
 /// `POST /api/merge`: the body is an export; merged as SPEC §3 says.
 pub async fn merge(State(app): AppState, body: Body) -> Result<Json<Value>, ApiError> {
     let bytes = read_body(&app, body, app.limits.upload_bytes).await?;
-    let incoming = app
-        .cpu(move || wo_format::parse(&bytes))
+    // The one gate for outside data (as `wo import` and `wo merge` use): parsed
+    // with the readers' depth limit, validated like `wo validate`, content
+    // sanitised, so a merge can never leave a file wo cannot open again.
+    let admitted = app
+        .cpu(move || wo_format::admit::admit_bytes(&bytes))
         .await?
-        .map_err(|e| {
-            let pointer = e
-                .issues
-                .first()
-                .map(|i| i.pointer.clone())
-                .unwrap_or_default();
+        .map_err(|issues| {
+            let first = issues.first();
             ApiError {
-                pointer: Some(pointer),
-                ..ApiError::bad_request(format!("not a valid llm.json: {e}"))
+                pointer: Some(first.map(|i| i.pointer.clone()).unwrap_or_default()),
+                ..ApiError::bad_request(format!(
+                    "not a valid llm.json: {}",
+                    first.map(|i| i.to_string()).unwrap_or_default()
+                ))
             }
         })?;
+    let sanitised = admitted.sanitised;
+    let incoming = admitted.state;
     let report = app
         .with_store(move |store| {
             let (report, _) = store.transact(|s| wo_format::merge::merge_into(s, &incoming))?;
@@ -564,6 +568,7 @@ pub async fn merge(State(app): AppState, body: Body) -> Result<Json<Value>, ApiE
         "truth_skipped": report.truth_skipped,
         "truth_deleted": report.truth_deleted.len(),
         "tombstones_added": report.tombstones_added.len(),
+        "sanitised": sanitised,
     })))
 }
 

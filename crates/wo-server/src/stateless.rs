@@ -65,8 +65,16 @@ pub fn state_from_parts(
         }
         state.push_message(m);
     }
-    state.normalize();
-    Ok(state)
+    // Held to the same rules as every other way in (depth, structure);
+    // pointers name the throwaway state's parts.
+    let admitted = wo_format::admit::admit_state(state).map_err(|issues| {
+        let first = issues.first();
+        ApiError::bad_field(
+            first.map(|i| i.pointer.clone()).unwrap_or_default(),
+            first.map(|i| i.to_string()).unwrap_or_default(),
+        )
+    })?;
+    Ok(admitted.state)
 }
 
 fn to_values<T: serde::Serialize>(items: Vec<T>) -> Vec<Value> {

@@ -341,6 +341,56 @@ async fn export_then_merge_into_another_server_gives_the_same_state() {
         "{e}"
     );
     assert_eq!(b.state_bytes(), before);
+
+    // An export nested deeper than any reader accepts is refused with its
+    // pointer (it used to be stored, and then no command could open the file).
+    let mut deep = json!("leaf");
+    for _ in 0..130 {
+        deep = json!({ "x": deep });
+    }
+    let r = b
+        .browser(Method::POST, "/api/merge")
+        .json(
+            &json!({"version": 1, "schema": "wikioracle.llm_state", "date": "2026-01-01T00:00:00Z", "context": "",
+            "messages": [{"id": "m_00000000000000aa", "title": "t", "username": "u",
+                "timestamp": "2026-01-01T00:00:00Z", "content": "<p>deep</p>", "x_deep": deep}],
+            "truth": {"trust": []}}),
+        )
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::BAD_REQUEST);
+    assert_eq!(b.state_bytes(), before);
+
+    // Hostile XHTML in an upload is sanitised on the way in (reported by
+    // pointer), so the merged file still validates as wo's own.
+    let r = b
+        .browser(Method::POST, "/api/merge")
+        .json(
+            &json!({"version": 1, "schema": "wikioracle.llm_state", "date": "2026-01-01T00:00:00Z", "context": "",
+            "messages": [{"id": "m_00000000000000bb", "title": "t", "username": "u",
+                "timestamp": "2026-01-01T00:00:00Z",
+                "content": "<p onclick=\"alert(1)\">hi<script>alert(2)</script></p>"}],
+            "truth": {"trust": []}}),
+        )
+        .send()
+        .await
+        .unwrap();
+    let report: Value = r.json().await.unwrap();
+    assert_eq!(report["messages_added"], 1, "{report}");
+    assert_eq!(
+        report["sanitised"],
+        json!(["/messages/0/content"]),
+        "{report}"
+    );
+    let after = b.state_bytes();
+    let text = String::from_utf8_lossy(&after);
+    assert!(
+        !text.contains("script") && !text.contains("onclick"),
+        "{text}"
+    );
+    let (errors, _warnings) = wo_format::validate_bytes(&after);
+    assert!(errors.is_empty(), "{errors:?}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

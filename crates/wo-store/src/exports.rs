@@ -2,9 +2,11 @@
 //! ones, and finding, merging and retiring ones copied back from elsewhere
 //! (SPEC §3 "Startup").
 
-use std::fs;
+use std::fs::{self, File};
+use std::io::Read;
 use std::path::{Path, PathBuf};
 
+use wo_format::admit::{Admitted, admit_bytes};
 use wo_format::merge::{MergeReport, merge_into};
 use wo_format::{State, to_canonical_vec};
 
@@ -87,22 +89,74 @@ pub struct FileMerge {
     pub result: Result<MergeReport, StoreError>,
     /// Where it was renamed after a successful merge (not in a dry run).
     pub renamed_to: Option<PathBuf>,
+    /// JSON pointers (in that file) of content that broke the XHTML rules
+    /// and was merged in sanitised form.
+    pub sanitised: Vec<String>,
 }
 
-/// Reads and validates an export (or any state file) for merging.
-pub fn read_export(path: &Path, opts: &OpenOptions) -> Result<State, StoreError> {
-    let store = Store::open(
-        path,
-        OpenOptions {
-            create_if_missing: false,
-            ..opts.clone()
-        },
-    )?;
-    Ok(store.state().clone())
+/// Reads an export (or any state file) for merging, through the one gate
+/// for outside data ([`wo_format::admit`]): parsed with the nesting limit
+/// of every reader, held to `wo validate`'s rules, content sanitised. A file
+/// that fails is refused with the pointer of each problem.
+pub fn read_export(path: &Path, opts: &OpenOptions) -> Result<Admitted, StoreError> {
+    let bytes = read_limited(path, opts)?;
+    admit_bytes(&bytes).map_err(|issues| StoreError::Invalid {
+        path: path.to_path_buf(),
+        issues,
+    })
+}
+
+/// The bytes of a file to merge, refusing what [`Store::open`] refuses: a
+/// symbolic link (unless allowed), anything but a regular file, more than
+/// the state size limit.
+fn read_limited(path: &Path, opts: &OpenOptions) -> Result<Vec<u8>, StoreError> {
+    let read_err = |source| StoreError::Read {
+        path: path.to_path_buf(),
+        source,
+    };
+    let meta = match fs::symlink_metadata(path) {
+        Ok(m) => m,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            return Err(StoreError::NotFound {
+                path: path.to_path_buf(),
+            });
+        }
+        Err(e) => return Err(read_err(e)),
+    };
+    if meta.file_type().is_symlink() && !opts.allow_symlink {
+        return Err(StoreError::Symlink {
+            path: path.to_path_buf(),
+        });
+    }
+    let file = File::open(path).map_err(read_err)?;
+    let meta = file.metadata().map_err(read_err)?;
+    if !meta.is_file() {
+        return Err(StoreError::NotAFile {
+            path: path.to_path_buf(),
+        });
+    }
+    let limit = opts.limits.max_state_bytes;
+    let too_large = |size| StoreError::TooLarge {
+        path: path.to_path_buf(),
+        size,
+        limit,
+    };
+    if meta.len() > limit {
+        return Err(too_large(meta.len()));
+    }
+    let mut bytes = Vec::with_capacity(meta.len() as usize + 1);
+    // At most one byte past the limit, in case it grew meanwhile.
+    file.take(limit + 1)
+        .read_to_end(&mut bytes)
+        .map_err(read_err)?;
+    if bytes.len() as u64 > limit {
+        return Err(too_large(bytes.len() as u64));
+    }
+    Ok(bytes)
 }
 
 /// Reads several exports on all cores: parsing dominates a merge.
-fn read_all(files: &[PathBuf], opts: &OpenOptions) -> Vec<Result<State, StoreError>> {
+fn read_all(files: &[PathBuf], opts: &OpenOptions) -> Vec<Result<Admitted, StoreError>> {
     let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
     if threads < 2 || files.len() < 2 {
         return files.iter().map(|f| read_export(f, opts)).collect();
@@ -145,11 +199,12 @@ pub fn merge_files(
     };
     for (path, result) in files.iter().zip(read_all(files, &read_opts)) {
         match result {
-            Ok(state) => loaded.push((path.clone(), state)),
+            Ok(admitted) => loaded.push((path.clone(), admitted)),
             Err(e) => outcomes.push(FileMerge {
                 path: path.clone(),
                 result: Err(e),
                 renamed_to: None,
+                sanitised: Vec::new(),
             }),
         }
     }
@@ -161,18 +216,18 @@ pub fn merge_files(
         store.refresh()?;
         let mut scratch = store.state().clone();
         for (_, incoming) in &loaded {
-            reports.push(merge_into(&mut scratch, incoming));
+            reports.push(merge_into(&mut scratch, &incoming.state));
         }
     } else {
         let (r, _) = store.transact(|state| {
             loaded
                 .iter()
-                .map(|(_, incoming)| merge_into(state, incoming))
+                .map(|(_, incoming)| merge_into(state, &incoming.state))
                 .collect::<Vec<_>>()
         })?;
         reports = r;
     }
-    for ((path, _), report) in loaded.into_iter().zip(reports) {
+    for ((path, admitted), report) in loaded.into_iter().zip(reports) {
         let mut renamed_to = None;
         if !dry_run && rename {
             let mut target = path.clone().into_os_string();
@@ -188,6 +243,7 @@ pub fn merge_files(
             path,
             result: Ok(report),
             renamed_to,
+            sanitised: admitted.sanitised,
         });
     }
     outcomes.sort_by(|a, b| a.path.cmp(&b.path));

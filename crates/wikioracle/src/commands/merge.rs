@@ -34,6 +34,12 @@ pub fn run(g: &GlobalOpts, args: MergeArgs) -> Result<ExitCode> {
     for o in &outcomes {
         match &o.result {
             Ok(report) => {
+                for pointer in &o.sanitised {
+                    eoutln!(
+                        "warning: {}: {pointer}: not valid XHTML, sanitised",
+                        o.path.display()
+                    );
+                }
                 outln!(
                     "{verb} {}: {}",
                     o.path.display(),

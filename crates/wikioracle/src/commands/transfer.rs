@@ -99,6 +99,12 @@ pub fn import(g: &GlobalOpts, args: ImportArgs) -> Result<ExitCode> {
             )?;
             for o in outcomes {
                 let report = o.result?;
+                for pointer in &o.sanitised {
+                    eoutln!(
+                        "warning: {}: {pointer}: not valid XHTML, sanitised",
+                        o.path.display()
+                    );
+                }
                 outln!(
                     "{verb} {}: {}",
                     o.path.display(),
@@ -122,6 +128,20 @@ pub fn import(g: &GlobalOpts, args: ImportArgs) -> Result<ExitCode> {
     for w in &imported.warnings {
         eoutln!("warning: {w}");
     }
+    // The one gate for outside data: what passes is written and re-opens.
+    let imported = imported
+        .admit()
+        .map_err(|issues| wo_store::StoreError::Invalid {
+            path: args.source.clone(),
+            issues,
+        })?;
+    for pointer in &imported.sanitised {
+        eoutln!(
+            "warning: {}: {pointer} (as imported): not valid XHTML, sanitised",
+            args.source.display()
+        );
+    }
+    let imported = imported.imported;
     let adopt_context = imported
         .suggested_context
         .clone()
