@@ -616,3 +616,55 @@ fn profiles_tree_round_trips_through_llm_json() {
     assert_eq!(r.code, 0, "{}", r.stderr);
     assert!(r.stderr.contains("warning:"), "{}", r.stderr);
 }
+
+/// Issue 10.9: no way in can leave a file wo cannot open again. A too-deep
+/// export is refused by `wo import` and by `wo merge` (auto-detected beside
+/// the file) with its pointer and nothing written; hostile XHTML is
+/// sanitised on the way in and reported, and the file still validates.
+#[test]
+fn import_and_merge_admit_only_what_wo_can_open_again() {
+    let p = Project::new();
+    p.ok(&["init"]);
+    let before = std::fs::read(p.state_path()).unwrap();
+
+    let mut deep = "\"leaf\"".to_owned();
+    for _ in 0..130 {
+        deep = format!("{{\"x\":{deep}}}");
+    }
+    let deep_export = format!(
+        r#"{{"version":1,"schema":"wikioracle.llm_state","date":"2026-01-01T00:00:00Z","context":"",
+"messages":[{{"id":"m_00000000000000aa","title":"t","username":"u","timestamp":"2026-01-01T00:00:00Z","content":"<p>deep</p>","x_deep":{deep}}}],
+"truth":{{"trust":[]}}}}"#
+    );
+    std::fs::write(p.path().join("deep.json"), &deep_export).unwrap();
+    let r = p.run(&["import", "deep.json"]);
+    assert_ne!(r.code, 0, "a too-deep export was imported: {}", r.stdout);
+    assert!(r.stderr.contains("/messages/0"), "{}", r.stderr);
+    assert_eq!(std::fs::read(p.state_path()).unwrap(), before);
+
+    std::fs::write(p.path().join("llm_2026.01.01.0000.json"), &deep_export).unwrap();
+    let r = p.run(&["merge"]);
+    assert_ne!(r.code, 0, "a too-deep export was merged: {}", r.stdout);
+    assert_eq!(std::fs::read(p.state_path()).unwrap(), before);
+    std::fs::remove_file(p.path().join("llm_2026.01.01.0000.json")).unwrap();
+
+    let hostile = r#"{"version":1,"schema":"wikioracle.llm_state","date":"2026-01-01T00:00:00Z","context":"<p>ok</p>",
+"messages":[{"id":"m_00000000000000bb","title":"t","username":"u","timestamp":"2026-01-01T00:00:00Z",
+"content":"<p onclick=\"alert(1)\">hi<script>alert(2)</script><a href=\"javascript:alert(3)\">x</a></p>"}],
+"truth":{"trust":[]}}"#;
+    std::fs::write(p.path().join("hostile.json"), hostile).unwrap();
+    let r = p.run(&["import", "hostile.json"]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert!(r.stderr.contains("sanitised"), "{}", r.stderr);
+    let text = std::fs::read_to_string(p.state_path()).unwrap();
+    assert!(text.contains("hi"), "{text}");
+    for bad in ["script", "onclick", "javascript:"] {
+        assert!(!text.contains(bad), "{bad} stored: {text}");
+    }
+    let v = p.run(&["validate", "llm.json"]);
+    assert_eq!(
+        v.code, 0,
+        "wo's own file fails validation: {}{}",
+        v.stdout, v.stderr
+    );
+}
