@@ -1,4 +1,4 @@
-//! Building the prompt for one turn within a token budget (SPEC §4).
+//! Building the prompt for one turn within a token budget (product §4).
 //!
 //! Order of priority: system instructions and `context` (always), truth
 //! entries (up to a share), the newest turns of the current branch (up to a
@@ -67,7 +67,7 @@ impl AssemblyOptions {
     }
 }
 
-/// A file chunk offered by the directory index (SPEC §4 step 5).
+/// A file chunk offered by the directory index (product §4 step 5).
 #[derive(Clone, Debug)]
 pub struct ChunkCandidate {
     /// Stable chunk id, recorded in `sources`.

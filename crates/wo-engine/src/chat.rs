@@ -3,7 +3,7 @@
 //! the answer from a provider (holding no lock meanwhile), then append the
 //! user and assistant messages in one locked, atomic write.
 //!
-//! A provider failure appends nothing (SPEC §2: provider errors are never
+//! A provider failure appends nothing (product §2: provider errors are never
 //! saved as messages).
 
 use std::sync::Arc;
@@ -186,7 +186,7 @@ pub fn links_to_fetch(state: &State, first: &Assembled) -> Vec<String> {
 }
 
 /// The `url_fetch` tool: fetches up to [`MAX_FETCHED_LINKS`] links (text
-/// only, SPEC §4's refusals enforced by `wo-fetch`). Holds no state, so a
+/// only, product §4's refusals enforced by `wo-fetch`). Holds no state, so a
 /// server can run it without its lock.
 pub async fn fetch_links(mut links: Vec<String>, policy: &wo_fetch::FetchPolicy) -> FetchedLinks {
     let skipped: Vec<String> = links.split_off(links.len().min(MAX_FETCHED_LINKS));

@@ -1,4 +1,4 @@
-//! Updating the `context` from new messages (SPEC §3): a model rewrites the
+//! Updating the `context` from new messages (product §3): a model rewrites the
 //! old context plus the messages since the last update into a draft; the
 //! user sees a line diff and confirms; applying records the change as a
 //! truth entry (kind `event`, tag `context-update`) so it is auditable and

@@ -1,4 +1,4 @@
-//! File chunks from the directory index (SPEC §4 step 5, §8) as context
+//! File chunks from the directory index (product §4 step 5, §8) as context
 //! candidates: finding the index that covers a state file, and retrieving
 //! the chunks relevant to a question. Shared by the CLI and the server.
 

@@ -1,4 +1,4 @@
-//! The chat engine (SPEC §4): what to send a model for one turn, and how the
+//! The chat engine (product §4): what to send a model for one turn, and how the
 //! turn is recorded afterwards. Shared by `wo ask`, `wo chat` and the server
 //! so that retrieval and budgeting behave the same everywhere.
 //!

@@ -1,4 +1,4 @@
-//! Ranking what the state knows against a query (SPEC §4 steps 3–4).
+//! Ranking what the state knows against a query (product §4 steps 3–4).
 //!
 //! Truth entries: score = relevance × prior, where relevance is BM25 of the
 //! query over title + text normalised to [0, 1] by the best score, and prior =

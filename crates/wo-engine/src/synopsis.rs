@@ -1,5 +1,5 @@
 //! Drafting the `context` synopsis of a directory from the index catalog
-//! (`catalog.llm.md`, SPEC §8): the folders and files that hold most of the
+//! (`catalog.llm.md`, product §8): the folders and files that hold most of the
 //! project, so every query knows what the directory is about.
 
 use wo_format::xhtml::escape_text_into;

@@ -1,5 +1,5 @@
 //! Recording a finished turn: the user and assistant messages it appends,
-//! with cheap titles, provenance and `refs` counting (SPEC §1, §7).
+//! with cheap titles, provenance and `refs` counting (product §1, §7).
 
 use wo_format::xhtml::{markdown_to_xhtml, text_to_xhtml, to_plain_text};
 use wo_format::{Message, Role, State, Timestamp, Usage};

@@ -1,4 +1,4 @@
-//! Guarded fetching of the links found in truth entries (SPEC §4, `url_fetch` pref).
+//! Guarded fetching of the links found in truth entries (product §4, `url_fetch` pref).
 //!
 //! A truth entry's XHTML may contain `<a href>` links; when the user enables URL fetch, the text
 //! behind those links is added to the prompt. The URLs come from user (or imported) data, so a

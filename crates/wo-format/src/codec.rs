@@ -1,7 +1,7 @@
 //! Reading and writing state files: the one canonical serializer and the
 //! parser that turns bytes into a validated [`State`].
 //!
-//! Canonical form (SPEC §1): UTF-8, 2-space indent, keys in the model's
+//! Canonical form (product §1): UTF-8, 2-space indent, keys in the model's
 //! declaration order then unknown keys sorted, messages sorted by
 //! (timestamp, id), trailing newline. The writer can re-use the bytes of
 //! messages unchanged since the last save ([`MessageCache`]), so appending a

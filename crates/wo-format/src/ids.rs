@@ -1,4 +1,4 @@
-//! Content-addressed ids (SPEC §1): never random, always derivable, so the
+//! Content-addressed ids (product §1): never random, always derivable, so the
 //! same message exported from two devices merges into one.
 
 use sha2::{Digest, Sha256};

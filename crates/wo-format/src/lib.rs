@@ -1,4 +1,4 @@
-//! The `llm.json` state format (SPEC §1, §3): the typed model, parsing with
+//! The `llm.json` state format (product §1, §3): the typed model, parsing with
 //! JSON-pointer errors, the canonical serializer, XHTML sanitising,
 //! content-addressed ids and the deterministic merge.
 //!

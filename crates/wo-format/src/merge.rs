@@ -1,4 +1,4 @@
-//! Deterministic merge of state files (SPEC §3).
+//! Deterministic merge of state files (product §3).
 //!
 //! Messages and truth entries are unions keyed by id, and two versions of
 //! one id are joined field by field, so nothing either copy holds is lost:

@@ -1,4 +1,4 @@
-//! The typed model of `llm.json` v1 (SPEC §1) with its optional extensions.
+//! The typed model of `llm.json` v1 (product §1) with its optional extensions.
 //!
 //! Every struct keeps the fields it does not know in `extra`, so a newer
 //! tool's data survives a read-modify-write by this one. Field declaration
@@ -111,7 +111,7 @@ pub struct Truth {
     pub extra: Extra,
 }
 
-/// Kind of a truth entry (memory, SPEC §7).
+/// Kind of a truth entry (memory, product §7).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum TruthKind {
@@ -196,7 +196,7 @@ pub struct Tombstone {
     pub extra: Extra,
 }
 
-/// `truth.retrieval_prefs`; absent knobs take SPEC §1's defaults.
+/// `truth.retrieval_prefs`; absent knobs take product §1's defaults.
 #[derive(Clone, Debug, Default, PartialEq, Serialize)]
 pub struct RetrievalPrefs {
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -224,7 +224,7 @@ pub struct EffectivePrefs {
 }
 
 impl RetrievalPrefs {
-    /// The defaults of SPEC §1, written into new files.
+    /// The defaults of product §1, written into new files.
     pub fn spec_defaults() -> Self {
         RetrievalPrefs {
             max_entries: Some(8),

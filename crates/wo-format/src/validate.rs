@@ -200,7 +200,7 @@ pub fn is_valid_id(s: &str) -> bool {
             .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'.' | b':' | b'~' | b'-'))
 }
 
-/// True when `schema` names this format (SPEC §1: the canonical URL, any URL
+/// True when `schema` names this format (product §1: the canonical URL, any URL
 /// whose last segment is `llm_state_v1.json`, or `wikioracle.llm_state`).
 pub fn is_accepted_schema(s: &str) -> bool {
     s == "wikioracle.llm_state" || s.rsplit('/').next() == Some("llm_state_v1.json")

@@ -8,7 +8,7 @@
 //! builder runs, because its per-tag walks of the open-element stack make it
 //! quadratic in nesting depth (a 4 MB nested body took about an hour). The
 //! sanitiser keeps its own bounded stack instead (see [`sanitize_html`] and
-//! [`MAX_DEPTH`]), writes only the allowlist of SPEC §1, self-closes void
+//! [`MAX_DEPTH`]), writes only the allowlist of product §1, self-closes void
 //! elements and balances every element, so its output is well-formed XML and
 //! its own fixpoint.
 
@@ -19,7 +19,7 @@ use html5ever::tokenizer::{
     BufferQueue, TagKind, Token, TokenSink, TokenSinkResult, Tokenizer, TokenizerOpts,
 };
 
-/// Elements allowed in stored XHTML (SPEC §1).
+/// Elements allowed in stored XHTML (product §1).
 pub const ALLOWED_ELEMENTS: &[&str] = &[
     "a",
     "b",

@@ -1,4 +1,4 @@
-//! SPEC §3: merge is commutative, associative and idempotent on the
+//! product §3: merge is commutative, associative and idempotent on the
 //! collections (messages, truth entries, tombstones), agrees with a direct
 //! statement of the rules (a field-wise union: no field of any copy is
 //! lost), and never resurrects a deleted truth entry. Generated records
@@ -85,7 +85,7 @@ fn core(t: &TruthEntry) -> Vec<u8> {
     json(&c)
 }
 
-/// SPEC §3 stated directly over all inputs at once: messages united by id,
+/// product §3 stated directly over all inputs at once: messages united by id,
 /// each field of a repeated id the larger canonical JSON of its values (a
 /// missing field is the least), sorted by (timestamp, id); truth united by
 /// id, the version with the later `updated` (else `timestamp`) winning, ties

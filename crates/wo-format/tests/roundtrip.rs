@@ -21,7 +21,7 @@ fn ts(s: &str) -> Timestamp {
     Timestamp::parse(s).unwrap()
 }
 
-/// Checks the layout SPEC §1 asks of canonical bytes.
+/// Checks the layout product §1 asks of canonical bytes.
 fn assert_canonical_layout(name: &str, bytes: &[u8]) {
     let text = std::str::from_utf8(bytes).unwrap_or_else(|_| panic!("{name}: not UTF-8"));
     assert!(

@@ -1,5 +1,5 @@
 //! Readers and writers for the storage formats of WikiOracle's neighbours
-//! (SPEC §9), as pure functions over the paths they are given:
+//! (product §9), as pure functions over the paths they are given:
 //!
 //! - [`openai_cli`]: seed 001's `.ai/openai.json` (a CLI's settings plus one
 //!   `conversation[]`), imported losslessly.
@@ -57,13 +57,13 @@ pub struct Imported {
     /// Problems that were recovered from (never fatal), in file order.
     pub warnings: Vec<Warning>,
     /// XHTML for the state's `context` when the source had a system prompt.
-    /// SPEC §3 keeps `context` from the base on merge, so applying it is the
+    /// product §3 keeps `context` from the base on merge, so applying it is the
     /// caller's explicit decision.
     pub suggested_context: Option<String>,
 }
 
 impl Imported {
-    /// Merges the imported state into `base` (SPEC §3 message and truth
+    /// Merges the imported state into `base` (product §3 message and truth
     /// union) and deep-merges this crate's `extra` keys, which the generic
     /// merge would keep from `base` only: a second import of the same tree
     /// must update the folder and meta records that a later export relies
@@ -301,7 +301,7 @@ pub(crate) fn ptr(token: &str) -> String {
 }
 
 /// Removes values of secret-looking keys (API keys, tokens, passwords) from
-/// `value`, recording their pointers: SPEC §2 forbids secrets in `llm.json`,
+/// `value`, recording their pointers: product §2 forbids secrets in `llm.json`,
 /// and that outranks losslessness.
 pub(crate) fn strip_secrets(value: &mut Value, at: &str, removed: &mut Vec<String>) {
     match value {

@@ -7,7 +7,7 @@
 //! the state's `extra`, per-entry leftovers in each message's `extra` — so
 //! [`reconstruct`] can rebuild the file's JSON value. The one exception is
 //! credentials: values of secret-looking keys (`api_key`, `token`, …) are
-//! dropped, with a warning naming their pointers (SPEC §2). `env_key` names a
+//! dropped, with a warning naming their pointers (product §2). `env_key` names a
 //! variable and is kept.
 //!
 //! The seed's CLI appends `{role, content}` without a timestamp, so missing
@@ -162,7 +162,7 @@ pub fn import_with(path: &Path, opts: &ImportOptions) -> Result<Imported, Intero
         warnings.push(
             Warning::new(
                 &file,
-                "credential removed: secrets are never stored in llm.json (SPEC §2)",
+                "credential removed: secrets are never stored in llm.json (product §2)",
             )
             .at_pointer(r.clone()),
         );

@@ -463,7 +463,7 @@ impl ImportCx<'_> {
                 self.warnings.push(at_line(
                     Warning::new(
                         &file,
-                        "credential removed: secrets are never stored in llm.json (SPEC §2)",
+                        "credential removed: secrets are never stored in llm.json (product §2)",
                     )
                     .at_pointer(r.clone()),
                 ));
@@ -801,7 +801,7 @@ fn read_meta(
                 warnings.push(
                     Warning::new(
                         &path,
-                        "credential removed: secrets are never stored in llm.json (SPEC §2)",
+                        "credential removed: secrets are never stored in llm.json (product §2)",
                     )
                     .at_pointer(r.clone()),
                 );

@@ -35,7 +35,7 @@ fn the_seed_example_imports_as_one_branch() {
     assert_eq!(ms[0].parent, None);
     assert_eq!(ms[1].parent.as_deref(), Some(ms[0].id.as_str()));
     assert_eq!(ms[2].parent.as_deref(), Some(ms[1].id.as_str()));
-    // Ids are the content-addressed ones of SPEC §1.
+    // Ids are the content-addressed ones of product §1.
     assert_eq!(
         ms[1].id,
         wo_format::ids::message_id("alec", "2025-10-20T12:01:00Z", "<p>First question ...</p>")

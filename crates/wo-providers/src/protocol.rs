@@ -1,5 +1,5 @@
 //! The wire protocol between a WikiOracle client (the `wikioracle` provider,
-//! the browser) and a WikiOracle server in stateless mode (SPEC §6).
+//! the browser) and a WikiOracle server in stateless mode (product §6).
 //!
 //! The server keeps nothing: each turn the client sends what the turn needs
 //! — the new `message`, the `context`, the selected `truth` entries, a recent
@@ -264,7 +264,7 @@ pub fn apply_merge_patch(target: &mut Value, patch: &Value) {
 /// (`messages`, `truth.trust`, `truth.deleted`) is merged record by record
 /// — a known id is merge-patched in place, a new one appended — because a
 /// plain merge patch would replace the whole transcript with the two new
-/// messages (SPEC §3's union by id, applied to a patch).
+/// messages (product §3's union by id, applied to a patch).
 pub fn apply_state_patch(target: &mut Value, patch: &Value) {
     patch_value(target, patch, true);
 }

@@ -532,7 +532,7 @@ pub async fn delete_truth(
     Ok(Json(out))
 }
 
-/// `POST /api/merge`: the body is an export; merged as SPEC §3 says.
+/// `POST /api/merge`: the body is an export; merged as product §3 says.
 pub async fn merge(State(app): AppState, body: Body) -> Result<Json<Value>, ApiError> {
     let bytes = read_body(&app, body, app.limits.upload_bytes).await?;
     // The one gate for outside data (as `wo import` and `wo merge` use): parsed

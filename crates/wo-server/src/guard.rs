@@ -1,4 +1,4 @@
-//! The security layer every request passes (SPEC §6): the `Host` must be a
+//! The security layer every request passes (product §6): the `Host` must be a
 //! loopback name (DNS-rebinding defence) or one the operator allowed; the
 //! API needs the session token (cookie or bearer, compared in constant
 //! time) in local mode; state-changing requests need a JSON content type and

@@ -1,4 +1,4 @@
-//! `wo serve` (SPEC §6): an axum server in one of two modes.
+//! `wo serve` (product §6): an axum server in one of two modes.
 //!
 //! * **Local** (default): owns exactly the one state file named at startup
 //!   (after merging the `llm_*.json` exports beside it), binds a loopback

@@ -1,4 +1,4 @@
-//! Stateless mode's turn (SPEC §6): the browser sends what the turn needs,
+//! Stateless mode's turn (product §6): the browser sends what the turn needs,
 //! the server builds a throwaway state from it, streams the answer and ends
 //! with a `state_patch` the browser applies to its own `llm.json`. Nothing
 //! is written anywhere and no message content is logged.

@@ -1,4 +1,4 @@
-//! SPEC §6's defences, each tried from outside over real HTTP: the token,
+//! product §6's defences, each tried from outside over real HTTP: the token,
 //! the Host check (DNS rebinding), cross-origin and content-type checks,
 //! body and rate limits, no CORS, and the local mode's loopback-only bind.
 //! Every refused request leaves llm.json byte-identical.

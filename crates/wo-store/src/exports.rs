@@ -1,6 +1,6 @@
 //! Exports beside the state file (`llm_YYYY.MM.DD.HHMM.json`): naming new
 //! ones, and finding, merging and retiring ones copied back from elsewhere
-//! (SPEC §3 "Startup").
+//! (product §3 "Startup").
 
 use std::fs::{self, File};
 use std::io::Read;

@@ -1,4 +1,4 @@
-//! The durable store for one `llm.json` (SPEC §2, §3 startup merge).
+//! The durable store for one `llm.json` (product §2, §3 startup merge).
 //!
 //! * [`Store`] owns one state file: it loads it (never waiting for a
 //!   writer), and writes it atomically (temp file → fsync → rename → fsync

@@ -22,7 +22,7 @@ pub const MAX_MESSAGE_BYTES_ENV: &str = "WO_MAX_MESSAGE_BYTES";
 /// re-read and its rename, before it gives up with nothing written.
 const MAX_WRITE_ATTEMPTS: u32 = 8;
 
-/// Size limits with clear errors (SPEC §2).
+/// Size limits with clear errors (product §2).
 #[derive(Clone, Debug)]
 pub struct Limits {
     /// Largest state file read or written (default 256 MiB).
@@ -93,7 +93,7 @@ impl OpenOptions {
 }
 
 /// Everything that can go wrong with a state file. Every variant names the
-/// file; [`StoreError::exit_code`] maps write failures to 2 (SPEC §2).
+/// file; [`StoreError::exit_code`] maps write failures to 2 (product §2).
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
     #[error(
@@ -427,7 +427,7 @@ impl Store {
 
     /// Changes made here are written by the next [`Store::save`]; if the file
     /// changed meanwhile, only these changes are applied to the new version
-    /// (SPEC §3).
+    /// (product §3).
     pub fn state_mut(&mut self) -> &mut State {
         // Changes may now wait for a later save, while anything can happen
         // to the file: remember the base exactly (fingerprints).

@@ -16,7 +16,7 @@ use super::{open_options, state_path};
 use crate::cli::{GlobalOpts, ModelOpts};
 
 /// Opens the state for chatting: created with defaults if missing (seed
-/// 001), after merging any `llm_*.json` exports found beside it (SPEC §3).
+/// 001), after merging any `llm_*.json` exports found beside it (product §3).
 pub fn open_for_chat(g: &GlobalOpts) -> Result<Store> {
     let path = state_path(g)?;
     let mut opts = open_options(g);

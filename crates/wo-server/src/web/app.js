@@ -72,7 +72,7 @@ const RENDER_ELEMENTS = new Set([
   'a', 'h1', 'h2', 'h3', 'h4', 'h5', 'h6', 'table', 'thead', 'tbody', 'tr', 'th', 'td',
   'span', 'div', 'hr', 'sub', 'sup', 'del', 'ins', 'dl', 'dt', 'dd',
 ]);
-/** Elements kept when storing content written in this browser (SPEC §1). */
+/** Elements kept when storing content written in this browser (product §1). */
 const STORE_ELEMENTS = new Set([
   'a', 'b', 'i', 'em', 'strong', 'code', 'span', 'br', 'p', 'div', 'pre', 'blockquote',
   'ul', 'ol', 'li', 'h1', 'h2', 'h3', 'h4', 'h5', 'h6', 'table', 'thead', 'tbody', 'tr',
@@ -669,7 +669,7 @@ function sortKeys(v) {
   return out;
 }
 
-/** SPEC §3 union of `incoming` into `base` (messages and truth by id, tombstones). */
+/** product §3 union of `incoming` into `base` (messages and truth by id, tombstones). */
 function mergeStates(base, incoming) {
   const report = { messages_added: 0, messages_replaced: 0, truth_added: 0, truth_updated: 0, truth_deleted: 0, tombstones_added: 0 };
   const byId = new Map(base.messages.map((m, i) => [m.id, i]));
