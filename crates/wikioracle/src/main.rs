@@ -50,7 +50,7 @@ use clap::Parser;
 #[global_allocator]
 static ALLOC: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
-/// Exit codes (seed 001): 0 ok, 1 usage or input error, 2 state write failure.
+/// Exit codes (the CLI chat format (product §9)): 0 ok, 1 usage or input error, 2 state write failure.
 pub const EXIT_USAGE: u8 = 1;
 
 fn main() -> ExitCode {

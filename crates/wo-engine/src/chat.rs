@@ -1,4 +1,4 @@
-//! One chat turn end to end (seed 001's lifecycle), shared by `wo ask`,
+//! One chat turn end to end (product §2, §4), shared by `wo ask`,
 //! `wo chat` and the local server: assemble the prompt from the state, stream
 //! the answer from a provider (holding no lock meanwhile), then append the
 //! user and assistant messages in one locked, atomic write.
@@ -89,7 +89,7 @@ pub enum TurnError {
 }
 
 impl TurnError {
-    /// Exit code (seed 001): 1 for provider and usage errors, 2 when the
+    /// Exit code (product §2): 1 for provider and usage errors, 2 when the
     /// state could not be written.
     pub fn exit_code(&self) -> u8 {
         match self {

@@ -12,7 +12,7 @@ use wo_format::State;
 
 use crate::assemble::{Assembled, Dropped, SourceKind};
 
-/// The kind of a part, in the words of the product (product §4, seed 003).
+/// The kind of a part, in the words of the product (product §4).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum PartKind {

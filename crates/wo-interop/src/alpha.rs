@@ -1,4 +1,4 @@
-//! Seed 004's alphabetic folder names: `A … Z, AA, AB … ZZ, AAA …` — the
+//! The profiles layout's (product §9) alphabetic folder names: `A … Z, AA, AB … ZZ, AAA …` — the
 //! bijective base-26 numerals, so every name is used exactly once and `Z` is
 //! followed by `AA` (not `BA`).
 

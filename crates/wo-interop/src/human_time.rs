@@ -1,9 +1,9 @@
 //! Times as the neighbours write them.
 //!
-//! Seed 004 stores human local times without a zone (`Dec 06, 2025 05:14 PM`,
+//! the profiles layout (product §9) stores human local times without a zone (`Dec 06, 2025 05:14 PM`,
 //! Python's `%b %d, %Y %I:%M %p`; meta files use `2025-12-06 04:52 PM`).
 //! Mapping them to UTC needs an offset the file does not carry, so callers
-//! choose one ([`LocalOffset`]). Seed 001 writes ISO-8601, sometimes with an
+//! choose one ([`LocalOffset`]). the CLI chat format (product §9) writes ISO-8601, sometimes with an
 //! offset or none at all.
 
 use time::{Date, Month, OffsetDateTime, PrimitiveDateTime, Time, UtcOffset};
@@ -133,7 +133,7 @@ pub(crate) fn parse_created_at(s: &str) -> Option<PrimitiveDateTime> {
     parse_human(&human)
 }
 
-/// Formats as seed 004's messages do: `Dec 06, 2025 05:14 PM`.
+/// Formats as the profiles layout's (product §9) messages do: `Dec 06, 2025 05:14 PM`.
 pub fn format_human(dt: PrimitiveDateTime) -> String {
     let (hour12, ampm) = twelve_hour(dt.hour());
     format!(
@@ -147,7 +147,7 @@ pub fn format_human(dt: PrimitiveDateTime) -> String {
     )
 }
 
-/// Formats as seed 004's meta files do: `2025-12-06 04:52 PM`.
+/// Formats as the profiles layout's (product §9) meta files do: `2025-12-06 04:52 PM`.
 pub(crate) fn format_created_at(dt: PrimitiveDateTime) -> String {
     let (hour12, ampm) = twelve_hour(dt.hour());
     format!(
@@ -177,7 +177,7 @@ fn month_abbrev(m: Month) -> String {
     s
 }
 
-/// Parses ISO-8601 as seed 001 may hold it. Returns the instant and whether
+/// Parses ISO-8601 as the CLI chat format (product §9) may hold it. Returns the instant and whether
 /// the text carried a zone (`Z` or an offset); zone-less text is read as UTC.
 pub(crate) fn parse_iso(s: &str) -> Option<(OffsetDateTime, bool)> {
     use time::format_description::well_known::Rfc3339;

@@ -122,7 +122,7 @@ impl<'de> Visitor<'de> for OVisitor {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum LineStyle {
     /// Python's `json.dumps(obj)`: `", "` and `": "` separators, non-ASCII
-    /// escaped as `\uXXXX`. The likely writer of seed 004 (a Python server)
+    /// escaped as `\uXXXX`. The likely writer of the profiles layout (product §9) (a Python server)
     /// and the style of chats this crate creates.
     Python,
     /// `json.dumps(obj, ensure_ascii=False)`.
@@ -209,7 +209,7 @@ impl LineStyle {
     }
 
     /// Renders like Python's `json.dumps(obj, indent=2)` (ASCII-escaped
-    /// when the style is): the form of seed 004's meta files.
+    /// when the style is): the form of the profiles layout's (product §9) meta files.
     pub(crate) fn render_pretty(self, v: &OValue) -> String {
         let mut out = String::new();
         self.pretty_into(v, 0, &mut out);

@@ -1,9 +1,9 @@
 //! Readers and writers for the storage formats of WikiOracle's neighbours
 //! (product §9), as pure functions over the paths they are given:
 //!
-//! - [`openai_cli`]: seed 001's `.ai/openai.json` (a CLI's settings plus one
+//! - [`openai_cli`]: the CLI chat format's (product §9) `.ai/openai.json` (a CLI's settings plus one
 //!   `conversation[]`), imported losslessly.
-//! - [`profiles`]: seed 004's `profiles/<P>/chats/<C>/messages.jsonl` tree,
+//! - [`profiles`]: the profiles layout's (product §9) `profiles/<P>/chats/<C>/messages.jsonl` tree,
 //!   imported and exported both ways.
 //!
 //! Importers return an [`Imported`]: a fresh, normalised [`State`] plus the
@@ -37,10 +37,10 @@ pub use human_time::{LocalOffset, format_human, parse_human};
 pub use json_style::LineStyle;
 pub use text::recover_text;
 
-/// `extra` key (state and messages) holding what seed 001's file carries
+/// `extra` key (state and messages) holding what the CLI chat format's (product §9) file carries
 /// beyond the `llm.json` model.
 pub const OPENAI_CLI_KEY: &str = "import_openai_cli";
-/// `extra` key (state and messages) holding seed 004's folder names, meta
+/// `extra` key (state and messages) holding the profiles layout's (product §9) folder names, meta
 /// files and original line details.
 pub const PROFILES_KEY: &str = "import_profiles";
 /// Field of a seed-004 message line in which the exporter embeds the full
@@ -69,7 +69,7 @@ impl Imported {
     /// must update the folder and meta records that a later export relies
     /// on. Values from the import win where both have a leaf.
     ///
-    /// Seed 001's CLI appends entries without timestamps and moves
+    /// The CLI chat format's (product §9) CLI appends entries without timestamps and moves
     /// `meta.last_updated`, so re-importing a file that grew derives new
     /// times, hence new ids, for entries imported before. An incoming
     /// message whose time was derived and that matches a `base` message
@@ -254,9 +254,9 @@ pub struct ImportOptions {
     /// Default: [`default_username`].
     pub username: String,
     /// `username` of assistant messages when the source names no model
-    /// (seed 004 without `model_override`, seed 001 without `model`).
+    /// (the profiles layout (product §9) without `model_override`, the CLI chat format (product §9) without `model`).
     pub assistant_name: String,
-    /// How seed 004's zone-less local timestamps map to UTC.
+    /// How the profiles layout's (product §9) zone-less local timestamps map to UTC.
     pub offset: LocalOffset,
     /// The instant used when nothing in a file dates a message. `None`: the
     /// file's modification time (deterministic for a given file, unlike now).

@@ -1,4 +1,4 @@
-//! Seed 001's `.ai/openai.json`: a CLI's connection settings, runtime
+//! The CLI chat format's (product §9) `.ai/openai.json`: a CLI's connection settings, runtime
 //! defaults, one `conversation[]` of `{role, content, timestamp}` and `meta`.
 //!
 //! Import is lossless: every conversation entry becomes a [`Message`] (one
@@ -29,7 +29,7 @@ use crate::{
 };
 
 const SEC: i128 = 1_000_000_000;
-const HINT_LOCATION: &str = "seed 001 keeps its state at .ai/openai.json in the project root; pass that file or the project directory";
+const HINT_LOCATION: &str = "a CLI chat state lives at .ai/openai.json in the project root; pass that file or the project directory";
 
 /// Imports with [`ImportOptions::default`].
 pub fn import(path: &Path) -> Result<Imported, InteropError> {
@@ -65,7 +65,7 @@ pub fn import_with(path: &Path, opts: &ImportOptions) -> Result<Imported, Intero
         InteropError::json(
             &file,
             &e,
-            "seed 001's CLI backs up files it cannot parse as openai.json.bak-<timestamp>; import a good backup or repair the file",
+            "the CLI that writes it backs up files it cannot parse as openai.json.bak-<timestamp>; import a good backup or repair the file",
         )
     })?;
     let Value::Object(mut top) = root else {
@@ -73,7 +73,7 @@ pub fn import_with(path: &Path, opts: &ImportOptions) -> Result<Imported, Intero
             path: file,
             pointer: String::new(),
             message: format!("expected an object, found {}", kind(&root)),
-            hint: "seed 001's file is one object with provider, model, conversation[] and meta"
+            hint: "an .ai/openai.json file is one object with provider, model, conversation[] and meta"
                 .into(),
         });
     };

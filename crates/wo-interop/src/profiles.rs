@@ -1,4 +1,4 @@
-//! Seed 004's chat tree, both ways:
+//! The profiles layout's (product §9) chat tree, both ways:
 //!
 //! ```text
 //! profiles/
@@ -48,7 +48,7 @@ const SEC: i128 = 1_000_000_000;
 const META: &str = "meta.json";
 const CHATS: &str = "chats";
 const MESSAGES: &str = "messages.jsonl";
-const HINT_ROOT: &str = "seed 004 keeps chats in data/profiles/<P>/chats/<C>/messages.jsonl; pass the profiles folder (or its parent)";
+const HINT_ROOT: &str = "the profiles layout keeps chats in data/profiles/<P>/chats/<C>/messages.jsonl; pass the profiles folder (or its parent)";
 
 /// The state-level record under [`PROFILES_KEY`].
 #[derive(Clone, Debug, Default, Serialize, Deserialize)]
@@ -520,7 +520,7 @@ impl ImportCx<'_> {
                 Err(e) => {
                     let msg = if unterminated {
                         format!(
-                            "truncated last line (an interrupted append: {}); skipped, as seed 004's recovery rule says",
+                            "truncated last line (an interrupted append: {}); skipped, as the profiles layout's recovery rule says",
                             crate::error::strip_position(&e.to_string())
                         )
                     } else {
@@ -755,7 +755,7 @@ fn subdirs(dir: &Path, warnings: &mut Vec<Warning>) -> Result<Vec<String>, Inter
         if !is_alpha_name(&name) {
             warnings.push(Warning::new(
                 &entry.path(),
-                "folder name is not in seed 004's A…Z, AA… sequence; imported anyway",
+                "folder name is not in the profiles layout's A…Z, AA… sequence; imported anyway",
             ));
         }
         names.push(name);

@@ -90,7 +90,7 @@ pub(crate) fn title_from_text(text: &str) -> String {
     t
 }
 
-/// Key names whose values are credentials. `env_key` (seed 001) names an
+/// Key names whose values are credentials. `env_key` (the CLI chat format (product §9)) names an
 /// environment variable, not a secret, and counters such as `max_tokens`
 /// must not match, hence whole-name matching after normalisation.
 pub(crate) fn is_secret_key(key: &str) -> bool {

@@ -1,4 +1,4 @@
-//! Seed 001's `.ai/openai.json` import.
+//! The CLI chat format's (product §9) `.ai/openai.json` import.
 
 mod common;
 

@@ -1,4 +1,4 @@
-//! Seed 004's `profiles/` tree: export and round trips both ways.
+//! The profiles layout's (product §9) `profiles/` tree: export and round trips both ways.
 
 mod common;
 

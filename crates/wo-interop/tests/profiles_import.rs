@@ -1,4 +1,4 @@
-//! Seed 004's `profiles/` tree: import, including damaged trees.
+//! The profiles layout's (product §9) `profiles/` tree: import, including damaged trees.
 
 mod common;
 

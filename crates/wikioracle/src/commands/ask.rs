@@ -1,4 +1,4 @@
-//! `wo ask`: one turn (seed 001's lifecycle).
+//! `wo ask`: one turn (the CLI chat format's (product §9) lifecycle).
 
 use std::io::{IsTerminal, Read};
 use std::process::ExitCode;
