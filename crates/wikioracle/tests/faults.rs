@@ -211,7 +211,7 @@ fn concurrent_writers_lose_no_turn() {
 // Issue 10: a server, CLI writers and a plain-write editor at once.
 
 use std::collections::BTreeMap;
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::os::unix::fs::MetadataExt;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -234,22 +234,9 @@ fn fake_openai() -> u16 {
 }
 
 fn answer(mut stream: TcpStream, n: usize) {
-    let mut reader = BufReader::new(stream.try_clone().unwrap());
-    let mut len = 0usize;
-    loop {
-        let mut line = String::new();
-        if reader.read_line(&mut line).unwrap_or(0) == 0 {
-            return;
-        }
-        if let Some(v) = line.to_ascii_lowercase().strip_prefix("content-length:") {
-            len = v.trim().parse().unwrap_or(0);
-        }
-        if line == "\r\n" {
-            break;
-        }
+    if !common::drain_request(&stream) {
+        return;
     }
-    let mut body = vec![0; len];
-    let _ = reader.read_exact(&mut body);
     let _ = stream.write_all(
         b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\nconnection: close\r\n\r\n",
     );

@@ -108,3 +108,28 @@ pub fn state_with_messages(user: &str, base: i64, n: usize, body: &str) -> State
     }
     s
 }
+
+/// Reads one HTTP request (headers, then a `Content-Length` body) from a
+/// loopback fake server's connection. `false` when the client hung up
+/// before the headers ended.
+#[allow(dead_code)] // not every test file runs a fake server
+pub fn drain_request(stream: &std::net::TcpStream) -> bool {
+    use std::io::{BufRead, BufReader, Read};
+    let mut reader = BufReader::new(stream);
+    let mut len = 0usize;
+    loop {
+        let mut line = String::new();
+        if reader.read_line(&mut line).unwrap_or(0) == 0 {
+            return false;
+        }
+        if let Some(v) = line.to_ascii_lowercase().strip_prefix("content-length:") {
+            len = v.trim().parse().unwrap_or(0);
+        }
+        if line == "\r\n" {
+            break;
+        }
+    }
+    let mut body = vec![0; len];
+    let _ = reader.read_exact(&mut body);
+    true
+}
