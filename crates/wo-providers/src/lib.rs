@@ -12,7 +12,7 @@
 //! | `openai` | [`openai`] | Chat Completions SSE; any compatible `base_url` |
 //! | `anthropic` | [`anthropic`] | Messages API SSE |
 //! | `nanochat` | [`nanochat`] | NanoChat's `/chat/completions` token SSE |
-//! | `wikioracle` | [`wikioracle`] | a WikiOracle server in stateless mode ([`protocol`]) |
+//! | `wikioracle` | [`wikioracle`] | a WikiOracle server in stateless mode (wire types: the `wo_wire` crate) |
 //! | `local` | `local` (feature `local`, on by default) | a GGUF model in-process via llama.cpp |
 //!
 //! Typical use:

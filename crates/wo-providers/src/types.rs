@@ -8,35 +8,9 @@ use std::fmt;
 
 use serde::{Deserialize, Serialize};
 
-/// Who said a message.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum ChatRole {
-    /// Instructions and context; providers without a system role fold it into
-    /// the first user turn.
-    System,
-    /// The person.
-    User,
-    /// The model.
-    Assistant,
-}
-
-impl ChatRole {
-    /// The lowercase wire name shared by every API we speak (`system`, `user`, `assistant`).
-    pub fn as_str(self) -> &'static str {
-        match self {
-            ChatRole::System => "system",
-            ChatRole::User => "user",
-            ChatRole::Assistant => "assistant",
-        }
-    }
-}
-
-impl fmt::Display for ChatRole {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
+/// Who said a message, and token accounting: wire types (the
+/// `wikioracle` provider sends and receives them), defined in `wo_wire`.
+pub use wo_wire::{ChatRole, Usage};
 
 /// One turn of an assembled prompt.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -115,15 +89,6 @@ impl ChatRequest {
         self.top_k = Some(k);
         self
     }
-}
-
-/// Token accounting reported by the provider (or counted in-process by `local`).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Usage {
-    /// Tokens in the prompt as the provider counted them.
-    pub prompt_tokens: u32,
-    /// Tokens generated.
-    pub completion_tokens: u32,
 }
 
 /// One item of an answer stream.

@@ -1,5 +1,5 @@
 //! `wikioracle`: a remote WikiOracle server in stateless mode (the hosted
-//! deployment), spoken with the types of [`crate::protocol`].
+//! deployment), spoken with the types of the `wo_wire` crate.
 //!
 //! Two ways to use it:
 //! - as a [`Provider`]: an assembled [`ChatRequest`] is mapped onto a
@@ -22,14 +22,15 @@ use tokio_util::sync::CancellationToken;
 
 use crate::error::ProviderError;
 use crate::http::{self, Decoder, Fault};
-use crate::protocol::{
-    self, ChatParams, EVENT_DELTA, EVENT_DONE, EVENT_ERROR, ServerEvent, StatelessChatRequest,
-    WindowMessage,
-};
+use crate::protocol;
 use crate::remote::{Remote, RemoteConfig};
 use crate::sse::SseEvent;
 use crate::types::{ChatRequest, ChatRole, Reachability, StreamEvent};
 use crate::{EventStream, Provider};
+use wo_wire::{
+    ChatParams, EVENT_DELTA, EVENT_DONE, EVENT_ERROR, ServerEvent, StatelessChatRequest,
+    WindowMessage,
+};
 
 /// Model name meaning "whatever the server operator configured".
 pub const DEFAULT_MODEL: &str = "default";
@@ -128,7 +129,7 @@ impl WikiOracleProvider {
                 detail: "the message is empty".into(),
             });
         }
-        let url = self.remote.url(protocol::STATELESS_CHAT_PATH);
+        let url = self.remote.url(wo_wire::STATELESS_CHAT_PATH);
         let ctx = self.remote.ctx(&url);
         self.remote
             .post_sse(ctx, url, self.headers(), &req, cancel, ServerDecoder)
@@ -209,7 +210,7 @@ impl Provider for WikiOracleProvider {
     async fn check(&self) -> Reachability {
         http::probe(
             &self.remote.client,
-            self.remote.url(protocol::HEALTH_PATH),
+            self.remote.url(wo_wire::HEALTH_PATH),
             self.headers(),
         )
         .await

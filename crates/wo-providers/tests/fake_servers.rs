@@ -14,12 +14,12 @@ use tokio_util::sync::CancellationToken;
 use wo_providers::anthropic::AnthropicProvider;
 use wo_providers::nanochat::NanoChatProvider;
 use wo_providers::openai::OpenAiProvider;
-use wo_providers::protocol::{self, ServerEvent, StatelessChatRequest};
 use wo_providers::wikioracle::WikiOracleProvider;
 use wo_providers::{
     ChatMessage, ChatRequest, ErrorKind, HttpSettings, Provider, ProviderError, RemoteConfig,
     RetryPolicy, Secret, StreamEvent, TimeoutPhase, Usage,
 };
+use wo_wire::{self as protocol, ServerEvent, StatelessChatRequest};
 
 const KEY: &str = "sk-test-SECRET-0123456789abcdef";
 

@@ -1,7 +1,10 @@
-//! The JSON API handlers. Each parses the request, calls the engine or the
-//! store, and renders JSON; the logic they share with the CLI lives in the
-//! library crates. Local-mode handlers reach the one store through
-//! [`App::with_store`]; the stateless turn is in [`crate::stateless`].
+//! The JSON API handlers. Each takes its body through an extractor of
+//! [`crate::extract`] (size limit, timeout, JSON errors with pointers), calls
+//! the engine or the store, and answers a `wo_wire` type; the logic they
+//! share with the CLI lives in the library crates. Handlers of both modes
+//! are generic over [`Mode`]; local-only ones take [`Local`] and reach the
+//! one store through [`Local::with_store`]; the stateless turn is in
+//! [`crate::stateless`].
 
 use std::sync::Arc;
 
@@ -10,79 +13,51 @@ use axum::body::Body;
 use axum::extract::{Path, Query, State};
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use serde::Deserialize;
 use serde_json::{Value, json};
 use wo_engine::chat::{TurnRequest, completed_turn, stream_answer};
 use wo_engine::turn::apply_turn;
 use wo_format::xhtml::{ContentFormat, sanitize_html, to_xhtml};
-use wo_format::{Timestamp, TruthEdit, TruthEntry, TruthKind};
-use wo_providers::protocol::ChatParams;
+use wo_format::{Timestamp, TruthEdit, TruthEntry};
+use wo_wire::ChatParams;
+use wo_wire::api as wire;
 
-use crate::app::App;
-use crate::error::{ApiError, parse_json};
+use crate::app::{App, Local, Mode, Stateless};
+use crate::error::ApiError;
+use crate::extract::{JsonBody, Upload};
 use crate::sse;
 
-type AppState = State<Arc<App>>;
-
-/// Reads a request body up to `limit` bytes, within the body timeout (a
-/// client trickling its body must not hold a connection forever).
-pub async fn read_body(app: &App, body: Body, limit: usize) -> Result<bytes::Bytes, ApiError> {
-    match tokio::time::timeout(app.limits.body_timeout, axum::body::to_bytes(body, limit)).await {
-        Ok(Ok(bytes)) => Ok(bytes),
-        Ok(Err(_)) => Err(ApiError::too_large(limit)),
-        Err(_) => Err(ApiError::new(
-            StatusCode::REQUEST_TIMEOUT,
-            "timeout",
-            format!(
-                "the request body did not arrive within {} s",
-                app.limits.body_timeout.as_secs()
-            ),
-        )),
-    }
-}
+type AppState = State<Arc<Local>>;
 
 /// `GET /api/health`: liveness, and how many blocking jobs (sanitising,
 /// parsing, state file work) are waiting or running.
-pub async fn health(State(app): AppState) -> Json<Value> {
-    Json(json!({
-        "status": "ok",
-        "mode": app.mode(),
-        "version": env!("CARGO_PKG_VERSION"),
-        "busy": app.busy(),
-    }))
+pub async fn health<M: Mode>(State(app): State<Arc<M>>) -> Json<wire::Health> {
+    Json(wire::Health {
+        status: "ok".into(),
+        mode: app.mode().into(),
+        version: env!("CARGO_PKG_VERSION").into(),
+        busy: app.busy(),
+    })
 }
 
-pub async fn info(State(app): AppState) -> Json<Value> {
-    let state_file = app.store.as_ref().map(|s| {
-        let s = s.lock().unwrap_or_else(|p| p.into_inner());
-        s.path()
-            .file_name()
-            .map(|n| n.to_string_lossy().into_owned())
-            .unwrap_or_default()
-    });
-    Json(json!({
-        "mode": app.mode(),
-        "version": env!("CARGO_PKG_VERSION"),
-        "username": app.username,
-        "state_file": state_file,
-        "default_provider": app.default_provider(),
-        "prefs_cookie": app.cookies.prefs,
-        "max_tokens": if app.store.is_some() { None } else { Some(app.max_tokens_cap()) },
-        "index": app.index_root.is_some(),
-        "limits": {
-            "body_bytes": app.limits.body_bytes,
-            "upload_bytes": app.limits.upload_bytes,
-            "message_chars": app.limits.message_chars,
-            "window_messages": app.limits.window_messages,
-            "truth_entries": app.limits.truth_entries,
-        }
-    }))
-}
-
-#[derive(Deserialize)]
-pub struct ProvidersQuery {
-    #[serde(default)]
-    check: Option<bool>,
+/// `GET /api/info`: what the web client needs to know of this server.
+pub async fn info<M: Mode>(State(app): State<Arc<M>>) -> Json<wire::Info> {
+    Json(wire::Info {
+        mode: app.mode().into(),
+        version: env!("CARGO_PKG_VERSION").into(),
+        username: app.username.clone(),
+        state_file: app.state_file_name(),
+        default_provider: app.default_provider().into(),
+        prefs_cookie: app.cookies.prefs.clone(),
+        max_tokens: (!app.local).then(|| app.max_tokens_cap()),
+        index: app.index_root.is_some(),
+        limits: wire::InfoLimits {
+            body_bytes: app.limits.body_bytes,
+            upload_bytes: app.limits.upload_bytes,
+            message_chars: app.limits.message_chars,
+            window_messages: app.limits.window_messages,
+            truth_entries: app.limits.truth_entries,
+        },
+    })
 }
 
 /// `GET /api/providers`: the providers a client may choose. Local mode
@@ -90,13 +65,16 @@ pub struct ProvidersQuery {
 /// why one is unreachable; stateless mode (anonymous clients) lists only
 /// the operator's allowed providers and models, and a check says only
 /// whether each answers: never a URL, a file path or where a key comes from.
-pub async fn providers(State(app): AppState, Query(q): Query<ProvidersQuery>) -> Json<Value> {
+pub async fn providers<M: Mode>(
+    State(app): State<Arc<M>>,
+    Query(q): Query<wire::ProvidersQuery>,
+) -> Json<wire::ProviderList> {
     let offered = app.offered_providers();
     let infos: Vec<wo_providers::config::ProviderInfo> = wo_providers::config::list(&app.config)
         .into_iter()
         .filter(|i| offered.contains(&i.name))
         .collect();
-    let mut rows: Vec<Value> = infos.iter().map(|i| provider_row(&app, i)).collect();
+    let mut rows: Vec<wire::ProviderRow> = infos.iter().map(|i| provider_row(&app, i)).collect();
     if q.check.unwrap_or(false) {
         let checks = infos.iter().map(|i| {
             let config = &app.config;
@@ -110,24 +88,31 @@ pub async fn providers(State(app): AppState, Query(q): Query<ProvidersQuery>) ->
             }
         });
         for (row, r) in rows.iter_mut().zip(futures::future::join_all(checks).await) {
-            row["reachable"] = json!(r.is_reachable());
-            if app.store.is_some() {
-                row["detail"] = json!(r.to_string());
+            row.reachable = Some(r.is_reachable());
+            if app.local {
+                row.detail = Some(r.to_string());
             }
         }
     }
-    Json(json!({"default": app.default_provider(), "providers": rows}))
+    Json(wire::ProviderList {
+        default: app.default_provider().into(),
+        providers: rows,
+    })
 }
 
 /// What a client may know of a provider: never its key, URL or path.
-fn provider_row(app: &App, i: &wo_providers::config::ProviderInfo) -> Value {
-    json!({
-        "name": i.name,
-        "kind": i.kind.as_str(),
-        "default_model": i.model,
-        "models": app.offered_models(i).unwrap_or_else(|| vec![i.model.clone()]),
-        "context_window": i.context_window,
-    })
+fn provider_row(app: &App, i: &wo_providers::config::ProviderInfo) -> wire::ProviderRow {
+    wire::ProviderRow {
+        name: i.name.clone(),
+        kind: i.kind.as_str().into(),
+        default_model: i.model.clone(),
+        models: app
+            .offered_models(i)
+            .unwrap_or_else(|| vec![i.model.clone()]),
+        context_window: i.context_window,
+        reachable: None,
+        detail: None,
+    }
 }
 
 /// The engine request for a turn from the API's parameters, validated.
@@ -193,33 +178,29 @@ pub fn turn_request(
 }
 
 /// The `context` event: what the prompt included and dropped, and why.
-pub fn context_report(a: &wo_engine::Assembled) -> Value {
-    json!({
-        "tokens": a.tokens,
-        "budget": a.budget,
-        "sources": a.sources,
-        "included": a.included,
-        "dropped": a.dropped,
-    })
-}
-
-#[derive(Deserialize)]
-struct ChatBody {
-    message: String,
-    #[serde(default)]
-    parent: Option<String>,
-    #[serde(default)]
-    username: Option<String>,
-    #[serde(default)]
-    params: ChatParams,
+pub fn context_report(a: &wo_engine::Assembled) -> wo_wire::ContextReport {
+    fn values<T: serde::Serialize>(items: &[T]) -> Vec<Value> {
+        items
+            .iter()
+            .map(|i| serde_json::to_value(i).unwrap_or(Value::Null))
+            .collect()
+    }
+    wo_wire::ContextReport {
+        tokens: a.tokens,
+        budget: a.budget,
+        sources: a.sources.clone(),
+        included: values(&a.included),
+        dropped: values(&a.dropped),
+    }
 }
 
 /// `POST /api/chat`: one turn on the server's state. The store is locked
 /// only to assemble the prompt and to append the turn, never while the
 /// model answers, so many chats run at once.
-pub async fn chat(State(app): AppState, body: Body) -> Result<Response, ApiError> {
-    let bytes = read_body(&app, body, app.limits.body_bytes).await?;
-    let body: ChatBody = parse_json(&bytes)?;
+pub async fn chat(
+    State(app): AppState,
+    JsonBody(body): JsonBody<wo_wire::ChatRequest>,
+) -> Result<Response, ApiError> {
     let provider = app.provider(body.params.provider.as_deref()).await?;
     let mut req = turn_request(&app, body.message, body.username, body.parent, &body.params)?;
     let sent_at = Timestamp::now();
@@ -307,12 +288,6 @@ pub async fn chat(State(app): AppState, body: Body) -> Result<Response, ApiError
     Ok(resp)
 }
 
-#[derive(Deserialize)]
-pub struct StateQuery {
-    offset: Option<usize>,
-    limit: Option<usize>,
-}
-
 /// Messages per page by default, and at most.
 const PAGE_DEFAULT: usize = 500;
 const PAGE_MAX: usize = 5000;
@@ -321,7 +296,7 @@ const PAGE_MAX: usize = 5000;
 /// (by default the latest messages).
 pub async fn get_state(
     State(app): AppState,
-    Query(q): Query<StateQuery>,
+    Query(q): Query<wire::StateQuery>,
 ) -> Result<Response, ApiError> {
     let limit = q.limit.unwrap_or(PAGE_DEFAULT);
     if limit == 0 || limit > PAGE_MAX {
@@ -360,18 +335,11 @@ fn json_bytes(body: Vec<u8>) -> Response {
     resp
 }
 
-#[derive(Deserialize)]
-struct StatePatch {
-    #[serde(default)]
-    context: Option<String>,
-    #[serde(default)]
-    retrieval_prefs: Option<wo_format::RetrievalPrefs>,
-}
-
 /// `PATCH /api/state`: the context (sanitised) and retrieval prefs.
-pub async fn patch_state(State(app): AppState, body: Body) -> Result<Json<Value>, ApiError> {
-    let bytes = read_body(&app, body, app.limits.body_bytes).await?;
-    let patch: StatePatch = parse_json(&bytes)?;
+pub async fn patch_state(
+    State(app): AppState,
+    JsonBody(patch): JsonBody<wire::StatePatch>,
+) -> Result<Json<wire::StatePatched>, ApiError> {
     if let Some(p) = &patch.retrieval_prefs {
         check_prefs(p)?;
     }
@@ -394,7 +362,11 @@ pub async fn patch_state(State(app): AppState, body: Body) -> Result<Json<Value>
                 }
             })?;
             let s = store.state();
-            Ok(json!({"date": s.date, "context": s.context, "retrieval_prefs": s.truth.retrieval_prefs}))
+            Ok(wire::StatePatched {
+                date: s.date.as_str().to_owned(),
+                context: s.context.clone(),
+                retrieval_prefs: s.truth.retrieval_prefs.clone(),
+            })
         })
         .await?;
     Ok(Json(out))
@@ -425,15 +397,6 @@ fn check_prefs(p: &wo_format::RetrievalPrefs) -> Result<(), ApiError> {
     Ok(())
 }
 
-#[derive(Deserialize)]
-struct NewTruth {
-    title: String,
-    content: String,
-    certainty: f64,
-    #[serde(default)]
-    kind: Option<TruthKind>,
-}
-
 fn check_certainty(c: f64) -> Result<f64, ApiError> {
     if (0.0..=1.0).contains(&c) {
         Ok(c)
@@ -443,9 +406,10 @@ fn check_certainty(c: f64) -> Result<f64, ApiError> {
 }
 
 /// `POST /api/truth`.
-pub async fn add_truth(State(app): AppState, body: Body) -> Result<Response, ApiError> {
-    let bytes = read_body(&app, body, app.limits.body_bytes).await?;
-    let new: NewTruth = parse_json(&bytes)?;
+pub async fn add_truth(
+    State(app): AppState,
+    JsonBody(new): JsonBody<wire::NewTruth>,
+) -> Result<Response, ApiError> {
     if new.title.trim().is_empty() {
         return Err(ApiError::bad_field("/title", "the title is empty"));
     }
@@ -466,24 +430,12 @@ pub async fn add_truth(State(app): AppState, body: Body) -> Result<Response, Api
     Ok((StatusCode::CREATED, Json(out)).into_response())
 }
 
-#[derive(Deserialize)]
-struct EditTruth {
-    #[serde(default)]
-    title: Option<String>,
-    #[serde(default)]
-    content: Option<String>,
-    #[serde(default)]
-    certainty: Option<f64>,
-}
-
 /// `PATCH /api/truth/{id}`.
 pub async fn edit_truth(
     State(app): AppState,
     Path(id): Path<String>,
-    body: Body,
+    JsonBody(e): JsonBody<wire::TruthEdit>,
 ) -> Result<Json<Value>, ApiError> {
-    let bytes = read_body(&app, body, app.limits.body_bytes).await?;
-    let e: EditTruth = parse_json(&bytes)?;
     if e.title.as_deref().is_some_and(|t| t.trim().is_empty()) {
         return Err(ApiError::bad_field("/title", "the title is empty"));
     }
@@ -519,22 +471,24 @@ pub async fn edit_truth(
 pub async fn delete_truth(
     State(app): AppState,
     Path(id): Path<String>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<wire::TruthDeleted>, ApiError> {
     let out = app
         .with_store(move |store| {
             if store.state().truth_entry(&id).is_none() {
                 return Err(ApiError::not_found(format!("no truth entry {id:?}")));
             }
             store.transact(|s| s.delete_truth(&id, Timestamp::now()))?;
-            Ok(json!({"deleted": id}))
+            Ok(wire::TruthDeleted { deleted: id })
         })
         .await?;
     Ok(Json(out))
 }
 
 /// `POST /api/merge`: the body is an export; merged as product §3 says.
-pub async fn merge(State(app): AppState, body: Body) -> Result<Json<Value>, ApiError> {
-    let bytes = read_body(&app, body, app.limits.upload_bytes).await?;
+pub async fn merge(
+    State(app): AppState,
+    Upload(bytes): Upload,
+) -> Result<Json<wire::MergeReport>, ApiError> {
     // The one gate for outside data (as `wo import` and `wo merge` use): parsed
     // with the readers' depth limit, validated like `wo validate`, content
     // sanitised, so a merge can never leave a file wo cannot open again.
@@ -559,17 +513,17 @@ pub async fn merge(State(app): AppState, body: Body) -> Result<Json<Value>, ApiE
             Ok(report)
         })
         .await?;
-    Ok(Json(json!({
-        "messages_added": report.messages_added.len(),
-        "messages_replaced": report.messages_replaced.len(),
-        "messages_skipped": report.messages_skipped,
-        "truth_added": report.truth_added.len(),
-        "truth_updated": report.truth_updated.len(),
-        "truth_skipped": report.truth_skipped,
-        "truth_deleted": report.truth_deleted.len(),
-        "tombstones_added": report.tombstones_added.len(),
-        "sanitised": sanitised,
-    })))
+    Ok(Json(wire::MergeReport {
+        messages_added: report.messages_added.len(),
+        messages_replaced: report.messages_replaced.len(),
+        messages_skipped: report.messages_skipped,
+        truth_added: report.truth_added.len(),
+        truth_updated: report.truth_updated.len(),
+        truth_skipped: report.truth_skipped,
+        truth_deleted: report.truth_deleted.len(),
+        tombstones_added: report.tombstones_added.len(),
+        sanitised,
+    }))
 }
 
 /// `GET /api/export`: the whole state as a download.
@@ -587,18 +541,10 @@ pub async fn export(State(app): AppState) -> Result<Response, ApiError> {
     Ok(resp)
 }
 
-#[derive(Deserialize)]
-pub struct SearchQuery {
-    q: String,
-    limit: Option<usize>,
-    path_prefix: Option<String>,
-    kind: Option<String>,
-}
-
 /// `GET /api/search`: BM25 over messages and truth, and the index's chunks.
 pub async fn search(
     State(app): AppState,
-    Query(q): Query<SearchQuery>,
+    Query(q): Query<wire::SearchQuery>,
 ) -> Result<Json<Value>, ApiError> {
     let limit = q.limit.unwrap_or(10).clamp(1, 100);
     let kind =
@@ -696,63 +642,75 @@ pub async fn chunk(State(app): AppState, Path(key): Path<String>) -> Result<Json
     .map_err(|e| ApiError::internal(e.to_string()))?
 }
 
-#[derive(Deserialize, Default)]
-struct DraftBody {
-    #[serde(default)]
-    context: Option<String>,
-    #[serde(default)]
-    messages: Option<Vec<Value>>,
-    #[serde(default)]
-    params: ChatParams,
+/// What drafting needs from a state: the current context, when it was last
+/// updated, how many messages are new, and the request to the model.
+type DraftInput = (String, Option<Timestamp>, usize, wo_providers::ChatRequest);
+
+fn draft_input(state: &wo_format::State, model: Option<String>) -> Result<DraftInput, ApiError> {
+    let new = wo_engine::context_update::new_messages(state);
+    if new.is_empty() {
+        return Err(ApiError::bad_request(
+            "no new messages since the last context update",
+        ));
+    }
+    Ok((
+        state.context.clone(),
+        wo_engine::context_update::last_update(state),
+        new.len(),
+        wo_engine::context_update::draft_request(&state.context, &new, model),
+    ))
 }
 
-/// `POST /api/context/draft`: a proposed context from the messages since
-/// the last update. Local mode reads them from the state; stateless mode
-/// takes `context` and `messages` from the body. Nothing is saved.
-pub async fn context_draft(State(app): AppState, body: Body) -> Result<Json<Value>, ApiError> {
-    let bytes = read_body(&app, body, app.limits.body_bytes).await?;
-    let body: DraftBody = parse_json(&bytes)?;
+/// `POST /api/context/draft` on a local server: a proposed context from the
+/// messages since the last update, read from the state under the lock
+/// (never a copy of the whole state). Nothing is saved.
+pub async fn context_draft_local(
+    State(app): AppState,
+    JsonBody(body): JsonBody<wire::DraftRequest>,
+) -> Result<Json<Value>, ApiError> {
     let provider = app.provider(body.params.provider.as_deref()).await?;
     app.checked_choices(&body.params)?;
     let model = body.params.model.clone();
-    // What the model needs, taken under the lock (local) or from the body
-    // (stateless): never a copy of the whole state.
-    let draft_input = move |state: &wo_format::State| {
-        let new = wo_engine::context_update::new_messages(state);
-        if new.is_empty() {
-            return Err(ApiError::bad_request(
-                "no new messages since the last context update",
-            ));
-        }
-        Ok((
-            state.context.clone(),
-            wo_engine::context_update::last_update(state),
-            new.len(),
-            wo_engine::context_update::draft_request(&state.context, &new, model),
-        ))
-    };
-    let (context, since, count, request) = if app.store.is_some() {
-        app.with_store(move |store| draft_input(store.state()))
-            .await?
-    } else {
-        let window = body.messages.unwrap_or_default();
-        if window.len() > app.limits.window_messages {
-            return Err(ApiError::bad_field(
-                "/messages",
-                format!("more than {} messages", app.limits.window_messages),
-            ));
-        }
-        let context = body.context.unwrap_or_default();
-        app.cpu(move || {
-            draft_input(&crate::stateless::state_from_parts(
-                context,
-                Vec::new(),
-                window,
-                "/messages",
-            )?)
+    let input = app
+        .with_store(move |store| draft_input(store.state(), model))
+        .await?;
+    draft(&app, provider, input).await
+}
+
+/// `POST /api/context/draft` on a stateless server: the same, from the
+/// `context` and `messages` of the body. Nothing is saved.
+pub async fn context_draft_stateless(
+    State(app): State<Arc<Stateless>>,
+    JsonBody(body): JsonBody<wire::DraftRequest>,
+) -> Result<Json<Value>, ApiError> {
+    let provider = app.provider(body.params.provider.as_deref()).await?;
+    app.checked_choices(&body.params)?;
+    let model = body.params.model.clone();
+    let window = body.messages.unwrap_or_default();
+    if window.len() > app.limits.window_messages {
+        return Err(ApiError::bad_field(
+            "/messages",
+            format!("more than {} messages", app.limits.window_messages),
+        ));
+    }
+    let context = body.context.unwrap_or_default();
+    let input = app
+        .cpu(move || {
+            draft_input(
+                &crate::stateless::state_from_parts(context, Vec::new(), window, "/messages")?,
+                model,
+            )
         })
-        .await??
-    };
+        .await??;
+    draft(&app, provider, input).await
+}
+
+/// Asks the model for the draft and compares it with the current context.
+async fn draft(
+    app: &App,
+    provider: Arc<dyn wo_providers::Provider>,
+    (context, since, count, request): DraftInput,
+) -> Result<Json<Value>, ApiError> {
     let streamed = stream_answer(
         provider.as_ref(),
         request,
@@ -777,16 +735,11 @@ pub async fn context_draft(State(app): AppState, body: Body) -> Result<Json<Valu
     Ok(Json(draft))
 }
 
-#[derive(Deserialize)]
-struct ApplyBody {
-    draft: String,
-    current: String,
-}
-
 /// `POST /api/context/apply`: saves a reviewed draft (local mode).
-pub async fn context_apply(State(app): AppState, body: Body) -> Result<Json<Value>, ApiError> {
-    let bytes = read_body(&app, body, app.limits.body_bytes).await?;
-    let body: ApplyBody = parse_json(&bytes)?;
+pub async fn context_apply(
+    State(app): AppState,
+    JsonBody(body): JsonBody<wire::ApplyRequest>,
+) -> Result<Json<wire::ContextApplied>, ApiError> {
     let (current, draft) = (body.current, body.draft);
     let current = app.cpu(move || sanitize_html(&current)).await?;
     let out = app
@@ -796,7 +749,10 @@ pub async fn context_apply(State(app): AppState, body: Body) -> Result<Json<Valu
                     wo_engine::context_update::apply(s, &current, &draft, Timestamp::now())
                 })?
                 .map_err(|e| ApiError::conflict(e.to_string()))?;
-            Ok(json!({"context": store.state().context, "truth_id": id}))
+            Ok(wire::ContextApplied {
+                context: store.state().context.clone(),
+                truth_id: id,
+            })
         })
         .await?;
     Ok(Json(out))

@@ -1,8 +1,11 @@
-//! The server's shared state: mode, token and cookie names, the one store
-//! (local mode), providers built once and reused, limits, the hosted
-//! mode's allow-lists, and the gate CPU-heavy work runs through.
+//! The server's state, one type per mode: [`App`] is what both modes share
+//! (token and cookie names, providers built once and reused, limits, the
+//! hosted mode's allow-lists, and the gate CPU-heavy work runs through);
+//! [`Local`] adds the one store, [`Stateless`] nothing. Routers are typed by
+//! the mode ([`Mode`]), so only local handlers can reach a store.
 
 use std::collections::HashMap;
+use std::ops::Deref;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -82,8 +85,11 @@ pub const HOSTED_MAX_TOKENS: u32 = 4096;
 
 /// Everything a handler may need.
 pub struct App {
-    /// `Some` in local mode: the state file this server owns.
-    pub store: Option<Arc<Mutex<Store>>>,
+    /// Local mode (the signed-in user: every configured provider, any
+    /// model) rather than stateless (anonymous clients: the operator's
+    /// allow-lists and caps). A policy only: the state file is reachable
+    /// through [`Local`] alone.
+    pub local: bool,
     /// `Some` in local mode: the session token.
     pub token: Option<String>,
     pub allowed_hosts: Vec<String>,
@@ -111,9 +117,9 @@ pub struct App {
 type IndexStamp = (u64, Option<std::time::SystemTime>);
 
 impl App {
-    /// `store` is `Some` in local mode, with the session `token`.
+    /// The shared part of a server; `token` is `Some` in local mode.
     pub fn new(
-        store: Option<Store>,
+        local: bool,
         token: Option<String>,
         cookies: CookieNames,
         opts: &crate::ServeOptions,
@@ -123,7 +129,7 @@ impl App {
             n => n,
         };
         App {
-            store: store.map(|s| Arc::new(Mutex::new(s))),
+            local,
             token,
             allowed_hosts: opts.allowed_hosts.clone(),
             cookies,
@@ -141,11 +147,7 @@ impl App {
     }
 
     pub fn mode(&self) -> &'static str {
-        if self.store.is_some() {
-            "local"
-        } else {
-            "stateless"
-        }
+        if self.local { "local" } else { "stateless" }
     }
 
     /// The body limit of a path.
@@ -161,7 +163,7 @@ impl App {
     /// on first use and reused: a local model loads once.
     pub async fn provider(&self, name: Option<&str>) -> Result<Arc<dyn Provider>, ApiError> {
         let name = name.unwrap_or_else(|| self.default_provider()).to_owned();
-        if self.store.is_none() && !self.offered_providers().contains(&name) {
+        if !self.local && !self.offered_providers().contains(&name) {
             return Err(ApiError::bad_field(
                 "/params/provider",
                 format!(
@@ -202,7 +204,7 @@ impl App {
     /// or in stateless mode the first allowed one if the default is not.
     pub fn default_provider(&self) -> &str {
         let default = self.config.default_provider();
-        if self.store.is_some()
+        if self.local
             || self.hosted.allow_providers.is_empty()
             || self.hosted.allow_providers.iter().any(|p| p == default)
         {
@@ -216,7 +218,7 @@ impl App {
     /// mode, the user's own), or the operator's allow-list (stateless;
     /// default: the default provider only).
     pub fn offered_providers(&self) -> Vec<String> {
-        if self.store.is_some() {
+        if self.local {
             self.config.providers.keys().cloned().collect()
         } else if self.hosted.allow_providers.is_empty() {
             vec![self.default_provider().to_owned()]
@@ -229,7 +231,7 @@ impl App {
     /// configured model and the operator's `allow_models`. `None` in local
     /// mode (any model the provider takes).
     pub fn offered_models(&self, info: &wo_providers::config::ProviderInfo) -> Option<Vec<String>> {
-        if self.store.is_some() {
+        if self.local {
             return None;
         }
         let mut models = vec![info.model.clone()];
@@ -251,11 +253,8 @@ impl App {
         self.hosted.max_tokens.unwrap_or(HOSTED_MAX_TOKENS)
     }
 
-    pub fn checked_choices(
-        &self,
-        params: &wo_providers::protocol::ChatParams,
-    ) -> Result<Option<u32>, ApiError> {
-        if self.store.is_some() {
+    pub fn checked_choices(&self, params: &wo_wire::ChatParams) -> Result<Option<u32>, ApiError> {
+        if self.local {
             return Ok(params.max_tokens);
         }
         let provider = params
@@ -325,26 +324,6 @@ impl App {
         *cache = Some((stamp, index.clone()));
         Ok(Some(index))
     }
-
-    /// Runs `f` on the store on a blocking thread (it reads and fsyncs
-    /// files), first taking in any change made outside the server.
-    pub async fn with_store<T: Send + 'static>(
-        &self,
-        f: impl FnOnce(&mut Store) -> Result<T, ApiError> + Send + 'static,
-    ) -> Result<T, ApiError> {
-        let store = self.store.clone().ok_or_else(|| {
-            ApiError::not_found("this server is stateless: there is no state file")
-        })?;
-        let busy = Busy::new(&self.busy);
-        tokio::task::spawn_blocking(move || {
-            let _busy = busy;
-            let mut guard = store.lock().unwrap_or_else(|p| p.into_inner());
-            guard.refresh()?;
-            f(&mut guard)
-        })
-        .await
-        .map_err(|e| ApiError::internal(format!("a state operation panicked: {e}")))?
-    }
 }
 
 impl App {
@@ -404,5 +383,103 @@ impl Busy {
 impl Drop for Busy {
     fn drop(&mut self) {
         self.0.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+/// What a router answers with: a local server (the shared part and the one
+/// state file) or a stateless one. Handlers take the mode they serve, so a
+/// local-only route cannot be reached on a stateless server: its router has
+/// no such route and its state has no store.
+pub trait Mode: Deref<Target = App> + Send + Sync + 'static {
+    /// The shared part, as the guard middleware takes it.
+    fn shared(&self) -> &Arc<App>;
+    /// The state file's name (never its directory), for `/api/info`.
+    fn state_file_name(&self) -> Option<String> {
+        None
+    }
+}
+
+/// A local server: the one state file it owns, behind a mutex used only on
+/// blocking threads.
+pub struct Local {
+    app: Arc<App>,
+    store: Arc<Mutex<Store>>,
+}
+
+impl Local {
+    /// A local server on `store`; `app` must be built with `local = true`.
+    pub fn new(app: Arc<App>, store: Store) -> Local {
+        debug_assert!(app.local && app.token.is_some());
+        Local {
+            app,
+            store: Arc::new(Mutex::new(store)),
+        }
+    }
+
+    /// Runs `f` on the store on a blocking thread (it reads and fsyncs
+    /// files), first taking in any change made outside the server.
+    pub async fn with_store<T: Send + 'static>(
+        &self,
+        f: impl FnOnce(&mut Store) -> Result<T, ApiError> + Send + 'static,
+    ) -> Result<T, ApiError> {
+        let store = self.store.clone();
+        let busy = Busy::new(&self.app.busy);
+        tokio::task::spawn_blocking(move || {
+            let _busy = busy;
+            let mut guard = store.lock().unwrap_or_else(|p| p.into_inner());
+            guard.refresh()?;
+            f(&mut guard)
+        })
+        .await
+        .map_err(|e| ApiError::internal(format!("a state operation panicked: {e}")))?
+    }
+}
+
+impl Deref for Local {
+    type Target = App;
+    fn deref(&self) -> &App {
+        &self.app
+    }
+}
+
+impl Mode for Local {
+    fn shared(&self) -> &Arc<App> {
+        &self.app
+    }
+
+    fn state_file_name(&self) -> Option<String> {
+        let s = self.store.lock().unwrap_or_else(|p| p.into_inner());
+        Some(
+            s.path()
+                .file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_default(),
+        )
+    }
+}
+
+/// A stateless server: nothing but the shared part.
+pub struct Stateless {
+    app: Arc<App>,
+}
+
+impl Stateless {
+    /// A stateless server; `app` must be built with `local = false`.
+    pub fn new(app: Arc<App>) -> Stateless {
+        debug_assert!(!app.local && app.token.is_none());
+        Stateless { app }
+    }
+}
+
+impl Deref for Stateless {
+    type Target = App;
+    fn deref(&self) -> &App {
+        &self.app
+    }
+}
+
+impl Mode for Stateless {
+    fn shared(&self) -> &Arc<App> {
+        &self.app
     }
 }

@@ -7,15 +7,22 @@
 //! * **Stateless** (`--stateless`, the hosted deployment): keeps nothing; the
 //!   browser holds the state and sends what each turn needs.
 //!
-//! Modules: [`guard`] (every security check), [`api`] (JSON handlers),
-//! [`stateless`] (the stateless turn), [`sse`] (streaming), [`app`] (shared
-//! state), [`error`] (error bodies), [`assets`] (the web client and the
-//! OpenAPI document).
+//! The two modes are two router states ([`app::Local`], [`app::Stateless`]):
+//! a local-only handler takes `Local`, the only state with a store, so it
+//! cannot be routed on a stateless server. Paths and bodies are the
+//! `wo_wire` crate's, shared with the `wikioracle` provider and the tests.
+//!
+//! Modules: [`guard`] (every security check), [`extract`] (request bodies:
+//! limits, timeout, JSON errors with pointers), [`api`] (JSON handlers),
+//! [`stateless`] (the stateless turn), [`sse`] (streaming), [`app`] (the
+//! state of each mode), [`error`] (error bodies), [`assets`] (the web
+//! client and the OpenAPI document).
 
 pub mod api;
 pub mod app;
 pub mod assets;
 pub mod error;
+pub mod extract;
 pub mod guard;
 pub mod sse;
 pub mod stateless;
@@ -30,8 +37,9 @@ use axum::extract::{Query, Request, State};
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, patch, post};
+use wo_wire::routes as path;
 
-use crate::app::{App, Hosted, Limits};
+use crate::app::{App, Hosted, Limits, Local, Mode, Stateless};
 use crate::error::ApiError;
 
 /// How to run the server.
@@ -75,7 +83,7 @@ pub enum ServeError {
 /// A bound server, not yet serving.
 pub struct Bound {
     listener: tokio::net::TcpListener,
-    app: Arc<App>,
+    served: Served,
     /// Where it listens.
     pub addr: SocketAddr,
     /// The URL to open: in local mode it carries the token, once.
@@ -156,10 +164,14 @@ pub async fn bind(opts: ServeOptions) -> Result<Bound, ServeError> {
         None => format!("http://{host}/"),
     };
     let cookies = guard::CookieNames::new(addr.port(), &guard::new_instance_id());
-    let app = Arc::new(App::new(store, token, cookies, &opts));
+    let app = Arc::new(App::new(local, token, cookies, &opts));
+    let served = match store {
+        Some(store) => Served::Local(Arc::new(Local::new(app, store))),
+        None => Served::Stateless(Arc::new(Stateless::new(app))),
+    };
     Ok(Bound {
         listener,
-        app,
+        served,
         addr,
         launch_url,
         merged,
@@ -173,8 +185,8 @@ impl Bound {
     /// defences: a header-read timeout (which also ends idle kept-alive
     /// connections), at most `max_connections` open connections (the rest
     /// wait in the listen queue) and at most `max_connections_per_ip` from
-    /// one address (the rest are closed at once). Body reads are bounded in
-    /// [`api::read_body`].
+    /// one address (the rest are closed at once). Body reads are bounded by
+    /// the extractors of [`extract`].
     pub async fn serve(
         self,
         shutdown: impl std::future::Future<Output = ()> + Send + 'static,
@@ -182,8 +194,8 @@ impl Bound {
         use hyper_util::rt::{TokioIo, TokioTimer};
         use tower::ServiceExt as _;
 
-        let limits = self.app.limits.clone();
-        let router = router(self.app);
+        let limits = self.served.app().limits.clone();
+        let router = router(&self.served);
         let open = Arc::new(tokio::sync::Semaphore::new(limits.max_connections.max(1)));
         let per_ip = PerIp::new(limits.max_connections_per_ip);
         let graceful = hyper_util::server::graceful::GracefulShutdown::new();
@@ -290,12 +302,63 @@ impl Drop for PerIpSlot {
     }
 }
 
-/// Every route. Local-only routes answer 404 in stateless mode and the
-/// stateless turn answers 404 in local mode, so each mode exposes only what
-/// it serves.
-pub fn router(app: Arc<App>) -> Router {
-    let mut r = Router::new()
-        .route("/", get(index))
+/// The server of one mode, ready to route.
+pub enum Served {
+    /// Local mode: the one state file.
+    Local(Arc<Local>),
+    /// Stateless mode: nothing kept.
+    Stateless(Arc<Stateless>),
+}
+
+impl Served {
+    /// The part both modes share.
+    pub fn app(&self) -> &Arc<App> {
+        match self {
+            Served::Local(l) => l.shared(),
+            Served::Stateless(s) => s.shared(),
+        }
+    }
+}
+
+/// Every route of the mode served. Each mode's router holds only its own
+/// routes (`wo_wire::ROUTES` says which), typed by its state: a path of the
+/// other mode answers 404 like any unknown path.
+pub fn router(served: &Served) -> Router {
+    match served {
+        Served::Local(local) => finish(
+            common::<Local>()
+                .route(
+                    path::STATE_PATH,
+                    get(api::get_state).patch(api::patch_state),
+                )
+                .route(path::TRUTH_PATH, post(api::add_truth))
+                .route(
+                    path::TRUTH_ENTRY_PATH,
+                    patch(api::edit_truth).delete(api::delete_truth),
+                )
+                .route(path::CHAT_PATH, post(api::chat))
+                .route(path::MERGE_PATH, post(api::merge))
+                .route(path::EXPORT_PATH, get(api::export))
+                .route(path::SEARCH_PATH, get(api::search))
+                .route(path::CHUNK_PATH, get(api::chunk))
+                .route(path::CONTEXT_DRAFT_PATH, post(api::context_draft_local))
+                .route(path::CONTEXT_APPLY_PATH, post(api::context_apply)),
+            local.clone(),
+        ),
+        Served::Stateless(stateless) => finish(
+            common::<Stateless>()
+                .route(path::CONTEXT_DRAFT_PATH, post(api::context_draft_stateless))
+                .route(path::STATELESS_CHAT_PATH, post(stateless::chat)),
+            stateless.clone(),
+        ),
+    }
+}
+
+/// The routes both modes serve: the web client, the OpenAPI document,
+/// health, info and providers.
+fn common<M: Mode>() -> Router<Arc<M>> {
+    Router::new()
+        .route("/", get(index::<M>))
         .route(
             "/app.js",
             get(|| static_file(assets::APP_JS, "text/javascript; charset=utf-8")),
@@ -305,40 +368,25 @@ pub fn router(app: Arc<App>) -> Router {
             get(|| static_file(assets::APP_CSS, "text/css; charset=utf-8")),
         )
         .route(
-            "/api/openapi.json",
+            path::OPENAPI_PATH,
             get(|| static_file(assets::OPENAPI_JSON, "application/json")),
         )
-        .route("/api/health", get(api::health))
-        .route("/api/info", get(api::info))
-        .route("/api/providers", get(api::providers))
-        .route("/api/context/draft", post(api::context_draft));
-    if app.store.is_some() {
-        r = r
-            .route("/api/state", get(api::get_state).patch(api::patch_state))
-            .route("/api/truth", post(api::add_truth))
-            .route(
-                "/api/truth/{id}",
-                patch(api::edit_truth).delete(api::delete_truth),
-            )
-            .route("/api/chat", post(api::chat))
-            .route("/api/merge", post(api::merge))
-            .route("/api/export", get(api::export))
-            .route("/api/search", get(api::search))
-            .route("/api/chunks/{ref}", get(api::chunk))
-            .route("/api/context/apply", post(api::context_apply));
-    } else {
-        r = r.route(
-            wo_providers::protocol::STATELESS_CHAT_PATH,
-            post(stateless::chat),
-        );
-    }
-    r.fallback(|| async { ApiError::not_found("no such path") })
+        .route(path::HEALTH_PATH, get(api::health::<M>))
+        .route(path::INFO_PATH, get(api::info::<M>))
+        .route(path::PROVIDERS_PATH, get(api::providers::<M>))
+}
+
+/// The 404 for unknown paths, the guard and the access log around a mode's
+/// routes.
+fn finish<M: Mode>(routes: Router<Arc<M>>, state: Arc<M>) -> Router {
+    routes
+        .fallback(|| async { ApiError::not_found("no such path") })
         .layer(axum::middleware::from_fn_with_state(
-            app.clone(),
+            state.shared().clone(),
             guard::guard,
         ))
         .layer(axum::middleware::from_fn(access_log))
-        .with_state(app)
+        .with_state(state)
 }
 
 async fn static_file(body: &'static str, content_type: &'static str) -> Response {
@@ -358,7 +406,11 @@ struct IndexQuery {
 /// `GET /`: the web client; with `?token=`, the sign-in: a valid token
 /// becomes the session cookie and the browser is sent to a clean URL (the
 /// token leaves the address bar and the history).
-async fn index(State(app): State<Arc<App>>, Query(q): Query<IndexQuery>, req: Request) -> Response {
+async fn index<M: Mode>(
+    State(app): State<Arc<M>>,
+    Query(q): Query<IndexQuery>,
+    req: Request,
+) -> Response {
     let Some(given) = q.token else {
         return static_file(assets::INDEX_HTML, "text/html; charset=utf-8").await;
     };

@@ -10,7 +10,7 @@ use bytes::Bytes;
 use serde::Serialize;
 use tokio::sync::mpsc;
 use wo_providers::Cancel;
-use wo_providers::protocol::{DeltaEvent, ErrorEvent, ServerEvent};
+use wo_wire::{DeltaEvent, ErrorEvent, ServerEvent};
 
 /// The sending half, handed to the task that runs the turn.
 #[derive(Clone)]
@@ -115,7 +115,7 @@ pub async fn stream_turn(
     cancel: Cancel,
 ) -> Option<wo_engine::chat::StreamedAnswer> {
     sink.named(
-        wo_providers::protocol::EVENT_CONTEXT,
+        wo_wire::EVENT_CONTEXT,
         &crate::api::context_report(assembled),
     );
     let request = wo_engine::chat::chat_request(assembled, req);
@@ -137,7 +137,7 @@ pub fn done_event(
     provider: &str,
     model: String,
 ) -> ServerEvent {
-    ServerEvent::Done(wo_providers::protocol::DoneEvent {
+    ServerEvent::Done(wo_wire::DoneEvent {
         user_message_id: ids.0,
         assistant_message_id: ids.1,
         sources,

@@ -5,7 +5,6 @@
 
 use std::sync::Arc;
 
-use axum::body::Body;
 use axum::extract::State;
 use axum::response::Response;
 use serde_json::{Value, json};
@@ -13,11 +12,12 @@ use wo_engine::chat::completed_turn;
 use wo_engine::turn::apply_turn;
 use wo_format::xhtml::sanitize_html;
 use wo_format::{Message, Timestamp, TruthEntry};
-use wo_providers::protocol::StatelessChatRequest;
+use wo_wire::StatelessChatRequest;
 
-use crate::api::{read_body, turn_request};
-use crate::app::App;
-use crate::error::{ApiError, parse_json};
+use crate::api::turn_request;
+use crate::app::Stateless;
+use crate::error::ApiError;
+use crate::extract::JsonBody;
 use crate::sse;
 
 /// A state holding only what a client sent: context, truth entries and a
@@ -85,9 +85,10 @@ fn to_values<T: serde::Serialize>(items: Vec<T>) -> Vec<Value> {
 }
 
 /// `POST /api/stateless/chat`.
-pub async fn chat(State(app): State<Arc<App>>, body: Body) -> Result<Response, ApiError> {
-    let bytes = read_body(&app, body, app.limits.body_bytes).await?;
-    let body: StatelessChatRequest = parse_json(&bytes)?;
+pub async fn chat(
+    State(app): State<Arc<Stateless>>,
+    JsonBody(body): JsonBody<StatelessChatRequest>,
+) -> Result<Response, ApiError> {
     if body.window.len() > app.limits.window_messages {
         return Err(ApiError::bad_field(
             "/window",
@@ -181,7 +182,7 @@ pub async fn chat(State(app): State<Arc<App>>, body: Body) -> Result<Response, A
 
 /// The patch that brings the client's state up to date after a turn: the
 /// new `date`, the two messages, and the `refs` of the truth entries used
-/// (see `protocol::apply_state_patch` for how arrays of records apply).
+/// (see `wo_wire::apply_state_patch` for how arrays of records apply).
 fn turn_patch(
     state: &wo_format::State,
     user_id: &str,

@@ -550,7 +550,7 @@ async fn stateless_turns_end_with_a_patch_and_write_nothing() {
             .unwrap()
             .contains(&json!("t_aaaaaaaaaaaaaaaa"))
     );
-    wo_providers::protocol::apply_state_patch(&mut client_state, &d["state_patch"]);
+    wo_wire::apply_state_patch(&mut client_state, &d["state_patch"]);
     let msgs = client_state["messages"].as_array().unwrap();
     assert_eq!(msgs.len(), 4, "history kept, two added");
     assert_eq!(msgs[2]["id"], d["user_message_id"]);

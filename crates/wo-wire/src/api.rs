@@ -1,0 +1,244 @@
+//! The local API's bodies besides a turn: what a client sends to change the
+//! state or ask for a draft, and what the server answers. Field names and
+//! optionality are the contract; the server validates values (ranges,
+//! emptiness) and answers a JSON pointer for a bad one.
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::chat::ChatParams;
+
+/// `PATCH /api/state`: what to change; absent fields stay.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default, JsonSchema)]
+pub struct StatePatch {
+    /// The new context, Markdown (plain text is Markdown); stored as
+    /// sanitised XHTML.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub context: Option<String>,
+    /// The new retrieval preferences (`truth.retrieval_prefs`), whole.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(with = "Option<Value>")]
+    pub retrieval_prefs: Option<wo_format::RetrievalPrefs>,
+}
+
+/// The answer to `PATCH /api/state`: the fields as saved.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct StatePatched {
+    /// The state's new `date`.
+    pub date: String,
+    /// The context (XHTML).
+    pub context: String,
+    /// The retrieval preferences.
+    #[schemars(with = "Value")]
+    pub retrieval_prefs: wo_format::RetrievalPrefs,
+}
+
+/// `POST /api/truth`: a new entry.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct NewTruth {
+    /// The title (not empty).
+    pub title: String,
+    /// Markdown; stored as sanitised XHTML.
+    pub content: String,
+    /// In [0, 1].
+    pub certainty: f64,
+    /// `fact`, `effort` or `event`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(with = "Option<String>")]
+    pub kind: Option<wo_format::TruthKind>,
+}
+
+/// `PATCH /api/truth/{id}`: what to change; absent fields stay.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default, JsonSchema)]
+pub struct TruthEdit {
+    /// The new title (not empty).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub title: Option<String>,
+    /// The new content, Markdown.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub content: Option<String>,
+    /// The new certainty, in [0, 1].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub certainty: Option<f64>,
+}
+
+/// The answer to `DELETE /api/truth/{id}`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct TruthDeleted {
+    /// The id deleted (a tombstone keeps it deleted in merges).
+    pub deleted: String,
+}
+
+/// `POST /api/context/draft`: local servers read the messages from their
+/// state; stateless ones take `context` and `messages` from here.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default, JsonSchema)]
+pub struct DraftRequest {
+    /// Stateless: the current context (XHTML).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub context: Option<String>,
+    /// Stateless: the messages since the last update, as in `llm.json`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub messages: Option<Vec<Value>>,
+    /// Which provider drafts it.
+    #[serde(default)]
+    pub params: ChatParams,
+}
+
+/// `POST /api/context/apply`: a reviewed draft to save.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct ApplyRequest {
+    /// The new context (XHTML).
+    pub draft: String,
+    /// The context the draft was made from; 409 if it changed since.
+    pub current: String,
+}
+
+/// The answer to `POST /api/context/apply`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct ContextApplied {
+    /// The saved context (XHTML).
+    pub context: String,
+    /// The `context-update` truth entry recording the change.
+    pub truth_id: String,
+}
+
+/// The answer to `POST /api/merge`: what the merge changed.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default, JsonSchema)]
+pub struct MergeReport {
+    /// Messages new to the state.
+    pub messages_added: usize,
+    /// Messages replaced by a newer version.
+    pub messages_replaced: usize,
+    /// Messages already present.
+    pub messages_skipped: usize,
+    /// Truth entries new to the state.
+    pub truth_added: usize,
+    /// Truth entries updated.
+    pub truth_updated: usize,
+    /// Truth entries already present.
+    pub truth_skipped: usize,
+    /// Truth entries deleted by the upload's tombstones.
+    pub truth_deleted: usize,
+    /// Tombstones new to the state.
+    pub tombstones_added: usize,
+    /// JSON pointers (into the upload) of content that broke the XHTML
+    /// rules and was sanitised.
+    pub sanitised: Vec<String>,
+}
+
+/// The answer to `GET /api/health`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct Health {
+    /// Always `ok`.
+    pub status: String,
+    /// `local` or `stateless`.
+    pub mode: String,
+    /// The server's version.
+    pub version: String,
+    /// Blocking jobs (sanitising, parsing, state file work) waiting or running.
+    pub busy: usize,
+}
+
+/// The answer to `GET /api/info`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct Info {
+    /// `local` or `stateless`.
+    pub mode: String,
+    /// The server's version.
+    pub version: String,
+    /// The name on the user's messages by default.
+    pub username: String,
+    /// Local: the state file's name (never its directory); stateless: null.
+    pub state_file: Option<String>,
+    /// The provider used when a turn names none.
+    pub default_provider: String,
+    /// The name of this server's preferences cookie (`wo_prefs_<port>`).
+    pub prefs_cookie: String,
+    /// Stateless: the largest `max_tokens` a turn may ask for; local: null.
+    pub max_tokens: Option<u32>,
+    /// Whether a directory index is searched.
+    pub index: bool,
+    /// What the server accepts.
+    pub limits: InfoLimits,
+}
+
+/// The size caps a client must stay within.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct InfoLimits {
+    /// Most JSON bodies, in bytes.
+    pub body_bytes: usize,
+    /// `POST /api/merge`, in bytes.
+    pub upload_bytes: usize,
+    /// One new message, in characters.
+    pub message_chars: usize,
+    /// Stateless turns: messages in the window.
+    pub window_messages: usize,
+    /// Stateless turns: truth entries.
+    pub truth_entries: usize,
+}
+
+/// The answer to `GET /api/providers`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct ProviderList {
+    /// The provider used when a turn names none.
+    pub default: String,
+    /// The providers a client may choose.
+    pub providers: Vec<ProviderRow>,
+}
+
+/// What a client may know of a provider: never its key, URL or path.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct ProviderRow {
+    /// Its name in the server's config.
+    pub name: String,
+    /// `openai`, `anthropic`, `nanochat`, `wikioracle`, `local`.
+    pub kind: String,
+    /// The model used when a turn names none.
+    pub default_model: String,
+    /// The models a turn may name.
+    pub models: Vec<String>,
+    /// Context window in tokens.
+    pub context_window: usize,
+    /// With `?check=true`: whether it answers.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reachable: Option<bool>,
+    /// With `?check=true`, local mode only: why it is unreachable.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub detail: Option<String>,
+}
+
+/// `GET /api/providers` query.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default, JsonSchema)]
+pub struct ProvidersQuery {
+    /// Try each provider (costs a request each).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub check: Option<bool>,
+}
+
+/// `GET /api/state` query: a page of the transcript.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default, JsonSchema)]
+pub struct StateQuery {
+    /// First message of the page; default: the latest `limit` messages.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub offset: Option<usize>,
+    /// Messages in the page (1..=5000; default 500).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub limit: Option<usize>,
+}
+
+/// `GET /api/search` query.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default, JsonSchema)]
+pub struct SearchQuery {
+    /// The query text.
+    pub q: String,
+    /// Hits of each kind (1..=100; default 10).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub limit: Option<usize>,
+    /// Chunks only under this path.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub path_prefix: Option<String>,
+    /// Chunks of this kind only.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kind: Option<String>,
+}

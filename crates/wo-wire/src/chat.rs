@@ -1,0 +1,378 @@
+//! A turn on the wire (product §6): what a client sends — [`ChatRequest`] to
+//! a local server, [`StatelessChatRequest`] to a stateless one — and the
+//! Server-Sent Events the server answers with:
+//!
+//! ```text
+//! event: context
+//! data: {"tokens":812,"budget":4096,"sources":["t_…"],"included":[…],"dropped":[…]}
+//!
+//! event: delta
+//! data: {"text":"Par"}
+//!
+//! event: delta
+//! data: {"text":"is."}
+//!
+//! event: done
+//! data: {"user_message_id":"m_…","assistant_message_id":"m_…","sources":["t_…"],"state_patch":{…},…}
+//!
+//! ```
+//!
+//! or, on failure, a final `event: error` / `data: {"message":"…"}`. The
+//! `state_patch` (stateless servers only) is applied with
+//! [`crate::apply_state_patch`]. The `context` event is optional for a
+//! client: the `wikioracle` provider skips it.
+//!
+//! Every type is `Serialize + Deserialize`; unknown fields are kept in
+//! `extra` maps so newer clients and servers interoperate.
+
+use std::fmt;
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+
+/// SSE event name of [`ServerEvent::Delta`].
+pub const EVENT_DELTA: &str = "delta";
+/// SSE event name of [`ServerEvent::Done`].
+pub const EVENT_DONE: &str = "done";
+/// SSE event name of [`ServerEvent::Error`].
+pub const EVENT_ERROR: &str = "error";
+/// SSE event name of the first event of a turn, [`ContextReport`]: what the
+/// prompt included and dropped (clients that do not show it skip it).
+pub const EVENT_CONTEXT: &str = "context";
+
+/// Who said a message.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum ChatRole {
+    /// Instructions and context; providers without a system role fold it into
+    /// the first user turn.
+    System,
+    /// The person.
+    User,
+    /// The model.
+    Assistant,
+}
+
+impl ChatRole {
+    /// The lowercase wire name shared by every API we speak (`system`, `user`, `assistant`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ChatRole::System => "system",
+            ChatRole::User => "user",
+            ChatRole::Assistant => "assistant",
+        }
+    }
+}
+
+impl fmt::Display for ChatRole {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Token accounting reported by the provider (or counted in-process by `local`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct Usage {
+    /// Tokens in the prompt as the provider counted them.
+    pub prompt_tokens: u32,
+    /// Tokens generated.
+    pub completion_tokens: u32,
+}
+
+/// A turn on a local server's state (`POST /api/chat`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default, JsonSchema)]
+pub struct ChatRequest {
+    /// The new user message (plain text or Markdown).
+    pub message: String,
+    /// The message id to branch from; default: the latest message.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub parent: Option<String>,
+    /// Who is asking; default: the server's user name.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub username: Option<String>,
+    /// Provider and sampling parameters.
+    #[serde(default)]
+    pub params: ChatParams,
+}
+
+/// Payload of `event: context`: what the prompt included and dropped, and
+/// why. The parts are the engine's `Included` / `Dropped` records.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default, JsonSchema)]
+pub struct ContextReport {
+    /// Estimated prompt tokens.
+    pub tokens: usize,
+    /// The budget they had to fit.
+    pub budget: usize,
+    /// Ids recorded on the answer as its `sources`.
+    pub sources: Vec<String>,
+    /// Each part sent (kind, id, tokens).
+    pub included: Vec<Value>,
+    /// Each candidate left out, with the reason.
+    pub dropped: Vec<Value>,
+}
+
+/// One turn, sent by the client.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default, JsonSchema)]
+pub struct StatelessChatRequest {
+    /// The new user message (plain text or XHTML; the server sanitises).
+    pub message: String,
+    /// Who is asking (stored as the user message's `username`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub username: Option<String>,
+    /// The state's `context` (XHTML fragment), sent with every turn.
+    #[serde(default)]
+    pub context: String,
+    /// Truth entries the client selected for this turn.
+    #[serde(default)]
+    pub truth: Vec<TruthEntry>,
+    /// The most recent messages of the current branch, oldest first.
+    #[serde(default)]
+    pub window: Vec<WindowMessage>,
+    /// Provider and sampling parameters.
+    #[serde(default)]
+    pub params: ChatParams,
+    /// Fields from newer clients, kept as-is.
+    #[serde(flatten)]
+    pub extra: Map<String, Value>,
+}
+
+/// A truth entry as in `llm.json` (`truth.trust[]`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default, JsonSchema)]
+pub struct TruthEntry {
+    /// `t_…` id.
+    pub id: String,
+    /// Title.
+    pub title: String,
+    /// UTC timestamp `YYYY-MM-DDTHH:MM:SSZ`.
+    pub timestamp: String,
+    /// Certainty in [0, 1].
+    pub certainty: f64,
+    /// XHTML content.
+    pub content: String,
+    /// Other fields of the entry (`kind`, `status`, `tags`, …), kept as-is.
+    #[serde(flatten)]
+    pub extra: Map<String, Value>,
+}
+
+/// A message of the recent window, as in `llm.json` (`messages[]`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default, JsonSchema)]
+pub struct WindowMessage {
+    /// `m_…` id (may be empty for messages the client has not stored yet).
+    #[serde(default)]
+    pub id: String,
+    /// `user`, `assistant` or `system`; when absent, the server infers it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub role: Option<ChatRole>,
+    /// A person's name, or the model's name and version.
+    #[serde(default)]
+    pub username: String,
+    /// UTC timestamp.
+    #[serde(default)]
+    pub timestamp: String,
+    /// XHTML content.
+    pub content: String,
+    /// Other fields (`title`, `parent`, `sources`, …), kept as-is.
+    #[serde(flatten)]
+    pub extra: Map<String, Value>,
+}
+
+/// Which provider and parameters the server should use; `None` = the
+/// server operator's default.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default, JsonSchema)]
+pub struct ChatParams {
+    /// A provider name configured on the server.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub provider: Option<String>,
+    /// Model name.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
+    /// Sampling temperature.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub temperature: Option<f32>,
+    /// Cap on generated tokens.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_tokens: Option<u32>,
+    /// The `rag` tool: include truth entries and file chunks (default on).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rag: Option<bool>,
+    /// The `url_fetch` tool: fetch the links of the truth entries sent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub url_fetch: Option<bool>,
+    /// Overrides `truth.retrieval_prefs.max_entries` for this turn.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_entries: Option<u64>,
+    /// Overrides `truth.retrieval_prefs.min_certainty` for this turn.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub min_certainty: Option<f64>,
+    /// Other parameters, kept as-is.
+    #[serde(flatten)]
+    pub extra: Map<String, Value>,
+}
+
+/// Payload of `event: delta`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct DeltaEvent {
+    /// Answer text to append.
+    pub text: String,
+}
+
+/// Payload of `event: done`, the last event of a successful turn.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default, JsonSchema)]
+pub struct DoneEvent {
+    /// Id the server derived for the user message.
+    pub user_message_id: String,
+    /// Id of the assistant message.
+    pub assistant_message_id: String,
+    /// Ids of truth entries, messages and chunks that were sent as context.
+    #[serde(default)]
+    pub sources: Vec<String>,
+    /// RFC 7396 merge patch to apply to the client's state (adds the two
+    /// messages, updates `date`, …). Absent (null) from a local server,
+    /// which saved the turn itself.
+    #[serde(default, skip_serializing_if = "Value::is_null")]
+    pub state_patch: Value,
+    /// Why generation stopped.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub finish_reason: Option<String>,
+    /// Token usage, when known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub usage: Option<Usage>,
+    /// Provider that answered.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub provider: Option<String>,
+    /// Model that answered.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
+    /// Other fields, kept as-is.
+    #[serde(flatten)]
+    pub extra: Map<String, Value>,
+}
+
+/// Payload of `event: error`; the stream ends after it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default, JsonSchema)]
+pub struct ErrorEvent {
+    /// Human-readable, already free of secrets.
+    pub message: String,
+    /// Machine-readable kind (`rate_limited`, `server`, `bad_request`,
+    /// `auth`, `timeout`, …), when the server knows it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kind: Option<String>,
+}
+
+/// One event of the answer stream.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "event", content = "data", rename_all = "snake_case")]
+pub enum ServerEvent {
+    /// `event: delta`.
+    Delta(DeltaEvent),
+    /// `event: done`.
+    Done(DoneEvent),
+    /// `event: error`.
+    Error(ErrorEvent),
+}
+
+impl ServerEvent {
+    /// The SSE `event:` name.
+    pub fn event_name(&self) -> &'static str {
+        match self {
+            ServerEvent::Delta(_) => EVENT_DELTA,
+            ServerEvent::Done(_) => EVENT_DONE,
+            ServerEvent::Error(_) => EVENT_ERROR,
+        }
+    }
+
+    /// The JSON for the SSE `data:` line (always one line).
+    pub fn data_json(&self) -> String {
+        let r = match self {
+            ServerEvent::Delta(d) => serde_json::to_string(d),
+            ServerEvent::Done(d) => serde_json::to_string(d),
+            ServerEvent::Error(d) => serde_json::to_string(d),
+        };
+        r.expect("protocol types always serialise")
+    }
+
+    /// A complete SSE frame: `event: NAME\ndata: JSON\n\n`.
+    pub fn to_sse_frame(&self) -> String {
+        format!(
+            "event: {}\ndata: {}\n\n",
+            self.event_name(),
+            self.data_json()
+        )
+    }
+
+    /// Parse an SSE event back (`event` name and `data` payload).
+    pub fn from_sse(event: &str, data: &str) -> Result<Self, String> {
+        let bad = |e: serde_json::Error| format!("bad `{event}` payload: {e}");
+        match event {
+            EVENT_DELTA => serde_json::from_str(data)
+                .map(ServerEvent::Delta)
+                .map_err(bad),
+            EVENT_DONE => serde_json::from_str(data)
+                .map(ServerEvent::Done)
+                .map_err(bad),
+            EVENT_ERROR => serde_json::from_str(data)
+                .map(ServerEvent::Error)
+                .map_err(bad),
+            other => Err(format!("unknown event `{other}`")),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn events_round_trip_through_sse_frames() {
+        let done = ServerEvent::Done(DoneEvent {
+            user_message_id: "m_1".into(),
+            assistant_message_id: "m_2".into(),
+            sources: vec!["t_a".into()],
+            state_patch: json!({"date":"2026-01-01T00:00:00Z"}),
+            finish_reason: Some("stop".into()),
+            usage: Some(Usage {
+                prompt_tokens: 3,
+                completion_tokens: 4,
+            }),
+            ..DoneEvent::default()
+        });
+        let frame = done.to_sse_frame();
+        assert!(frame.starts_with("event: done\ndata: {"));
+        assert!(frame.ends_with("}\n\n"));
+        let data = frame
+            .lines()
+            .nth(1)
+            .unwrap()
+            .strip_prefix("data: ")
+            .unwrap();
+        assert_eq!(ServerEvent::from_sse("done", data).unwrap(), done);
+        let d = ServerEvent::Delta(DeltaEvent {
+            text: "a\nb".into(),
+        });
+        assert_eq!(
+            d.to_sse_frame().matches('\n').count(),
+            3,
+            "newlines inside the text are escaped in the JSON"
+        );
+        assert!(ServerEvent::from_sse("nope", "{}").is_err());
+    }
+
+    #[test]
+    fn request_keeps_unknown_fields() {
+        let raw = json!({
+            "message": "hi", "context": "<p>c</p>",
+            "truth": [{"id":"t_1","title":"T","timestamp":"2026-01-01T00:00:00Z","certainty":0.5,"content":"<p>x</p>","kind":"fact"}],
+            "window": [{"id":"m_1","role":"user","username":"a","timestamp":"2026-01-01T00:00:00Z","content":"<p>q</p>","parent":"m_0"}],
+            "params": {"provider":"local","temperature":0.2,"rag":true},
+            "future": 1
+        });
+        let req: StatelessChatRequest = serde_json::from_value(raw.clone()).unwrap();
+        assert_eq!(req.truth[0].extra["kind"], "fact");
+        assert_eq!(req.params.rag, Some(true));
+        // Through text, as on the wire (f32 values print as written).
+        let back: Value = serde_json::from_str(&serde_json::to_string(&req).unwrap()).unwrap();
+        assert_eq!(back, raw);
+    }
+}

@@ -1,0 +1,69 @@
+//! The HTTP wire of WikiOracle, in one place: every route ([`routes`]),
+//! every JSON body a client sends or receives ([`chat`], [`api`]), the
+//! Server-Sent Events of a turn ([`chat::ServerEvent`]), the error body
+//! ([`error::ErrorBody`]) and how a client applies a stateless turn's
+//! `state_patch` ([`patch`]).
+//!
+//! The server (`wo-server`), the `wikioracle` provider (`wo-providers`) and
+//! the tests all speak through these types, so a field renamed here is
+//! renamed for each of them at once; the served `openapi.json` is checked
+//! against them (each type derives its JSON Schema) by wo-server's
+//! `tests/openapi.rs`. This crate does no I/O and knows no framework.
+
+pub mod api;
+pub mod chat;
+pub mod error;
+pub mod patch;
+pub mod routes;
+
+pub use chat::{
+    ChatParams, ChatRequest, ChatRole, ContextReport, DeltaEvent, DoneEvent, EVENT_CONTEXT,
+    EVENT_DELTA, EVENT_DONE, EVENT_ERROR, ErrorEvent, ServerEvent, StatelessChatRequest,
+    TruthEntry, Usage, WindowMessage,
+};
+pub use error::{ErrorBody, ErrorDetail};
+pub use patch::{apply_merge_patch, apply_state_patch};
+pub use routes::{HEALTH_PATH, Method, Mode, ROUTES, Route, STATELESS_CHAT_PATH};
+
+/// The JSON Schema of every wire type, by the name its component has in
+/// the OpenAPI document (`#/components/schemas/<name>`): what wo-server's
+/// `tests/openapi.rs` holds the served document to.
+pub fn schemas() -> Vec<(&'static str, schemars::Schema)> {
+    use schemars::schema_for;
+    vec![
+        ("Error", schema_for!(ErrorBody)),
+        ("TruthEntry", schema_for!(chat::TruthEntry)),
+        ("WindowMessage", schema_for!(chat::WindowMessage)),
+        ("ChatParams", schema_for!(ChatParams)),
+        ("ChatRequest", schema_for!(ChatRequest)),
+        ("StatelessChatRequest", schema_for!(StatelessChatRequest)),
+        ("ContextReport", schema_for!(ContextReport)),
+        ("DeltaEvent", schema_for!(DeltaEvent)),
+        ("DoneEvent", schema_for!(DoneEvent)),
+        ("ErrorEvent", schema_for!(ErrorEvent)),
+        ("Usage", schema_for!(Usage)),
+        ("StatePatch", schema_for!(api::StatePatch)),
+        ("StatePatched", schema_for!(api::StatePatched)),
+        ("NewTruth", schema_for!(api::NewTruth)),
+        ("TruthEdit", schema_for!(api::TruthEdit)),
+        ("TruthDeleted", schema_for!(api::TruthDeleted)),
+        ("DraftRequest", schema_for!(api::DraftRequest)),
+        ("ApplyRequest", schema_for!(api::ApplyRequest)),
+        ("ContextApplied", schema_for!(api::ContextApplied)),
+        ("MergeReport", schema_for!(api::MergeReport)),
+        ("Health", schema_for!(api::Health)),
+        ("Info", schema_for!(api::Info)),
+        ("InfoLimits", schema_for!(api::InfoLimits)),
+        ("ProviderList", schema_for!(api::ProviderList)),
+        ("ProviderRow", schema_for!(api::ProviderRow)),
+    ]
+}
+
+/// The SSE events of a turn, in the order they come, with the schema
+/// name of each payload.
+pub const EVENTS: &[(&str, &str)] = &[
+    (EVENT_CONTEXT, "ContextReport"),
+    (EVENT_DELTA, "DeltaEvent"),
+    (EVENT_DONE, "DoneEvent"),
+    (EVENT_ERROR, "ErrorEvent"),
+];

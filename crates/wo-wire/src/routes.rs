@@ -1,0 +1,120 @@
+//! Every route the server answers, with the mode that serves it. The
+//! server's router is built from these paths, the OpenAPI document must list
+//! exactly these (checked by wo-server's `tests/openapi.rs`), and clients
+//! name paths through the constants rather than by hand.
+
+/// Which kind of server answers a route.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mode {
+    /// Both a local and a stateless server.
+    Both,
+    /// Only a local server (it owns an `llm.json`).
+    Local,
+    /// Only a stateless server (it keeps nothing).
+    Stateless,
+}
+
+impl Mode {
+    /// Whether a server running in `local` (true) or stateless (false)
+    /// mode answers a route of this mode.
+    pub fn served_by(self, local: bool) -> bool {
+        match self {
+            Mode::Both => true,
+            Mode::Local => local,
+            Mode::Stateless => !local,
+        }
+    }
+}
+
+/// An HTTP method of the API.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Method {
+    /// `GET`.
+    Get,
+    /// `POST`.
+    Post,
+    /// `PATCH`.
+    Patch,
+    /// `DELETE`.
+    Delete,
+}
+
+impl Method {
+    /// The lowercase name, as OpenAPI's path items spell it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Method::Get => "get",
+            Method::Post => "post",
+            Method::Patch => "patch",
+            Method::Delete => "delete",
+        }
+    }
+}
+
+/// One route: method, path (axum's `{param}` syntax, as OpenAPI writes it)
+/// and the mode that serves it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Route {
+    /// The method.
+    pub method: Method,
+    /// The path template.
+    pub path: &'static str,
+    /// Who serves it.
+    pub mode: Mode,
+}
+
+/// `GET`: liveness (answers 200 when the server is up).
+pub const HEALTH_PATH: &str = "/api/health";
+/// `GET`: this document's subject, the API described.
+pub const OPENAPI_PATH: &str = "/api/openapi.json";
+/// `GET`: mode, version, limits ([`crate::api::Info`]).
+pub const INFO_PATH: &str = "/api/info";
+/// `GET`: the providers a client may choose ([`crate::api::ProviderList`]).
+pub const PROVIDERS_PATH: &str = "/api/providers";
+/// `GET` a page of the state, `PATCH` its context and retrieval prefs.
+pub const STATE_PATH: &str = "/api/state";
+/// `POST`: a new truth entry ([`crate::api::NewTruth`]).
+pub const TRUTH_PATH: &str = "/api/truth";
+/// `PATCH` / `DELETE` one truth entry.
+pub const TRUTH_ENTRY_PATH: &str = "/api/truth/{id}";
+/// `POST`: a turn on the local server's state ([`crate::ChatRequest`], SSE).
+pub const CHAT_PATH: &str = "/api/chat";
+/// `POST`: an export to merge (a whole `llm.json`).
+pub const MERGE_PATH: &str = "/api/merge";
+/// `GET`: the whole state as a download.
+pub const EXPORT_PATH: &str = "/api/export";
+/// `GET`: BM25 over messages, truth and the directory index.
+pub const SEARCH_PATH: &str = "/api/search";
+/// `GET`: one chunk of the directory index.
+pub const CHUNK_PATH: &str = "/api/chunks/{ref}";
+/// `POST`: a proposed context ([`crate::api::DraftRequest`]).
+pub const CONTEXT_DRAFT_PATH: &str = "/api/context/draft";
+/// `POST`: saves a reviewed context draft ([`crate::api::ApplyRequest`]).
+pub const CONTEXT_APPLY_PATH: &str = "/api/context/apply";
+/// `POST`: a stateless turn ([`crate::StatelessChatRequest`], SSE).
+pub const STATELESS_CHAT_PATH: &str = "/api/stateless/chat";
+
+const fn route(method: Method, path: &'static str, mode: Mode) -> Route {
+    Route { method, path, mode }
+}
+
+/// Every route of the API (the web client's files under `/` are not API).
+pub const ROUTES: &[Route] = &[
+    route(Method::Get, HEALTH_PATH, Mode::Both),
+    route(Method::Get, OPENAPI_PATH, Mode::Both),
+    route(Method::Get, INFO_PATH, Mode::Both),
+    route(Method::Get, PROVIDERS_PATH, Mode::Both),
+    route(Method::Post, CONTEXT_DRAFT_PATH, Mode::Both),
+    route(Method::Get, STATE_PATH, Mode::Local),
+    route(Method::Patch, STATE_PATH, Mode::Local),
+    route(Method::Post, TRUTH_PATH, Mode::Local),
+    route(Method::Patch, TRUTH_ENTRY_PATH, Mode::Local),
+    route(Method::Delete, TRUTH_ENTRY_PATH, Mode::Local),
+    route(Method::Post, CHAT_PATH, Mode::Local),
+    route(Method::Post, MERGE_PATH, Mode::Local),
+    route(Method::Get, EXPORT_PATH, Mode::Local),
+    route(Method::Get, SEARCH_PATH, Mode::Local),
+    route(Method::Get, CHUNK_PATH, Mode::Local),
+    route(Method::Post, CONTEXT_APPLY_PATH, Mode::Local),
+    route(Method::Post, STATELESS_CHAT_PATH, Mode::Stateless),
+];
