@@ -6,6 +6,7 @@
 //! one store through [`Local::with_store`]; the stateless turn is in
 //! [`crate::stateless`].
 
+use std::borrow::Cow;
 use std::sync::Arc;
 
 use axum::Json;
@@ -310,16 +311,16 @@ pub async fn get_state(
             let total = s.messages().len();
             let offset = q.offset.unwrap_or(total.saturating_sub(limit)).min(total);
             let page = &s.messages()[offset..(offset + limit).min(total)];
-            serde_json::to_vec(&json!({
-                "schema": s.schema,
-                "version": s.version,
-                "date": s.date,
-                "context": s.context,
-                "truth": s.truth,
-                "messages": page,
-                "total_messages": total,
-                "offset": offset,
-            }))
+            serde_json::to_vec(&wire::StatePage {
+                schema: Cow::Borrowed(&s.schema),
+                version: s.version,
+                date: s.date.clone(),
+                context: Cow::Borrowed(&s.context),
+                truth: Cow::Borrowed(&s.truth),
+                messages: Cow::Borrowed(page),
+                total_messages: total,
+                offset,
+            })
             .map_err(|e| ApiError::internal(e.to_string()))
         })
         .await?;
@@ -545,7 +546,7 @@ pub async fn export(State(app): AppState) -> Result<Response, ApiError> {
 pub async fn search(
     State(app): AppState,
     Query(q): Query<wire::SearchQuery>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<wire::SearchResults>, ApiError> {
     let limit = q.limit.unwrap_or(10).clamp(1, 100);
     let kind =
         match &q.kind {
@@ -561,52 +562,76 @@ pub async fn search(
             let docs: Vec<wo_engine::bm25::Doc> = s
                 .messages()
                 .iter()
-                .map(|m| wo_engine::bm25::Doc { plain: &m.title, xhtml: &m.content })
-                .collect();
-            let messages: Vec<Value> = top(&wo_engine::bm25::scores_docs(&docs, &text), limit)
-                .into_iter()
-                .map(|(i, score)| {
-                    let m = &s.messages()[i];
-                    json!({"id": m.id, "title": m.title, "username": m.username, "timestamp": m.timestamp, "score": score})
+                .map(|m| wo_engine::bm25::Doc {
+                    plain: &m.title,
+                    xhtml: &m.content,
                 })
                 .collect();
+            let messages: Vec<wire::MessageHit> =
+                top(&wo_engine::bm25::scores_docs(&docs, &text), limit)
+                    .into_iter()
+                    .map(|(i, score)| {
+                        let m = &s.messages()[i];
+                        wire::MessageHit {
+                            id: m.id.clone(),
+                            title: m.title.clone(),
+                            username: m.username.clone(),
+                            timestamp: m.timestamp.as_str().to_owned(),
+                            score,
+                        }
+                    })
+                    .collect();
             let docs: Vec<wo_engine::bm25::Doc> = s
                 .truth
                 .trust
                 .iter()
-                .map(|t| wo_engine::bm25::Doc { plain: &t.title, xhtml: &t.content })
-                .collect();
-            let truth: Vec<Value> = top(&wo_engine::bm25::scores_docs(&docs, &text), limit)
-                .into_iter()
-                .map(|(i, score)| {
-                    let t = &s.truth.trust[i];
-                    json!({"id": t.id, "title": t.title, "certainty": t.certainty, "score": score})
+                .map(|t| wo_engine::bm25::Doc {
+                    plain: &t.title,
+                    xhtml: &t.content,
                 })
                 .collect();
+            let truth: Vec<wire::TruthHit> =
+                top(&wo_engine::bm25::scores_docs(&docs, &text), limit)
+                    .into_iter()
+                    .map(|(i, score)| {
+                        let t = &s.truth.trust[i];
+                        wire::TruthHit {
+                            id: t.id.clone(),
+                            title: t.title.clone(),
+                            certainty: t.certainty,
+                            score,
+                        }
+                    })
+                    .collect();
             Ok((messages, truth))
         })
         .await?;
     let app2 = app.clone();
     let chunks = if app.index_root.is_none() {
-        json!([])
+        Vec::new()
     } else {
-        tokio::task::spawn_blocking(move || -> Result<Value, ApiError> {
+        tokio::task::spawn_blocking(move || -> Result<Vec<Value>, ApiError> {
             let Some(index) = app2.index()? else {
-                return Ok(json!([]));
+                return Ok(Vec::new());
             };
             let mut query = wo_index::Query::new(q.q);
             query.limit = limit;
             query.path_prefix = q.path_prefix;
             query.kind = kind;
-            serde_json::to_value(index.search(&query))
-                .map_err(|e| ApiError::internal(e.to_string()))
+            index
+                .search(&query)
+                .iter()
+                .map(|hit| serde_json::to_value(hit).map_err(|e| ApiError::internal(e.to_string())))
+                .collect()
         })
         .await
         .map_err(|e| ApiError::internal(e.to_string()))??
     };
-    Ok(Json(
-        json!({"messages": messages, "truth": truth, "chunks": chunks}),
-    ))
+    Ok(Json(wire::SearchResults {
+        messages,
+        truth,
+        chunks,
+    }))
 }
 
 /// Indexes and scores of the `limit` best positive scores, best first.

@@ -3,6 +3,8 @@
 //! optionality are the contract; the server validates values (ranges,
 //! emptiness) and answers a JSON pointer for a bad one.
 
+use std::borrow::Cow;
+
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -42,8 +44,9 @@ pub struct NewTruth {
     /// Markdown; stored as sanitised XHTML.
     pub content: String,
     /// In [0, 1].
+    #[schemars(range(min = 0, max = 1))]
     pub certainty: f64,
-    /// `fact`, `effort` or `event`.
+    /// A `wo_format::TruthKind` name: `fact`, `effort`, `event` or `note`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(with = "Option<String>")]
     pub kind: Option<wo_format::TruthKind>,
@@ -60,6 +63,7 @@ pub struct TruthEdit {
     pub content: Option<String>,
     /// The new certainty, in [0, 1].
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0, max = 1))]
     pub certainty: Option<f64>,
 }
 
@@ -241,4 +245,69 @@ pub struct SearchQuery {
     /// Chunks of this kind only.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub kind: Option<String>,
+}
+
+/// The answer to `GET /api/state`: everything but the transcript, and one
+/// page of it. Borrowed on the server (a page is not copied to be sent),
+/// owned on a client.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+pub struct StatePage<'a> {
+    /// The schema URL.
+    pub schema: Cow<'a, str>,
+    /// The format version.
+    pub version: u64,
+    /// When the state last changed.
+    #[schemars(with = "String")]
+    pub date: wo_format::Timestamp,
+    /// The context (XHTML).
+    pub context: Cow<'a, str>,
+    /// The truth table, whole (entries, tombstones, retrieval prefs).
+    #[schemars(with = "Value")]
+    pub truth: Cow<'a, wo_format::Truth>,
+    /// The page of messages, oldest first.
+    #[schemars(with = "Vec<Value>")]
+    pub messages: Cow<'a, [wo_format::Message]>,
+    /// Messages in the whole transcript.
+    pub total_messages: usize,
+    /// Index of the page's first message.
+    pub offset: usize,
+}
+
+/// The answer to `GET /api/search`: the best hits of each kind.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct SearchResults {
+    /// Messages, best first.
+    pub messages: Vec<MessageHit>,
+    /// Truth entries, best first.
+    pub truth: Vec<TruthHit>,
+    /// Chunks of the directory index, best first (`[]` without one).
+    pub chunks: Vec<Value>,
+}
+
+/// A message that matched a search.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct MessageHit {
+    /// Its id.
+    pub id: String,
+    /// Its title.
+    pub title: String,
+    /// Who wrote it.
+    pub username: String,
+    /// When.
+    pub timestamp: String,
+    /// BM25 score (> 0).
+    pub score: f64,
+}
+
+/// A truth entry that matched a search.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct TruthHit {
+    /// Its id.
+    pub id: String,
+    /// Its title.
+    pub title: String,
+    /// Its certainty.
+    pub certainty: f64,
+    /// BM25 score (> 0).
+    pub score: f64,
 }

@@ -147,6 +147,7 @@ pub struct TruthEntry {
     /// UTC timestamp `YYYY-MM-DDTHH:MM:SSZ`.
     pub timestamp: String,
     /// Certainty in [0, 1].
+    #[schemars(range(min = 0, max = 1))]
     pub certainty: f64,
     /// XHTML content.
     pub content: String,
@@ -187,11 +188,13 @@ pub struct ChatParams {
     /// Model name.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub model: Option<String>,
-    /// Sampling temperature.
+    /// Sampling temperature, in [0, 2].
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0, max = 2))]
     pub temperature: Option<f32>,
-    /// Cap on generated tokens.
+    /// Cap on generated tokens (at least 1; a stateless server caps it).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1))]
     pub max_tokens: Option<u32>,
     /// The `rag` tool: include truth entries and file chunks (default on).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -202,8 +205,9 @@ pub struct ChatParams {
     /// Overrides `truth.retrieval_prefs.max_entries` for this turn.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_entries: Option<u64>,
-    /// Overrides `truth.retrieval_prefs.min_certainty` for this turn.
+    /// Overrides `truth.retrieval_prefs.min_certainty` for this turn, in [0, 1].
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0, max = 1))]
     pub min_certainty: Option<f64>,
     /// Other parameters, kept as-is.
     #[serde(flatten)]

@@ -56,6 +56,12 @@ pub fn schemas() -> Vec<(&'static str, schemars::Schema)> {
         ("InfoLimits", schema_for!(api::InfoLimits)),
         ("ProviderList", schema_for!(api::ProviderList)),
         ("ProviderRow", schema_for!(api::ProviderRow)),
+        ("StatePage", schema_for!(api::StatePage<'static>)),
+        ("SearchResults", schema_for!(api::SearchResults)),
+        ("MessageHit", schema_for!(api::MessageHit)),
+        ("TruthHit", schema_for!(api::TruthHit)),
+        ("ErrorDetail", schema_for!(ErrorDetail)),
+        ("ChatRole", schema_for!(ChatRole)),
     ]
 }
 

@@ -51,8 +51,9 @@ impl Method {
     }
 }
 
-/// One route: method, path (axum's `{param}` syntax, as OpenAPI writes it)
-/// and the mode that serves it.
+/// One route: method, path (axum's `{param}` syntax, as OpenAPI writes it),
+/// the mode that serves it, and the names of its JSON bodies' schemas
+/// ([`crate::schemas`]; the OpenAPI document must name the same).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Route {
     /// The method.
@@ -61,7 +62,16 @@ pub struct Route {
     pub path: &'static str,
     /// Who serves it.
     pub mode: Mode,
+    /// The JSON request body's schema, if the route takes one.
+    pub request: Option<&'static str>,
+    /// The success answer: a JSON schema's name, [`STREAM`] for the SSE
+    /// answer of a turn, or `None` for a body that is not a wire type (a
+    /// file, a download, an engine or index record).
+    pub response: Option<&'static str>,
 }
+
+/// [`Route::response`] of a turn: Server-Sent Events ([`crate::EVENTS`]).
+pub const STREAM: &str = "Stream";
 
 /// `GET`: liveness (answers 200 when the server is up).
 pub const HEALTH_PATH: &str = "/api/health";
@@ -94,27 +104,75 @@ pub const CONTEXT_APPLY_PATH: &str = "/api/context/apply";
 /// `POST`: a stateless turn ([`crate::StatelessChatRequest`], SSE).
 pub const STATELESS_CHAT_PATH: &str = "/api/stateless/chat";
 
-const fn route(method: Method, path: &'static str, mode: Mode) -> Route {
-    Route { method, path, mode }
+const fn route(
+    method: Method,
+    path: &'static str,
+    mode: Mode,
+    request: Option<&'static str>,
+    response: Option<&'static str>,
+) -> Route {
+    Route {
+        method,
+        path,
+        mode,
+        request,
+        response,
+    }
 }
+
+use Method::{Delete, Get, Patch, Post};
+use Mode::{Both, Local, Stateless};
 
 /// Every route of the API (the web client's files under `/` are not API).
 pub const ROUTES: &[Route] = &[
-    route(Method::Get, HEALTH_PATH, Mode::Both),
-    route(Method::Get, OPENAPI_PATH, Mode::Both),
-    route(Method::Get, INFO_PATH, Mode::Both),
-    route(Method::Get, PROVIDERS_PATH, Mode::Both),
-    route(Method::Post, CONTEXT_DRAFT_PATH, Mode::Both),
-    route(Method::Get, STATE_PATH, Mode::Local),
-    route(Method::Patch, STATE_PATH, Mode::Local),
-    route(Method::Post, TRUTH_PATH, Mode::Local),
-    route(Method::Patch, TRUTH_ENTRY_PATH, Mode::Local),
-    route(Method::Delete, TRUTH_ENTRY_PATH, Mode::Local),
-    route(Method::Post, CHAT_PATH, Mode::Local),
-    route(Method::Post, MERGE_PATH, Mode::Local),
-    route(Method::Get, EXPORT_PATH, Mode::Local),
-    route(Method::Get, SEARCH_PATH, Mode::Local),
-    route(Method::Get, CHUNK_PATH, Mode::Local),
-    route(Method::Post, CONTEXT_APPLY_PATH, Mode::Local),
-    route(Method::Post, STATELESS_CHAT_PATH, Mode::Stateless),
+    route(Get, HEALTH_PATH, Both, None, Some("Health")),
+    route(Get, OPENAPI_PATH, Both, None, None),
+    route(Get, INFO_PATH, Both, None, Some("Info")),
+    route(Get, PROVIDERS_PATH, Both, None, Some("ProviderList")),
+    // The draft is the engine's record (`wo_engine::context_update::Draft`).
+    route(Post, CONTEXT_DRAFT_PATH, Both, Some("DraftRequest"), None),
+    route(Get, STATE_PATH, Local, None, Some("StatePage")),
+    route(
+        Patch,
+        STATE_PATH,
+        Local,
+        Some("StatePatch"),
+        Some("StatePatched"),
+    ),
+    route(
+        Post,
+        TRUTH_PATH,
+        Local,
+        Some("NewTruth"),
+        Some("TruthEntry"),
+    ),
+    route(
+        Patch,
+        TRUTH_ENTRY_PATH,
+        Local,
+        Some("TruthEdit"),
+        Some("TruthEntry"),
+    ),
+    route(Delete, TRUTH_ENTRY_PATH, Local, None, Some("TruthDeleted")),
+    route(Post, CHAT_PATH, Local, Some("ChatRequest"), Some(STREAM)),
+    // The upload is a whole llm.json, held to the file format's rules.
+    route(Post, MERGE_PATH, Local, None, Some("MergeReport")),
+    route(Get, EXPORT_PATH, Local, None, None),
+    route(Get, SEARCH_PATH, Local, None, Some("SearchResults")),
+    // A chunk is the index's record (`wo_index`).
+    route(Get, CHUNK_PATH, Local, None, None),
+    route(
+        Post,
+        CONTEXT_APPLY_PATH,
+        Local,
+        Some("ApplyRequest"),
+        Some("ContextApplied"),
+    ),
+    route(
+        Post,
+        STATELESS_CHAT_PATH,
+        Stateless,
+        Some("StatelessChatRequest"),
+        Some(STREAM),
+    ),
 ];
