@@ -400,7 +400,13 @@ pub trait Mode: Deref<Target = App> + Send + Sync + 'static {
 }
 
 /// A local server: the one state file it owns, behind a mutex used only on
-/// blocking threads.
+/// blocking threads. Only handlers that take it can reach the file:
+///
+/// ```no_run
+/// async fn reads_the_file(l: &wo_server::app::Local) {
+///     let _ = l.with_store(|_| Ok(())).await;
+/// }
+/// ```
 pub struct Local {
     app: Arc<App>,
     store: Arc<Mutex<Store>>,
@@ -458,7 +464,14 @@ impl Mode for Local {
     }
 }
 
-/// A stateless server: nothing but the shared part.
+/// A stateless server: nothing but the shared part. It has no store to
+/// reach, so a handler that needs one cannot be written for it:
+///
+/// ```compile_fail
+/// async fn wants_the_file(s: &wo_server::app::Stateless) {
+///     let _ = s.with_store(|_| Ok(())).await;
+/// }
+/// ```
 pub struct Stateless {
     app: Arc<App>,
 }

@@ -14,7 +14,8 @@ use serde::de::DeserializeOwned;
 use crate::app::{App, Mode};
 use crate::error::{ApiError, parse_json};
 
-/// A JSON request body of type `T`, at most `Limits::body_bytes` long.
+/// A JSON request body of type `T`: a JSON object at most
+/// `Limits::body_bytes` long.
 #[derive(Debug)]
 pub struct JsonBody<T>(pub T);
 
@@ -28,6 +29,12 @@ impl<T: DeserializeOwned, M: Mode> FromRequest<Arc<M>> for JsonBody<T> {
 
     async fn from_request(req: Request, state: &Arc<M>) -> Result<Self, ApiError> {
         let bytes = read_body(state, req, state.limits.body_bytes).await?;
+        // Every body of the API is an object. serde's derived structs also
+        // take an array of their fields in order, so without this `[]`
+        // would pass as a body whose fields are all optional.
+        if bytes.iter().find(|b| !b.is_ascii_whitespace()) != Some(&b'{') {
+            return Err(ApiError::bad_field("", "the body must be a JSON object"));
+        }
         parse_json(&bytes).map(JsonBody)
     }
 }

@@ -241,3 +241,92 @@ async fn each_route_is_served_in_its_mode_and_only_there() {
         assert_eq!(content(&s), before);
     }
 }
+
+/// Every JSON body is read by the one extractor: a body of the wrong shape
+/// is refused before the handler runs, with the pointer of the field at
+/// fault, on every route that takes one, in its mode.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_json_body_is_refused_with_a_pointer() {
+    // (route path, body, pointer): a wrong type in a field of each body.
+    let fields = [
+        (
+            wo_wire::routes::STATE_PATH,
+            json!({"retrieval_prefs": {"min_certainty": "x"}}),
+            "/retrieval_prefs/min_certainty",
+        ),
+        (
+            wo_wire::routes::TRUTH_PATH,
+            json!({"title": "t", "content": "c", "certainty": "sure"}),
+            "/certainty",
+        ),
+        (
+            wo_wire::routes::TRUTH_ENTRY_PATH,
+            json!({"title": 5}),
+            "/title",
+        ),
+        (
+            wo_wire::routes::CHAT_PATH,
+            json!({"message": "hi", "params": {"max_tokens": -1}}),
+            "/params/max_tokens",
+        ),
+        (
+            wo_wire::routes::CONTEXT_DRAFT_PATH,
+            json!({"params": {"rag": "yes"}}),
+            "/params/rag",
+        ),
+        (
+            wo_wire::routes::CONTEXT_APPLY_PATH,
+            json!({"draft": 1, "current": ""}),
+            "/draft",
+        ),
+        (
+            wo_wire::routes::STATELESS_CHAT_PATH,
+            json!({"message": "hi", "window": [{"content": 5}]}),
+            "/window/0/content",
+        ),
+    ];
+    for local in [true, false] {
+        let s = serve(Script::says("x"), !local).await;
+        for r in ROUTES
+            .iter()
+            .filter(|r| r.request.is_some() && r.mode.served_by(local))
+        {
+            let path = r.path.replace("{id}", "t_none");
+            let what = format!("{} {path}", r.method.as_str());
+            let (_, body, pointer) = fields
+                .iter()
+                .find(|(p, _, _)| *p == r.path)
+                .unwrap_or_else(|| panic!("{what}: no case for this body"));
+            // Not an object at all, then one bad field, then trailing data.
+            for (body, pointer) in [
+                (json!([]).to_string(), ""),
+                (body.to_string(), *pointer),
+                ("{} x".to_owned(), ""),
+            ] {
+                let resp = s
+                    .program(method(r.method), &path)
+                    .header("origin", &s.base)
+                    .header("content-type", "application/json")
+                    .body(body.clone())
+                    .send()
+                    .await
+                    .unwrap();
+                assert_eq!(resp.status(), StatusCode::BAD_REQUEST, "{what} {body}");
+                let e: wo_wire::ErrorBody = resp.json().await.unwrap();
+                assert_eq!(e.error.kind, "bad_request", "{what} {body}");
+                assert_eq!(
+                    e.error.pointer.as_deref(),
+                    Some(pointer),
+                    "{what} {body}: {}",
+                    e.error.message
+                );
+            }
+        }
+        assert_eq!(
+            s.upstream
+                .requests
+                .load(std::sync::atomic::Ordering::SeqCst),
+            0
+        );
+    }
+}
