@@ -1,9 +1,8 @@
 //! The API's error responses: `{"error": {"kind", "message", "pointer"?}}`
-//! with the matching HTTP status. Messages never carry secrets or content.
+//! (`wo_wire::ErrorBody`) with the matching HTTP status. Messages never carry secrets or content.
 
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
-use serde_json::json;
 
 /// An error answered to a client.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -80,13 +79,15 @@ impl ApiError {
         Self::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", message)
     }
 
-    /// The JSON body.
-    pub fn body(&self) -> serde_json::Value {
-        let mut e = json!({"kind": self.kind, "message": self.message});
-        if let Some(p) = &self.pointer {
-            e["pointer"] = json!(p);
+    /// The JSON body (`wo_wire::ErrorBody`).
+    pub fn body(&self) -> wo_wire::ErrorBody {
+        wo_wire::ErrorBody {
+            error: wo_wire::ErrorDetail {
+                kind: self.kind.to_owned(),
+                message: self.message.clone(),
+                pointer: self.pointer.clone(),
+            },
         }
-        json!({ "error": e })
     }
 }
 

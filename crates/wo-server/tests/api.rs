@@ -10,6 +10,7 @@ use std::time::Duration;
 use common::{Script, events, serve};
 use reqwest::{Method, StatusCode};
 use serde_json::{Value, json};
+use wo_wire::api as wire;
 
 async fn chat(s: &common::Served, body: Value) -> Vec<(String, Value)> {
     let r = s
@@ -199,20 +200,27 @@ async fn truth_entries_are_added_edited_and_deleted_with_a_tombstone() {
     let s = serve(Script::says("x"), false).await;
     let r = s
         .browser(Method::POST, "/api/truth")
-        .json(&json!({"title": "Kiln", "content": "Cone 6 is **1222 °C**", "certainty": 0.8, "kind": "fact"}))
+        .json(&wire::NewTruth {
+            title: "Kiln".into(),
+            content: "Cone 6 is **1222 °C**".into(),
+            certainty: 0.8,
+            kind: Some(wo_format::TruthKind::Fact),
+        })
         .send()
         .await
         .unwrap();
     assert_eq!(r.status(), StatusCode::CREATED);
-    let entry: Value = r.json().await.unwrap();
-    let id = entry["id"].as_str().unwrap().to_owned();
-    assert_eq!(
-        entry["content"],
-        "<p>Cone 6 is <strong>1222 °C</strong></p>"
-    );
+    let entry: wo_wire::TruthEntry = r.json().await.unwrap();
+    let id = entry.id;
+    assert_eq!(entry.content, "<p>Cone 6 is <strong>1222 °C</strong></p>");
+    assert_eq!(entry.extra["kind"], "fact");
     let r = s
         .browser(Method::PATCH, &format!("/api/truth/{id}"))
-        .json(&json!({"certainty": 0.4, "content": "<img src=x onerror=alert(1)>cone 6"}))
+        .json(&wire::TruthEdit {
+            certainty: Some(0.4),
+            content: Some("<img src=x onerror=alert(1)>cone 6".into()),
+            ..Default::default()
+        })
         .send()
         .await
         .unwrap();
@@ -246,6 +254,8 @@ async fn truth_entries_are_added_edited_and_deleted_with_a_tombstone() {
         .await
         .unwrap();
     assert_eq!(r.status(), StatusCode::OK);
+    let deleted: wire::TruthDeleted = r.json().await.unwrap();
+    assert_eq!(deleted.deleted, id);
     let state = s.state_json();
     assert!(state["truth"]["trust"].as_array().unwrap().is_empty());
     assert_eq!(state["truth"]["deleted"][0]["id"], id.as_str());
@@ -310,9 +320,8 @@ async fn export_then_merge_into_another_server_gives_the_same_state() {
         .await
         .unwrap();
     assert_eq!(r.status(), StatusCode::OK);
-    let report: Value = r.json().await.unwrap();
-    assert_eq!(report["messages_added"], 2);
-    assert_eq!(report["truth_added"], 1);
+    let report: wire::MergeReport = r.json().await.unwrap();
+    assert_eq!((report.messages_added, report.truth_added), (2, 1));
     let (sa, sb) = (a.state_json(), b.state_json());
     assert_eq!(sa["messages"], sb["messages"]);
     assert_eq!(sa["truth"]["trust"], sb["truth"]["trust"]);
@@ -324,8 +333,8 @@ async fn export_then_merge_into_another_server_gives_the_same_state() {
         .send()
         .await
         .unwrap();
-    let report: Value = r.json().await.unwrap();
-    assert_eq!(report["messages_added"], 0);
+    let report: wire::MergeReport = r.json().await.unwrap();
+    assert_eq!(report.messages_added, 0);
     // A broken upload is refused with the pointer of the problem.
     let before = b.state_bytes();
     let r = b
@@ -376,13 +385,9 @@ async fn export_then_merge_into_another_server_gives_the_same_state() {
         .send()
         .await
         .unwrap();
-    let report: Value = r.json().await.unwrap();
-    assert_eq!(report["messages_added"], 1, "{report}");
-    assert_eq!(
-        report["sanitised"],
-        json!(["/messages/0/content"]),
-        "{report}"
-    );
+    let report: wire::MergeReport = r.json().await.unwrap();
+    assert_eq!(report.messages_added, 1, "{report:?}");
+    assert_eq!(report.sanitised, ["/messages/0/content"], "{report:?}");
     let after = b.state_bytes();
     let text = String::from_utf8_lossy(&after);
     assert!(
@@ -404,17 +409,16 @@ async fn state_pages_and_search() {
         .send()
         .await
         .unwrap();
-    let page: Value = r.json().await.unwrap();
-    assert_eq!(page["total_messages"], 6);
-    assert_eq!(page["offset"], 4);
-    assert_eq!(page["messages"].as_array().unwrap().len(), 2);
+    let page: wire::StatePage = r.json().await.unwrap();
+    assert_eq!((page.total_messages, page.offset), (6, 4));
+    assert_eq!(page.messages.len(), 2);
     let r = s
         .program(Method::GET, "/api/state?offset=0&limit=1")
         .send()
         .await
         .unwrap();
-    let page: Value = r.json().await.unwrap();
-    assert_eq!(page["messages"][0]["content"], "<p>why do glazes crawl</p>");
+    let page: wire::StatePage = r.json().await.unwrap();
+    assert_eq!(page.messages[0].content, "<p>why do glazes crawl</p>");
     let r = s
         .program(Method::GET, "/api/state?limit=0")
         .send()
@@ -426,9 +430,9 @@ async fn state_pages_and_search() {
         .send()
         .await
         .unwrap();
-    let hits: Value = r.json().await.unwrap();
-    assert_eq!(hits["messages"][0]["title"], "what is bisque");
-    assert_eq!(hits["chunks"], json!([]));
+    let hits: wire::SearchResults = r.json().await.unwrap();
+    assert_eq!(hits.messages[0].title, "what is bisque");
+    assert!(hits.chunks.is_empty());
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
