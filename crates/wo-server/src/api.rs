@@ -179,19 +179,15 @@ pub fn turn_request(
 }
 
 /// The `context` event: what the prompt included and dropped, and why.
-pub fn context_report(a: &wo_engine::Assembled) -> wo_wire::ContextReport {
-    fn values<T: serde::Serialize>(items: &[T]) -> Vec<Value> {
-        items
-            .iter()
-            .map(|i| serde_json::to_value(i).unwrap_or(Value::Null))
-            .collect()
-    }
+pub fn context_report(
+    a: &wo_engine::Assembled,
+) -> wo_wire::ContextReport<&wo_engine::assemble::Included, &wo_engine::assemble::Dropped> {
     wo_wire::ContextReport {
         tokens: a.tokens,
         budget: a.budget,
         sources: a.sources.clone(),
-        included: values(&a.included),
-        dropped: values(&a.dropped),
+        included: a.included.iter().collect(),
+        dropped: a.dropped.iter().collect(),
     }
 }
 

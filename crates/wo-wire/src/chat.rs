@@ -98,8 +98,11 @@ pub struct ChatRequest {
 
 /// Payload of `event: context`: what the prompt included and dropped, and
 /// why. The parts are the engine's `Included` / `Dropped` records.
+// Generic so the server sends the engine's records borrowed
+// (`ContextReport<&Included, &Dropped>`, no copy through `Value`) while a
+// client reads them as JSON values (the defaults).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default, JsonSchema)]
-pub struct ContextReport {
+pub struct ContextReport<I = Value, D = Value> {
     /// Estimated prompt tokens.
     pub tokens: usize,
     /// The budget they had to fit.
@@ -107,9 +110,9 @@ pub struct ContextReport {
     /// Ids recorded on the answer as its `sources`.
     pub sources: Vec<String>,
     /// Each part sent (kind, id, tokens).
-    pub included: Vec<Value>,
+    pub included: Vec<I>,
     /// Each candidate left out, with the reason.
-    pub dropped: Vec<Value>,
+    pub dropped: Vec<D>,
 }
 
 /// One turn, sent by the client.
