@@ -152,7 +152,7 @@ impl App {
 
     /// The body limit of a path.
     pub fn body_limit(&self, path: &str) -> usize {
-        if path == "/api/merge" {
+        if path == wo_wire::routes::MERGE_PATH {
             self.limits.upload_bytes
         } else {
             self.limits.body_bytes

@@ -10,6 +10,8 @@
 //! against them (each type derives its JSON Schema) by wo-server's
 //! `tests/openapi.rs`. This crate does no I/O and knows no framework.
 
+#![deny(missing_docs)]
+
 pub mod api;
 pub mod chat;
 pub mod error;

@@ -10,7 +10,7 @@ pub fn apply_merge_patch(target: &mut Value, patch: &Value) {
     patch_value(target, patch, false);
 }
 
-/// Apply a [`DoneEvent::state_patch`] to a copy of `llm.json`: RFC 7396,
+/// Apply a [`crate::DoneEvent::state_patch`] to a copy of `llm.json`: RFC 7396,
 /// except that an array whose patch elements are all records with an `id`
 /// (`messages`, `truth.trust`, `truth.deleted`) is merged record by record
 /// — a known id is merge-patched in place, a new one appended — because a
