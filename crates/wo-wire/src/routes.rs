@@ -176,3 +176,42 @@ pub const ROUTES: &[Route] = &[
         Some(STREAM),
     ),
 ];
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_operation_is_listed_once_and_names_known_schemas() {
+        let names: Vec<&str> = crate::schemas().iter().map(|(n, _)| *n).collect();
+        for (i, r) in ROUTES.iter().enumerate() {
+            assert!(
+                !ROUTES[..i]
+                    .iter()
+                    .any(|o| o.path == r.path && o.method == r.method),
+                "{} {} listed twice",
+                r.method.as_str(),
+                r.path
+            );
+            for name in r.request.iter().chain(r.response.iter()) {
+                assert!(
+                    *name == STREAM || names.contains(name),
+                    "{} {}: {name} is not in schemas()",
+                    r.method.as_str(),
+                    r.path
+                );
+            }
+        }
+        // A path shared by two operations is served by one mode.
+        for r in ROUTES {
+            assert!(
+                ROUTES
+                    .iter()
+                    .filter(|o| o.path == r.path)
+                    .all(|o| o.mode == r.mode),
+                "{}",
+                r.path
+            );
+        }
+    }
+}
