@@ -8,7 +8,8 @@
 //!   browser holds the state and sends what each turn needs.
 //!
 //! Modules: [`guard`] (every security check), [`api`] (JSON handlers),
-//! [`stateless`] (the stateless turn), [`sse`] (streaming), [`app`] (shared
+//! [`stateless`] (the stateless turn's input), [`turn`] (each mode's state
+//! access and the SSE sink for the engine's one turn), [`sse`] (streaming), [`app`] (shared
 //! state), [`error`] (error bodies), [`assets`] (the web client and the
 //! OpenAPI document).
 
@@ -19,6 +20,7 @@ pub mod error;
 pub mod guard;
 pub mod sse;
 pub mod stateless;
+pub mod turn;
 
 use std::collections::HashMap;
 use std::net::{IpAddr, SocketAddr};
@@ -109,16 +111,12 @@ pub async fn bind(opts: ServeOptions) -> Result<Bound, ServeError> {
             "--allow-provider, --allow-model and --max-tokens are for --stateless servers; in local mode every configured provider is yours".into(),
         ));
     }
-    if let Some(name) = hosted
+    if let Some(unknown) = hosted
         .allow_providers
         .iter()
-        .find(|n| !opts.config.providers.contains_key(n.as_str()))
+        .find_map(|n| wo_engine::request::unknown_provider(&opts.config, n))
     {
-        let known: Vec<&str> = opts.config.providers.keys().map(String::as_str).collect();
-        return Err(ServeError::Refused(format!(
-            "--allow-provider {name}: no such provider (configured: {})",
-            known.join(", ")
-        )));
+        return Err(ServeError::Refused(format!("--allow-provider: {unknown}")));
     }
     if hosted.max_tokens == Some(0) {
         return Err(ServeError::Refused(
