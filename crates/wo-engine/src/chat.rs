@@ -207,8 +207,9 @@ pub fn configured_models(cfg: &wo_providers::Config) -> Vec<String> {
     names
 }
 
-/// Builds the prompt for `req` against the store's current state.
-pub fn prepare(
+/// Builds the prompt for `req` against the state. This and the other steps
+/// below are private: [`run_turn`] is the only code that sequences them.
+fn prepare(
     state: &State,
     provider: &dyn Provider,
     req: &TurnRequest,
@@ -236,7 +237,7 @@ pub fn prepare(
 }
 
 /// The provider request for an assembled prompt.
-pub fn chat_request(assembled: &Assembled, req: &TurnRequest) -> ChatRequest {
+fn chat_request(assembled: &Assembled, req: &TurnRequest) -> ChatRequest {
     let mut messages = vec![ChatMessage::system(assembled.system.clone())];
     for (role, text) in &assembled.turns {
         messages.push(match role {
@@ -255,7 +256,7 @@ pub fn chat_request(assembled: &Assembled, req: &TurnRequest) -> ChatRequest {
 
 /// What the `url_fetch` tool fetched for one turn.
 #[derive(Default)]
-pub struct FetchedLinks {
+struct FetchedLinks {
     /// Pages fetched, as extra sources for the second assembly.
     pub pages: Vec<ChunkCandidate>,
     /// Links refused or failed, with the reason.
@@ -265,7 +266,7 @@ pub struct FetchedLinks {
 }
 
 /// The links in the truth entries a first assembly selected, in order.
-pub fn links_to_fetch(state: &State, first: &Assembled) -> Vec<String> {
+fn links_to_fetch(state: &State, first: &Assembled) -> Vec<String> {
     let mut links: Vec<String> = Vec::new();
     for id in &first.sources {
         if let Some(entry) = state.truth_entry(id) {
@@ -282,7 +283,7 @@ pub fn links_to_fetch(state: &State, first: &Assembled) -> Vec<String> {
 /// The `url_fetch` tool: fetches up to [`MAX_FETCHED_LINKS`] links (text
 /// only, product §4's refusals enforced by `wo-fetch`). Holds no state, so a
 /// server can run it without its lock.
-pub async fn fetch_links(mut links: Vec<String>, policy: &wo_fetch::FetchPolicy) -> FetchedLinks {
+async fn fetch_links(mut links: Vec<String>, policy: &wo_fetch::FetchPolicy) -> FetchedLinks {
     let skipped: Vec<String> = links.split_off(links.len().min(MAX_FETCHED_LINKS));
     let results =
         futures::future::join_all(links.iter().map(|url| wo_fetch::fetch_text(url, policy))).await;
@@ -313,7 +314,7 @@ pub async fn fetch_links(mut links: Vec<String>, policy: &wo_fetch::FetchPolicy)
 /// Assembles again with the fetched pages as extra sources; refused or
 /// failed links are reported among the dropped parts, never silently
 /// skipped.
-pub fn prepare_with_links(
+fn prepare_with_links(
     state: &State,
     provider: &dyn Provider,
     req: &TurnRequest,
@@ -453,7 +454,7 @@ pub fn model_for(provider: &dyn Provider, req: &TurnRequest) -> String {
 /// state the turn is appended to (for the default parent: its latest
 /// message). Converts the answer to XHTML here, so call it before
 /// [`Store::transact`]: the transaction then only appends ready messages.
-pub fn completed_turn(
+fn completed_turn(
     state: &State,
     provider: &dyn Provider,
     req: &TurnRequest,

@@ -174,12 +174,10 @@ impl TurnParams {
         if max_tokens == Some(0) {
             return Err(FieldError::new(Field::MaxTokens, "must be at least 1"));
         }
-        let model = self.model.filter(|m| !m.is_empty()).or_else(|| {
-            cfg.defaults
-                .model
-                .clone()
-                .filter(|_| !self.provider_named)
-        });
+        let model = self
+            .model
+            .filter(|m| !m.is_empty())
+            .or_else(|| cfg.defaults.model.clone().filter(|_| !self.provider_named));
         Ok(TurnRequest {
             prompt: self.message.trim_end().to_owned(),
             username: self

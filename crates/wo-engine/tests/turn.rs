@@ -49,7 +49,11 @@ impl Provider for Fake {
     fn context_window(&self) -> usize {
         8192
     }
-    async fn stream(&self, _req: ChatRequest, cancel: Cancel) -> Result<EventStream, ProviderError> {
+    async fn stream(
+        &self,
+        _req: ChatRequest,
+        cancel: Cancel,
+    ) -> Result<EventStream, ProviderError> {
         if self.state.try_lock().is_ok() {
             self.free_while_answering.fetch_add(1, Ordering::SeqCst);
         }
@@ -370,5 +374,8 @@ fn the_cli_store_backend_appends_the_exchange_to_the_file() {
         .iter()
         .map(|m| m.id.as_str())
         .collect();
-    assert_eq!(ids, [outcome.user_id.as_str(), outcome.assistant_id.as_str()]);
+    assert_eq!(
+        ids,
+        [outcome.user_id.as_str(), outcome.assistant_id.as_str()]
+    );
 }

@@ -201,7 +201,8 @@ pub async fn chat(State(app): AppState, body: Body) -> Result<Response, ApiError
         .await
         .unwrap_or_default();
     }
-    crate::turn::respond(&provider.name().to_owned(), |cancel, sink| {
+    let name = provider.name().to_owned();
+    crate::turn::respond(&name, |cancel, sink| {
         crate::turn::run(LocalTurn { app }, provider, req, cancel, sink)
     })
     .await
@@ -301,13 +302,9 @@ pub async fn patch_state(State(app): AppState, body: Body) -> Result<Json<Value>
 }
 
 fn check_prefs(p: &wo_format::RetrievalPrefs) -> Result<(), ApiError> {
-    if let Some(c) = p.min_certainty
-        && !(0.0..=1.0).contains(&c)
-    {
-        return Err(ApiError::bad_field(
-            "/retrieval_prefs/min_certainty",
-            "must be between 0 and 1",
-        ));
+    if let Some(c) = p.min_certainty {
+        wo_engine::request::check_certainty(c)
+            .map_err(|m| ApiError::bad_field("/retrieval_prefs/min_certainty", m))?;
     }
     for (name, w) in [
         ("certainty_weight", p.certainty_weight),
@@ -335,11 +332,7 @@ struct NewTruth {
 }
 
 fn check_certainty(c: f64) -> Result<f64, ApiError> {
-    if (0.0..=1.0).contains(&c) {
-        Ok(c)
-    } else {
-        Err(ApiError::bad_field("/certainty", "must be between 0 and 1"))
-    }
+    wo_engine::request::check_certainty(c).map_err(|m| ApiError::bad_field("/certainty", m))
 }
 
 /// `POST /api/truth`.

@@ -111,12 +111,14 @@ pub async fn bind(opts: ServeOptions) -> Result<Bound, ServeError> {
             "--allow-provider, --allow-model and --max-tokens are for --stateless servers; in local mode every configured provider is yours".into(),
         ));
     }
-    if let Some(unknown) = hosted
+    if let Some((name, unknown)) = hosted
         .allow_providers
         .iter()
-        .find_map(|n| wo_engine::request::unknown_provider(&opts.config, n))
+        .find_map(|n| wo_engine::request::unknown_provider(&opts.config, n).map(|why| (n, why)))
     {
-        return Err(ServeError::Refused(format!("--allow-provider: {unknown}")));
+        return Err(ServeError::Refused(format!(
+            "--allow-provider {name}: {unknown}"
+        )));
     }
     if hosted.max_tokens == Some(0) {
         return Err(ServeError::Refused(

@@ -108,7 +108,8 @@ pub async fn chat(State(app): State<Arc<App>>, body: Body) -> Result<Response, A
         app: app.clone(),
         state: Arc::new(state),
     };
-    crate::turn::respond(&provider.name().to_owned(), |cancel, sink| {
+    let name = provider.name().to_owned();
+    crate::turn::respond(&name, |cancel, sink| {
         crate::turn::run(state, provider, req, cancel, sink)
     })
     .await

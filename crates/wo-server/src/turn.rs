@@ -172,8 +172,10 @@ impl TurnSink for SseSink {
                 if let Some(started) = self.started.take() {
                     let _ = started.send(Ok(()));
                 }
-                self.events
-                    .named(wo_providers::protocol::EVENT_CONTEXT, &crate::api::context_report(a));
+                self.events.named(
+                    wo_providers::protocol::EVENT_CONTEXT,
+                    &crate::api::context_report(a),
+                );
             }
             TurnEvent::Delta(text) => self.events.delta(text),
             TurnEvent::Done(outcome) => self
