@@ -631,6 +631,9 @@ async fn turn_steps(
             })
             .await?
     };
+    // A post-exchange step (the memory interpreter) goes here: it has the
+    // two new ids in `committed` and reaches the state through `state`
+    // (`read`, or a further `commit`-like method on `TurnState`).
     Ok(TurnOutcome {
         user_id: committed.user_id,
         assistant_id: committed.assistant_id,
