@@ -201,14 +201,15 @@ impl TurnSink for SseSink {
 }
 
 /// Runs a turn (`run`: the engine's [`run_turn`] with this mode's
-/// [`TurnState`], given the cancellation token and the sink) in its own
-/// task and answers with its SSE stream once the prompt is assembled, or
-/// with the HTTP error that stopped it before. The client going away fires
-/// the token: nothing is committed.
+/// [`TurnState`], given the cancellation token and the sink) and answers
+/// with its SSE stream once the prompt is assembled, or with the HTTP error
+/// that stopped it before. The handler drives the turn itself until then
+/// (no task hop before the headers, as when it assembled the prompt
+/// itself); the rest runs in its own task. The client going away fires the
+/// token: nothing is committed.
 ///
-/// `run` is a closure rather than a generic state so that the spawned
-/// future's type is concrete at the call site, where it is known to be
-/// `Send`.
+/// `run` is a closure rather than a generic state so that the future's
+/// type is concrete at the call site, where it is known to be `Send`.
 pub async fn respond<F, Fut>(provider: &str, run: F) -> Result<Response, ApiError>
 where
     F: FnOnce(wo_providers::Cancel, SseSink) -> Fut,
@@ -221,11 +222,23 @@ where
         started: Some(started),
         provider: provider.to_owned(),
     };
-    tokio::spawn(run(cancel, sink));
-    match began.await {
-        Ok(Ok(())) => Ok(resp),
-        Ok(Err(e)) => Err(e),
-        Err(_) => Err(ApiError::internal("the turn ended before it began")),
+    let turn = Box::pin(run(cancel, sink));
+    match futures::future::select(began, turn).await {
+        futures::future::Either::Left((began, rest)) => {
+            tokio::spawn(rest);
+            match began {
+                Ok(Ok(())) => Ok(resp),
+                Ok(Err(e)) => Err(e),
+                Err(_) => Err(ApiError::internal("the turn ended before it began")),
+            }
+        }
+        // The turn ended before the select saw it begin: it sent its
+        // outcome on `started` all the same.
+        futures::future::Either::Right(((), mut began)) => match began.try_recv() {
+            Ok(Ok(())) => Ok(resp),
+            Ok(Err(e)) => Err(e),
+            Err(_) => Err(ApiError::internal("the turn ended before it began")),
+        },
     }
 }
 
