@@ -1,7 +1,8 @@
 //! The JSON API handlers. Each parses the request, calls the engine or the
 //! store, and renders JSON; the logic they share with the CLI lives in the
 //! library crates. Local-mode handlers reach the one store through
-//! [`App::with_store`]; the stateless turn is in [`crate::stateless`].
+//! [`App::with_store`]; a chat turn is the engine's, run through
+//! [`crate::turn`] (the stateless one's input is read in [`crate::stateless`]).
 
 use std::sync::Arc;
 
