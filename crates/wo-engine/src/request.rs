@@ -99,7 +99,7 @@ pub fn check_certainty(value: f64) -> Result<f64, String> {
 
 /// A sampling temperature: within 0–2, the range every provider takes.
 pub fn check_temperature(value: f32) -> Result<f32, String> {
-    if (0.0..=2.0).contains(&value) {
+    if wo_providers::config::temperature_in_range(value) {
         Ok(value)
     } else {
         Err(format!("{value} must be between 0 and 2"))
