@@ -609,3 +609,30 @@ fn endless_answers_are_capped_kept_and_marked() {
     println!("item 4: {held}/2 held");
     assert!(report.is_empty(), "{}", report.join("\n"));
 }
+
+/// Issue 12.2: the engine's one request builder checks a turn's inputs, and
+/// the CLI names the field at fault by its flag; nothing is sent or saved.
+#[test]
+fn bad_turn_inputs_are_named_by_their_flag() {
+    let p = Project::new();
+    p.ok(&["init"]);
+    let before = std::fs::read(p.state_path()).unwrap();
+    // Nobody listens: a request that got this far would fail differently.
+    let port = TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let cfg = config(&p, "openai", port);
+    for (extra, flag) in [
+        (&["--temperature", "3"][..], "--temperature: "),
+        (&["--max-tokens", "0"][..], "--max-tokens: "),
+        (&["--parent", "m_nope"][..], "--parent: "),
+    ] {
+        let r = ask(&p, &cfg, extra);
+        assert_eq!(r.code, 1, "{extra:?}: {}", r.stderr);
+        assert!(r.stderr.contains(flag), "{extra:?}: {}", r.stderr);
+        assert!(!r.stderr.contains("cannot reach"), "{}", r.stderr);
+        assert_eq!(std::fs::read(p.state_path()).unwrap(), before);
+    }
+}

@@ -1,10 +1,21 @@
-//! One chat turn end to end (product §2, §4), shared by `wo ask`,
-//! `wo chat` and the local server: assemble the prompt from the state, stream
-//! the answer from a provider (holding no lock meanwhile), then append the
-//! user and assistant messages in one locked, atomic write.
+//! One chat turn end to end (product §2, §4). [`run_turn`] is the only code
+//! that sequences a turn — assemble, fetch the links of the truth sent,
+//! assemble again, stream the answer, commit the exchange — for every face:
+//! `wo ask`, `wo chat`, the local server and the stateless server.
 //!
-//! A provider failure appends nothing (product §2: provider errors are never
-//! saved as messages).
+//! A face differs from another in two things only, each a trait (ripgrep's
+//! `Searcher`/`Sink` split is the model):
+//!
+//! * [`TurnState`]: how the state is read and the exchange committed. The
+//!   CLI holds its [`Store`] for the whole turn ([`StoreTurn`]); the local
+//!   server locks its shared store only inside short closures, never while
+//!   the model answers; the stateless server reads a throwaway state and
+//!   its commit yields the patch the browser applies.
+//! * [`TurnSink`]: where the turn's events go (the assembled context, each
+//!   delta, the committed outcome, a failure): a terminal, or SSE frames.
+//!
+//! A provider failure, an empty answer or a cancellation commits nothing
+//! (product §2: provider errors are never saved as messages).
 
 use std::sync::Arc;
 
@@ -53,19 +64,95 @@ pub struct TurnRequest {
 /// Links fetched per turn at most: each costs a round trip before the answer.
 pub const MAX_FETCHED_LINKS: usize = 3;
 
-/// Progress reported while a turn runs.
+/// Progress reported while a turn runs, in this order: `Assembled` once,
+/// `Delta` for each piece of the answer, then `Done` (after the commit) or
+/// `Failed` (at any point; nothing was committed, or the commit failed).
 pub enum TurnEvent<'a> {
     /// The prompt was built: what is sent and what was dropped.
     Assembled(&'a Assembled),
     /// A piece of the answer.
     Delta(&'a str),
+    /// The exchange was committed.
+    Done(&'a TurnOutcome),
+    /// The turn failed; [`run_turn`] returns the same error.
+    Failed(&'a TurnError),
 }
 
-/// A finished, stored turn.
+/// Where a turn's events go (a terminal, an SSE stream). Each face is one.
+pub trait TurnSink {
+    fn event(&mut self, event: TurnEvent<'_>);
+}
+
+/// A closure as a [`TurnSink`] (as ripgrep's `sinks::UTF8` wraps one).
+pub struct FnSink<F>(F);
+
+impl<F: FnMut(TurnEvent<'_>)> FnSink<F> {
+    /// Wraps `f` (the bound here makes a closure take events of any lifetime).
+    pub fn new(f: F) -> Self {
+        FnSink(f)
+    }
+}
+
+impl<F: FnMut(TurnEvent<'_>)> TurnSink for FnSink<F> {
+    fn event(&mut self, event: TurnEvent<'_>) {
+        (self.0)(event)
+    }
+}
+
+impl<S: TurnSink + ?Sized> TurnSink for &mut S {
+    fn event(&mut self, event: TurnEvent<'_>) {
+        (**self).event(event)
+    }
+}
+
+/// What a commit appended.
+#[derive(Clone, Debug, Default)]
+pub struct Committed {
+    pub user_id: String,
+    pub assistant_id: String,
+    /// What a client holding its own state applies to it (the stateless
+    /// server's `state_patch`); `Null` where the state is kept here.
+    pub state_patch: serde_json::Value,
+}
+
+/// How a turn reads its state and commits its exchange.
+///
+/// Implementations hold any lock only while a closure they were given
+/// runs: [`run_turn`] never holds state access across the model's answer.
+///
+/// The returned futures are declared `Send` so that a server can spawn a
+/// turn whatever its state type.
+pub trait TurnState: Send {
+    /// Runs `f` on the current state (to assemble the prompt, find links).
+    fn read<T: Send + 'static>(
+        &mut self,
+        f: impl FnOnce(&State) -> Result<T, TurnError> + Send + 'static,
+    ) -> impl Future<Output = Result<T, TurnError>> + Send;
+
+    /// Runs while the model answers; by default just awaits `answering`.
+    /// The CLI's store uses the time to serialise its messages.
+    fn while_answering<T>(
+        &mut self,
+        answering: impl Future<Output = T> + Send,
+    ) -> impl Future<Output = T> + Send {
+        answering
+    }
+
+    /// Appends the exchange `record` builds from the state it is appended
+    /// to (whose latest message is the default parent), atomically.
+    fn commit(
+        &mut self,
+        record: impl FnOnce(&State) -> CompletedTurn + Send + 'static,
+    ) -> impl Future<Output = Result<Committed, TurnError>> + Send;
+}
+
+/// A finished, committed turn.
 #[derive(Clone, Debug)]
 pub struct TurnOutcome {
     pub user_id: String,
     pub assistant_id: String,
+    /// See [`Committed::state_patch`].
+    pub state_patch: serde_json::Value,
     pub answer: String,
     pub finish_reason: Option<String>,
     pub usage: Option<wo_format::Usage>,
@@ -78,6 +165,13 @@ pub struct TurnOutcome {
 pub enum TurnError {
     #[error("{0}")]
     Assemble(String),
+    /// An input named something that is not there (the parent message).
+    #[error(transparent)]
+    Field(#[from] crate::request::FieldError),
+    /// A [`TurnState`] other than the store could not read or commit; the
+    /// face that made it knows the concrete error.
+    #[error(transparent)]
+    State(Box<dyn std::error::Error + Send + Sync>),
     #[error(transparent)]
     Provider(#[from] ProviderError),
     #[error(
@@ -113,8 +207,9 @@ pub fn configured_models(cfg: &wo_providers::Config) -> Vec<String> {
     names
 }
 
-/// Builds the prompt for `req` against the store's current state.
-pub fn prepare(
+/// Builds the prompt for `req` against the state. This and the other steps
+/// below are private: [`run_turn`] is the only code that sequences them.
+fn prepare(
     state: &State,
     provider: &dyn Provider,
     req: &TurnRequest,
@@ -142,7 +237,7 @@ pub fn prepare(
 }
 
 /// The provider request for an assembled prompt.
-pub fn chat_request(assembled: &Assembled, req: &TurnRequest) -> ChatRequest {
+fn chat_request(assembled: &Assembled, req: &TurnRequest) -> ChatRequest {
     let mut messages = vec![ChatMessage::system(assembled.system.clone())];
     for (role, text) in &assembled.turns {
         messages.push(match role {
@@ -161,7 +256,7 @@ pub fn chat_request(assembled: &Assembled, req: &TurnRequest) -> ChatRequest {
 
 /// What the `url_fetch` tool fetched for one turn.
 #[derive(Default)]
-pub struct FetchedLinks {
+struct FetchedLinks {
     /// Pages fetched, as extra sources for the second assembly.
     pub pages: Vec<ChunkCandidate>,
     /// Links refused or failed, with the reason.
@@ -171,7 +266,7 @@ pub struct FetchedLinks {
 }
 
 /// The links in the truth entries a first assembly selected, in order.
-pub fn links_to_fetch(state: &State, first: &Assembled) -> Vec<String> {
+fn links_to_fetch(state: &State, first: &Assembled) -> Vec<String> {
     let mut links: Vec<String> = Vec::new();
     for id in &first.sources {
         if let Some(entry) = state.truth_entry(id) {
@@ -188,7 +283,7 @@ pub fn links_to_fetch(state: &State, first: &Assembled) -> Vec<String> {
 /// The `url_fetch` tool: fetches up to [`MAX_FETCHED_LINKS`] links (text
 /// only, product §4's refusals enforced by `wo-fetch`). Holds no state, so a
 /// server can run it without its lock.
-pub async fn fetch_links(mut links: Vec<String>, policy: &wo_fetch::FetchPolicy) -> FetchedLinks {
+async fn fetch_links(mut links: Vec<String>, policy: &wo_fetch::FetchPolicy) -> FetchedLinks {
     let skipped: Vec<String> = links.split_off(links.len().min(MAX_FETCHED_LINKS));
     let results =
         futures::future::join_all(links.iter().map(|url| wo_fetch::fetch_text(url, policy))).await;
@@ -219,7 +314,7 @@ pub async fn fetch_links(mut links: Vec<String>, policy: &wo_fetch::FetchPolicy)
 /// Assembles again with the fetched pages as extra sources; refused or
 /// failed links are reported among the dropped parts, never silently
 /// skipped.
-pub fn prepare_with_links(
+fn prepare_with_links(
     state: &State,
     provider: &dyn Provider,
     req: &TurnRequest,
@@ -359,7 +454,7 @@ pub fn model_for(provider: &dyn Provider, req: &TurnRequest) -> String {
 /// state the turn is appended to (for the default parent: its latest
 /// message). Converts the answer to XHTML here, so call it before
 /// [`Store::transact`]: the transaction then only appends ready messages.
-pub fn completed_turn(
+fn completed_turn(
     state: &State,
     provider: &dyn Provider,
     req: &TurnRequest,
@@ -407,50 +502,146 @@ fn overlap_with_cache_warming<T>(
     })
 }
 
-/// Runs one turn on a store the caller holds for the whole turn (the CLI):
-/// assemble, stream, append. `on_event` sees the assembled prompt and each
-/// delta as they come. The server, which must not hold its store while a
-/// model answers, composes the same phases itself.
-pub async fn run_turn(
-    store: &mut Store,
+/// A store held for the whole turn (the CLI: one process, one turn, the
+/// store's file lock taken only for the commit's transaction).
+pub struct StoreTurn<'a>(pub &'a mut Store);
+
+impl TurnState for StoreTurn<'_> {
+    async fn read<T: Send + 'static>(
+        &mut self,
+        f: impl FnOnce(&State) -> Result<T, TurnError> + Send + 'static,
+    ) -> Result<T, TurnError> {
+        f(self.0.state())
+    }
+
+    async fn while_answering<T>(&mut self, answering: impl Future<Output = T> + Send) -> T {
+        overlap_with_cache_warming(self.0, answering)
+    }
+
+    async fn commit(
+        &mut self,
+        record: impl FnOnce(&State) -> CompletedTurn + Send + 'static,
+    ) -> Result<Committed, TurnError> {
+        // Built (the answer converted to XHTML) before the transaction, so
+        // the transaction only appends ready messages.
+        let turn = record(self.0.state());
+        let ((user_id, assistant_id), _) = self.0.transact(|state| apply_turn(state, &turn))?;
+        Ok(Committed {
+            user_id,
+            assistant_id,
+            state_patch: serde_json::Value::Null,
+        })
+    }
+}
+
+/// The prompt for `req`, with the `url_fetch` tool's pages when it is on:
+/// the first assembly picks the truth entries, their links are fetched
+/// (with no state access held), and the prompt is assembled again.
+async fn assemble_turn(
+    state: &mut impl TurnState,
+    provider: Arc<dyn Provider>,
+    req: Arc<TurnRequest>,
+) -> Result<Assembled, TurnError> {
+    let (first, links) = {
+        let (provider, req) = (provider.clone(), req.clone());
+        state
+            .read(move |state| {
+                if let Some(parent) = &req.parent
+                    && state.message(parent).is_none()
+                {
+                    return Err(crate::request::FieldError::new(
+                        crate::request::Field::Parent,
+                        format!("no such message {parent:?}"),
+                    )
+                    .into());
+                }
+                let first = prepare(state, provider.as_ref(), &req)?;
+                let links = match req.url_fetch {
+                    Some(_) => links_to_fetch(state, &first),
+                    None => Vec::new(),
+                };
+                Ok((first, links))
+            })
+            .await?
+    };
+    let Some(policy) = req.url_fetch.as_ref().filter(|_| !links.is_empty()) else {
+        return Ok(first);
+    };
+    let fetched = fetch_links(links, policy).await;
+    let (provider, req) = (provider.clone(), req.clone());
+    state
+        .read(move |state| prepare_with_links(state, provider.as_ref(), &req, fetched))
+        .await
+}
+
+/// Runs one turn: assemble (with the `url_fetch` tool's pages), stream the
+/// answer, commit the exchange. `sink` sees every [`TurnEvent`] in order;
+/// the result is also returned. Nothing is committed when the provider
+/// fails, the answer is empty or `cancel` fires.
+///
+/// After the commit is where a post-exchange step belongs (one that needs
+/// the two new message ids, e.g. the memory interpreter): between the
+/// `commit` and the `Done` event below, reading and committing through the
+/// same `state`.
+///
+/// The future is boxed and `Send` (proven here, where the state and sink
+/// types are generic): proving it at a server's spawn instead trips the
+/// compiler's higher-ranked `Send` inference over the futures inside.
+pub fn run_turn<'a>(
+    mut state: impl TurnState + 'a,
     provider: Arc<dyn Provider>,
     req: TurnRequest,
     cancel: CancellationToken,
-    mut on_event: impl FnMut(TurnEvent<'_>),
+    mut sink: impl TurnSink + Send + 'a,
+) -> futures::future::BoxFuture<'a, Result<TurnOutcome, TurnError>> {
+    Box::pin(async move {
+        let result = turn_steps(&mut state, provider, req, cancel, &mut sink).await;
+        match &result {
+            Ok(outcome) => sink.event(TurnEvent::Done(outcome)),
+            Err(e) => sink.event(TurnEvent::Failed(e)),
+        }
+        result
+    })
+}
+
+async fn turn_steps(
+    state: &mut impl TurnState,
+    provider: Arc<dyn Provider>,
+    req: TurnRequest,
+    cancel: CancellationToken,
+    sink: &mut (impl TurnSink + Send),
 ) -> Result<TurnOutcome, TurnError> {
     let sent_at = Timestamp::now();
-    let mut assembled = prepare(store.state(), provider.as_ref(), &req)?;
-    if let Some(policy) = &req.url_fetch {
-        let links = links_to_fetch(store.state(), &assembled);
-        if !links.is_empty() {
-            let fetched = fetch_links(links, policy).await;
-            assembled = prepare_with_links(store.state(), provider.as_ref(), &req, fetched)?;
-        }
-    }
-    on_event(TurnEvent::Assembled(&assembled));
+    let req = Arc::new(req);
+    let assembled = assemble_turn(state, provider.clone(), req.clone()).await?;
+    sink.event(TurnEvent::Assembled(&assembled));
     let request = chat_request(&assembled, &req);
-    let streamed = overlap_with_cache_warming(
-        store,
-        stream_answer(provider.as_ref(), request, cancel, |text| {
-            on_event(TurnEvent::Delta(text))
-        }),
-    )?;
-    let turn = completed_turn(
-        store.state(),
-        provider.as_ref(),
-        &req,
-        sent_at,
-        assembled.sources.clone(),
-        &streamed,
-    );
-    let ((user_id, assistant_id), _) = store.transact(|state| apply_turn(state, &turn))?;
+    let streamed = state
+        .while_answering(stream_answer(provider.as_ref(), request, cancel, |text| {
+            sink.event(TurnEvent::Delta(text))
+        }))
+        .await?;
+    let model = model_for(provider.as_ref(), &req);
+    let committed = {
+        let (provider, req, streamed) = (provider.clone(), req.clone(), streamed.clone());
+        let sources = assembled.sources.clone();
+        state
+            .commit(move |state| {
+                completed_turn(state, provider.as_ref(), &req, sent_at, sources, &streamed)
+            })
+            .await?
+    };
+    // A post-exchange step (the memory interpreter) goes here: it has the
+    // two new ids in `committed` and reaches the state through `state`
+    // (`read`, or a further `commit`-like method on `TurnState`).
     Ok(TurnOutcome {
-        user_id,
-        assistant_id,
+        user_id: committed.user_id,
+        assistant_id: committed.assistant_id,
+        state_patch: committed.state_patch,
         answer: streamed.answer,
         finish_reason: streamed.finish_reason,
         usage: streamed.usage,
         sources: assembled.sources,
-        model: turn.model,
+        model,
     })
 }

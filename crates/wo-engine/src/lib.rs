@@ -11,7 +11,10 @@
 //! * [`explain`] — the parts of an assembled prompt (kind, ids, referenced
 //!   ids, tokens) as text or JSON, for every face that shows the context.
 //! * [`turn`] — the messages a finished turn appends to the state.
-//! * [`chat`] — one turn end to end: assemble, stream, append.
+//! * [`chat`] — one turn end to end: the only code that sequences a turn
+//!   (assemble, fetch links, stream, commit), for every face.
+//! * [`request`] — one validation of a turn's inputs (with the config's
+//!   `[defaults]`), errors naming the field.
 //! * [`context_update`] — drafting a new context from new messages (diff,
 //!   apply with an audit entry).
 //! * [`files`] — file chunks from the directory index as context.
@@ -23,6 +26,7 @@ pub mod chat;
 pub mod context_update;
 pub mod explain;
 pub mod files;
+pub mod request;
 pub mod retrieve;
 pub mod synopsis;
 pub mod text;

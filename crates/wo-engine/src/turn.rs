@@ -58,7 +58,7 @@ pub fn title_for(text: &str) -> String {
 
 /// A model's Markdown answer as the sanitised XHTML a message stores. Linear
 /// in the answer's length whatever its nesting; still, call it before taking
-/// the store's lock (as [`crate::chat::completed_turn`] does).
+/// the store's lock (as `chat::completed_turn` does).
 pub fn answer_xhtml(answer: &str) -> String {
     markdown_to_xhtml(answer)
 }

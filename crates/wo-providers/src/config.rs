@@ -387,6 +387,13 @@ fn line_col(text: &str, offset: usize) -> (usize, usize) {
     (line, col)
 }
 
+/// Whether `t` is a sampling temperature every provider takes (0–2): the
+/// one range check, used for `[defaults]` here and for each turn's value by
+/// the engine's request builder.
+pub fn temperature_in_range(t: f32) -> bool {
+    (0.0..=2.0).contains(&t)
+}
+
 /// The loaded configuration.
 #[derive(Debug, Clone)]
 pub struct Config {
@@ -538,7 +545,7 @@ impl Config {
         }
         cfg.defaults = raw.defaults;
         if let Some(t) = cfg.defaults.temperature
-            && !(0.0..=2.0).contains(&t)
+            && !temperature_in_range(t)
         {
             return Err(ConfigError::Invalid {
                 path: path.to_owned(),

@@ -3,8 +3,9 @@
 //! the engine or the store, and answers a `wo_wire` type; the logic they
 //! share with the CLI lives in the library crates. Handlers of both modes
 //! are generic over [`Mode`]; local-only ones take [`Local`] and reach the
-//! one store through [`Local::with_store`]; the stateless turn is in
-//! [`crate::stateless`].
+//! one store through [`Local::with_store`]; a chat turn is the engine's,
+//! run through [`crate::turn`] (the stateless one's input is read in
+//! [`crate::stateless`]).
 
 use std::borrow::Cow;
 use std::sync::Arc;
@@ -15,8 +16,7 @@ use axum::extract::{Path, Query, State};
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use serde_json::{Value, json};
-use wo_engine::chat::{TurnRequest, completed_turn, stream_answer};
-use wo_engine::turn::apply_turn;
+use wo_engine::chat::{TurnRequest, stream_answer};
 use wo_format::xhtml::{ContentFormat, sanitize_html, to_xhtml};
 use wo_format::{Timestamp, TruthEdit, TruthEntry};
 use wo_wire::ChatParams;
@@ -25,7 +25,7 @@ use wo_wire::api as wire;
 use crate::app::{App, Local, Mode, Stateless};
 use crate::error::ApiError;
 use crate::extract::{JsonBody, Upload};
-use crate::sse;
+use crate::turn::LocalTurn;
 
 type AppState = State<Arc<Local>>;
 
@@ -116,7 +116,10 @@ fn provider_row(app: &App, i: &wo_providers::config::ProviderInfo) -> wire::Prov
     }
 }
 
-/// The engine request for a turn from the API's parameters, validated.
+/// The engine request for a turn from the API's parameters, validated by
+/// the engine's one builder (with the config's `[defaults]`); a bad field
+/// is named by its JSON pointer. The provider is already chosen here, so
+/// its default model applies (not `[defaults] model`).
 pub fn turn_request(
     app: &App,
     message: String,
@@ -124,58 +127,24 @@ pub fn turn_request(
     parent: Option<String>,
     params: &ChatParams,
 ) -> Result<TurnRequest, ApiError> {
-    if message.trim().is_empty() {
-        return Err(ApiError::bad_field("/message", "the message is empty"));
-    }
-    if message.chars().count() > app.limits.message_chars {
-        return Err(ApiError::bad_field(
-            "/message",
-            format!("longer than {} characters", app.limits.message_chars),
-        ));
-    }
-    if let Some(t) = params.temperature
-        && !(0.0..=2.0).contains(&t)
-    {
-        return Err(ApiError::bad_field(
-            "/params/temperature",
-            "must be between 0 and 2",
-        ));
-    }
-    if let Some(c) = params.min_certainty
-        && !(0.0..=1.0).contains(&c)
-    {
-        return Err(ApiError::bad_field(
-            "/params/min_certainty",
-            "must be between 0 and 1",
-        ));
-    }
-    if params.max_tokens == Some(0) {
-        return Err(ApiError::bad_field(
-            "/params/max_tokens",
-            "must be at least 1",
-        ));
-    }
-    let username = username
-        .map(|u| u.trim().to_owned())
-        .filter(|u| !u.is_empty())
-        .unwrap_or_else(|| app.username.clone());
-    Ok(TurnRequest {
-        prompt: message.trim_end().to_owned(),
+    let max_tokens = app.checked_choices(params)?;
+    wo_engine::request::TurnParams {
+        message,
         username,
         system: None,
-        model: params.model.clone().filter(|m| !m.is_empty()),
+        provider_named: true,
+        model: params.model.clone(),
         temperature: params.temperature,
-        max_tokens: app.checked_choices(params)?,
+        max_tokens,
         parent,
-        no_rag: params.rag == Some(false),
-        chunks: Vec::new(),
-        url_fetch: (params.url_fetch == Some(true)).then(wo_fetch::FetchPolicy::default),
-        max_entries: params
-            .max_entries
-            .map(|n| usize::try_from(n).unwrap_or(usize::MAX)),
+        rag: params.rag != Some(false),
+        url_fetch: params.url_fetch == Some(true),
+        max_entries: params.max_entries,
         min_certainty: params.min_certainty,
-        known_models: wo_engine::chat::configured_models(&app.config),
-    })
+        max_message_chars: Some(app.limits.message_chars),
+    }
+    .build(&app.config, || app.username.clone())
+    .map_err(|e| ApiError::bad_field(e.field.pointer(), e.message))
 }
 
 /// The `context` event: what the prompt included and dropped, and why.
@@ -191,16 +160,16 @@ pub fn context_report(
     }
 }
 
-/// `POST /api/chat`: one turn on the server's state. The store is locked
-/// only to assemble the prompt and to append the turn, never while the
-/// model answers, so many chats run at once.
+/// `POST /api/chat`: one turn on the server's state, run by the engine
+/// ([`crate::turn::LocalTurn`]: the store is locked only to assemble the
+/// prompt and to append the turn, never while the model answers, so many
+/// chats run at once).
 pub async fn chat(
     State(app): AppState,
     JsonBody(body): JsonBody<wo_wire::ChatRequest>,
 ) -> Result<Response, ApiError> {
     let provider = app.provider(body.params.provider.as_deref()).await?;
     let mut req = turn_request(&app, body.message, body.username, body.parent, &body.params)?;
-    let sent_at = Timestamp::now();
     if !req.no_rag && app.index_root.is_some() {
         let (prompt, app) = (req.prompt.clone(), app.clone());
         req.chunks = tokio::task::spawn_blocking(move || match app.index() {
@@ -211,78 +180,11 @@ pub async fn chat(
         .await
         .unwrap_or_default();
     }
-    let assembled = {
-        let (req, provider) = (req.clone(), provider.clone());
-        app.with_store(move |store| {
-            if let Some(parent) = &req.parent
-                && store.state().message(parent).is_none()
-            {
-                return Err(ApiError::bad_field(
-                    "/parent",
-                    format!("no message {parent:?}"),
-                ));
-            }
-            let first = wo_engine::chat::prepare(store.state(), provider.as_ref(), &req)
-                .map_err(|e| ApiError::bad_request(e.to_string()))?;
-            let links = if req.url_fetch.is_some() {
-                wo_engine::chat::links_to_fetch(store.state(), &first)
-            } else {
-                Vec::new()
-            };
-            Ok((first, links))
-        })
-        .await?
-    };
-    let assembled = match (assembled, &req.url_fetch) {
-        ((_, links), Some(policy)) if !links.is_empty() => {
-            let fetched = wo_engine::chat::fetch_links(links, policy).await;
-            let (req, provider) = (req.clone(), provider.clone());
-            app.with_store(move |store| {
-                wo_engine::chat::prepare_with_links(store.state(), provider.as_ref(), &req, fetched)
-                    .map_err(|e| ApiError::bad_request(e.to_string()))
-            })
-            .await?
-        }
-        ((first, _), _) => first,
-    };
-
-    let (resp, sink, cancel) = sse::channel();
-    tokio::spawn(async move {
-        let Some(streamed) =
-            sse::stream_turn(&sink, provider.as_ref(), &assembled, &req, cancel).await
-        else {
-            return;
-        };
-        let sources = assembled.sources.clone();
-        let saved = {
-            let (provider, streamed) = (provider.clone(), streamed.clone());
-            app.with_store(move |store| {
-                let turn = completed_turn(
-                    store.state(),
-                    provider.as_ref(),
-                    &req,
-                    sent_at,
-                    sources,
-                    &streamed,
-                );
-                let (ids, _) = store.transact(|s| apply_turn(s, &turn))?;
-                Ok((ids, turn.model))
-            })
-            .await
-        };
-        match saved {
-            Ok((ids, model)) => sink.event(&sse::done_event(
-                ids,
-                assembled.sources,
-                Value::Null,
-                &streamed,
-                provider.name(),
-                model,
-            )),
-            Err(e) => sink.error(e.message, Some("storage".into())),
-        }
-    });
-    Ok(resp)
+    let name = provider.name().to_owned();
+    crate::turn::respond(&name, |cancel, sink| {
+        crate::turn::run(LocalTurn { app }, provider, req, cancel, sink)
+    })
+    .await
 }
 
 /// Messages per page by default, and at most.
@@ -370,13 +272,9 @@ pub async fn patch_state(
 }
 
 fn check_prefs(p: &wo_format::RetrievalPrefs) -> Result<(), ApiError> {
-    if let Some(c) = p.min_certainty
-        && !(0.0..=1.0).contains(&c)
-    {
-        return Err(ApiError::bad_field(
-            "/retrieval_prefs/min_certainty",
-            "must be between 0 and 1",
-        ));
+    if let Some(c) = p.min_certainty {
+        wo_engine::request::check_certainty(c)
+            .map_err(|m| ApiError::bad_field("/retrieval_prefs/min_certainty", m))?;
     }
     for (name, w) in [
         ("certainty_weight", p.certainty_weight),
@@ -395,11 +293,7 @@ fn check_prefs(p: &wo_format::RetrievalPrefs) -> Result<(), ApiError> {
 }
 
 fn check_certainty(c: f64) -> Result<f64, ApiError> {
-    if (0.0..=1.0).contains(&c) {
-        Ok(c)
-    } else {
-        Err(ApiError::bad_field("/certainty", "must be between 0 and 1"))
-    }
+    wo_engine::request::check_certainty(c).map_err(|m| ApiError::bad_field("/certainty", m))
 }
 
 /// `POST /api/truth`.

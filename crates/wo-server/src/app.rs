@@ -175,15 +175,8 @@ impl App {
         if let Some(p) = self.lock_providers().get(&name) {
             return Ok(p.clone());
         }
-        if !self.config.providers.contains_key(&name) {
-            let known: Vec<&str> = self.config.providers.keys().map(String::as_str).collect();
-            return Err(ApiError::bad_field(
-                "/params/provider",
-                format!(
-                    "no provider named {name:?} (configured: {})",
-                    known.join(", ")
-                ),
-            ));
+        if let Some(unknown) = wo_engine::request::unknown_provider(&self.config, &name) {
+            return Err(ApiError::bad_field("/params/provider", unknown));
         }
         let config = self.config.clone();
         let built_name = name.clone();

@@ -14,7 +14,8 @@
 //!
 //! Modules: [`guard`] (every security check), [`extract`] (request bodies:
 //! limits, timeout, JSON errors with pointers), [`api`] (JSON handlers),
-//! [`stateless`] (the stateless turn), [`sse`] (streaming), [`app`] (the
+//! [`stateless`] (the stateless turn's input), [`turn`] (each mode's state
+//! access and the SSE sink for the engine's one turn), [`sse`] (streaming), [`app`] (the
 //! state of each mode), [`error`] (error bodies), [`assets`] (the web
 //! client and the OpenAPI document).
 
@@ -26,6 +27,7 @@ pub mod extract;
 pub mod guard;
 pub mod sse;
 pub mod stateless;
+pub mod turn;
 
 use std::collections::HashMap;
 use std::net::{IpAddr, SocketAddr};
@@ -117,15 +119,13 @@ pub async fn bind(opts: ServeOptions) -> Result<Bound, ServeError> {
             "--allow-provider, --allow-model and --max-tokens are for --stateless servers; in local mode every configured provider is yours".into(),
         ));
     }
-    if let Some(name) = hosted
+    if let Some((name, unknown)) = hosted
         .allow_providers
         .iter()
-        .find(|n| !opts.config.providers.contains_key(n.as_str()))
+        .find_map(|n| wo_engine::request::unknown_provider(&opts.config, n).map(|why| (n, why)))
     {
-        let known: Vec<&str> = opts.config.providers.keys().map(String::as_str).collect();
         return Err(ServeError::Refused(format!(
-            "--allow-provider {name}: no such provider (configured: {})",
-            known.join(", ")
+            "--allow-provider {name}: {unknown}"
         )));
     }
     if hosted.max_tokens == Some(0) {

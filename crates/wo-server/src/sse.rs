@@ -104,46 +104,15 @@ pub fn channel() -> (Response, EventSink, Cancel) {
     (resp, EventSink { tx }, cancel)
 }
 
-/// Sends the `context` event, then streams the answer as `delta` events.
-/// On failure the `error` event is sent and `None` returned: the caller
-/// saves nothing.
-pub async fn stream_turn(
-    sink: &EventSink,
-    provider: &dyn wo_providers::Provider,
-    assembled: &wo_engine::Assembled,
-    req: &wo_engine::chat::TurnRequest,
-    cancel: Cancel,
-) -> Option<wo_engine::chat::StreamedAnswer> {
-    sink.named(
-        wo_wire::EVENT_CONTEXT,
-        &crate::api::context_report(assembled),
-    );
-    let request = wo_engine::chat::chat_request(assembled, req);
-    match wo_engine::chat::stream_answer(provider, request, cancel, |t| sink.delta(t)).await {
-        Ok(streamed) => Some(streamed),
-        Err(e) => {
-            sink.error(e.to_string(), error_kind(&e));
-            None
-        }
-    }
-}
-
 /// The `done` event of a finished turn.
-pub fn done_event(
-    ids: (String, String),
-    sources: Vec<String>,
-    state_patch: serde_json::Value,
-    streamed: &wo_engine::chat::StreamedAnswer,
-    provider: &str,
-    model: String,
-) -> ServerEvent {
+pub fn done_event(outcome: &wo_engine::chat::TurnOutcome, provider: String) -> ServerEvent {
     ServerEvent::Done(wo_wire::DoneEvent {
-        user_message_id: ids.0,
-        assistant_message_id: ids.1,
-        sources,
-        state_patch,
-        finish_reason: streamed.finish_reason.clone(),
-        usage: streamed.usage.as_ref().map(|u| wo_providers::Usage {
+        user_message_id: outcome.user_id.clone(),
+        assistant_message_id: outcome.assistant_id.clone(),
+        sources: outcome.sources.clone(),
+        state_patch: outcome.state_patch.clone(),
+        finish_reason: outcome.finish_reason.clone(),
+        usage: outcome.usage.as_ref().map(|u| wo_providers::Usage {
             prompt_tokens: u.prompt_tokens.unwrap_or(0).try_into().unwrap_or(u32::MAX),
             completion_tokens: u
                 .completion_tokens
@@ -151,8 +120,8 @@ pub fn done_event(
                 .try_into()
                 .unwrap_or(u32::MAX),
         }),
-        provider: Some(provider.to_owned()),
-        model: Some(model),
+        provider: Some(provider),
+        model: Some(outcome.model.clone()),
         ..Default::default()
     })
 }
@@ -173,7 +142,8 @@ pub fn error_kind(e: &wo_engine::chat::TurnError) -> Option<String> {
             }
             .to_owned(),
         ),
-        TurnError::Assemble(_) => Some("bad_request".into()),
+        TurnError::Assemble(_) | TurnError::Field(_) => Some("bad_request".into()),
+        TurnError::State(_) => Some("server".into()),
         TurnError::EmptyAnswer => Some("server".into()),
         TurnError::Store(_) => Some("storage".into()),
     }

@@ -8,8 +8,6 @@ use std::sync::Arc;
 use axum::extract::State;
 use axum::response::Response;
 use serde_json::{Value, json};
-use wo_engine::chat::completed_turn;
-use wo_engine::turn::apply_turn;
 use wo_format::xhtml::sanitize_html;
 use wo_format::{Message, Timestamp, TruthEntry};
 use wo_wire::StatelessChatRequest;
@@ -18,7 +16,7 @@ use crate::api::turn_request;
 use crate::app::Stateless;
 use crate::error::ApiError;
 use crate::extract::JsonBody;
-use crate::sse;
+use crate::turn::StatelessTurn;
 
 /// A state holding only what a client sent: context, truth entries and a
 /// window of messages, each checked and sanitised (it came from a browser).
@@ -34,12 +32,8 @@ pub fn state_from_parts(
     for (i, raw) in truth.into_iter().enumerate() {
         let mut entry: TruthEntry = serde_json::from_value(raw)
             .map_err(|e| ApiError::bad_field(format!("/truth/{i}"), e.to_string()))?;
-        if !(0.0..=1.0).contains(&entry.certainty) {
-            return Err(ApiError::bad_field(
-                format!("/truth/{i}/certainty"),
-                "must be between 0 and 1",
-            ));
-        }
+        wo_engine::request::check_certainty(entry.certainty)
+            .map_err(|m| ApiError::bad_field(format!("/truth/{i}/certainty"), m))?;
         entry.content = sanitize_html(&entry.content);
         if entry.id.is_empty() {
             entry.id =
@@ -110,100 +104,14 @@ pub async fn chat(
     // The window is the branch up to the new message: its newest message is
     // the parent.
     let parent = state.messages().last().map(|m| m.id.clone());
-    let mut req = turn_request(&app, body.message, body.username, parent, &body.params)?;
-    req.chunks = Vec::new();
-    let sent_at = Timestamp::now();
-    let (state, mut assembled) = {
-        let (provider, req) = (provider.clone(), req.clone());
-        app.cpu(move || {
-            let assembled = wo_engine::chat::prepare(&state, provider.as_ref(), &req)
-                .map_err(|e| ApiError::bad_request(e.to_string()))?;
-            Ok::<_, ApiError>((state, assembled))
-        })
-        .await??
+    let req = turn_request(&app, body.message, body.username, parent, &body.params)?;
+    let state = StatelessTurn {
+        app: app.clone(),
+        state: Arc::new(state),
     };
-    let state = Arc::new(state);
-    if let Some(policy) = &req.url_fetch {
-        let links = wo_engine::chat::links_to_fetch(&state, &assembled);
-        if !links.is_empty() {
-            let fetched = wo_engine::chat::fetch_links(links, policy).await;
-            let (provider, req, state) = (provider.clone(), req.clone(), state.clone());
-            assembled = app
-                .cpu(move || {
-                    wo_engine::chat::prepare_with_links(&state, provider.as_ref(), &req, fetched)
-                        .map_err(|e| ApiError::bad_request(e.to_string()))
-                })
-                .await??;
-        }
-    }
-
-    let (resp, sink, cancel) = sse::channel();
-    tokio::spawn(async move {
-        let Some(streamed) =
-            sse::stream_turn(&sink, provider.as_ref(), &assembled, &req, cancel).await
-        else {
-            return;
-        };
-        // The answer becomes XHTML here: a hostile upstream can send
-        // anything, so off the async workers too.
-        let sources = assembled.sources.clone();
-        let finished = {
-            let (provider, streamed) = (provider.clone(), streamed.clone());
-            app.cpu(move || {
-                let mut state = Arc::try_unwrap(state).unwrap_or_else(|s| (*s).clone());
-                let turn = completed_turn(
-                    &state,
-                    provider.as_ref(),
-                    &req,
-                    sent_at,
-                    sources.clone(),
-                    &streamed,
-                );
-                let (user_id, assistant_id) = apply_turn(&mut state, &turn);
-                let patch = turn_patch(&state, &user_id, &assistant_id, &sources);
-                ((user_id, assistant_id), patch, turn.model)
-            })
-            .await
-        };
-        match finished {
-            Ok((ids, state_patch, model)) => sink.event(&sse::done_event(
-                ids,
-                assembled.sources,
-                state_patch,
-                &streamed,
-                provider.name(),
-                model,
-            )),
-            Err(e) => sink.error(e.message, Some("server".into())),
-        }
-    });
-    Ok(resp)
-}
-
-/// The patch that brings the client's state up to date after a turn: the
-/// new `date`, the two messages, and the `refs` of the truth entries used
-/// (see `wo_wire::apply_state_patch` for how arrays of records apply).
-fn turn_patch(
-    state: &wo_format::State,
-    user_id: &str,
-    assistant_id: &str,
-    sources: &[String],
-) -> Value {
-    let messages: Vec<Value> = [user_id, assistant_id]
-        .iter()
-        .filter_map(|id| state.message(id))
-        .map(|m| serde_json::to_value(m).unwrap_or(Value::Null))
-        .collect();
-    let refs: Vec<Value> = state
-        .truth
-        .trust
-        .iter()
-        .filter(|t| sources.contains(&t.id))
-        .map(|t| json!({"id": t.id, "refs": t.refs}))
-        .collect();
-    let mut patch = json!({"date": Timestamp::now(), "messages": messages});
-    if !refs.is_empty() {
-        patch["truth"] = json!({"trust": refs});
-    }
-    patch
+    let name = provider.name().to_owned();
+    crate::turn::respond(&name, |cancel, sink| {
+        crate::turn::run(state, provider, req, cancel, sink)
+    })
+    .await
 }

@@ -759,3 +759,45 @@ async fn search_and_chat_draw_on_the_directory_index() {
         "{sources:?}"
     );
 }
+
+/// Issue 12.2: `wo serve` honours `[defaults] temperature/max_tokens` as
+/// `wo ask` does (the one request builder), a client's own values win, and
+/// a bad one is named by its JSON pointer.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn config_defaults_apply_to_served_turns() {
+    let s = common::serve_with(Script::says("ok"), false, |o| {
+        o.config.defaults.temperature = Some(0.5);
+        o.config.defaults.max_tokens = Some(123);
+    })
+    .await;
+    done(&chat(&s, json!({"message": "first"})).await);
+    done(
+        &chat(
+            &s,
+            json!({"message": "second", "params": {"temperature": 0.25, "max_tokens": 7}}),
+        )
+        .await,
+    );
+    {
+        let bodies = s.upstream.bodies.lock().unwrap();
+        assert_eq!(bodies[0]["temperature"], 0.5, "{}", bodies[0]);
+        assert_eq!(bodies[0]["max_tokens"], 123, "{}", bodies[0]);
+        assert_eq!(bodies[1]["temperature"], 0.25, "{}", bodies[1]);
+        assert_eq!(bodies[1]["max_tokens"], 7, "{}", bodies[1]);
+    }
+    for (params, pointer) in [
+        (json!({"max_tokens": 0}), "/params/max_tokens"),
+        (json!({"min_certainty": 1.5}), "/params/min_certainty"),
+    ] {
+        let r = s
+            .program(Method::POST, "/api/chat")
+            .json(&json!({"message": "hi", "params": params}))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), StatusCode::BAD_REQUEST, "{params}");
+        let e: Value = r.json().await.unwrap();
+        assert_eq!(e["error"]["pointer"], pointer, "{e}");
+    }
+    assert_eq!(s.state_json()["messages"].as_array().unwrap().len(), 4);
+}

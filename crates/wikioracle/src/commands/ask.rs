@@ -4,7 +4,7 @@ use std::io::{IsTerminal, Read};
 use std::process::ExitCode;
 
 use anyhow::{Context as _, Result, bail};
-use wo_engine::chat::{TurnError, TurnEvent, run_turn};
+use wo_engine::chat::{FnSink, StoreTurn, TurnError, TurnEvent, run_turn};
 use wo_providers::{Cancel, ErrorKind};
 
 use super::session::{
@@ -29,23 +29,10 @@ pub fn run(g: &GlobalOpts, args: AskArgs) -> Result<ExitCode> {
             s
         }
     };
-    if prompt.trim().is_empty() {
-        bail!("the question is empty");
-    }
     let (cfg, provider) = provider(&args.model)?;
+    let mut req = turn_request(&cfg, &args.model, prompt, args.parent.clone())?;
     let mut store = open_for_chat(g)?;
-    let mut req = turn_request(
-        &cfg,
-        &args.model,
-        prompt.trim_end().to_owned(),
-        args.parent.clone(),
-    );
     req.chunks = retrieve_chunks(&args.model, store.path(), &req.prompt)?;
-    if let Some(parent) = &req.parent
-        && store.state().message(parent).is_none()
-    {
-        bail!("--parent {parent:?}: no such message\nhint: `wo log` shows message ids");
-    }
 
     let rt = runtime()?;
     let cancel = Cancel::new();
@@ -63,11 +50,11 @@ pub fn run(g: &GlobalOpts, args: AskArgs) -> Result<ExitCode> {
         });
         let mut stdout = std::io::stdout();
         run_turn(
-            &mut store,
+            StoreTurn(&mut store),
             provider,
             req,
             cancel.clone(),
-            |event| match event {
+            FnSink::new(|event| match event {
                 TurnEvent::Assembled(a) => {
                     if let Some(state) = &before {
                         eout!("{}", render_context(state, a));
@@ -81,7 +68,9 @@ pub fn run(g: &GlobalOpts, args: AskArgs) -> Result<ExitCode> {
                         let _ = crate::render::write_safe(&mut stdout, text);
                     }
                 }
-            },
+                // Reported below, from the result.
+                TurnEvent::Done(_) | TurnEvent::Failed(_) => {}
+            }),
         )
         .await
     });
@@ -97,7 +86,10 @@ pub fn run(g: &GlobalOpts, args: AskArgs) -> Result<ExitCode> {
                 eoutln!("interrupted; nothing was saved");
                 return Ok(ExitCode::from(EXIT_INTERRUPTED));
             }
-            eoutln!("error: {e}");
+            match &e {
+                TurnError::Field(field) => eoutln!("error: {}", field.for_cli()),
+                _ => eoutln!("error: {e}"),
+            }
             return Ok(ExitCode::from(e.exit_code()));
         }
     };

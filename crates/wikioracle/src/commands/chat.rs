@@ -5,7 +5,7 @@ use std::process::ExitCode;
 use anyhow::Result;
 use rustyline::error::ReadlineError;
 use wo_engine::Assembled;
-use wo_engine::chat::{TurnEvent, TurnOutcome, run_turn};
+use wo_engine::chat::{FnSink, StoreTurn, TurnEvent, TurnOutcome, run_turn};
 use wo_providers::{Cancel, ErrorKind};
 
 use super::session::{
@@ -103,7 +103,13 @@ pub fn run(g: &GlobalOpts, args: ChatArgs) -> Result<ExitCode> {
             }
             continue;
         }
-        let mut req = turn_request(&cfg, &args.model, text.to_owned(), parent.clone());
+        let mut req = match turn_request(&cfg, &args.model, text.to_owned(), parent.clone()) {
+            Ok(req) => req,
+            Err(e) => {
+                eoutln!("error: {e}");
+                continue;
+            }
+        };
         req.chunks = match retrieve_chunks(&args.model, store.path(), text) {
             Ok(c) => c,
             Err(e) => {
@@ -122,16 +128,17 @@ pub fn run(g: &GlobalOpts, args: ChatArgs) -> Result<ExitCode> {
             });
             let mut out = std::io::stdout();
             let r = run_turn(
-                &mut store,
+                StoreTurn(&mut store),
                 provider.clone(),
                 req,
                 cancel.clone(),
-                |e| match e {
+                FnSink::new(|e| match e {
                     TurnEvent::Assembled(a) => assembled = Some(a.clone()),
                     TurnEvent::Delta(t) => {
                         let _ = crate::render::write_safe(&mut out, t);
                     }
-                },
+                    TurnEvent::Done(_) | TurnEvent::Failed(_) => {}
+                }),
             )
             .await;
             ctrl_c.abort();

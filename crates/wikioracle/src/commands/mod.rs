@@ -118,8 +118,6 @@ pub fn read_content(
 
 /// Checks a certainty given on the command line.
 pub fn check_certainty(flag: &str, value: f64) -> Result<f64> {
-    if !(0.0..=1.0).contains(&value) {
-        bail!("{flag} {value} is outside 0–1\nhint: 0 = pure guess, 1 = certain");
-    }
-    Ok(value)
+    wo_engine::request::check_certainty(value)
+        .map_err(|m| anyhow::anyhow!("{flag}: {m}\nhint: 0 = pure guess, 1 = certain"))
 }

@@ -9,6 +9,7 @@ use anyhow::{Context as _, Result, anyhow};
 use wo_engine::Assembled;
 use wo_engine::assemble::ChunkCandidate;
 use wo_engine::chat::TurnRequest;
+use wo_engine::request::TurnParams;
 use wo_providers::{Config, Provider};
 use wo_store::Store;
 
@@ -49,11 +50,9 @@ pub fn provider(opts: &ModelOpts) -> Result<(Config, Arc<dyn Provider>)> {
         .provider
         .clone()
         .unwrap_or_else(|| cfg.default_provider().to_owned());
-    if !cfg.providers.contains_key(&name) {
-        let known: Vec<&str> = cfg.providers.keys().map(String::as_str).collect();
+    if let Some(unknown) = wo_engine::request::unknown_provider(&cfg, &name) {
         return Err(anyhow!(
-            "--provider {name:?} is not configured (known: {})\nhint: add [providers.{name}] to {}",
-            known.join(", "),
+            "--provider: {unknown}\nhint: add [providers.{name}] to {}",
             cfg.source
                 .as_deref()
                 .map(|p| p.display().to_string())
@@ -64,36 +63,30 @@ pub fn provider(opts: &ModelOpts) -> Result<(Config, Arc<dyn Provider>)> {
     Ok((cfg, provider))
 }
 
-/// The request for one turn from the command-line options.
+/// The request for one turn from the command-line options, validated by the
+/// engine's one builder (with the config's `[defaults]`); a bad value is
+/// named by its flag.
 pub fn turn_request(
     cfg: &Config,
     opts: &ModelOpts,
     prompt: String,
     parent: Option<String>,
-) -> TurnRequest {
-    TurnRequest {
-        prompt,
-        username: opts
-            .username
-            .clone()
-            .unwrap_or_else(wo_interop::default_username),
+) -> Result<TurnRequest> {
+    TurnParams {
+        message: prompt,
+        username: opts.username.clone(),
         system: opts.system.clone(),
-        model: opts.model.clone().or_else(|| {
-            cfg.defaults
-                .model
-                .clone()
-                .filter(|_| opts.provider.is_none())
-        }),
-        temperature: opts.temperature.or(cfg.defaults.temperature),
-        max_tokens: opts.max_tokens.or(cfg.defaults.max_tokens),
+        provider_named: opts.provider.is_some(),
+        model: opts.model.clone(),
+        temperature: opts.temperature,
+        max_tokens: opts.max_tokens,
         parent,
-        no_rag: opts.no_rag,
-        chunks: Vec::new(),
-        url_fetch: opts.url_fetch.then(wo_fetch::FetchPolicy::default),
-        max_entries: None,
-        min_certainty: None,
-        known_models: wo_engine::chat::configured_models(cfg),
+        rag: !opts.no_rag,
+        url_fetch: opts.url_fetch,
+        ..TurnParams::default()
     }
+    .build(cfg, wo_interop::default_username)
+    .map_err(|e| anyhow!(e.for_cli()))
 }
 
 /// File chunks relevant to `query` from the directory index at `--index`

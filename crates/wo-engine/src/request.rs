@@ -1,0 +1,324 @@
+//! One validation of a turn's inputs (issue 12.2): the raw parameters a
+//! face received (flags, a JSON body) plus the config's `[defaults]` become
+//! a valid [`TurnRequest`] or a [`FieldError`] naming the field at fault.
+//! Each face names that field its own way: the CLI as a flag
+//! ([`Field::flag`]), the server as a JSON pointer ([`Field::pointer`]).
+//!
+//! The range checks every face shares ([`check_certainty`],
+//! [`check_temperature`]) and the "no such provider" message
+//! ([`unknown_provider`]) live here too, so that they are written once.
+
+use wo_providers::Config;
+
+use crate::chat::TurnRequest;
+
+/// A field of a turn's inputs, as every face knows it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Field {
+    /// The user's message (the question).
+    Message,
+    Temperature,
+    MaxTokens,
+    MinCertainty,
+    /// A truth entry's certainty.
+    Certainty,
+    /// The message the turn follows.
+    Parent,
+    Provider,
+}
+
+impl Field {
+    /// The command-line flag that sets this field.
+    pub fn flag(self) -> &'static str {
+        match self {
+            Field::Message => "the question",
+            Field::Temperature => "--temperature",
+            Field::MaxTokens => "--max-tokens",
+            Field::MinCertainty => "--min-certainty",
+            Field::Certainty => "--certainty",
+            Field::Parent => "--parent",
+            Field::Provider => "--provider",
+        }
+    }
+
+    /// The JSON pointer of this field in a chat request body
+    /// (`POST /api/chat`, `POST /api/stateless/chat`).
+    pub fn pointer(self) -> &'static str {
+        match self {
+            Field::Message => "/message",
+            Field::Temperature => "/params/temperature",
+            Field::MaxTokens => "/params/max_tokens",
+            Field::MinCertainty => "/params/min_certainty",
+            Field::Certainty => "/certainty",
+            Field::Parent => "/parent",
+            Field::Provider => "/params/provider",
+        }
+    }
+}
+
+/// A turn input that is not valid: which field, and why.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{message}")]
+pub struct FieldError {
+    pub field: Field,
+    pub message: String,
+}
+
+impl FieldError {
+    pub fn new(field: Field, message: impl Into<String>) -> Self {
+        FieldError {
+            field,
+            message: message.into(),
+        }
+    }
+
+    /// The message with the field named as a command-line flag.
+    pub fn for_cli(&self) -> String {
+        let hint = match self.field {
+            Field::Parent => "\nhint: `wo log` shows message ids",
+            Field::Certainty | Field::MinCertainty => "\nhint: 0 = pure guess, 1 = certain",
+            _ => "",
+        };
+        match self.field {
+            // The question is not a flag: the message says what it is.
+            Field::Message => format!("{}{hint}", self.message),
+            _ => format!("{}: {}{hint}", self.field.flag(), self.message),
+        }
+    }
+}
+
+/// A certainty (of a truth entry, or the least one retrieval accepts):
+/// within 0–1. The error says why, without naming the field.
+pub fn check_certainty(value: f64) -> Result<f64, String> {
+    if (0.0..=1.0).contains(&value) {
+        Ok(value)
+    } else {
+        Err(format!("{value} must be between 0 and 1"))
+    }
+}
+
+/// A sampling temperature: within 0–2, the range every provider takes.
+pub fn check_temperature(value: f32) -> Result<f32, String> {
+    if wo_providers::config::temperature_in_range(value) {
+        Ok(value)
+    } else {
+        Err(format!("{value} must be between 0 and 2"))
+    }
+}
+
+/// `None` when `name` is a configured provider; else the one message that
+/// says so, listing those configured.
+pub fn unknown_provider(cfg: &Config, name: &str) -> Option<String> {
+    if cfg.providers.contains_key(name) {
+        return None;
+    }
+    let known: Vec<&str> = cfg.providers.keys().map(String::as_str).collect();
+    Some(format!(
+        "provider {name:?} is not configured (known: {})",
+        known.join(", ")
+    ))
+}
+
+/// A turn's inputs as a face received them, before validation.
+#[derive(Clone, Debug, Default)]
+pub struct TurnParams {
+    pub message: String,
+    /// Who asks; empty or absent: [`TurnParams::build`]'s default username.
+    pub username: Option<String>,
+    /// System instructions for this turn only.
+    pub system: Option<String>,
+    /// The provider the face chose by name, if the user named one: the
+    /// config's default model applies only when none was named.
+    pub provider_named: bool,
+    pub model: Option<String>,
+    pub temperature: Option<f32>,
+    pub max_tokens: Option<u32>,
+    pub parent: Option<String>,
+    /// The `rag` tool (truth entries, file chunks).
+    pub rag: bool,
+    /// The `url_fetch` tool.
+    pub url_fetch: bool,
+    pub max_entries: Option<u64>,
+    pub min_certainty: Option<f64>,
+    /// Longest message accepted, in characters (a server's limit).
+    pub max_message_chars: Option<usize>,
+}
+
+impl TurnParams {
+    /// The validated request: every range checked, `[defaults]
+    /// temperature/max_tokens/model` filling what was not given.
+    pub fn build(
+        self,
+        cfg: &Config,
+        default_username: impl FnOnce() -> String,
+    ) -> Result<TurnRequest, FieldError> {
+        if self.message.trim().is_empty() {
+            return Err(FieldError::new(Field::Message, "the message is empty"));
+        }
+        if let Some(limit) = self.max_message_chars
+            && self.message.chars().count() > limit
+        {
+            return Err(FieldError::new(
+                Field::Message,
+                format!("longer than {limit} characters"),
+            ));
+        }
+        let temperature = self.temperature.or(cfg.defaults.temperature);
+        if let Some(t) = temperature {
+            check_temperature(t).map_err(|m| FieldError::new(Field::Temperature, m))?;
+        }
+        if let Some(c) = self.min_certainty {
+            check_certainty(c).map_err(|m| FieldError::new(Field::MinCertainty, m))?;
+        }
+        let max_tokens = self.max_tokens.or(cfg.defaults.max_tokens);
+        if max_tokens == Some(0) {
+            return Err(FieldError::new(Field::MaxTokens, "must be at least 1"));
+        }
+        let model = self
+            .model
+            .filter(|m| !m.is_empty())
+            .or_else(|| cfg.defaults.model.clone().filter(|_| !self.provider_named));
+        Ok(TurnRequest {
+            prompt: self.message.trim_end().to_owned(),
+            username: self
+                .username
+                .map(|u| u.trim().to_owned())
+                .filter(|u| !u.is_empty())
+                .unwrap_or_else(default_username),
+            system: self.system,
+            model,
+            temperature,
+            max_tokens,
+            parent: self.parent,
+            no_rag: !self.rag,
+            chunks: Vec::new(),
+            url_fetch: self.url_fetch.then(wo_fetch::FetchPolicy::default),
+            max_entries: self
+                .max_entries
+                .map(|n| usize::try_from(n).unwrap_or(usize::MAX)),
+            min_certainty: self.min_certainty,
+            known_models: crate::chat::configured_models(cfg),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cfg(defaults: &str) -> Config {
+        let text = format!(
+            "[defaults]\n{defaults}\n[providers.up]\nkind = \"openai\"\nbase_url = \"http://127.0.0.1:9/v1\"\nmodel = \"m\"\n"
+        );
+        let env = wo_providers::config::Env::from_pairs::<&str, &str>([]);
+        Config::from_toml(&text, std::path::Path::new("config.toml"), env).unwrap()
+    }
+
+    fn params(message: &str) -> TurnParams {
+        TurnParams {
+            message: message.into(),
+            rag: true,
+            ..TurnParams::default()
+        }
+    }
+
+    #[test]
+    fn defaults_fill_what_was_not_given() {
+        let cfg = cfg("temperature = 0.3\nmax_tokens = 77\nmodel = \"dm\"");
+        let req = params("hi  \n").build(&cfg, || "me".into()).unwrap();
+        assert_eq!(req.prompt, "hi");
+        assert_eq!(req.username, "me");
+        assert_eq!(req.temperature, Some(0.3));
+        assert_eq!(req.max_tokens, Some(77));
+        assert_eq!(req.model.as_deref(), Some("dm"));
+        // What was given wins; naming a provider drops the default model.
+        let req = TurnParams {
+            temperature: Some(1.5),
+            max_tokens: Some(5),
+            provider_named: true,
+            username: Some(" ann ".into()),
+            ..params("hi")
+        }
+        .build(&cfg, || "me".into())
+        .unwrap();
+        assert_eq!(req.temperature, Some(1.5));
+        assert_eq!(req.max_tokens, Some(5));
+        assert_eq!(req.model, None);
+        assert_eq!(req.username, "ann");
+    }
+
+    #[test]
+    fn each_bad_field_is_named() {
+        let cfg = cfg("");
+        let cases = [
+            (params("  "), Field::Message),
+            (
+                TurnParams {
+                    max_message_chars: Some(3),
+                    ..params("four")
+                },
+                Field::Message,
+            ),
+            (
+                TurnParams {
+                    temperature: Some(2.5),
+                    ..params("hi")
+                },
+                Field::Temperature,
+            ),
+            (
+                TurnParams {
+                    temperature: Some(f32::NAN),
+                    ..params("hi")
+                },
+                Field::Temperature,
+            ),
+            (
+                TurnParams {
+                    min_certainty: Some(-0.1),
+                    ..params("hi")
+                },
+                Field::MinCertainty,
+            ),
+            (
+                TurnParams {
+                    max_tokens: Some(0),
+                    ..params("hi")
+                },
+                Field::MaxTokens,
+            ),
+        ];
+        for (p, field) in cases {
+            let e = p.build(&cfg, || "me".into()).unwrap_err();
+            assert_eq!(e.field, field, "{e}");
+        }
+    }
+
+    #[test]
+    fn fields_map_to_flags_and_pointers() {
+        let e = FieldError::new(Field::Temperature, "3 must be between 0 and 2");
+        assert_eq!(e.for_cli(), "--temperature: 3 must be between 0 and 2");
+        assert_eq!(e.field.pointer(), "/params/temperature");
+        let e = FieldError::new(Field::Parent, "no such message \"m_x\"");
+        assert!(e.for_cli().starts_with("--parent: no such message"));
+        assert!(e.for_cli().contains("wo log"));
+        assert_eq!(Field::MaxTokens.flag(), "--max-tokens");
+        assert_eq!(Field::MaxTokens.pointer(), "/params/max_tokens");
+        assert_eq!(Field::MinCertainty.pointer(), "/params/min_certainty");
+        assert_eq!(Field::Message.pointer(), "/message");
+    }
+
+    #[test]
+    fn ranges_and_unknown_provider() {
+        assert!(check_certainty(0.0).is_ok() && check_certainty(1.0).is_ok());
+        assert!(check_certainty(1.01).is_err() && check_certainty(f64::NAN).is_err());
+        assert!(check_temperature(2.0).is_ok() && check_temperature(-0.1).is_err());
+        let cfg = cfg("");
+        assert_eq!(unknown_provider(&cfg, "up"), None);
+        let msg = unknown_provider(&cfg, "nope").unwrap();
+        assert_eq!(
+            msg,
+            "provider \"nope\" is not configured (known: anthropic, local, openai, up)"
+        );
+    }
+}

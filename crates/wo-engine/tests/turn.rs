@@ -1,0 +1,381 @@
+//! The one turn ([`run_turn`]) tested once, with a fake provider and fake
+//! state backends: the order of events, no state access held while the
+//! model answers, nothing committed on cancellation or provider error, a
+//! commit failure surfaced, an unknown parent named by its field, and the
+//! CLI's store backend appending the exchange.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+
+use futures::StreamExt;
+use wo_engine::chat::{
+    Committed, FnSink, StoreTurn, TurnError, TurnEvent, TurnRequest, TurnState, run_turn,
+};
+use wo_engine::request::Field;
+use wo_engine::turn::{CompletedTurn, apply_turn};
+use wo_format::{State, Timestamp};
+use wo_providers::{
+    Cancel, ChatRequest, EventStream, Provider, ProviderError, Reachability, StreamEvent,
+};
+
+/// What the fake provider does when asked.
+#[derive(Clone, Copy, PartialEq)]
+enum Script {
+    /// Two deltas, then done.
+    Answer,
+    /// One delta, then waits until cancelled.
+    UntilCancelled,
+    /// Fails before any text.
+    Fail,
+}
+
+/// A provider that, while answering, checks that the turn's state is not
+/// locked (it tries the lock the fake state takes for every access).
+struct Fake {
+    script: Script,
+    state: Arc<Mutex<State>>,
+    /// Times the lock was found free while answering.
+    free_while_answering: Arc<AtomicUsize>,
+}
+
+#[async_trait::async_trait]
+impl Provider for Fake {
+    fn name(&self) -> &str {
+        "fake"
+    }
+    fn default_model(&self) -> &str {
+        "fake-model"
+    }
+    fn context_window(&self) -> usize {
+        8192
+    }
+    async fn stream(
+        &self,
+        _req: ChatRequest,
+        cancel: Cancel,
+    ) -> Result<EventStream, ProviderError> {
+        if self.state.try_lock().is_ok() {
+            self.free_while_answering.fetch_add(1, Ordering::SeqCst);
+        }
+        match self.script {
+            Script::Fail => Err(ProviderError::Config {
+                provider: "fake".into(),
+                message: "scripted failure".into(),
+            }),
+            Script::Answer => Ok(futures::stream::iter([
+                Ok(StreamEvent::Delta("Par".into())),
+                Ok(StreamEvent::Delta("is".into())),
+                Ok(StreamEvent::Done {
+                    finish_reason: Some("stop".into()),
+                    usage: None,
+                }),
+            ])
+            .boxed()),
+            Script::UntilCancelled => {
+                let first = futures::stream::iter([Ok(StreamEvent::Delta("Pa".into()))]);
+                let rest = futures::stream::once(async move {
+                    cancel.cancelled().await;
+                    Err(ProviderError::Cancelled {
+                        provider: "fake".into(),
+                    })
+                });
+                Ok(first.chain(rest).boxed())
+            }
+        }
+    }
+    async fn check(&self) -> Reachability {
+        Reachability::Reachable {
+            detail: "fake".into(),
+        }
+    }
+    fn count_tokens(&self, _text: &str) -> Option<usize> {
+        None
+    }
+}
+
+/// A shared state like the local server's: every access locks it, only
+/// for as long as the closure runs.
+struct Shared {
+    state: Arc<Mutex<State>>,
+    commits: Arc<AtomicUsize>,
+    fail_commit: bool,
+}
+
+impl TurnState for Shared {
+    async fn read<T: Send + 'static>(
+        &mut self,
+        f: impl FnOnce(&State) -> Result<T, TurnError> + Send + 'static,
+    ) -> Result<T, TurnError> {
+        f(&self.state.lock().unwrap())
+    }
+
+    async fn commit(
+        &mut self,
+        record: impl FnOnce(&State) -> CompletedTurn + Send + 'static,
+    ) -> Result<Committed, TurnError> {
+        if self.fail_commit {
+            return Err(TurnError::State("the disk is full".into()));
+        }
+        let mut state = self.state.lock().unwrap();
+        let turn = record(&state);
+        let (user_id, assistant_id) = apply_turn(&mut state, &turn);
+        self.commits.fetch_add(1, Ordering::SeqCst);
+        Ok(Committed {
+            user_id,
+            assistant_id,
+            state_patch: serde_json::Value::Null,
+        })
+    }
+}
+
+struct Setup {
+    state: Arc<Mutex<State>>,
+    commits: Arc<AtomicUsize>,
+    free_while_answering: Arc<AtomicUsize>,
+}
+
+impl Setup {
+    fn new() -> Self {
+        Setup {
+            state: Arc::new(Mutex::new(State::new(Timestamp::now()))),
+            commits: Arc::new(AtomicUsize::new(0)),
+            free_while_answering: Arc::new(AtomicUsize::new(0)),
+        }
+    }
+
+    fn provider(&self, script: Script) -> Arc<dyn Provider> {
+        Arc::new(Fake {
+            script,
+            state: self.state.clone(),
+            free_while_answering: self.free_while_answering.clone(),
+        })
+    }
+
+    fn backend(&self, fail_commit: bool) -> Shared {
+        Shared {
+            state: self.state.clone(),
+            commits: self.commits.clone(),
+            fail_commit,
+        }
+    }
+}
+
+fn request(prompt: &str) -> TurnRequest {
+    TurnRequest {
+        prompt: prompt.into(),
+        username: "ann".into(),
+        ..TurnRequest::default()
+    }
+}
+
+/// Runs a turn, recording its events as short names.
+fn run(
+    backend: impl TurnState + 'static,
+    provider: Arc<dyn Provider>,
+    req: TurnRequest,
+    cancel: Cancel,
+) -> (Result<wo_engine::chat::TurnOutcome, TurnError>, Vec<String>) {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let mut events = Vec::new();
+    let result = rt.block_on(run_turn(
+        backend,
+        provider,
+        req,
+        cancel,
+        FnSink::new(|e: TurnEvent<'_>| {
+            events.push(match e {
+                TurnEvent::Assembled(_) => "assembled".to_owned(),
+                TurnEvent::Delta(t) => format!("delta {t}"),
+                TurnEvent::Done(o) => format!("done {}", o.answer),
+                TurnEvent::Failed(_) => "failed".to_owned(),
+            })
+        }),
+    ));
+    (result, events)
+}
+
+#[test]
+fn events_come_in_order_and_the_exchange_is_committed_once() {
+    let s = Setup::new();
+    let (result, events) = run(
+        s.backend(false),
+        s.provider(Script::Answer),
+        request("capital of France?"),
+        Cancel::new(),
+    );
+    let outcome = result.unwrap();
+    assert_eq!(
+        events,
+        ["assembled", "delta Par", "delta is", "done Paris"],
+        "assembled, then each delta, then done after the commit"
+    );
+    assert_eq!(outcome.answer, "Paris");
+    assert_eq!(outcome.model, "fake-model");
+    assert_eq!(s.commits.load(Ordering::SeqCst), 1);
+    let state = s.state.lock().unwrap();
+    let msgs = state.messages();
+    assert_eq!(msgs.len(), 2);
+    assert_eq!(msgs[0].id, outcome.user_id);
+    assert_eq!(msgs[1].id, outcome.assistant_id);
+    assert_eq!(msgs[1].parent.as_deref(), Some(outcome.user_id.as_str()));
+}
+
+#[test]
+fn no_state_access_is_held_while_the_model_answers() {
+    let s = Setup::new();
+    let (result, _) = run(
+        s.backend(false),
+        s.provider(Script::Answer),
+        request("hi"),
+        Cancel::new(),
+    );
+    result.unwrap();
+    assert_eq!(
+        s.free_while_answering.load(Ordering::SeqCst),
+        1,
+        "the provider found the state's lock taken while it answered"
+    );
+}
+
+#[test]
+fn cancellation_commits_nothing() {
+    let s = Setup::new();
+    let cancel = Cancel::new();
+    let trigger = cancel.clone();
+    let provider = s.provider(Script::UntilCancelled);
+    // Cancel once the first delta arrived: the sink sees it first.
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let mut events = Vec::new();
+    let result = rt.block_on(run_turn(
+        s.backend(false),
+        provider,
+        request("hi"),
+        cancel,
+        FnSink::new(|e: TurnEvent<'_>| match e {
+            TurnEvent::Delta(t) => {
+                events.push(format!("delta {t}"));
+                trigger.cancel();
+            }
+            TurnEvent::Failed(e) => events.push(format!("failed {e}")),
+            TurnEvent::Assembled(_) => events.push("assembled".into()),
+            TurnEvent::Done(_) => events.push("done".into()),
+        }),
+    ));
+    match result {
+        Err(TurnError::Provider(p)) => {
+            assert_eq!(p.kind(), wo_providers::ErrorKind::Cancelled)
+        }
+        other => panic!("expected a cancelled turn, got {other:?}"),
+    }
+    assert_eq!(events.len(), 3, "{events:?}");
+    assert_eq!(events[..2], ["assembled", "delta Pa"]);
+    assert!(events[2].starts_with("failed"), "{events:?}");
+    assert_eq!(s.commits.load(Ordering::SeqCst), 0);
+    assert!(s.state.lock().unwrap().messages().is_empty());
+}
+
+#[test]
+fn a_provider_error_commits_nothing() {
+    let s = Setup::new();
+    let (result, events) = run(
+        s.backend(false),
+        s.provider(Script::Fail),
+        request("hi"),
+        Cancel::new(),
+    );
+    assert!(matches!(result, Err(TurnError::Provider(_))), "{result:?}");
+    assert_eq!(events, ["assembled", "failed"]);
+    assert_eq!(s.commits.load(Ordering::SeqCst), 0);
+    assert!(s.state.lock().unwrap().messages().is_empty());
+}
+
+#[test]
+fn a_commit_failure_surfaces_after_the_answer() {
+    let s = Setup::new();
+    let (result, events) = run(
+        s.backend(true),
+        s.provider(Script::Answer),
+        request("hi"),
+        Cancel::new(),
+    );
+    match result {
+        Err(TurnError::State(e)) => assert_eq!(e.to_string(), "the disk is full"),
+        other => panic!("expected the commit's error, got {other:?}"),
+    }
+    assert_eq!(events, ["assembled", "delta Par", "delta is", "failed"]);
+    assert!(s.state.lock().unwrap().messages().is_empty());
+}
+
+#[test]
+fn an_unknown_parent_is_a_field_error_before_anything_is_sent() {
+    let s = Setup::new();
+    let mut req = request("hi");
+    req.parent = Some("m_nope".into());
+    let (result, events) = run(
+        s.backend(false),
+        s.provider(Script::Answer),
+        req,
+        Cancel::new(),
+    );
+    match result {
+        Err(TurnError::Field(f)) => {
+            assert_eq!(f.field, Field::Parent);
+            assert!(f.message.contains("m_nope"), "{}", f.message);
+        }
+        other => panic!("expected a parent field error, got {other:?}"),
+    }
+    assert_eq!(events, ["failed"]);
+    assert_eq!(s.free_while_answering.load(Ordering::SeqCst), 0);
+}
+
+#[test]
+fn the_cli_store_backend_appends_the_exchange_to_the_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("llm.json");
+    let mut store = wo_store::Store::open(
+        &path,
+        wo_store::OpenOptions {
+            create_if_missing: true,
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    let s = Setup::new();
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .unwrap();
+    let mut events = Vec::new();
+    let outcome = rt
+        .block_on(run_turn(
+            StoreTurn(&mut store),
+            s.provider(Script::Answer),
+            request("capital of France?"),
+            Cancel::new(),
+            FnSink::new(|e: TurnEvent<'_>| {
+                if let TurnEvent::Delta(t) = e {
+                    events.push(t.to_owned())
+                }
+            }),
+        ))
+        .unwrap();
+    assert_eq!(events, ["Par", "is"]);
+    let reopened = wo_store::Store::open(&path, Default::default()).unwrap();
+    let ids: Vec<&str> = reopened
+        .state()
+        .messages()
+        .iter()
+        .map(|m| m.id.as_str())
+        .collect();
+    assert_eq!(
+        ids,
+        [outcome.user_id.as_str(), outcome.assistant_id.as_str()]
+    );
+}

@@ -1,0 +1,252 @@
+//! The server's two faces of the engine's one turn
+//! ([`wo_engine::chat::run_turn`]): how each mode reads and commits state
+//! ([`LocalTurn`]: the shared store, locked only inside short closures;
+//! [`StatelessTurn`]: the client's throwaway state, whose commit yields the
+//! `state_patch`), and the sink that turns the turn's events into an SSE
+//! response ([`respond`]). No turn sequencing lives here.
+
+use std::sync::Arc;
+
+use axum::response::Response;
+use serde_json::{Value, json};
+use tokio::sync::oneshot;
+use wo_engine::chat::{
+    Committed, TurnError, TurnEvent, TurnRequest, TurnSink, TurnState, run_turn,
+};
+use wo_engine::turn::{CompletedTurn, apply_turn};
+use wo_format::{State, Timestamp};
+use wo_providers::Provider;
+
+use crate::app::{Local, Stateless};
+use crate::error::ApiError;
+use crate::sse;
+
+/// An [`ApiError`] carried through the engine's [`TurnError::State`], with
+/// the `error` event kind to report it under once the stream has begun.
+#[derive(Debug)]
+struct Refused {
+    error: ApiError,
+    stream_kind: &'static str,
+}
+
+impl std::fmt::Display for Refused {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.error.message)
+    }
+}
+
+impl std::error::Error for Refused {}
+
+fn refused(error: ApiError, stream_kind: &'static str) -> TurnError {
+    TurnError::State(Box::new(Refused { error, stream_kind }))
+}
+
+/// Local mode: the one store, behind the app's lock. Each read and the
+/// commit lock it on a blocking thread for as long as their closure runs;
+/// nothing holds it while the model answers, so many chats run at once.
+pub struct LocalTurn {
+    pub app: Arc<Local>,
+}
+
+impl TurnState for LocalTurn {
+    async fn read<T: Send + 'static>(
+        &mut self,
+        f: impl FnOnce(&State) -> Result<T, TurnError> + Send + 'static,
+    ) -> Result<T, TurnError> {
+        self.app
+            .with_store(move |store| Ok(f(store.state())))
+            .await
+            .map_err(|e| refused(e, "storage"))?
+    }
+
+    async fn commit(
+        &mut self,
+        record: impl FnOnce(&State) -> CompletedTurn + Send + 'static,
+    ) -> Result<Committed, TurnError> {
+        self.app
+            .with_store(move |store| {
+                let turn = record(store.state());
+                let ((user_id, assistant_id), _) = store.transact(|s| apply_turn(s, &turn))?;
+                Ok(Committed {
+                    user_id,
+                    assistant_id,
+                    state_patch: Value::Null,
+                })
+            })
+            .await
+            .map_err(|e| refused(e, "storage"))
+    }
+}
+
+/// Stateless mode: the state built from what the client sent. Reads and
+/// the commit run off the async workers ([`crate::app::App::cpu`]): a hostile upstream
+/// or client can send anything, and sanitising it is CPU work.
+pub struct StatelessTurn {
+    pub app: Arc<Stateless>,
+    pub state: Arc<State>,
+}
+
+impl TurnState for StatelessTurn {
+    async fn read<T: Send + 'static>(
+        &mut self,
+        f: impl FnOnce(&State) -> Result<T, TurnError> + Send + 'static,
+    ) -> Result<T, TurnError> {
+        let state = self.state.clone();
+        self.app
+            .cpu(move || f(&state))
+            .await
+            .map_err(|e| refused(e, "server"))?
+    }
+
+    async fn commit(
+        &mut self,
+        record: impl FnOnce(&State) -> CompletedTurn + Send + 'static,
+    ) -> Result<Committed, TurnError> {
+        let state = std::mem::replace(&mut self.state, Arc::new(State::new(Timestamp::now())));
+        self.app
+            .cpu(move || {
+                let mut state = Arc::try_unwrap(state).unwrap_or_else(|s| (*s).clone());
+                let turn = record(&state);
+                let (user_id, assistant_id) = apply_turn(&mut state, &turn);
+                let state_patch = turn_patch(&state, &user_id, &assistant_id, &turn.sources);
+                Committed {
+                    user_id,
+                    assistant_id,
+                    state_patch,
+                }
+            })
+            .await
+            .map_err(|e| refused(e, "server"))
+    }
+}
+
+/// The patch that brings the client's state up to date after a turn: the
+/// new `date`, the two messages, and the `refs` of the truth entries used
+/// (see `wo_wire::apply_state_patch` for how arrays of records apply).
+fn turn_patch(state: &State, user_id: &str, assistant_id: &str, sources: &[String]) -> Value {
+    let messages: Vec<Value> = [user_id, assistant_id]
+        .iter()
+        .filter_map(|id| state.message(id))
+        .map(|m| serde_json::to_value(m).unwrap_or(Value::Null))
+        .collect();
+    let refs: Vec<Value> = state
+        .truth
+        .trust
+        .iter()
+        .filter(|t| sources.contains(&t.id))
+        .map(|t| json!({"id": t.id, "refs": t.refs}))
+        .collect();
+    let mut patch = json!({"date": Timestamp::now(), "messages": messages});
+    if !refs.is_empty() {
+        patch["truth"] = json!({"trust": refs});
+    }
+    patch
+}
+
+/// The HTTP error for a turn that failed before its stream began.
+fn early_error(e: &TurnError) -> ApiError {
+    match e {
+        TurnError::Field(f) => ApiError::bad_field(f.field.pointer(), f.message.clone()),
+        TurnError::State(inner) => match inner.downcast_ref::<Refused>() {
+            Some(r) => r.error.clone(),
+            None => ApiError::internal(e.to_string()),
+        },
+        TurnError::Store(_) | TurnError::Assemble(_) => ApiError::bad_request(e.to_string()),
+        _ => ApiError::internal(e.to_string()),
+    }
+}
+
+/// The SSE face of a turn. Until the prompt is assembled the handler waits
+/// on `started`: a failure before then is an ordinary HTTP error; after
+/// it, an `error` event.
+pub struct SseSink {
+    events: sse::EventSink,
+    started: Option<oneshot::Sender<Result<(), ApiError>>>,
+    provider: String,
+}
+
+impl TurnSink for SseSink {
+    fn event(&mut self, event: TurnEvent<'_>) {
+        match event {
+            TurnEvent::Assembled(a) => {
+                if let Some(started) = self.started.take() {
+                    let _ = started.send(Ok(()));
+                }
+                self.events
+                    .named(wo_wire::EVENT_CONTEXT, &crate::api::context_report(a));
+            }
+            TurnEvent::Delta(text) => self.events.delta(text),
+            TurnEvent::Done(outcome) => self
+                .events
+                .event(&sse::done_event(outcome, self.provider.clone())),
+            TurnEvent::Failed(e) => match self.started.take() {
+                Some(started) => {
+                    let _ = started.send(Err(early_error(e)));
+                }
+                None => {
+                    let (message, kind) = match e {
+                        TurnError::State(inner) => match inner.downcast_ref::<Refused>() {
+                            Some(r) => (r.error.message.clone(), Some(r.stream_kind.to_owned())),
+                            None => (e.to_string(), sse::error_kind(e)),
+                        },
+                        _ => (e.to_string(), sse::error_kind(e)),
+                    };
+                    self.events.error(message, kind);
+                }
+            },
+        }
+    }
+}
+
+/// Runs a turn (`run`: the engine's [`run_turn`] with this mode's
+/// [`TurnState`], given the cancellation token and the sink) and answers
+/// with its SSE stream once the prompt is assembled, or with the HTTP error
+/// that stopped it before. The handler drives the turn itself until then
+/// (no task hop before the headers, as when it assembled the prompt
+/// itself); the rest runs in its own task. The client going away fires the
+/// token: nothing is committed.
+///
+/// `run` is a closure rather than a generic state so that the future's
+/// type is concrete at the call site, where it is known to be `Send`.
+pub async fn respond<F, Fut>(provider: &str, run: F) -> Result<Response, ApiError>
+where
+    F: FnOnce(wo_providers::Cancel, SseSink) -> Fut,
+    Fut: std::future::Future<Output = ()> + Send + 'static,
+{
+    let (resp, events, cancel) = sse::channel();
+    let (started, began) = oneshot::channel();
+    let sink = SseSink {
+        events,
+        started: Some(started),
+        provider: provider.to_owned(),
+    };
+    let turn = Box::pin(run(cancel, sink));
+    match futures::future::select(began, turn).await {
+        futures::future::Either::Left((began, rest)) => {
+            tokio::spawn(rest);
+            match began {
+                Ok(Ok(())) => Ok(resp),
+                Ok(Err(e)) => Err(e),
+                Err(_) => Err(ApiError::internal("the turn ended before it began")),
+            }
+        }
+        // The turn ended before the select saw it begin: it sent its
+        // outcome on `started` all the same.
+        futures::future::Either::Right(((), mut began)) => match began.try_recv() {
+            Ok(Ok(())) => Ok(resp),
+            Ok(Err(e)) => Err(e),
+            Err(_) => Err(ApiError::internal("the turn ended before it began")),
+        },
+    }
+}
+
+/// [`run_turn`] for [`respond`]: the outcome went to the sink.
+pub async fn run(
+    state: impl TurnState,
+    provider: Arc<dyn Provider>,
+    req: TurnRequest,
+    cancel: wo_providers::Cancel,
+    sink: SseSink,
+) {
+    let _ = run_turn(state, provider, req, cancel, sink).await;
+}
