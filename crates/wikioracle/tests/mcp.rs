@@ -361,3 +361,66 @@ fn agents_md_is_written_then_updated_in_place() {
     );
     assert_eq!(std::fs::read_to_string(&path).unwrap(), broken);
 }
+
+#[test]
+fn help_teaches_and_a_missing_state_file_is_named() {
+    let p = Project::new();
+    for cmd in [["mcp", "--help"], ["agents-md", "--help"]] {
+        let out = p.ok(&cmd);
+        assert!(out.contains("Examples:"), "{cmd:?}:\n{out}");
+    }
+    let r = p.run(&["mcp"]);
+    assert_ne!(r.code, 0, "no llm.json: nothing to serve");
+    assert!(
+        r.stderr.contains("llm.json") && r.stderr.contains("wo init"),
+        "{}",
+        r.stderr
+    );
+    assert!(
+        r.stdout.is_empty(),
+        "stdout is the protocol channel: {}",
+        r.stdout
+    );
+    assert!(!p.state_path().exists(), "wo mcp creates no file");
+}
+
+#[test]
+fn chunks_of_the_directory_index_are_searched_read_and_described() {
+    if !heavy(
+        "chunks_of_the_directory_index_are_searched_read_and_described",
+        &[Need::PythonMcp],
+    ) {
+        return;
+    }
+    let (p, _) = project_with_fact();
+    std::fs::create_dir(p.path().join("docs")).unwrap();
+    std::fs::write(
+        p.path().join("docs/wombat.md"),
+        "# Wombats\n\nThe wombat digs a burrow with strong claws.\n",
+    )
+    .unwrap();
+    p.ok(&["index"]);
+    let out = drive(&p, "index", &[]);
+    let search = ok_json(&out["search"], "search chunks");
+    let hit = &search["chunks"][0];
+    assert_eq!(hit["path"], "docs/wombat.md");
+    let read = ok_json(&out["read_chunk"], "read chunk:<id>");
+    assert_eq!(read["id"], hit["read_id"]);
+    assert!(read["content"].as_str().unwrap().contains("strong claws"));
+    assert_eq!(
+        ok_json(&out["read_ref"], "read c0001")["id"],
+        hit["read_id"]
+    );
+    assert_eq!(out["bad_chunk_kind"]["ok"], false);
+    assert!(
+        out["bad_chunk_kind"]["text"]
+            .as_str()
+            .unwrap()
+            .contains("chunk_kind")
+    );
+    assert_eq!(
+        out["resources"],
+        serde_json::json!(["wikioracle://context", "wikioracle://llm.md"])
+    );
+    assert!(out["llm_md"].as_str().unwrap().contains("docs/wombat.md"));
+}

@@ -22,10 +22,10 @@ pub fn run(g: &GlobalOpts, args: McpArgs) -> Result<ExitCode> {
             .ok()
             .map(|p| p.display().to_string())
             .unwrap_or_else(|| "wo".to_owned());
-        let state = match &g.state {
-            Some(p) => Some(std::path::absolute(p).unwrap_or_else(|_| p.clone())),
-            None => None,
-        };
+        let state = g
+            .state
+            .as_ref()
+            .map(|p| std::path::absolute(p).unwrap_or_else(|_| p.clone()));
         eoutln!("# {}", client.file());
         out!(
             "{}",

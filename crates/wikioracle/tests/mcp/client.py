@@ -50,6 +50,19 @@ async def main():
             tools = await session.list_tools()
             out["tools"] = {t.name: {"description": t.description, "schema": t.input_schema}
                             for t in tools.tools}
+            if scenario == "index":
+                s = await call(session, "search", {"query": "wombat burrow", "scopes": ["chunks"], "path_prefix": "docs"})
+                out["search"] = s
+                hit = json.loads(s["text"])["chunks"][0] if s["ok"] else {}
+                out["read_chunk"] = await call(session, "read", {"id": hit.get("read_id", "chunk:none")})
+                out["read_ref"] = await call(session, "read", {"id": hit.get("ref", "c9999")})
+                out["bad_chunk_kind"] = await call(session, "search", {"query": "x", "chunk_kind": "spreadsheet"})
+                res = await session.list_resources()
+                out["resources"] = [str(r.uri) for r in res.resources]
+                md = await session.read_resource("wikioracle://llm.md")
+                out["llm_md"] = md.contents[0].text
+                print(json.dumps(out))
+                return
             if scenario == "bad":
                 out["bad"] = {
                     "certainty": await call(session, "remember", {"title": "x", "content": "y", "kind": "fact", "certainty": 1.5}),
