@@ -1,7 +1,8 @@
 //! `wo mcp` driven by a real client — the official Python MCP SDK over
 //! stdio (`tests/mcp/client.py`): every tool, the resources, refusals
 //! without `--allow-write`, bad arguments (clear errors, the file byte for
-//! byte unchanged), and concurrent writers (nothing lost). Also `wo mcp
+//! byte unchanged), and concurrent writers — MCP `remember` while `wo ask` and
+//! `wo truth add` write (nothing lost). Also `wo mcp
 //! --print-config` (each snippet parses in its client's format) and
 //! `wo agents-md` (written, then updated in place).
 
@@ -150,6 +151,7 @@ fn every_tool_works_through_the_python_sdk() {
     assert!(e.updated.is_some());
     let prov = e.extra["x_provenance"].to_value();
     assert_eq!(prov["by"], "pytest-agent");
+    assert_eq!(prov["resolved_by"], "pytest-agent");
     let q = s.message(logged["question"].as_str().unwrap()).unwrap();
     let a = s.message(logged["answer"].as_str().unwrap()).unwrap();
     assert_eq!(a.parent.as_deref(), Some(q.id.as_str()));
@@ -239,6 +241,14 @@ fn mcp_writes_and_cli_writers_at_once_lose_nothing() {
         );
         serde_json::from_slice::<Value>(&out.stdout).unwrap()
     });
+    let port = answering_server();
+    let cfg = p.path().join("config.toml");
+    std::fs::write(
+        &cfg,
+        format!("[providers.test]\nkind = \"openai\"\nbase_url = \"http://127.0.0.1:{port}/v1\"\nmodel = \"m\"\napi_key = \"sk-test-not-a-real-key\"\ntimeout_secs = 5\n"),
+    )
+    .unwrap();
+    std::fs::set_permissions(&cfg, std::os::unix::fs::PermissionsExt::from_mode(0o600)).unwrap();
     for i in 0..N {
         p.ok(&[
             "truth",
@@ -247,6 +257,13 @@ fn mcp_writes_and_cli_writers_at_once_lose_nothing() {
             "--content",
             &format!("cli writer fact {i}"),
         ]);
+        let r = common::to_run(
+            p.cmd(&["ask", "--provider", "test", &format!("question number {i}")])
+                .env("WO_CONFIG", &cfg)
+                .output()
+                .unwrap(),
+        );
+        assert_eq!(r.code, 0, "wo ask {i}: {}{}", r.stdout, r.stderr);
     }
     let out = client.join().unwrap();
     for w in out["writes"].as_array().unwrap() {
@@ -262,6 +279,42 @@ fn mcp_writes_and_cli_writers_at_once_lose_nothing() {
         }
     }
     assert_eq!(s.truth.trust.len(), 1 + 2 * N);
+    for i in 0..N {
+        let q = format!("question number {i}");
+        let m = s
+            .messages()
+            .iter()
+            .find(|m| m.title == q)
+            .unwrap_or_else(|| panic!("{q} was lost"));
+        assert!(
+            s.messages()
+                .iter()
+                .any(|a| a.parent.as_deref() == Some(m.id.as_str())),
+            "the answer to {q} was lost"
+        );
+    }
+    assert_eq!(s.messages().len(), 2 * N);
+}
+
+/// A loopback OpenAI-compatible server that answers every request with one
+/// short streamed answer, for `wo ask` to write while MCP writes too.
+fn answering_server() -> u16 {
+    use std::io::Write;
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(mut stream) = stream else { continue };
+            common::drain_request(&stream);
+            let _ = stream.write_all(
+                b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\nconnection: close\r\n\r\n\
+data: {\"choices\":[{\"delta\":{\"content\":\"Kilns are hot.\"}}]}\n\n\
+data: {\"choices\":[{\"delta\":{},\"finish_reason\":\"stop\"}]}\n\n\
+data: [DONE]\n\n",
+            );
+        }
+    });
+    port
 }
 
 #[test]

@@ -483,6 +483,28 @@ impl WikiOracleMcp {
                 })
                 .await;
         }
+        // Ids kept from other tools need not start with m_/t_: an exact match.
+        if !id.starts_with("chunk:") {
+            let key = id.clone();
+            let found = self
+                .with_store(move |store| {
+                    let s = store.state();
+                    if let Some(m) = s.message(&key) {
+                        let mut v = serde_json::to_value(m).map_err(internal)?;
+                        v["text"] = Value::String(to_plain_text(&m.content));
+                        return Ok(Some(json_result(v)));
+                    }
+                    Ok(s.truth
+                        .trust
+                        .iter()
+                        .find(|t| t.id == key)
+                        .map(|t| json_result(truth_json(t))))
+                })
+                .await?;
+            if let Some(r) = found {
+                return Ok(r);
+            }
+        }
         let this = self.clone();
         tokio::task::spawn_blocking(move || -> Result<CallToolResult, McpError> {
             let Some(index) = this.open_index()? else {

@@ -100,12 +100,23 @@ pub fn apply(store: &mut Store, op: WriteOp, by: &str) -> Result<Value, String> 
             if found.status == Some(EffortStatus::Resolved) {
                 return Err(format!("id {}: already resolved", found.id));
             }
+            // Who created the entry stays; who resolved it is added. Built
+            // before anything changes: a failed change is not undone.
+            let mut p = found
+                .extra
+                .get("x_provenance")
+                .map(RawJson::to_value)
+                .filter(Value::is_object)
+                .unwrap_or_else(|| provenance.to_value());
+            p["resolved_by"] = Value::String(by.to_owned());
+            let p =
+                RawJson::parse(&p.to_string()).map_err(|e| format!("internal: provenance: {e}"))?;
             let full = found.id.clone();
             s.edit_truth(&full, TruthEdit::default(), now);
             if let Some(t) = s.truth.trust.iter_mut().find(|t| t.id == full) {
                 t.status = Some(EffortStatus::Resolved);
                 t.resolution = resolution;
-                t.extra.insert("x_provenance".into(), provenance);
+                t.extra.insert("x_provenance".into(), p);
             }
             Ok(json!({"resolved": full}))
         }),
