@@ -30,7 +30,7 @@ pub enum Need {
     LlamaServer,
     /// Node.js, Debian's Chromium and playwright-core in `tests/browser`.
     Browser,
-    /// The official Python MCP SDK (`mcp` on PyPI), the client `wo mcp`'s
+    /// The official Python MCP SDK (the `mcp` package), the client `wo mcp`'s
     /// tests drive it with.
     PythonMcp,
 }
