@@ -152,6 +152,48 @@ may use only the default provider (or those named with --allow-provider), each p
 (or those named with --allow-model), and at most --max-tokens (default 4096) per answer.\n\
 The API is described at /api/openapi.json.")]
     Serve(ServeArgs),
+    /// Serve your memory and the project index to other tools over MCP (stdio): Claude Code, Codex, Cursor, VS Code.
+    #[command(after_help = "Examples:\n  \
+wo mcp                              serve ./llm.json (read-only) on stdin/stdout; a client starts this\n  \
+wo mcp --allow-write                also let clients remember, resolve efforts and log exchanges\n  \
+wo mcp --print-config claude        the snippet for .mcp.json (also: codex, cursor, vscode)\n\n\
+Tools: context, search, read, recent; with --allow-write: remember, resolve, log_exchange.\n\
+Resources: wikioracle://context, wikioracle://llm.md. Writes record the client's name in x_provenance.")]
+    Mcp(McpArgs),
+    /// Write or update the WikiOracle section of AGENTS.md (or CLAUDE.md) for coding agents.
+    #[command(after_help = "Examples:\n  \
+wo agents-md                 AGENTS.md in the current directory (created, or its section updated in place)\n  \
+wo agents-md --file CLAUDE.md\n\n\
+Only the text between the <!-- wikioracle:begin --> and <!-- wikioracle:end --> markers changes.")]
+    AgentsMd(AgentsMdArgs),
+}
+
+#[derive(Args, Debug)]
+pub struct McpArgs {
+    /// Let clients write: remember, resolve and log_exchange (off by default).
+    #[arg(long)]
+    pub allow_write: bool,
+    /// The directory index used for search, read and context (default: the nearest indexed directory above llm.json).
+    #[arg(long, value_name = "DIR")]
+    pub index: Option<PathBuf>,
+    /// Print the configuration snippet for this client instead of serving.
+    #[arg(long, value_name = "CLIENT")]
+    pub print_config: Option<McpClient>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum McpClient {
+    Claude,
+    Codex,
+    Cursor,
+    Vscode,
+}
+
+#[derive(Args, Debug)]
+pub struct AgentsMdArgs {
+    /// The file to write or update.
+    #[arg(long, value_name = "PATH", default_value = "AGENTS.md")]
+    pub file: PathBuf,
 }
 
 #[derive(Args, Debug)]

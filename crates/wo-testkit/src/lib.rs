@@ -30,6 +30,9 @@ pub enum Need {
     LlamaServer,
     /// Node.js, Debian's Chromium and playwright-core in `tests/browser`.
     Browser,
+    /// The official Python MCP SDK (the `mcp` package), the client `wo mcp`'s
+    /// tests drive it with.
+    PythonMcp,
 }
 
 /// Set to `1` by `.ci/run`: a missing prerequisite is then a failure.
@@ -77,6 +80,12 @@ pub fn missing(need: Need) -> Option<String> {
                     python()
                 )
             })
+        }),
+        Need::PythonMcp => (!python_imports("mcp.client.stdio")).then(|| {
+            format!(
+                "the official Python MCP SDK is not installed for {} (run: python3 -m pip install \"mcp==2.3.0\")",
+                python()
+            )
         }),
         Need::Browser => {
             let node = Command::new("node")

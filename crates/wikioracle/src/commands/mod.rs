@@ -7,6 +7,7 @@ mod context;
 mod index;
 mod init;
 mod log;
+mod mcp;
 mod merge;
 mod persist;
 mod providers;
@@ -44,6 +45,8 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
         Command::Search(args) => index::search(args),
         Command::Pack(args) => index::pack(args),
         Command::Serve(args) => serve::run(g, args),
+        Command::Mcp(args) => mcp::run(g, args),
+        Command::AgentsMd(args) => mcp::agents_md(args),
     }
 }
 

@@ -1,0 +1,73 @@
+//! `wo mcp` (the MCP face in `wo-mcp`, over stdio) and `wo agents-md`.
+
+use std::process::ExitCode;
+
+use anyhow::{Context as _, Result};
+use wo_mcp::config::{Client, snippet, update_agents_md};
+
+use super::{open_options, state_path};
+use crate::cli::{AgentsMdArgs, GlobalOpts, McpArgs, McpClient};
+
+pub fn run(g: &GlobalOpts, args: McpArgs) -> Result<ExitCode> {
+    if let Some(client) = args.print_config {
+        let client = match client {
+            McpClient::Claude => Client::Claude,
+            McpClient::Codex => Client::Codex,
+            McpClient::Cursor => Client::Cursor,
+            McpClient::Vscode => Client::Vscode,
+        };
+        // The absolute path of this `wo`, so the client need not find it on
+        // its PATH; the state file only when one was named.
+        let exe = std::env::current_exe()
+            .ok()
+            .map(|p| p.display().to_string())
+            .unwrap_or_else(|| "wo".to_owned());
+        let state = g
+            .state
+            .as_ref()
+            .map(|p| std::path::absolute(p).unwrap_or_else(|_| p.clone()));
+        eoutln!("# {}", client.file());
+        out!(
+            "{}",
+            snippet(client, &exe, state.as_deref(), args.allow_write)
+        );
+        return Ok(ExitCode::SUCCESS);
+    }
+    let opts = wo_mcp::McpOptions {
+        state: state_path(g)?,
+        open: open_options(g),
+        allow_write: args.allow_write,
+        index: args.index,
+    };
+    // stdout is the protocol channel: nothing else may be printed there.
+    let rt = super::session::runtime()?;
+    rt.block_on(wo_mcp::serve_stdio(opts))?;
+    Ok(ExitCode::SUCCESS)
+}
+
+pub fn agents_md(args: AgentsMdArgs) -> Result<ExitCode> {
+    let path = &args.file;
+    let existing = match std::fs::read_to_string(path) {
+        Ok(t) => t,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => String::new(),
+        Err(e) => return Err(e).with_context(|| format!("{}: cannot read", path.display())),
+    };
+    let updated =
+        update_agents_md(&existing).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
+    if updated == existing {
+        outln!("{} is up to date", path.display());
+        return Ok(ExitCode::SUCCESS);
+    }
+    wo_store::durable::write_atomic(path, &[updated.as_bytes()])
+        .with_context(|| format!("{}: cannot write", path.display()))?;
+    outln!(
+        "{} {}",
+        if existing.is_empty() {
+            "wrote"
+        } else {
+            "updated"
+        },
+        path.display()
+    );
+    Ok(ExitCode::SUCCESS)
+}

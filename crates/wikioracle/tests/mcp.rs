@@ -1,0 +1,484 @@
+//! `wo mcp` driven by a real client — the official Python MCP SDK over
+//! stdio (`tests/mcp/client.py`): every tool, the resources, refusals
+//! without `--allow-write`, bad arguments (clear errors, the file byte for
+//! byte unchanged), and concurrent writers — MCP `remember` while `wo ask` and
+//! `wo truth add` write (nothing lost). Also `wo mcp
+//! --print-config` (each snippet parses in its client's format) and
+//! `wo agents-md` (written, then updated in place).
+
+mod common;
+
+use std::path::PathBuf;
+use std::process::Command;
+
+use common::{Project, wo_bin};
+use serde_json::Value;
+use wo_format::{EffortStatus, TruthKind};
+use wo_testkit::{Need, heavy, python};
+
+fn client_script() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/mcp/client.py")
+}
+
+/// Runs the Python client's `scenario` against `wo mcp` in `p`; its JSON.
+fn drive(p: &Project, scenario: &str, extra: &[&str]) -> Value {
+    let out = Command::new(python())
+        .arg(client_script())
+        .arg(wo_bin())
+        .arg(p.path())
+        .arg(scenario)
+        .args(extra)
+        .env_remove("WO_STATE")
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "client {scenario} failed: {stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_str(stdout.trim()).unwrap_or_else(|e| panic!("{e}: {stdout}"))
+}
+
+fn project_with_fact() -> (Project, String) {
+    let p = Project::new();
+    p.ok(&["init", "."]);
+    let out = p.ok(&[
+        "truth",
+        "add",
+        "Kangaroos live in Australia",
+        "--content",
+        "The kangaroo habitat is grassland",
+        "--certainty",
+        "0.95",
+        "--kind",
+        "fact",
+    ]);
+    let id = out.trim().strip_prefix("added ").unwrap().to_owned();
+    (p, id)
+}
+
+fn ok_json(v: &Value, what: &str) -> Value {
+    assert_eq!(v["ok"], true, "{what}: {v}");
+    serde_json::from_str(v["text"].as_str().unwrap()).unwrap()
+}
+
+#[test]
+fn every_tool_works_through_the_python_sdk() {
+    if !heavy(
+        "every_tool_works_through_the_python_sdk",
+        &[Need::PythonMcp],
+    ) {
+        return;
+    }
+    let (p, fact) = project_with_fact();
+    let out = drive(&p, "full", &["m_none", &fact]);
+    assert_eq!(out["server"], "wikioracle");
+    let tools = out["tools"].as_object().unwrap();
+    let mut names: Vec<&str> = tools.keys().map(String::as_str).collect();
+    names.sort();
+    assert_eq!(
+        names,
+        [
+            "context",
+            "log_exchange",
+            "read",
+            "recent",
+            "remember",
+            "resolve",
+            "search"
+        ]
+    );
+    for (name, t) in tools {
+        assert!(
+            t["description"].as_str().is_some_and(|d| d.len() > 20),
+            "{name} has no description"
+        );
+        assert_eq!(t["schema"]["type"], "object", "{name}'s schema");
+    }
+    assert!(
+        tools["remember"]["schema"]["required"]
+            .as_array()
+            .unwrap()
+            .contains(&Value::from("certainty"))
+    );
+
+    let search = ok_json(&out["search"], "search");
+    assert_eq!(search["truth"][0]["id"], fact.as_str());
+    let filtered = ok_json(&out["search_truth_only"], "search with filters");
+    assert_eq!(filtered["truth"][0]["id"], fact.as_str());
+    assert_eq!(filtered["messages"], Value::Array(vec![]));
+    let ctx = ok_json(&out["context"], "context");
+    assert_eq!(ctx["budget"], 2000);
+    assert!(
+        ctx["parts"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|part| part["id"] == fact.as_str()),
+        "the relevant fact is in the context: {ctx}"
+    );
+    let recent = ok_json(&out["recent"], "recent");
+    assert_eq!(recent["truth"][0]["id"], fact.as_str());
+
+    let effort = ok_json(&out["remember"], "remember")["added"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert_eq!(
+        ok_json(&out["resolve"], "resolve")["resolved"],
+        effort.as_str()
+    );
+    let logged = ok_json(&out["log_exchange"], "log_exchange");
+    let read_msg = ok_json(&out["read_message"], "read a message");
+    assert_eq!(read_msg["id"], logged["question"]);
+    assert_eq!(read_msg["text"], "What is the wombat's diet?");
+    let read_truth = ok_json(&out["read_truth"], "read truth by prefix");
+    assert_eq!(read_truth["id"], effort.as_str());
+    assert_eq!(
+        out["resources"],
+        serde_json::json!(["wikioracle://context"]),
+        "no directory index here, so no llm.md"
+    );
+
+    // What the file now holds: written through the store, with provenance.
+    let s = p.state();
+    let e = s.truth.trust.iter().find(|t| t.id == effort).unwrap();
+    assert_eq!(e.kind, Some(TruthKind::Effort));
+    assert_eq!(e.status, Some(EffortStatus::Resolved));
+    assert_eq!(e.resolution.as_deref(), Some("moved to Mondays"));
+    assert_eq!(e.tags.as_deref(), Some(&["ops".to_owned()][..]));
+    assert!(e.updated.is_some());
+    let prov = e.extra["x_provenance"].to_value();
+    assert_eq!(prov["by"], "pytest-agent");
+    assert_eq!(prov["resolved_by"], "pytest-agent");
+    let q = s.message(logged["question"].as_str().unwrap()).unwrap();
+    let a = s.message(logged["answer"].as_str().unwrap()).unwrap();
+    assert_eq!(a.parent.as_deref(), Some(q.id.as_str()));
+    assert_eq!(a.model.as_deref(), Some("agent-model"));
+    assert_eq!(a.extra["x_provenance"].to_value()["by"], "pytest-agent");
+    p.ok(&["validate", "llm.json"]);
+}
+
+#[test]
+fn writes_are_refused_without_allow_write_and_bad_arguments_write_nothing() {
+    if !heavy(
+        "writes_are_refused_without_allow_write_and_bad_arguments_write_nothing",
+        &[Need::PythonMcp],
+    ) {
+        return;
+    }
+    let (p, fact) = project_with_fact();
+    let before = std::fs::read(p.state_path()).unwrap();
+
+    let ro = drive(&p, "readonly", &["m_none", &fact]);
+    for tool in ["remember", "resolve", "log_exchange"] {
+        assert_eq!(ro[tool]["ok"], false, "{tool}: {}", ro[tool]);
+        assert!(
+            ro[tool]["text"].as_str().unwrap().contains("--allow-write"),
+            "{tool} says how to allow it: {}",
+            ro[tool]
+        );
+    }
+    assert_eq!(
+        ok_json(&ro["read_truth"], "reads still work")["id"],
+        fact.as_str()
+    );
+    assert_eq!(std::fs::read(p.state_path()).unwrap(), before);
+
+    let bad = drive(&p, "bad", &[&fact]);
+    let expect = [
+        ("certainty", "certainty: 1.5 is outside 0..=1"),
+        ("kind", "unknown variant `rumour`"),
+        ("missing", "missing field `content`"),
+        ("empty_title", "title: must not be empty"),
+        ("unknown_field", "unknown field `colour`"),
+        ("limit", "limit: 0 is outside 1..=100"),
+        ("read_missing", "t_ffffffffffffffff"),
+        ("resolve_not_effort", "not an effort"),
+        ("log_empty", "question: must not be empty"),
+    ];
+    for (case, msg) in expect {
+        let r = &bad["bad"][case];
+        assert_eq!(r["ok"], false, "{case}: {r}");
+        assert!(
+            r["text"].as_str().unwrap().contains(msg),
+            "{case}: expected {msg:?} in {r}"
+        );
+    }
+    assert_eq!(
+        std::fs::read(p.state_path()).unwrap(),
+        before,
+        "refused calls leave llm.json byte for byte"
+    );
+}
+
+#[test]
+fn mcp_writes_and_cli_writers_at_once_lose_nothing() {
+    if !heavy(
+        "mcp_writes_and_cli_writers_at_once_lose_nothing",
+        &[Need::PythonMcp],
+    ) {
+        return;
+    }
+    let (p, _) = project_with_fact();
+    const N: usize = 15;
+    // More MCP writes than CLI ones, so the client is still writing while
+    // the CLI loop runs (its start-up takes longer than a `wo` command's).
+    const M: usize = 4 * N;
+    let dir = p.path().to_path_buf();
+    let client = std::thread::spawn(move || {
+        let out = Command::new(python())
+            .arg(client_script())
+            .arg(wo_bin())
+            .arg(&dir)
+            .arg("writer")
+            .arg(M.to_string())
+            .env_remove("WO_STATE")
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        serde_json::from_slice::<Value>(&out.stdout).unwrap()
+    });
+    let port = answering_server();
+    let cfg = p.path().join("config.toml");
+    std::fs::write(
+        &cfg,
+        format!("[providers.test]\nkind = \"openai\"\nbase_url = \"http://127.0.0.1:{port}/v1\"\nmodel = \"m\"\napi_key = \"sk-test-not-a-real-key\"\ntimeout_secs = 5\n"),
+    )
+    .unwrap();
+    std::fs::set_permissions(&cfg, std::os::unix::fs::PermissionsExt::from_mode(0o600)).unwrap();
+    for i in 0..N {
+        p.ok(&[
+            "truth",
+            "add",
+            &format!("cli fact {i}"),
+            "--content",
+            &format!("cli writer fact {i}"),
+        ]);
+        let r = common::to_run(
+            p.cmd(&["ask", "--provider", "test", &format!("question number {i}")])
+                .env("WO_CONFIG", &cfg)
+                .output()
+                .unwrap(),
+        );
+        assert_eq!(r.code, 0, "wo ask {i}: {}{}", r.stdout, r.stderr);
+    }
+    let out = client.join().unwrap();
+    for w in out["writes"].as_array().unwrap() {
+        assert_eq!(w["ok"], true, "{w}");
+    }
+    let s = p.state();
+    let titles: Vec<String> = (0..N)
+        .map(|i| format!("cli fact {i}"))
+        .chain((0..M).map(|i| format!("mcp fact {i}")))
+        .collect();
+    for title in &titles {
+        assert!(
+            s.truth.trust.iter().any(|t| &t.title == title),
+            "{title} was lost"
+        );
+    }
+    assert_eq!(s.truth.trust.len(), 1 + N + M);
+    for i in 0..N {
+        let q = format!("question number {i}");
+        let m = s
+            .messages()
+            .iter()
+            .find(|m| m.title == q)
+            .unwrap_or_else(|| panic!("{q} was lost"));
+        assert!(
+            s.messages()
+                .iter()
+                .any(|a| a.parent.as_deref() == Some(m.id.as_str())),
+            "the answer to {q} was lost"
+        );
+    }
+    assert_eq!(s.messages().len(), 2 * N);
+}
+
+/// A loopback OpenAI-compatible server that answers every request with one
+/// short streamed answer, for `wo ask` to write while MCP writes too.
+fn answering_server() -> u16 {
+    use std::io::Write;
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(mut stream) = stream else { continue };
+            common::drain_request(&stream);
+            let _ = stream.write_all(
+                b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\nconnection: close\r\n\r\n\
+data: {\"choices\":[{\"delta\":{\"content\":\"Kilns are hot.\"}}]}\n\n\
+data: {\"choices\":[{\"delta\":{},\"finish_reason\":\"stop\"}]}\n\n\
+data: [DONE]\n\n",
+            );
+        }
+    });
+    port
+}
+
+#[test]
+fn print_config_snippets_parse_in_each_clients_format() {
+    let p = Project::new();
+    for client in ["claude", "cursor", "vscode"] {
+        let out = p.ok(&[
+            "mcp",
+            "--print-config",
+            client,
+            "--state",
+            "my llm.json",
+            "--allow-write",
+        ]);
+        let v: Value =
+            serde_json::from_str(&out).unwrap_or_else(|e| panic!("{client}: {e}\n{out}"));
+        let key = if client == "vscode" {
+            "servers"
+        } else {
+            "mcpServers"
+        };
+        let server = &v[key]["wikioracle"];
+        assert_eq!(
+            server["command"],
+            wo_bin().display().to_string(),
+            "{client}"
+        );
+        let args: Vec<&str> = server["args"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|a| a.as_str().unwrap())
+            .collect();
+        assert_eq!(args[0], "mcp");
+        assert_eq!(args[1], "--state");
+        assert!(args[2].ends_with("my llm.json") && PathBuf::from(args[2]).is_absolute());
+        assert_eq!(args[3], "--allow-write");
+        if client == "vscode" {
+            assert_eq!(server["type"], "stdio");
+        }
+    }
+    let out = p.ok(&["mcp", "--print-config", "codex"]);
+    let doc: toml_edit::DocumentMut = out.parse().unwrap_or_else(|e| panic!("{e}\n{out}"));
+    let server = &doc["mcp_servers"]["wikioracle"];
+    assert_eq!(server["command"].as_str(), Some(wo_bin().to_str().unwrap()));
+    let args = server["args"].as_array().unwrap();
+    assert_eq!(args.len(), 1);
+    assert_eq!(args.get(0).unwrap().as_str(), Some("mcp"));
+
+    let bad = p.run(&["mcp", "--print-config", "emacs"]);
+    assert_ne!(bad.code, 0);
+    assert!(
+        bad.stderr.contains("emacs") && bad.stderr.contains("claude"),
+        "{}",
+        bad.stderr
+    );
+}
+
+#[test]
+fn agents_md_is_written_then_updated_in_place() {
+    let p = Project::new();
+    let out = p.ok(&["agents-md"]);
+    assert!(out.starts_with("wrote"), "{out}");
+    let first = std::fs::read_to_string(p.path().join("AGENTS.md")).unwrap();
+    assert!(first.contains("wo mcp") && first.contains("`remember`"));
+
+    // The person's own text around the block survives; the block is replaced.
+    let path = p.path().join("CLAUDE.md");
+    std::fs::write(&path, "# Notes\n\nRun `make test`.\n").unwrap();
+    p.ok(&["agents-md", "--file", "CLAUDE.md"]);
+    let stale = std::fs::read_to_string(&path)
+        .unwrap()
+        .replace("portable memory", "STALE")
+        + "\n## After\nkept\n";
+    std::fs::write(&path, &stale).unwrap();
+    let out = p.ok(&["agents-md", "--file", "CLAUDE.md"]);
+    assert!(out.starts_with("updated"), "{out}");
+    let now = std::fs::read_to_string(&path).unwrap();
+    assert!(now.starts_with("# Notes\n\nRun `make test`.\n\n<!-- wikioracle:begin"));
+    assert!(now.ends_with("\n## After\nkept\n"));
+    assert!(!now.contains("STALE"));
+    assert_eq!(now.matches("wikioracle:begin").count(), 1);
+    assert!(
+        p.ok(&["agents-md", "--file", "CLAUDE.md"])
+            .contains("up to date")
+    );
+
+    // A half-deleted block is refused, and the file is left alone.
+    let broken = "x\n<!-- wikioracle:end -->\n";
+    std::fs::write(&path, broken).unwrap();
+    let r = p.run(&["agents-md", "--file", "CLAUDE.md"]);
+    assert_ne!(r.code, 0);
+    assert!(
+        r.stderr.contains("CLAUDE.md") && r.stderr.contains("unbalanced"),
+        "{}",
+        r.stderr
+    );
+    assert_eq!(std::fs::read_to_string(&path).unwrap(), broken);
+}
+
+#[test]
+fn help_teaches_and_a_missing_state_file_is_named() {
+    let p = Project::new();
+    for cmd in [["mcp", "--help"], ["agents-md", "--help"]] {
+        let out = p.ok(&cmd);
+        assert!(out.contains("Examples:"), "{cmd:?}:\n{out}");
+    }
+    let r = p.run(&["mcp"]);
+    assert_ne!(r.code, 0, "no llm.json: nothing to serve");
+    assert!(
+        r.stderr.contains("llm.json") && r.stderr.contains("wo init"),
+        "{}",
+        r.stderr
+    );
+    assert!(
+        r.stdout.is_empty(),
+        "stdout is the protocol channel: {}",
+        r.stdout
+    );
+    assert!(!p.state_path().exists(), "wo mcp creates no file");
+}
+
+#[test]
+fn chunks_of_the_directory_index_are_searched_read_and_described() {
+    if !heavy(
+        "chunks_of_the_directory_index_are_searched_read_and_described",
+        &[Need::PythonMcp],
+    ) {
+        return;
+    }
+    let (p, _) = project_with_fact();
+    std::fs::create_dir(p.path().join("docs")).unwrap();
+    std::fs::write(
+        p.path().join("docs/wombat.md"),
+        "# Wombats\n\nThe wombat digs a burrow with strong claws.\n",
+    )
+    .unwrap();
+    p.ok(&["index"]);
+    let out = drive(&p, "index", &[]);
+    let search = ok_json(&out["search"], "search chunks");
+    let hit = &search["chunks"][0];
+    assert_eq!(hit["path"], "docs/wombat.md");
+    let read = ok_json(&out["read_chunk"], "read chunk:<id>");
+    assert_eq!(read["id"], hit["read_id"]);
+    assert!(read["content"].as_str().unwrap().contains("strong claws"));
+    assert_eq!(
+        ok_json(&out["read_ref"], "read c0001")["id"],
+        hit["read_id"]
+    );
+    assert_eq!(out["bad_chunk_kind"]["ok"], false);
+    assert!(
+        out["bad_chunk_kind"]["text"]
+            .as_str()
+            .unwrap()
+            .contains("chunk_kind")
+    );
+    assert_eq!(
+        out["resources"],
+        serde_json::json!(["wikioracle://context", "wikioracle://llm.md"])
+    );
+    assert!(out["llm_md"].as_str().unwrap().contains("docs/wombat.md"));
+}

@@ -1,0 +1,183 @@
+//! The text `wo` gives other tools: each MCP client's configuration snippet
+//! (`wo mcp --print-config`) and the `AGENTS.md` / `CLAUDE.md` block
+//! (`wo agents-md`), kept between markers so it is updated in place.
+
+use std::path::Path;
+
+/// The MCP clients whose configuration `wo mcp --print-config` prints.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Client {
+    /// Claude Code: `.mcp.json` (project scope), `{"mcpServers": {…}}`.
+    Claude,
+    /// OpenAI Codex CLI: `~/.codex/config.toml`, `[mcp_servers.<name>]`.
+    Codex,
+    /// Cursor: `.cursor/mcp.json`, `{"mcpServers": {…}}`.
+    Cursor,
+    /// VS Code (Copilot agent mode): `.vscode/mcp.json`, `{"servers": {…}}`.
+    Vscode,
+}
+
+impl Client {
+    pub fn parse(s: &str) -> Option<Client> {
+        Some(match s {
+            "claude" => Client::Claude,
+            "codex" => Client::Codex,
+            "cursor" => Client::Cursor,
+            "vscode" => Client::Vscode,
+            _ => return None,
+        })
+    }
+
+    /// Where the snippet goes.
+    pub fn file(self) -> &'static str {
+        match self {
+            Client::Claude => ".mcp.json (project) — or: claude mcp add wikioracle -- wo mcp",
+            Client::Codex => "~/.codex/config.toml",
+            Client::Cursor => ".cursor/mcp.json (project) or ~/.cursor/mcp.json",
+            Client::Vscode => ".vscode/mcp.json",
+        }
+    }
+}
+
+/// The command line a client should start: `wo mcp [--state PATH] [--allow-write]`.
+fn args(state: Option<&Path>, allow_write: bool) -> Vec<String> {
+    let mut a = vec!["mcp".to_owned()];
+    if let Some(p) = state {
+        a.push("--state".into());
+        a.push(p.display().to_string());
+    }
+    if allow_write {
+        a.push("--allow-write".into());
+    }
+    a
+}
+
+fn toml_string(s: &str) -> String {
+    // A TOML basic string has JSON's escapes for what we may meet in a path.
+    serde_json::Value::String(s.to_owned()).to_string()
+}
+
+/// The configuration snippet for `client`, starting `command` (the `wo`
+/// executable) on `state`.
+pub fn snippet(client: Client, command: &str, state: Option<&Path>, allow_write: bool) -> String {
+    let args = args(state, allow_write);
+    match client {
+        Client::Claude | Client::Cursor => {
+            let v = serde_json::json!({"mcpServers": {"wikioracle": {
+                "command": command, "args": args}}});
+            format!("{}\n", serde_json::to_string_pretty(&v).unwrap_or_default())
+        }
+        Client::Vscode => {
+            let v = serde_json::json!({"servers": {"wikioracle": {
+                "type": "stdio", "command": command, "args": args}}});
+            format!("{}\n", serde_json::to_string_pretty(&v).unwrap_or_default())
+        }
+        Client::Codex => {
+            let list: Vec<String> = args.iter().map(|a| toml_string(a)).collect();
+            format!(
+                "[mcp_servers.wikioracle]\ncommand = {}\nargs = [{}]\n",
+                toml_string(command),
+                list.join(", ")
+            )
+        }
+    }
+}
+
+pub const BEGIN: &str = "<!-- wikioracle:begin (kept up to date by `wo agents-md`) -->";
+pub const END: &str = "<!-- wikioracle:end -->";
+
+/// The block telling a coding agent how to use the memory and the index.
+pub fn agents_block() -> String {
+    format!(
+        "{BEGIN}\n\
+## Memory and project index (WikiOracle)\n\
+\n\
+This project keeps a portable memory in `llm.json` (what the person knows, decided and is working\n\
+on, and past conversations) and a searchable index of its files. Use them:\n\
+\n\
+- Through MCP (server `wikioracle`, started as `wo mcp`): call `context` with the question before\n\
+  answering anything about the person or the project; `search` (truth, messages, chunks) and `read`\n\
+  an id for the full text; `recent` for what happened lately.\n\
+- Saving (only if the server runs with `--allow-write`): `remember` a durable fact, decision, event\n\
+  or note (kind, certainty 0..1, tags), open an `effort` for unfinished work and `resolve` it when\n\
+  done; `log_exchange` a question and answer worth keeping. Do not save secrets.\n\
+- Without MCP, from a shell: `wo context explain \"question\"`, `wo search \"words\"`, `wo log`,\n\
+  `wo truth list`, `wo truth add --title T --content C --kind fact --certainty 0.8`.\n\
+- Never edit `llm.json` by hand while tools run; `wo validate llm.json` checks it.\n\
+{END}\n"
+    )
+}
+
+/// `existing` with the block inserted or replaced between the markers; the
+/// rest of the file is kept byte for byte. Errors when the markers are
+/// unbalanced (a half-deleted block), so nothing is guessed.
+pub fn update_agents_md(existing: &str) -> Result<String, String> {
+    let block = agents_block();
+    match (existing.find(BEGIN), existing.find(END)) {
+        (None, None) => {
+            let mut out = existing.to_owned();
+            if !out.is_empty() && !out.ends_with('\n') {
+                out.push('\n');
+            }
+            if !out.is_empty() {
+                out.push('\n');
+            }
+            out.push_str(&block);
+            Ok(out)
+        }
+        (Some(b), Some(e)) if b < e => {
+            let mut end = e + END.len();
+            if existing[end..].starts_with('\n') {
+                end += 1;
+            }
+            Ok(format!("{}{block}{}", &existing[..b], &existing[end..]))
+        }
+        _ => Err(format!(
+            "the WikiOracle markers are unbalanced (need {BEGIN:?} before {END:?}); fix or remove them by hand"
+        )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn block_is_inserted_then_replaced_in_place() {
+        let first = update_agents_md("# Agents\n\nBuild with make.").unwrap();
+        assert!(first.starts_with("# Agents\n\nBuild with make.\n\n"));
+        assert!(first.contains(BEGIN) && first.contains(END));
+        let old = first.replace("portable memory", "OLD TEXT");
+        let mut edited = old.clone();
+        edited.push_str("\nafter\n");
+        let second = update_agents_md(&edited).unwrap();
+        assert_eq!(second.matches(BEGIN).count(), 1);
+        assert!(!second.contains("OLD TEXT"));
+        assert!(second.ends_with("\nafter\n"));
+        assert_eq!(update_agents_md(&second).unwrap(), second);
+    }
+
+    #[test]
+    fn unbalanced_markers_are_refused() {
+        assert!(update_agents_md(&format!("x\n{BEGIN}\ny\n")).is_err());
+        assert!(update_agents_md(&format!("{END}\n{BEGIN}\n")).is_err());
+    }
+
+    #[test]
+    fn json_snippets_parse_and_start_wo_mcp() {
+        for c in [Client::Claude, Client::Cursor, Client::Vscode] {
+            let s = snippet(c, "/usr/bin/wo", Some(Path::new("/p/llm \"x\".json")), true);
+            let v: serde_json::Value = serde_json::from_str(&s).unwrap();
+            let server = if c == Client::Vscode {
+                &v["servers"]["wikioracle"]
+            } else {
+                &v["mcpServers"]["wikioracle"]
+            };
+            assert_eq!(server["command"], "/usr/bin/wo");
+            assert_eq!(
+                server["args"],
+                serde_json::json!(["mcp", "--state", "/p/llm \"x\".json", "--allow-write"])
+            );
+        }
+    }
+}

@@ -1,0 +1,168 @@
+//! The one place `wo mcp` changes `llm.json`: [`apply`] validates a
+//! [`WriteOp`] completely before taking the store's lock, then writes it in
+//! one `try_transact` (lock, merge with the file as it is, atomic rename),
+//! so a refused argument writes nothing and a concurrent `wo ask` or
+//! `wo truth add` loses nothing.
+//!
+//! Provenance: until the memory operations with typed provenance land
+//! (`wo_engine::memory`), the client's name is kept in the entry's
+//! `x_provenance` extension field (`{"by": …, "via": "mcp"}`), which every
+//! read-modify-write preserves; re-point [`apply`] at the typed API then.
+
+use serde_json::{Value, json};
+use wo_format::RawJson;
+use wo_format::query::find_by_prefix;
+use wo_format::xhtml::{ContentFormat, to_xhtml};
+use wo_format::{EffortStatus, Message, Role, Timestamp, TruthEdit, TruthEntry, TruthKind};
+use wo_store::Store;
+
+/// A change a client asked for, already parsed from its arguments.
+#[derive(Clone, Debug)]
+pub enum WriteOp {
+    Remember {
+        title: String,
+        content: String,
+        kind: TruthKind,
+        certainty: f64,
+        tags: Vec<String>,
+    },
+    Resolve {
+        id: String,
+        resolution: Option<String>,
+    },
+    LogExchange {
+        question: String,
+        answer: String,
+        model: Option<String>,
+    },
+}
+
+/// Validates `op`, writes it through `store` with provenance `by`, and
+/// returns what was written (ids). Errors are messages for the agent; the
+/// file is unchanged when one is returned.
+pub fn apply(store: &mut Store, op: WriteOp, by: &str) -> Result<Value, String> {
+    let provenance = RawJson::parse(&json!({"by": by, "via": "mcp"}).to_string())
+        .map_err(|e| format!("internal: provenance: {e}"))?;
+    let now = Timestamp::now();
+    let outcome = match op {
+        WriteOp::Remember {
+            title,
+            content,
+            kind,
+            certainty,
+            tags,
+        } => {
+            let title = title.trim().to_owned();
+            if title.is_empty() {
+                return Err("title: must not be empty".into());
+            }
+            if content.trim().is_empty() {
+                return Err("content: must not be empty".into());
+            }
+            if !(0.0..=1.0).contains(&certainty) {
+                return Err(format!("certainty: {certainty} is outside 0..=1"));
+            }
+            if let Some(t) = tags.iter().find(|t| t.trim().is_empty()) {
+                return Err(format!("tags: {t:?} is empty"));
+            }
+            let mut entry = TruthEntry::new(
+                title,
+                now,
+                certainty,
+                to_xhtml(&content, ContentFormat::Markdown),
+            );
+            entry.kind = Some(kind);
+            if kind == TruthKind::Effort {
+                entry.status = Some(EffortStatus::Open);
+            }
+            if !tags.is_empty() {
+                entry.tags = Some(tags);
+            }
+            entry.extra.insert("x_provenance".into(), provenance);
+            let id = entry.id.clone();
+            store.try_transact(|s| {
+                if s.add_truth(entry) {
+                    Ok(json!({"added": id}))
+                } else {
+                    Err(format!("{id}: an identical entry already exists"))
+                }
+            })
+        }
+        WriteOp::Resolve { id, resolution } => store.try_transact(|s| {
+            let found = find_by_prefix(&s.truth.trust, |t| &t.id, &id)
+                .map_err(|e| format!("id {id:?}: {e}"))?;
+            if found.kind != Some(TruthKind::Effort) {
+                return Err(format!(
+                    "id {}: not an effort (only efforts resolve)",
+                    found.id
+                ));
+            }
+            if found.status == Some(EffortStatus::Resolved) {
+                return Err(format!("id {}: already resolved", found.id));
+            }
+            // Who created the entry stays; who resolved it is added. Built
+            // before anything changes: a failed change is not undone.
+            let mut p = found
+                .extra
+                .get("x_provenance")
+                .map(RawJson::to_value)
+                .filter(Value::is_object)
+                .unwrap_or_else(|| provenance.to_value());
+            p["resolved_by"] = Value::String(by.to_owned());
+            let p =
+                RawJson::parse(&p.to_string()).map_err(|e| format!("internal: provenance: {e}"))?;
+            let full = found.id.clone();
+            s.edit_truth(&full, TruthEdit::default(), now);
+            if let Some(t) = s.truth.trust.iter_mut().find(|t| t.id == full) {
+                t.status = Some(EffortStatus::Resolved);
+                t.resolution = resolution;
+                t.extra.insert("x_provenance".into(), p);
+            }
+            Ok(json!({"resolved": full}))
+        }),
+        WriteOp::LogExchange {
+            question,
+            answer,
+            model,
+        } => {
+            if question.trim().is_empty() {
+                return Err("question: must not be empty".into());
+            }
+            if answer.trim().is_empty() {
+                return Err("answer: must not be empty".into());
+            }
+            let mut q = Message::new(
+                "user",
+                now.clone(),
+                wo_engine::turn::title_for(&question),
+                to_xhtml(&question, ContentFormat::Text),
+            );
+            q.role = Some(Role::User);
+            q.extra.insert("x_provenance".into(), provenance.clone());
+            // Strictly later, as a chat turn does, so the transcript's
+            // (timestamp, id) order keeps the question first.
+            let later = now.next_micro();
+            let mut a = Message::new(
+                model.clone().unwrap_or_else(|| by.to_owned()),
+                later,
+                wo_engine::turn::title_for(&answer),
+                wo_engine::turn::answer_xhtml(&answer),
+            );
+            a.role = Some(Role::Assistant);
+            a.parent = Some(q.id.clone());
+            a.model = model;
+            a.extra.insert("x_provenance".into(), provenance);
+            let (qid, aid) = (q.id.clone(), a.id.clone());
+            store.try_transact(|s| {
+                s.push_message(q);
+                s.push_message(a);
+                Ok(json!({"question": qid, "answer": aid}))
+            })
+        }
+    };
+    match outcome {
+        Ok(Ok((v, _))) => Ok(v),
+        Ok(Err(e)) => Err(e),
+        Err(e) => Err(format!("not written: {e}")),
+    }
+}
