@@ -268,7 +268,7 @@ fn structural_issues(state: &State) -> Vec<Issue> {
         return Vec::new();
     }
     // Rare: ask the validator, over the canonical form, for the pointers.
-    let doc: serde_json::Value = match serde_json::from_slice(&codec::to_canonical_vec(state)) {
+    let doc: serde_json::Value = match codec::document_value(&codec::to_canonical_vec(state)) {
         Ok(v) => v,
         Err(e) => {
             return vec![Issue {

@@ -78,10 +78,27 @@ fn parse_tracked(bytes: &[u8]) -> Result<State, (String, String)> {
         })
 }
 
+/// The document as a `Value` for the validator. `serde_json` refuses a
+/// number outside f64's range ("number out of range"), which an unknown
+/// field may hold and the typed model keeps byte for byte; such a document is
+/// read again by [`crate::rawjson`]'s parser, which accepts it. Any other
+/// error is `serde_json`'s, with its line and column.
+pub(crate) fn document_value(bytes: &[u8]) -> Result<Value, serde_json::Error> {
+    serde_json::from_slice(bytes).or_else(|e| {
+        if e.to_string().starts_with("number out of range")
+            && let Ok(text) = std::str::from_utf8(bytes)
+            && let Ok(doc) = crate::rawjson::document_value(text)
+        {
+            return Ok(doc);
+        }
+        Err(e)
+    })
+}
+
 /// Full validation for `wo validate`: structure and XHTML content. Returns
 /// the issues (empty: valid) and the lint warnings.
 pub fn validate_bytes(bytes: &[u8]) -> (Vec<Issue>, Vec<Issue>) {
-    let doc: Value = match serde_json::from_slice(bytes) {
+    let doc: Value = match document_value(bytes) {
         Ok(v) => v,
         Err(e) => return (vec![syntax_issue(&e)], Vec::new()),
     };
@@ -109,7 +126,7 @@ fn syntax_issue(e: &serde_json::Error) -> Issue {
 
 /// The slow path after a failed fast parse: a full structural report.
 fn full_issues(bytes: &[u8], typed_error: Option<(String, String)>) -> Vec<Issue> {
-    let doc: Value = match serde_json::from_slice(bytes) {
+    let doc: Value = match document_value(bytes) {
         Ok(v) => v,
         Err(e) => {
             // Too deep for `Value` too: the typed parser knows where.
