@@ -44,9 +44,12 @@ pub fn admit_bytes(bytes: &[u8]) -> Result<Admitted, Vec<Issue>> {
 /// check and drop it again.
 #[derive(Debug, Default)]
 pub struct KnownMessages {
-    bytes: Vec<u8>,
-    /// Start and end in `bytes` of each message, by a hash of its bytes.
-    by_hash: HashMap<u64, (usize, usize)>,
+    /// The serialised messages, in pieces written on separate cores.
+    pieces: Vec<Vec<u8>>,
+    /// Piece, start and end of each message, in the state's order.
+    spans: Vec<(usize, usize, usize)>,
+    /// Index in `spans` by a hash of the message's bytes.
+    by_hash: HashMap<u64, usize>,
 }
 
 impl KnownMessages {
@@ -56,44 +59,90 @@ impl KnownMessages {
     pub fn of(state: &State) -> KnownMessages {
         let messages = state.messages();
         let failing = failing_contents(messages);
-        // About what the file holds, so the buffer is not grown by copies.
-        let estimate: usize = messages.iter().map(|m| m.content.len() + 256).sum();
+        let is_failing = |i: usize| failing.binary_search(&i).is_ok();
+        let write = |offset: usize, chunk: &[Message]| {
+            // About what the file holds, so the buffer is not grown by copies.
+            let estimate: usize = chunk.iter().map(|m| m.content.len() + 256).sum();
+            let mut bytes = Vec::with_capacity(estimate);
+            let mut spans = Vec::with_capacity(chunk.len());
+            for (i, m) in chunk.iter().enumerate() {
+                if is_failing(offset + i) {
+                    continue;
+                }
+                let start = bytes.len();
+                codec::write_message_element(m, &mut bytes);
+                spans.push((start, bytes.len()));
+            }
+            (bytes, spans)
+        };
+        let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
+        let pieces: Vec<Piece> = if threads < 2 || messages.len() < 2048 {
+            vec![write(0, messages)]
+        } else {
+            let per = messages.len().div_ceil(threads);
+            std::thread::scope(|scope| {
+                let handles: Vec<_> = messages
+                    .chunks(per)
+                    .enumerate()
+                    .map(|(k, chunk)| scope.spawn(move || write(k * per, chunk)))
+                    .collect();
+                handles
+                    .into_iter()
+                    .map(|h| h.join().expect("serialising known messages"))
+                    .collect()
+            })
+        };
         let mut known = KnownMessages {
-            bytes: Vec::with_capacity(estimate),
+            pieces: Vec::with_capacity(pieces.len()),
+            spans: Vec::with_capacity(messages.len()),
             by_hash: HashMap::with_capacity(messages.len()),
         };
-        let mut failing = failing.into_iter().peekable();
-        for (i, m) in messages.iter().enumerate() {
-            if failing.next_if_eq(&i).is_some() {
-                continue;
+        for (p, (bytes, spans)) in pieces.into_iter().enumerate() {
+            for (start, end) in spans {
+                known
+                    .by_hash
+                    .insert(fx_hash(&bytes[start..end]), known.spans.len());
+                known.spans.push((p, start, end));
             }
-            let start = known.bytes.len();
-            codec::write_message_element(m, &mut known.bytes);
-            let end = known.bytes.len();
-            known
-                .by_hash
-                .insert(fx_hash(&known.bytes[start..end]), (start, end));
+            known.pieces.push(bytes);
         }
         known
+    }
+
+    fn bytes(&self, i: usize) -> Option<&[u8]> {
+        let &(p, start, end) = self.spans.get(i)?;
+        Some(&self.pieces[p][start..end])
+    }
+
+    /// The index of the known message whose bytes `element` (an element of
+    /// a file's `messages` array, as written) are, trying `hint` first (an
+    /// export mostly repeats the state's messages in the state's order).
+    pub(crate) fn find(&self, element: &[u8], hint: usize) -> Option<usize> {
+        if self.bytes(hint) == Some(element) {
+            return Some(hint);
+        }
+        let &i = self.by_hash.get(&fx_hash(element))?;
+        (self.bytes(i) == Some(element)).then_some(i)
     }
 
     /// True when `element` (an element of a file's `messages` array, as
     /// written) is byte for byte a known message.
     pub fn contains(&self, element: &[u8]) -> bool {
-        self.by_hash
-            .get(&fx_hash(element))
-            .is_some_and(|&(start, end)| &self.bytes[start..end] == element)
+        self.find(element, usize::MAX).is_some()
     }
 
-    /// Number of distinct known messages.
+    /// Number of known messages.
     pub fn len(&self) -> usize {
-        self.by_hash.len()
+        self.spans.len()
     }
 
     pub fn is_empty(&self) -> bool {
-        self.by_hash.is_empty()
+        self.spans.is_empty()
     }
 }
+
+/// Serialised messages and the start and end of each.
+type Piece = (Vec<u8>, Vec<(usize, usize)>);
 
 /// A lookup key for a message's bytes: its length and a fast hash of its
 /// first and last bytes (where the id and the closing fields sit). Only a

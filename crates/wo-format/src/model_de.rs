@@ -327,8 +327,10 @@ impl<'de> DeserializeSeed<'de> for Messages<'_> {
                     }
                     return Ok(out);
                 };
+                let mut hint = 0;
                 while let Some(raw) = seq.next_element::<&'de RawValue>()? {
-                    if known.contains(raw.get().as_bytes()) {
+                    if let Some(i) = known.find(raw.get().as_bytes(), hint) {
+                        hint = i + 1;
                         self.0.skipped.set(self.0.skipped.get() + 1);
                         continue;
                     }
