@@ -10,7 +10,7 @@ use std::sync::atomic::{AtomicUsize, Ordering as AtomicOrdering};
 use std::sync::mpsc;
 
 use wo_format::admit::{Admitted, AdmittedExport, KnownMessages, admit_bytes, admit_export};
-use wo_format::merge::{MergeReport, merge_into};
+use wo_format::merge::{MergeReport, merge_into, merge_into_unique};
 use wo_format::{State, to_canonical_vec};
 
 use crate::durable::{self, parent_dir};
@@ -253,9 +253,17 @@ pub fn merge_files(
             Vec::with_capacity(files.len());
         // The state's own messages, which most of an export repeats.
         let known = KnownMessages::of(state);
+        let mut merged_one = false;
         for_each_read(files, &read_opts, &known, |_, read| match read {
             Ok(AdmittedExport { admitted, known }) => {
-                let mut report = merge_into(state, &admitted.state);
+                // After the first merge the state repeats no id, so the
+                // others need not look for repeats in it again.
+                let mut report = if merged_one {
+                    merge_into_unique(state, &admitted.state)
+                } else {
+                    merge_into(state, &admitted.state)
+                };
+                merged_one = true;
                 // Repeats of the state's own messages: merging them is a
                 // no-op (a merge is idempotent), so they are only counted.
                 report.messages_skipped += known;
