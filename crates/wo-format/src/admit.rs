@@ -12,8 +12,12 @@
 //! breaks a rule refuses the whole input with the JSON pointer of each
 //! problem, and nothing is written.
 
+use std::cell::Cell;
+use std::collections::HashMap;
+
 use crate::codec::{self, ParseError};
 use crate::model::{Extra, Message, State};
+use crate::model_de::StateSeed;
 use crate::rawjson::MAX_DEPTH;
 use crate::validate::{self, Issue};
 use crate::xhtml;
@@ -31,6 +35,185 @@ pub struct Admitted {
 pub fn admit_bytes(bytes: &[u8]) -> Result<Admitted, Vec<Issue>> {
     let state = codec::parse(bytes).map_err(|ParseError { issues }| issues)?;
     admit_state(state)
+}
+
+/// Messages known to be admissible (a state's own, already admitted), by
+/// their exact bytes in a canonical file: an export copied back from
+/// elsewhere repeats most of them, and an element with exactly those bytes
+/// parses to exactly that message, so [`admit_export`] need not build,
+/// check and drop it again.
+#[derive(Debug, Default)]
+pub struct KnownMessages {
+    /// The serialised messages, in pieces written on separate cores.
+    pieces: Vec<Vec<u8>>,
+    /// Piece, start and end of each message, in the state's order.
+    spans: Vec<(usize, usize, usize)>,
+    /// Index in `spans` by a hash of the message's bytes.
+    by_hash: HashMap<u64, usize>,
+}
+
+impl KnownMessages {
+    /// The messages of `state` (a state that was parsed or admitted, so each
+    /// message passes the structural rules) whose content also passes the
+    /// XHTML rules, as the canonical writer puts them in a file.
+    pub fn of(state: &State) -> KnownMessages {
+        let messages = state.messages();
+        let failing = failing_contents(messages);
+        let is_failing = |i: usize| failing.binary_search(&i).is_ok();
+        let write = |offset: usize, chunk: &[Message]| {
+            // About what the file holds, so the buffer is not grown by copies.
+            let estimate: usize = chunk.iter().map(|m| m.content.len() + 256).sum();
+            let mut bytes = Vec::with_capacity(estimate);
+            let mut spans = Vec::with_capacity(chunk.len());
+            for (i, m) in chunk.iter().enumerate() {
+                if is_failing(offset + i) {
+                    continue;
+                }
+                let start = bytes.len();
+                codec::write_message_element(m, &mut bytes);
+                spans.push((start, bytes.len()));
+            }
+            (bytes, spans)
+        };
+        let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
+        let pieces: Vec<Piece> = if threads < 2 || messages.len() < 2048 {
+            vec![write(0, messages)]
+        } else {
+            let per = messages.len().div_ceil(threads);
+            std::thread::scope(|scope| {
+                let handles: Vec<_> = messages
+                    .chunks(per)
+                    .enumerate()
+                    .map(|(k, chunk)| scope.spawn(move || write(k * per, chunk)))
+                    .collect();
+                handles
+                    .into_iter()
+                    .map(|h| h.join().expect("serialising known messages"))
+                    .collect()
+            })
+        };
+        let mut known = KnownMessages {
+            pieces: Vec::with_capacity(pieces.len()),
+            spans: Vec::with_capacity(messages.len()),
+            by_hash: HashMap::with_capacity(messages.len()),
+        };
+        for (p, (bytes, spans)) in pieces.into_iter().enumerate() {
+            for (start, end) in spans {
+                known
+                    .by_hash
+                    .insert(fx_hash(&bytes[start..end]), known.spans.len());
+                known.spans.push((p, start, end));
+            }
+            known.pieces.push(bytes);
+        }
+        known
+    }
+
+    fn bytes(&self, i: usize) -> Option<&[u8]> {
+        let &(p, start, end) = self.spans.get(i)?;
+        Some(&self.pieces[p][start..end])
+    }
+
+    /// The index of the known message whose bytes `element` (an element of
+    /// a file's `messages` array, as written) are, trying `hint` first (an
+    /// export mostly repeats the state's messages in the state's order).
+    pub(crate) fn find(&self, element: &[u8], hint: usize) -> Option<usize> {
+        if self.bytes(hint) == Some(element) {
+            return Some(hint);
+        }
+        let &i = self.by_hash.get(&fx_hash(element))?;
+        (self.bytes(i) == Some(element)).then_some(i)
+    }
+
+    /// True when `element` (an element of a file's `messages` array, as
+    /// written) is byte for byte a known message.
+    pub fn contains(&self, element: &[u8]) -> bool {
+        self.find(element, usize::MAX).is_some()
+    }
+
+    /// Number of known messages.
+    pub fn len(&self) -> usize {
+        self.spans.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.spans.is_empty()
+    }
+}
+
+/// Serialised messages and the start and end of each.
+type Piece = (Vec<u8>, Vec<(usize, usize)>);
+
+/// A lookup key for a message's bytes: its length and a fast hash of its
+/// first and last bytes (where the id and the closing fields sit). Only a
+/// key: every hit is confirmed byte for byte, and two messages sharing one
+/// only means the second is parsed as usual.
+fn fx_hash(bytes: &[u8]) -> u64 {
+    const K: u64 = 0x517c_c1b7_2722_0a95;
+    const EDGE: usize = 128;
+    let mut h = bytes.len() as u64;
+    let mut mix = |part: &[u8]| {
+        let mut words = part.chunks_exact(8);
+        for w in &mut words {
+            let w = u64::from_le_bytes(w.try_into().expect("8-byte chunk"));
+            h = (h.rotate_left(5) ^ w).wrapping_mul(K);
+        }
+        let mut last = [0u8; 8];
+        last[..words.remainder().len()].copy_from_slice(words.remainder());
+        h = (h.rotate_left(5) ^ u64::from_le_bytes(last)).wrapping_mul(K);
+    };
+    if bytes.len() <= 2 * EDGE {
+        mix(bytes);
+    } else {
+        mix(&bytes[..EDGE]);
+        mix(&bytes[bytes.len() - EDGE..]);
+    }
+    h
+}
+
+/// An export admitted against the messages a state already holds.
+#[derive(Clone, Debug)]
+pub struct AdmittedExport {
+    /// The export without the messages byte-identical to known ones.
+    pub admitted: Admitted,
+    /// How many messages were left out as known.
+    pub known: usize,
+}
+
+/// [`admit_bytes`] for an export to merge into a state whose messages are
+/// `known`: exactly the same verdict, issues and sanitised pointers, but the
+/// messages repeated byte for byte from `known` are only counted. Merging
+/// them would change nothing (a merge is idempotent), so merging
+/// `admitted.state` is merging the whole export, with `known` more messages
+/// skipped.
+///
+/// Acceptance is unchanged because a left-out element parses to a message
+/// that already passed every rule where it sits (the same depth in the same
+/// structure), and each rule is checked per message. Whenever the shortcut
+/// finds anything to report or sanitise, the whole input goes through
+/// [`admit_bytes`], so what is reported is what it reports.
+pub fn admit_export(bytes: &[u8], known: &KnownMessages) -> Result<AdmittedExport, Vec<Issue>> {
+    let full = || admit_bytes(bytes).map(|admitted| AdmittedExport { admitted, known: 0 });
+    let skipped = Cell::new(0);
+    let mut de = serde_json::Deserializer::from_slice(bytes);
+    let parsed = serde::de::DeserializeSeed::deserialize(
+        StateSeed {
+            known,
+            skipped: &skipped,
+        },
+        &mut de,
+    )
+    .and_then(|state| de.end().map(|()| state));
+    let Ok(state) = parsed else {
+        return full();
+    };
+    match admit_state(state) {
+        Ok(admitted) if admitted.sanitised.is_empty() => Ok(AdmittedExport {
+            admitted,
+            known: skipped.get(),
+        }),
+        _ => full(),
+    }
 }
 
 /// Validates and sanitises a state built in memory; see the module docs.
@@ -134,7 +317,7 @@ fn structural_issues(state: &State) -> Vec<Issue> {
         return Vec::new();
     }
     // Rare: ask the validator, over the canonical form, for the pointers.
-    let doc: serde_json::Value = match serde_json::from_slice(&codec::to_canonical_vec(state)) {
+    let doc: serde_json::Value = match codec::document_value(&codec::to_canonical_vec(state)) {
         Ok(v) => v,
         Err(e) => {
             return vec![Issue {
@@ -267,5 +450,105 @@ mod tests {
         let issues = admit_state(s).unwrap_err();
         assert_eq!(issues[0].pointer, "/messages/0/x~1y", "{issues:?}");
         assert_eq!(issues[0].rule, "depth");
+    }
+
+    fn base_state() -> State {
+        let text = r#"{"version":1,"schema":"wikioracle.llm_state","date":"2026-01-01T00:00:00Z",
+            "messages":[
+              {"title":"a","username":"u","timestamp":"2026-01-01T00:00:01Z","content":"<p>one</p>","x_n":1e400},
+              {"title":"b","username":"v","timestamp":"2026-01-01T00:00:02Z","content":"<p>two</p>",
+               "usage":{"input_tokens":3,"x":[1,{"y":null}]}},
+              {"title":"c","username":"w","timestamp":"2026-01-01T00:00:03Z","content":"<p>bad<script>x()</script></p>"}
+            ]}"#;
+        codec::parse(text.as_bytes()).unwrap()
+    }
+
+    /// The export shortcut's verdict, issues and sanitised pointers are
+    /// admit_bytes' own, and merging what it admits (plus the counted
+    /// repeats) gives the same state and report as merging the whole file.
+    fn assert_same_as_full(base: &State, export: &[u8]) {
+        let known = KnownMessages::of(base);
+        let full = admit_bytes(export);
+        let fast = admit_export(export, &known);
+        match (full, fast) {
+            (Err(a), Err(b)) => assert_eq!(a, b),
+            (Ok(a), Ok(b)) => {
+                assert_eq!(a.sanitised, b.admitted.sanitised);
+                let (mut x, mut y) = (base.clone(), base.clone());
+                let rx = crate::merge::merge_into(&mut x, &a.state);
+                let mut ry = crate::merge::merge_into(&mut y, &b.admitted.state);
+                ry.messages_skipped += b.known;
+                assert_eq!(rx, ry);
+                assert_eq!(codec::to_canonical_vec(&x), codec::to_canonical_vec(&y));
+            }
+            (a, b) => panic!("verdicts differ: {a:?} vs {b:?}"),
+        }
+    }
+
+    #[test]
+    fn an_export_repeating_the_state_is_recognised_without_parsing() {
+        let base = base_state();
+        let known = KnownMessages::of(&base);
+        // The message whose content breaks the XHTML rules is not known: a
+        // copy of it must still be sanitised on the way in.
+        assert_eq!(known.len(), 2);
+        let mut export = base.clone();
+        export.push_message(Message::new(
+            "phone",
+            crate::Timestamp::parse("2026-02-01T00:00:00Z").unwrap(),
+            "new",
+            "<p>new</p>",
+        ));
+        let bytes = codec::to_canonical_vec(&export);
+        let out = admit_export(&bytes, &known).unwrap();
+        // The state's good messages are only counted; the bad one and the new
+        // one are parsed (the bad one sanitised, so admit_bytes reports it).
+        assert_eq!(
+            out.admitted.sanitised,
+            vec!["/messages/2/content".to_owned()]
+        );
+        assert_same_as_full(&base, &bytes);
+        // Without the bad message, the shortcut itself is taken.
+        let mut clean = export.clone();
+        clean.messages_mut().remove(2);
+        let bytes = codec::to_canonical_vec(&clean);
+        let out = admit_export(&bytes, &known).unwrap();
+        assert_eq!(out.known, 2);
+        assert_eq!(out.admitted.state.messages().len(), 1);
+        assert_eq!(out.admitted.state.messages()[0].title, "new");
+        assert_same_as_full(&base, &bytes);
+    }
+
+    #[test]
+    fn the_export_shortcut_is_exactly_as_strict_as_admit_bytes() {
+        let base = base_state();
+        let canonical = String::from_utf8(codec::to_canonical_vec(&base)).unwrap();
+        let deep = format!(
+            r#"{{"version":1,"schema":"wikioracle.llm_state","date":"2026-01-01T00:00:00Z",
+            "messages":[{{"title":"t","username":"u","timestamp":"2026-01-01T00:00:00Z",
+            "content":"<p>a</p>","x_deep":{}}}]}}"#,
+            nested(125)
+        );
+        let cases = [
+            canonical.clone(),
+            // A known message followed by garbage, a broken one, a bad id.
+            canonical.replacen("\"messages\": [", "\"messages\": [ 1,", 1),
+            canonical.replacen("\"messages\": [", "\"messages\": [{\"title\":\"x\"},", 1),
+            canonical.replacen("\"title\": \"a\"", "\"title\": \"a\", \"id\": \"bad id\"", 1),
+            // Same message, other whitespace: parsed, same result.
+            canonical.replacen("\"title\": \"a\",", "\"title\":\"a\",", 1),
+            // A message repeated (duplicate id) and a known key twice.
+            canonical.replacen("\"messages\": [", "\"messages\": [{\"id\":\"m_x\",\"title\":\"t\",\"username\":\"u\",\"timestamp\":\"2026-01-01T00:00:00Z\",\"content\":\"<p>x</p>\"},{\"id\":\"m_x\",\"title\":\"t2\",\"username\":\"u\",\"timestamp\":\"2026-01-01T00:00:00Z\",\"content\":\"<p>x</p>\"},", 1),
+            canonical.replacen("\"title\": \"b\",", "\"title\": \"b\", \"title\": \"b\",", 1),
+            // Trailing bytes after the state, and a hostile new message.
+            format!("{canonical} x"),
+            canonical.replacen("\"messages\": [", "\"messages\": [{\"title\":\"t\",\"username\":\"u\",\"timestamp\":\"2026-01-01T00:00:00Z\",\"content\":\"<img src=x onerror=y()>\"},", 1),
+            deep.clone(),
+            deep.replace(&nested(125), &nested(124)),
+        ];
+        for (i, case) in cases.iter().enumerate() {
+            eprintln!("case {i}");
+            assert_same_as_full(&base, case.as_bytes());
+        }
     }
 }

@@ -7,7 +7,7 @@
 //! messages unchanged since the last save ([`MessageCache`]), so appending a
 //! turn to a 100k-message file costs little more than writing its bytes.
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::model::{Message, State};
@@ -38,14 +38,14 @@ fn render_issues(issues: &[Issue]) -> String {
 /// Parses and structurally validates a state file, derives missing ids and
 /// restores canonical order.
 pub fn parse(bytes: &[u8]) -> Result<State, ParseError> {
-    let mut de = serde_json::Deserializer::from_slice(bytes);
-    let typed: Result<State, (String, String)> = serde_path_to_error::deserialize(&mut de)
-        .map_err(|e| (path_to_pointer(e.path()), e.into_inner().to_string()))
-        .and_then(|s| {
-            de.end()
-                .map(|()| s)
-                .map_err(|e| (String::new(), e.to_string()))
-        });
+    // The plain deserializer first: tracking the path of every value costs a
+    // quarter of the parse, and is only needed to say where a file is wrong,
+    // so a failure is parsed again with tracking (same deserializer, same
+    // verdict).
+    let typed = match parse_untracked(bytes) {
+        Ok(state) => Ok(state),
+        Err(()) => parse_tracked(bytes),
+    };
     match typed {
         Ok(mut state) if semantic_ok(&state) => {
             state.normalize();
@@ -60,10 +60,45 @@ pub fn parse(bytes: &[u8]) -> Result<State, ParseError> {
     }
 }
 
+fn parse_untracked(bytes: &[u8]) -> Result<State, ()> {
+    let mut de = serde_json::Deserializer::from_slice(bytes);
+    let state = State::deserialize(&mut de).map_err(|_| ())?;
+    de.end().map_err(|_| ())?;
+    Ok(state)
+}
+
+fn parse_tracked(bytes: &[u8]) -> Result<State, (String, String)> {
+    let mut de = serde_json::Deserializer::from_slice(bytes);
+    serde_path_to_error::deserialize(&mut de)
+        .map_err(|e| (path_to_pointer(e.path()), e.into_inner().to_string()))
+        .and_then(|s| {
+            de.end()
+                .map(|()| s)
+                .map_err(|e| (String::new(), e.to_string()))
+        })
+}
+
+/// The document as a `Value` for the validator. `serde_json` refuses a
+/// number outside f64's range ("number out of range"), which an unknown
+/// field may hold and the typed model keeps byte for byte; such a document is
+/// read again by [`crate::rawjson`]'s parser, which accepts it. Any other
+/// error is `serde_json`'s, with its line and column.
+pub(crate) fn document_value(bytes: &[u8]) -> Result<Value, serde_json::Error> {
+    serde_json::from_slice(bytes).or_else(|e| {
+        if e.to_string().starts_with("number out of range")
+            && let Ok(text) = std::str::from_utf8(bytes)
+            && let Ok(doc) = crate::rawjson::document_value(text)
+        {
+            return Ok(doc);
+        }
+        Err(e)
+    })
+}
+
 /// Full validation for `wo validate`: structure and XHTML content. Returns
 /// the issues (empty: valid) and the lint warnings.
 pub fn validate_bytes(bytes: &[u8]) -> (Vec<Issue>, Vec<Issue>) {
-    let doc: Value = match serde_json::from_slice(bytes) {
+    let doc: Value = match document_value(bytes) {
         Ok(v) => v,
         Err(e) => return (vec![syntax_issue(&e)], Vec::new()),
     };
@@ -91,7 +126,7 @@ fn syntax_issue(e: &serde_json::Error) -> Issue {
 
 /// The slow path after a failed fast parse: a full structural report.
 fn full_issues(bytes: &[u8], typed_error: Option<(String, String)>) -> Vec<Issue> {
-    let doc: Value = match serde_json::from_slice(bytes) {
+    let doc: Value = match document_value(bytes) {
         Ok(v) => v,
         Err(e) => {
             // Too deep for `Value` too: the typed parser knows where.
@@ -436,6 +471,12 @@ impl serde_json::ser::Formatter for NestedPretty {
         self.has_value = true;
         Ok(())
     }
+}
+
+/// A message as the canonical writer puts it in the `messages` array, from
+/// its `{` to its `}` (what a parser sees as that element's bytes).
+pub(crate) fn write_message_element(message: &Message, out: &mut Vec<u8>) {
+    write_pretty_at(message, 4, out);
 }
 
 fn write_indented(message: &Message, indent: usize, out: &mut Vec<u8>) {

@@ -178,8 +178,16 @@ fn join_tombstone(a: &Tombstone, b: &Tombstone) -> Tombstone {
 /// Merges `incoming` into `base` and reports what changed. Both states must
 /// be normalised (as [`crate::parse`] leaves them).
 pub fn merge_into(base: &mut State, incoming: &State) -> MergeReport {
-    let mut report = MergeReport::default();
     dedupe_base(base);
+    merge_into_unique(base, incoming)
+}
+
+/// [`merge_into`] for a `base` known to repeat no id within its messages,
+/// truth entries or tombstones — as every state [`merge_into`] leaves — so
+/// merging many files in a row need not look for repeats before each one.
+/// (With repeats in `base` the result is unspecified; use [`merge_into`].)
+pub fn merge_into_unique(base: &mut State, incoming: &State) -> MergeReport {
+    let mut report = MergeReport::default();
     merge_messages(base, incoming, &mut report);
     merge_truth(base, incoming, &mut report);
     if incoming.date > base.date {
@@ -243,12 +251,26 @@ fn dedupe_base(base: &mut State) {
 }
 
 fn merge_messages(base: &mut State, incoming: &State, report: &mut MergeReport) {
-    let index: HashMap<&str, usize> = base
-        .messages()
-        .iter()
-        .enumerate()
-        .map(|(i, m)| (m.id.as_str(), i))
-        .collect();
+    // Position in the base of each id, as far as lookups below need it: with
+    // few incoming messages (an export whose repeats of the base were left
+    // out on the way in) only their ids are kept, sparing a map of the whole
+    // base per file. Of an id repeated in the base, the last position.
+    let index: HashMap<&str, usize> = if incoming.messages().len() * 16 < base.messages().len() {
+        let wanted: std::collections::HashSet<&str> =
+            incoming.messages().iter().map(|m| m.id.as_str()).collect();
+        base.messages()
+            .iter()
+            .enumerate()
+            .filter(|(_, m)| wanted.contains(m.id.as_str()))
+            .map(|(i, m)| (m.id.as_str(), i))
+            .collect()
+    } else {
+        base.messages()
+            .iter()
+            .enumerate()
+            .map(|(i, m)| (m.id.as_str(), i))
+            .collect()
+    };
     let mut added: Vec<Message> = Vec::new();
     // Index in the base → its joined version.
     let mut joined: HashMap<usize, Message> = HashMap::new();

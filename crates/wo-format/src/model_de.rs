@@ -9,11 +9,14 @@
 //! `extra` as [`RawJson`] with its depth checked against where it sits.
 
 use std::borrow::Cow;
+use std::cell::Cell;
 use std::fmt;
-use std::marker::PhantomData;
 
 use serde::Deserialize;
 use serde::de::{self, DeserializeSeed, Deserializer, MapAccess, SeqAccess, Visitor};
+use serde_json::value::RawValue;
+
+use crate::admit::KnownMessages;
 
 use crate::model::{
     EffortStatus, Expires, Extra, Message, RetrievalPrefs, Role, State, Tombstone, Truth,
@@ -297,14 +300,20 @@ record!(Truth, "a truth object", |map| {
     })
 });
 
-/// `messages`: a sequence read element by element into one vector.
-struct Messages;
+/// `messages`: a sequence read element by element into one vector. With
+/// `known`, an element whose bytes are exactly those of a known message is
+/// counted in `skipped` instead of being built again (see
+/// [`crate::admit::KnownMessages`]); every other element is read as usual.
+struct Messages<'k> {
+    known: Option<&'k KnownMessages>,
+    skipped: &'k Cell<usize>,
+}
 
-impl<'de> DeserializeSeed<'de> for Messages {
+impl<'de> DeserializeSeed<'de> for Messages<'_> {
     type Value = Vec<Message>;
     fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Vec<Message>, D::Error> {
-        struct V(PhantomData<Message>);
-        impl<'de> Visitor<'de> for V {
+        struct V<'k>(Messages<'k>);
+        impl<'de> Visitor<'de> for V<'_> {
             type Value = Vec<Message>;
             fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
                 f.write_str("an array of messages")
@@ -312,17 +321,35 @@ impl<'de> DeserializeSeed<'de> for Messages {
             fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Vec<Message>, A::Error> {
                 // A size hint from the input is untrusted: cap the reservation.
                 let mut out = Vec::with_capacity(seq.size_hint().unwrap_or(0).min(1 << 16));
-                while let Some(m) = seq.next_element()? {
+                let Some(known) = self.0.known else {
+                    while let Some(m) = seq.next_element()? {
+                        out.push(m);
+                    }
+                    return Ok(out);
+                };
+                let mut hint = 0;
+                while let Some(raw) = seq.next_element::<&'de RawValue>()? {
+                    if let Some(i) = known.find(raw.get().as_bytes(), hint) {
+                        hint = i + 1;
+                        self.0.skipped.set(self.0.skipped.get() + 1);
+                        continue;
+                    }
+                    let m: Message = serde_json::from_str(raw.get()).map_err(de::Error::custom)?;
                     out.push(m);
                 }
                 Ok(out)
             }
         }
-        d.deserialize_seq(V(PhantomData))
+        d.deserialize_seq(V(self))
     }
 }
 
-record!(State, "a state object", |map| {
+/// Reads a state's fields; see [`Messages`] for `known`.
+fn visit_state<'de, A: MapAccess<'de>>(
+    mut map: A,
+    known: Option<&KnownMessages>,
+    skipped: &Cell<usize>,
+) -> Result<State, A::Error> {
     let (mut version, mut schema, mut date, mut context) = (
         None::<u64>,
         None::<String>,
@@ -341,7 +368,7 @@ record!(State, "a state object", |map| {
                 if messages.is_some() {
                     return Err(de::Error::duplicate_field("messages"));
                 }
-                messages = Some(map.next_value_seed(Messages)?);
+                messages = Some(map.next_value_seed(Messages { known, skipped })?);
             }
             "truth" => take(&mut map, &mut truth, "truth")?,
             _ => take_extra(&mut map, &mut extra, key, STATE_DEPTH)?,
@@ -358,4 +385,43 @@ record!(State, "a state object", |map| {
         clean_prefix: 0,
         save_token: 0,
     })
-});
+}
+
+impl<'de> Deserialize<'de> for State {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = State;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("a state object")
+            }
+            fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<State, A::Error> {
+                visit_state(map, None, &Cell::new(0))
+            }
+        }
+        d.deserialize_map(V)
+    }
+}
+
+/// A state whose messages already known are only counted (see [`Messages`]).
+pub(crate) struct StateSeed<'k> {
+    pub known: &'k KnownMessages,
+    pub skipped: &'k Cell<usize>,
+}
+
+impl<'de> DeserializeSeed<'de> for StateSeed<'_> {
+    type Value = State;
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<State, D::Error> {
+        struct V<'k>(StateSeed<'k>);
+        impl<'de> Visitor<'de> for V<'_> {
+            type Value = State;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("a state object")
+            }
+            fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<State, A::Error> {
+                visit_state(map, Some(self.0.known), self.0.skipped)
+            }
+        }
+        d.deserialize_map(V(self))
+    }
+}

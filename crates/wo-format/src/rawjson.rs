@@ -198,6 +198,27 @@ impl<'de> DeserializeSeed<'de> for ExtSeed {
     }
 }
 
+/// A whole document as a `serde_json::Value` for the validator, which only
+/// reads it: unlike `serde_json`, a number outside f64's range (`1e400`, which
+/// an extension field may hold and the state file keeps byte for byte) is no
+/// error; it reads as the largest finite f64 of its sign, so a known number
+/// field holding one still fails its own check.
+pub(crate) fn document_value(text: &str) -> Result<Value, RawJsonError> {
+    let mut p = Parser {
+        s: text.as_bytes(),
+        text,
+        i: 0,
+        base: 0,
+    };
+    p.ws();
+    let node = p.value(0)?;
+    p.ws();
+    if p.i != p.s.len() {
+        return Err(p.err("trailing characters"));
+    }
+    Ok(node.to_value())
+}
+
 /// A parsed value borrowing from the text; only lives while canonicalising.
 enum Node<'a> {
     /// `null`, `true`, `false` or a number, verbatim.
@@ -208,6 +229,32 @@ enum Node<'a> {
 }
 
 impl Node<'_> {
+    fn to_value(&self) -> Value {
+        match self {
+            Node::Atom("null") => Value::Null,
+            Node::Atom("true") => Value::Bool(true),
+            Node::Atom("false") => Value::Bool(false),
+            Node::Atom(number) => serde_json::from_str(number).unwrap_or_else(|_| {
+                let max = if number.starts_with('-') {
+                    -f64::MAX
+                } else {
+                    f64::MAX
+                };
+                Value::from(max)
+            }),
+            Node::Str(s) => Value::String(s.to_string()),
+            Node::Arr(items) => Value::Array(items.iter().map(Node::to_value).collect()),
+            Node::Obj(members) => {
+                // A repeated key keeps its last value, as `Value` does.
+                let mut map = serde_json::Map::new();
+                for (k, v) in members {
+                    map.insert(k.to_string(), v.to_value());
+                }
+                Value::Object(map)
+            }
+        }
+    }
+
     fn write(&self, out: &mut String) {
         match self {
             Node::Atom(a) => out.push_str(a),

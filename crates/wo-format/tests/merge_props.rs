@@ -14,7 +14,7 @@ use std::collections::BTreeMap;
 
 use common::strategies::state;
 use proptest::prelude::*;
-use wo_format::merge::{merge_all, merge_into};
+use wo_format::merge::{merge_all, merge_into, merge_into_unique};
 use wo_format::{Message, State, Timestamp, Tombstone, TruthEntry};
 
 /// The collections of a state: messages in file order, truth entries and
@@ -182,6 +182,44 @@ proptest! {
         // And any order of the three gives the same collections.
         prop_assert_eq!(collections(&left), collections(&merged(&c, &[&a, &b])));
         prop_assert_eq!(collections(&left), collections(&merged(&b, &[&c, &a])));
+    }
+
+    /// `wo merge` merges a run of files with `merge_into` first and
+    /// `merge_into_unique` after (the repeat check skipped), and with few
+    /// incoming messages against a large base it indexes only their ids: both
+    /// give what `merge_into` gives, reports included.
+    #[test]
+    fn merging_a_run_of_files_needs_the_repeat_check_only_once(
+        a in state(), b in state(), c in state(), pick in any::<prop::sample::Index>()
+    ) {
+        let (mut x, mut y) = (a.clone(), a.clone());
+        prop_assert_eq!(merge_into(&mut x, &b), merge_into(&mut y, &b));
+        prop_assert_eq!(merge_into(&mut x, &c), merge_into_unique(&mut y, &c));
+        prop_assert_eq!(wo_format::to_canonical_vec(&x), wo_format::to_canonical_vec(&y));
+
+        // A large base and a small export holding another version of one
+        // of its messages: commutativity pins the result.
+        let mut big = x.clone();
+        for n in 0..40 {
+            big.push_message(Message::new(
+                "pad",
+                Timestamp::from_unix(1_900_000_000 + n),
+                "pad",
+                format!("<p>pad {n}</p>"),
+            ));
+        }
+        let mut small = empty();
+        let mut other = pick.get(big.messages()).clone();
+        other.title.push_str(" (edited)");
+        small.push_message(other);
+        if let Some(m) = c.messages().first() {
+            small.push_message(m.clone());
+        }
+        let mut sparse = big.clone();
+        let _ = merge_into(&mut sparse, &small);
+        let mut dense = small.clone();
+        let _ = merge_into(&mut dense, &big);
+        prop_assert_eq!(collections(&sparse), collections(&dense));
     }
 
     #[test]

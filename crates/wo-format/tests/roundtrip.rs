@@ -423,4 +423,28 @@ fn unknown_field_numbers_survive_byte_exact() {
     let (merged, _) = wo_format::merge::merge_all(&bare, [&s]);
     assert_eq!(merged.messages()[0], s.messages()[0]);
     assert_eq!(merged.truth.trust[0], s.truth.trust[0]);
+    // `wo validate` accepts such a file (its validator once read the file
+    // into a `Value`, which refuses `1e400` as "number out of range")...
+    let (issues, _) = validate_bytes(text.as_bytes());
+    assert_eq!(issues, vec![], "an unknown field's 1e400 is valid");
+    // ... and admission (merge, import) keeps the numbers byte for byte.
+    let admitted = wo_format::admit::admit_bytes(text.as_bytes()).unwrap();
+    assert_eq!(
+        String::from_utf8(to_canonical_vec(&admitted.state)).unwrap(),
+        text
+    );
+    // A known number field out of range is still an error, named by pointer,
+    // and a syntax error after such a number is still reported as one.
+    let known = text.replacen("\"certainty\": 0.5", "\"certainty\": 1e400", 1);
+    let (issues, _) = validate_bytes(known.as_bytes());
+    assert!(
+        issues
+            .iter()
+            .any(|i| i.pointer == "/truth/trust/0/certainty"),
+        "{issues:?}"
+    );
+    let broken = text.replacen("\"x_truth\": 99999999999999999999", "\"x_truth\": 9,", 1);
+    let (issues, _) = validate_bytes(broken.as_bytes());
+    assert_eq!(issues.len(), 1, "{issues:?}");
+    assert_eq!(issues[0].rule, "json-syntax", "{issues:?}");
 }

@@ -2,12 +2,15 @@
 //! ones, and finding, merging and retiring ones copied back from elsewhere
 //! (product §3 "Startup").
 
+use std::collections::BTreeMap;
 use std::fs::{self, File};
 use std::io::Read;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering as AtomicOrdering};
+use std::sync::mpsc;
 
-use wo_format::admit::{Admitted, admit_bytes};
-use wo_format::merge::{MergeReport, merge_into};
+use wo_format::admit::{Admitted, AdmittedExport, KnownMessages, admit_bytes, admit_export};
+use wo_format::merge::{MergeReport, merge_into, merge_into_unique};
 use wo_format::{State, to_canonical_vec};
 
 use crate::durable::{self, parent_dir};
@@ -99,8 +102,24 @@ pub struct FileMerge {
 /// of every reader, held to `wo validate`'s rules, content sanitised. A file
 /// that fails is refused with the pointer of each problem.
 pub fn read_export(path: &Path, opts: &OpenOptions) -> Result<Admitted, StoreError> {
-    let bytes = read_limited(path, opts)?;
+    let mut bytes = Vec::new();
+    read_limited(path, opts, &mut bytes)?;
     admit_bytes(&bytes).map_err(|issues| StoreError::Invalid {
+        path: path.to_path_buf(),
+        issues,
+    })
+}
+
+/// [`read_export`] for merging into a state whose messages are `known`
+/// (see [`admit_export`]), reading into `buf` (re-used between files).
+fn read_export_against(
+    path: &Path,
+    opts: &OpenOptions,
+    known: &KnownMessages,
+    buf: &mut Vec<u8>,
+) -> Result<AdmittedExport, StoreError> {
+    read_limited(path, opts, buf)?;
+    admit_export(buf, known).map_err(|issues| StoreError::Invalid {
         path: path.to_path_buf(),
         issues,
     })
@@ -109,7 +128,7 @@ pub fn read_export(path: &Path, opts: &OpenOptions) -> Result<Admitted, StoreErr
 /// The bytes of a file to merge, refusing what [`Store::open`] refuses: a
 /// symbolic link (unless allowed), anything but a regular file, more than
 /// the state size limit.
-fn read_limited(path: &Path, opts: &OpenOptions) -> Result<Vec<u8>, StoreError> {
+fn read_limited(path: &Path, opts: &OpenOptions, bytes: &mut Vec<u8>) -> Result<(), StoreError> {
     let read_err = |source| StoreError::Read {
         path: path.to_path_buf(),
         source,
@@ -144,106 +163,152 @@ fn read_limited(path: &Path, opts: &OpenOptions) -> Result<Vec<u8>, StoreError> 
     if meta.len() > limit {
         return Err(too_large(meta.len()));
     }
-    let mut bytes = Vec::with_capacity(meta.len() as usize + 1);
+    bytes.clear();
+    bytes.reserve(meta.len() as usize + 1);
     // At most one byte past the limit, in case it grew meanwhile.
-    file.take(limit + 1)
-        .read_to_end(&mut bytes)
-        .map_err(read_err)?;
+    file.take(limit + 1).read_to_end(bytes).map_err(read_err)?;
     if bytes.len() as u64 > limit {
         return Err(too_large(bytes.len() as u64));
     }
-    Ok(bytes)
+    Ok(())
 }
 
-/// Reads several exports on all cores: parsing dominates a merge.
-fn read_all(files: &[PathBuf], opts: &OpenOptions) -> Vec<Result<Admitted, StoreError>> {
-    let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
-    if threads < 2 || files.len() < 2 {
-        return files.iter().map(|f| read_export(f, opts)).collect();
+/// Reads several exports on all cores (parsing dominates a merge) and hands
+/// each result to `take` in the order of `files`. At most about one export
+/// per core is held in memory at a time: holding all of them at once made a
+/// merge of ten large exports spend most of its time having the kernel zero
+/// fresh pages for ten parsed states.
+fn for_each_read(
+    files: &[PathBuf],
+    opts: &OpenOptions,
+    known: &KnownMessages,
+    mut take: impl FnMut(usize, Result<AdmittedExport, StoreError>),
+) {
+    let threads = std::thread::available_parallelism()
+        .map_or(1, |n| n.get())
+        .min(files.len());
+    if threads < 2 {
+        let mut buf = Vec::new();
+        for (i, f) in files.iter().enumerate() {
+            take(i, read_export_against(f, opts, known, &mut buf));
+        }
+        return;
     }
-    let per_thread = files.len().div_ceil(threads);
+    let next = AtomicUsize::new(0);
+    // Each worker waits for room before it takes another file, so results
+    // parked here (finished ahead of their turn) stay fewer than the workers.
+    let (send, receive) = mpsc::sync_channel(0);
     std::thread::scope(|scope| {
-        let handles: Vec<_> = files
-            .chunks(per_thread)
-            .map(|chunk| {
-                scope.spawn(move || {
-                    chunk
-                        .iter()
-                        .map(|f| read_export(f, opts))
-                        .collect::<Vec<_>>()
-                })
-            })
-            .collect();
-        handles
-            .into_iter()
-            .flat_map(|h| h.join().expect("export reader thread panicked"))
-            .collect()
-    })
+        for _ in 0..threads {
+            let send = send.clone();
+            let next = &next;
+            scope.spawn(move || {
+                // One read buffer per worker: fresh memory for every file
+                // costs the kernel zeroing its pages each time.
+                let mut buf = Vec::new();
+                loop {
+                    let i = next.fetch_add(1, AtomicOrdering::Relaxed);
+                    let Some(f) = files.get(i) else { break };
+                    let read = read_export_against(f, opts, known, &mut buf);
+                    if send.send((i, read)).is_err() {
+                        break;
+                    }
+                }
+            });
+        }
+        drop(send);
+        let mut parked = BTreeMap::new();
+        let mut due = 0;
+        for (i, result) in receive {
+            parked.insert(i, result);
+            while let Some(result) = parked.remove(&due) {
+                take(due, result);
+                due += 1;
+            }
+        }
+    });
 }
 
 /// Merges `files` into the store. Valid files are merged in one locked
 /// write; then each is renamed to `<name>.merged` unless `rename` is false.
 /// Invalid files are reported and left alone. With `dry_run` nothing is
 /// written or renamed; the reports say what would happen.
+///
+/// Files are read and merged one after another, as they are parsed (see
+/// [`for_each_read`]), under the lock of that one write; messages an export
+/// repeats byte for byte from the state are recognised without being
+/// parsed again (see [`admit_export`]).
 pub fn merge_files(
     store: &mut Store,
     files: &[PathBuf],
     dry_run: bool,
     rename: bool,
 ) -> Result<Vec<FileMerge>, StoreError> {
-    let mut loaded = Vec::new();
-    let mut outcomes = Vec::new();
     let read_opts = OpenOptions {
         limits: store.limits().clone(),
         ..OpenOptions::default()
     };
-    for (path, result) in files.iter().zip(read_all(files, &read_opts)) {
-        match result {
-            Ok(admitted) => loaded.push((path.clone(), admitted)),
-            Err(e) => outcomes.push(FileMerge {
-                path: path.clone(),
-                result: Err(e),
-                renamed_to: None,
-                sanitised: Vec::new(),
-            }),
-        }
-    }
-    if loaded.is_empty() {
-        return Ok(outcomes);
-    }
-    let mut reports = Vec::new();
-    if dry_run {
+    let merge_all = |state: &mut State| {
+        let mut results: Vec<(Result<MergeReport, StoreError>, Vec<String>)> =
+            Vec::with_capacity(files.len());
+        // The state's own messages, which most of an export repeats.
+        let known = KnownMessages::of(state);
+        let mut merged_one = false;
+        for_each_read(files, &read_opts, &known, |_, read| match read {
+            Ok(AdmittedExport { admitted, known }) => {
+                // After the first merge the state repeats no id, so the
+                // others need not look for repeats in it again.
+                let mut report = if merged_one {
+                    merge_into_unique(state, &admitted.state)
+                } else {
+                    merge_into(state, &admitted.state)
+                };
+                merged_one = true;
+                // Repeats of the state's own messages: merging them is a
+                // no-op (a merge is idempotent), so they are only counted.
+                report.messages_skipped += known;
+                results.push((Ok(report), admitted.sanitised));
+            }
+            Err(e) => results.push((Err(e), Vec::new())),
+        });
+        results
+    };
+    let results = if dry_run {
         store.refresh()?;
         let mut scratch = store.state().clone();
-        for (_, incoming) in &loaded {
-            reports.push(merge_into(&mut scratch, &incoming.state));
-        }
+        merge_all(&mut scratch)
     } else {
-        let (r, _) = store.transact(|state| {
-            loaded
-                .iter()
-                .map(|(_, incoming)| merge_into(state, &incoming.state))
-                .collect::<Vec<_>>()
-        })?;
-        reports = r;
-    }
-    for ((path, admitted), report) in loaded.into_iter().zip(reports) {
+        // Every file refused: nothing to write.
+        match store.try_transact(|state| {
+            let results = merge_all(state);
+            if results.iter().any(|(r, _)| r.is_ok()) {
+                Ok(results)
+            } else {
+                Err(results)
+            }
+        })? {
+            Ok((results, _)) => results,
+            Err(results) => results,
+        }
+    };
+    let mut outcomes = Vec::with_capacity(files.len());
+    for (path, (result, sanitised)) in files.iter().zip(results) {
         let mut renamed_to = None;
-        if !dry_run && rename {
+        if result.is_ok() && !dry_run && rename {
             let mut target = path.clone().into_os_string();
             target.push(".merged");
             let target = PathBuf::from(target);
             // A failed rename only means the file is merged again next time,
             // which changes nothing (merge is idempotent).
-            if fs::rename(&path, &target).is_ok() {
+            if fs::rename(path, &target).is_ok() {
                 renamed_to = Some(target);
             }
         }
         outcomes.push(FileMerge {
-            path,
-            result: Ok(report),
+            path: path.clone(),
+            result,
             renamed_to,
-            sanitised: admitted.sanitised,
+            sanitised,
         });
     }
     outcomes.sort_by(|a, b| a.path.cmp(&b.path));

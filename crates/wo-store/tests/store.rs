@@ -676,3 +676,82 @@ fn discovery_refuses_another_users_file() {
     // `--state` hint, and never returned by the silent lookup.
     println!("item 7: 2/2 held");
 }
+
+/// Many exports at once, more than there are cores: each is merged in file
+/// order, with the report and sanitised pointers it would have on its own
+/// turn (the repeats of the state counted as skipped), and the result is the
+/// merge of the fully admitted files one after another.
+#[test]
+fn many_exports_merge_in_order_with_the_reports_of_a_sequential_merge() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut store = new_store(dir.path());
+    store
+        .transact(|s| {
+            for n in 1..=50 {
+                s.push_message(msg(n));
+            }
+        })
+        .unwrap();
+    let base = store.state().clone();
+    let mut files = Vec::new();
+    for k in 0..7i64 {
+        let mut e = base.clone();
+        // Every export also carries the one before's new message, so what
+        // counts as added depends on the order of the merges.
+        for j in [k, k + 1] {
+            e.push_message(msg(1000 + j));
+        }
+        if k == 3 {
+            e.push_message(Message::new(
+                "alec",
+                ts(2000),
+                "hostile",
+                "<p>x<script>alert(1)</script></p>",
+            ));
+        }
+        let p = dir.path().join(format!("llm_{k}.json"));
+        fs::write(&p, wo_format::to_canonical_vec(&e)).unwrap();
+        files.push(p);
+    }
+    let broken = dir.path().join("llm_5b.json");
+    fs::write(&broken, b"{\"version\": 1").unwrap();
+    files.insert(6, broken.clone());
+
+    // What merging the fully admitted files one after another gives.
+    let mut expected = base.clone();
+    let mut expected_reports = Vec::new();
+    for f in &files {
+        if let Ok(a) = wo_format::admit::admit_bytes(&fs::read(f).unwrap()) {
+            expected_reports.push(Some((
+                wo_format::merge::merge_into(&mut expected, &a.state),
+                a.sanitised,
+            )));
+        } else {
+            expected_reports.push(None);
+        }
+    }
+
+    let out = wo_store::exports::merge_files(&mut store, &files, false, false).unwrap();
+    assert_eq!(out.len(), files.len());
+    for (o, want) in out.iter().zip(&expected_reports) {
+        match (&o.result, want) {
+            (Ok(report), Some((r, sanitised))) => {
+                assert_eq!(report, r, "{}", o.path.display());
+                assert_eq!(&o.sanitised, sanitised, "{}", o.path.display());
+            }
+            (Err(_), None) => assert_eq!(o.path, broken),
+            (got, _) => panic!("{}: {got:?}", o.path.display()),
+        }
+    }
+    let first = out[0].result.as_ref().unwrap();
+    assert_eq!(first.messages_added.len(), 2);
+    assert_eq!(first.messages_skipped, 50, "the state's own messages");
+    let hostile = out.iter().find(|o| o.path.ends_with("llm_3.json")).unwrap();
+    assert_eq!(hostile.sanitised, vec!["/messages/52/content".to_owned()]);
+    let on_disk = Store::open(store.path(), OpenOptions::default()).unwrap();
+    assert_eq!(
+        wo_format::to_canonical_vec(on_disk.state()),
+        wo_format::to_canonical_vec(&expected)
+    );
+    assert_eq!(on_disk.state().messages().len(), 50 + 8 + 1);
+}
