@@ -218,8 +218,10 @@ fn undo_removes_what_an_exchange_created_and_reverts_what_it_changed() {
     assert!(log.last().unwrap().undone.is_some());
     assert!(undo(&mut s, &ex.answer_id, ts("2026-03-01T12:00:01Z")).is_err());
     // An entry edited since is kept (an undo never loses a hand edit).
-    let mut edit = wo_format::TruthEdit::default();
-    edit.title = Some("Ship v2 (renamed)".into());
+    let edit = wo_format::TruthEdit {
+        title: Some("Ship v2 (renamed)".into()),
+        ..Default::default()
+    };
     s.edit_truth(&effort, edit, ts("2026-03-01T12:30:00Z"));
     let u = undo(&mut s, &first.answer_id, ts("2026-03-01T13:00:00Z")).unwrap();
     assert_eq!(u.kept, vec![effort.clone()]);
