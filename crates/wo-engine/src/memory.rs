@@ -709,3 +709,92 @@ pub async fn interpret_exchange(
     let reply = complete(provider, retry).await?;
     check(&reply).map_err(InterpretError::Rejected)
 }
+
+/// Why [`remember`] stored nothing.
+#[derive(Debug, thiserror::Error)]
+pub enum RememberError {
+    #[error(transparent)]
+    Interpret(#[from] InterpretError),
+    /// The file changed while the model answered and the operations no
+    /// longer apply (e.g. the effort was resolved by hand meanwhile).
+    #[error("{0}")]
+    Stale(OpsError),
+    #[error(transparent)]
+    Store(#[from] wo_store::StoreError),
+}
+
+/// After a saved turn: one interpreter call on a snapshot of the state
+/// (no lock held while the model answers), then the operations applied in
+/// one store transaction, re-checked against the file as it is then. On any
+/// error the file keeps its truth as it was.
+pub async fn remember(
+    store: &mut wo_store::Store,
+    provider: &dyn Provider,
+    exchange: &Exchange,
+    prompt: &str,
+    by: &str,
+) -> Result<Record, RememberError> {
+    let origin = Origin {
+        messages: vec![exchange.question_id.clone(), exchange.answer_id.clone()],
+        by: by.to_owned(),
+        at: Timestamp::now(),
+        exchange: Some(exchange.answer_id.clone()),
+    };
+    let ops = interpret_exchange(provider, store.state(), exchange, prompt, &origin).await?;
+    let (applied, _) = store.transact(|s| apply_ops(s, &ops, &origin))?;
+    applied.map_err(RememberError::Stale)
+}
+
+/// Where the prompt in effect comes from.
+#[derive(Clone, Debug, PartialEq)]
+pub enum PromptSource {
+    /// `prompts/<name>.md` beside the project's `llm.json`.
+    Project(std::path::PathBuf),
+    /// `prompts/<name>.md` in the user's config directory.
+    User(std::path::PathBuf),
+    /// The default shipped in the binary.
+    Builtin,
+}
+
+/// The prompts shipped in the binary, by name (each overridable).
+pub const PROMPTS: &[(&str, &str)] = &[("interpreter", DEFAULT_INTERPRETER_PROMPT)];
+
+/// The prompt `name` in effect: the project's file, else the user's, else
+/// the built-in default. A file that exists but cannot be read, or is not
+/// UTF-8, is an error naming it (never a silent fall-back to the default).
+pub fn prompt_in_effect(
+    name: &str,
+    project_dir: Option<&std::path::Path>,
+    user_config_dir: Option<&std::path::Path>,
+) -> Result<(PromptSource, String), std::io::Error> {
+    let file = format!("{name}.md");
+    let candidates = [
+        project_dir.map(|d| PromptSource::Project(d.join("prompts").join(&file))),
+        user_config_dir.map(|d| PromptSource::User(d.join("prompts").join(&file))),
+    ];
+    for c in candidates.into_iter().flatten() {
+        let (PromptSource::Project(p) | PromptSource::User(p)) = &c else {
+            continue;
+        };
+        match std::fs::read_to_string(p) {
+            Ok(text) => return Ok((c, text)),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => {
+                return Err(std::io::Error::new(
+                    e.kind(),
+                    format!("{}: {e}", p.display()),
+                ));
+            }
+        }
+    }
+    PROMPTS
+        .iter()
+        .find(|(n, _)| *n == name)
+        .map(|(_, text)| (PromptSource::Builtin, (*text).to_owned()))
+        .ok_or_else(|| {
+            std::io::Error::new(
+                std::io::ErrorKind::NotFound,
+                format!("no prompt named {name:?}"),
+            )
+        })
+}

@@ -6,8 +6,9 @@ use std::sync::Mutex;
 
 use serde_json::{Value, json};
 use wo_engine::memory::{
-    Exchange, InterpretError, LOG_KEY, OPS_SCHEMA, Op, Origin, apply_op, apply_ops,
-    interpret_exchange, parse_ops, read_log, undo,
+    DEFAULT_INTERPRETER_PROMPT, Exchange, InterpretError, LOG_KEY, OPS_SCHEMA, Op, Origin,
+    PromptSource, RememberError, apply_op, apply_ops, interpret_exchange, parse_ops,
+    prompt_in_effect, read_log, remember, undo,
 };
 use wo_format::{EffortStatus, Message, State, Timestamp, TruthKind};
 use wo_providers::{
@@ -441,4 +442,86 @@ fn one_interpreter_call_retries_once_with_the_reason_then_gives_up() {
         Err(InterpretError::Rejected(e)) => assert_eq!(e.pointer, ""),
         other => panic!("{other:?}"),
     }
+}
+
+fn scripted(replies: &[&str]) -> Scripted {
+    Scripted {
+        replies: Mutex::new(replies.iter().map(|r| (*r).to_owned()).collect()),
+        seen: Mutex::new(vec![]),
+    }
+}
+
+#[test]
+fn remember_writes_the_operations_to_the_file_or_nothing_at_all() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("llm.json");
+    let (s, ex) = state_with_exchange();
+    let mut store = wo_store::Store::create(&path, s, wo_store::OpenOptions::default()).unwrap();
+    let good = r#"{"ops": [{"op": "open_effort", "title": "Ship v3", "content": "next", "certainty": 0.6}]}"#;
+    let rec = block_on(remember(
+        &mut store,
+        &scripted(&[good]),
+        &ex,
+        DEFAULT_INTERPRETER_PROMPT,
+        "scripted/test",
+    ))
+    .unwrap();
+    let on_disk = wo_format::parse(&std::fs::read(&path).unwrap()).unwrap();
+    let e = on_disk.truth_entry(&rec.effect.created[0]).unwrap();
+    assert_eq!(e.provenance.as_ref().unwrap().by, "scripted/test");
+    assert_eq!(read_log(&on_disk).len(), 1);
+    // Hostile output twice: an error, and the file is byte for byte the same.
+    let before = std::fs::read(&path).unwrap();
+    let r = block_on(remember(
+        &mut store,
+        &scripted(&[
+            r#"{"ops": [{"op": "add", "kind": "fact", "title": "<script>", "content": "x", "certainty": 9}]}"#,
+            "{}",
+        ]),
+        &ex,
+        DEFAULT_INTERPRETER_PROMPT,
+        "scripted/test",
+    ));
+    assert!(
+        matches!(
+            r,
+            Err(RememberError::Interpret(InterpretError::Rejected(_)))
+        ),
+        "{r:?}"
+    );
+    assert_eq!(std::fs::read(&path).unwrap(), before);
+}
+
+#[test]
+fn prompts_resolve_project_then_user_then_builtin() {
+    let project = tempfile::tempdir().unwrap();
+    let user = tempfile::tempdir().unwrap();
+    let (src, text) =
+        prompt_in_effect("interpreter", Some(project.path()), Some(user.path())).unwrap();
+    assert_eq!(src, PromptSource::Builtin);
+    assert_eq!(text, DEFAULT_INTERPRETER_PROMPT);
+    std::fs::create_dir_all(user.path().join("prompts")).unwrap();
+    std::fs::write(user.path().join("prompts/interpreter.md"), "user prompt").unwrap();
+    let (src, text) =
+        prompt_in_effect("interpreter", Some(project.path()), Some(user.path())).unwrap();
+    assert_eq!(
+        src,
+        PromptSource::User(user.path().join("prompts/interpreter.md"))
+    );
+    assert_eq!(text, "user prompt");
+    std::fs::create_dir_all(project.path().join("prompts")).unwrap();
+    std::fs::write(project.path().join("prompts/interpreter.md"), [0xff, 0xfe]).unwrap();
+    // An unreadable override is an error naming the file, not a silent default.
+    let e = prompt_in_effect("interpreter", Some(project.path()), Some(user.path())).unwrap_err();
+    assert!(e.to_string().contains("interpreter.md"), "{e}");
+    std::fs::write(
+        project.path().join("prompts/interpreter.md"),
+        "project prompt",
+    )
+    .unwrap();
+    let (src, text) =
+        prompt_in_effect("interpreter", Some(project.path()), Some(user.path())).unwrap();
+    assert!(matches!(src, PromptSource::Project(_)));
+    assert_eq!(text, "project prompt");
+    assert!(prompt_in_effect("nope", None, None).is_err());
 }
