@@ -662,17 +662,42 @@ pub fn interpreter_request(
     Ok(req)
 }
 
-async fn complete(provider: &dyn Provider, req: ChatRequest) -> Result<String, ProviderError> {
+/// Largest interpreter reply read: 32 operations at their limits fit well
+/// within it; anything longer is not a valid batch and is cut off.
+const MAX_REPLY_BYTES: usize = 256 * 1024;
+
+/// The whole reply, within the provider's answer limits (size and time) and
+/// [`MAX_REPLY_BYTES`]: an endless or stalled stream ends the call, so an
+/// interpreter can never hold a command up for ever.
+async fn complete(provider: &dyn Provider, req: ChatRequest) -> Result<String, InterpretError> {
     use futures::StreamExt;
-    let mut stream = provider.stream(req, CancellationToken::new()).await?;
-    let mut text = String::new();
-    while let Some(ev) = stream.next().await {
-        match ev? {
-            StreamEvent::Delta(d) => text.push_str(&d),
-            StreamEvent::Done { .. } => break,
+    let limits = provider.answer_limits();
+    let cap = limits.max_bytes.min(MAX_REPLY_BYTES);
+    let read = async {
+        let mut stream = provider.stream(req, CancellationToken::new()).await?;
+        let mut text = String::new();
+        while let Some(ev) = stream.next().await {
+            match ev? {
+                StreamEvent::Delta(d) => {
+                    text.push_str(&d);
+                    if text.len() > cap {
+                        return Ok(Err(err("", format!("the reply exceeds {cap} bytes"))));
+                    }
+                }
+                StreamEvent::Done { .. } => break,
+            }
         }
+        Ok::<_, ProviderError>(Ok(text))
+    };
+    match tokio::time::timeout(limits.max_duration, read).await {
+        Ok(Ok(Ok(text))) => Ok(text),
+        Ok(Ok(Err(too_long))) => Err(InterpretError::Rejected(too_long)),
+        Ok(Err(e)) => Err(e.into()),
+        Err(_) => Err(InterpretError::Rejected(err(
+            "",
+            format!("no complete reply within {:?}", limits.max_duration),
+        ))),
     }
-    Ok(text)
 }
 
 /// One interpreter call for an exchange through any provider: the reply is
@@ -696,6 +721,7 @@ pub async fn interpret_exchange(
             apply_ops(&mut scratch, &ops, origin).map(|_| ops)
         })
     };
+    // A reply cut at a cap returns at once (a second would be as long).
     let reply = complete(provider, req.clone()).await?;
     let first = match check(&reply) {
         Ok(ops) => return Ok(ops),

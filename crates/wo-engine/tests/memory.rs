@@ -397,6 +397,7 @@ impl Provider for Scripted {
 
 fn block_on<F: std::future::Future>(f: F) -> F::Output {
     tokio::runtime::Builder::new_current_thread()
+        .enable_all()
         .build()
         .unwrap()
         .block_on(f)
@@ -524,4 +525,17 @@ fn prompts_resolve_project_then_user_then_builtin() {
     assert!(matches!(src, PromptSource::Project(_)));
     assert_eq!(text, "project prompt");
     assert!(prompt_in_effect("nope", None, None).is_err());
+}
+
+#[test]
+fn an_endless_reply_is_cut_at_the_cap_and_not_retried() {
+    let (s, ex) = state_with_exchange();
+    let o = origin(&ex, "2026-03-01T10:00:06Z");
+    let huge = "x".repeat(300 * 1024);
+    let p = scripted(&[&huge, "{\"ops\": []}"]);
+    match block_on(interpret_exchange(&p, &s, &ex, "PROMPT", &o)) {
+        Err(InterpretError::Rejected(e)) => assert!(e.reason.contains("exceeds"), "{e}"),
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(p.seen.lock().unwrap().len(), 1);
 }
