@@ -122,3 +122,93 @@ fn prompts_show_the_file_in_effect_and_write_the_default_once() {
     assert_eq!(r.code, 1);
     assert!(r.stderr.contains("no such prompt"), "{}", r.stderr);
 }
+
+/// A loopback OpenAI-compatible server: the first request gets `answer`,
+/// every later one (the interpreter) gets `ops`, each as one SSE delta.
+fn two_step_server(answer: &str, ops: &str) -> u16 {
+    use std::io::Write;
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let sse = |text: &str| {
+        let chunk =
+            json!({"choices": [{"index": 0, "delta": {"content": text}, "finish_reason": null}]});
+        format!(
+            "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n\r\ndata: {chunk}\n\ndata: {}\n\ndata: [DONE]\n\n",
+            json!({"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]})
+        )
+    };
+    let replies = [sse(answer), sse(ops)];
+    std::thread::spawn(move || {
+        for (n, stream) in listener.incoming().enumerate() {
+            let Ok(mut stream) = stream else { continue };
+            common::drain_request(&stream);
+            let _ = stream.write_all(replies[n.min(1)].as_bytes());
+        }
+    });
+    port
+}
+
+#[test]
+fn wo_ask_remembers_the_exchange_with_provenance_and_it_can_be_undone() {
+    let p = Project::new();
+    let ops = r#"{"ops": [{"op": "add", "kind": "fact", "title": "Capital of France", "content": "Paris", "certainty": 0.95, "tags": ["geo"]}]}"#;
+    let port = two_step_server("Paris.", ops);
+    let cfg = p.path().join("config.toml");
+    std::fs::write(
+        &cfg,
+        format!("[providers.test]\nkind = \"openai\"\nbase_url = \"http://127.0.0.1:{port}/v1\"\nmodel = \"m\"\napi_key = \"sk-test-not-a-real-key\"\ntimeout_secs = 5\n"),
+    )
+    .unwrap();
+    std::fs::set_permissions(&cfg, std::os::unix::fs::PermissionsExt::from_mode(0o600)).unwrap();
+    let r = common::to_run(
+        p.cmd(&[
+            "ask",
+            "--provider",
+            "test",
+            "What is the capital of France?",
+        ])
+        .env("WO_CONFIG", &cfg)
+        .output()
+        .unwrap(),
+    );
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert!(r.stdout.contains("Paris."), "{}", r.stdout);
+    assert!(r.stderr.contains("memory: 1 operation"), "{}", r.stderr);
+    let s = p.state();
+    let answer = s.messages().last().unwrap().id.clone();
+    let e = s
+        .truth
+        .trust
+        .iter()
+        .find(|t| t.title == "Capital of France")
+        .unwrap();
+    let prov = e.provenance.as_ref().unwrap();
+    assert_eq!(prov.by, "test/m");
+    assert_eq!(prov.exchange.as_deref(), Some(answer.as_str()));
+    assert_eq!(prov.messages.len(), 2);
+    assert!(
+        p.ok(&["memory", "show", &answer])
+            .contains("Capital of France")
+    );
+
+    // Off: no interpreter call, nothing remembered.
+    std::fs::write(
+        &cfg,
+        format!(
+            "{}\n[interpreter]\nmode = \"off\"\n",
+            std::fs::read_to_string(&cfg).unwrap()
+        ),
+    )
+    .unwrap();
+    p.ok(&["memory", "undo"]);
+    let before = p.state().truth.trust.len();
+    let r = common::to_run(
+        p.cmd(&["ask", "--provider", "test", "And of Spain?"])
+            .env("WO_CONFIG", &cfg)
+            .output()
+            .unwrap(),
+    );
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert!(!r.stderr.contains("memory"), "{}", r.stderr);
+    assert_eq!(p.state().truth.trust.len(), before);
+}

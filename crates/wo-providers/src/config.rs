@@ -1156,4 +1156,39 @@ model_path = "models/a.gguf"
         let e = Env::from_pairs([("HOME", dir.as_os_str())]);
         assert!(Config::load_with(e).unwrap().source.is_none());
     }
+
+    #[test]
+    fn interpreter_section_sets_mode_and_provider_and_defaults_to_after_with_a_file() {
+        let c = Config::builtin(env());
+        assert_eq!(c.interpreter_mode(), InterpreterMode::Off);
+        let c = Config::from_toml("", Path::new("/c.toml"), env()).unwrap();
+        assert_eq!(c.interpreter_mode(), InterpreterMode::After);
+        let c = Config::from_toml(
+            "[interpreter]\nmode = \"background\"\nprovider = \"local\"\n",
+            Path::new("/c.toml"),
+            env(),
+        )
+        .unwrap();
+        assert_eq!(c.interpreter_mode(), InterpreterMode::Background);
+        assert_eq!(c.interpreter.provider.as_deref(), Some("local"));
+        let e = Config::from_toml(
+            "[interpreter]\nprovider = \"nope\"\n",
+            Path::new("/c.toml"),
+            env(),
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(
+            e.contains("[interpreter] provider") && e.contains("c.toml:1:"),
+            "{e}"
+        );
+        let e = Config::from_toml(
+            "[interpreter]\nmode = \"sometimes\"\n",
+            Path::new("/c.toml"),
+            env(),
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains("sometimes") || e.contains("mode"), "{e}");
+    }
 }
