@@ -115,6 +115,15 @@ wo log -n 5 --json                  the last five messages as JSON lines")]
     /// Show or edit the context sent with every query.
     #[command(subcommand)]
     Context(ContextCommand),
+    /// What memory learned from exchanges: list entries, show or undo an exchange's operations.
+    #[command(subcommand)]
+    Memory(MemoryCommand),
+    /// Show which prompt files are in effect; write a default out for editing.
+    #[command(after_help = "Examples:\n  \
+wo prompts                        each prompt and the file it comes from\n  \
+wo prompts --write interpreter    copy the built-in prompt beside llm.json (prompts/interpreter.md)\n  \
+wo prompts --write interpreter --user   into the user config directory instead")]
+    Prompts(PromptsArgs),
     /// Index a directory's files for search and retrieval (a cache in DIR/.wo-index).
     #[command(after_help = "Examples:\n  \
 wo index                    index the current directory (only changed files are re-read)\n  \
@@ -553,6 +562,49 @@ wo truth edit t_2c1d --content \"Deploys moved to Thursdays\"")]
         /// The entry's id (a unique prefix is enough).
         id: String,
     },
+}
+
+#[derive(Subcommand, Debug)]
+pub enum MemoryCommand {
+    /// Entries memory created, newest first.
+    #[command(
+        after_help = "Examples:\n  wo memory list\n  wo memory list --kind effort --status open\n  wo memory list --tag release --json"
+    )]
+    List {
+        #[arg(long, value_enum)]
+        kind: Option<KindArg>,
+        /// open or resolved (efforts).
+        #[arg(long, value_enum)]
+        status: Option<StatusArg>,
+        #[arg(long)]
+        tag: Option<String>,
+        #[arg(long)]
+        json: bool,
+    },
+    /// The operations one exchange applied (by its answer's message id; a unique prefix is enough).
+    Show {
+        exchange: String,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Undo an exchange's operations (default: the newest not yet undone).
+    Undo { exchange: Option<String> },
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum StatusArg {
+    Open,
+    Resolved,
+}
+
+#[derive(Args, Debug)]
+pub struct PromptsArgs {
+    /// Write this prompt's built-in text out for editing (refuses to overwrite).
+    #[arg(long, value_name = "NAME")]
+    pub write: Option<String>,
+    /// With --write: into the user config directory, not beside llm.json.
+    #[arg(long, requires = "write")]
+    pub user: bool,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]

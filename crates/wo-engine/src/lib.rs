@@ -18,6 +18,8 @@
 //! * [`context_update`] — drafting a new context from new messages (diff,
 //!   apply with an audit entry).
 //! * [`files`] — file chunks from the directory index as context.
+//! * [`memory`] — memory by conclusions: validated operations on truth with
+//!   provenance, the per-exchange journal and undo, one interpreter call.
 //! * [`synopsis`] — drafting the context synopsis from the index catalog.
 
 pub mod assemble;
@@ -26,6 +28,7 @@ pub mod chat;
 pub mod context_update;
 pub mod explain;
 pub mod files;
+pub mod memory;
 pub mod request;
 pub mod retrieve;
 pub mod synopsis;

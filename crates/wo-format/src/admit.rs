@@ -343,8 +343,8 @@ fn structural_issues(state: &State) -> Vec<Issue> {
 /// state built from another format can hold any depth).
 fn depth_issues(state: &State, issues: &mut Vec<Issue>) {
     use crate::model_de::{
-        ENTRY_DEPTH, MESSAGE_DEPTH, PREFS_DEPTH, STATE_DEPTH, TOMBSTONE_DEPTH, TRUTH_DEPTH,
-        USAGE_DEPTH,
+        ENTRY_DEPTH, MESSAGE_DEPTH, PREFS_DEPTH, PROVENANCE_DEPTH, STATE_DEPTH, TOMBSTONE_DEPTH,
+        TRUTH_DEPTH, USAGE_DEPTH,
     };
     let mut check = |extra: &Extra, depth: usize, at: &str| {
         for (k, v) in extra {
@@ -375,6 +375,13 @@ fn depth_issues(state: &State, issues: &mut Vec<Issue>) {
     }
     for (i, t) in state.truth.trust.iter().enumerate() {
         check(&t.extra, ENTRY_DEPTH, &format!("/truth/trust/{i}"));
+        if let Some(p) = &t.provenance {
+            check(
+                &p.extra,
+                PROVENANCE_DEPTH,
+                &format!("/truth/trust/{i}/provenance"),
+            );
+        }
     }
     for (i, d) in state.truth.deleted.iter().enumerate() {
         check(&d.extra, TOMBSTONE_DEPTH, &format!("/truth/deleted/{i}"));

@@ -202,7 +202,13 @@ pub(crate) fn semantic_ok(s: &State) -> bool {
                     .is_none_or(|v| v.iter().all(|x| is_valid_id(x)))
         })
         && s.truth.trust.iter().all(|t| {
-            id_ok(&t.id) && unit(t.certainty) && opt_id_ok(&t.supersedes) && opt_id_ok(&t.source)
+            id_ok(&t.id)
+                && unit(t.certainty)
+                && opt_id_ok(&t.supersedes)
+                && opt_id_ok(&t.source)
+                && t.provenance.as_ref().is_none_or(|p| {
+                    p.messages.iter().all(|x| is_valid_id(x)) && opt_id_ok(&p.exchange)
+                })
         })
         && s.truth.deleted.iter().all(|d| is_valid_id(&d.id))
         && [

@@ -167,6 +167,28 @@ pub struct TruthEntry {
     /// Id of the message it was distilled from.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub source: Option<String>,
+    /// Who made the entry from what, and when (memory, product §7).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub provenance: Option<Provenance>,
+    #[serde(flatten)]
+    pub extra: Extra,
+}
+
+/// Where a truth entry came from (memory, product §7): the messages it was
+/// distilled from, who made it — a model (`provider/model`) or a client such
+/// as an MCP agent — when, and the exchange whose operations created it (so
+/// `wo memory undo` can find it).
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Provenance {
+    /// Ids of the messages the entry came from.
+    pub messages: Vec<String>,
+    /// The model or client that wrote it.
+    pub by: String,
+    /// When it was written.
+    pub at: Timestamp,
+    /// Id of the exchange (its answer's message id) whose operations made it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub exchange: Option<String>,
     #[serde(flatten)]
     pub extra: Extra,
 }
@@ -471,6 +493,7 @@ impl TruthEntry {
             refs: None,
             updated: None,
             source: None,
+            provenance: None,
             extra: Extra::new(),
         };
         t.id = ids::truth_id(&t.title, t.timestamp.as_str(), &t.content);

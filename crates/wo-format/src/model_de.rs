@@ -19,8 +19,8 @@ use serde_json::value::RawValue;
 use crate::admit::KnownMessages;
 
 use crate::model::{
-    EffortStatus, Expires, Extra, Message, RetrievalPrefs, Role, State, Tombstone, Truth,
-    TruthEntry, TruthKind, Usage,
+    EffortStatus, Expires, Extra, Message, Provenance, RetrievalPrefs, Role, State, Tombstone,
+    Truth, TruthEntry, TruthKind, Usage,
 };
 use crate::rawjson::ExtSeed;
 use crate::timestamp::Timestamp;
@@ -34,6 +34,7 @@ pub(crate) const PREFS_DEPTH: usize = 3;
 pub(crate) const ENTRY_DEPTH: usize = 4;
 pub(crate) const TOMBSTONE_DEPTH: usize = 4;
 pub(crate) const USAGE_DEPTH: usize = 4;
+pub(crate) const PROVENANCE_DEPTH: usize = 5;
 
 /// A map key, borrowed from the input when it can be.
 struct Key<'de>(Cow<'de, str>);
@@ -192,6 +193,7 @@ record!(TruthEntry, "a truth entry object", |map| {
     );
     let (mut expires, mut refs, mut updated, mut source) =
         (None::<Expires>, None::<u64>, None::<Timestamp>, None);
+    let mut provenance = None::<Provenance>;
     let mut extra = Extra::new();
     while let Some(Key(key)) = map.next_key::<Key<'de>>()? {
         match &*key {
@@ -209,6 +211,7 @@ record!(TruthEntry, "a truth entry object", |map| {
             "refs" => take(&mut map, &mut refs, "refs")?,
             "updated" => take(&mut map, &mut updated, "updated")?,
             "source" => take(&mut map, &mut source, "source")?,
+            "provenance" => take(&mut map, &mut provenance, "provenance")?,
             _ => take_extra(&mut map, &mut extra, key, ENTRY_DEPTH)?,
         }
     }
@@ -227,6 +230,33 @@ record!(TruthEntry, "a truth entry object", |map| {
         refs,
         updated,
         source,
+        provenance,
+        extra,
+    })
+});
+
+record!(Provenance, "a provenance object", |map| {
+    let (mut messages, mut by, mut at, mut exchange) = (
+        None::<Vec<String>>,
+        None::<String>,
+        None::<Timestamp>,
+        None::<String>,
+    );
+    let mut extra = Extra::new();
+    while let Some(Key(key)) = map.next_key::<Key<'de>>()? {
+        match &*key {
+            "messages" => take(&mut map, &mut messages, "messages")?,
+            "by" => take(&mut map, &mut by, "by")?,
+            "at" => take(&mut map, &mut at, "at")?,
+            "exchange" => take(&mut map, &mut exchange, "exchange")?,
+            _ => take_extra(&mut map, &mut extra, key, PROVENANCE_DEPTH)?,
+        }
+    }
+    Ok(Provenance {
+        messages: required(messages, "messages")?,
+        by: required(by, "by")?,
+        at: required::<Timestamp, _>(at, "at")?,
+        exchange,
         extra,
     })
 });

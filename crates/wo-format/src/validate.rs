@@ -369,6 +369,19 @@ fn truth_entry(c: &mut Checker, v: &Value, at: &str) {
     });
     c.optional(e, at, "supersedes", Checker::id);
     c.optional(e, at, "source", Checker::id);
+    c.optional(e, at, "provenance", |c, v, at| {
+        let Some(p) = c.object(v, at) else { return };
+        if let Some(v) = c.required(p, at, "messages") {
+            c.string_array(v, &format!("{at}/messages"), true);
+        }
+        if let Some(v) = c.required(p, at, "by") {
+            c.string(v, &format!("{at}/by"));
+        }
+        if let Some(v) = c.required(p, at, "at") {
+            c.timestamp(v, &format!("{at}/at"));
+        }
+        c.optional(p, at, "exchange", Checker::id);
+    });
     c.optional(e, at, "tags", |c, v, at| c.string_array(v, at, false));
     c.optional(e, at, "expires", |c, v, at| {
         if !v.is_boolean() {

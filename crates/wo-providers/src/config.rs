@@ -241,6 +241,32 @@ pub struct Defaults {
     pub max_answer_secs: Option<u64>,
 }
 
+/// `[interpreter]`: the memory interpreter run after each exchange
+/// (product §7). Every field is optional.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct InterpreterConfig {
+    /// `off`, `after` (each answer) or `background`; default: `after` when a
+    /// config file is in use (a provider is configured), else `off`.
+    pub mode: Option<InterpreterMode>,
+    /// Provider for the interpreter call, with its configured model
+    /// (default: the one that answered).
+    pub provider: Option<String>,
+}
+
+/// When the memory interpreter runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum InterpreterMode {
+    /// Never.
+    Off,
+    /// After each answer, before the command ends.
+    After,
+    /// After each answer without holding up the next (the CLI still waits
+    /// for it before exiting; a server runs it off the request path).
+    Background,
+}
+
 /// `[providers.NAME]`.
 #[derive(Clone, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -330,6 +356,8 @@ struct RawFile {
     #[serde(default)]
     defaults: Defaults,
     #[serde(default)]
+    interpreter: InterpreterConfig,
+    #[serde(default)]
     providers: BTreeMap<String, toml::Spanned<ProviderConfig>>,
 }
 
@@ -399,6 +427,8 @@ pub fn temperature_in_range(t: f32) -> bool {
 pub struct Config {
     /// `[defaults]`.
     pub defaults: Defaults,
+    /// `[interpreter]`.
+    pub interpreter: InterpreterConfig,
     /// Providers by name: built-ins plus the file's entries.
     pub providers: BTreeMap<String, ProviderConfig>,
     /// The file read, or `None` when only built-ins are in use.
@@ -421,6 +451,7 @@ impl Config {
         providers.insert("anthropic".to_owned(), a);
         Self {
             defaults: Defaults::default(),
+            interpreter: InterpreterConfig::default(),
             providers,
             source: None,
             warnings: Vec::new(),
@@ -544,6 +575,19 @@ impl Config {
             cfg.providers.insert(name, p);
         }
         cfg.defaults = raw.defaults;
+        cfg.interpreter = raw.interpreter;
+        if let Some(p) = &cfg.interpreter.provider
+            && !cfg.providers.contains_key(p)
+        {
+            return Err(ConfigError::Invalid {
+                path: path.to_owned(),
+                line: find_line(text, "[interpreter]"),
+                message: format!(
+                    "[interpreter] provider = {p:?} is not defined; known providers: {}",
+                    cfg.providers.keys().cloned().collect::<Vec<_>>().join(", ")
+                ),
+            });
+        }
         if let Some(t) = cfg.defaults.temperature
             && !temperature_in_range(t)
         {
@@ -603,6 +647,17 @@ impl Config {
         match (p.strip_prefix("~"), self.env.home()) {
             (Ok(rest), Some(home)) => home.join(rest),
             _ => p.to_owned(),
+        }
+    }
+
+    /// When the memory interpreter runs: as configured, else after each
+    /// answer where a config file is in use (product §7: on by default
+    /// where a provider is configured), else off.
+    pub fn interpreter_mode(&self) -> InterpreterMode {
+        match (self.interpreter.mode, &self.source) {
+            (Some(m), _) => m,
+            (None, Some(_)) => InterpreterMode::After,
+            (None, None) => InterpreterMode::Off,
         }
     }
 
@@ -1107,5 +1162,40 @@ model_path = "models/a.gguf"
         ));
         let e = Env::from_pairs([("HOME", dir.as_os_str())]);
         assert!(Config::load_with(e).unwrap().source.is_none());
+    }
+
+    #[test]
+    fn interpreter_section_sets_mode_and_provider_and_defaults_to_after_with_a_file() {
+        let c = Config::builtin(env());
+        assert_eq!(c.interpreter_mode(), InterpreterMode::Off);
+        let c = Config::from_toml("", Path::new("/c.toml"), env()).unwrap();
+        assert_eq!(c.interpreter_mode(), InterpreterMode::After);
+        let c = Config::from_toml(
+            "[interpreter]\nmode = \"background\"\nprovider = \"local\"\n",
+            Path::new("/c.toml"),
+            env(),
+        )
+        .unwrap();
+        assert_eq!(c.interpreter_mode(), InterpreterMode::Background);
+        assert_eq!(c.interpreter.provider.as_deref(), Some("local"));
+        let e = Config::from_toml(
+            "[interpreter]\nprovider = \"nope\"\n",
+            Path::new("/c.toml"),
+            env(),
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(
+            e.contains("[interpreter] provider") && e.contains("c.toml:1:"),
+            "{e}"
+        );
+        let e = Config::from_toml(
+            "[interpreter]\nmode = \"sometimes\"\n",
+            Path::new("/c.toml"),
+            env(),
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains("sometimes") || e.contains("mode"), "{e}");
     }
 }

@@ -41,6 +41,7 @@ pub fn run(g: &GlobalOpts, args: AskArgs) -> Result<ExitCode> {
     // The state as the prompt is assembled from it, to name what each part
     // references (the turn borrows the store while it runs).
     let before = show_context.then(|| store.state().clone());
+    let answered_by = provider.clone();
     let outcome = rt.block_on(async {
         let watcher = cancel.clone();
         tokio::spawn(async move {
@@ -100,6 +101,7 @@ pub fn run(g: &GlobalOpts, args: AskArgs) -> Result<ExitCode> {
     } else {
         outln!("{}", outcome.answer.trim_end());
     }
+    super::session::remember_turn(&rt, &cfg, &answered_by, &mut store, &outcome);
     if outcome.finish_reason.as_deref() == Some("length") {
         eoutln!("note: the answer was cut at --max-tokens");
     }

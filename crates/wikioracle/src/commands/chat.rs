@@ -150,6 +150,7 @@ pub fn run(g: &GlobalOpts, args: ChatArgs) -> Result<ExitCode> {
                 if let Some(note) = crate::render::truncation_note(outcome.usage.as_ref()) {
                     eoutln!("{note}");
                 }
+                super::session::remember_turn(&rt, &cfg, &provider, &mut store, &outcome);
                 // The next turn follows this answer on the same branch.
                 parent = Some(outcome.assistant_id.clone());
                 last = assembled.map(|a| (outcome, a));

@@ -8,6 +8,7 @@ mod index;
 mod init;
 mod log;
 mod mcp;
+mod memory;
 mod merge;
 mod persist;
 mod providers;
@@ -41,6 +42,8 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
         Command::Log(args) => log::run(g, args),
         Command::Truth(cmd) => truth::run(g, cmd),
         Command::Context(cmd) => context::run(g, cmd),
+        Command::Memory(cmd) => memory::run(g, cmd),
+        Command::Prompts(args) => memory::prompts(g, args),
         Command::Index(args) => index::index(args),
         Command::Search(args) => index::search(args),
         Command::Pack(args) => index::pack(args),

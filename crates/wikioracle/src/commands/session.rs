@@ -122,3 +122,55 @@ pub fn runtime() -> Result<tokio::runtime::Runtime> {
         .build()
         .context("cannot start the async runtime")
 }
+
+/// After a saved turn: the memory interpreter (product §7) as `[interpreter]`
+/// says (`off`, `after`, `background`: the CLI exits only when it is done,
+/// the answer is already shown). Never fails the command: the turn is saved;
+/// a rejected or failed call is a note on stderr and changes nothing.
+pub fn remember_turn(
+    rt: &tokio::runtime::Runtime,
+    cfg: &Config,
+    answered_by: &Arc<dyn Provider>,
+    store: &mut Store,
+    outcome: &wo_engine::chat::TurnOutcome,
+) {
+    use wo_engine::memory::{Exchange, prompt_in_effect, remember};
+    use wo_providers::config::InterpreterMode;
+    if cfg.interpreter_mode() == InterpreterMode::Off {
+        return;
+    }
+    let provider = match &cfg.interpreter.provider {
+        Some(name) => match wo_providers::build(name, cfg) {
+            Ok(p) => p,
+            Err(e) => {
+                eoutln!("note: memory: [interpreter] provider {name:?}: {e}");
+                return;
+            }
+        },
+        None => answered_by.clone(),
+    };
+    let user_dir = wo_providers::config::config_path(cfg.env())
+        .and_then(|p| p.parent().map(Path::to_path_buf));
+    let project = store.path().parent().map(Path::to_path_buf);
+    let prompt = match prompt_in_effect("interpreter", project.as_deref(), user_dir.as_deref()) {
+        Ok((_, text)) => text,
+        Err(e) => {
+            eoutln!("note: memory: {e}");
+            return;
+        }
+    };
+    let by = format!("{}/{}", provider.name(), provider.default_model());
+    let exchange = Exchange {
+        question_id: outcome.user_id.clone(),
+        answer_id: outcome.assistant_id.clone(),
+    };
+    match rt.block_on(remember(store, provider.as_ref(), &exchange, &prompt, &by)) {
+        Ok(rec) if !rec.ops.is_empty() => eoutln!(
+            "memory: {} operation(s) from this exchange (wo memory show {})",
+            rec.ops.len(),
+            rec.exchange
+        ),
+        Ok(_) => {}
+        Err(e) => eoutln!("note: memory: nothing remembered: {e}"),
+    }
+}

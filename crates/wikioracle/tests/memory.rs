@@ -1,0 +1,214 @@
+//! `wo memory` and `wo prompts` through the real binary (issue 13.4–13.5).
+
+mod common;
+
+use common::Project;
+use serde_json::json;
+use wo_engine::memory::{Origin, apply_ops, parse_ops, read_log};
+use wo_format::{Message, State, Timestamp};
+
+fn ts(s: &str) -> Timestamp {
+    s.parse().unwrap()
+}
+
+/// A state with one exchange whose memory opened an effort and added a fact.
+fn learned() -> (State, String, Vec<String>) {
+    let mut s = State::new(ts("2026-03-01T10:00:00Z"));
+    let q = Message::new("alec", ts("2026-03-01T10:00:00Z"), "q", "<p>Ship v2?</p>");
+    let a = Message::new("gpt", ts("2026-03-01T10:00:05Z"), "a", "<p>Yes.</p>");
+    let origin = Origin {
+        messages: vec![q.id.clone(), a.id.clone()],
+        by: "openai/gpt-test".into(),
+        at: ts("2026-03-01T10:00:06Z"),
+        exchange: Some(a.id.clone()),
+    };
+    s.push_message(q);
+    s.push_message(a.clone());
+    let ops = parse_ops(
+        &json!({"ops": [
+            {"op": "open_effort", "title": "Ship v2", "content": "by Friday", "certainty": 0.8, "tags": ["release"]},
+            {"op": "add", "kind": "fact", "title": "Deploys on Fridays", "content": "team rule", "certainty": 0.9}
+        ]})
+        .to_string(),
+    )
+    .unwrap();
+    let rec = apply_ops(&mut s, &ops, &origin).unwrap();
+    (s, a.id, rec.effect.created)
+}
+
+#[test]
+fn memory_lists_filters_shows_and_undoes_an_exchange() {
+    let p = Project::new();
+    let (s, exchange, created) = learned();
+    p.write_state("llm.json", &s);
+
+    let all = p.ok(&["memory", "list"]);
+    assert!(
+        all.contains("Ship v2") && all.contains("Deploys on Fridays"),
+        "{all}"
+    );
+    let open = p.ok(&["memory", "list", "--kind", "effort", "--status", "open"]);
+    assert!(
+        open.contains(&created[0]) && !open.contains(&created[1]),
+        "{open}"
+    );
+    let tagged = p.ok(&["memory", "list", "--tag", "release", "--json"]);
+    assert_eq!(tagged.lines().count(), 1, "{tagged}");
+    let line: serde_json::Value = serde_json::from_str(tagged.trim()).unwrap();
+    assert_eq!(line["provenance"]["by"], "openai/gpt-test");
+
+    let shown = p.ok(&["memory", "show", &exchange[..8]]);
+    assert!(
+        shown.contains("open_effort") && shown.contains("openai/gpt-test"),
+        "{shown}"
+    );
+    let missing = p.run(&["memory", "show", "m_nosuch"]);
+    assert_eq!(missing.code, 1);
+    assert!(missing.stderr.contains("m_nosuch"), "{}", missing.stderr);
+
+    let undone = p.ok(&["memory", "undo"]);
+    assert!(undone.contains("2 removed"), "{undone}");
+    let after = p.state();
+    assert!(after.truth.trust.is_empty());
+    assert_eq!(after.truth.deleted.len(), 2);
+    assert!(read_log(&after)[0].undone.is_some());
+    assert_eq!(after.messages().len(), 2, "the transcript is untouched");
+    let again = p.run(&["memory", "undo"]);
+    assert_eq!(again.code, 1);
+    assert!(again.stderr.contains("nothing to undo"), "{}", again.stderr);
+}
+
+#[test]
+fn prompts_show_the_file_in_effect_and_write_the_default_once() {
+    let p = Project::new();
+    let home = tempfile::tempdir().unwrap();
+    let run = |args: &[&str]| {
+        common::to_run(
+            p.cmd(args)
+                .env("HOME", home.path())
+                .env_remove("XDG_CONFIG_HOME")
+                .env_remove("WO_CONFIG")
+                .output()
+                .unwrap(),
+        )
+    };
+    let r = run(&["prompts"]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert!(r.stdout.contains("interpreter  built-in"), "{}", r.stdout);
+
+    let r = run(&["prompts", "--write", "interpreter"]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let file = p.path().join("prompts/interpreter.md");
+    assert_eq!(
+        std::fs::read_to_string(&file).unwrap(),
+        wo_engine::memory::DEFAULT_INTERPRETER_PROMPT
+    );
+    std::fs::write(&file, "my edits").unwrap();
+    let r = run(&["prompts", "--write", "interpreter"]);
+    assert_eq!(r.code, 1);
+    assert!(r.stderr.contains("exists"), "{}", r.stderr);
+    assert_eq!(std::fs::read_to_string(&file).unwrap(), "my edits");
+    let r = run(&["prompts"]);
+    assert!(r.stdout.contains("(project)"), "{}", r.stdout);
+
+    let r = run(&["prompts", "--write", "interpreter", "--user"]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert!(
+        home.path()
+            .join(".config/wikioracle/prompts/interpreter.md")
+            .is_file()
+    );
+    let r = run(&["prompts", "--write", "nope"]);
+    assert_eq!(r.code, 1);
+    assert!(r.stderr.contains("no such prompt"), "{}", r.stderr);
+}
+
+/// A loopback OpenAI-compatible server: the first request gets `answer`,
+/// every later one (the interpreter) gets `ops`, each as one SSE delta.
+fn two_step_server(answer: &str, ops: &str) -> u16 {
+    use std::io::Write;
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let sse = |text: &str| {
+        let chunk =
+            json!({"choices": [{"index": 0, "delta": {"content": text}, "finish_reason": null}]});
+        format!(
+            "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n\r\ndata: {chunk}\n\ndata: {}\n\ndata: [DONE]\n\n",
+            json!({"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]})
+        )
+    };
+    let replies = [sse(answer), sse(ops)];
+    std::thread::spawn(move || {
+        for (n, stream) in listener.incoming().enumerate() {
+            let Ok(mut stream) = stream else { continue };
+            common::drain_request(&stream);
+            let _ = stream.write_all(replies[n.min(1)].as_bytes());
+        }
+    });
+    port
+}
+
+#[test]
+fn wo_ask_remembers_the_exchange_with_provenance_and_it_can_be_undone() {
+    let p = Project::new();
+    let ops = r#"{"ops": [{"op": "add", "kind": "fact", "title": "Capital of France", "content": "Paris", "certainty": 0.95, "tags": ["geo"]}]}"#;
+    let port = two_step_server("Paris.", ops);
+    let cfg = p.path().join("config.toml");
+    std::fs::write(
+        &cfg,
+        format!("[providers.test]\nkind = \"openai\"\nbase_url = \"http://127.0.0.1:{port}/v1\"\nmodel = \"m\"\napi_key = \"sk-test-not-a-real-key\"\ntimeout_secs = 5\n"),
+    )
+    .unwrap();
+    std::fs::set_permissions(&cfg, std::os::unix::fs::PermissionsExt::from_mode(0o600)).unwrap();
+    let r = common::to_run(
+        p.cmd(&[
+            "ask",
+            "--provider",
+            "test",
+            "What is the capital of France?",
+        ])
+        .env("WO_CONFIG", &cfg)
+        .output()
+        .unwrap(),
+    );
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert!(r.stdout.contains("Paris."), "{}", r.stdout);
+    assert!(r.stderr.contains("memory: 1 operation"), "{}", r.stderr);
+    let s = p.state();
+    let answer = s.messages().last().unwrap().id.clone();
+    let e = s
+        .truth
+        .trust
+        .iter()
+        .find(|t| t.title == "Capital of France")
+        .unwrap();
+    let prov = e.provenance.as_ref().unwrap();
+    assert_eq!(prov.by, "test/m");
+    assert_eq!(prov.exchange.as_deref(), Some(answer.as_str()));
+    assert_eq!(prov.messages.len(), 2);
+    assert!(
+        p.ok(&["memory", "show", &answer])
+            .contains("Capital of France")
+    );
+
+    // Off: no interpreter call, nothing remembered.
+    std::fs::write(
+        &cfg,
+        format!(
+            "{}\n[interpreter]\nmode = \"off\"\n",
+            std::fs::read_to_string(&cfg).unwrap()
+        ),
+    )
+    .unwrap();
+    p.ok(&["memory", "undo"]);
+    let before = p.state().truth.trust.len();
+    let r = common::to_run(
+        p.cmd(&["ask", "--provider", "test", "And of Spain?"])
+            .env("WO_CONFIG", &cfg)
+            .output()
+            .unwrap(),
+    );
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert!(!r.stderr.contains("memory"), "{}", r.stderr);
+    assert_eq!(p.state().truth.trust.len(), before);
+}

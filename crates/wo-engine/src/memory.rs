@@ -1,0 +1,826 @@
+//! Memory by conclusions (product §7): the operations an interpreter call
+//! returns for one exchange (`spec/memory_ops_v1.json`), their validation,
+//! applying them to a [`State`] with provenance on every created entry, the
+//! journal of what each exchange did (`memory_log`) and undoing it.
+//!
+//! A batch is all or nothing: malformed or hostile output (unknown fields,
+//! ids that do not exist, out-of-range certainty, oversized text) is rejected
+//! whole with a reason naming the JSON pointer, and the state is untouched.
+//! Text from the model is plain text: it is escaped into XHTML, never parsed
+//! as markup.
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use wo_format::validate::is_valid_id;
+use wo_format::xhtml::text_to_xhtml;
+use wo_format::{
+    EffortStatus, Expires, Provenance, RawJson, State, Timestamp, TruthEntry, TruthKind,
+};
+use wo_providers::{
+    CancellationToken, ChatMessage, ChatRequest, Provider, ProviderError, StreamEvent,
+};
+
+/// The published operations schema, shipped in the binary (sent to models).
+pub const OPS_SCHEMA: &str = include_str!("../../../spec/memory_ops_v1.json");
+/// The default interpreter prompt (Markdown), shipped in the binary.
+pub const DEFAULT_INTERPRETER_PROMPT: &str = include_str!("../prompts/interpreter.md");
+/// Key of the journal in the state file's top-level extensions.
+pub const LOG_KEY: &str = "memory_log";
+
+/// Limits of the schema, enforced here too (the schema is the contract).
+const MAX_OPS: usize = 32;
+const MAX_TITLE: usize = 200;
+const MAX_TEXT: usize = 4000;
+const MAX_TAGS: usize = 16;
+const MAX_TAG: usize = 64;
+
+/// Kinds an `add` may create (efforts are opened by `open_effort`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum AddKind {
+    Fact,
+    Event,
+    Note,
+}
+
+impl From<AddKind> for TruthKind {
+    fn from(k: AddKind) -> Self {
+        match k {
+            AddKind::Fact => TruthKind::Fact,
+            AddKind::Event => TruthKind::Event,
+            AddKind::Note => TruthKind::Note,
+        }
+    }
+}
+
+/// One memory operation (`$defs/op` of `spec/memory_ops_v1.json`).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "op", rename_all = "snake_case", deny_unknown_fields)]
+pub enum Op {
+    Add {
+        kind: AddKind,
+        title: String,
+        content: String,
+        certainty: f64,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        tags: Option<Vec<String>>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        expires: Option<Expires>,
+    },
+    OpenEffort {
+        title: String,
+        content: String,
+        certainty: f64,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        tags: Option<Vec<String>>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        expires: Option<Expires>,
+    },
+    Resolve {
+        id: String,
+        resolution: String,
+    },
+    Supersede {
+        id: String,
+        title: String,
+        content: String,
+        certainty: f64,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        tags: Option<Vec<String>>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        expires: Option<Expires>,
+    },
+    Touch {
+        ids: Vec<String>,
+    },
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Batch {
+    ops: Vec<Op>,
+}
+
+/// Why a batch (or one operation) was refused.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error("memory operations rejected at {pointer}: {reason}")]
+pub struct OpsError {
+    /// JSON pointer into the batch (`/ops/2/certainty`), `""` for the whole.
+    pub pointer: String,
+    pub reason: String,
+}
+
+fn err(pointer: impl Into<String>, reason: impl Into<String>) -> OpsError {
+    OpsError {
+        pointer: pointer.into(),
+        reason: reason.into(),
+    }
+}
+
+/// Parses and validates an interpreter's reply: one JSON object
+/// `{"ops": [...]}` (a Markdown code fence around it is tolerated, since small
+/// models add one; nothing else is).
+pub fn parse_ops(text: &str) -> Result<Vec<Op>, OpsError> {
+    let body = strip_fence(text.trim());
+    let value: Value =
+        serde_json::from_str(body).map_err(|e| err("", format!("not one JSON object: {e}")))?;
+    let Value::Object(root) = &value else {
+        return Err(err("", "expected an object {\"ops\": [...]}"));
+    };
+    let Some(Value::Array(items)) = root.get("ops") else {
+        return Err(err("/ops", "expected an array of operations"));
+    };
+    if let Some(k) = root.keys().find(|k| *k != "ops") {
+        return Err(err(format!("/{k}"), "unknown field"));
+    }
+    if items.len() > MAX_OPS {
+        return Err(err("/ops", format!("more than {MAX_OPS} operations")));
+    }
+    // Per item, so the error names the operation that is wrong.
+    for (i, item) in items.iter().enumerate() {
+        serde_json::from_value::<Op>(item.clone())
+            .map_err(|e| err(format!("/ops/{i}"), e.to_string()))?;
+    }
+    let batch: Batch = serde_json::from_value(value).map_err(|e| err("", e.to_string()))?;
+    for (i, op) in batch.ops.iter().enumerate() {
+        check_op(op, &format!("/ops/{i}"))?;
+    }
+    Ok(batch.ops)
+}
+
+fn strip_fence(t: &str) -> &str {
+    let Some(rest) = t.strip_prefix("```") else {
+        return t;
+    };
+    let rest = rest.strip_prefix("json").unwrap_or(rest);
+    rest.strip_suffix("```").unwrap_or(rest).trim()
+}
+
+/// The checks of the schema serde's types do not make.
+pub fn check_op(op: &Op, at: &str) -> Result<(), OpsError> {
+    let text = |v: &str, field: &str, max: usize| {
+        if v.trim().is_empty() {
+            Err(err(format!("{at}/{field}"), "must not be blank"))
+        } else if v.chars().count() > max {
+            Err(err(
+                format!("{at}/{field}"),
+                format!("longer than {max} characters"),
+            ))
+        } else {
+            Ok(())
+        }
+    };
+    let certainty = |c: f64| {
+        if c.is_finite() && (0.0..=1.0).contains(&c) {
+            Ok(())
+        } else {
+            Err(err(format!("{at}/certainty"), "must be between 0 and 1"))
+        }
+    };
+    let tags = |t: &Option<Vec<String>>| {
+        let Some(t) = t else { return Ok(()) };
+        if t.len() > MAX_TAGS {
+            return Err(err(format!("{at}/tags"), format!("more than {MAX_TAGS}")));
+        }
+        for (i, tag) in t.iter().enumerate() {
+            if tag.is_empty() || tag.chars().count() > MAX_TAG {
+                return Err(err(
+                    format!("{at}/tags/{i}"),
+                    format!("must be 1 to {MAX_TAG} characters"),
+                ));
+            }
+        }
+        Ok(())
+    };
+    let id = |v: &str, p: String| {
+        if is_valid_id(v) {
+            Ok(())
+        } else {
+            Err(err(p, "not an entry id"))
+        }
+    };
+    match op {
+        Op::Add {
+            title,
+            content,
+            certainty: c,
+            tags: t,
+            ..
+        }
+        | Op::OpenEffort {
+            title,
+            content,
+            certainty: c,
+            tags: t,
+            ..
+        } => {
+            text(title, "title", MAX_TITLE)?;
+            text(content, "content", MAX_TEXT)?;
+            certainty(*c)?;
+            tags(t)
+        }
+        Op::Supersede {
+            id: target,
+            title,
+            content,
+            certainty: c,
+            tags: t,
+            ..
+        } => {
+            id(target, format!("{at}/id"))?;
+            text(title, "title", MAX_TITLE)?;
+            text(content, "content", MAX_TEXT)?;
+            certainty(*c)?;
+            tags(t)
+        }
+        Op::Resolve {
+            id: target,
+            resolution,
+        } => {
+            id(target, format!("{at}/id"))?;
+            text(resolution, "resolution", MAX_TEXT)
+        }
+        Op::Touch { ids } => {
+            if ids.is_empty() || ids.len() > MAX_OPS {
+                return Err(err(format!("{at}/ids"), "1 to 32 ids"));
+            }
+            for (i, v) in ids.iter().enumerate() {
+                id(v, format!("{at}/ids/{i}"))?;
+            }
+            Ok(())
+        }
+    }
+}
+
+/// Who applies operations, from what, when: becomes each created entry's
+/// [`Provenance`]. `by` is a model (`provider/model`) or a client's name
+/// (an MCP agent).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Origin {
+    /// Ids of the messages the operations came from.
+    pub messages: Vec<String>,
+    pub by: String,
+    pub at: Timestamp,
+    /// The exchange (its answer's message id); `None` for a one-off write.
+    pub exchange: Option<String>,
+}
+
+/// What one operation did.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Effect {
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub created: Vec<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub resolved: Vec<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub touched: Vec<String>,
+}
+
+impl Effect {
+    fn extend(&mut self, other: Effect) {
+        self.created.extend(other.created);
+        self.resolved.extend(other.resolved);
+        self.touched.extend(other.touched);
+    }
+}
+
+/// One element of `memory_log`: what an exchange's operations did
+/// (`$defs/record` of the operations schema).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Record {
+    pub exchange: String,
+    pub by: String,
+    pub at: Timestamp,
+    pub messages: Vec<String>,
+    pub ops: Vec<Op>,
+    #[serde(flatten)]
+    pub effect: Effect,
+    /// When it was undone; an undone record stays as history.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub undone: Option<Timestamp>,
+}
+
+fn new_entry(
+    kind: TruthKind,
+    title: &str,
+    content: &str,
+    certainty: f64,
+    tags: &Option<Vec<String>>,
+    expires: &Option<Expires>,
+    origin: &Origin,
+) -> TruthEntry {
+    let mut e = TruthEntry::new(
+        title.trim(),
+        origin.at.clone(),
+        certainty,
+        text_to_xhtml(content.trim()),
+    );
+    e.kind = Some(kind);
+    e.tags = tags.clone().filter(|t| !t.is_empty());
+    e.expires = expires.clone();
+    e.source = origin.messages.first().cloned();
+    e.provenance = Some(Provenance {
+        messages: origin.messages.clone(),
+        by: origin.by.clone(),
+        at: origin.at.clone(),
+        exchange: origin.exchange.clone(),
+        extra: Default::default(),
+    });
+    e
+}
+
+/// Applies one validated operation to `state` with `origin` as provenance.
+/// Refuses (state unchanged) an id that does not exist, resolving what is not
+/// an open effort. Re-adding an identical entry, or opening an effort whose
+/// title an open effort already has, changes nothing (never a duplicate).
+/// Public so every writer of memory (the interpreter, an MCP tool) shares it.
+pub fn apply_op(state: &mut State, op: &Op, origin: &Origin) -> Result<Effect, OpsError> {
+    check_op(op, "")?;
+    let mut effect = Effect::default();
+    let create = |state: &mut State, e: TruthEntry, effect: &mut Effect| {
+        let id = e.id.clone();
+        if state.add_truth(e) {
+            effect.created.push(id);
+        }
+    };
+    match op {
+        Op::Add {
+            kind,
+            title,
+            content,
+            certainty,
+            tags,
+            expires,
+        } => {
+            let e = new_entry(
+                (*kind).into(),
+                title,
+                content,
+                *certainty,
+                tags,
+                expires,
+                origin,
+            );
+            create(state, e, &mut effect);
+        }
+        Op::OpenEffort {
+            title,
+            content,
+            certainty,
+            tags,
+            expires,
+        } => {
+            let already = state.truth.trust.iter().any(|t| {
+                t.kind == Some(TruthKind::Effort)
+                    && t.status != Some(EffortStatus::Resolved)
+                    && t.title.trim().eq_ignore_ascii_case(title.trim())
+            });
+            if !already {
+                let mut e = new_entry(
+                    TruthKind::Effort,
+                    title,
+                    content,
+                    *certainty,
+                    tags,
+                    expires,
+                    origin,
+                );
+                e.status = Some(EffortStatus::Open);
+                create(state, e, &mut effect);
+            }
+        }
+        Op::Resolve { id, resolution } => {
+            let Some(e) = state.truth.trust.iter_mut().find(|t| &t.id == id) else {
+                return Err(err("/id", format!("no entry {id}")));
+            };
+            if e.kind != Some(TruthKind::Effort) {
+                return Err(err("/id", format!("{id} is not an effort")));
+            }
+            if e.status == Some(EffortStatus::Resolved) {
+                return Err(err("/id", format!("effort {id} is already resolved")));
+            }
+            e.status = Some(EffortStatus::Resolved);
+            e.resolution = Some(resolution.trim().to_owned());
+            e.updated = Some(origin.at.clone());
+            effect.resolved.push(id.clone());
+        }
+        Op::Supersede {
+            id,
+            title,
+            content,
+            certainty,
+            tags,
+            expires,
+        } => {
+            let Some(old) = state.truth_entry(id) else {
+                return Err(err("/id", format!("no entry {id}")));
+            };
+            let kind = old.kind.unwrap_or(TruthKind::Fact);
+            let mut e = new_entry(kind, title, content, *certainty, tags, expires, origin);
+            e.status = old.status;
+            e.supersedes = Some(id.clone());
+            create(state, e, &mut effect);
+        }
+        Op::Touch { ids } => {
+            if let Some((i, missing)) = ids
+                .iter()
+                .enumerate()
+                .find(|(_, id)| state.truth_entry(id).is_none())
+            {
+                return Err(err(format!("/ids/{i}"), format!("no entry {missing}")));
+            }
+            for id in ids {
+                if let Some(e) = state.truth.trust.iter_mut().find(|t| &t.id == id) {
+                    e.refs = Some(e.refs.unwrap_or(0).saturating_add(1));
+                    effect.touched.push(id.clone());
+                }
+            }
+        }
+    }
+    Ok(effect)
+}
+
+/// Applies a batch for one exchange, all or nothing, and appends its
+/// [`Record`] to `memory_log`. On error `state` is as it was.
+pub fn apply_ops(state: &mut State, ops: &[Op], origin: &Origin) -> Result<Record, OpsError> {
+    let exchange = origin
+        .exchange
+        .clone()
+        .ok_or_else(|| err("", "an exchange id is needed to record the operations"))?;
+    let before = state.truth.clone();
+    let mut effect = Effect::default();
+    for (i, op) in ops.iter().enumerate() {
+        match apply_op(state, op, origin) {
+            Ok(e) => effect.extend(e),
+            Err(e) => {
+                state.truth = before;
+                return Err(err(format!("/ops/{i}{}", e.pointer), e.reason));
+            }
+        }
+    }
+    let record = Record {
+        exchange,
+        by: origin.by.clone(),
+        at: origin.at.clone(),
+        messages: origin.messages.clone(),
+        ops: ops.to_vec(),
+        effect,
+        undone: None,
+    };
+    let mut log = read_log(state);
+    log.push(record.clone());
+    write_log(state, &log);
+    Ok(record)
+}
+
+/// The journal (`memory_log`), oldest first; records that do not parse
+/// (written by a newer or foreign tool) are skipped, and kept in the file.
+pub fn read_log(state: &State) -> Vec<Record> {
+    let Some(raw) = state.extra.get(LOG_KEY) else {
+        return Vec::new();
+    };
+    match raw.to_value() {
+        Value::Array(items) => items
+            .into_iter()
+            .filter_map(|v| serde_json::from_value(v).ok())
+            .collect(),
+        _ => Vec::new(),
+    }
+}
+
+/// Rewrites the journal, keeping records this version cannot read.
+fn write_log(state: &mut State, log: &[Record]) {
+    let mut out: Vec<Value> = match state.extra.get(LOG_KEY).map(RawJson::to_value) {
+        Some(Value::Array(items)) => items
+            .into_iter()
+            .filter(|v| serde_json::from_value::<Record>(v.clone()).is_err())
+            .collect(),
+        _ => Vec::new(),
+    };
+    out.extend(log.iter().filter_map(|r| serde_json::to_value(r).ok()));
+    state
+        .extra
+        .insert(LOG_KEY.to_owned(), RawJson::from(Value::Array(out)));
+}
+
+/// What [`undo`] did.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Undone {
+    /// Created entries removed (with a tombstone, so a merge cannot revive them).
+    pub removed: Vec<String>,
+    /// Efforts reopened.
+    pub reopened: Vec<String>,
+    /// Entries whose `refs` went back down.
+    pub untouched: Vec<String>,
+    /// Entries left alone because someone changed them since (never lose an edit).
+    pub kept: Vec<String>,
+}
+
+/// Undoes the newest not-yet-undone record of `exchange`; marks it undone.
+pub fn undo(state: &mut State, exchange: &str, now: Timestamp) -> Result<Undone, OpsError> {
+    let mut log = read_log(state);
+    let Some(rec) = log
+        .iter_mut()
+        .rev()
+        .find(|r| r.exchange == exchange && r.undone.is_none())
+    else {
+        return Err(err(
+            "",
+            format!("no memory operations of exchange {exchange} to undo"),
+        ));
+    };
+    let mut out = Undone::default();
+    for id in &rec.effect.created {
+        let ours = state.truth_entry(id).is_some_and(|e| {
+            e.updated.is_none()
+                && e.provenance
+                    .as_ref()
+                    .is_some_and(|p| p.exchange.as_deref() == Some(exchange))
+        });
+        if ours {
+            state.delete_truth(id, now.clone());
+            out.removed.push(id.clone());
+        } else if state.truth_entry(id).is_some() {
+            out.kept.push(id.clone());
+        }
+    }
+    for id in &rec.effect.resolved {
+        if let Some(e) = state.truth.trust.iter_mut().find(|t| &t.id == id) {
+            if e.updated.as_ref() == Some(&rec.at) && e.status == Some(EffortStatus::Resolved) {
+                e.status = Some(EffortStatus::Open);
+                e.resolution = None;
+                e.updated = Some(now.clone());
+                out.reopened.push(id.clone());
+            } else {
+                out.kept.push(id.clone());
+            }
+        }
+    }
+    for id in &rec.effect.touched {
+        if let Some(e) = state.truth.trust.iter_mut().find(|t| &t.id == id) {
+            e.refs = e.refs.map(|r| r.saturating_sub(1));
+            out.untouched.push(id.clone());
+        }
+    }
+    rec.undone = Some(now);
+    write_log(state, &log);
+    Ok(out)
+}
+
+/// One exchange to interpret: the question and the answer as saved.
+#[derive(Clone, Debug)]
+pub struct Exchange {
+    pub question_id: String,
+    pub answer_id: String,
+}
+
+/// Why an interpreter call produced nothing.
+#[derive(Debug, thiserror::Error)]
+pub enum InterpretError {
+    #[error("no message {0} in the state")]
+    NoMessage(String),
+    #[error(transparent)]
+    Provider(#[from] ProviderError),
+    /// The model's output failed validation twice (the reason of the last).
+    #[error("the interpreter's output was rejected twice: {0}")]
+    Rejected(OpsError),
+}
+
+/// Plain text of a message or entry's XHTML, for the prompt.
+fn plain(xhtml: &str) -> String {
+    let mut out = String::new();
+    let mut in_tag = false;
+    for c in xhtml.chars() {
+        match c {
+            '<' => in_tag = true,
+            '>' => {
+                in_tag = false;
+                out.push(' ');
+            }
+            _ if !in_tag => out.push(c),
+            _ => {}
+        }
+    }
+    out.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+/// The request of one interpreter call: the prompt (Markdown), the schema,
+/// the entries it may refer to (open efforts, then the newest others) and
+/// the exchange.
+pub fn interpreter_request(
+    state: &State,
+    exchange: &Exchange,
+    prompt: &str,
+) -> Result<ChatRequest, InterpretError> {
+    let find = |id: &str| {
+        state
+            .messages()
+            .iter()
+            .find(|m| m.id == id)
+            .ok_or_else(|| InterpretError::NoMessage(id.to_owned()))
+    };
+    let (q, a) = (find(&exchange.question_id)?, find(&exchange.answer_id)?);
+    let mut entries: Vec<&TruthEntry> = state.truth.trust.iter().collect();
+    entries.sort_by_key(|e| {
+        (
+            !(e.kind == Some(TruthKind::Effort) && e.status == Some(EffortStatus::Open)),
+            std::cmp::Reverse(e.effective_update().clone()),
+        )
+    });
+    let mut listed = String::new();
+    for e in entries.iter().take(40) {
+        let kind = e
+            .kind
+            .map(|k| serde_json::to_value(k).ok())
+            .and_then(|v| v.and_then(|v| v.as_str().map(str::to_owned)))
+            .unwrap_or_else(|| "fact".into());
+        let status = match e.status {
+            Some(EffortStatus::Open) => " (open)",
+            Some(EffortStatus::Resolved) => " (resolved)",
+            None => "",
+        };
+        let body: String = plain(&e.content).chars().take(300).collect();
+        listed.push_str(&format!(
+            "- {} [{kind}{status}] {}: {body}\n",
+            e.id, e.title
+        ));
+    }
+    if listed.is_empty() {
+        listed.push_str("(none)\n");
+    }
+    let system = format!("{prompt}\n\n## Schema\n\n```json\n{OPS_SCHEMA}\n```\n");
+    let user = format!(
+        "## Memory entries\n\n{listed}\n## Exchange\n\n{}: {}\n\n{}: {}\n",
+        q.username,
+        plain(&q.content),
+        a.username,
+        plain(&a.content)
+    );
+    let mut req = ChatRequest::new(vec![ChatMessage::system(system), ChatMessage::user(user)]);
+    req.temperature = Some(0.0);
+    req.max_tokens = Some(1024);
+    Ok(req)
+}
+
+/// Largest interpreter reply read: 32 operations at their limits fit well
+/// within it; anything longer is not a valid batch and is cut off.
+const MAX_REPLY_BYTES: usize = 256 * 1024;
+
+/// The whole reply, within the provider's answer limits (size and time) and
+/// [`MAX_REPLY_BYTES`]: an endless or stalled stream ends the call, so an
+/// interpreter can never hold a command up for ever.
+async fn complete(provider: &dyn Provider, req: ChatRequest) -> Result<String, InterpretError> {
+    use futures::StreamExt;
+    let limits = provider.answer_limits();
+    let cap = limits.max_bytes.min(MAX_REPLY_BYTES);
+    let read = async {
+        let mut stream = provider.stream(req, CancellationToken::new()).await?;
+        let mut text = String::new();
+        while let Some(ev) = stream.next().await {
+            match ev? {
+                StreamEvent::Delta(d) => {
+                    text.push_str(&d);
+                    if text.len() > cap {
+                        return Ok(Err(err("", format!("the reply exceeds {cap} bytes"))));
+                    }
+                }
+                StreamEvent::Done { .. } => break,
+            }
+        }
+        Ok::<_, ProviderError>(Ok(text))
+    };
+    match tokio::time::timeout(limits.max_duration, read).await {
+        Ok(Ok(Ok(text))) => Ok(text),
+        Ok(Ok(Err(too_long))) => Err(InterpretError::Rejected(too_long)),
+        Ok(Err(e)) => Err(e.into()),
+        Err(_) => Err(InterpretError::Rejected(err(
+            "",
+            format!("no complete reply within {:?}", limits.max_duration),
+        ))),
+    }
+}
+
+/// One interpreter call for an exchange through any provider: the reply is
+/// parsed and validated, and checked against the state (ids exist, efforts
+/// open) on a copy; an invalid reply is retried once with the reason. The
+/// caller applies the returned operations with [`apply_ops`] inside its
+/// store transaction (the file may have changed meanwhile; that re-checks).
+pub async fn interpret_exchange(
+    provider: &dyn Provider,
+    state: &State,
+    exchange: &Exchange,
+    prompt: &str,
+    origin: &Origin,
+) -> Result<Vec<Op>, InterpretError> {
+    let req = interpreter_request(state, exchange, prompt)?;
+    let check = |reply: &str| {
+        parse_ops(reply).and_then(|ops| {
+            // Only truth and the journal matter to the check: no transcript copy.
+            let mut scratch = State::new(state.date.clone());
+            scratch.truth = state.truth.clone();
+            apply_ops(&mut scratch, &ops, origin).map(|_| ops)
+        })
+    };
+    // A reply cut at a cap returns at once (a second would be as long).
+    let reply = complete(provider, req.clone()).await?;
+    let first = match check(&reply) {
+        Ok(ops) => return Ok(ops),
+        Err(e) => e,
+    };
+    let mut retry = req;
+    retry.messages.push(ChatMessage::assistant(reply));
+    retry.messages.push(ChatMessage::user(format!(
+        "That was rejected: {first}. Reply again with one valid JSON object only."
+    )));
+    let reply = complete(provider, retry).await?;
+    check(&reply).map_err(InterpretError::Rejected)
+}
+
+/// Why [`remember`] stored nothing.
+#[derive(Debug, thiserror::Error)]
+pub enum RememberError {
+    #[error(transparent)]
+    Interpret(#[from] InterpretError),
+    /// The file changed while the model answered and the operations no
+    /// longer apply (e.g. the effort was resolved by hand meanwhile).
+    #[error("{0}")]
+    Stale(OpsError),
+    #[error(transparent)]
+    Store(#[from] wo_store::StoreError),
+}
+
+/// After a saved turn: one interpreter call on a snapshot of the state
+/// (no lock held while the model answers), then the operations applied in
+/// one store transaction, re-checked against the file as it is then. On any
+/// error the file keeps its truth as it was.
+pub async fn remember(
+    store: &mut wo_store::Store,
+    provider: &dyn Provider,
+    exchange: &Exchange,
+    prompt: &str,
+    by: &str,
+) -> Result<Record, RememberError> {
+    let origin = Origin {
+        messages: vec![exchange.question_id.clone(), exchange.answer_id.clone()],
+        by: by.to_owned(),
+        at: Timestamp::now(),
+        exchange: Some(exchange.answer_id.clone()),
+    };
+    let ops = interpret_exchange(provider, store.state(), exchange, prompt, &origin).await?;
+    let (applied, _) = store.transact(|s| apply_ops(s, &ops, &origin))?;
+    applied.map_err(RememberError::Stale)
+}
+
+/// Where the prompt in effect comes from.
+#[derive(Clone, Debug, PartialEq)]
+pub enum PromptSource {
+    /// `prompts/<name>.md` beside the project's `llm.json`.
+    Project(std::path::PathBuf),
+    /// `prompts/<name>.md` in the user's config directory.
+    User(std::path::PathBuf),
+    /// The default shipped in the binary.
+    Builtin,
+}
+
+/// The prompts shipped in the binary, by name (each overridable).
+pub const PROMPTS: &[(&str, &str)] = &[("interpreter", DEFAULT_INTERPRETER_PROMPT)];
+
+/// The prompt `name` in effect: the project's file, else the user's, else
+/// the built-in default. A file that exists but cannot be read, or is not
+/// UTF-8, is an error naming it (never a silent fall-back to the default).
+pub fn prompt_in_effect(
+    name: &str,
+    project_dir: Option<&std::path::Path>,
+    user_config_dir: Option<&std::path::Path>,
+) -> Result<(PromptSource, String), std::io::Error> {
+    let file = format!("{name}.md");
+    let candidates = [
+        project_dir.map(|d| PromptSource::Project(d.join("prompts").join(&file))),
+        user_config_dir.map(|d| PromptSource::User(d.join("prompts").join(&file))),
+    ];
+    for c in candidates.into_iter().flatten() {
+        let (PromptSource::Project(p) | PromptSource::User(p)) = &c else {
+            continue;
+        };
+        match std::fs::read_to_string(p) {
+            Ok(text) => return Ok((c, text)),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => {
+                return Err(std::io::Error::new(
+                    e.kind(),
+                    format!("{}: {e}", p.display()),
+                ));
+            }
+        }
+    }
+    PROMPTS
+        .iter()
+        .find(|(n, _)| *n == name)
+        .map(|(_, text)| (PromptSource::Builtin, (*text).to_owned()))
+        .ok_or_else(|| {
+            std::io::Error::new(
+                std::io::ErrorKind::NotFound,
+                format!("no prompt named {name:?}"),
+            )
+        })
+}

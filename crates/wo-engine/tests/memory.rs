@@ -1,0 +1,541 @@
+//! Memory by conclusions (product §7): each operation, linking, supersede,
+//! undo and hostile output, through a scripted provider; the published
+//! operations schema agrees with the parser.
+
+use std::sync::Mutex;
+
+use serde_json::{Value, json};
+use wo_engine::memory::{
+    DEFAULT_INTERPRETER_PROMPT, Exchange, InterpretError, LOG_KEY, OPS_SCHEMA, Op, Origin,
+    PromptSource, RememberError, apply_op, apply_ops, interpret_exchange, parse_ops,
+    prompt_in_effect, read_log, remember, undo,
+};
+use wo_format::{EffortStatus, Message, State, Timestamp, TruthKind};
+use wo_providers::{
+    AnswerLimits, CancellationToken, ChatRequest, EventStream, Provider, ProviderError,
+    Reachability, StreamEvent,
+};
+
+fn ts(s: &str) -> Timestamp {
+    s.parse().unwrap()
+}
+
+fn state_with_exchange() -> (State, Exchange) {
+    let mut s = State::new(ts("2026-03-01T10:00:00Z"));
+    let q = Message::new(
+        "alec",
+        ts("2026-03-01T10:00:00Z"),
+        "q",
+        "<p>We shipped v2 today; the deadline was Friday.</p>",
+    );
+    let a = Message::new(
+        "gpt",
+        ts("2026-03-01T10:00:05Z"),
+        "a",
+        "<p>Congratulations on shipping v2.</p>",
+    );
+    let ex = Exchange {
+        question_id: q.id.clone(),
+        answer_id: a.id.clone(),
+    };
+    s.push_message(q);
+    s.push_message(a);
+    (s, ex)
+}
+
+fn origin(ex: &Exchange, at: &str) -> Origin {
+    Origin {
+        messages: vec![ex.question_id.clone(), ex.answer_id.clone()],
+        by: "scripted/test".into(),
+        at: ts(at),
+        exchange: Some(ex.answer_id.clone()),
+    }
+}
+
+fn ops(v: Value) -> Vec<Op> {
+    parse_ops(&v.to_string()).unwrap()
+}
+
+#[test]
+fn add_creates_entries_with_provenance_and_a_journal_record() {
+    let (mut s, ex) = state_with_exchange();
+    let o = origin(&ex, "2026-03-01T10:00:06Z");
+    let rec = apply_ops(
+        &mut s,
+        &ops(json!({"ops": [
+            {"op": "add", "kind": "fact", "title": "v2 shipped", "content": "v2 <b>shipped</b> on 1 March", "certainty": 0.9, "tags": ["release"]},
+            {"op": "add", "kind": "event", "title": "Release", "content": "Release day", "certainty": 1, "expires": true},
+            {"op": "add", "kind": "note", "title": "Mood", "content": "Team is happy", "certainty": 0.4, "expires": "2026-04-01T00:00:00Z"}
+        ]})),
+        &o,
+    )
+    .unwrap();
+    assert_eq!(rec.effect.created.len(), 3);
+    let e = s.truth_entry(&rec.effect.created[0]).unwrap();
+    assert_eq!(e.kind, Some(TruthKind::Fact));
+    assert_eq!(e.tags.as_deref(), Some(&["release".to_owned()][..]));
+    // Model text is text: markup is escaped, never parsed.
+    assert!(e.content.contains("&lt;b&gt;"), "{}", e.content);
+    let p = e.provenance.as_ref().unwrap();
+    assert_eq!(p.messages, o.messages);
+    assert_eq!(p.by, "scripted/test");
+    assert_eq!(p.at, o.at);
+    assert_eq!(p.exchange.as_deref(), Some(ex.answer_id.as_str()));
+    assert_eq!(e.source.as_deref(), Some(ex.question_id.as_str()));
+    assert_eq!(read_log(&s), vec![rec]);
+    // The journal and provenance survive the canonical file round trip.
+    let bytes = wo_format::to_canonical_vec(&s);
+    let back = wo_format::parse(&bytes).unwrap();
+    assert_eq!(back.truth, s.truth);
+    assert_eq!(read_log(&back), read_log(&s));
+}
+
+#[test]
+fn an_effort_is_opened_once_and_resolved_in_place_by_id() {
+    let (mut s, ex) = state_with_exchange();
+    let o = origin(&ex, "2026-03-01T10:00:06Z");
+    let open = json!({"op": "open_effort", "title": "Ship v2", "content": "Release v2 by Friday", "certainty": 0.8});
+    let rec = apply_ops(&mut s, &ops(json!({"ops": [open.clone()]})), &o).unwrap();
+    let effort = rec.effect.created[0].clone();
+    assert_eq!(
+        s.truth_entry(&effort).unwrap().status,
+        Some(EffortStatus::Open)
+    );
+    // Opening it again (another exchange) makes no duplicate.
+    let o2 = Origin {
+        at: ts("2026-03-01T11:00:00Z"),
+        ..o.clone()
+    };
+    let again = apply_ops(&mut s, &ops(json!({"ops": [open]})), &o2).unwrap();
+    assert!(again.effect.created.is_empty());
+    let n = s.truth.trust.len();
+    let rec = apply_ops(
+        &mut s,
+        &ops(json!({"ops": [{"op": "resolve", "id": effort, "resolution": "Shipped on 1 March"}]})),
+        &o2,
+    )
+    .unwrap();
+    assert_eq!(rec.effect.resolved, vec![effort.clone()]);
+    assert_eq!(s.truth.trust.len(), n, "resolving never adds an entry");
+    let e = s.truth_entry(&effort).unwrap();
+    assert_eq!(e.status, Some(EffortStatus::Resolved));
+    assert_eq!(e.resolution.as_deref(), Some("Shipped on 1 March"));
+    // Resolving twice, or resolving what is not an effort, is refused.
+    let before = s.clone();
+    let e = apply_ops(
+        &mut s,
+        &ops(json!({"ops": [{"op": "resolve", "id": effort, "resolution": "again"}]})),
+        &o2,
+    )
+    .unwrap_err();
+    assert!(e.reason.contains("already resolved"), "{e}");
+    assert_eq!(s, before);
+}
+
+#[test]
+fn supersede_keeps_and_marks_the_old_entry_and_touch_counts_uses() {
+    let (mut s, ex) = state_with_exchange();
+    let o = origin(&ex, "2026-03-01T10:00:06Z");
+    let rec = apply_ops(
+        &mut s,
+        &ops(json!({"ops": [{"op": "add", "kind": "fact", "title": "Deadline", "content": "Deadline is Thursday", "certainty": 0.7}]})),
+        &o,
+    )
+    .unwrap();
+    let old = rec.effect.created[0].clone();
+    let rec = apply_ops(
+        &mut s,
+        &ops(json!({"ops": [
+            {"op": "supersede", "id": old, "title": "Deadline", "content": "Deadline is Friday", "certainty": 0.9},
+            {"op": "touch", "ids": [old]}
+        ]})),
+        &origin(&ex, "2026-03-01T10:30:00Z"),
+    )
+    .unwrap();
+    let new = rec.effect.created[0].clone();
+    assert!(s.truth_entry(&old).is_some(), "the old entry is kept");
+    let n = s.truth_entry(&new).unwrap();
+    assert_eq!(n.supersedes.as_deref(), Some(old.as_str()));
+    assert_eq!(n.kind, Some(TruthKind::Fact));
+    assert_eq!(s.truth_entry(&old).unwrap().refs, Some(1));
+    // Retrieval leaves the superseded one out.
+    let prefs = s.truth.retrieval_prefs.effective();
+    let ranked = wo_engine::retrieve::rank_truth(
+        &s.truth.trust,
+        "deadline",
+        &prefs,
+        &ts("2026-03-02T00:00:00Z"),
+    );
+    let excluded: Vec<_> = ranked.excluded.iter().map(|x| x.entry.id.clone()).collect();
+    assert!(excluded.contains(&old), "{excluded:?}");
+}
+
+#[test]
+fn undo_removes_what_an_exchange_created_and_reverts_what_it_changed() {
+    let (mut s, ex) = state_with_exchange();
+    let o = origin(&ex, "2026-03-01T10:00:06Z");
+    let first = Exchange {
+        question_id: ex.question_id.clone(),
+        answer_id: "m_first00000000000".into(),
+    };
+    let o1 = Origin {
+        exchange: Some(first.answer_id.clone()),
+        ..o.clone()
+    };
+    let rec = apply_ops(
+        &mut s,
+        &ops(json!({"ops": [{"op": "open_effort", "title": "Ship v2", "content": "by Friday", "certainty": 0.8}]})),
+        &o1,
+    )
+    .unwrap();
+    let effort = rec.effect.created[0].clone();
+    let after_first = s.truth.clone();
+    let o2 = origin(&ex, "2026-03-01T10:10:00Z");
+    apply_ops(
+        &mut s,
+        &ops(json!({"ops": [
+            {"op": "resolve", "id": effort, "resolution": "shipped"},
+            {"op": "touch", "ids": [effort]},
+            {"op": "add", "kind": "fact", "title": "v2 shipped", "content": "yes", "certainty": 1}
+        ]})),
+        &o2,
+    )
+    .unwrap();
+    let u = undo(&mut s, &ex.answer_id, ts("2026-03-01T12:00:00Z")).unwrap();
+    assert_eq!(u.removed.len(), 1);
+    assert_eq!(u.reopened, vec![effort.clone()]);
+    assert_eq!(u.untouched, vec![effort.clone()]);
+    let e = s.truth_entry(&effort).unwrap();
+    assert_eq!(e.status, Some(EffortStatus::Open));
+    assert_eq!(e.resolution, None);
+    assert_eq!(e.refs, Some(0));
+    assert_eq!(s.truth.trust.len(), after_first.trust.len());
+    assert!(
+        s.truth.deleted.iter().any(|d| d.id == u.removed[0]),
+        "tombstoned"
+    );
+    // The record stays, marked undone; a second undo finds nothing.
+    let log = read_log(&s);
+    assert!(log.last().unwrap().undone.is_some());
+    assert!(undo(&mut s, &ex.answer_id, ts("2026-03-01T12:00:01Z")).is_err());
+    // An entry edited since is kept (an undo never loses a hand edit).
+    let edit = wo_format::TruthEdit {
+        title: Some("Ship v2 (renamed)".into()),
+        ..Default::default()
+    };
+    s.edit_truth(&effort, edit, ts("2026-03-01T12:30:00Z"));
+    let u = undo(&mut s, &first.answer_id, ts("2026-03-01T13:00:00Z")).unwrap();
+    assert_eq!(u.kept, vec![effort.clone()]);
+    assert!(s.truth_entry(&effort).is_some());
+}
+
+#[test]
+fn hostile_or_malformed_output_is_rejected_whole_and_changes_nothing() {
+    let (mut s, ex) = state_with_exchange();
+    let o = origin(&ex, "2026-03-01T10:00:06Z");
+    let bad = [
+        ("not json", ""),
+        ("[]", ""),
+        (r#"{"ops": {}}"#, "/ops"),
+        (r#"{"ops": [], "extra": 1}"#, "/extra"),
+        (r#"{"ops": [{"op": "delete", "id": "t_1"}]}"#, "/ops/0"),
+        (
+            r#"{"ops": [{"op": "add", "kind": "effort", "title": "x", "content": "y", "certainty": 1}]}"#,
+            "/ops/0",
+        ),
+        (
+            r#"{"ops": [{"op": "add", "kind": "fact", "title": "x", "content": "y", "certainty": 1.5}]}"#,
+            "/ops/0/certainty",
+        ),
+        (
+            r#"{"ops": [{"op": "add", "kind": "fact", "title": " ", "content": "y", "certainty": 1}]}"#,
+            "/ops/0/title",
+        ),
+        (
+            r#"{"ops": [{"op": "add", "kind": "fact", "title": "x", "content": "y", "certainty": 1, "id": "t_x"}]}"#,
+            "/ops/0",
+        ),
+        (
+            r#"{"ops": [{"op": "touch", "ids": ["../../etc"]}]}"#,
+            "/ops/0/ids/0",
+        ),
+        (r#"{"ops": [{"op": "touch", "ids": []}]}"#, "/ops/0/ids"),
+    ];
+    for (text, pointer) in bad {
+        let e = parse_ops(text).unwrap_err();
+        assert_eq!(e.pointer, pointer, "{text}: {e}");
+    }
+    let huge = format!(
+        r#"{{"ops": [{{"op": "add", "kind": "fact", "title": "x", "content": "{}", "certainty": 1}}]}}"#,
+        "a".repeat(5000)
+    );
+    assert_eq!(parse_ops(&huge).unwrap_err().pointer, "/ops/0/content");
+    // Valid shape, but a later op names an entry that does not exist: the
+    // earlier add is rolled back and nothing is journaled.
+    let before = s.clone();
+    let e = apply_ops(
+        &mut s,
+        &ops(json!({"ops": [
+            {"op": "add", "kind": "fact", "title": "x", "content": "y", "certainty": 1},
+            {"op": "supersede", "id": "t_doesnotexist0000", "title": "x", "content": "z", "certainty": 1}
+        ]})),
+        &o,
+    )
+    .unwrap_err();
+    assert_eq!(e.pointer, "/ops/1/id");
+    assert_eq!(s, before);
+    assert!(!s.extra.contains_key(LOG_KEY));
+    // A fenced reply (small models add one) is accepted.
+    assert_eq!(parse_ops("```json\n{\"ops\": []}\n```").unwrap(), vec![]);
+}
+
+#[test]
+fn apply_op_serves_other_writers_with_their_own_provenance() {
+    let (mut s, ex) = state_with_exchange();
+    let o = Origin {
+        messages: vec![ex.question_id.clone()],
+        by: "mcp:claude-code".into(),
+        at: ts("2026-03-01T10:00:06Z"),
+        exchange: None,
+    };
+    let op = &ops(
+        json!({"ops": [{"op": "add", "kind": "note", "title": "n", "content": "c", "certainty": 0.5}]}),
+    )[0];
+    let eff = apply_op(&mut s, op, &o).unwrap();
+    let p = s
+        .truth_entry(&eff.created[0])
+        .unwrap()
+        .provenance
+        .clone()
+        .unwrap();
+    assert_eq!(p.by, "mcp:claude-code");
+    assert_eq!(p.exchange, None);
+}
+
+#[test]
+fn the_published_schema_agrees_with_the_parser() {
+    let schema: Value = serde_json::from_str(OPS_SCHEMA).unwrap();
+    jsonschema::draft202012::meta::validate(&schema).expect("valid 2020-12 schema");
+    let v = jsonschema::draft202012::options().build(&schema).unwrap();
+    let docs = [
+        json!({"ops": []}),
+        json!({"ops": [{"op": "add", "kind": "fact", "title": "t", "content": "c", "certainty": 0.5, "tags": ["a"], "expires": true}]}),
+        json!({"ops": [{"op": "open_effort", "title": "t", "content": "c", "certainty": 0}]}),
+        json!({"ops": [{"op": "resolve", "id": "t_0123456789abcdef", "resolution": "r"}]}),
+        json!({"ops": [{"op": "supersede", "id": "t_0123456789abcdef", "title": "t", "content": "c", "certainty": 1, "expires": "2026-01-01T00:00:00Z"}]}),
+        json!({"ops": [{"op": "touch", "ids": ["t_0123456789abcdef"]}]}),
+        json!({"ops": [{"op": "add", "kind": "effort", "title": "t", "content": "c", "certainty": 0.5}]}),
+        json!({"ops": [{"op": "add", "kind": "fact", "title": "t", "content": "c", "certainty": 2}]}),
+        json!({"ops": [{"op": "add", "kind": "fact", "title": "", "content": "c", "certainty": 1}]}),
+        json!({"ops": [{"op": "touch", "ids": []}]}),
+        json!({"ops": [{"op": "touch", "ids": ["a b"]}]}),
+        json!({"ops": [{"op": "resolve", "id": "t_1", "resolution": "r", "x": 1}]}),
+        json!({"ops": [{"op": "nope"}]}),
+        json!({"ops": [], "more": true}),
+        json!({"op": []}),
+    ];
+    for d in docs {
+        assert_eq!(
+            v.is_valid(&d),
+            parse_ops(&d.to_string()).is_ok(),
+            "schema and parser disagree on {d}"
+        );
+    }
+}
+
+/// A provider that answers from a script, one reply per call, and records
+/// the requests it saw.
+struct Scripted {
+    replies: Mutex<Vec<String>>,
+    seen: Mutex<Vec<ChatRequest>>,
+}
+
+#[async_trait::async_trait]
+impl Provider for Scripted {
+    fn name(&self) -> &str {
+        "scripted"
+    }
+    fn default_model(&self) -> &str {
+        "test"
+    }
+    fn context_window(&self) -> usize {
+        8192
+    }
+    async fn stream(
+        &self,
+        req: ChatRequest,
+        _cancel: CancellationToken,
+    ) -> Result<EventStream, ProviderError> {
+        self.seen.lock().unwrap().push(req);
+        let reply = self.replies.lock().unwrap().remove(0);
+        // Split in two deltas, as a stream would.
+        let mid = reply
+            .char_indices()
+            .nth(reply.chars().count() / 2)
+            .map_or(0, |(i, _)| i);
+        let (a, b) = reply.split_at(mid);
+        let events = vec![
+            Ok(StreamEvent::Delta(a.to_owned())),
+            Ok(StreamEvent::Delta(b.to_owned())),
+            Ok(StreamEvent::Done {
+                finish_reason: Some("stop".into()),
+                usage: None,
+            }),
+        ];
+        Ok(Box::pin(futures::stream::iter(events)))
+    }
+    async fn check(&self) -> Reachability {
+        unimplemented!("not used")
+    }
+    fn count_tokens(&self, _text: &str) -> Option<usize> {
+        None
+    }
+    fn answer_limits(&self) -> AnswerLimits {
+        AnswerLimits::default()
+    }
+}
+
+fn block_on<F: std::future::Future>(f: F) -> F::Output {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap()
+        .block_on(f)
+}
+
+#[test]
+fn one_interpreter_call_retries_once_with_the_reason_then_gives_up() {
+    let (s, ex) = state_with_exchange();
+    let o = origin(&ex, "2026-03-01T10:00:06Z");
+    let good = r#"{"ops": [{"op": "add", "kind": "fact", "title": "v2 shipped", "content": "v2 shipped", "certainty": 0.9}]}"#;
+    let p = Scripted {
+        replies: Mutex::new(vec!["Sure! Here you go".into(), good.into()]),
+        seen: Mutex::new(vec![]),
+    };
+    let got = block_on(interpret_exchange(&p, &s, &ex, "PROMPT", &o)).unwrap();
+    assert_eq!(got.len(), 1);
+    let seen = p.seen.lock().unwrap();
+    assert_eq!(seen.len(), 2);
+    assert!(seen[0].messages[0].content.starts_with("PROMPT"));
+    assert!(
+        seen[0].messages[0].content.contains("\"open_effort\""),
+        "schema sent"
+    );
+    assert!(seen[0].messages[1].content.contains("We shipped v2 today"));
+    assert!(
+        seen[1]
+            .messages
+            .last()
+            .unwrap()
+            .content
+            .contains("rejected")
+    );
+    drop(seen);
+
+    let p = Scripted {
+        replies: Mutex::new(vec![
+            r#"{"ops": [{"op": "resolve", "id": "t_nosuchentry0000", "resolution": "x"}]}"#.into(),
+            "still not json".into(),
+        ]),
+        seen: Mutex::new(vec![]),
+    };
+    match block_on(interpret_exchange(&p, &s, &ex, "PROMPT", &o)) {
+        Err(InterpretError::Rejected(e)) => assert_eq!(e.pointer, ""),
+        other => panic!("{other:?}"),
+    }
+}
+
+fn scripted(replies: &[&str]) -> Scripted {
+    Scripted {
+        replies: Mutex::new(replies.iter().map(|r| (*r).to_owned()).collect()),
+        seen: Mutex::new(vec![]),
+    }
+}
+
+#[test]
+fn remember_writes_the_operations_to_the_file_or_nothing_at_all() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("llm.json");
+    let (s, ex) = state_with_exchange();
+    let mut store = wo_store::Store::create(&path, s, wo_store::OpenOptions::default()).unwrap();
+    let good = r#"{"ops": [{"op": "open_effort", "title": "Ship v3", "content": "next", "certainty": 0.6}]}"#;
+    let rec = block_on(remember(
+        &mut store,
+        &scripted(&[good]),
+        &ex,
+        DEFAULT_INTERPRETER_PROMPT,
+        "scripted/test",
+    ))
+    .unwrap();
+    let on_disk = wo_format::parse(&std::fs::read(&path).unwrap()).unwrap();
+    let e = on_disk.truth_entry(&rec.effect.created[0]).unwrap();
+    assert_eq!(e.provenance.as_ref().unwrap().by, "scripted/test");
+    assert_eq!(read_log(&on_disk).len(), 1);
+    // Hostile output twice: an error, and the file is byte for byte the same.
+    let before = std::fs::read(&path).unwrap();
+    let r = block_on(remember(
+        &mut store,
+        &scripted(&[
+            r#"{"ops": [{"op": "add", "kind": "fact", "title": "<script>", "content": "x", "certainty": 9}]}"#,
+            "{}",
+        ]),
+        &ex,
+        DEFAULT_INTERPRETER_PROMPT,
+        "scripted/test",
+    ));
+    assert!(
+        matches!(
+            r,
+            Err(RememberError::Interpret(InterpretError::Rejected(_)))
+        ),
+        "{r:?}"
+    );
+    assert_eq!(std::fs::read(&path).unwrap(), before);
+}
+
+#[test]
+fn prompts_resolve_project_then_user_then_builtin() {
+    let project = tempfile::tempdir().unwrap();
+    let user = tempfile::tempdir().unwrap();
+    let (src, text) =
+        prompt_in_effect("interpreter", Some(project.path()), Some(user.path())).unwrap();
+    assert_eq!(src, PromptSource::Builtin);
+    assert_eq!(text, DEFAULT_INTERPRETER_PROMPT);
+    std::fs::create_dir_all(user.path().join("prompts")).unwrap();
+    std::fs::write(user.path().join("prompts/interpreter.md"), "user prompt").unwrap();
+    let (src, text) =
+        prompt_in_effect("interpreter", Some(project.path()), Some(user.path())).unwrap();
+    assert_eq!(
+        src,
+        PromptSource::User(user.path().join("prompts/interpreter.md"))
+    );
+    assert_eq!(text, "user prompt");
+    std::fs::create_dir_all(project.path().join("prompts")).unwrap();
+    std::fs::write(project.path().join("prompts/interpreter.md"), [0xff, 0xfe]).unwrap();
+    // An unreadable override is an error naming the file, not a silent default.
+    let e = prompt_in_effect("interpreter", Some(project.path()), Some(user.path())).unwrap_err();
+    assert!(e.to_string().contains("interpreter.md"), "{e}");
+    std::fs::write(
+        project.path().join("prompts/interpreter.md"),
+        "project prompt",
+    )
+    .unwrap();
+    let (src, text) =
+        prompt_in_effect("interpreter", Some(project.path()), Some(user.path())).unwrap();
+    assert!(matches!(src, PromptSource::Project(_)));
+    assert_eq!(text, "project prompt");
+    assert!(prompt_in_effect("nope", None, None).is_err());
+}
+
+#[test]
+fn an_endless_reply_is_cut_at_the_cap_and_not_retried() {
+    let (s, ex) = state_with_exchange();
+    let o = origin(&ex, "2026-03-01T10:00:06Z");
+    let huge = "x".repeat(300 * 1024);
+    let p = scripted(&[&huge, "{\"ops\": []}"]);
+    match block_on(interpret_exchange(&p, &s, &ex, "PROMPT", &o)) {
+        Err(InterpretError::Rejected(e)) => assert!(e.reason.contains("exceeds"), "{e}"),
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(p.seen.lock().unwrap().len(), 1);
+}
