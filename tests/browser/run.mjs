@@ -505,6 +505,28 @@ for (const mode of ['local', 'stateless']) {
     });
   });
 
+  scenario(`${mode}: the unsent draft and a failed turn's question survive a reload`, async () => {
+    const server = await get();
+    await withPage(server, { prefs: { provider: 'dead', max_tokens: 8 } }, async (page) => {
+      const draft = `A draft I have not sent yet (${mode}).`;
+      await page.fill('[data-testid="composer-input"]', draft);
+      await page.goto(server.url);
+      await page.waitForSelector('body[data-ready="true"]');
+      assert((await page.inputValue('[data-testid="composer-input"]')) === draft, 'the draft was lost on reload');
+      // A turn that fails keeps its question as the draft, across a reload too.
+      await page.click('[data-testid="send"]');
+      await page.waitForFunction(() => /Failed/.test(document.querySelector('[data-testid="streaming-note"]')?.textContent || ''), null, { timeout: 120_000 });
+      await page.goto(server.url);
+      await page.waitForSelector('body[data-ready="true"]');
+      assert((await page.inputValue('[data-testid="composer-input"]')) === draft, 'the failed question was lost on reload');
+      // Emptying the box forgets the draft.
+      await page.fill('[data-testid="composer-input"]', '');
+      await page.goto(server.url);
+      await page.waitForSelector('body[data-ready="true"]');
+      assert((await page.inputValue('[data-testid="composer-input"]')) === '', 'an emptied draft came back');
+    });
+  });
+
   scenario(`${mode}: branch from an earlier message`, async () => {
     const server = await get();
     await withPage(server, {}, async (page) => {

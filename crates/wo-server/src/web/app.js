@@ -1345,6 +1345,38 @@ function chatParams() {
   return out;
 }
 
+// ---------------------------------------------------------------- drafts
+
+/**
+ * The unsent message survives a reload, a closed tab and a failed or stopped
+ * turn (issue 16 item 4): it lives in localStorage under a key per mode, is
+ * written on every edit, and is cleared only once the server has saved the
+ * turn. Storage may be disabled or full; then the draft simply is not kept.
+ */
+function draftKey() {
+  return `wo_draft_${app.mode || 'local'}`;
+}
+
+function saveDraft(text) {
+  try {
+    if (text) localStorage.setItem(draftKey(), text);
+    else localStorage.removeItem(draftKey());
+  } catch {
+    // Storage unavailable (private mode, quota): the draft is only in the box.
+  }
+}
+
+function restoreDraft() {
+  let text = null;
+  try {
+    text = localStorage.getItem(draftKey());
+  } catch {
+    text = null;
+  }
+  const input = $('composer-input');
+  if (text && !input.value) input.value = text;
+}
+
 function setBusy(busy) {
   const focusStop = busy && document.activeElement === $('send-button');
   const focusInput = !busy && document.activeElement === $('stop-button');
@@ -1425,6 +1457,9 @@ async function send() {
   try {
     if (report && done.assistant_message_id) app.reports.set(done.assistant_message_id, report);
     await backend().afterDone(done);
+    // Saved: the draft has become a stored message, unless the user has
+    // already started typing the next one while the answer streamed.
+    saveDraft($('composer-input').value);
     app.leaf = done.assistant_message_id || latestId();
     app.branchFrom = null;
     renderAll();
@@ -1668,6 +1703,7 @@ function wire() {
       send();
     }
   });
+  $('composer-input').addEventListener('input', (e) => saveDraft(e.target.value));
   $('stop-button').addEventListener('click', stop);
   document.addEventListener('keydown', (e) => {
     if (e.key !== 'Escape') return;
@@ -1827,6 +1863,7 @@ async function start() {
   }
   fillSettings();
   enableUi();
+  restoreDraft();
   app.leaf = latestId();
   renderAll();
   const last = $('messages').lastElementChild;
