@@ -527,6 +527,34 @@ for (const mode of ['local', 'stateless']) {
     });
   });
 
+  scenario(`${mode}: the page follows the stream until the user scrolls up, then offers Jump to latest`, async () => {
+    const server = await get();
+    await withPage(server, { prefs: { max_tokens: 1500, temperature: 0 } }, async (page) => {
+      await page.setViewportSize({ width: 390, height: 500 });
+      const gap = () => page.evaluate(() => document.documentElement.scrollHeight - (window.scrollY + window.innerHeight));
+      await page.fill('[data-testid="composer-input"]', `Count from 1 to 500, one number per line. (${mode} follow test)`);
+      await page.click('[data-testid="send"]');
+      await page.waitForFunction(() => document.documentElement.scrollHeight > window.innerHeight + 300, null, { timeout: 120_000 });
+      assert((await gap()) <= 48, `the page did not follow the stream (${await gap()}px from the bottom)`);
+      assert(await page.isHidden('[data-testid="jump-latest"]'), 'Jump to latest shown while following');
+      await page.evaluate(() => window.scrollTo(0, 0));
+      await page.waitForSelector('[data-testid="jump-latest"]:not([hidden])');
+      const len = await page.evaluate(() => document.querySelector('[data-testid="streaming-answer"]')?.textContent.length ?? 0);
+      // More text arrives (or the answer ends): the page must stay where the user put it.
+      await page.waitForFunction((n) => (document.querySelector('[data-testid="streaming-answer"]')?.textContent.length ?? 0) > n + 20
+        || !document.querySelector('[data-testid="streaming-answer"]'), len, { timeout: 120_000 });
+      assert((await page.evaluate(() => window.scrollY)) === 0, 'the page scrolled away from where the user was reading');
+      await page.click('[data-testid="jump-latest"]');
+      assert((await gap()) <= 48, 'Jump to latest did not reach the bottom');
+      assert(await page.isHidden('[data-testid="jump-latest"]'), 'Jump to latest still shown at the bottom');
+      if (await page.isVisible('[data-testid="stop"]')) {
+        await page.click('[data-testid="stop"]');
+        await page.waitForFunction(() => /Stopped/.test(document.querySelector('[data-testid="streaming-note"]')?.textContent || ''));
+      }
+      await page.fill('[data-testid="composer-input"]', '');
+    });
+  });
+
   scenario(`${mode}: branch from an earlier message`, async () => {
     const server = await get();
     await withPage(server, {}, async (page) => {

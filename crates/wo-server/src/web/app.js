@@ -752,6 +752,7 @@ function termScore(text, terms) {
 // ---------------------------------------------------------------- app state
 
 const app = {
+  follow: true, // the page keeps the newest message in view (see onScroll)
   mode: null, // 'local' | 'stateless'
   info: {},
   providers: { default: '', providers: [] },
@@ -1377,6 +1378,36 @@ function restoreDraft() {
   if (text && !input.value) input.value = text;
 }
 
+// ---------------------------------------------------------------- following the answer
+
+/**
+ * While an answer streams the page follows it to the bottom, until the user
+ * scrolls up to read something; then it stays put and offers "Jump to
+ * latest" (issue 16 item 2). Scrolling back to the bottom resumes following.
+ */
+const FOLLOW_SLACK_PX = 48;
+
+function atBottom() {
+  const doc = document.documentElement;
+  return doc.scrollHeight - (window.scrollY + window.innerHeight) <= FOLLOW_SLACK_PX;
+}
+
+function scrollToLatest() {
+  window.scrollTo(0, document.documentElement.scrollHeight);
+}
+
+function onScroll() {
+  app.follow = atBottom();
+  $('jump-latest').hidden = app.follow;
+}
+
+function jumpToLatest() {
+  app.follow = true;
+  scrollToLatest();
+  $('jump-latest').hidden = true;
+  $('composer-input').focus();
+}
+
 function setBusy(busy) {
   const focusStop = busy && document.activeElement === $('send-button');
   const focusInput = !busy && document.activeElement === $('stop-button');
@@ -1413,7 +1444,8 @@ async function send() {
         answerText, note)),
   ];
   $('messages').append(...pending);
-  pending[1].scrollIntoView({ block: 'end' });
+  app.follow = true;
+  scrollToLatest();
   input.value = '';
 
   let report = null;
@@ -1428,6 +1460,7 @@ async function send() {
         const t = typeof d.text === 'string' ? d.text : '';
         streamed += t;
         answerText.append(document.createTextNode(t));
+        if (app.follow) scrollToLatest();
       },
       done: (d) => { done = d; },
       error: (e) => { failure = new ApiError(0, e.kind || 'provider', e.message || 'The model failed.'); },
@@ -1463,8 +1496,7 @@ async function send() {
     app.leaf = done.assistant_message_id || latestId();
     app.branchFrom = null;
     renderAll();
-    const last = $('messages').lastElementChild;
-    if (last) last.scrollIntoView({ block: 'end' });
+    if (app.follow) scrollToLatest();
     notify(streamed ? 'Answer saved.' : 'Saved.');
   } catch (e) {
     reportError(e);
@@ -1705,6 +1737,8 @@ function wire() {
   });
   $('composer-input').addEventListener('input', (e) => saveDraft(e.target.value));
   $('stop-button').addEventListener('click', stop);
+  $('jump-latest').addEventListener('click', jumpToLatest);
+  window.addEventListener('scroll', onScroll, { passive: true });
   document.addEventListener('keydown', (e) => {
     if (e.key !== 'Escape') return;
     if (app.streaming) stop();
