@@ -500,6 +500,13 @@ for (const mode of ['local', 'stateless']) {
       assert(/dead|reach|refused/i.test(alertText), `error shown: ${alertText}`);
       assert((await page.inputValue('[data-testid="composer-input"]')) === prompt, 'the failed prompt was not put back in the box');
       assert(await page.isVisible('[data-testid="send"]'), 'Send button not back after the failure');
+      // Retry sends it again and replaces the failed bubbles instead of stacking them.
+      await page.click('[data-testid="retry"]');
+      await page.waitForSelector('[data-testid="retry"]', { timeout: 120_000 });
+      await page.waitForFunction(() => /Failed/.test(document.querySelector('[data-testid="streaming-note"]')?.textContent || ''), null, { timeout: 120_000 });
+      assert((await page.locator('[data-testid="pending-question"]').count()) === 1, 'Retry left the failed question twice');
+      assert((await page.locator('[data-testid="retry"]').count()) === 1, 'more than one Retry button after retrying');
+      assert((await page.inputValue('[data-testid="composer-input"]')) === prompt, 'the retried prompt was not put back in the box');
       await sleep(500);
       assert(canonical((await stateOf(server, page)).messages) === before, 'a failed turn changed the stored messages');
     });

@@ -1484,6 +1484,16 @@ async function send() {
     note.textContent = `Failed: ${failure.message}`;
     note.classList.add('warn');
     input.value = text;
+    // Retry sends the same question again; the failed bubbles go, so the
+    // error is shown once rather than piling up a copy per attempt.
+    note.append(' ', h('button', {
+      type: 'button', class: 'small', 'data-testid': 'retry',
+      onclick: () => {
+        for (const li of pending) li.remove();
+        input.value = text;
+        send();
+      },
+    }, 'Retry'));
     reportError(failure);
     return;
   }
