@@ -500,8 +500,65 @@ for (const mode of ['local', 'stateless']) {
       assert(/dead|reach|refused/i.test(alertText), `error shown: ${alertText}`);
       assert((await page.inputValue('[data-testid="composer-input"]')) === prompt, 'the failed prompt was not put back in the box');
       assert(await page.isVisible('[data-testid="send"]'), 'Send button not back after the failure');
+      // Retry sends it again and replaces the failed bubbles instead of stacking them.
+      await page.click('[data-testid="retry"]');
+      await page.waitForSelector('[data-testid="retry"]', { timeout: 120_000 });
+      await page.waitForFunction(() => /Failed/.test(document.querySelector('[data-testid="streaming-note"]')?.textContent || ''), null, { timeout: 120_000 });
+      assert((await page.locator('[data-testid="pending-question"]').count()) === 1, 'Retry left the failed question twice');
+      assert((await page.locator('[data-testid="retry"]').count()) === 1, 'more than one Retry button after retrying');
+      assert((await page.inputValue('[data-testid="composer-input"]')) === prompt, 'the retried prompt was not put back in the box');
       await sleep(500);
       assert(canonical((await stateOf(server, page)).messages) === before, 'a failed turn changed the stored messages');
+    });
+  });
+
+  scenario(`${mode}: the unsent draft and a failed turn's question survive a reload`, async () => {
+    const server = await get();
+    await withPage(server, { prefs: { provider: 'dead', max_tokens: 8 } }, async (page) => {
+      const draft = `A draft I have not sent yet (${mode}).`;
+      await page.fill('[data-testid="composer-input"]', draft);
+      await page.goto(server.url);
+      await page.waitForSelector('body[data-ready="true"]');
+      assert((await page.inputValue('[data-testid="composer-input"]')) === draft, 'the draft was lost on reload');
+      // A turn that fails keeps its question as the draft, across a reload too.
+      await page.click('[data-testid="send"]');
+      await page.waitForFunction(() => /Failed/.test(document.querySelector('[data-testid="streaming-note"]')?.textContent || ''), null, { timeout: 120_000 });
+      await page.goto(server.url);
+      await page.waitForSelector('body[data-ready="true"]');
+      assert((await page.inputValue('[data-testid="composer-input"]')) === draft, 'the failed question was lost on reload');
+      // Emptying the box forgets the draft.
+      await page.fill('[data-testid="composer-input"]', '');
+      await page.goto(server.url);
+      await page.waitForSelector('body[data-ready="true"]');
+      assert((await page.inputValue('[data-testid="composer-input"]')) === '', 'an emptied draft came back');
+    });
+  });
+
+  scenario(`${mode}: the page follows the stream until the user scrolls up, then offers Jump to latest`, async () => {
+    const server = await get();
+    await withPage(server, { prefs: { max_tokens: 1500, temperature: 0 } }, async (page) => {
+      await page.setViewportSize({ width: 390, height: 500 });
+      const gap = () => page.evaluate(() => document.documentElement.scrollHeight - (window.scrollY + window.innerHeight));
+      await page.fill('[data-testid="composer-input"]', `Count from 1 to 500, one number per line. (${mode} follow test)`);
+      await page.click('[data-testid="send"]');
+      await page.waitForFunction(() => document.documentElement.scrollHeight > window.innerHeight + 300, null, { timeout: 120_000 });
+      assert((await gap()) <= 48, `the page did not follow the stream (${await gap()}px from the bottom)`);
+      assert(await page.isHidden('[data-testid="jump-latest"]'), 'Jump to latest shown while following');
+      await page.evaluate(() => window.scrollTo(0, 0));
+      await page.waitForSelector('[data-testid="jump-latest"]:not([hidden])');
+      const len = await page.evaluate(() => document.querySelector('[data-testid="streaming-answer"]')?.textContent.length ?? 0);
+      // More text arrives (or the answer ends): the page must stay where the user put it.
+      await page.waitForFunction((n) => (document.querySelector('[data-testid="streaming-answer"]')?.textContent.length ?? 0) > n + 20
+        || !document.querySelector('[data-testid="streaming-answer"]'), len, { timeout: 120_000 });
+      assert((await page.evaluate(() => window.scrollY)) === 0, 'the page scrolled away from where the user was reading');
+      await page.click('[data-testid="jump-latest"]');
+      assert((await gap()) <= 48, 'Jump to latest did not reach the bottom');
+      assert(await page.isHidden('[data-testid="jump-latest"]'), 'Jump to latest still shown at the bottom');
+      if (await page.isVisible('[data-testid="stop"]')) {
+        await page.click('[data-testid="stop"]');
+        await page.waitForFunction(() => /Stopped/.test(document.querySelector('[data-testid="streaming-note"]')?.textContent || ''));
+      }
+      await page.fill('[data-testid="composer-input"]', '');
     });
   });
 

@@ -3,7 +3,9 @@
 //! stateless modes) and a real model server (llama-cpp-python running
 //! SmolLM2, started here). It covers sending, streaming, stop, branching,
 //! the prefs cookie, export → import, dropped-file merge, truth edits,
-//! context update, stateless reload, and an XSS corpus that must not run.
+//! context update, stateless reload, a draft that survives reload, following
+//! the stream with Jump to latest, Retry after a failure, and an XSS corpus
+//! that must not run.
 //!
 //! Needs `node`, `/usr/bin/chromium` (or `$CHROMIUM`), `npm ci` in
 //! tests/browser and llama-cpp-python; `bash .ci/run` installs them all and

@@ -752,6 +752,7 @@ function termScore(text, terms) {
 // ---------------------------------------------------------------- app state
 
 const app = {
+  follow: true, // the page keeps the newest message in view (see onScroll)
   mode: null, // 'local' | 'stateless'
   info: {},
   providers: { default: '', providers: [] },
@@ -1345,6 +1346,68 @@ function chatParams() {
   return out;
 }
 
+// ---------------------------------------------------------------- drafts
+
+/**
+ * The unsent message survives a reload, a closed tab and a failed or stopped
+ * turn (issue 16 item 4): it lives in localStorage under a key per mode, is
+ * written on every edit, and is cleared only once the server has saved the
+ * turn. Storage may be disabled or full; then the draft simply is not kept.
+ */
+function draftKey() {
+  return `wo_draft_${app.mode || 'local'}`;
+}
+
+function saveDraft(text) {
+  try {
+    if (text) localStorage.setItem(draftKey(), text);
+    else localStorage.removeItem(draftKey());
+  } catch {
+    // Storage unavailable (private mode, quota): the draft is only in the box.
+  }
+}
+
+function restoreDraft() {
+  let text = null;
+  try {
+    text = localStorage.getItem(draftKey());
+  } catch {
+    text = null;
+  }
+  const input = $('composer-input');
+  if (text && !input.value) input.value = text;
+}
+
+// ---------------------------------------------------------------- following the answer
+
+/**
+ * While an answer streams the page follows it to the bottom, until the user
+ * scrolls up to read something; then it stays put and offers "Jump to
+ * latest" (issue 16 item 2). Scrolling back to the bottom resumes following.
+ */
+const FOLLOW_SLACK_PX = 48;
+
+function atBottom() {
+  const doc = document.documentElement;
+  return doc.scrollHeight - (window.scrollY + window.innerHeight) <= FOLLOW_SLACK_PX;
+}
+
+function scrollToLatest() {
+  window.scrollTo(0, document.documentElement.scrollHeight);
+}
+
+function onScroll() {
+  app.follow = atBottom();
+  $('jump-latest').hidden = app.follow;
+}
+
+function jumpToLatest() {
+  app.follow = true;
+  scrollToLatest();
+  $('jump-latest').hidden = true;
+  $('composer-input').focus();
+}
+
 function setBusy(busy) {
   const focusStop = busy && document.activeElement === $('send-button');
   const focusInput = !busy && document.activeElement === $('stop-button');
@@ -1381,7 +1444,8 @@ async function send() {
         answerText, note)),
   ];
   $('messages').append(...pending);
-  pending[1].scrollIntoView({ block: 'end' });
+  app.follow = true;
+  scrollToLatest();
   input.value = '';
 
   let report = null;
@@ -1396,6 +1460,7 @@ async function send() {
         const t = typeof d.text === 'string' ? d.text : '';
         streamed += t;
         answerText.append(document.createTextNode(t));
+        if (app.follow) scrollToLatest();
       },
       done: (d) => { done = d; },
       error: (e) => { failure = new ApiError(0, e.kind || 'provider', e.message || 'The model failed.'); },
@@ -1419,17 +1484,29 @@ async function send() {
     note.textContent = `Failed: ${failure.message}`;
     note.classList.add('warn');
     input.value = text;
+    // Retry sends the same question again; the failed bubbles go, so the
+    // error is shown once rather than piling up a copy per attempt.
+    note.append(' ', h('button', {
+      type: 'button', class: 'small', 'data-testid': 'retry',
+      onclick: () => {
+        for (const li of pending) li.remove();
+        input.value = text;
+        send();
+      },
+    }, 'Retry'));
     reportError(failure);
     return;
   }
   try {
     if (report && done.assistant_message_id) app.reports.set(done.assistant_message_id, report);
     await backend().afterDone(done);
+    // Saved: the draft has become a stored message, unless the user has
+    // already started typing the next one while the answer streamed.
+    saveDraft($('composer-input').value);
     app.leaf = done.assistant_message_id || latestId();
     app.branchFrom = null;
     renderAll();
-    const last = $('messages').lastElementChild;
-    if (last) last.scrollIntoView({ block: 'end' });
+    if (app.follow) scrollToLatest();
     notify(streamed ? 'Answer saved.' : 'Saved.');
   } catch (e) {
     reportError(e);
@@ -1668,7 +1745,10 @@ function wire() {
       send();
     }
   });
+  $('composer-input').addEventListener('input', (e) => saveDraft(e.target.value));
   $('stop-button').addEventListener('click', stop);
+  $('jump-latest').addEventListener('click', jumpToLatest);
+  window.addEventListener('scroll', onScroll, { passive: true });
   document.addEventListener('keydown', (e) => {
     if (e.key !== 'Escape') return;
     if (app.streaming) stop();
@@ -1827,6 +1907,7 @@ async function start() {
   }
   fillSettings();
   enableUi();
+  restoreDraft();
   app.leaf = latestId();
   renderAll();
   const last = $('messages').lastElementChild;
