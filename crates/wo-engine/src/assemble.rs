@@ -10,6 +10,7 @@
 //! is recorded in [`Assembled::dropped`] with its reason — nothing is cut
 //! silently.
 
+use std::cell::OnceCell;
 use std::collections::HashSet;
 
 use serde::Serialize;
@@ -151,11 +152,176 @@ const RECENT_SHARE: f64 = 0.25;
 /// Recall stops looking after this many hits in a row did not fit (a long
 /// transcript can match thousands of messages).
 const RECALL_MISSES: usize = 32;
+/// Recall stops when less than this is left: a recalled line's timestamp and
+/// username alone cost about this much, so nothing useful fits below it.
+const RECALL_MIN_LINE_TOKENS: usize = 8;
 /// A hit's neighbouring turns rank at this fraction of the hit's score.
 const NEIGHBOUR_WEIGHT: f64 = 0.5;
 /// The context may take at most this share of the budget before it is cut
 /// (and the cut is reported).
 const CONTEXT_SHARE: f64 = 0.35;
+
+/// Tokens a chat message costs beyond its text. Chat templates wrap every
+/// message in a role header and an end marker (ChatML:
+/// `<|im_start|>user\n` … `<|im_end|>\n`, two special tokens plus the role
+/// and newlines; Llama 3's header is the same size), so a turn costs its
+/// text plus about four tokens. Charged on every turn and on the query.
+pub const MESSAGE_OVERHEAD_TOKENS: usize = 4;
+
+/// Tokens a section heading of the system message costs (`\n\n## Files\n`:
+/// the blank line, the `##`, one or two words, the newline). A fixed
+/// allowance rather than a count, so a section's share is the same whatever
+/// tokenizer is in use; charged once per section that is sent.
+pub const SECTION_HEADING_TOKENS: usize = 4;
+
+/// The prompt's token budget: what the model's window leaves after the
+/// answer's reserve, and how much of it the parts sent so far use.
+struct Budget {
+    total: usize,
+    used: usize,
+}
+
+impl Budget {
+    fn left(&self) -> usize {
+        self.total.saturating_sub(self.used)
+    }
+
+    fn spend(&mut self, tokens: usize) {
+        self.used += tokens;
+    }
+}
+
+/// `share` of `tokens`, rounded down.
+fn share_of(tokens: usize, share: f64) -> usize {
+    ((tokens as f64) * share) as usize
+}
+
+/// One candidate offered to a [`SectionFiller`].
+struct Offer<'x> {
+    /// The text the candidate adds to the section.
+    block: String,
+    id: &'x str,
+    /// Shown in `dropped` when it is left out.
+    title: &'x str,
+    /// Shown in `included` when it is sent.
+    included_label: String,
+    /// Left out whatever the budget, for this reason.
+    refused: Option<String>,
+}
+
+/// Fills one section of the system message (knowledge, files) with
+/// candidates, best first, within a cap: each either fits and is recorded in
+/// `included`, or is recorded in `dropped` with the reason.
+struct SectionFiller<'c> {
+    kind: SourceKind,
+    heading: &'static str,
+    cap: usize,
+    over_cap: String,
+    count: &'c dyn Fn(&str) -> usize,
+    text: String,
+    spent: usize,
+}
+
+impl<'c> SectionFiller<'c> {
+    fn new(
+        kind: SourceKind,
+        heading: &'static str,
+        cap: usize,
+        over_cap: String,
+        count: &'c dyn Fn(&str) -> usize,
+    ) -> Self {
+        SectionFiller {
+            kind,
+            heading,
+            cap,
+            over_cap,
+            count,
+            text: String::new(),
+            spent: 0,
+        }
+    }
+
+    /// Takes `offer` if it is not refused and fits; returns whether it did.
+    fn offer(&mut self, a: &mut Assembled, offer: Offer<'_>) -> bool {
+        let t = (self.count)(&offer.block);
+        let reason = match offer.refused {
+            Some(reason) => Some(reason),
+            None if self.spent + t > self.cap => Some(self.over_cap.clone()),
+            None => None,
+        };
+        if let Some(reason) = reason {
+            a.dropped.push(Dropped {
+                kind: self.kind,
+                id: Some(offer.id.to_owned()),
+                label: offer.title.to_owned(),
+                reason,
+            });
+            return false;
+        }
+        self.spent += t;
+        self.text.push_str(&offer.block);
+        a.included.push(Included {
+            kind: self.kind,
+            id: Some(offer.id.to_owned()),
+            label: offer.included_label,
+            tokens: t,
+        });
+        true
+    }
+
+    /// Appends the section (if anything was taken) to the system message
+    /// and charges it, heading included, to `budget`.
+    fn finish(self, a: &mut Assembled, budget: &mut Budget) {
+        push_section(a, budget, self.heading, &self.text, self.spent);
+    }
+}
+
+/// Appends a section to the system message and charges its tokens and
+/// heading; an empty section is not sent and costs nothing.
+fn push_section(a: &mut Assembled, budget: &mut Budget, heading: &str, text: &str, tokens: usize) {
+    if text.is_empty() {
+        return;
+    }
+    a.system.push_str("\n\n## ");
+    a.system.push_str(heading);
+    a.system.push('\n');
+    a.system.push_str(text.trim_end());
+    budget.spend(tokens + SECTION_HEADING_TOKENS);
+}
+
+/// The branch this turn continues, newest first, with each message's plain
+/// text and token cost (text plus [`MESSAGE_OVERHEAD_TOKENS`]) computed at
+/// most once: both passes over the recent window read them, and a long
+/// branch past the cut is never converted at all.
+struct Window<'a> {
+    branch: Vec<&'a Message>,
+    rendered: Vec<OnceCell<(String, usize)>>,
+}
+
+impl<'a> Window<'a> {
+    fn new(branch: Vec<&'a Message>) -> Self {
+        let rendered = branch.iter().map(|_| OnceCell::new()).collect();
+        Window { branch, rendered }
+    }
+
+    /// The plain text and token cost of the `i`th newest message.
+    fn turn(&self, i: usize, count: &dyn Fn(&str) -> usize) -> &(String, usize) {
+        self.rendered[i].get_or_init(|| {
+            let text = to_plain_text(&self.branch[i].content);
+            let t = count(&text) + MESSAGE_OVERHEAD_TOKENS;
+            (text, t)
+        })
+    }
+
+    /// Takes the rendered text of the `i`th newest message (each is sent
+    /// once, so the cache gives it up).
+    fn take_text(&mut self, i: usize) -> String {
+        self.rendered[i]
+            .take()
+            .map(|(text, _)| text)
+            .unwrap_or_default()
+    }
+}
 
 /// Builds the prompt for `query` from `state`.
 pub fn assemble(
@@ -165,7 +331,10 @@ pub fn assemble(
     count: &dyn Fn(&str) -> usize,
     chunks: &[ChunkCandidate],
 ) -> Result<Assembled, AssembleError> {
-    let budget = opts.context_window.saturating_sub(opts.reserve_for_answer);
+    let mut budget = Budget {
+        total: opts.context_window.saturating_sub(opts.reserve_for_answer),
+        used: 0,
+    };
     let mut a = Assembled {
         system: String::new(),
         turns: Vec::new(),
@@ -173,17 +342,100 @@ pub fn assemble(
         included: Vec::new(),
         dropped: Vec::new(),
         tokens: 0,
-        budget,
+        budget: budget.total,
     };
+    let query_tokens = count(query) + MESSAGE_OVERHEAD_TOKENS;
+    add_instructions(&mut a, &mut budget, opts, query_tokens, count)?;
+    add_context(&mut a, &mut budget, state, count);
+    let flexible = budget.left();
+
+    let leaf = opts
+        .leaf
+        .as_deref()
+        .or(state.messages().last().map(|m| m.id.as_str()));
+    let mut window = Window::new(match leaf {
+        Some(leaf) => branch_or_transcript(state, leaf),
+        None => Vec::new(),
+    });
+
+    // Messages whose content an included truth entry already carries.
+    let from_truth = add_truth(&mut a, &mut budget, state, query, opts, flexible, count);
+
+    // Recent turns first pass: the newest turns within their share of the
+    // budget, so recall knows which messages the window already covers. The
+    // window takes more below only if recall leaves budget unused.
+    let recent_cap = share_of(flexible, RECENT_SHARE);
+    let mut window_ids: HashSet<&str> = HashSet::new();
+    let mut window_tokens = 0;
+    for i in 0..window.branch.len() {
+        let t = window.turn(i, count).1;
+        if window_tokens + t > recent_cap {
+            break;
+        }
+        window_tokens += t;
+        window_ids.insert(window.branch[i].id.as_str());
+    }
+
+    // Earlier messages recalled by relevance, with the turns around each
+    // hit, until the budget left after the window and the files is spent
+    // (and the recall section's own heading).
+    let chunk_cap = if chunks.is_empty() {
+        0
+    } else {
+        share_of(flexible, CHUNK_SHARE)
+    };
+    let recall_cap = budget
+        .total
+        .saturating_sub(budget.used + window_tokens + chunk_cap)
+        .saturating_sub(SECTION_HEADING_TOKENS);
+    // Recall passes over the window and over messages an artifact sent
+    // came from: nothing is sent twice.
+    let mut skip = window_ids;
+    skip.extend(&from_truth);
+    let (recalled_ids, recalled) = recall_within(
+        state.messages(),
+        query,
+        &skip,
+        recall_cap,
+        opts.recall_limit,
+        count,
+        &mut a,
+    );
+    if let Some((text, spent)) = recalled {
+        push_section(&mut a, &mut budget, "Earlier messages", &text, spent);
+    }
+
+    add_chunks(&mut a, &mut budget, chunks, chunk_cap, count);
+    add_recent_turns(&mut a, &mut budget, &mut window, &recalled_ids, opts, count);
+
+    a.turns.push((Role::User, query.to_owned()));
+    a.included.push(Included {
+        kind: SourceKind::Query,
+        id: None,
+        label: "your message".into(),
+        tokens: query_tokens,
+    });
+    a.tokens = budget.used;
+    Ok(a)
+}
+
+/// The system instructions, always sent; with the query they must fit, or
+/// no prompt can be built.
+fn add_instructions(
+    a: &mut Assembled,
+    budget: &mut Budget,
+    opts: &AssemblyOptions,
+    query_tokens: usize,
+    count: &dyn Fn(&str) -> usize,
+) -> Result<(), AssembleError> {
     let instructions = opts.system.as_deref().unwrap_or(DEFAULT_SYSTEM).trim();
-    let query_tokens = count(query) + 4;
     let instr_tokens = count(instructions);
-    if instr_tokens + query_tokens > budget {
+    if instr_tokens + query_tokens > budget.total {
         return Err(AssembleError(format!(
             "the message ({query_tokens} tokens) and system instructions ({instr_tokens}) do not fit the \
-             model's budget of {budget} tokens (context window {} minus {} reserved for the answer)\n\
+             model's budget of {} tokens (context window {} minus {} reserved for the answer)\n\
              hint: shorten the message, lower --max-tokens, or use a model with a larger window",
-            opts.context_window, opts.reserve_for_answer
+            budget.total, opts.context_window, opts.reserve_for_answer
         )));
     }
     a.system.push_str(instructions);
@@ -193,242 +445,190 @@ pub fn assemble(
         label: "system instructions".into(),
         tokens: instr_tokens,
     });
-    let mut used = instr_tokens + query_tokens;
+    budget.spend(instr_tokens + query_tokens);
+    Ok(())
+}
 
-    // Context: always sent; cut (and reported) only if it would crowd out
-    // everything else.
+/// The context: always sent; cut (and reported) only if it would crowd out
+/// everything else.
+fn add_context(
+    a: &mut Assembled,
+    budget: &mut Budget,
+    state: &State,
+    count: &dyn Fn(&str) -> usize,
+) {
     let context_text = to_plain_text(&state.context);
-    if !context_text.is_empty() {
-        let cap = ((budget as f64) * CONTEXT_SHARE) as usize;
-        let (text, tokens) = fit_text(&context_text, cap.min(budget - used), count);
-        if text.len() < context_text.len() {
-            a.dropped.push(Dropped {
-                kind: SourceKind::Context,
-                id: None,
-                label: "context".into(),
-                reason: format!(
-                    "cut to {tokens} tokens of {} to leave room for the conversation",
-                    count(&context_text)
-                ),
-            });
-        }
-        a.system.push_str("\n\n## Context\n");
-        a.system.push_str(&text);
-        a.included.push(Included {
+    if context_text.is_empty() {
+        return;
+    }
+    let cap = share_of(budget.total, CONTEXT_SHARE).min(budget.left());
+    let (text, tokens) = fit_text(&context_text, cap, count);
+    if text.len() < context_text.len() {
+        a.dropped.push(Dropped {
             kind: SourceKind::Context,
             id: None,
             label: "context".into(),
-            tokens,
+            reason: format!(
+                "cut to {tokens} tokens of {} to leave room for the conversation",
+                count(&context_text)
+            ),
         });
-        used += tokens + 4;
     }
-    let flexible = budget.saturating_sub(used);
+    a.included.push(Included {
+        kind: SourceKind::Context,
+        id: None,
+        label: "context".into(),
+        tokens,
+    });
+    push_section(a, budget, "Context", &text, tokens);
+}
 
-    // The branch this turn continues, newest first.
-    let branch: Vec<&Message> = match opts
-        .leaf
-        .as_deref()
-        .or(state.messages().last().map(|m| m.id.as_str()))
-    {
-        Some(leaf) => branch_or_transcript(state, leaf),
-        None => Vec::new(),
-    };
-
-    // Truth entries.
-    let mut truth_text = String::new();
-    // Messages whose content an included artifact already carries.
-    let mut from_truth: HashSet<&str> = HashSet::new();
-    if opts.rag {
-        let ranking = rank_truth(&state.truth.trust, query, &opts.prefs, &opts.now);
-        for ex in &ranking.excluded {
+/// Truth entries, best first, up to their share of the flexible budget and
+/// `max_entries`. Returns the messages the entries sent came from.
+fn add_truth<'s>(
+    a: &mut Assembled,
+    budget: &mut Budget,
+    state: &'s State,
+    query: &str,
+    opts: &AssemblyOptions,
+    flexible: usize,
+    count: &dyn Fn(&str) -> usize,
+) -> HashSet<&'s str> {
+    let mut from_truth = HashSet::new();
+    if !opts.rag {
+        if !state.truth.trust.is_empty() {
             a.dropped.push(Dropped {
                 kind: SourceKind::Truth,
-                id: Some(ex.entry.id.clone()),
-                label: ex.entry.title.clone(),
-                reason: ex.reason.clone(),
+                id: None,
+                label: format!("{} truth entries", state.truth.trust.len()),
+                reason: "the rag tool is off".into(),
             });
         }
-        let cap = ((flexible as f64) * TRUTH_SHARE) as usize;
-        let mut spent = 0;
-        for (rank, r) in ranking.ranked.iter().enumerate() {
-            let e = r.entry;
-            let line = format!(
-                "- {} (certainty {:.2}): {}\n",
-                e.title,
-                e.certainty,
-                to_plain_text(&e.content).replace('\n', " ")
-            );
-            let t = count(&line);
-            let reason = if rank >= opts.prefs.max_entries {
-                Some(format!("beyond max_entries ({})", opts.prefs.max_entries))
-            } else if spent + t > cap {
-                Some(format!("over the knowledge budget ({cap} tokens)"))
-            } else {
-                None
-            };
-            if let Some(reason) = reason {
-                a.dropped.push(Dropped {
-                    kind: SourceKind::Truth,
-                    id: Some(e.id.clone()),
-                    label: e.title.clone(),
-                    reason,
-                });
-                continue;
-            }
-            spent += t;
-            truth_text.push_str(&line);
-            a.sources.push(e.id.clone());
-            from_truth.extend(e.source.as_deref());
-            a.included.push(Included {
-                kind: SourceKind::Truth,
-                id: Some(e.id.clone()),
-                label: format!("{} (score {:.3})", e.title, r.score),
-                tokens: t,
-            });
-        }
-        used += spent;
-    } else if !state.truth.trust.is_empty() {
+        return from_truth;
+    }
+    let ranking = rank_truth(&state.truth.trust, query, &opts.prefs, &opts.now);
+    for ex in &ranking.excluded {
         a.dropped.push(Dropped {
             kind: SourceKind::Truth,
-            id: None,
-            label: format!("{} truth entries", state.truth.trust.len()),
-            reason: "the rag tool is off".into(),
+            id: Some(ex.entry.id.clone()),
+            label: ex.entry.title.clone(),
+            reason: ex.reason.clone(),
         });
     }
-    if !truth_text.is_empty() {
-        a.system.push_str("\n\n## Knowledge\n");
-        a.system.push_str(truth_text.trim_end());
-        used += 4;
-    }
-
-    // Recent turns first pass: the newest turns within their share of the
-    // budget, so recall knows which messages the window already covers. The
-    // window takes more below only if recall leaves budget unused.
-    let recent_cap = ((flexible as f64) * RECENT_SHARE) as usize;
-    let mut window_ids: HashSet<&str> = HashSet::new();
-    let mut window_tokens = 0;
-    for m in &branch {
-        let t = count(&to_plain_text(&m.content)) + 4;
-        if window_tokens + t > recent_cap {
-            break;
-        }
-        window_tokens += t;
-        window_ids.insert(m.id.as_str());
-    }
-
-    // Earlier messages recalled by relevance, with the turns around each
-    // hit, until the budget left after the window and the files is spent.
-    let chunk_cap = if chunks.is_empty() {
-        0
-    } else {
-        ((flexible as f64) * CHUNK_SHARE) as usize
-    };
-    let cap = budget
-        .saturating_sub(used + window_tokens + chunk_cap)
-        .saturating_sub(4);
-    // Recall passes over the window and over messages an artifact sent
-    // came from: nothing is sent twice.
-    let mut skip = window_ids.clone();
-    skip.extend(&from_truth);
-    let recalled_ids = recall_within(
-        state.messages(),
-        query,
-        &skip,
+    let cap = share_of(flexible, TRUTH_SHARE);
+    let mut section = SectionFiller::new(
+        SourceKind::Truth,
+        "Knowledge",
         cap,
-        opts.recall_limit,
+        format!("over the knowledge budget ({cap} tokens)"),
         count,
-        &mut a,
     );
-    if let Some((text, spent)) = recalled_ids.1 {
-        a.system.push_str("\n\n## Earlier messages\n");
-        a.system.push_str(text.trim_end());
-        used += spent + 4;
-    }
-    let recalled_ids = recalled_ids.0;
-
-    // File chunks from the directory index.
-    let cap = chunk_cap;
-    let mut spent = 0;
-    let mut chunk_text = String::new();
-    for c in chunks {
-        let block = format!("### {}\n{}\n", c.label, c.text.trim_end());
-        let t = count(&block);
-        if spent + t > cap {
-            a.dropped.push(Dropped {
-                kind: SourceKind::Chunk,
-                id: Some(c.id.clone()),
-                label: c.label.clone(),
-                reason: format!("over the file budget ({cap} tokens)"),
-            });
-            continue;
+    for (rank, r) in ranking.ranked.iter().enumerate() {
+        let e: &'s wo_format::TruthEntry = r.entry;
+        let taken = section.offer(
+            a,
+            Offer {
+                block: format!(
+                    "- {} (certainty {:.2}): {}\n",
+                    e.title,
+                    e.certainty,
+                    to_plain_text(&e.content).replace('\n', " ")
+                ),
+                id: &e.id,
+                title: &e.title,
+                included_label: format!("{} (score {:.3})", e.title, r.score),
+                refused: (rank >= opts.prefs.max_entries)
+                    .then(|| format!("beyond max_entries ({})", opts.prefs.max_entries)),
+            },
+        );
+        if taken {
+            a.sources.push(e.id.clone());
+            from_truth.extend(e.source.as_deref());
         }
-        spent += t;
-        chunk_text.push_str(&block);
+    }
+    section.finish(a, budget);
+    from_truth
+}
+
+/// File chunks from the directory index, in the order given, within `cap`.
+fn add_chunks(
+    a: &mut Assembled,
+    budget: &mut Budget,
+    chunks: &[ChunkCandidate],
+    cap: usize,
+    count: &dyn Fn(&str) -> usize,
+) {
+    let mut section = SectionFiller::new(
+        SourceKind::Chunk,
+        "Files",
+        cap,
+        format!("over the file budget ({cap} tokens)"),
+        count,
+    );
+    for c in chunks {
+        let taken = section.offer(
+            a,
+            Offer {
+                block: format!("### {}\n{}\n", c.label, c.text.trim_end()),
+                id: &c.id,
+                title: &c.label,
+                included_label: c.label.clone(),
+                refused: None,
+            },
+        );
         // A fetched page's id (`url:…`) is no id a reader can resolve (and
         // no valid one); it stays in `included`.
-        if wo_format::validate::is_valid_id(&c.id) {
+        if taken && wo_format::validate::is_valid_id(&c.id) {
             a.sources.push(c.id.clone());
         }
-        a.included.push(Included {
-            kind: SourceKind::Chunk,
-            id: Some(c.id.clone()),
-            label: c.label.clone(),
-            tokens: t,
-        });
     }
-    if !chunk_text.is_empty() {
-        a.system.push_str("\n\n## Files\n");
-        a.system.push_str(chunk_text.trim_end());
-        used += spent + 4;
-    }
+    section.finish(a, budget);
+}
 
-    // Recent turns, newest first, until the budget is spent.
+/// Recent turns of the branch, newest first, until the budget is spent,
+/// skipping those recall already sent; sent oldest first.
+fn add_recent_turns(
+    a: &mut Assembled,
+    budget: &mut Budget,
+    window: &mut Window<'_>,
+    recalled_ids: &HashSet<&str>,
+    opts: &AssemblyOptions,
+    count: &dyn Fn(&str) -> usize,
+) {
     let dropped_before_turns = a.dropped.len();
-    let mut remaining = budget.saturating_sub(used);
-    let mut turns_newest_first = Vec::new();
+    // (position in the window, tokens), newest first.
+    let mut taken: Vec<(usize, usize)> = Vec::new();
     let mut cut = false;
     // Past the cut, the nearest turns are listed one by one and the rest
     // counted in one entry: a long branch would otherwise cost a plain-text
     // conversion and a report line per message, on every turn.
     let mut unlisted = 0usize;
     let mut oldest_unlisted: Option<&str> = None;
-    for m in &branch {
+    let too_old = "older than what fits the token budget";
+    for i in 0..window.branch.len() {
+        let m = window.branch[i];
         if recalled_ids.contains(m.id.as_str()) {
             continue;
         }
-        if cut {
-            if a.dropped.len() < dropped_before_turns + DROPPED_TURNS_LISTED {
-                a.dropped.push(Dropped {
-                    kind: SourceKind::RecentTurn,
-                    id: Some(m.id.clone()),
-                    label: m.title.clone(),
-                    reason: "older than what fits the token budget".into(),
-                });
-            } else {
-                unlisted += 1;
-                oldest_unlisted = Some(&m.id);
+        if !cut {
+            let t = window.turn(i, count).1;
+            if t <= budget.left() {
+                budget.spend(t);
+                taken.push((i, t));
+                continue;
             }
-            continue;
-        }
-        let text = to_plain_text(&m.content);
-        let t = count(&text) + 4;
-        if t > remaining {
             cut = true;
-            a.dropped.push(Dropped {
-                kind: SourceKind::RecentTurn,
-                id: Some(m.id.clone()),
-                label: m.title.clone(),
-                reason: "older than what fits the token budget".into(),
-            });
+        } else if a.dropped.len() >= dropped_before_turns + DROPPED_TURNS_LISTED {
+            unlisted += 1;
+            oldest_unlisted = Some(&m.id);
             continue;
         }
-        remaining -= t;
-        used += t;
-        let role = match m.role_with_models(&opts.known_models) {
-            Role::Assistant => Role::Assistant,
-            _ => Role::User,
-        };
-        turns_newest_first.push((role, text, m.id.clone(), m.title.clone(), t));
+        a.dropped.push(Dropped {
+            kind: SourceKind::RecentTurn,
+            id: Some(m.id.clone()),
+            label: m.title.clone(),
+            reason: too_old.into(),
+        });
     }
     if unlisted > 0 {
         a.dropped.push(Dropped {
@@ -437,30 +637,26 @@ pub fn assemble(
             label: format!(
                 "{unlisted} older messages of this branch, back to the one with this id"
             ),
-            reason: "older than what fits the token budget".into(),
+            reason: too_old.into(),
         });
     }
     // The recent turns are not added to `sources`: they are the answer's
     // own history (its parent chain), and listing them made every stored
     // answer repeat the ids of the whole conversation (~5 KB each).
-    for (role, text, id, title, t) in turns_newest_first.into_iter().rev() {
+    for (i, t) in taken.into_iter().rev() {
+        let m = window.branch[i];
+        let role = match m.role_with_models(&opts.known_models) {
+            Role::Assistant => Role::Assistant,
+            _ => Role::User,
+        };
         a.included.push(Included {
             kind: SourceKind::RecentTurn,
-            id: Some(id),
-            label: title,
+            id: Some(m.id.clone()),
+            label: m.title.clone(),
             tokens: t,
         });
-        a.turns.push((role, text));
+        a.turns.push((role, window.take_text(i)));
     }
-    a.turns.push((Role::User, query.to_owned()));
-    a.included.push(Included {
-        kind: SourceKind::Query,
-        id: None,
-        label: "your message".into(),
-        tokens: query_tokens,
-    });
-    a.tokens = used;
-    Ok(a)
 }
 
 /// Recalls earlier messages for `query` within `cap` tokens: hits and the
@@ -505,7 +701,7 @@ fn recall_within<'a>(
     let mut spent = 0;
     let mut misses = 0;
     for &(_, idx, neighbour_of) in &candidates {
-        if misses >= RECALL_MISSES || cap.saturating_sub(spent) < 8 {
+        if misses >= RECALL_MISSES || cap.saturating_sub(spent) < RECALL_MIN_LINE_TOKENS {
             break;
         }
         let m = &messages[idx];
