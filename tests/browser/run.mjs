@@ -16,6 +16,7 @@
 import { spawn, execFileSync } from 'node:child_process';
 import crypto from 'node:crypto';
 import fs from 'node:fs';
+import http from 'node:http';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -64,6 +65,41 @@ fs.writeFileSync(CONFIG, [
   'model = "nothing"',
   'timeout_secs = 5',
   '',
+  '# The memory interpreter is off but in the memory scenarios (MEMORY_CONFIG).',
+  '[interpreter]',
+  'mode = "off"',
+  '',
+].join('\n'));
+
+// A scripted memory interpreter: a loopback OpenAI-compatible server (the
+// Chat Completions streaming wire format) answering every call with one
+// memory operation, so the memory view's scenario is deterministic. The
+// real model still answers the chat itself; the interpreter through the
+// real model is tested in crates/wikioracle/tests/memory.rs.
+const SCRIPTED_OPS = JSON.stringify({ ops: [{ op: 'add', kind: 'fact', title: 'Ann lives in Lisbon', content: 'Ann said she lives in Lisbon.', certainty: 0.8 }] });
+const interpreterCalls = [];
+const interpreter = http.createServer((req, res) => {
+  let body = '';
+  req.on('data', (c) => { body += c; });
+  req.on('end', () => {
+    try { interpreterCalls.push(JSON.parse(body)); } catch { interpreterCalls.push(null); }
+    res.writeHead(200, { 'content-type': 'text/event-stream' });
+    const chunk = (delta, finish) => `data: ${JSON.stringify({ id: 'chatcmpl-1', object: 'chat.completion.chunk', created: 1, model: 'scripted', choices: [{ index: 0, delta, finish_reason: finish }] })}\n\n`;
+    res.write(chunk({ role: 'assistant', content: SCRIPTED_OPS }, null));
+    res.write(chunk({}, 'stop'));
+    res.end('data: [DONE]\n\n');
+  });
+});
+await new Promise((resolve) => interpreter.listen(0, '127.0.0.1', resolve));
+interpreter.unref();
+const MEMORY_CONFIG = path.join(TMP, 'config-memory.toml');
+fs.writeFileSync(MEMORY_CONFIG, fs.readFileSync(CONFIG, 'utf8').replace('mode = "off"', 'mode = "after"\nprovider = "scripted"') + [
+  '',
+  '[providers.scripted]',
+  'kind = "openai"',
+  `base_url = "http://127.0.0.1:${interpreter.address().port}/v1"`,
+  'model = "scripted"',
+  '',
 ].join('\n'));
 
 const PAYLOADS = JSON.parse(fs.readFileSync(path.join(HERE, 'xss-payloads.json'), 'utf8'));
@@ -95,15 +131,15 @@ const STATE_FLAG = /--file\b/.test(SERVE_HELP) ? '--file' : '--state';
 /** The suite makes more requests a minute than a person: no rate limit where it can be turned off. */
 const EXTRA_ARGS = /--rate-limit\b/.test(SERVE_HELP) ? ['--rate-limit', '0'] : [];
 
-function serverEnv() {
-  const env = { ...process.env, WO_CONFIG: CONFIG, HOME, XDG_CONFIG_HOME: path.join(HOME, '.config'), XDG_DATA_HOME: path.join(HOME, '.local/share') };
+function serverEnv({ memory = false } = {}) {
+  const env = { ...process.env, WO_CONFIG: memory ? MEMORY_CONFIG : CONFIG, HOME, XDG_CONFIG_HOME: path.join(HOME, '.config'), XDG_DATA_HOME: path.join(HOME, '.local/share') };
   delete env.WO_STATE;
   return env;
 }
 
 let serverCount = 0;
 /** Starts `wo serve`; resolves with {url, origin, file, dir, stop}. */
-async function startServer({ stateless = false, file = null } = {}) {
+async function startServer({ stateless = false, file = null, memory = false } = {}) {
   const n = ++serverCount;
   const dir = path.join(TMP, `server${n}`);
   fs.mkdirSync(dir, { recursive: true });
@@ -115,7 +151,7 @@ async function startServer({ stateless = false, file = null } = {}) {
     ? ['serve', '--stateless', '--allow-provider', 'llama', '--allow-provider', 'dead', '--port', '0', '--print-url-file', urlFile, ...EXTRA_ARGS]
     : [STATE_FLAG, stateFile, 'serve', '--port', '0', '--print-url-file', urlFile, ...EXTRA_ARGS];
   const log = fs.openSync(path.join(dir, 'server.log'), 'w');
-  const child = spawn(WO_BIN, args, { cwd: dir, env: serverEnv(), stdio: ['ignore', log, log] });
+  const child = spawn(WO_BIN, args, { cwd: dir, env: serverEnv({ memory }), stdio: ['ignore', log, log] });
   children.add(child);
   let exited = null;
   child.on('exit', (code, sig) => { exited = `exit ${code ?? sig}`; children.delete(child); });
@@ -755,6 +791,45 @@ for (const mode of ['local', 'stateless']) {
       const shown = await page.textContent('[data-testid="context-view"]');
       assert(shown.trim().length > 0, 'context view empty after apply');
     });
+  });
+
+  scenario(`${mode}: what an answer taught is shown under it, and Undo forgets it`, async () => {
+    const server = await startServer({ stateless: mode === 'stateless', memory: true });
+    try {
+      await withPage(server, {}, async (page) => {
+        const calls = interpreterCalls.length;
+        await sendMessage(page, 'I am Ann and I live in Lisbon.');
+        const remembered = page.locator('[data-testid="memory-remembered"]');
+        await remembered.waitFor({ timeout: 60_000 });
+        const [a] = await lastMessages(page, 1);
+        const item = await remembered.textContent();
+        assert(/Ann lives in Lisbon/.test(item), `memory line: ${item}`);
+        assert(await page.locator(`#msg-${a.id} [data-testid="memory-remembered"]`).count() === 1, 'the memory line is not under the answer');
+        const call = interpreterCalls[calls];
+        assert(call && call.response_format && call.response_format.type === 'json_schema', `the interpreter was not asked for structured output: ${JSON.stringify(call && call.response_format)}`);
+        let st = await stateOf(server, page);
+        const fact = st.truth.trust.find((t) => t.title === 'Ann lives in Lisbon');
+        assert(fact, 'the remembered fact is not in the state');
+        assert(fact.provenance && fact.provenance.messages.includes(a.id), `provenance: ${JSON.stringify(fact.provenance)}`);
+        assert(Array.isArray(st.memory_log) && st.memory_log.some((r) => r.exchange === a.id), 'no journal record for the exchange');
+        // The Truth panel lists it too.
+        await openPanel(page, 'truth');
+        await page.waitForSelector(`[data-testid="truth-item"][data-id="${fact.id}"]`);
+        // Survives a reload (the journal comes with the state).
+        await page.reload();
+        await page.waitForSelector('body[data-ready="true"]');
+        await remembered.waitFor();
+        await page.click('[data-testid="memory-undo"]');
+        await remembered.waitFor({ state: 'detached' });
+        st = await stateOf(server, page);
+        assert(!st.truth.trust.some((t) => t.id === fact.id), 'the fact is still there after Undo');
+        assert((st.truth.deleted || []).some((d) => d.id === fact.id), 'no tombstone for the forgotten fact');
+        assert(st.memory_log.find((r) => r.exchange === a.id).undone, 'the journal record is not marked undone');
+        assert(st.messages.some((m) => m.id === a.id), 'the exchange itself was lost');
+      });
+    } finally {
+      await server.stop();
+    }
   });
 
   scenario(`${mode}: search finds messages and truth`, async () => {

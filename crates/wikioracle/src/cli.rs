@@ -589,6 +589,29 @@ pub enum MemoryCommand {
     },
     /// Undo an exchange's operations (default: the newest not yet undone).
     Undo { exchange: Option<String> },
+    /// Interpret past exchanges the interpreter has no record of (e.g. from
+    /// before memory existed, or imported): prints the cost first, then one
+    /// call per exchange with a progress bar. Each exchange is saved as it is
+    /// done, so a stopped rebuild resumes where it was; undone exchanges stay
+    /// forgotten.
+    #[command(
+        after_help = "Examples:\n  wo memory rebuild --dry-run\n  wo memory rebuild --since 2026-01-01 --yes\n  wo memory rebuild -p claude --yes"
+    )]
+    Rebuild {
+        /// Only answers given at or after this date (YYYY-MM-DD or a full UTC timestamp).
+        #[arg(long)]
+        since: Option<String>,
+        /// Print what would be interpreted and the estimated cost, and stop.
+        #[arg(long)]
+        dry_run: bool,
+        /// Start without asking (needed when stdin is not a terminal).
+        #[arg(long, short = 'y')]
+        yes: bool,
+        /// The provider that interprets (default: `[interpreter] provider`,
+        /// else the default provider).
+        #[arg(long, short = 'p')]
+        provider: Option<String>,
+    },
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]

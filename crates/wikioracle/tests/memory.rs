@@ -123,21 +123,24 @@ fn prompts_show_the_file_in_effect_and_write_the_default_once() {
     assert!(r.stderr.contains("no such prompt"), "{}", r.stderr);
 }
 
+/// One OpenAI Chat Completions streaming answer saying `text`: an HTTP
+/// response with one SSE delta, the finish, `[DONE]`.
+fn sse_answer(text: &str) -> String {
+    let chunk =
+        json!({"choices": [{"index": 0, "delta": {"content": text}, "finish_reason": null}]});
+    format!(
+        "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n\r\ndata: {chunk}\n\ndata: {}\n\ndata: [DONE]\n\n",
+        json!({"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]})
+    )
+}
+
 /// A loopback OpenAI-compatible server: the first request gets `answer`,
-/// every later one (the interpreter) gets `ops`, each as one SSE delta.
+/// every later one (the interpreter) gets `ops`.
 fn two_step_server(answer: &str, ops: &str) -> u16 {
     use std::io::Write;
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let port = listener.local_addr().unwrap().port();
-    let sse = |text: &str| {
-        let chunk =
-            json!({"choices": [{"index": 0, "delta": {"content": text}, "finish_reason": null}]});
-        format!(
-            "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n\r\ndata: {chunk}\n\ndata: {}\n\ndata: [DONE]\n\n",
-            json!({"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]})
-        )
-    };
-    let replies = [sse(answer), sse(ops)];
+    let replies = [sse_answer(answer), sse_answer(ops)];
     std::thread::spawn(move || {
         for (n, stream) in listener.incoming().enumerate() {
             let Ok(mut stream) = stream else { continue };
@@ -211,4 +214,174 @@ fn wo_ask_remembers_the_exchange_with_provenance_and_it_can_be_undone() {
     assert_eq!(r.code, 0, "{}", r.stderr);
     assert!(!r.stderr.contains("memory"), "{}", r.stderr);
     assert_eq!(p.state().truth.trust.len(), before);
+}
+
+/// A loopback OpenAI-compatible server answering every request with `ops`
+/// (the interpreter); counts the requests.
+fn interpreter_server(ops: &'static str) -> (u16, std::sync::Arc<std::sync::atomic::AtomicUsize>) {
+    use std::io::Write;
+    use std::sync::atomic::Ordering;
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let calls = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let counted = calls.clone();
+    let reply = sse_answer(ops);
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(mut stream) = stream else { continue };
+            common::drain_request(&stream);
+            counted.fetch_add(1, Ordering::SeqCst);
+            let _ = stream.write_all(reply.as_bytes());
+        }
+    });
+    (port, calls)
+}
+
+/// Three exchanges (one from before a given date), none interpreted.
+fn history() -> State {
+    let mut s = State::new(ts("2026-03-01T10:00:00Z"));
+    for (i, day) in ["2026-01-05", "2026-02-05", "2026-03-05"]
+        .iter()
+        .enumerate()
+    {
+        let mut q = Message::new(
+            "ann",
+            ts(&format!("{day}T10:00:00Z")),
+            "q",
+            format!("<p>Question {i}</p>"),
+        );
+        q.role = Some(wo_format::Role::User);
+        let mut a = Message::new(
+            "gpt",
+            ts(&format!("{day}T10:00:05Z")),
+            "a",
+            format!("<p>Answer {i}</p>"),
+        );
+        a.role = Some(wo_format::Role::Assistant);
+        a.parent = Some(q.id.clone());
+        s.push_message(q);
+        s.push_message(a);
+    }
+    s
+}
+
+#[test]
+fn memory_rebuild_shows_the_cost_then_interprets_what_has_no_record_and_resumes() {
+    use std::sync::atomic::Ordering;
+    let p = Project::new();
+    p.write_state("llm.json", &history());
+    let (port, calls) = interpreter_server(
+        r#"{"ops":[{"op":"add","kind":"note","title":"Asked a question","content":"A question was asked.","certainty":0.5}]}"#,
+    );
+    let cfg = p.path().join("config.toml");
+    std::fs::write(
+        &cfg,
+        format!("[providers.test]\nkind = \"openai\"\nbase_url = \"http://127.0.0.1:{port}/v1\"\nmodel = \"m\"\napi_key = \"sk-test-not-a-real-key\"\ntimeout_secs = 5\n"),
+    )
+    .unwrap();
+    std::fs::set_permissions(&cfg, std::os::unix::fs::PermissionsExt::from_mode(0o600)).unwrap();
+    let run = |args: &[&str]| common::to_run(p.cmd(args).env("WO_CONFIG", &cfg).output().unwrap());
+    // The cost first; nothing is called or written.
+    let before = std::fs::read(p.path().join("llm.json")).unwrap();
+    let r = run(&["memory", "rebuild", "-p", "test", "--dry-run"]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert!(
+        r.stdout.contains("3 exchange(s)") && r.stdout.contains("prompt tokens"),
+        "{}",
+        r.stdout
+    );
+    assert_eq!(calls.load(Ordering::SeqCst), 0);
+    // Without a terminal it will not start unasked.
+    let r = run(&["memory", "rebuild", "-p", "test"]);
+    assert_eq!(r.code, 1);
+    assert!(r.stderr.contains("--yes"), "{}", r.stderr);
+    assert_eq!(std::fs::read(p.path().join("llm.json")).unwrap(), before);
+    // --since keeps the later exchanges.
+    let r = run(&[
+        "memory",
+        "rebuild",
+        "-p",
+        "test",
+        "--since",
+        "2026-02-01",
+        "--yes",
+    ]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert!(
+        r.stdout
+            .contains("interpreted 2 exchange(s): 2 operation(s)"),
+        "{}",
+        r.stdout
+    );
+    assert_eq!(calls.load(Ordering::SeqCst), 2);
+    // The rest, and nothing twice.
+    let r = run(&["memory", "rebuild", "-p", "test", "--yes"]);
+    assert!(
+        r.stdout.contains("interpreted 1 exchange(s)"),
+        "{}",
+        r.stdout
+    );
+    assert_eq!(calls.load(Ordering::SeqCst), 3);
+    let s = p.state();
+    assert_eq!(read_log(&s).len(), 3);
+    assert!(
+        s.truth
+            .trust
+            .iter()
+            .all(|t| t.provenance.as_ref().unwrap().by == "test/m")
+    );
+    let r = run(&["memory", "rebuild", "-p", "test", "--yes"]);
+    assert!(r.stdout.contains("nothing to rebuild"), "{}", r.stdout);
+    // Undone stays forgotten.
+    p.ok(&["memory", "undo"]);
+    let r = run(&["memory", "rebuild", "-p", "test", "--yes"]);
+    assert!(r.stdout.contains("nothing to rebuild"), "{}", r.stdout);
+    // A bad date is named by its flag.
+    let r = run(&["memory", "rebuild", "--since", "last tuesday", "--dry-run"]);
+    assert_eq!(r.code, 1);
+    assert!(r.stderr.contains("--since"), "{}", r.stderr);
+}
+
+#[test]
+fn the_local_model_emits_valid_operations_through_its_grammar() {
+    // The real SmolLM2 in-process, the interpreter constrained by the
+    // llama.cpp grammar made from spec/memory_ops_v1.json.
+    if !wo_testkit::heavy(
+        "the_local_model_emits_valid_operations_through_its_grammar",
+        &[wo_testkit::Need::Model],
+    ) {
+        return;
+    }
+    let p = Project::new();
+    let cfg = p.path().join("config.toml");
+    std::fs::write(
+        &cfg,
+        "[defaults]\nprovider = \"local\"\n\n[interpreter]\nmode = \"after\"\n",
+    )
+    .unwrap();
+    let r = common::to_run(
+        p.cmd(&[
+            "ask",
+            "-t",
+            "0",
+            "--max-tokens",
+            "24",
+            "My name is Ann. I live in Lisbon and I am learning Portuguese.",
+        ])
+        .env("WO_CONFIG", &cfg)
+        .output()
+        .unwrap(),
+    );
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    // A rejected reply would be a note; with the grammar there is none.
+    assert!(!r.stderr.contains("nothing remembered"), "{}", r.stderr);
+    let s = p.state();
+    let log = read_log(&s);
+    assert_eq!(log.len(), 1, "one record for the exchange: {}", r.stderr);
+    assert_eq!(log[0].exchange, s.messages()[1].id);
+    assert!(log[0].by.starts_with("local/"), "{}", log[0].by);
+    for id in &log[0].effect.created {
+        let e = s.truth.trust.iter().find(|t| &t.id == id).unwrap();
+        assert_eq!(e.provenance.as_ref().unwrap().messages.len(), 2);
+    }
 }

@@ -27,6 +27,7 @@ use wo_providers::{
 use wo_store::{Store, StoreError};
 
 use crate::assemble::{Assembled, AssemblyOptions, ChunkCandidate, assemble, estimate_tokens};
+use crate::memory::{Exchange, OpsError, Origin, Record};
 use crate::turn::{CompletedTurn, apply_turn};
 
 /// Tokens kept free for the answer when `max_tokens` is not given.
@@ -59,6 +60,52 @@ pub struct TurnRequest {
     /// model): earlier messages written under one of these names are sent
     /// as the assistant's. The answering model is added by [`prepare`].
     pub known_models: Vec<String>,
+    /// The memory interpreter to run on the exchange once it is committed
+    /// (product §7); `None` when `[interpreter] mode = "off"`.
+    pub memory: Option<MemoryStep>,
+}
+
+/// The memory interpreter a turn runs after its commit: which provider
+/// interprets, with which prompt, and the name its operations are
+/// attributed to (`provider/model`).
+#[derive(Clone)]
+pub struct MemoryStep {
+    pub provider: Arc<dyn Provider>,
+    /// The interpreter prompt in effect (`memory::prompt_in_effect`).
+    pub prompt: String,
+    pub by: String,
+}
+
+impl MemoryStep {
+    /// The step for `provider` (named as `provider/model`) with `prompt`.
+    pub fn new(provider: Arc<dyn Provider>, prompt: String) -> Self {
+        let by = format!("{}/{}", provider.name(), provider.default_model());
+        MemoryStep {
+            provider,
+            prompt,
+            by,
+        }
+    }
+}
+
+impl std::fmt::Debug for MemoryStep {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("MemoryStep").field("by", &self.by).finish()
+    }
+}
+
+/// What the memory step made of an exchange: the operations recorded, or
+/// why nothing was (the turn itself is committed either way).
+#[derive(Clone, Debug)]
+pub struct Remembered {
+    /// The exchange (its answer's message id).
+    pub exchange: String,
+    /// The journal record, or why nothing was remembered (a rejected or
+    /// failed call, operations that no longer applied).
+    pub result: Result<crate::memory::Record, String>,
+    /// What a client holding its own state applies (stateless: the truth
+    /// entries created or changed); `Null` where the state is kept here.
+    pub state_patch: serde_json::Value,
 }
 
 /// Links fetched per turn at most: each costs a round trip before the answer.
@@ -74,6 +121,8 @@ pub enum TurnEvent<'a> {
     Delta(&'a str),
     /// The exchange was committed.
     Done(&'a TurnOutcome),
+    /// After `Done`, when the turn has a [`MemoryStep`]: what it remembered.
+    Remembered(&'a Remembered),
     /// The turn failed; [`run_turn`] returns the same error.
     Failed(&'a TurnError),
 }
@@ -144,6 +193,14 @@ pub trait TurnState: Send {
         &mut self,
         record: impl FnOnce(&State) -> CompletedTurn + Send + 'static,
     ) -> impl Future<Output = Result<Committed, TurnError>> + Send;
+
+    /// Applies the memory step's operations (`apply` is all or nothing),
+    /// atomically, after [`TurnState::commit`]; returns `apply`'s result and
+    /// the patch a client holding its own state applies (else `Null`).
+    fn remember(
+        &mut self,
+        apply: impl FnOnce(&mut State) -> Result<Record, OpsError> + Send + 'static,
+    ) -> impl Future<Output = Result<(Result<Record, OpsError>, serde_json::Value), TurnError>> + Send;
 }
 
 /// A finished, committed turn.
@@ -158,6 +215,8 @@ pub struct TurnOutcome {
     pub usage: Option<wo_format::Usage>,
     pub sources: Vec<String>,
     pub model: String,
+    /// What the memory step did, when the turn had one.
+    pub memory: Option<Remembered>,
 }
 
 /// Why a turn failed. Nothing was appended in any case.
@@ -251,6 +310,7 @@ fn chat_request(assembled: &Assembled, req: &TurnRequest) -> ChatRequest {
         temperature: req.temperature,
         max_tokens: req.max_tokens,
         top_k: None,
+        json_schema: None,
     }
 }
 
@@ -532,6 +592,14 @@ impl TurnState for StoreTurn<'_> {
             state_patch: serde_json::Value::Null,
         })
     }
+
+    async fn remember(
+        &mut self,
+        apply: impl FnOnce(&mut State) -> Result<Record, OpsError> + Send + 'static,
+    ) -> Result<(Result<Record, OpsError>, serde_json::Value), TurnError> {
+        let (applied, _) = self.0.transact(apply)?;
+        Ok((applied, serde_json::Value::Null))
+    }
 }
 
 /// The prompt for `req`, with the `url_fetch` tool's pages when it is on:
@@ -579,10 +647,12 @@ async fn assemble_turn(
 /// the result is also returned. Nothing is committed when the provider
 /// fails, the answer is empty or `cancel` fires.
 ///
-/// After the commit is where a post-exchange step belongs (one that needs
-/// the two new message ids, e.g. the memory interpreter): between the
-/// `commit` and the `Done` event below, reading and committing through the
-/// same `state`.
+/// With a [`MemoryStep`], the interpreter runs after `Done` (the answer is
+/// already shown and saved): one call on a copy of the truth taken through
+/// `state` (no access held while the model answers), then its operations
+/// applied through [`TurnState::remember`], re-checked against the state as
+/// it is then; a `Remembered` event follows. Its failure never fails the
+/// turn.
 ///
 /// The future is boxed and `Send` (proven here, where the state and sink
 /// types are generic): proving it at a server's spawn instead trips the
@@ -595,13 +665,73 @@ pub fn run_turn<'a>(
     mut sink: impl TurnSink + Send + 'a,
 ) -> futures::future::BoxFuture<'a, Result<TurnOutcome, TurnError>> {
     Box::pin(async move {
-        let result = turn_steps(&mut state, provider, req, cancel, &mut sink).await;
-        match &result {
-            Ok(outcome) => sink.event(TurnEvent::Done(outcome)),
+        let mut req = req;
+        let memory = req.memory.take();
+        let mut result = turn_steps(&mut state, provider, req, cancel, &mut sink).await;
+        match &mut result {
+            Ok(outcome) => {
+                sink.event(TurnEvent::Done(outcome));
+                if let Some(step) = memory {
+                    let remembered = remember_step(&mut state, step, outcome).await;
+                    sink.event(TurnEvent::Remembered(&remembered));
+                    outcome.memory = Some(remembered);
+                }
+            }
             Err(e) => sink.event(TurnEvent::Failed(e)),
         }
         result
     })
+}
+
+/// The memory step of a committed turn (see [`run_turn`]).
+async fn remember_step(
+    state: &mut impl TurnState,
+    step: MemoryStep,
+    outcome: &TurnOutcome,
+) -> Remembered {
+    let exchange = Exchange {
+        question_id: outcome.user_id.clone(),
+        answer_id: outcome.assistant_id.clone(),
+    };
+    let origin = Origin::exchange(&exchange, &step.by);
+    let failed = |why: String| Remembered {
+        exchange: exchange.answer_id.clone(),
+        result: Err(why),
+        state_patch: serde_json::Value::Null,
+    };
+    let prepared = {
+        let (exchange, prompt) = (exchange.clone(), step.prompt.clone());
+        state
+            .read(move |s| {
+                Ok(crate::memory::interpreter_request(s, &exchange, &prompt)
+                    .map(|req| (req, crate::memory::check_copy(s))))
+            })
+            .await
+    };
+    let (request, scratch) = match prepared {
+        Ok(Ok(prepared)) => prepared,
+        Ok(Err(e)) => return failed(e.to_string()),
+        Err(e) => return failed(e.to_string()),
+    };
+    let ops =
+        match crate::memory::interpret(step.provider.as_ref(), request, &scratch, &origin).await {
+            Ok(ops) => ops,
+            Err(e) => return failed(e.to_string()),
+        };
+    match state
+        .remember(move |s| crate::memory::apply_ops(s, &ops, &origin))
+        .await
+    {
+        Ok((Ok(record), state_patch)) => Remembered {
+            exchange: exchange.answer_id.clone(),
+            result: Ok(record),
+            state_patch,
+        },
+        Ok((Err(stale), _)) => failed(format!(
+            "the operations no longer apply to the file as it is now: {stale}"
+        )),
+        Err(e) => failed(e.to_string()),
+    }
 }
 
 async fn turn_steps(
@@ -631,9 +761,6 @@ async fn turn_steps(
             })
             .await?
     };
-    // A post-exchange step (the memory interpreter) goes here: it has the
-    // two new ids in `committed` and reaches the state through `state`
-    // (`read`, or a further `commit`-like method on `TurnState`).
     Ok(TurnOutcome {
         user_id: committed.user_id,
         assistant_id: committed.assistant_id,
@@ -643,5 +770,6 @@ async fn turn_steps(
         usage: streamed.usage,
         sources: assembled.sources,
         model,
+        memory: None,
     })
 }

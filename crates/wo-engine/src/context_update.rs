@@ -106,6 +106,7 @@ pub fn draft_request(context: &str, messages: &[&Message], model: Option<String>
         temperature: Some(0.2),
         max_tokens: Some(400),
         top_k: None,
+        json_schema: None,
     }
 }
 

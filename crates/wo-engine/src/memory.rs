@@ -265,6 +265,18 @@ pub struct Origin {
     pub exchange: Option<String>,
 }
 
+impl Origin {
+    /// The origin of an interpreter's operations on `exchange`, now.
+    pub fn exchange(exchange: &Exchange, by: &str) -> Self {
+        Origin {
+            messages: vec![exchange.question_id.clone(), exchange.answer_id.clone()],
+            by: by.to_owned(),
+            at: Timestamp::now(),
+            exchange: Some(exchange.answer_id.clone()),
+        }
+    }
+}
+
 /// What one operation did.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct Effect {
@@ -627,8 +639,9 @@ pub fn interpreter_request(
             std::cmp::Reverse(e.effective_update().clone()),
         )
     });
+    let entries: Vec<&TruthEntry> = entries.into_iter().take(40).collect();
     let mut listed = String::new();
-    for e in entries.iter().take(40) {
+    for e in &entries {
         let kind = e
             .kind
             .map(|k| serde_json::to_value(k).ok())
@@ -659,7 +672,87 @@ pub fn interpreter_request(
     let mut req = ChatRequest::new(vec![ChatMessage::system(system), ChatMessage::user(user)]);
     req.temperature = Some(0.0);
     req.max_tokens = Some(1024);
+    req.json_schema = Some(wo_providers::JsonSchema {
+        name: "memory_ops".into(),
+        schema: structured_output_schema(&entries),
+    });
     Ok(req)
+}
+
+/// Longest title and text a structured reply may spell: below the
+/// published limits (200 and 4000), which stay what [`parse_ops`] accepts.
+/// A grammar-constrained small model that starts to loop inside a string
+/// is cut there instead of running to its token cap.
+const STRUCTURED_TITLE_CHARS: u64 = 120;
+const STRUCTURED_TEXT_CHARS: u64 = 500;
+const STRUCTURED_MAX_OPS: u64 = 8;
+
+/// The operations schema as providers' structured output gets it, for a
+/// request listing `listed` entries: a stricter subset of the published
+/// schema, so that whatever a constrained model spells also passes
+/// [`parse_ops`] and [`apply_ops`]. Annotations go; the `\S` patterns and
+/// long length bounds of titles and texts become short bounds (a pattern
+/// or a 4000-long bound is an enormous llama.cpp grammar); ids become the
+/// ids listed (only open efforts can be resolved), and an operation with
+/// nothing to refer to is left out — a grammar then cannot even spell an
+/// id that does not exist.
+pub fn structured_output_schema(listed: &[&TruthEntry]) -> Value {
+    let mut schema: Value = serde_json::from_str(OPS_SCHEMA).unwrap_or(Value::Null);
+    let ids: Vec<Value> = listed.iter().map(|e| Value::from(e.id.as_str())).collect();
+    let open: Vec<Value> = listed
+        .iter()
+        .filter(|e| e.kind == Some(TruthKind::Effort) && e.status == Some(EffortStatus::Open))
+        .map(|e| Value::from(e.id.as_str()))
+        .collect();
+    let Value::Object(root) = &mut schema else {
+        return schema;
+    };
+    for key in ["$schema", "$id", "title", "description"] {
+        root.remove(key);
+    }
+    if let Some(Value::Object(ops)) = root.get_mut("properties").and_then(|p| p.get_mut("ops")) {
+        ops.insert("maxItems".into(), STRUCTURED_MAX_OPS.into());
+    }
+    let Some(Value::Object(defs)) = root.get_mut("$defs") else {
+        return schema;
+    };
+    defs.retain(|name, _| name != "record" && name != "effect");
+    for (name, max) in [
+        ("title", STRUCTURED_TITLE_CHARS),
+        ("text", STRUCTURED_TEXT_CHARS),
+    ] {
+        if let Some(Value::Object(def)) = defs.get_mut(name) {
+            def.remove("pattern");
+            def.insert("minLength".into(), 1.into());
+            def.insert("maxLength".into(), max.into());
+        }
+    }
+    // An operation with nothing to refer to goes, with its definition (an
+    // empty `enum` is no grammar at all).
+    let mut dropped = Vec::new();
+    if open.is_empty() {
+        dropped.push("resolve");
+    } else if let Some(id) = defs
+        .get_mut("resolve")
+        .and_then(|r| r.pointer_mut("/properties/id"))
+    {
+        *id = serde_json::json!({ "enum": open });
+    }
+    if ids.is_empty() {
+        dropped.extend(["supersede", "touch", "id"]);
+    } else {
+        defs.insert("id".into(), serde_json::json!({ "enum": ids }));
+    }
+    for name in &dropped {
+        defs.remove(*name);
+    }
+    if let Some(Value::Array(choices)) = defs.get_mut("op").and_then(|o| o.get_mut("oneOf")) {
+        choices.retain(|c| {
+            let target = c["$ref"].as_str().unwrap_or_default();
+            !dropped.iter().any(|d| target == format!("#/$defs/{d}"))
+        });
+    }
+    schema
 }
 
 /// Largest interpreter reply read: 32 operations at their limits fit well
@@ -713,11 +806,30 @@ pub async fn interpret_exchange(
     origin: &Origin,
 ) -> Result<Vec<Op>, InterpretError> {
     let req = interpreter_request(state, exchange, prompt)?;
+    interpret(provider, req, &check_copy(state), origin).await
+}
+
+/// What [`interpret`] checks a reply against: the state's truth (and date)
+/// only — no transcript copy. Taken while the state is at hand, so that the
+/// model's call can run with no access to it (a server's lock).
+pub fn check_copy(state: &State) -> State {
+    let mut scratch = State::new(state.date.clone());
+    scratch.truth = state.truth.clone();
+    scratch
+}
+
+/// The call and its one retry for a request made by [`interpreter_request`],
+/// each reply checked by applying it to a clone of `scratch` (see
+/// [`check_copy`]).
+pub async fn interpret(
+    provider: &dyn Provider,
+    req: ChatRequest,
+    scratch: &State,
+    origin: &Origin,
+) -> Result<Vec<Op>, InterpretError> {
     let check = |reply: &str| {
         parse_ops(reply).and_then(|ops| {
-            // Only truth and the journal matter to the check: no transcript copy.
-            let mut scratch = State::new(state.date.clone());
-            scratch.truth = state.truth.clone();
+            let mut scratch = scratch.clone();
             apply_ops(&mut scratch, &ops, origin).map(|_| ops)
         })
     };
@@ -760,15 +872,78 @@ pub async fn remember(
     prompt: &str,
     by: &str,
 ) -> Result<Record, RememberError> {
-    let origin = Origin {
-        messages: vec![exchange.question_id.clone(), exchange.answer_id.clone()],
-        by: by.to_owned(),
-        at: Timestamp::now(),
-        exchange: Some(exchange.answer_id.clone()),
-    };
+    let origin = Origin::exchange(exchange, by);
     let ops = interpret_exchange(provider, store.state(), exchange, prompt, &origin).await?;
     let (applied, _) = store.transact(|s| apply_ops(s, &ops, &origin))?;
     applied.map_err(RememberError::Stale)
+}
+
+/// The memory step `cfg` asks for after a turn answered by `answered_by`
+/// (`[interpreter] mode`; `off` → `None`): the `[interpreter] provider`
+/// when one is configured (the caller builds it: `interpreter`), else the
+/// provider that answered; the interpreter prompt in effect for the project
+/// in `project_dir` (see [`prompt_in_effect`]). An error says why the step
+/// cannot run (an unreadable prompt file); the turn goes on without it.
+pub fn step_for(
+    cfg: &wo_providers::Config,
+    answered_by: &std::sync::Arc<dyn Provider>,
+    interpreter: Option<std::sync::Arc<dyn Provider>>,
+    project_dir: Option<&std::path::Path>,
+) -> Result<Option<crate::chat::MemoryStep>, std::io::Error> {
+    if cfg.interpreter_mode() == wo_providers::config::InterpreterMode::Off {
+        return Ok(None);
+    }
+    let user_dir = wo_providers::config::config_path(cfg.env())
+        .and_then(|p| p.parent().map(std::path::Path::to_path_buf));
+    let (_, prompt) = prompt_in_effect("interpreter", project_dir, user_dir.as_deref())?;
+    let provider = interpreter.unwrap_or_else(|| answered_by.clone());
+    Ok(Some(crate::chat::MemoryStep::new(provider, prompt)))
+}
+
+/// The exchanges of `state` the interpreter has no record of (a question
+/// and the answer whose parent it is), oldest first: what `wo memory
+/// rebuild` interprets. An exchange whose record was undone is skipped too
+/// (the person chose to forget it). `since` keeps the answers given at or
+/// after it. Because each exchange's record is written as it is
+/// interpreted, a rebuild that stops resumes where it was.
+pub fn unremembered(
+    state: &State,
+    since: Option<&Timestamp>,
+    known_models: &[String],
+) -> Vec<Exchange> {
+    let recorded: std::collections::HashSet<String> =
+        read_log(state).into_iter().map(|r| r.exchange).collect();
+    state
+        .messages()
+        .iter()
+        .filter(|a| since.is_none_or(|t| &a.timestamp >= t))
+        .filter(|a| a.role_with_models(known_models) == wo_format::Role::Assistant)
+        .filter(|a| !recorded.contains(&a.id))
+        .filter_map(|a| {
+            let q = state.message(a.parent.as_deref()?)?;
+            (q.role_with_models(known_models) == wo_format::Role::User).then(|| Exchange {
+                question_id: q.id.clone(),
+                answer_id: a.id.clone(),
+            })
+        })
+        .collect()
+}
+
+/// What re-interpreting `exchanges` costs at least: one call each, and the
+/// prompt tokens of those calls (estimated; retries and answers come on
+/// top). Shown before a rebuild starts.
+pub fn rebuild_estimate(state: &State, exchanges: &[Exchange], prompt: &str) -> (usize, usize) {
+    let tokens = exchanges
+        .iter()
+        .filter_map(|e| interpreter_request(state, e, prompt).ok())
+        .map(|req| {
+            req.messages
+                .iter()
+                .map(|m| crate::assemble::estimate_tokens(&m.content))
+                .sum::<usize>()
+        })
+        .sum();
+    (exchanges.len(), tokens)
 }
 
 /// Where the prompt in effect comes from.

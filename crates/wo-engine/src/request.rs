@@ -198,6 +198,8 @@ impl TurnParams {
                 .map(|n| usize::try_from(n).unwrap_or(usize::MAX)),
             min_certainty: self.min_certainty,
             known_models: crate::chat::configured_models(cfg),
+            // The face adds it (`memory::step_for`): it knows the project.
+            memory: None,
         })
     }
 }

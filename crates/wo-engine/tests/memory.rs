@@ -313,6 +313,70 @@ fn apply_op_serves_other_writers_with_their_own_provenance() {
 }
 
 #[test]
+fn the_structured_output_schema_is_a_subset_that_only_names_listed_ids() {
+    use wo_engine::memory::structured_output_schema;
+    let mut effort =
+        wo_format::TruthEntry::new("Ship v2", ts("2026-03-01T10:00:00Z"), 0.8, "<p>x</p>");
+    effort.kind = Some(TruthKind::Effort);
+    effort.status = Some(EffortStatus::Open);
+    let fact = wo_format::TruthEntry::new("Deploys", ts("2026-03-01T10:00:00Z"), 0.9, "<p>y</p>");
+    let published = jsonschema::draft202012::options()
+        .build(&serde_json::from_str::<Value>(OPS_SCHEMA).unwrap())
+        .unwrap();
+    let add = json!({"op": "add", "kind": "fact", "title": "t", "content": "c", "certainty": 0.5});
+    // Nothing listed: only entries can be made; no id can be spelled.
+    let empty = structured_output_schema(&[]);
+    jsonschema::draft202012::meta::validate(&empty).expect("valid 2020-12 schema");
+    let v = jsonschema::draft202012::options().build(&empty).unwrap();
+    assert!(v.is_valid(&json!({"ops": [add]})));
+    assert!(!v.is_valid(&json!({"ops": [{"op": "touch", "ids": [fact.id]}]})));
+    assert!(!v.is_valid(&json!({"ops": [{"op": "resolve", "id": effort.id, "resolution": "r"}]})));
+    // Listed: their ids, and only the open effort can be resolved.
+    let listed = structured_output_schema(&[&effort, &fact]);
+    let v = jsonschema::draft202012::options().build(&listed).unwrap();
+    let docs = [
+        (
+            json!({"ops": [{"op": "resolve", "id": effort.id, "resolution": "done"}]}),
+            true,
+        ),
+        (
+            json!({"ops": [{"op": "resolve", "id": fact.id, "resolution": "done"}]}),
+            false,
+        ),
+        (
+            json!({"ops": [{"op": "touch", "ids": [fact.id, effort.id]}]}),
+            true,
+        ),
+        (
+            json!({"ops": [{"op": "touch", "ids": ["t_0123456789abcdef"]}]}),
+            false,
+        ),
+        (
+            json!({"ops": [{"op": "supersede", "id": fact.id, "title": "t", "content": "c", "certainty": 1}]}),
+            true,
+        ),
+        (
+            json!({"ops": [{"op": "add", "kind": "fact", "title": "t".repeat(121), "content": "c", "certainty": 1}]}),
+            false,
+        ),
+        (
+            json!({"ops": [add.clone(), add.clone(), add.clone(), add.clone(), add.clone(), add.clone(), add.clone(), add.clone(), add]}),
+            false,
+        ),
+    ];
+    for (d, ok) in docs {
+        assert_eq!(v.is_valid(&d), ok, "{d}");
+        // A subset: what it accepts, the published schema and parser accept.
+        if ok {
+            assert!(
+                published.is_valid(&d) && parse_ops(&d.to_string()).is_ok(),
+                "{d}"
+            );
+        }
+    }
+}
+
+#[test]
 fn the_published_schema_agrees_with_the_parser() {
     let schema: Value = serde_json::from_str(OPS_SCHEMA).unwrap();
     jsonschema::draft202012::meta::validate(&schema).expect("valid 2020-12 schema");

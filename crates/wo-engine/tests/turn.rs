@@ -9,8 +9,10 @@ use std::sync::{Arc, Mutex};
 
 use futures::StreamExt;
 use wo_engine::chat::{
-    Committed, FnSink, StoreTurn, TurnError, TurnEvent, TurnRequest, TurnState, run_turn,
+    Committed, FnSink, MemoryStep, StoreTurn, TurnError, TurnEvent, TurnRequest, TurnState,
+    run_turn,
 };
+use wo_engine::memory::{OpsError, Record, read_log};
 use wo_engine::request::Field;
 use wo_engine::turn::{CompletedTurn, apply_turn};
 use wo_format::{State, Timestamp};
@@ -126,6 +128,14 @@ impl TurnState for Shared {
             state_patch: serde_json::Value::Null,
         })
     }
+
+    async fn remember(
+        &mut self,
+        apply: impl FnOnce(&mut State) -> Result<Record, OpsError> + Send + 'static,
+    ) -> Result<(Result<Record, OpsError>, serde_json::Value), TurnError> {
+        let mut state = self.state.lock().unwrap();
+        Ok((apply(&mut state), serde_json::Value::Null))
+    }
 }
 
 struct Setup {
@@ -190,6 +200,10 @@ fn run(
                 TurnEvent::Assembled(_) => "assembled".to_owned(),
                 TurnEvent::Delta(t) => format!("delta {t}"),
                 TurnEvent::Done(o) => format!("done {}", o.answer),
+                TurnEvent::Remembered(r) => match &r.result {
+                    Ok(rec) => format!("remembered {}", rec.ops.len()),
+                    Err(_) => "remembered nothing".to_owned(),
+                },
                 TurnEvent::Failed(_) => "failed".to_owned(),
             })
         }),
@@ -265,6 +279,7 @@ fn cancellation_commits_nothing() {
             TurnEvent::Failed(e) => events.push(format!("failed {e}")),
             TurnEvent::Assembled(_) => events.push("assembled".into()),
             TurnEvent::Done(_) => events.push("done".into()),
+            TurnEvent::Remembered(_) => events.push("remembered".into()),
         }),
     ));
     match result {
@@ -378,4 +393,175 @@ fn the_cli_store_backend_appends_the_exchange_to_the_file() {
         ids,
         [outcome.user_id.as_str(), outcome.assistant_id.as_str()]
     );
+}
+
+/// The interpreter: replies with the scripted texts in turn (then fails),
+/// checking like [`Fake`] that the turn's state is not locked meanwhile.
+struct Interpreter {
+    replies: Mutex<Vec<String>>,
+    state: Arc<Mutex<State>>,
+    free_while_answering: Arc<AtomicUsize>,
+}
+
+#[async_trait::async_trait]
+impl Provider for Interpreter {
+    fn name(&self) -> &str {
+        "interp"
+    }
+    fn default_model(&self) -> &str {
+        "interp-model"
+    }
+    fn context_window(&self) -> usize {
+        8192
+    }
+    async fn stream(
+        &self,
+        _req: ChatRequest,
+        _cancel: Cancel,
+    ) -> Result<EventStream, ProviderError> {
+        if self.state.try_lock().is_ok() {
+            self.free_while_answering.fetch_add(1, Ordering::SeqCst);
+        }
+        let mut replies = self.replies.lock().unwrap();
+        if replies.is_empty() {
+            return Err(ProviderError::Config {
+                provider: "interp".into(),
+                message: "no more scripted replies".into(),
+            });
+        }
+        let reply = replies.remove(0);
+        Ok(futures::stream::iter([
+            Ok(StreamEvent::Delta(reply)),
+            Ok(StreamEvent::Done {
+                finish_reason: Some("stop".into()),
+                usage: None,
+            }),
+        ])
+        .boxed())
+    }
+    async fn check(&self) -> Reachability {
+        Reachability::Reachable {
+            detail: "interp".into(),
+        }
+    }
+    fn count_tokens(&self, _text: &str) -> Option<usize> {
+        None
+    }
+}
+
+fn with_memory(setup: &Setup, replies: &[&str]) -> (TurnRequest, Arc<AtomicUsize>) {
+    let free = Arc::new(AtomicUsize::new(0));
+    let interp = Interpreter {
+        replies: Mutex::new(replies.iter().map(|r| r.to_string()).collect()),
+        state: setup.state.clone(),
+        free_while_answering: free.clone(),
+    };
+    let mut req = request("What is the capital of France?");
+    req.memory = Some(MemoryStep::new(Arc::new(interp), "Interpret.".into()));
+    (req, free)
+}
+
+const ADD_FACT: &str = r#"{"ops":[{"op":"add","kind":"fact","title":"Capital of France","content":"Paris is the capital of France.","certainty":0.9}]}"#;
+
+#[test]
+fn the_memory_step_runs_after_done_and_records_with_provenance() {
+    let setup = Setup::new();
+    let (req, free) = with_memory(&setup, &[ADD_FACT]);
+    let (result, events) = run(
+        setup.backend(false),
+        setup.provider(Script::Answer),
+        req,
+        Cancel::new(),
+    );
+    let outcome = result.unwrap();
+    assert_eq!(
+        events,
+        [
+            "assembled",
+            "delta Par",
+            "delta is",
+            "done Paris",
+            "remembered 1"
+        ]
+    );
+    // The interpreter's call ran with the state unlocked.
+    assert_eq!(free.load(Ordering::SeqCst), 1);
+    let state = setup.state.lock().unwrap();
+    let fact = state
+        .truth
+        .trust
+        .iter()
+        .find(|e| e.title == "Capital of France")
+        .expect("the fact was added");
+    let prov = fact.provenance.as_ref().unwrap();
+    assert_eq!(
+        prov.messages,
+        [outcome.user_id.clone(), outcome.assistant_id.clone()]
+    );
+    assert_eq!(prov.by, "interp/interp-model");
+    let log = read_log(&state);
+    assert_eq!(log.len(), 1);
+    assert_eq!(log[0].exchange, outcome.assistant_id);
+    assert_eq!(
+        outcome.memory.unwrap().result.unwrap().effect.created,
+        std::slice::from_ref(&fact.id)
+    );
+}
+
+#[test]
+fn hostile_interpreter_output_changes_nothing_and_the_turn_stands() {
+    let setup = Setup::new();
+    // Invalid twice (the call is retried once): an unknown op, then prose.
+    let (req, _) = with_memory(
+        &setup,
+        &[
+            r#"{"ops":[{"op":"drop_table"}]}"#,
+            "Sure! Here are the facts.",
+        ],
+    );
+    let (result, events) = run(
+        setup.backend(false),
+        setup.provider(Script::Answer),
+        req,
+        Cancel::new(),
+    );
+    let outcome = result.expect("the turn itself succeeded");
+    assert_eq!(events.last().unwrap(), "remembered nothing");
+    let why = outcome.memory.unwrap().result.unwrap_err();
+    assert!(why.contains("rejected"), "{why}");
+    let state = setup.state.lock().unwrap();
+    assert!(state.truth.trust.is_empty());
+    assert!(read_log(&state).is_empty());
+    // The exchange is saved all the same.
+    assert_eq!(state.messages().len(), 2);
+}
+
+#[test]
+fn an_interpreter_that_fails_costs_the_memory_not_the_turn() {
+    let setup = Setup::new();
+    let (req, _) = with_memory(&setup, &[]);
+    let (result, events) = run(
+        setup.backend(false),
+        setup.provider(Script::Answer),
+        req,
+        Cancel::new(),
+    );
+    assert!(result.is_ok());
+    assert_eq!(events.last().unwrap(), "remembered nothing");
+    assert!(setup.state.lock().unwrap().truth.trust.is_empty());
+}
+
+#[test]
+fn no_memory_step_runs_when_the_turn_fails() {
+    let setup = Setup::new();
+    let (req, free) = with_memory(&setup, &[ADD_FACT]);
+    let (result, events) = run(
+        setup.backend(false),
+        setup.provider(Script::Fail),
+        req,
+        Cancel::new(),
+    );
+    assert!(result.is_err());
+    assert!(!events.iter().any(|e| e.starts_with("remembered")));
+    assert_eq!(free.load(Ordering::SeqCst), 0);
 }

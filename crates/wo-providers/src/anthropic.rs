@@ -133,6 +133,12 @@ struct WireRequest<'a> {
     temperature: Option<f32>,
     #[serde(skip_serializing_if = "Option::is_none")]
     top_k: Option<u32>,
+    /// Structured output: one tool whose input is the answer, forced by
+    /// `tool_choice`; its `input_json_delta`s stream as the answer text.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    tools: Option<serde_json::Value>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    tool_choice: Option<serde_json::Value>,
 }
 
 #[derive(Deserialize, Default)]
@@ -180,6 +186,9 @@ struct BlockDelta {
     kind: String,
     #[serde(default)]
     text: Option<String>,
+    /// A piece of a tool's input (`input_json_delta`).
+    #[serde(default)]
+    partial_json: Option<String>,
 }
 
 #[derive(Deserialize)]
@@ -226,8 +235,13 @@ impl Decoder for AnthropicDecoder {
                 }
             }
             Frame::BlockDelta { delta } => {
-                if delta.kind == "text_delta"
-                    && let Some(t) = delta.text
+                let piece = match delta.kind.as_str() {
+                    "text_delta" => delta.text,
+                    // The forced tool's input is the structured answer.
+                    "input_json_delta" => delta.partial_json,
+                    _ => None,
+                };
+                if let Some(t) = piece
                     && !t.is_empty()
                 {
                     out.push(StreamEvent::Delta(t));
@@ -330,6 +344,17 @@ impl Provider for AnthropicProvider {
             // Anthropic's range is 0–1 (OpenAI's is 0–2).
             temperature: req.temperature.map(|t| t.clamp(0.0, 1.0)),
             top_k: req.top_k,
+            tools: req.json_schema.as_ref().map(|s| {
+                serde_json::json!([{
+                    "name": s.name,
+                    "description": "Give the answer as this tool's input.",
+                    "input_schema": s.schema,
+                }])
+            }),
+            tool_choice: req
+                .json_schema
+                .as_ref()
+                .map(|s| serde_json::json!({"type": "tool", "name": s.name})),
         };
         self.remote
             .post_sse(

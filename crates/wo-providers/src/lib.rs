@@ -67,8 +67,8 @@ pub use http::{HttpSettings, RetryPolicy};
 pub use remote::RemoteConfig;
 pub use secret::Secret;
 pub use types::{
-    AnswerLimits, ChatMessage, ChatRequest, ChatRole, Reachability, StreamEvent, TRUNCATED_FIELD,
-    Usage,
+    AnswerLimits, ChatMessage, ChatRequest, ChatRole, JsonSchema, Reachability, StreamEvent,
+    TRUNCATED_FIELD, Usage,
 };
 
 /// Re-exported so callers need not depend on `tokio-util` themselves.

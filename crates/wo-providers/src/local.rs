@@ -209,6 +209,9 @@ struct Prepared {
     max_new: usize,
     temperature: f32,
     top_k: u32,
+    /// A llama.cpp grammar (GBNF) the answer must follow: made from
+    /// [`ChatRequest::json_schema`] by llama.cpp's own converter.
+    grammar: Option<String>,
 }
 
 fn prepare(
@@ -261,6 +264,13 @@ fn prepare(
         tokens,
         temperature: req.temperature.unwrap_or(DEFAULT_TEMPERATURE).max(0.0),
         top_k: req.top_k.unwrap_or(DEFAULT_TOP_K),
+        grammar: match &req.json_schema {
+            Some(s) => Some(
+                llama_cpp_2::json_schema_to_grammar(&s.schema.to_string())
+                    .map_err(|e| bad(format!("schema {:?} has no grammar: {e}", s.name)))?,
+            ),
+            None => None,
+        },
     })
 }
 
@@ -310,7 +320,7 @@ fn generate(
             ctx.decode(&mut batch)
                 .map_err(|e| engine(format!("reading the prompt: {e}")))?;
         }
-        let mut sampler = sampler(loaded, &job);
+        let mut sampler = sampler(loaded, &job).map_err(engine)?;
         let vocab = loaded.model.vocab();
         let mut decoder = encoding_rs::UTF_8.new_decoder();
         let mut piece = Vec::new();
@@ -371,19 +381,30 @@ fn generate(
     }
 }
 
-fn sampler(loaded: &Loaded, job: &Prepared) -> LlamaSampler {
-    if job.temperature <= 0.0 {
-        return LlamaSampler::greedy();
+/// The sampler chain of a job: its grammar first (it removes every token
+/// the grammar forbids), then greedy or the usual sampling.
+fn sampler(loaded: &Loaded, job: &Prepared) -> Result<LlamaSampler, String> {
+    let mut chain = Vec::new();
+    if let Some(g) = &job.grammar {
+        chain.push(
+            LlamaSampler::grammar(&loaded.model, g, "root")
+                .map_err(|e| format!("the answer's grammar: {e}"))?,
+        );
     }
-    let seed: u32 = rand::random();
-    LlamaSampler::chain_simple([
-        LlamaSampler::penalties(loaded.model.n_vocab(), 64, 1.1, 0.0, 0.0),
-        LlamaSampler::top_k(job.top_k.max(1) as i32),
-        LlamaSampler::top_p(0.95, 1),
-        LlamaSampler::min_p(0.05, 1),
-        LlamaSampler::temp(job.temperature),
-        LlamaSampler::dist(seed),
-    ])
+    if job.temperature <= 0.0 {
+        chain.push(LlamaSampler::greedy());
+    } else {
+        let seed: u32 = rand::random();
+        chain.extend([
+            LlamaSampler::penalties(loaded.model.n_vocab(), 64, 1.1, 0.0, 0.0),
+            LlamaSampler::top_k(job.top_k.max(1) as i32),
+            LlamaSampler::top_p(0.95, 1),
+            LlamaSampler::min_p(0.05, 1),
+            LlamaSampler::temp(job.temperature),
+            LlamaSampler::dist(seed),
+        ]);
+    }
+    Ok(LlamaSampler::chain_simple(chain))
 }
 
 #[async_trait]

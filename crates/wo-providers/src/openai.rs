@@ -86,6 +86,8 @@ struct WireRequest<'a> {
     max_tokens: Option<u32>,
     #[serde(skip_serializing_if = "Option::is_none")]
     top_k: Option<u32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    response_format: Option<serde_json::Value>,
 }
 
 #[derive(Deserialize)]
@@ -239,6 +241,14 @@ impl Provider for OpenAiProvider {
             } else {
                 req.top_k
             },
+            // Chat Completions' structured output; llama.cpp's and
+            // llama-cpp-python's servers turn it into a grammar.
+            response_format: req.json_schema.as_ref().map(|s| {
+                serde_json::json!({
+                    "type": "json_schema",
+                    "json_schema": {"name": s.name, "schema": s.schema},
+                })
+            }),
         };
         self.remote
             .post_sse(

@@ -59,6 +59,24 @@ pub struct ChatRequest {
     pub max_tokens: Option<u32>,
     /// Top-k sampling; sent only to providers that accept it.
     pub top_k: Option<u32>,
+    /// Structured output: the answer must be JSON valid against this
+    /// schema. Each provider uses its own mechanism (OpenAI-compatible:
+    /// `response_format` with a JSON schema; Anthropic: a forced tool whose
+    /// input is the answer; the local model: a llama.cpp grammar made from
+    /// the schema, so even a tiny model emits well-formed output). Providers
+    /// without one (NanoChat) ignore it: the caller validates anyway.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub json_schema: Option<JsonSchema>,
+}
+
+/// A named JSON Schema the answer must follow (see [`ChatRequest::json_schema`]).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct JsonSchema {
+    /// A short name (`[A-Za-z0-9_-]`), as OpenAI's `json_schema.name` and
+    /// Anthropic's tool name require.
+    pub name: String,
+    /// The schema (draft 2020-12 subset the providers accept).
+    pub schema: serde_json::Value,
 }
 
 impl ChatRequest {

@@ -180,6 +180,7 @@ pub async fn chat(
         .await
         .unwrap_or_default();
     }
+    req.memory = app.memory_step(&provider, app.project_dir()).await;
     let name = provider.name().to_owned();
     crate::turn::respond(&name, |cancel, sink| {
         crate::turn::run(LocalTurn { app }, provider, req, cancel, sink)
@@ -218,6 +219,7 @@ pub async fn get_state(
                 messages: Cow::Borrowed(page),
                 total_messages: total,
                 offset,
+                memory_log: s.extra.get(wo_engine::memory::LOG_KEY).map(Cow::Borrowed),
             })
             .map_err(|e| ApiError::internal(e.to_string()))
         })
@@ -353,6 +355,38 @@ pub async fn edit_truth(
                     .unwrap_or(Value::Null)
             })?;
             Ok(value)
+        })
+        .await?;
+    Ok(Json(out))
+}
+
+/// `POST /api/memory/undo`: undoes what the memory interpreter recorded
+/// for one exchange (as `wo memory undo` does).
+pub async fn memory_undo(
+    State(app): AppState,
+    JsonBody(body): JsonBody<wire::MemoryUndo>,
+) -> Result<Json<wire::MemoryUndone>, ApiError> {
+    let out = app
+        .with_store(move |store| {
+            let exchange = body.exchange;
+            let pending = wo_engine::memory::read_log(store.state())
+                .iter()
+                .any(|r| r.exchange == exchange && r.undone.is_none());
+            if !pending {
+                return Err(ApiError::not_found(format!(
+                    "no memory operations of exchange {exchange:?} to undo"
+                )));
+            }
+            let (undone, _) =
+                store.transact(|s| wo_engine::memory::undo(s, &exchange, Timestamp::now()))?;
+            let undone = undone.map_err(|e| ApiError::bad_field("/exchange", e.reason))?;
+            Ok(wire::MemoryUndone {
+                exchange,
+                removed: undone.removed,
+                reopened: undone.reopened,
+                untouched: undone.untouched,
+                kept: undone.kept,
+            })
         })
         .await?;
     Ok(Json(out))

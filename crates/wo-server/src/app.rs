@@ -193,6 +193,37 @@ impl App {
         Ok(self.lock_providers().entry(name).or_insert(built).clone())
     }
 
+    /// The memory step after a turn answered by `answered_by` (see
+    /// `wo_engine::memory::step_for`), with the prompt of the project in
+    /// `project_dir`. A step that cannot be set up costs the memory, not
+    /// the turn: the reason goes to the log.
+    pub async fn memory_step(
+        &self,
+        answered_by: &Arc<dyn Provider>,
+        project_dir: Option<&std::path::Path>,
+    ) -> Option<wo_engine::chat::MemoryStep> {
+        let interpreter = match &self.config.interpreter.provider {
+            Some(name) => match self.provider(Some(name)).await {
+                Ok(p) => Some(p),
+                Err(e) => {
+                    eprintln!(
+                        "wo serve: memory: [interpreter] provider {name:?}: {}",
+                        e.message
+                    );
+                    return None;
+                }
+            },
+            None => None,
+        };
+        match wo_engine::memory::step_for(&self.config, answered_by, interpreter, project_dir) {
+            Ok(step) => step,
+            Err(e) => {
+                eprintln!("wo serve: memory: {e}");
+                None
+            }
+        }
+    }
+
     /// The provider used when a client names none: the configured default,
     /// or in stateless mode the first allowed one if the default is not.
     pub fn default_provider(&self) -> &str {
@@ -403,16 +434,25 @@ pub trait Mode: Deref<Target = App> + Send + Sync + 'static {
 pub struct Local {
     app: Arc<App>,
     store: Arc<Mutex<Store>>,
+    /// The directory of the state file: the project whose prompts apply.
+    project_dir: Option<PathBuf>,
 }
 
 impl Local {
     /// A local server on `store`; `app` must be built with `local = true`.
     pub fn new(app: Arc<App>, store: Store) -> Local {
         debug_assert!(app.local && app.token.is_some());
+        let project_dir = store.path().parent().map(std::path::Path::to_path_buf);
         Local {
             app,
             store: Arc::new(Mutex::new(store)),
+            project_dir,
         }
+    }
+
+    /// The directory of the state file (its project's prompts apply).
+    pub fn project_dir(&self) -> Option<&std::path::Path> {
+        self.project_dir.as_deref()
     }
 
     /// Runs `f` on the store on a blocking thread (it reads and fsyncs

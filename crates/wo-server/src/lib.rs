@@ -337,6 +337,7 @@ pub fn router(served: &Served) -> Router {
                     patch(api::edit_truth).delete(api::delete_truth),
                 )
                 .route(path::CHAT_PATH, post(api::chat))
+                .route(path::MEMORY_UNDO_PATH, post(api::memory_undo))
                 .route(path::MERGE_PATH, post(api::merge))
                 .route(path::EXPORT_PATH, get(api::export))
                 .route(path::SEARCH_PATH, get(api::search))
@@ -347,6 +348,10 @@ pub fn router(served: &Served) -> Router {
         ),
         Served::Stateless(stateless) => finish(
             common::<Stateless>()
+                .route(
+                    path::STATELESS_MEMORY_UNDO_PATH,
+                    post(crate::stateless::memory_undo),
+                )
                 .route(path::CONTEXT_DRAFT_PATH, post(api::context_draft_stateless))
                 .route(path::STATELESS_CHAT_PATH, post(stateless::chat)),
             stateless.clone(),

@@ -126,6 +126,21 @@ pub fn done_event(outcome: &wo_engine::chat::TurnOutcome, provider: String) -> S
     })
 }
 
+/// The `memory` event of a turn's memory step.
+pub fn memory_event(remembered: &wo_engine::chat::Remembered) -> wo_wire::MemoryEvent {
+    let (record, note) = match &remembered.result {
+        Ok(record) => (serde_json::to_value(record).unwrap_or_default(), None),
+        Err(why) => (serde_json::Value::Null, Some(why.clone())),
+    };
+    wo_wire::MemoryEvent {
+        exchange: remembered.exchange.clone(),
+        record,
+        note,
+        state_patch: remembered.state_patch.clone(),
+        ..Default::default()
+    }
+}
+
 /// The error kind of a failed turn, as the `wikioracle` provider reads it.
 pub fn error_kind(e: &wo_engine::chat::TurnError) -> Option<String> {
     use wo_engine::chat::TurnError;

@@ -104,7 +104,9 @@ pub async fn chat(
     // The window is the branch up to the new message: its newest message is
     // the parent.
     let parent = state.messages().last().map(|m| m.id.clone());
-    let req = turn_request(&app, body.message, body.username, parent, &body.params)?;
+    let mut req = turn_request(&app, body.message, body.username, parent, &body.params)?;
+    // No project here: the operator's prompt or the built-in one.
+    req.memory = app.memory_step(&provider, None).await;
     let state = StatelessTurn {
         app: app.clone(),
         state: Arc::new(state),
@@ -114,4 +116,57 @@ pub async fn chat(
         crate::turn::run(state, provider, req, cancel, sink)
     })
     .await
+}
+
+/// `POST /api/stateless/memory/undo`: the engine's undo (as `wo memory
+/// undo` runs it) on the journal and truth entries the client sent; the
+/// answer lists the changes for the client to apply to its own state.
+pub async fn memory_undo(
+    State(app): State<Arc<Stateless>>,
+    JsonBody(body): JsonBody<wo_wire::api::StatelessMemoryUndo>,
+) -> Result<axum::Json<wo_wire::api::StatelessMemoryUndone>, ApiError> {
+    use wo_engine::memory::{LOG_KEY, undo};
+    let out = app
+        .cpu(move || {
+            let mut state = state_from_parts(String::new(), body.truth, Vec::new(), "/window")?;
+            state.extra.insert(
+                LOG_KEY.to_owned(),
+                wo_format::RawJson::from(Value::Array(body.memory_log)),
+            );
+            let before = state.truth.clone();
+            let undone = undo(&mut state, &body.exchange, Timestamp::now())
+                .map_err(|e| ApiError::bad_field("/exchange", e.reason))?;
+            let trust = state
+                .truth
+                .trust
+                .iter()
+                .filter(|e| !before.trust.contains(e))
+                .map(|e| serde_json::to_value(e).unwrap_or(Value::Null))
+                .collect();
+            let deleted = state
+                .truth
+                .deleted
+                .iter()
+                .filter(|d| !before.deleted.contains(d))
+                .map(|d| serde_json::to_value(d).unwrap_or(Value::Null))
+                .collect();
+            let memory_log = match state.extra.get(LOG_KEY).map(wo_format::RawJson::to_value) {
+                Some(Value::Array(items)) => items,
+                _ => Vec::new(),
+            };
+            Ok::<_, ApiError>(wo_wire::api::StatelessMemoryUndone {
+                undone: wo_wire::api::MemoryUndone {
+                    exchange: body.exchange,
+                    removed: undone.removed,
+                    reopened: undone.reopened,
+                    untouched: undone.untouched,
+                    kept: undone.kept,
+                },
+                trust,
+                deleted,
+                memory_log,
+            })
+        })
+        .await??;
+    Ok(axum::Json(out))
 }

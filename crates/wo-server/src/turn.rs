@@ -13,6 +13,7 @@ use tokio::sync::oneshot;
 use wo_engine::chat::{
     Committed, TurnError, TurnEvent, TurnRequest, TurnSink, TurnState, run_turn,
 };
+use wo_engine::memory::{OpsError, Record};
 use wo_engine::turn::{CompletedTurn, apply_turn};
 use wo_format::{State, Timestamp};
 use wo_providers::Provider;
@@ -76,6 +77,19 @@ impl TurnState for LocalTurn {
             .await
             .map_err(|e| refused(e, "storage"))
     }
+
+    async fn remember(
+        &mut self,
+        apply: impl FnOnce(&mut State) -> Result<Record, OpsError> + Send + 'static,
+    ) -> Result<(Result<Record, OpsError>, Value), TurnError> {
+        self.app
+            .with_store(move |store| {
+                let (applied, _) = store.transact(apply)?;
+                Ok((applied, Value::Null))
+            })
+            .await
+            .map_err(|e| refused(e, "storage"))
+    }
 }
 
 /// Stateless mode: the state built from what the client sent. Reads and
@@ -103,21 +117,70 @@ impl TurnState for StatelessTurn {
         record: impl FnOnce(&State) -> CompletedTurn + Send + 'static,
     ) -> Result<Committed, TurnError> {
         let state = std::mem::replace(&mut self.state, Arc::new(State::new(Timestamp::now())));
-        self.app
+        let (committed, state) = self
+            .app
             .cpu(move || {
                 let mut state = Arc::try_unwrap(state).unwrap_or_else(|s| (*s).clone());
                 let turn = record(&state);
                 let (user_id, assistant_id) = apply_turn(&mut state, &turn);
                 let state_patch = turn_patch(&state, &user_id, &assistant_id, &turn.sources);
-                Committed {
+                let committed = Committed {
                     user_id,
                     assistant_id,
                     state_patch,
-                }
+                };
+                (committed, state)
             })
             .await
-            .map_err(|e| refused(e, "server"))
+            .map_err(|e| refused(e, "server"))?;
+        // Kept for the memory step, which reads and changes it next.
+        self.state = Arc::new(state);
+        Ok(committed)
     }
+
+    async fn remember(
+        &mut self,
+        apply: impl FnOnce(&mut State) -> Result<Record, OpsError> + Send + 'static,
+    ) -> Result<(Result<Record, OpsError>, Value), TurnError> {
+        let state = std::mem::replace(&mut self.state, Arc::new(State::new(Timestamp::now())));
+        let (applied, state) = self
+            .app
+            .cpu(move || {
+                let mut state = Arc::try_unwrap(state).unwrap_or_else(|s| (*s).clone());
+                let before = state.truth.trust.clone();
+                let applied = apply(&mut state).map(|record| {
+                    let patch = memory_patch(&before, &state);
+                    (record, patch)
+                });
+                (applied, state)
+            })
+            .await
+            .map_err(|e| refused(e, "server"))?;
+        self.state = Arc::new(state);
+        Ok(match applied {
+            Ok((record, patch)) => (Ok(record), patch),
+            Err(e) => (Err(e), Value::Null),
+        })
+    }
+}
+
+/// The patch that brings the client's truth up to date after the memory
+/// step: every entry created or changed (superseded, resolved, touched), in
+/// full. The journal record travels beside it in the `memory` event (the
+/// client appends it to its `memory_log`: a merge patch would replace the
+/// whole journal, and the client did not send it).
+fn memory_patch(before: &[wo_format::TruthEntry], state: &State) -> Value {
+    let changed: Vec<Value> = state
+        .truth
+        .trust
+        .iter()
+        .filter(|e| !before.iter().any(|b| b == *e))
+        .filter_map(|e| serde_json::to_value(e).ok())
+        .collect();
+    if changed.is_empty() {
+        return Value::Null;
+    }
+    json!({"date": Timestamp::now(), "truth": {"trust": changed}})
 }
 
 /// The patch that brings the client's state up to date after a turn: the
@@ -179,6 +242,9 @@ impl TurnSink for SseSink {
             TurnEvent::Done(outcome) => self
                 .events
                 .event(&sse::done_event(outcome, self.provider.clone())),
+            TurnEvent::Remembered(remembered) => self
+                .events
+                .named(wo_wire::EVENT_MEMORY, &sse::memory_event(remembered)),
             TurnEvent::Failed(e) => match self.started.take() {
                 Some(started) => {
                     let _ = started.send(Err(early_error(e)));

@@ -24,11 +24,16 @@ async fn chat(s: &common::Served, body: Value) -> Vec<(String, Value)> {
     events(r).await
 }
 
-fn done(evs: &[(String, Value)]) -> &Value {
+/// The payload of the `name` event.
+fn event<'a>(evs: &'a [(String, Value)], name: &str) -> &'a Value {
     &evs.iter()
-        .find(|(n, _)| n == "done")
-        .unwrap_or_else(|| panic!("no done event: {evs:?}"))
+        .find(|(n, _)| n == name)
+        .unwrap_or_else(|| panic!("no {name} event: {evs:?}"))
         .1
+}
+
+fn done(evs: &[(String, Value)]) -> &Value {
+    event(evs, "done")
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -622,6 +627,7 @@ async fn the_wikioracle_provider_talks_to_a_stateless_server() {
                 temperature: None,
                 max_tokens: Some(20),
                 top_k: None,
+                json_schema: None,
             },
             wo_providers::Cancel::new(),
         )
@@ -800,4 +806,163 @@ async fn config_defaults_apply_to_served_turns() {
         assert_eq!(e["error"]["pointer"], pointer, "{e}");
     }
     assert_eq!(s.state_json()["messages"].as_array().unwrap().len(), 4);
+}
+
+const REMEMBER_PARIS: &str = r#"{"ops":[{"op":"add","kind":"fact","title":"Capital of France","content":"Paris is the capital of France.","certainty":0.9}]}"#;
+
+fn remembering(o: &mut wo_server::ServeOptions) {
+    o.config.interpreter.mode = Some(wo_providers::config::InterpreterMode::After);
+}
+
+fn memory_event(evs: &[(String, Value)]) -> &Value {
+    event(evs, "memory")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_served_turn_is_remembered_after_done_and_can_be_undone() {
+    let s = common::serve_with(
+        Script::says("Paris.").remembering(REMEMBER_PARIS),
+        false,
+        remembering,
+    )
+    .await;
+    let evs = chat(&s, json!({"message": "What is the capital of France?"})).await;
+    let names: Vec<&str> = evs.iter().map(|(n, _)| n.as_str()).collect();
+    let (d, m) = (done(&evs).clone(), memory_event(&evs).clone());
+    // The answer is complete before the interpreter runs.
+    let at = |name| names.iter().position(|n| *n == name).unwrap();
+    assert!(at("done") < at("memory"), "{names:?}");
+    assert_eq!(m["exchange"], d["assistant_message_id"]);
+    let created = m["record"]["created"].as_array().unwrap().clone();
+    assert_eq!(created.len(), 1, "{m}");
+    // The interpreter asked for structured output with the ops schema.
+    let bodies = s.upstream.bodies.lock().unwrap().clone();
+    assert_eq!(bodies.len(), 2);
+    assert_eq!(bodies[1]["response_format"]["type"], "json_schema");
+    // In the file: the fact with its provenance, and the journal.
+    let state = s.state_json();
+    let fact = &state["truth"]["trust"][0];
+    assert_eq!(fact["id"], created[0]);
+    assert_eq!(
+        fact["provenance"]["messages"],
+        json!([d["user_message_id"], d["assistant_message_id"]])
+    );
+    // The web client reads the journal with the state.
+    let page: Value = s
+        .program(Method::GET, "/api/state")
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(page["memory_log"][0]["exchange"], d["assistant_message_id"]);
+    // Undo: the fact goes (with a tombstone); a second undo finds nothing.
+    let undo = |exchange: Value| {
+        s.program(Method::POST, "/api/memory/undo")
+            .json(&json!({ "exchange": exchange }))
+            .send()
+    };
+    let r = undo(d["assistant_message_id"].clone()).await.unwrap();
+    assert_eq!(r.status(), StatusCode::OK);
+    let undone: Value = r.json().await.unwrap();
+    assert_eq!(undone["removed"], json!(created));
+    let state = s.state_json();
+    assert!(state["truth"]["trust"].as_array().unwrap().is_empty());
+    assert_eq!(state["truth"]["deleted"][0]["id"], created[0]);
+    let r = undo(d["assistant_message_id"].clone()).await.unwrap();
+    assert_eq!(r.status(), StatusCode::NOT_FOUND);
+    let before = std::fs::read(&s.state).unwrap();
+    let r = undo(json!(42)).await.unwrap();
+    assert_eq!(r.status(), StatusCode::BAD_REQUEST);
+    assert_eq!(std::fs::read(&s.state).unwrap(), before, "nothing written");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hostile_interpreter_output_is_a_note_and_changes_nothing() {
+    let s = common::serve_with(
+        Script::says("Paris.").remembering(r#"{"ops":[{"op":"delete_everything"}]}"#),
+        false,
+        remembering,
+    )
+    .await;
+    let evs = chat(&s, json!({"message": "What is the capital of France?"})).await;
+    let m = memory_event(&evs);
+    assert!(m["record"].is_null(), "{m}");
+    assert!(m["note"].as_str().unwrap().contains("rejected"), "{m}");
+    // The call was retried once: chat + two interpreter calls.
+    assert_eq!(s.upstream.requests.load(Ordering::SeqCst), 3);
+    let state = s.state_json();
+    assert_eq!(state["messages"].as_array().unwrap().len(), 2);
+    assert!(
+        state["truth"]["trust"]
+            .as_array()
+            .is_none_or(|t| t.is_empty())
+    );
+    assert!(state.get("memory_log").is_none());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stateless_turn_is_remembered_in_the_patch_and_undone_by_the_client() {
+    let s = common::serve_with(
+        Script::says("Paris.").remembering(REMEMBER_PARIS),
+        true,
+        remembering,
+    )
+    .await;
+    let mut client_state = json!({
+        "version": 1, "schema": wo_format::SCHEMA_URL, "date": "2026-01-01T00:00:00Z",
+        "context": "", "messages": [], "truth": {"trust": []}
+    });
+    let r = s
+        .client
+        .post(s.url("/api/stateless/chat"))
+        .header("origin", &s.base)
+        .json(&json!({"message": "What is the capital of France?", "truth": [], "window": [], "params": {}}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::OK);
+    let evs = events(r).await;
+    let (d, m) = (done(&evs).clone(), memory_event(&evs).clone());
+    wo_wire::apply_state_patch(&mut client_state, &d["state_patch"]);
+    wo_wire::apply_state_patch(&mut client_state, &m["state_patch"]);
+    client_state["memory_log"] = json!([m["record"]]);
+    let trust = client_state["truth"]["trust"].as_array().unwrap().clone();
+    assert_eq!(trust.len(), 1, "{client_state}");
+    assert_eq!(trust[0]["title"], "Capital of France");
+    assert_eq!(
+        trust[0]["provenance"]["messages"][1],
+        d["assistant_message_id"]
+    );
+    // The client's undo: the server runs it on what the client sends.
+    let r = s
+        .client
+        .post(s.url("/api/stateless/memory/undo"))
+        .header("origin", &s.base)
+        .json(&json!({
+            "exchange": m["exchange"],
+            "memory_log": client_state["memory_log"],
+            "truth": trust,
+        }))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::OK);
+    let u: Value = r.json().await.unwrap();
+    assert_eq!(u["undone"]["removed"], json!([trust[0]["id"]]));
+    assert_eq!(u["deleted"][0]["id"], trust[0]["id"]);
+    assert!(u["memory_log"][0]["undone"].is_string(), "{u}");
+    // An exchange the journal does not have is named.
+    let r = s
+        .client
+        .post(s.url("/api/stateless/memory/undo"))
+        .header("origin", &s.base)
+        .json(&json!({"exchange": "m_nope", "memory_log": [], "truth": []}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::BAD_REQUEST);
+    let e: Value = r.json().await.unwrap();
+    assert_eq!(e["error"]["pointer"], "/exchange");
 }

@@ -627,7 +627,7 @@ async fn hosted(
         let dir = o.config.source.clone().unwrap();
         let dir = dir.parent().unwrap();
         let text = format!(
-            "[defaults]\nprovider = \"fake\"\n\n[providers.fake]\nkind = \"openai\"\nbase_url = \"{}\"\nmodel = \"fake-1\"\n\n[providers.other]\nkind = \"openai\"\nbase_url = \"http://{other_addr}/v1\"\nmodel = \"other-1\"\n\n[providers.gguf]\nkind = \"local\"\nmodel_path = \"{}/secret-models/model.gguf\"\n",
+            "[defaults]\nprovider = \"fake\"\n\n[providers.fake]\nkind = \"openai\"\nbase_url = \"{}\"\nmodel = \"fake-1\"\n\n[providers.other]\nkind = \"openai\"\nbase_url = \"http://{other_addr}/v1\"\nmodel = \"other-1\"\n\n[providers.gguf]\nkind = \"local\"\nmodel_path = \"{}/secret-models/model.gguf\"\n\n[interpreter]\nmode = \"off\"\n",
             o.config.providers["fake"].base_url.clone().unwrap(),
             dir.display()
         );

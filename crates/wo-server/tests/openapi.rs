@@ -284,6 +284,16 @@ async fn every_json_body_is_refused_with_a_pointer() {
             json!({"message": "hi", "window": [{"content": 5}]}),
             "/window/0/content",
         ),
+        (
+            wo_wire::routes::MEMORY_UNDO_PATH,
+            json!({"exchange": 7}),
+            "/exchange",
+        ),
+        (
+            wo_wire::routes::STATELESS_MEMORY_UNDO_PATH,
+            json!({"exchange": "m_x", "memory_log": [], "truth": {}}),
+            "/truth",
+        ),
     ];
     for local in [true, false] {
         let s = serve(Script::says("x"), !local).await;

@@ -271,6 +271,59 @@ pub struct StatePage<'a> {
     pub total_messages: usize,
     /// Index of the page's first message.
     pub offset: usize,
+    /// The memory journal (`memory_log`: what the interpreter recorded per
+    /// exchange, product §7), when the file has one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(with = "Option<Vec<Value>>")]
+    pub memory_log: Option<Cow<'a, wo_format::RawJson>>,
+}
+
+/// The body of `POST /api/memory/undo`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct MemoryUndo {
+    /// The exchange whose operations to undo: its answer's message id.
+    pub exchange: String,
+}
+
+/// The body of `POST /api/stateless/memory/undo`: the exchange, and the
+/// client's journal and truth entries the undo works on.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct StatelessMemoryUndo {
+    /// The exchange whose operations to undo: its answer's message id.
+    pub exchange: String,
+    /// The client's `memory_log`, whole.
+    pub memory_log: Vec<Value>,
+    /// The client's truth entries (at least those the record names).
+    pub truth: Vec<Value>,
+}
+
+/// The answer to `POST /api/stateless/memory/undo`: the changes for the
+/// client to apply to its own state.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct StatelessMemoryUndone {
+    /// What the undo did (`removed` entries leave the client's `truth.trust`).
+    pub undone: MemoryUndone,
+    /// Entries changed (reopened, `refs` taken back), to replace by id.
+    pub trust: Vec<Value>,
+    /// Tombstones of the removed entries, for `truth.deleted`.
+    pub deleted: Vec<Value>,
+    /// The journal with the record marked undone: replaces `memory_log`.
+    pub memory_log: Vec<Value>,
+}
+
+/// The answer to `POST /api/memory/undo`: what the undo changed.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct MemoryUndone {
+    /// The exchange undone.
+    pub exchange: String,
+    /// Entries it had created, removed (with a tombstone).
+    pub removed: Vec<String>,
+    /// Efforts it had resolved, open again.
+    pub reopened: Vec<String>,
+    /// Entries whose `refs` went back down.
+    pub untouched: Vec<String>,
+    /// Entries left alone because they were changed since (never lose an edit).
+    pub kept: Vec<String>,
 }
 
 /// The answer to `GET /api/search`: the best hits of each kind.

@@ -37,6 +37,9 @@ pub const EVENT_DELTA: &str = "delta";
 pub const EVENT_DONE: &str = "done";
 /// SSE event name of [`ServerEvent::Error`].
 pub const EVENT_ERROR: &str = "error";
+/// SSE event name of [`MemoryEvent`], after `done` (clients that do not
+/// show memory skip it).
+pub const EVENT_MEMORY: &str = "memory";
 /// SSE event name of the first event of a turn, [`ContextReport`]: what the
 /// prompt included and dropped (clients that do not show it skip it).
 pub const EVENT_CONTEXT: &str = "context";
@@ -251,6 +254,29 @@ pub struct DoneEvent {
     /// Model that answered.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub model: Option<String>,
+    /// Other fields, kept as-is.
+    #[serde(flatten)]
+    pub extra: Map<String, Value>,
+}
+
+/// Payload of `event: memory`, after `done` when the memory interpreter
+/// ran on the exchange (product §7): what it remembered, or why nothing.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default, JsonSchema)]
+pub struct MemoryEvent {
+    /// The exchange: its answer's message id (what `wo memory show` and
+    /// `POST /api/memory/undo` take).
+    pub exchange: String,
+    /// The journal record (an element of `memory_log`: `ops`, `created`,
+    /// `resolved`, `touched`, `by`, `at`), when something was recorded.
+    #[serde(default, skip_serializing_if = "Value::is_null")]
+    pub record: Value,
+    /// Why nothing was remembered (a rejected or failed interpreter call).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
+    /// Stateless servers: the truth entries created or changed, to apply
+    /// like `done`'s; the client appends `record` to its own `memory_log`.
+    #[serde(default, skip_serializing_if = "Value::is_null")]
+    pub state_patch: Value,
     /// Other fields, kept as-is.
     #[serde(flatten)]
     pub extra: Map<String, Value>,

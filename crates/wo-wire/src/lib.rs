@@ -20,8 +20,8 @@ pub mod routes;
 
 pub use chat::{
     ChatParams, ChatRequest, ChatRole, ContextReport, DeltaEvent, DoneEvent, EVENT_CONTEXT,
-    EVENT_DELTA, EVENT_DONE, EVENT_ERROR, ErrorEvent, ServerEvent, StatelessChatRequest,
-    TruthEntry, Usage, WindowMessage,
+    EVENT_DELTA, EVENT_DONE, EVENT_ERROR, EVENT_MEMORY, ErrorEvent, MemoryEvent, ServerEvent,
+    StatelessChatRequest, TruthEntry, Usage, WindowMessage,
 };
 pub use error::{ErrorBody, ErrorDetail};
 pub use patch::{apply_merge_patch, apply_state_patch};
@@ -43,12 +43,20 @@ pub fn schemas() -> Vec<(&'static str, schemars::Schema)> {
         ("DeltaEvent", schema_for!(DeltaEvent)),
         ("DoneEvent", schema_for!(DoneEvent)),
         ("ErrorEvent", schema_for!(ErrorEvent)),
+        ("MemoryEvent", schema_for!(MemoryEvent)),
         ("Usage", schema_for!(Usage)),
         ("StatePatch", schema_for!(api::StatePatch)),
         ("StatePatched", schema_for!(api::StatePatched)),
         ("NewTruth", schema_for!(api::NewTruth)),
         ("TruthEdit", schema_for!(api::TruthEdit)),
         ("TruthDeleted", schema_for!(api::TruthDeleted)),
+        ("MemoryUndo", schema_for!(api::MemoryUndo)),
+        ("MemoryUndone", schema_for!(api::MemoryUndone)),
+        ("StatelessMemoryUndo", schema_for!(api::StatelessMemoryUndo)),
+        (
+            "StatelessMemoryUndone",
+            schema_for!(api::StatelessMemoryUndone),
+        ),
         ("DraftRequest", schema_for!(api::DraftRequest)),
         ("ApplyRequest", schema_for!(api::ApplyRequest)),
         ("ContextApplied", schema_for!(api::ContextApplied)),
@@ -73,5 +81,6 @@ pub const EVENTS: &[(&str, &str)] = &[
     (EVENT_CONTEXT, "ContextReport"),
     (EVENT_DELTA, "DeltaEvent"),
     (EVENT_DONE, "DoneEvent"),
+    (EVENT_MEMORY, "MemoryEvent"),
     (EVENT_ERROR, "ErrorEvent"),
 ];

@@ -101,6 +101,11 @@ pub const CHUNK_PATH: &str = "/api/chunks/{ref}";
 pub const CONTEXT_DRAFT_PATH: &str = "/api/context/draft";
 /// `POST`: saves a reviewed context draft ([`crate::api::ApplyRequest`]).
 pub const CONTEXT_APPLY_PATH: &str = "/api/context/apply";
+/// `POST`: undoes one exchange's memory operations ([`crate::api::MemoryUndo`]).
+pub const MEMORY_UNDO_PATH: &str = "/api/memory/undo";
+/// `POST`: a stateless client's undo of one exchange's memory operations
+/// ([`crate::api::StatelessMemoryUndo`]).
+pub const STATELESS_MEMORY_UNDO_PATH: &str = "/api/stateless/memory/undo";
 /// `POST`: a stateless turn ([`crate::StatelessChatRequest`], SSE).
 pub const STATELESS_CHAT_PATH: &str = "/api/stateless/chat";
 
@@ -154,6 +159,20 @@ pub const ROUTES: &[Route] = &[
         Some("TruthEntry"),
     ),
     route(Delete, TRUTH_ENTRY_PATH, Local, None, Some("TruthDeleted")),
+    route(
+        Post,
+        STATELESS_MEMORY_UNDO_PATH,
+        Stateless,
+        Some("StatelessMemoryUndo"),
+        Some("StatelessMemoryUndone"),
+    ),
+    route(
+        Post,
+        MEMORY_UNDO_PATH,
+        Local,
+        Some("MemoryUndo"),
+        Some("MemoryUndone"),
+    ),
     route(Post, CHAT_PATH, Local, Some("ChatRequest"), Some(STREAM)),
     // The upload is a whole llm.json, held to the file format's rules.
     route(Post, MERGE_PATH, Local, None, Some("MergeReport")),

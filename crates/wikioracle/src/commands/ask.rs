@@ -41,7 +41,7 @@ pub fn run(g: &GlobalOpts, args: AskArgs) -> Result<ExitCode> {
     // The state as the prompt is assembled from it, to name what each part
     // references (the turn borrows the store while it runs).
     let before = show_context.then(|| store.state().clone());
-    let answered_by = provider.clone();
+    req.memory = super::session::memory_step(&cfg, &provider, store.path());
     let outcome = rt.block_on(async {
         let watcher = cancel.clone();
         tokio::spawn(async move {
@@ -69,8 +69,17 @@ pub fn run(g: &GlobalOpts, args: AskArgs) -> Result<ExitCode> {
                         let _ = crate::render::write_safe(&mut stdout, text);
                     }
                 }
+                // The answer is complete before the memory step runs.
+                TurnEvent::Done(outcome) => {
+                    if !stream {
+                        outln!("{}", outcome.answer.trim_end());
+                    } else if !outcome.answer.ends_with('\n') {
+                        outln!();
+                    }
+                }
+                TurnEvent::Remembered(r) => super::session::report_memory(r),
                 // Reported below, from the result.
-                TurnEvent::Done(_) | TurnEvent::Failed(_) => {}
+                TurnEvent::Failed(_) => {}
             }),
         )
         .await
@@ -94,14 +103,6 @@ pub fn run(g: &GlobalOpts, args: AskArgs) -> Result<ExitCode> {
             return Ok(ExitCode::from(e.exit_code()));
         }
     };
-    if stream {
-        if !outcome.answer.ends_with('\n') {
-            outln!();
-        }
-    } else {
-        outln!("{}", outcome.answer.trim_end());
-    }
-    super::session::remember_turn(&rt, &cfg, &answered_by, &mut store, &outcome);
     if outcome.finish_reason.as_deref() == Some("length") {
         eoutln!("note: the answer was cut at --max-tokens");
     }

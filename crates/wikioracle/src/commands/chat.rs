@@ -117,6 +117,7 @@ pub fn run(g: &GlobalOpts, args: ChatArgs) -> Result<ExitCode> {
                 Vec::new()
             }
         };
+        req.memory = super::session::memory_step(&cfg, &provider, store.path());
         let cancel = Cancel::new();
         let mut assembled = None;
         let result = rt.block_on(async {
@@ -137,20 +138,24 @@ pub fn run(g: &GlobalOpts, args: ChatArgs) -> Result<ExitCode> {
                     TurnEvent::Delta(t) => {
                         let _ = crate::render::write_safe(&mut out, t);
                     }
-                    TurnEvent::Done(_) | TurnEvent::Failed(_) => {}
+                    // The answer ends its line before the memory step's note.
+                    TurnEvent::Done(_) => outln!(),
+                    TurnEvent::Remembered(r) => super::session::report_memory(r),
+                    TurnEvent::Failed(_) => {}
                 }),
             )
             .await;
             ctrl_c.abort();
             r
         });
-        outln!();
+        if result.is_err() {
+            outln!();
+        }
         match result {
             Ok(outcome) => {
                 if let Some(note) = crate::render::truncation_note(outcome.usage.as_ref()) {
                     eoutln!("{note}");
                 }
-                super::session::remember_turn(&rt, &cfg, &provider, &mut store, &outcome);
                 // The next turn follows this answer on the same branch.
                 parent = Some(outcome.assistant_id.clone());
                 last = assembled.map(|a| (outcome, a));

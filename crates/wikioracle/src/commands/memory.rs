@@ -81,6 +81,12 @@ pub fn run(g: &GlobalOpts, cmd: MemoryCommand) -> Result<ExitCode> {
                 }
             }
         }
+        MemoryCommand::Rebuild {
+            since,
+            dry_run,
+            yes,
+            provider,
+        } => return rebuild(g, since, dry_run, yes, provider),
         MemoryCommand::Undo { exchange } => {
             let mut store = open_store(g)?;
             let log = read_log(store.state());
@@ -115,6 +121,110 @@ pub fn run(g: &GlobalOpts, cmd: MemoryCommand) -> Result<ExitCode> {
             }
         }
     }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `wo memory rebuild`: the engine's `unremembered` exchanges, each
+/// interpreted by `remember` (one call, one transaction), with the cost
+/// shown first and a progress bar.
+fn rebuild(
+    g: &GlobalOpts,
+    since: Option<String>,
+    dry_run: bool,
+    yes: bool,
+    provider: Option<String>,
+) -> Result<ExitCode> {
+    use std::io::IsTerminal;
+    let since = since
+        .as_deref()
+        .map(|s| {
+            wo_format::query::parse_date_bound(s).ok_or_else(|| {
+                anyhow::anyhow!(
+                    "--since {s:?} is not a date\nhint: use YYYY-MM-DD or YYYY-MM-DDTHH:MM:SSZ"
+                )
+            })
+        })
+        .transpose()?;
+    let cfg = wo_providers::Config::load()?;
+    let name = provider
+        .or_else(|| cfg.interpreter.provider.clone())
+        .unwrap_or_else(|| cfg.default_provider().to_owned());
+    if let Some(unknown) = wo_engine::request::unknown_provider(&cfg, &name) {
+        bail!("--provider: {unknown}");
+    }
+    let mut store = open_store(g)?;
+    let known = wo_engine::chat::configured_models(&cfg);
+    let todo = wo_engine::memory::unremembered(store.state(), since.as_ref(), &known);
+    if todo.is_empty() {
+        outln!("nothing to rebuild: every exchange has a memory record");
+        return Ok(ExitCode::SUCCESS);
+    }
+    let project = store.path().parent().map(PathBuf::from);
+    let (_, prompt) = prompt_in_effect(
+        "interpreter",
+        project.as_deref(),
+        user_config_dir().as_deref(),
+    )?;
+    let (calls, tokens) = wo_engine::memory::rebuild_estimate(store.state(), &todo, &prompt);
+    outln!(
+        "{calls} exchange(s) to interpret with {name}: {calls} call(s), about {tokens} prompt tokens (plus the answers, and a retry where a reply is rejected)"
+    );
+    if dry_run {
+        return Ok(ExitCode::SUCCESS);
+    }
+    if !yes {
+        if !std::io::stdin().is_terminal() {
+            bail!(
+                "not starting without confirmation\nhint: add --yes to start, or --dry-run to see the cost only"
+            );
+        }
+        eout!("start? [y/N] ");
+        let mut answer = String::new();
+        std::io::stdin().read_line(&mut answer)?;
+        if !matches!(answer.trim(), "y" | "Y" | "yes") {
+            outln!("nothing done");
+            return Ok(ExitCode::SUCCESS);
+        }
+    }
+    let interpreter = wo_providers::build(&name, &cfg)?;
+    let by = format!("{}/{}", interpreter.name(), interpreter.default_model());
+    let rt = super::session::runtime()?;
+    let bar = indicatif::ProgressBar::new(todo.len() as u64);
+    bar.set_style(
+        indicatif::ProgressStyle::with_template("{bar:30} {pos}/{len} exchanges, {eta} left")
+            .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
+    );
+    let (mut recorded, mut operations, mut failed) = (0usize, 0usize, 0usize);
+    for exchange in &todo {
+        let result = rt.block_on(wo_engine::memory::remember(
+            &mut store,
+            interpreter.as_ref(),
+            exchange,
+            &prompt,
+            &by,
+        ));
+        match result {
+            Ok(rec) => {
+                recorded += 1;
+                operations += rec.ops.len();
+            }
+            // A store failure stops the run (the next exchange would fail
+            // the same way); what was recorded so far stays.
+            Err(wo_engine::memory::RememberError::Store(e)) => {
+                bar.abandon();
+                return Err(e.into());
+            }
+            Err(e) => {
+                failed += 1;
+                bar.suspend(|| eoutln!("note: {}: nothing remembered: {e}", exchange.answer_id));
+            }
+        }
+        bar.inc(1);
+    }
+    bar.finish_and_clear();
+    outln!(
+        "interpreted {recorded} exchange(s): {operations} operation(s); {failed} without a valid reply (run again to retry them)"
+    );
     Ok(ExitCode::SUCCESS)
 }
 

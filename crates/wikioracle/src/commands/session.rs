@@ -123,48 +123,40 @@ pub fn runtime() -> Result<tokio::runtime::Runtime> {
         .context("cannot start the async runtime")
 }
 
-/// After a saved turn: the memory interpreter (product §7) as `[interpreter]`
-/// says (`off`, `after`, `background`: the CLI exits only when it is done,
-/// the answer is already shown). Never fails the command: the turn is saved;
-/// a rejected or failed call is a note on stderr and changes nothing.
-pub fn remember_turn(
-    rt: &tokio::runtime::Runtime,
+/// The memory step (product §7) a turn answered by `answered_by` runs after
+/// its commit, as `[interpreter]` says (`off`, `after`, `background`: the
+/// CLI exits only when it is done either way, the answer already shown).
+/// A step that cannot be set up is a note on stderr; the turn goes on.
+pub fn memory_step(
     cfg: &Config,
     answered_by: &Arc<dyn Provider>,
-    store: &mut Store,
-    outcome: &wo_engine::chat::TurnOutcome,
-) {
-    use wo_engine::memory::{Exchange, prompt_in_effect, remember};
-    use wo_providers::config::InterpreterMode;
-    if cfg.interpreter_mode() == InterpreterMode::Off {
-        return;
+    state_file: &Path,
+) -> Option<wo_engine::chat::MemoryStep> {
+    if cfg.interpreter_mode() == wo_providers::config::InterpreterMode::Off {
+        return None;
     }
-    let provider = match &cfg.interpreter.provider {
+    let interpreter = match &cfg.interpreter.provider {
         Some(name) => match wo_providers::build(name, cfg) {
-            Ok(p) => p,
+            Ok(p) => Some(p),
             Err(e) => {
                 eoutln!("note: memory: [interpreter] provider {name:?}: {e}");
-                return;
+                return None;
             }
         },
-        None => answered_by.clone(),
+        None => None,
     };
-    let user_dir = wo_providers::config::config_path(cfg.env())
-        .and_then(|p| p.parent().map(Path::to_path_buf));
-    let project = store.path().parent().map(Path::to_path_buf);
-    let prompt = match prompt_in_effect("interpreter", project.as_deref(), user_dir.as_deref()) {
-        Ok((_, text)) => text,
-        Err(e) => {
+    wo_engine::memory::step_for(cfg, answered_by, interpreter, state_file.parent()).unwrap_or_else(
+        |e| {
             eoutln!("note: memory: {e}");
-            return;
-        }
-    };
-    let by = format!("{}/{}", provider.name(), provider.default_model());
-    let exchange = Exchange {
-        question_id: outcome.user_id.clone(),
-        answer_id: outcome.assistant_id.clone(),
-    };
-    match rt.block_on(remember(store, provider.as_ref(), &exchange, &prompt, &by)) {
+            None
+        },
+    )
+}
+
+/// One line on stderr for what the memory step did (never fails the
+/// command: the turn is saved; a rejected call changed nothing).
+pub fn report_memory(remembered: &wo_engine::chat::Remembered) {
+    match &remembered.result {
         Ok(rec) if !rec.ops.is_empty() => eoutln!(
             "memory: {} operation(s) from this exchange (wo memory show {})",
             rec.ops.len(),

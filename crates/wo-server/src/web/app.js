@@ -485,7 +485,9 @@ async function postSse(path, body, on, signal) {
     last = event;
     if (on[event]) on[event](payload);
   };
-  const finished = () => last === 'done' || last === 'error';
+  // After `done` a `memory` event may follow (the interpreter ran on the
+  // exchange); the stream ends after it, or right after `done` without one.
+  const finished = () => last === 'memory' || last === 'error';
   while (!finished()) {
     const { value, done } = await reader.read();
     if (done) break;
@@ -763,6 +765,8 @@ const app = {
   leaf: null, // id of the last message of the displayed branch
   branchFrom: null, // {id, previousLeaf} while "branch from here" is active
   reports: new Map(), // assistant id → ContextReport of this session
+  memoryPending: new Set(), // answer ids whose memory step is running
+  memoryNotes: new Map(), // answer id → why nothing was remembered
   streaming: null, // {controller}
   plainCache: new Map(),
 };
@@ -794,6 +798,13 @@ const local = {
     return body;
   },
   async afterDone() {
+    await local.load();
+  },
+  async afterMemory() {
+    await local.load();
+  },
+  async undoMemory(exchange) {
+    await api('/api/memory/undo', { method: 'POST', body: { exchange } });
     await local.load();
   },
   async addTruth(t) {
@@ -901,6 +912,26 @@ const stateless = {
     }
     app.total = app.state.messages.length;
     await idbPut(app.state);
+  },
+  async afterMemory(m) {
+    if (isObject(m.state_patch)) {
+      app.state = applyStatePatch(app.state, m.state_patch);
+      normalizeLoaded(app.state);
+      await normalizeState(app.state);
+    }
+    if (isObject(m.record)) {
+      if (!Array.isArray(app.state.memory_log)) app.state.memory_log = [];
+      app.state.memory_log.push(m.record);
+    }
+    await idbPut(app.state);
+  },
+  async undoMemory(exchange) {
+    // The journal and the truth entries are in this browser: the server's
+    // undo runs on what is sent and answers the changes to apply.
+    const body = { exchange, memory_log: app.state.memory_log || [], truth: app.state.truth.trust };
+    const r = await api('/api/stateless/memory/undo', { method: 'POST', body });
+    applyUndo(r);
+    await stateless.save();
   },
   async addTruth(t) {
     const timestamp = nowStamp();
@@ -1183,7 +1214,83 @@ function messageItem(m, tree, onBranch) {
         onBranch ? null : h('span', { class: 'tag' }, ' · other branch'))),
     h('div', { class: 'msg-content rendered', 'data-testid': 'message-content' }, renderXhtml(m.content)),
     contextDetails(m),
+    memoryDetails(m),
     actions));
+}
+
+// ------------------------------------------------------------------ memory
+
+/// What the memory interpreter recorded for the exchange answered by `id`
+/// (the newest record not undone), from the state's `memory_log`.
+function memoryRecordFor(id) {
+  const log = Array.isArray(app.state.memory_log) ? app.state.memory_log : [];
+  for (let i = log.length - 1; i >= 0; i--) {
+    const r = log[i];
+    if (isObject(r) && r.exchange === id && !r.undone) return r;
+  }
+  return null;
+}
+
+function describeOp(op, titleOf) {
+  if (!isObject(op)) return null;
+  switch (op.op) {
+    case 'add': return `${op.kind || 'fact'}: ${op.title}`;
+    case 'open_effort': return `effort opened: ${op.title}`;
+    case 'resolve': return `effort resolved: ${titleOf(op.id)}`;
+    case 'supersede': return `replaced “${titleOf(op.id)}” with: ${op.title}`;
+    case 'touch': return null;
+    default: return String(op.op || '');
+  }
+}
+
+function memoryDetails(m) {
+  if (roleOf(m) !== 'assistant') return null;
+  if (app.memoryPending.has(m.id)) {
+    return h('p', { class: 'msg-note memory-note', 'data-testid': 'memory-pending' }, 'Remembering…');
+  }
+  const rec = memoryRecordFor(m.id);
+  if (rec) {
+    const titles = new Map(app.state.truth.trust.map((t) => [t.id, t.title]));
+    const titleOf = (id) => titles.get(id) || id;
+    const items = (Array.isArray(rec.ops) ? rec.ops : []).map((op) => describeOp(op, titleOf)).filter(Boolean);
+    if (!items.length) return null;
+    return h('div', { class: 'memory-used', 'data-testid': 'memory-remembered' },
+      h('span', { class: 'memory-label' }, 'Remembered'),
+      h('ul', {}, items.map((t) => h('li', { 'data-testid': 'memory-item' }, t))),
+      h('button', {
+        type: 'button', class: 'small', 'data-testid': 'memory-undo', 'aria-label': 'Undo what was remembered from this exchange',
+        onclick: () => run(() => backend().undoMemory(m.id), 'Undone: what this exchange taught is forgotten.'),
+      }, 'Undo'));
+  }
+  const note = app.memoryNotes.get(m.id);
+  if (note) return h('p', { class: 'msg-note memory-note', 'data-testid': 'memory-note' }, `Nothing remembered: ${note}`);
+  return null;
+}
+
+/// A stateless undo's answer applied to this browser's state.
+function applyUndo(r) {
+  const t = app.state.truth;
+  const removed = new Set(isObject(r.undone) && Array.isArray(r.undone.removed) ? r.undone.removed : []);
+  t.trust = t.trust.filter((e) => !removed.has(e.id));
+  for (const e of Array.isArray(r.trust) ? r.trust : []) {
+    const i = t.trust.findIndex((x) => x.id === e.id);
+    if (i >= 0) t.trust[i] = e;
+    else t.trust.push(e);
+  }
+  const tombstones = Array.isArray(r.deleted) ? r.deleted : [];
+  if (tombstones.length) {
+    const fresh = new Set(tombstones.map((d) => d.id));
+    t.deleted = (t.deleted || []).filter((d) => !fresh.has(d.id)).concat(tombstones);
+    t.deleted.sort((a, b) => (a.id < b.id ? -1 : a.id > b.id ? 1 : 0));
+  }
+  if (Array.isArray(r.memory_log)) app.state.memory_log = r.memory_log;
+}
+
+async function applyMemory(m) {
+  app.memoryPending.delete(m.exchange);
+  if (typeof m.note === 'string') app.memoryNotes.set(m.exchange, m.note);
+  await backend().afterMemory(m);
+  renderAll();
 }
 
 function contextDetails(m) {
@@ -1452,9 +1559,14 @@ async function send() {
   let done = null;
   let failure = null;
   let streamed = '';
+  // The answer is finished at `done`; the memory step's event may come
+  // later on the same stream and is applied once the answer is saved.
+  let answerSaved = null;
+  let sawDone;
+  const doneSeen = new Promise((resolve) => { sawDone = resolve; });
   try {
     const body = await backend().chatBody(text, parent, params);
-    await postSse(backend().chatPath, body, {
+    const streaming = postSse(backend().chatPath, body, {
       context: (r) => { report = r; },
       delta: (d) => {
         const t = typeof d.text === 'string' ? d.text : '';
@@ -1462,10 +1574,27 @@ async function send() {
         answerText.append(document.createTextNode(t));
         if (app.follow) scrollToLatest();
       },
-      done: (d) => { done = d; },
+      done: (d) => {
+        done = d;
+        if (d && d.assistant_message_id) app.memoryPending.add(d.assistant_message_id);
+        sawDone();
+      },
+      memory: (m) => {
+        if (isObject(m) && typeof m.exchange === 'string') {
+          Promise.resolve(answerSaved).then(() => applyMemory(m)).catch(reportError);
+        }
+      },
       error: (e) => { failure = new ApiError(0, e.kind || 'provider', e.message || 'The model failed.'); },
     }, controller.signal);
-    if (!done && !failure) failure = new ApiError(0, 'internal', 'The connection closed before the answer finished; nothing was saved.');
+    await Promise.race([streaming, doneSeen]);
+    if (done) {
+      const id = done.assistant_message_id;
+      streaming.catch(() => {}).finally(() => {
+        if (id && app.memoryPending.delete(id)) renderMessages();
+      });
+    } else if (!failure) {
+      failure = new ApiError(0, 'internal', 'The connection closed before the answer finished; nothing was saved.');
+    }
   } catch (e) {
     failure = e;
   }
@@ -1499,7 +1628,8 @@ async function send() {
   }
   try {
     if (report && done.assistant_message_id) app.reports.set(done.assistant_message_id, report);
-    await backend().afterDone(done);
+    answerSaved = backend().afterDone(done);
+    await answerSaved;
     // Saved: the draft has become a stored message, unless the user has
     // already started typing the next one while the answer streamed.
     saveDraft($('composer-input').value);

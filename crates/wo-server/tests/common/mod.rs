@@ -22,6 +22,9 @@ pub struct Script {
     pub delay: Duration,
     /// Answer this HTTP status instead of a stream.
     pub fail_status: Option<u16>,
+    /// What the memory interpreter's calls (those asking for structured
+    /// output, `response_format`) are answered instead of `tokens`.
+    pub memory_reply: Option<String>,
 }
 
 impl Script {
@@ -30,7 +33,14 @@ impl Script {
             tokens: text.split_inclusive(' ').map(str::to_owned).collect(),
             delay: Duration::ZERO,
             fail_status: None,
+            memory_reply: None,
         }
+    }
+
+    /// Also answers the memory interpreter's calls with `reply`.
+    pub fn remembering(mut self, reply: &str) -> Self {
+        self.memory_reply = Some(reply.to_owned());
+        self
     }
 }
 
@@ -51,9 +61,12 @@ pub async fn upstream(script: Script) -> Upstream {
     let app = axum::Router::new().route(
         "/v1/chat/completions",
         post(move |body: axum::body::Bytes| {
-            let script = script.clone();
+            let mut script = script.clone();
             r.fetch_add(1, Ordering::SeqCst);
-            if let Ok(v) = serde_json::from_slice(&body) {
+            if let Ok(v) = serde_json::from_slice::<serde_json::Value>(&body) {
+                if let (Some(reply), Some(_)) = (&script.memory_reply, v.get("response_format")) {
+                    script.tokens = vec![reply.clone()];
+                }
                 b.lock().unwrap().push(v);
             }
             async move {
@@ -110,7 +123,7 @@ pub async fn upstream(script: Script) -> Upstream {
 /// A config whose default provider `fake` is the upstream.
 pub fn config_for(upstream: SocketAddr, dir: &std::path::Path) -> wo_providers::Config {
     let text = format!(
-        "[defaults]\nprovider = \"fake\"\n\n[providers.fake]\nkind = \"openai\"\nbase_url = \"http://{upstream}/v1\"\nmodel = \"fake-1\"\n"
+        "[defaults]\nprovider = \"fake\"\n\n[providers.fake]\nkind = \"openai\"\nbase_url = \"http://{upstream}/v1\"\nmodel = \"fake-1\"\n\n[interpreter]\nmode = \"off\"\n"
     );
     let path = dir.join("config.toml");
     std::fs::write(&path, &text).unwrap();
