@@ -40,9 +40,12 @@ pub const PRIVATE: Mode = Mode::Keep { new: 0o600 };
 /// directory fsync failed, which the error's text says (use [`stage`] and
 /// [`Staged::commit`] to tell the two apart).
 pub fn write_atomic(path: &Path, chunks: &[&[u8]]) -> io::Result<fs::Metadata> {
-    write_atomic_with(path, PRIVATE, |w| {
-        chunks.iter().try_for_each(|chunk| w.write_all(chunk))
-    })
+    write_atomic_with(path, PRIVATE, write_chunks(chunks))
+}
+
+/// A writer of `chunks`, in order.
+fn write_chunks<'a>(chunks: &'a [&[u8]]) -> impl FnOnce(&mut dyn Write) -> io::Result<()> + 'a {
+    move |w| chunks.iter().try_for_each(|chunk| w.write_all(chunk))
 }
 
 /// [`write_atomic`] with the content written by `write` (streamed through
@@ -91,9 +94,7 @@ pub enum CommitError {
 /// Writes `chunks` to a temp file beside `path` with [`PRIVATE`]
 /// permissions and fsyncs it (see [`stage_with`]).
 pub fn stage(path: &Path, chunks: &[&[u8]]) -> io::Result<Staged> {
-    stage_with(path, PRIVATE, |w| {
-        chunks.iter().try_for_each(|chunk| w.write_all(chunk))
-    })
+    stage_with(path, PRIVATE, write_chunks(chunks))
 }
 
 /// Writes a temp file beside `path` (same directory, so the rename is
