@@ -2,8 +2,9 @@
 //! turn is recorded afterwards. Shared by `wo ask`, `wo chat` and the server
 //! so that retrieval and budgeting behave the same everywhere.
 //!
-//! * [`text`] — tokenising text for retrieval.
-//! * [`bm25`] — a small BM25 index over any set of documents.
+//! * [`bm25`] — `wo_text::bm25`, re-exported: one query scored over any
+//!   set of documents (the tokenizer and formula live in `wo-text`, shared
+//!   with the directory index).
 //! * [`retrieve`] — ranking truth entries (relevance × certainty/recency
 //!   prior) and recalling earlier messages.
 //! * [`assemble`] — building the prompt within a token budget, recording
@@ -23,7 +24,6 @@
 //! * [`synopsis`] — drafting the context synopsis from the index catalog.
 
 pub mod assemble;
-pub mod bm25;
 pub mod chat;
 pub mod context_update;
 pub mod explain;
@@ -32,8 +32,9 @@ pub mod memory;
 pub mod request;
 pub mod retrieve;
 pub mod synopsis;
-pub mod text;
 pub mod turn;
+
+pub use wo_text::bm25;
 
 pub use assemble::{
     Assembled, AssemblyOptions, ChunkCandidate, Dropped, Included, SourceKind, assemble,

@@ -13,7 +13,7 @@ use std::collections::HashSet;
 
 use wo_format::{EffectivePrefs, Expires, Message, Timestamp, TruthEntry};
 
-use crate::bm25;
+use wo_text::bm25;
 
 /// Age at which recency halves (30 days).
 pub const RECENCY_HALF_LIFE_SECS: f64 = 30.0 * 86_400.0;

@@ -1,6 +1,7 @@
 //! Recording a finished turn: the user and assistant messages it appends,
 //! with cheap titles, provenance and `refs` counting (product §1, §7).
 
+use wo_format::title::title_for;
 use wo_format::xhtml::{markdown_to_xhtml, text_to_xhtml, to_plain_text};
 use wo_format::{Message, Role, State, Timestamp, Usage};
 
@@ -23,37 +24,6 @@ pub struct CompletedTurn {
     pub sources: Vec<String>,
     /// The message the prompt follows (branching), if any.
     pub parent: Option<String>,
-}
-
-/// A short title: the first sentence or line, at most 60 characters, cut at
-/// a word boundary.
-pub fn title_for(text: &str) -> String {
-    let first = text
-        .split(['\n', '.', '?', '!'])
-        .map(str::trim)
-        .find(|s| !s.is_empty())
-        .unwrap_or("");
-    let mut title = String::new();
-    for word in first.split_whitespace() {
-        if title.chars().count() + word.chars().count() + 1 > 60 {
-            if title.is_empty() {
-                title = word.chars().take(59).collect();
-                title.push('…');
-            } else {
-                title.push('…');
-            }
-            return title;
-        }
-        if !title.is_empty() {
-            title.push(' ');
-        }
-        title.push_str(word);
-    }
-    if title.is_empty() {
-        "(empty)".to_owned()
-    } else {
-        title
-    }
 }
 
 /// A model's Markdown answer as the sanitised XHTML a message stores. Linear
@@ -176,16 +146,6 @@ mod tests {
         let x = answer_xhtml(&answer);
         assert!(x.contains("deep"));
         wo_format::xhtml::check_fragment(&x).unwrap();
-    }
-
-    #[test]
-    fn titles_are_short_and_cut_at_words() {
-        assert_eq!(title_for("What is BM25? Explain."), "What is BM25");
-        assert_eq!(title_for("\n\n  hello world\nmore"), "hello world");
-        let long = "word ".repeat(30);
-        let t = title_for(&long);
-        assert!(t.chars().count() <= 61 && t.ends_with('…'), "{t}");
-        assert_eq!(title_for(""), "(empty)");
     }
 
     #[test]

@@ -33,6 +33,7 @@ use std::time::Duration;
 use futures::StreamExt;
 use reqwest::dns::{Addrs, Name, Resolve, Resolving};
 use url::{Host, Url};
+use wo_format::xhtml::{Whitespace, collapse_whitespace, html_to_text};
 
 pub use addr::refusal_reason as address_refusal_reason;
 pub use html::links_in_xhtml;
@@ -90,54 +91,123 @@ pub struct Fetched {
 /// A safety rule that refused a URL or an address.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum Refusal {
+    /// Not http or https.
     #[error("refused {url}: scheme {scheme:?} is not allowed (only http and https)")]
-    Scheme { url: String, scheme: String },
+    Scheme {
+        /// The URL refused.
+        url: String,
+        /// Its scheme.
+        scheme: String,
+    },
+    /// A URL without a host.
     #[error("refused {url}: it has no host")]
-    NoHost { url: String },
+    NoHost {
+        /// The URL refused.
+        url: String,
+    },
+    /// The host is on the block list.
     #[error("refused {url}: host {host} is on the block list (entry {entry:?})")]
     BlockedDomain {
+        /// The URL refused.
         url: String,
+        /// The host.
         host: String,
+        /// The block list entry that matched.
         entry: String,
     },
+    /// An allow list is set and the host is not on it.
     #[error("refused {url}: host {host} is not on the allow list")]
-    NotAllowedDomain { url: String, host: String },
+    NotAllowedDomain {
+        /// The URL refused.
+        url: String,
+        /// The host.
+        host: String,
+    },
+    /// The URL's host is an IP literal that is not a public address.
     #[error("refused {url}: address {addr} is a {reason}")]
     Address {
+        /// The URL refused.
         url: String,
+        /// The address.
         addr: IpAddr,
+        /// What kind of address it is (loopback, private, link-local, …).
         reason: &'static str,
     },
+    /// A DNS name resolved to a non-public address (one is enough).
     #[error("refused host {host}: it resolves to {addr}, a {reason}")]
     ResolvedAddress {
+        /// The host.
         host: String,
+        /// The non-public address among its answers.
         addr: IpAddr,
+        /// What kind of address it is.
         reason: &'static str,
     },
+    /// A DNS name with no address.
     #[error("refused host {host}: it resolves to no address")]
-    NoAddress { host: String },
+    NoAddress {
+        /// The host.
+        host: String,
+    },
 }
 
 /// Why a fetch failed.
 #[derive(Debug, thiserror::Error)]
 pub enum FetchError {
+    /// The URL does not parse.
     #[error("invalid URL {url:?}: {reason}")]
-    InvalidUrl { url: String, reason: String },
+    InvalidUrl {
+        /// The URL as given.
+        url: String,
+        /// Why it does not parse.
+        reason: String,
+    },
+    /// A safety rule refused the URL, a redirect or an address.
     #[error(transparent)]
     Refused(#[from] Refusal),
+    /// More redirect hops than the policy allows.
     #[error("refused {url}: more than {max} redirects")]
-    TooManyRedirects { url: String, max: usize },
+    TooManyRedirects {
+        /// The URL fetched.
+        url: String,
+        /// The most hops allowed.
+        max: usize,
+    },
+    /// The whole fetch took longer than its deadline.
     #[error("fetching {url} timed out after {timeout:?}")]
-    Timeout { url: String, timeout: Duration },
+    Timeout {
+        /// The URL fetched.
+        url: String,
+        /// The deadline.
+        timeout: Duration,
+    },
+    /// The server answered with a non-success status.
     #[error("{url} answered HTTP {status}")]
-    Status { url: String, status: u16 },
+    Status {
+        /// The URL fetched.
+        url: String,
+        /// The HTTP status.
+        status: u16,
+    },
+    /// The body is not HTML, XHTML or plain text.
     #[error(
         "refused {url}: content type {content_type:?} is not text \
          (only text/html, application/xhtml+xml and text/plain)"
     )]
-    ContentType { url: String, content_type: String },
+    ContentType {
+        /// The URL fetched.
+        url: String,
+        /// The content type it was served as.
+        content_type: String,
+    },
+    /// Connecting or reading failed.
     #[error("fetching {url} failed: {message}")]
-    Http { url: String, message: String },
+    Http {
+        /// The URL fetched.
+        url: String,
+        /// What failed.
+        message: String,
+    },
 }
 
 /// What the redirect policy and the resolver hand back through reqwest's error chain; we dig it
@@ -406,8 +476,11 @@ async fn fetch_inner(
     // yield its readable parts.
     let raw = String::from_utf8_lossy(&body);
     let (title, text) = match kind {
-        Kind::Html => html::html_to_text(&raw),
-        Kind::Plain => (None, html::plain_text(&raw)),
+        Kind::Html => {
+            let page = html_to_text(&raw, Whitespace::Collapse);
+            (page.title, page.text)
+        }
+        Kind::Plain => (None, collapse_whitespace(&raw)),
     };
     Ok(Fetched {
         url: final_url,

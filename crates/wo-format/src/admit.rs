@@ -25,6 +25,7 @@ use crate::xhtml;
 /// A state fit to merge, with what had to be cleaned on the way in.
 #[derive(Clone, Debug)]
 pub struct Admitted {
+    /// The state, sanitised where it had to be and ready to merge.
     pub state: State,
     /// JSON pointers (into the input) of XHTML content that broke the
     /// content rules and was replaced by its sanitised form.
@@ -136,6 +137,7 @@ impl KnownMessages {
         self.spans.len()
     }
 
+    /// True when no message is known (every message will be parsed).
     pub fn is_empty(&self) -> bool {
         self.spans.is_empty()
     }

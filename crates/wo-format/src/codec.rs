@@ -235,10 +235,12 @@ impl MessageCache {
         self.ends.len()
     }
 
+    /// True when nothing is cached (the next save serialises every message).
     pub fn is_empty(&self) -> bool {
         self.ends.is_empty()
     }
 
+    /// Forgets every cached message (after a change the cache cannot follow).
     pub fn clear(&mut self) {
         *self = MessageCache::default();
     }
@@ -264,20 +266,26 @@ pub fn write_canonical(state: &State, cache: &mut MessageCache, out: &mut Vec<u8
 /// The canonical bytes of a state in three pieces, so a writer can send the
 /// (possibly huge) messages region from the cache without copying it.
 pub struct CanonicalParts<'c> {
+    /// Everything before the messages' elements (`{`, `version` … `"messages": [`).
     pub head: Vec<u8>,
+    /// The messages' elements, borrowed from the [`MessageCache`].
     pub messages: &'c [u8],
+    /// Everything after them (`]`, `truth`, unknown fields, the closing `}`).
     pub tail: Vec<u8>,
 }
 
 impl CanonicalParts<'_> {
+    /// The three pieces in order, to write one after another.
     pub fn chunks(&self) -> [&[u8]; 3] {
         [&self.head, self.messages, &self.tail]
     }
 
+    /// Total length in bytes.
     pub fn len(&self) -> usize {
         self.head.len() + self.messages.len() + self.tail.len()
     }
 
+    /// True when there are no bytes at all (never for a real state).
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }

@@ -14,6 +14,7 @@ mod model_de;
 pub mod query;
 pub mod rawjson;
 pub mod timestamp;
+pub mod title;
 pub mod validate;
 pub mod xhtml;
 

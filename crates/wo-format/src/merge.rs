@@ -41,12 +41,15 @@ pub struct MergeReport {
     pub messages_replaced: Vec<String>,
     /// Messages already present (identical or losing a conflict).
     pub messages_skipped: usize,
+    /// Ids of truth entries new to the base.
     pub truth_added: Vec<String>,
+    /// Ids of truth entries whose incoming version was newer and won.
     pub truth_updated: Vec<String>,
     /// Entries already present, older, or tombstoned.
     pub truth_skipped: usize,
     /// Entries removed by an incoming tombstone.
     pub truth_deleted: Vec<String>,
+    /// Ids of tombstones new to the base.
     pub tombstones_added: Vec<String>,
 }
 

@@ -155,8 +155,11 @@ pub struct Merge3Report {
 /// disk) and a report.
 #[derive(Debug)]
 pub struct Merged {
+    /// The merged state: `theirs` with this writer's own changes on top.
     pub state: State,
+    /// The baseline of `theirs` (what is on disk now): the base of the next merge.
     pub baseline: Baseline,
+    /// What was applied and what conflicted.
     pub report: Merge3Report,
 }
 

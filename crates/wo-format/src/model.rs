@@ -27,12 +27,18 @@ pub type Extra = std::collections::BTreeMap<String, RawJson>;
 /// that unknown fields keep their exact text and need no buffering.)
 #[derive(Clone, Debug)]
 pub struct State {
+    /// Format version; always [`VERSION`] (the compatibility gate).
     pub version: u64,
+    /// Schema identifier; writers write [`SCHEMA_URL`].
     pub schema: String,
+    /// When the file last changed; set by the writer on every save.
     pub date: Timestamp,
+    /// The operating context (XHTML), sent with every query.
     pub context: String,
     pub(crate) messages: Vec<Message>,
+    /// Curated knowledge and retrieval preferences.
     pub truth: Truth,
+    /// Unknown top-level fields (e.g. `memory_log`), kept as written.
     pub extra: Extra,
     /// How many leading messages are unchanged since [`State::mark_saved`];
     /// lets the store re-use their serialised bytes (append fast path).
@@ -45,12 +51,16 @@ pub struct State {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Role {
+    /// A person.
     User,
+    /// A model.
     Assistant,
+    /// Instructions to the model (`username` `system`).
     System,
 }
 
 impl Role {
+    /// The name as written in the file (`user`, `assistant`, `system`).
     pub fn as_str(self) -> &'static str {
         match self {
             Role::User => "user",
@@ -65,25 +75,33 @@ impl Role {
 pub struct Message {
     /// Content-addressed id (`m_` + 16 hex); derived when missing on read.
     pub id: String,
+    /// A short label for lists (see [`crate::title::title_for`]).
     pub title: String,
+    /// Who wrote it: a person's name, or a model's name and version.
     pub username: String,
+    /// When it was written; the transcript is sorted by (timestamp, id).
     pub timestamp: Timestamp,
     /// XHTML fragment.
     pub content: String,
+    /// Who spoke; when absent, derived (see [`Message::role_with_models`]).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub role: Option<Role>,
     /// The message this one answers or follows (conversation tree).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub parent: Option<String>,
+    /// The provider that wrote an assistant message.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub provider: Option<String>,
+    /// The model that wrote an assistant message.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub model: Option<String>,
+    /// The provider's token accounting for the answer.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub usage: Option<Usage>,
     /// Ids of truth entries, messages and chunks sent as context.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub sources: Option<Vec<String>>,
+    /// Unknown fields, kept as written.
     #[serde(flatten)]
     pub extra: Extra,
 }
@@ -91,10 +109,13 @@ pub struct Message {
 /// Token accounting reported by a provider.
 #[derive(Clone, Debug, Default, PartialEq, Serialize)]
 pub struct Usage {
+    /// Tokens the prompt took.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub prompt_tokens: Option<u64>,
+    /// Tokens the answer took.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub completion_tokens: Option<u64>,
+    /// Unknown fields, kept as written.
     #[serde(flatten)]
     pub extra: Extra,
 }
@@ -102,11 +123,14 @@ pub struct Usage {
 /// `truth`: curated knowledge plus retrieval preferences.
 #[derive(Clone, Debug, Default, PartialEq, Serialize)]
 pub struct Truth {
+    /// The curated entries.
     pub trust: Vec<TruthEntry>,
+    /// Retrieval knobs as written (see [`RetrievalPrefs::effective`]).
     pub retrieval_prefs: RetrievalPrefs,
     /// Tombstones: deleted entries an older export must not resurrect.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub deleted: Vec<Tombstone>,
+    /// Unknown fields, kept as written.
     #[serde(flatten)]
     pub extra: Extra,
 }
@@ -115,9 +139,13 @@ pub struct Truth {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum TruthKind {
+    /// Something true about the user or the world.
     Fact,
+    /// Something being worked on; has a [`EffortStatus`].
     Effort,
+    /// Something that happened, at a time.
     Event,
+    /// Anything else worth keeping.
     Note,
 }
 
@@ -125,7 +153,9 @@ pub enum TruthKind {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum EffortStatus {
+    /// Still being worked on.
     Open,
+    /// Done; `resolution` says how.
     Resolved,
 }
 
@@ -133,7 +163,9 @@ pub enum EffortStatus {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(untagged)]
 pub enum Expires {
+    /// `true`: aged out now; `false`: never.
     Flag(bool),
+    /// Aged out of retrieval after this instant (archived, not deleted).
     At(Timestamp),
 }
 
@@ -142,26 +174,36 @@ pub enum Expires {
 pub struct TruthEntry {
     /// Content-addressed id (`t_` + 16 hex); derived when missing on read.
     pub id: String,
+    /// A short label; part of the id.
     pub title: String,
+    /// When the entry was created.
     pub timestamp: Timestamp,
     /// In [0, 1].
     pub certainty: f64,
     /// XHTML fragment.
     pub content: String,
+    /// What sort of knowledge it is.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub kind: Option<TruthKind>,
+    /// For efforts: open or resolved.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub status: Option<EffortStatus>,
+    /// For a resolved effort: how.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub resolution: Option<String>,
+    /// Id of the entry this one replaces (that one is kept, not deleted).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub supersedes: Option<String>,
+    /// Free-form labels.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub tags: Option<Vec<String>>,
+    /// When the entry ages out of retrieval.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub expires: Option<Expires>,
+    /// How many prompts have used it.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub refs: Option<u64>,
+    /// Last edit; decides merge conflicts (else `timestamp`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub updated: Option<Timestamp>,
     /// Id of the message it was distilled from.
@@ -170,6 +212,7 @@ pub struct TruthEntry {
     /// Who made the entry from what, and when (memory, product §7).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub provenance: Option<Provenance>,
+    /// Unknown fields, kept as written.
     #[serde(flatten)]
     pub extra: Extra,
 }
@@ -189,6 +232,7 @@ pub struct Provenance {
     /// Id of the exchange (its answer's message id) whose operations made it.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub exchange: Option<String>,
+    /// Unknown fields, kept as written.
     #[serde(flatten)]
     pub extra: Extra,
 }
@@ -203,17 +247,22 @@ impl TruthEntry {
 /// The fields of a truth entry an edit may change (`None` = unchanged).
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct TruthEdit {
+    /// A new title.
     pub title: Option<String>,
     /// XHTML fragment, already sanitised.
     pub content: Option<String>,
+    /// A new certainty, in [0, 1].
     pub certainty: Option<f64>,
 }
 
 /// A deleted truth entry.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct Tombstone {
+    /// Id of the deleted entry.
     pub id: String,
+    /// When it was deleted.
     pub date: Timestamp,
+    /// Unknown fields, kept as written.
     #[serde(flatten)]
     pub extra: Extra,
 }
@@ -221,16 +270,22 @@ pub struct Tombstone {
 /// `truth.retrieval_prefs`; absent knobs take product §1's defaults.
 #[derive(Clone, Debug, Default, PartialEq, Serialize)]
 pub struct RetrievalPrefs {
+    /// Most truth entries sent per query (default 8).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub max_entries: Option<u64>,
+    /// Entries below this certainty are never sent (default 0).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub min_certainty: Option<f64>,
+    /// Rank by certainty as well as relevance (default true).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub prefer_higher_certainty: Option<bool>,
+    /// Certainty's share of the prior (default 0.7).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub certainty_weight: Option<f64>,
+    /// Recency's share of the prior (default 0.3).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub recency_weight: Option<f64>,
+    /// Unknown fields, kept as written.
     #[serde(flatten)]
     pub extra: Extra,
 }
@@ -238,10 +293,15 @@ pub struct RetrievalPrefs {
 /// Retrieval knobs with defaults applied and weights normalised to sum 1.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct EffectivePrefs {
+    /// Most truth entries sent per query.
     pub max_entries: usize,
+    /// Entries below this certainty are never sent.
     pub min_certainty: f64,
+    /// Rank by certainty as well as relevance.
     pub prefer_higher_certainty: bool,
+    /// Certainty's share of the prior (with `recency_weight`, sums to 1).
     pub certainty_weight: f64,
+    /// Recency's share of the prior.
     pub recency_weight: f64,
 }
 
@@ -258,6 +318,9 @@ impl RetrievalPrefs {
         }
     }
 
+    /// The knobs in effect: product §1's defaults for what is absent, the two
+    /// weights normalised to sum 1 (a negative weight counts as 0; both 0 means
+    /// the defaults).
     pub fn effective(&self) -> EffectivePrefs {
         let cw = self.certainty_weight.unwrap_or(0.7).max(0.0);
         let rw = self.recency_weight.unwrap_or(0.3).max(0.0);

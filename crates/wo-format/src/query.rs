@@ -19,6 +19,7 @@ pub struct MessageFilter {
 }
 
 impl MessageFilter {
+    /// True when `m` passes every filter that is set.
     pub fn matches(&self, m: &Message) -> bool {
         if let Some(u) = &self.username
             && !m.username.eq_ignore_ascii_case(u)

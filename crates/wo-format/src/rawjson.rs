@@ -184,6 +184,7 @@ impl<'de> Deserialize<'de> for RawJson {
 /// the nesting against [`MAX_DEPTH`].
 #[derive(Clone, Copy)]
 pub struct ExtSeed {
+    /// How deep the value sits in the document (its containers count toward [`MAX_DEPTH`]).
     pub base: usize,
 }
 

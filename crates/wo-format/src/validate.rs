@@ -22,6 +22,7 @@ pub struct Issue {
     /// `format`, `pattern`, `range`, `duplicate-key`, `xhtml-well-formed`,
     /// `xhtml-allowlist`; lint warnings use `unique`.
     pub rule: &'static str,
+    /// What is wrong, in words.
     pub message: String,
 }
 

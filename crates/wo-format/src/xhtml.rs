@@ -16,7 +16,7 @@ use std::cell::RefCell;
 
 use html5ever::tendril::StrTendril;
 use html5ever::tokenizer::{
-    BufferQueue, TagKind, Token, TokenSink, TokenSinkResult, Tokenizer, TokenizerOpts,
+    BufferQueue, Tag, TagKind, Token, TokenSink, TokenSinkResult, Tokenizer, TokenizerOpts,
 };
 
 /// Elements allowed in stored XHTML (product §1).
@@ -125,10 +125,17 @@ pub fn to_xhtml(input: &str, format: ContentFormat) -> String {
     }
 }
 
-/// Escapes plain text into `<p>…</p>` paragraphs (blank lines split
-/// paragraphs, single newlines become `<br/>`).
+/// Escapes plain text into `<p>…</p>` paragraphs: the one text → XHTML
+/// conversion (a prompt as stored, an imported message, what the
+/// `wikioracle` provider sends; the web client's `textToXhtml` is held to it
+/// by the golden vectors). Line ends are normalised (`\r\n` and a lone `\r`
+/// are `\n`); blank lines split paragraphs, leading and trailing newlines of
+/// a paragraph go, and a single newline becomes `<br/>`; `& < >` are
+/// escaped and characters XML forbids dropped. Blank text is `<p></p>`, so
+/// a message always has content. `wo_interop::recover_text` inverts it
+/// exactly on its own output.
 pub fn text_to_xhtml(text: &str) -> String {
-    let text = text.replace("\r\n", "\n");
+    let text = text.replace("\r\n", "\n").replace('\r', "\n");
     let mut out = String::with_capacity(text.len() + 16);
     for para in text.split("\n\n") {
         let para = para.trim_matches('\n');
@@ -295,16 +302,239 @@ pub fn canonical_xhtml(fragment: &str) -> String {
     reserialize(fragment, true)
 }
 
-/// Extracts the visible text of a fragment (for titles, search and prompts).
+/// The visible text of a stored fragment (for titles, prompts, `wo log`):
+/// [`html_to_text`] with whitespace kept as written.
 pub fn to_plain_text(fragment: &str) -> String {
-    let sink = TextSink {
-        out: RefCell::new(String::with_capacity(fragment.len())),
+    html_to_text(fragment, Whitespace::AsWritten).text
+}
+
+/// How [`html_to_text`] treats the whitespace of text. The two callers
+/// genuinely differ: a stored answer's line breaks are content (`<pre>`
+/// code, Markdown's soft breaks) that prompts and `wo log` must keep, while
+/// a fetched web page's source line breaks and indentation mean nothing in
+/// HTML and would only spend a prompt's budget.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Whitespace {
+    /// Text as written; block boundaries add a line break where none is.
+    AsWritten,
+    /// As a browser renders it: source line breaks are spaces, runs of
+    /// blanks one space, each block its own line, no blank lines.
+    Collapse,
+}
+
+/// The text of an HTML document or fragment, from [`html_to_text`].
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct HtmlText {
+    /// The `<title>`, whitespace collapsed; `None` when there is none or it
+    /// is blank.
+    pub title: Option<String>,
+    /// The visible text (the title's excluded), trimmed.
+    pub text: String,
+}
+
+/// The one HTML → text conversion, for stored fragments and whole pages:
+/// the events of [`walk_text`] joined, each block on its own line and the
+/// cells of a table row separated by a space.
+pub fn html_to_text(html: &str, whitespace: Whitespace) -> HtmlText {
+    let mut text = String::with_capacity(html.len());
+    let mut title = String::new();
+    let collapse = whitespace == Whitespace::Collapse;
+    walk_text(html, |event, _line| match event {
+        TextEvent::Text(t) if collapse => {
+            // Only block boundaries start a new line in a rendered page.
+            text.extend(
+                t.chars()
+                    .map(|c| if c == '\n' || c == '\r' { ' ' } else { c }),
+            );
+        }
+        TextEvent::Text(t) => text.push_str(t),
+        TextEvent::Title(t) => title.push_str(t),
+        TextEvent::Break | TextEvent::HeadingStart(_) | TextEvent::HeadingEnd(_) => {
+            if !text.is_empty() && !text.ends_with('\n') {
+                text.push('\n');
+            }
+        }
+        TextEvent::Cell => {
+            if !text.is_empty() && !text.ends_with(['\n', ' ']) {
+                text.push(' ');
+            }
+        }
+    });
+    let title = title.split_whitespace().collect::<Vec<_>>().join(" ");
+    HtmlText {
+        title: (!title.is_empty()).then_some(title),
+        text: if collapse {
+            collapse_whitespace(&text)
+        } else {
+            text.trim().to_owned()
+        },
+    }
+}
+
+/// Collapses runs of spaces and tabs inside each line to one space, trims
+/// each line and drops blank lines: text the way HTML renders it (also for
+/// `text/plain` pages, whose blank runs carry no meaning for a prompt).
+pub fn collapse_whitespace(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for line in s.lines() {
+        let mut words = line.split_whitespace().peekable();
+        if words.peek().is_none() {
+            continue;
+        }
+        if !out.is_empty() {
+            out.push('\n');
+        }
+        for (i, w) in words.enumerate() {
+            if i > 0 {
+                out.push(' ');
+            }
+            out.push_str(w);
+        }
+    }
+    out
+}
+
+/// One step of [`walk_text`]: what a reader of an HTML text needs to know,
+/// in document order.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TextEvent<'a> {
+    /// Visible text, character references decoded, whitespace as written.
+    Text(&'a str),
+    /// Text of the document's `<title>` (possibly in several pieces).
+    Title(&'a str),
+    /// A block starts or ends (`p`, `div`, `li`, `br`, `tr`, `title`, …):
+    /// what follows belongs on a new line.
+    Break,
+    /// A table cell (`td`, `th`) starts: what follows is in the same row.
+    Cell,
+    /// A heading `h1`…`h6` starts (its level); the text until
+    /// [`TextEvent::HeadingEnd`] is the heading's.
+    HeadingStart(usize),
+    /// A heading ends (its level).
+    HeadingEnd(usize),
+}
+
+/// Elements whose start or end separates lines of text, so that words of
+/// adjacent blocks are never glued together. Headings, cells and `title`
+/// have their own events.
+const BLOCK_ELEMENTS: &[&str] = &[
+    "address",
+    "article",
+    "aside",
+    "blockquote",
+    "br",
+    "dd",
+    "details",
+    "div",
+    "dl",
+    "dt",
+    "figcaption",
+    "figure",
+    "footer",
+    "form",
+    "header",
+    "hr",
+    "li",
+    "main",
+    "nav",
+    "ol",
+    "p",
+    "pre",
+    "section",
+    "summary",
+    "table",
+    "tr",
+    "ul",
+];
+
+/// The level of a heading element.
+fn heading_level(name: &str) -> Option<usize> {
+    match name.as_bytes() {
+        [b'h', d @ b'1'..=b'6'] => Some(usize::from(d - b'0')),
+        _ => None,
+    }
+}
+
+/// Walks the visible text of any HTML (a stored fragment, a whole page, a
+/// truncated one) in one pass over html5ever's tokenizer, calling `visit`
+/// with each [`TextEvent`] and the source line (1-based) it was read on.
+/// The content of scripts, styles, embedded documents, foreign content and
+/// form controls (the sanitiser's `DROP_WITH_CONTENT`) is never text; raw-
+/// text elements are read as a browser reads them. [`html_to_text`] and
+/// the directory index's HTML chunker (which keeps source lines and
+/// headings) are built on it.
+pub fn walk_text(html: &str, visit: impl FnMut(TextEvent<'_>, usize)) {
+    let sink = TextWalker {
+        state: RefCell::new(WalkState {
+            visit,
+            skip: None,
+            in_title: false,
+        }),
     };
-    run_tokenizer(sink, fragment)
-        .out
-        .into_inner()
-        .trim()
-        .to_owned()
+    run_tokenizer(sink, html);
+}
+
+struct WalkState<F> {
+    visit: F,
+    skip: Option<Skip>,
+    in_title: bool,
+}
+
+struct TextWalker<F> {
+    state: RefCell<WalkState<F>>,
+}
+
+impl<F: FnMut(TextEvent<'_>, usize)> TokenSink for TextWalker<F> {
+    type Handle = ();
+    fn process_token(&self, token: Token, line: u64) -> TokenSinkResult<()> {
+        let line = usize::try_from(line).unwrap_or(usize::MAX);
+        let mut guard = self.state.borrow_mut();
+        let st = &mut *guard;
+        match token {
+            Token::TagToken(tag) => {
+                if Skip::swallows(&mut st.skip, &tag) {
+                    return TokenSinkResult::Continue;
+                }
+                let name: &str = &tag.name;
+                let start = tag.kind == TagKind::StartTag;
+                if name == "title" {
+                    (st.visit)(TextEvent::Break, line);
+                    st.in_title = start && !tag.self_closing;
+                    if st.in_title {
+                        return TokenSinkResult::RawData(
+                            html5ever::tokenizer::states::RawKind::Rcdata,
+                        );
+                    }
+                } else if let Some(level) = heading_level(name) {
+                    let event = if start {
+                        TextEvent::HeadingStart(level)
+                    } else {
+                        TextEvent::HeadingEnd(level)
+                    };
+                    (st.visit)(event, line);
+                } else if matches!(name, "td" | "th") {
+                    if start {
+                        (st.visit)(TextEvent::Cell, line);
+                    }
+                } else if BLOCK_ELEMENTS.contains(&name) {
+                    (st.visit)(TextEvent::Break, line);
+                } else if start {
+                    st.skip = Skip::start(&tag);
+                    return raw_text_mode(name);
+                }
+            }
+            Token::CharacterTokens(text) if st.skip.is_none() => {
+                let event = if st.in_title {
+                    TextEvent::Title(&text)
+                } else {
+                    TextEvent::Text(&text)
+                };
+                (st.visit)(event, line);
+            }
+            _ => {}
+        }
+        TokenSinkResult::Continue
+    }
 }
 
 /// A problem found by [`check_fragment`].
@@ -312,6 +542,7 @@ pub fn to_plain_text(fragment: &str) -> String {
 pub struct XhtmlProblem {
     /// `xhtml-well-formed` or `xhtml-allowlist`.
     pub rule: &'static str,
+    /// What is wrong and where, in words.
     pub detail: String,
 }
 
@@ -550,6 +781,68 @@ struct Skip {
     nested: usize,
     /// `svg`/`math`: an HTML element such as `<p>` ends it, as in browsers.
     foreign: bool,
+}
+
+impl Skip {
+    /// The skip a start tag begins: one of `DROP_WITH_CONTENT` (a
+    /// self-closed `<svg/>` or `<math/>` has no content to drop).
+    fn start(tag: &Tag) -> Option<Skip> {
+        let name: &str = &tag.name;
+        let foreign = matches!(name, "svg" | "math");
+        (DROP_WITH_CONTENT.contains(&name) && !(foreign && tag.self_closing)).then(|| Skip {
+            name: tag.name.clone(),
+            nested: 0,
+            foreign,
+        })
+    }
+
+    /// Feeds a tag to the skip in progress, if any: true when the tag is
+    /// inside the dropped element (or ends it) and must be ignored; false
+    /// when nothing is skipped or the tag leaves foreign content, as a
+    /// browser reads it, and is to be handled as usual.
+    fn swallows(skip: &mut Option<Skip>, tag: &Tag) -> bool {
+        let Some(sk) = skip.as_mut() else {
+            return false;
+        };
+        let same = tag.name == sk.name;
+        match tag.kind {
+            TagKind::StartTag if sk.foreign && breaks_out_of_foreign(&tag.name) => {
+                *skip = None;
+                false
+            }
+            TagKind::StartTag => {
+                if same && !(sk.foreign && tag.self_closing) {
+                    sk.nested += 1;
+                }
+                true
+            }
+            TagKind::EndTag => {
+                if same {
+                    match sk.nested.checked_sub(1) {
+                        Some(n) => sk.nested = n,
+                        None => *skip = None,
+                    }
+                }
+                true
+            }
+        }
+    }
+}
+
+/// What the tokenizer must do after the start tag `name`: the elements a
+/// browser reads as raw text must be read so here too, or markup inside
+/// them would be taken for tags.
+fn raw_text_mode(name: &str) -> TokenSinkResult<()> {
+    use html5ever::tokenizer::states::RawKind;
+    match name {
+        "script" => TokenSinkResult::RawData(RawKind::ScriptData),
+        "style" | "iframe" | "noscript" | "xmp" | "noembed" | "noframes" => {
+            TokenSinkResult::RawData(RawKind::Rawtext)
+        }
+        "textarea" | "title" => TokenSinkResult::RawData(RawKind::Rcdata),
+        "plaintext" => TokenSinkResult::Plaintext,
+        _ => TokenSinkResult::Continue,
+    }
 }
 
 struct SanitizeState {
@@ -935,34 +1228,13 @@ impl SanitizeState {
 impl TokenSink for Sanitizer {
     type Handle = ();
     fn process_token(&self, token: Token, _line: u64) -> TokenSinkResult<()> {
-        use html5ever::tokenizer::states::RawKind;
         let mut st = self.state.borrow_mut();
         let after_pre = std::mem::take(&mut st.after_pre);
         match token {
             Token::TagToken(tag) => {
                 let name: &str = &tag.name;
-                if let Some(skip) = st.skip.as_mut() {
-                    let same = tag.name == skip.name;
-                    match tag.kind {
-                        TagKind::StartTag if skip.foreign && breaks_out_of_foreign(name) => {
-                            st.skip = None;
-                        }
-                        TagKind::StartTag => {
-                            if same && !(skip.foreign && tag.self_closing) {
-                                skip.nested += 1;
-                            }
-                            return TokenSinkResult::Continue;
-                        }
-                        TagKind::EndTag => {
-                            if same {
-                                match skip.nested.checked_sub(1) {
-                                    Some(n) => skip.nested = n,
-                                    None => st.skip = None,
-                                }
-                            }
-                            return TokenSinkResult::Continue;
-                        }
-                    }
+                if Skip::swallows(&mut st.skip, &tag) {
+                    return TokenSinkResult::Continue;
                 }
                 let allowed = ALLOWED_ELEMENTS.iter().position(|e| *e == name);
                 match (tag.kind, allowed) {
@@ -972,28 +1244,8 @@ impl TokenSink for Sanitizer {
                     (TagKind::EndTag, Some(i)) if !VOID_ELEMENTS.contains(&name) => st.end_tag(i),
                     (TagKind::EndTag, _) => {}
                     (TagKind::StartTag, None) => {
-                        if DROP_WITH_CONTENT.contains(&name) {
-                            let foreign = matches!(name, "svg" | "math");
-                            if !(foreign && tag.self_closing) {
-                                st.skip = Some(Skip {
-                                    name: tag.name.clone(),
-                                    nested: 0,
-                                    foreign,
-                                });
-                            }
-                        }
-                        // The elements a browser reads as raw text: the
-                        // tokenizer must too, or markup inside them would be
-                        // taken for tags.
-                        return match name {
-                            "script" => TokenSinkResult::RawData(RawKind::ScriptData),
-                            "style" | "iframe" | "noscript" | "xmp" | "noembed" | "noframes" => {
-                                TokenSinkResult::RawData(RawKind::Rawtext)
-                            }
-                            "textarea" | "title" => TokenSinkResult::RawData(RawKind::Rcdata),
-                            "plaintext" => TokenSinkResult::Plaintext,
-                            _ => TokenSinkResult::Continue,
-                        };
+                        st.skip = Skip::start(&tag);
+                        return raw_text_mode(name);
                     }
                 }
             }
@@ -1012,52 +1264,88 @@ impl TokenSink for Sanitizer {
     }
 }
 
-struct TextSink {
-    out: RefCell<String>,
-}
-
-impl TokenSink for TextSink {
-    type Handle = ();
-    fn process_token(&self, token: Token, _line: u64) -> TokenSinkResult<()> {
-        let mut out = self.out.borrow_mut();
-        match token {
-            Token::CharacterTokens(text) => out.push_str(&text),
-            Token::TagToken(tag) => {
-                let block = matches!(
-                    &*tag.name,
-                    "p" | "div"
-                        | "br"
-                        | "li"
-                        | "pre"
-                        | "blockquote"
-                        | "tr"
-                        | "h1"
-                        | "h2"
-                        | "h3"
-                        | "h4"
-                        | "h5"
-                        | "h6"
-                        | "hr"
-                );
-                if block && !out.is_empty() && !out.ends_with('\n') {
-                    out.push('\n');
-                } else if matches!(&*tag.name, "td" | "th")
-                    && tag.kind == TagKind::StartTag
-                    && !out.ends_with(['\n', ' '])
-                    && !out.is_empty()
-                {
-                    out.push(' ');
-                }
-            }
-            _ => {}
-        }
-        TokenSinkResult::Continue
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn text_to_xhtml_is_pinned() {
+        // What every caller relies on: the stored prompt, the importers'
+        // round trip and the stateless provider's window.
+        for (text, xhtml) in [
+            ("", "<p></p>"),
+            ("  \n\n \t", "<p></p>"),
+            ("hello", "<p>hello</p>"),
+            (
+                "a < b & \"c\" > d\ne",
+                "<p>a &lt; b &amp; \"c\" &gt; d<br/>e</p>",
+            ),
+            ("para one\n\npara two", "<p>para one</p><p>para two</p>"),
+            ("\n\nlead\n\n\n\nnext\n", "<p>lead</p><p>next</p>"),
+            ("x\r\ny\rz\r\n\r\nw", "<p>x<br/>y<br/>z</p><p>w</p>"),
+            ("bell\u{7}\u{FFFE}!", "<p>bell!</p>"),
+            ("  indented\n\ttab", "<p>  indented<br/>\ttab</p>"),
+            ("unicode: café 😀", "<p>unicode: café 😀</p>"),
+        ] {
+            let out = text_to_xhtml(text);
+            assert_eq!(out, xhtml, "{text:?}");
+            check_fragment(&out).unwrap();
+        }
+    }
+
+    #[test]
+    fn html_to_text_keeps_or_collapses_whitespace() {
+        let page = "<!doctype html><html><head><title>  My\n Page </title>\
+            <style>body{color:red}</style><script>var x = '<p>no</p>';</script></head>\
+            <body><h1>Head  line</h1><p>First\n   para &amp; more</p><div>Second</div>\
+            <noscript>js off</noscript><ul><li>a</li><li>b</li></ul>\
+            <table><tr><td>c1</td><td>c2</td></tr><tr><th>d</th></tr></table>\
+            <svg><text>drawn</text></svg><p>end</p></body></html>";
+        let doc = html_to_text(page, Whitespace::Collapse);
+        assert_eq!(doc.title.as_deref(), Some("My Page"));
+        assert_eq!(
+            doc.text,
+            "Head line\nFirst para & more\nSecond\na\nb\nc1 c2\nd\nend"
+        );
+        // A page cut off by the size cap still converts.
+        let cut = html_to_text("<p>kept</p><p>cut in the mid", Whitespace::Collapse);
+        assert_eq!(
+            (cut.title, cut.text.as_str()),
+            (None, "kept\ncut in the mid")
+        );
+        // Stored fragments keep their line breaks (code, soft breaks).
+        assert_eq!(
+            to_plain_text("<p>a<br/>b</p><pre>fn x() {\n    1\n}</pre><p>soft\nbreak</p>"),
+            "a\nb\nfn x() {\n    1\n}\nsoft\nbreak"
+        );
+        assert_eq!(to_plain_text("<h1>T</h1><p>x <b>y</b></p>"), "T\nx y");
+        assert_eq!(collapse_whitespace("a  b\n\n\tc \r\n"), "a b\nc");
+    }
+
+    #[test]
+    fn walk_text_reports_headings_cells_and_source_lines() {
+        let mut events = Vec::new();
+        walk_text(
+            "<h2>Sub</h2>\n<p>x</p><template>t</template><td>c",
+            |e, line| events.push((format!("{e:?}"), line)),
+        );
+        let names: Vec<&str> = events.iter().map(|(e, _)| e.as_str()).collect();
+        assert_eq!(
+            names,
+            [
+                "HeadingStart(2)",
+                "Text(\"Sub\")",
+                "HeadingEnd(2)",
+                "Text(\"\\n\")",
+                "Break",
+                "Text(\"x\")",
+                "Break",
+                "Cell",
+                "Text(\"c\")"
+            ]
+        );
+        assert_eq!(events.last().map(|(_, l)| *l), Some(2));
+    }
 
     #[test]
     fn sanitizer_strips_scripts_handlers_and_bad_urls() {

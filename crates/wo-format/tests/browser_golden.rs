@@ -144,6 +144,25 @@ fn export_vectors() -> Vec<Value> {
         .collect()
 }
 
+/// Plain text as the web client and Rust turn it into XHTML (app.js's
+/// `textToXhtml`): line ends, blank paragraphs, escapes, control characters.
+fn text_to_xhtml_vectors() -> Vec<Value> {
+    [
+        "",
+        " \n\n ",
+        "hello",
+        "a < b & \"c\" > d\ne",
+        "para one\n\npara two",
+        "\n\nlead\n\n\n\nnext\n",
+        "x\r\ny\rz",
+        "bell\u{7}!",
+        "naïve — 日本語 🙂",
+    ]
+    .into_iter()
+    .map(|text| json!({"text": text, "xhtml": wo_format::xhtml::text_to_xhtml(text)}))
+    .collect()
+}
+
 #[test]
 fn browser_golden_vectors_are_current() {
     let doc = json!({
@@ -151,6 +170,7 @@ fn browser_golden_vectors_are_current() {
         "ids": id_vectors(),
         "merges": merge_vectors(),
         "exports": export_vectors(),
+        "text_to_xhtml": text_to_xhtml_vectors(),
     });
     let text = serde_json::to_string_pretty(&doc).unwrap() + "\n";
     let path = golden_path();

@@ -16,12 +16,12 @@ use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
+use wo_text::terms::{Scratch, for_each_word, for_each_word_term};
 
 use crate::chunk::{Piece, chunk_text};
 use crate::error::{IndexError, Result};
 use crate::model::{Chunk, FileMeta, INDEX_VERSION, IndexFile, Kind, Stats, Warning, WarningKind};
 use crate::options::IndexOptions;
-use crate::terms::for_each_term;
 use crate::util::{chunk_id, chunk_ref, sha256_hex, slugify, truncate_chars};
 use crate::walk::{CACHE_DIR, Candidate, kind_for_path, looks_binary, walk};
 
@@ -128,7 +128,7 @@ pub(crate) fn read_index_file(root: &Path) -> Result<IndexFile> {
         return Err(IndexError::Corrupt {
             path,
             reason: format!(
-                "index version {} (this build reads {INDEX_VERSION})",
+                "index version {} (this build reads {INDEX_VERSION}); run `wo index` to rebuild it",
                 file.version
             ),
         });
@@ -136,11 +136,16 @@ pub(crate) fn read_index_file(root: &Path) -> Result<IndexFile> {
     Ok(file)
 }
 
-/// Writes `bytes` to `path` via a temporary file and rename, so readers never see a torn file.
+/// Permissions of new cache files: as shareable as any file the user makes (0666 less the
+/// umask), like the project files the index is made of; a replaced file keeps its own.
+const CACHE_MODE: wo_durable::Mode = wo_durable::Mode::Keep { new: 0o666 };
+
+/// Replaces `path` with `bytes` atomically and durably (`wo_durable`: temp file, fsync,
+/// rename, fsync of the directory), so readers never see a torn file.
 pub(crate) fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
-    let tmp = path.with_extension("tmp");
-    std::fs::write(&tmp, bytes).map_err(|e| IndexError::io(&tmp, e))?;
-    std::fs::rename(&tmp, path).map_err(|e| IndexError::io(path, e))
+    wo_durable::write_atomic_with(path, CACHE_MODE, |w| w.write_all(bytes))
+        .map(drop)
+        .map_err(|e| IndexError::io(path, e))
 }
 
 /// Indexes the directory tree at `root` into `<root>/.wo-index/`, reusing the previous index
@@ -384,23 +389,15 @@ pub fn index_directory(
     })
 }
 
-/// Streams `value` as compact JSON to `path` (via a temporary file and rename); returns the size.
-/// Streaming avoids holding a second, serialised copy of a large index in memory.
+/// Streams `value` as compact JSON to `path`, atomically and durably like [`write_atomic`];
+/// returns the size. Streaming avoids holding a second, serialised copy of a large index in
+/// memory.
 fn write_json_atomic<T: Serialize>(path: &Path, value: &T) -> Result<u64> {
-    use std::io::Write as _;
-    let tmp = path.with_extension("tmp");
-    let file = std::fs::File::create(&tmp).map_err(|e| IndexError::io(&tmp, e))?;
-    let mut writer = std::io::BufWriter::with_capacity(1 << 20, file);
-    serde_json::to_writer(&mut writer, value).map_err(|e| IndexError::Corrupt {
-        path: path.to_path_buf(),
-        reason: e.to_string(),
-    })?;
-    writer.flush().map_err(|e| IndexError::io(&tmp, e))?;
-    drop(writer);
-    std::fs::rename(&tmp, path).map_err(|e| IndexError::io(path, e))?;
-    std::fs::metadata(path)
-        .map(|m| m.len())
-        .map_err(|e| IndexError::io(path, e))
+    wo_durable::write_atomic_with(path, CACHE_MODE, |w| {
+        serde_json::to_writer(w, value).map_err(std::io::Error::from)
+    })
+    .map(|meta| meta.len())
+    .map_err(|e| IndexError::io(path, e))
 }
 
 fn write_stat(cache: &Path, stat: &StatCache) -> Result<()> {
@@ -661,21 +658,27 @@ struct PrevPostings {
 /// Chunks tokenized per parallel batch; bounds the memory held by per-chunk term lists.
 const TERM_BATCH: usize = 4096;
 
-/// Term counts of one chunk: its content plus its path (images have nothing else).
-fn chunk_terms(c: &Chunk) -> Vec<(String, u32)> {
+/// Term counts and word count (BM25's document length) of one chunk: its content plus its
+/// path (images have nothing else).
+fn chunk_terms(c: &Chunk) -> (Vec<(String, u32)>, u32) {
     let mut counts: HashMap<String, u32> = HashMap::new();
-    let mut add = |t: &str| {
-        if let Some(n) = counts.get_mut(t) {
-            *n += 1;
-        } else {
-            counts.insert(t.to_string(), 1);
-        }
+    let mut words = 0u32;
+    let mut scratch = Scratch::default();
+    let mut add = |word: &str| {
+        words += 1;
+        for_each_word_term(word, &mut scratch, |t| {
+            if let Some(n) = counts.get_mut(t) {
+                *n += 1;
+            } else {
+                counts.insert(t.to_string(), 1);
+            }
+        });
     };
     if c.kind != Kind::Image {
-        for_each_term(&c.content, &mut add);
+        for_each_word(&c.content, &mut add);
     }
-    for_each_term(&c.path, &mut add);
-    counts.into_iter().collect()
+    for_each_word(&c.path, &mut add);
+    (counts.into_iter().collect(), words)
 }
 
 /// Builds delta-encoded postings and per-chunk term counts for `chunks` (in ref order).
@@ -723,10 +726,10 @@ fn build_postings(
     }
     let fresh: Vec<usize> = (0..chunks.len()).filter(|&i| !known[i]).collect();
     for batch in fresh.chunks(TERM_BATCH) {
-        let counted: Vec<Vec<(String, u32)>> =
+        let counted: Vec<(Vec<(String, u32)>, u32)> =
             batch.par_iter().map(|&i| chunk_terms(&chunks[i])).collect();
-        for (&doc, terms) in batch.iter().zip(counted) {
-            doc_lens[doc] = terms.iter().map(|(_, n)| n).sum();
+        for (&doc, (terms, words)) in batch.iter().zip(counted) {
+            doc_lens[doc] = words;
             for (term, tf) in terms {
                 lists.entry(term).or_default().push((doc as u32, tf));
             }

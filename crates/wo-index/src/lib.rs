@@ -13,8 +13,8 @@
 //!   `export.compact.zip`, `llms.txt` and `AGENTS.md`.
 //!
 //! Module map: [`walk`] finds files; `chunk` splits them; `ingest` builds the index; `search`
-//! queries it; `tokens` counts BPE tokens; `export` renders artifacts; `terms` is the shared
-//! search tokenizer; `util` holds ids, refs and line helpers.
+//! queries it (terms and BM25 from `wo-text`, the tokenizer chat retrieval uses too); `tokens`
+//! counts BPE tokens; `export` renders artifacts; `util` holds ids, refs and line helpers.
 
 mod chunk;
 mod error;
@@ -23,7 +23,6 @@ mod ingest;
 mod model;
 mod options;
 mod search;
-mod terms;
 mod tokens;
 mod util;
 pub mod walk;
@@ -35,6 +34,5 @@ pub use ingest::{INDEX_FILE, IndexReport, Phase, Progress, cache_dir, index_dire
 pub use model::{Chunk, FileMeta, INDEX_VERSION, IndexFile, Kind, Stats, Warning, WarningKind};
 pub use options::{ChunkingConfig, IndexOptions};
 pub use search::{ChunkRecord, Hit, Index, OutlineEntry, Query, SymbolEntry, chunk_label};
-pub use terms::{split_identifier, terms};
 pub use tokens::{TOKENIZER, TokenCounter, count_tokens};
 pub use util::{chunk_id, chunk_ref, sha256_hex};

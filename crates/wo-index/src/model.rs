@@ -10,8 +10,10 @@ use serde::{Deserialize, Serialize};
 
 use crate::options::ChunkingConfig;
 
-/// Version of the `index.json` schema written by this crate.
-pub const INDEX_VERSION: u32 = 1;
+/// Version of the `index.json` schema written by this crate. Version 2: postings hold the
+/// terms of `wo_text::terms` (stopwords dropped, Porter 2 stems) and `doc_lens` count words;
+/// a version-1 index is rebuilt, never read with mismatched terms.
+pub const INDEX_VERSION: u32 = 2;
 
 /// What kind of content a file (and each of its chunks) holds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
@@ -236,9 +238,9 @@ pub struct Stats {
     pub total_chunks: usize,
     /// Sum of file sizes.
     pub total_bytes: u64,
-    /// Sum of search-term counts over all chunks.
+    /// Sum of `doc_lens`: words over all chunks (the name is the format's).
     pub total_terms: u64,
-    /// Average search terms per chunk (BM25's `avgdl`).
+    /// Average words per chunk (BM25's `avgdl`).
     pub avg_doc_len: f64,
 }
 
@@ -257,7 +259,8 @@ pub struct IndexFile {
     pub chunks: Vec<Chunk>,
     /// `chunk id -> ref` (`c0001`, …).
     pub chunk_refs: BTreeMap<String, String>,
-    /// Search-term count of each chunk, parallel to `chunks`.
+    /// Word count of each chunk (content and path; BM25's document length), parallel to
+    /// `chunks`.
     pub doc_lens: Vec<u32>,
     /// term -> flat postings `[position, tf, gap, tf, gap, tf, …]`: the first entry is the
     /// chunk position, each later one the gap from the previous position (ascending), which

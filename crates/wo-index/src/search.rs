@@ -1,9 +1,10 @@
 //! Reading an index and querying it: BM25 ranking with symbol/heading boosts and filters,
 //! chunk lookup by ref or id, per-file outlines and symbol lists.
 //!
-//! Scoring is Okapi BM25 (k1 = 1.2, b = 0.75) where document length is the chunk's term count
-//! and `avgdl` is the mean over all chunks — both measured with the same tokenizer as the
-//! query, so length normalisation compares like with like. Query terms are weighted by how often
+//! Scoring is Okapi BM25 (`wo_text::bm25`: k1 = 1.2, b = 0.75) where document length is the
+//! chunk's word count and `avgdl` is the mean over all chunks — both measured with the tokenizer
+//! that reads the query (`wo_text::terms`, also chat retrieval's), so length normalisation
+//! compares like with like. Query terms are weighted by how often
 //! they occur in the query. A query term that also appears in the chunk's symbol names or
 //! heading path adds a fraction of its IDF, so definitions and sections about a term outrank
 //! passing mentions.
@@ -12,15 +13,14 @@ use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
 
 use serde::Serialize;
+use wo_text::bm25;
+use wo_text::terms::{for_each_term, terms};
 
 use crate::error::Result;
 use crate::ingest::{cache_dir, read_index_file};
 use crate::model::{Chunk, IndexFile, Kind};
-use crate::terms::{for_each_term, terms};
 use crate::util::{single_line, truncate_chars};
 
-const K1: f64 = 1.2;
-const B: f64 = 0.75;
 /// Extra weight (× IDF) for a query term found in the chunk's symbol names.
 const SYMBOL_BOOST: f64 = 1.0;
 /// Extra weight (× IDF) for a query term found in the chunk's heading path.
@@ -374,7 +374,7 @@ impl Index {
         const FILTERED: u8 = 2;
         let chunks = &self.file.chunks;
         let n = chunks.len() as f64;
-        let avgdl = self.file.stats.avg_doc_len.max(1.0);
+        let avgdl = self.file.stats.avg_doc_len;
         let filtered = query.path_prefix.is_some()
             || query.kind.is_some()
             || query.heading_prefix.is_some()
@@ -392,7 +392,7 @@ impl Index {
                 continue;
             };
             let df = (postings.len() / 2) as f64;
-            let idf = (1.0 + (n - df + 0.5) / (df + 0.5)).ln();
+            let idf = bm25::idf(n, df);
             idfs.push((term, idf, *weight));
             let mut pos = 0usize;
             for (k, pair) in postings.chunks_exact(2).enumerate() {
@@ -419,7 +419,7 @@ impl Index {
                 }
                 let tf = f64::from(pair[1]);
                 let dl = f64::from(self.file.doc_lens.get(doc).copied().unwrap_or(0));
-                let norm = tf * (K1 + 1.0) / (tf + K1 * (1.0 - B + B * dl / avgdl));
+                let norm = bm25::tf_weight(tf, dl, avgdl);
                 if scores[doc] == 0.0 {
                     touched.push(doc);
                 }

@@ -224,6 +224,61 @@ fn bm25_normalises_length_and_weights_query_terms() {
     assert!(score(&twice, "gamma.txt") > score(&once, "gamma.txt"));
 }
 
+/// The terms are `wo_text`'s, the ones chat retrieval uses: inflections meet through stems,
+/// stopwords match nothing, identifier parts match words.
+#[test]
+fn search_uses_the_shared_tokenizer() {
+    let dir = tempfile::tempdir().unwrap();
+    write(
+        dir.path(),
+        "notes.md",
+        "# Kiln\n\nShe painted the glazes.\n",
+    );
+    write(
+        dir.path(),
+        "other.md",
+        "# Other\n\nThe retrievalPrefs knob.\n",
+    );
+    index(dir.path());
+    let idx = Index::open(dir.path()).unwrap();
+    let top = |q: &str| idx.search(&Query::new(q)).first().map(|h| h.path.clone());
+    assert_eq!(top("painting glaze").as_deref(), Some("notes.md"));
+    assert_eq!(top("retrieval").as_deref(), Some("other.md"));
+    assert!(
+        idx.search(&Query::new("the she"))
+            .iter()
+            .all(|h| h.score == 0.0),
+        "stopwords carry no score"
+    );
+    assert!(idx.data().inverted_index.contains_key("paint"));
+    assert!(!idx.data().inverted_index.contains_key("the"));
+}
+
+/// An index written with other terms is never searched with these: it is refused with the
+/// command that fixes it, and the next run rebuilds it.
+#[test]
+fn an_index_of_another_version_is_rebuilt() {
+    let dir = tempfile::tempdir().unwrap();
+    project(dir.path());
+    index(dir.path());
+    let file = wo_index::cache_dir(dir.path()).join(wo_index::INDEX_FILE);
+    let mut v: serde_json::Value = serde_json::from_slice(&std::fs::read(&file).unwrap()).unwrap();
+    v["version"] = 1.into();
+    std::fs::write(&file, serde_json::to_vec(&v).unwrap()).unwrap();
+    let err = Index::open(dir.path()).unwrap_err().to_string();
+    assert!(
+        err.contains("index version 1") && err.contains("run `wo index`"),
+        "{err}"
+    );
+    let r = index(dir.path());
+    assert_eq!(r.files_reused, 0);
+    assert!(r.rebuilt_because.unwrap().contains("index version 1"));
+    assert_eq!(
+        Index::open(dir.path()).unwrap().data().version,
+        wo_index::INDEX_VERSION
+    );
+}
+
 #[test]
 fn get_chunk_outline_and_symbols() {
     let dir = tempfile::tempdir().unwrap();

@@ -18,11 +18,12 @@ use std::path::{Path, PathBuf};
 
 use serde_json::{Map, Value, json};
 use time::OffsetDateTime;
+use wo_format::title::title_for;
 use wo_format::xhtml::text_to_xhtml;
 use wo_format::{Message, Role, State};
 
 use crate::human_time::{from_nanos, nanos_of, parse_iso, to_timestamp};
-use crate::text::{is_recoverable, plain_text, title_from_text};
+use crate::text::{is_recoverable, plain_text};
 use crate::{
     ImportOptions, Imported, InteropError, OPENAI_CLI_KEY, Warning, mtime_or_now, strip_secrets,
     strip_secrets_map,
@@ -208,7 +209,7 @@ pub fn import_with(path: &Path, opts: &ImportOptions) -> Result<Imported, Intero
     let mut parent: Option<String> = None;
     for (entry, nanos) in entries.into_iter().zip(times) {
         let content = text_to_xhtml(&entry.text);
-        let title = title_from_text(&entry.text);
+        let title = title_for(&entry.text);
         let mut t = nanos;
         let mut msg = Message::new(
             &entry.username,

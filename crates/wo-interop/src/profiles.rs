@@ -29,6 +29,7 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 use time::{OffsetDateTime, PrimitiveDateTime};
+use wo_format::title::title_for;
 use wo_format::xhtml::text_to_xhtml;
 use wo_format::{Message, Role, State, Timestamp};
 
@@ -38,7 +39,7 @@ use crate::human_time::{
     parse_human, parse_iso, to_timestamp,
 };
 use crate::json_style::{LineStyle, OValue};
-use crate::text::{is_recoverable, plain_text, title_from_text};
+use crate::text::{is_recoverable, plain_text};
 use crate::{
     EMBED_KEY, ImportOptions, Imported, InteropError, LocalOffset, PROFILES_KEY, Warning,
     mtime_or_now, ptr, strip_secrets_map,
@@ -433,7 +434,7 @@ impl ImportCx<'_> {
             });
 
             let content = text_to_xhtml(&text);
-            let title = title_from_text(&text);
+            let title = title_for(&text);
             let mut msg = Message::new(&username, to_timestamp(from_nanos(t)), &title, &content);
             // The same words at the same instant in two chats would share an
             // id; nudge so neither is lost.
@@ -1212,22 +1213,17 @@ fn mkdir(dir: &Path, hint: &str) -> Result<(), InteropError> {
     std::fs::create_dir_all(dir).map_err(|e| InteropError::io(dir, e, hint))
 }
 
-/// Writes through a temporary file and a rename, so an interrupted export
-/// never leaves a half-written file where a good one was (with overwrite).
+/// Replaces `path` atomically and durably (`wo_durable`), so an interrupted
+/// export never leaves a half-written file where a good one was (with
+/// overwrite). New files are as shareable as any the user makes (0666 less
+/// the umask): the other tool reads them.
 fn write_file(path: &Path, bytes: &[u8]) -> Result<(), InteropError> {
-    use std::io::Write;
     let hint = "check that the target is writable and the disk has room";
-    let tmp = path.with_extension("wo-tmp");
-    let result = (|| {
-        let mut f = std::fs::File::create(&tmp)?;
-        f.write_all(bytes)?;
-        f.sync_all()?;
-        std::fs::rename(&tmp, path)
-    })();
-    result.map_err(|e| {
-        let _ = std::fs::remove_file(&tmp);
-        InteropError::io(path, e, hint)
+    wo_durable::write_atomic_with(path, wo_durable::Mode::Keep { new: 0o666 }, |w| {
+        w.write_all(bytes)
     })
+    .map(drop)
+    .map_err(|e| InteropError::io(path, e, hint))
 }
 
 /// Copies every file of imported profile and chat folders that the export

@@ -1,5 +1,5 @@
-//! Plain text ↔ XHTML for formats that store plain text, titles, and the
-//! secret-key rule.
+//! Plain text ↔ XHTML for formats that store plain text, and the secret-key
+//! rule. (Titles: `wo_format::title`.)
 //!
 //! Both neighbours store plain text; `llm.json` stores XHTML made by
 //! [`wo_format::xhtml::text_to_xhtml`]. [`recover_text`] inverts that
@@ -67,27 +67,6 @@ pub(crate) fn is_recoverable(text: &str) -> bool {
 /// otherwise (Markdown answers, hand-written XHTML).
 pub(crate) fn plain_text(xhtml: &str) -> String {
     recover_text(xhtml).unwrap_or_else(|| to_plain_text(xhtml))
-}
-
-/// A message title: the first non-blank line, at most 80 characters.
-pub(crate) fn title_from_text(text: &str) -> String {
-    const MAX: usize = 80;
-    let line = text
-        .lines()
-        .map(str::trim)
-        .find(|l| !l.is_empty())
-        .unwrap_or("");
-    let line: String = line.chars().filter(|c| !c.is_control()).collect();
-    if line.is_empty() {
-        return "(empty)".to_owned();
-    }
-    if line.chars().count() <= MAX {
-        return line;
-    }
-    let mut t: String = line.chars().take(MAX - 1).collect();
-    t.truncate(t.trim_end().len());
-    t.push('…');
-    t
 }
 
 /// Key names whose values are credentials. `env_key` (the CLI chat format (product §9)) names an
@@ -165,15 +144,6 @@ mod tests {
     fn plain_text_falls_back_to_visible_text() {
         assert_eq!(plain_text("<p>a<br/>b</p>"), "a\nb");
         assert_eq!(plain_text("<h1>T</h1><p>x <b>y</b></p>"), "T\nx y");
-    }
-
-    #[test]
-    fn titles_are_short_first_lines() {
-        assert_eq!(title_from_text("\n  Hello there \nsecond"), "Hello there");
-        assert_eq!(title_from_text("   "), "(empty)");
-        let long = "word ".repeat(40);
-        let t = title_from_text(&long);
-        assert!(t.chars().count() <= 80 && t.ends_with('…'), "{t}");
     }
 
     #[test]

@@ -29,7 +29,8 @@ fn the_seed_example_imports_as_one_branch() {
     assert_eq!(ms[2].username, "gpt-4o-mini");
     assert_eq!(ms[2].provider.as_deref(), Some("openai"));
     assert_eq!(ms[2].model.as_deref(), Some("gpt-4o-mini"));
-    assert_eq!(ms[2].title, "First answer ...");
+    // The title rule of wo_format::title: the first sentence, its marks left out.
+    assert_eq!(ms[2].title, "First answer");
 
     // One branch: each message follows the one before.
     assert_eq!(ms[0].parent, None);

@@ -134,7 +134,7 @@ pub fn apply(store: &mut Store, op: WriteOp, by: &str) -> Result<Value, String> 
             let mut q = Message::new(
                 "user",
                 now.clone(),
-                wo_engine::turn::title_for(&question),
+                wo_format::title::title_for(&question),
                 to_xhtml(&question, ContentFormat::Text),
             );
             q.role = Some(Role::User);
@@ -145,7 +145,7 @@ pub fn apply(store: &mut Store, op: WriteOp, by: &str) -> Result<Value, String> 
             let mut a = Message::new(
                 model.clone().unwrap_or_else(|| by.to_owned()),
                 later,
-                wo_engine::turn::title_for(&answer),
+                wo_format::title::title_for(&answer),
                 wo_engine::turn::answer_xhtml(&answer),
             );
             a.role = Some(Role::Assistant);

@@ -51,7 +51,6 @@ pub mod http;
 pub mod local;
 pub mod nanochat;
 pub mod openai;
-pub mod protocol;
 pub mod proxy;
 mod remote;
 pub mod secret;

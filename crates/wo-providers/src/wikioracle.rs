@@ -22,11 +22,11 @@ use tokio_util::sync::CancellationToken;
 
 use crate::error::ProviderError;
 use crate::http::{self, Decoder, Fault};
-use crate::protocol;
 use crate::remote::{Remote, RemoteConfig};
 use crate::sse::SseEvent;
 use crate::types::{ChatRequest, ChatRole, Reachability, StreamEvent};
 use crate::{EventStream, Provider};
+use wo_format::xhtml::text_to_xhtml;
 use wo_wire::{
     ChatParams, EVENT_DELTA, EVENT_DONE, EVENT_ERROR, ServerEvent, StatelessChatRequest,
     WindowMessage,
@@ -83,7 +83,7 @@ impl WikiOracleProvider {
             .map(|(_, m)| WindowMessage {
                 role: Some(m.role),
                 username: m.role.as_str().to_owned(),
-                content: protocol::text_to_xhtml(&m.content),
+                content: text_to_xhtml(&m.content),
                 ..WindowMessage::default()
             })
             .collect();
@@ -99,10 +99,7 @@ impl WikiOracleProvider {
             context: if system.is_empty() {
                 String::new()
             } else {
-                format!(
-                    "<div>{}</div>",
-                    protocol::text_to_xhtml(&system.join("\n\n"))
-                )
+                format!("<div>{}</div>", text_to_xhtml(&system.join("\n\n")))
             },
             window,
             params: ChatParams {

@@ -88,7 +88,9 @@ pub fn find_exports(state_path: &Path) -> Vec<PathBuf> {
 /// The outcome for one file of a merge run.
 #[derive(Debug)]
 pub struct FileMerge {
+    /// The export file.
     pub path: PathBuf,
+    /// What its merge did, or why it failed (the file is then left as it was).
     pub result: Result<MergeReport, StoreError>,
     /// Where it was renamed after a successful merge (not in a dry run).
     pub renamed_to: Option<PathBuf>,

@@ -72,6 +72,7 @@ pub struct OpenOptions {
     pub allow_symlink: bool,
     /// Create the file with defaults if it does not exist.
     pub create_if_missing: bool,
+    /// Size limits of the file and of its content.
     pub limits: Limits,
     /// How long a writer waits for another process's lock before giving up
     /// with nothing changed (default: `WO_LOCK_TIMEOUT` seconds, else 30 s).
@@ -99,38 +100,75 @@ pub enum StoreError {
     #[error(
         "{path}: no state file here\nhint: create one with `wo init`, or name one with --state PATH"
     )]
-    NotFound { path: PathBuf },
+    /// No state file at the path.
+    NotFound {
+        /// The state file.
+        path: PathBuf,
+    },
     #[error(
         "{path}: is a symbolic link; refusing to follow it\nhint: pass --allow-symlink if you mean it"
     )]
-    Symlink { path: PathBuf },
+    /// The path is a symbolic link and links were not allowed.
+    Symlink {
+        /// The state file.
+        path: PathBuf,
+    },
     #[error("{path}: is not a regular file")]
-    NotAFile { path: PathBuf },
+    /// The path is a directory or a special file.
+    NotAFile {
+        /// The state file.
+        path: PathBuf,
+    },
     #[error(
         "{path}: {size} bytes is over the state size limit of {limit} bytes\nhint: raise the limit with --max-state-bytes"
     )]
+    /// The file is larger than the state size limit.
     TooLarge {
+        /// The state file.
         path: PathBuf,
+        /// Its size in bytes.
         size: u64,
+        /// The limit in bytes.
         limit: u64,
     },
     #[error("{path}: not a valid llm.json:\n{}\nhint: `wo validate {path}` lists every problem; fix them in an editor (nothing was changed), or `wo init --force` keeps the file as a backup (llm.json.bak-<UTC>) and starts an empty one", render(.issues))]
-    Invalid { path: PathBuf, issues: Vec<Issue> },
-    #[error("{path}: {what} is {size} bytes, over the limit of {limit} bytes")]
-    ContentTooLarge {
+    /// The file is not a valid `llm.json`; it is left as it is.
+    Invalid {
+        /// The state file.
         path: PathBuf,
+        /// Every problem found, each with its JSON pointer.
+        issues: Vec<Issue>,
+    },
+    #[error("{path}: {what} is {size} bytes, over the limit of {limit} bytes")]
+    /// A message or other content is over its limit (`WO_MAX_MESSAGE_BYTES`).
+    ContentTooLarge {
+        /// The state file.
+        path: PathBuf,
+        /// What is too large (which message, the context, …).
         what: String,
+        /// Its size in bytes.
         size: usize,
+        /// The limit in bytes.
         limit: usize,
     },
     #[error("{path}: cannot read: {source}")]
-    Read { path: PathBuf, source: io::Error },
+    /// Reading the file failed.
+    Read {
+        /// The state file.
+        path: PathBuf,
+        /// The I/O error.
+        source: io::Error,
+    },
     #[error(
         "{path}: gave up after {:.1} s waiting for the lock {lock} held by {}; nothing was changed\nhint: try again when it is done, or wait longer with {LOCK_TIMEOUT_ENV}=SECONDS", .waited.as_secs_f64(), holder_text(*.holder)
     )]
+    /// Another writer held the lock for longer than `WO_LOCK_TIMEOUT`.
     LockTimeout {
+        /// The state file.
         path: PathBuf,
+        /// The lock file.
         lock: PathBuf,
+        /// How long this writer waited.
         waited: Duration,
         /// The process id recorded by the holder, when known.
         holder: Option<u32>,
@@ -138,25 +176,65 @@ pub enum StoreError {
     #[error(
         "{lock}: is a symbolic link or not a regular file; refusing to use it as the lock of {path} (nothing was changed)\nhint: remove {lock}; wo creates its lock file itself"
     )]
-    BadLock { path: PathBuf, lock: PathBuf },
+    /// The lock file is a symbolic link or not a regular file.
+    BadLock {
+        /// The state file.
+        path: PathBuf,
+        /// The lock file.
+        lock: PathBuf,
+    },
     #[error("{path}: cannot write, the file is unchanged: {source}")]
-    Write { path: PathBuf, source: io::Error },
+    /// Writing failed before the rename: the file is unchanged.
+    Write {
+        /// The state file.
+        path: PathBuf,
+        /// The I/O error.
+        source: io::Error,
+    },
     #[error(
         "{path}: the new version was written and is in place, but not confirmed durable ({source}); it may not survive a power loss or crash of the machine"
     )]
-    NotDurable { path: PathBuf, source: io::Error },
+    /// The new version is in place but the directory fsync failed.
+    NotDurable {
+        /// The state file.
+        path: PathBuf,
+        /// The fsync's error.
+        source: io::Error,
+    },
     #[error(
         "{path}: kept changing while being written ({attempts} attempts; is an editor saving it repeatedly?); nothing was written"
     )]
-    Busy { path: PathBuf, attempts: u32 },
+    /// The file changed under every write attempt; nothing was written.
+    Busy {
+        /// The state file.
+        path: PathBuf,
+        /// How many attempts were made.
+        attempts: u32,
+    },
     #[error("{path}: cannot back it up, nothing was changed: {source}")]
-    Backup { path: PathBuf, source: io::Error },
+    /// Backing up an invalid file failed; nothing was changed.
+    Backup {
+        /// The state file.
+        path: PathBuf,
+        /// The I/O error.
+        source: io::Error,
+    },
     #[error("{path}: already exists\nhint: use it as is; `wo context edit` changes its context")]
-    Exists { path: PathBuf },
+    /// `wo init` found a state file already there.
+    Exists {
+        /// The state file.
+        path: PathBuf,
+    },
     #[error(
         "{path}: found in a parent directory but owned by user {owner}, not by you; refusing to use it\nhint: pass --state {path} to use it anyway, or run `wo init` here for your own"
     )]
-    ForeignOwner { path: PathBuf, owner: u32 },
+    /// The file found in a parent directory belongs to another user.
+    ForeignOwner {
+        /// The state file.
+        path: PathBuf,
+        /// Its owner's user id.
+        owner: u32,
+    },
 }
 
 fn holder_text(pid: Option<u32>) -> String {
@@ -417,10 +495,12 @@ impl Store {
         Ok(store)
     }
 
+    /// The state file this store owns.
     pub fn path(&self) -> &Path {
         &self.path
     }
 
+    /// The state as last read or written (with this process's unsaved changes).
     pub fn state(&self) -> &State {
         &self.state
     }
@@ -437,6 +517,7 @@ impl Store {
         &mut self.state
     }
 
+    /// The limits this store enforces.
     pub fn limits(&self) -> &Limits {
         &self.opts.limits
     }
@@ -1046,11 +1127,11 @@ mod tests {
     fn a_failure_after_the_rename_is_reported_as_written_not_durable() {
         let dir = tempfile::tempdir().unwrap();
         let mut store = store_with_two(dir.path());
-        durable::FAIL_DIR_SYNC.with(|f| f.set(true));
+        wo_durable::fail_dir_syncs(true);
         let err = store
             .transact(|s| s.push_message(Message::new("alec", ts(5), "mine", "<p>m</p>")))
             .unwrap_err();
-        durable::FAIL_DIR_SYNC.with(|f| f.set(false));
+        wo_durable::fail_dir_syncs(false);
         assert!(matches!(err, StoreError::NotDurable { .. }), "{err}");
         let text = err.to_string();
         assert!(text.contains("written and is in place"), "{text}");

@@ -137,6 +137,7 @@ pub struct LlamaServer {
     log: PathBuf,
     /// `http://127.0.0.1:PORT/v1`.
     pub base_url: String,
+    /// The loopback port it listens on.
     pub port: u16,
 }
 

@@ -99,31 +99,17 @@ pub fn run(g: &GlobalOpts, args: ServeArgs) -> Result<ExitCode> {
     })
 }
 
-/// Writes `text` to `path` through a new file only the user can read (it
-/// holds the token): created exclusively (`O_EXCL`, a random name beside
-/// `path`, mode 0600) so nothing planted in advance, such as a symlink at a
-/// predictable temporary name, is written through; then renamed over
-/// `path`, which replaces a symlink there instead of following it.
+/// Writes `text` to `path` as a file only the user can read (it holds the
+/// token), whatever mode a file there had: atomically and durably through
+/// `wo_durable`, whose temp file is created exclusively and never through a
+/// symlink, and whose rename replaces a symlink at `path` instead of
+/// following it.
 fn write_private(path: &std::path::Path, text: &str) -> std::io::Result<()> {
-    use std::io::Write;
-    let dir = match path.parent() {
-        Some(d) if !d.as_os_str().is_empty() => d,
-        _ => std::path::Path::new("."),
-    };
-    let mut f = tempfile::Builder::new()
-        .prefix(".wo-url-")
-        .tempfile_in(dir)?;
-    // tempfile creates 0600 on Unix already; say so rather than rely on it.
-    {
-        use std::os::unix::fs::PermissionsExt;
-        f.as_file()
-            .set_permissions(std::fs::Permissions::from_mode(0o600))?;
-    }
-    f.write_all(text.as_bytes())?;
-    f.write_all(b"\n")?;
-    f.as_file().sync_all()?;
-    f.persist(path).map_err(|e| e.error)?;
-    Ok(())
+    wo_durable::write_atomic_with(path, wo_durable::Mode::Exactly(0o600), |w| {
+        w.write_all(text.as_bytes())?;
+        w.write_all(b"\n")
+    })
+    .map(drop)
 }
 
 /// Best effort: the desktop's opener; the URL is printed either way.

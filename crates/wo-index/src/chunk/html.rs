@@ -1,56 +1,17 @@
 //! HTML: tag-stripped text split into sections at `h1`–`h6`, with heading ancestry.
 //!
-//! html5ever's tokenizer (not the tree builder) is used because it reports the source line of
-//! every token, which keeps provenance in original line numbers. `<script>` and `<style>`
-//! bodies are switched to raw-text mode and dropped, so neither code nor CSS reaches the index
-//! (the seed's safety rule). Text keeps the source's line structure: each output line is the
-//! stripped text of one source line, so a chunk's lines map back exactly.
+//! The text comes from `wo_format::xhtml::walk_text`, the one HTML reader (what is text, what
+//! breaks a line, what is never text: `<script>` and `<style>` bodies, among others, are
+//! dropped, so neither code nor CSS reaches the index — the seed's safety rule). It reports the
+//! source line of every event, which keeps provenance in original line numbers. Unlike
+//! `html_to_text`, this keeps the source's line structure — each output line is the stripped
+//! text of one source line, so a chunk's lines map back exactly — and splits at headings.
 
-use std::cell::RefCell;
-
-use html5ever::tendril::StrTendril;
-use html5ever::tokenizer::states::RawKind;
-use html5ever::tokenizer::{
-    BufferQueue, TagKind, Token, TokenSink, TokenSinkResult, Tokenizer, TokenizerOpts,
-};
+use wo_format::xhtml::{TextEvent, walk_text};
 
 use super::{ChunkOutput, Labels, Line, Packer};
 use crate::options::ChunkingConfig;
 use crate::util::single_line;
-
-/// Tags after which text continues on a new output line.
-const BLOCK_TAGS: &[&str] = &[
-    "address",
-    "article",
-    "aside",
-    "blockquote",
-    "br",
-    "dd",
-    "details",
-    "div",
-    "dl",
-    "dt",
-    "figcaption",
-    "figure",
-    "footer",
-    "form",
-    "header",
-    "hr",
-    "li",
-    "main",
-    "nav",
-    "ol",
-    "p",
-    "pre",
-    "section",
-    "summary",
-    "table",
-    "td",
-    "th",
-    "title",
-    "tr",
-    "ul",
-];
 
 #[derive(Default)]
 struct Section {
@@ -65,8 +26,6 @@ struct State {
     /// Text of the output line being built and the source line it started on.
     line: String,
     line_no: usize,
-    /// Inside `<script>`/`<style>`: text is discarded until the matching end tag.
-    skipping: Option<&'static str>,
     /// Inside a heading: (level, text, source line).
     heading: Option<(usize, String, usize)>,
 }
@@ -119,104 +78,60 @@ impl State {
     }
 }
 
-struct Sink(RefCell<State>);
-
-fn heading_level(name: &str) -> Option<usize> {
-    match name {
-        "h1" => Some(1),
-        "h2" => Some(2),
-        "h3" => Some(3),
-        "h4" => Some(4),
-        "h5" => Some(5),
-        "h6" => Some(6),
-        _ => None,
-    }
-}
-
-impl TokenSink for Sink {
-    type Handle = ();
-
-    fn process_token(&self, token: Token, line_number: u64) -> TokenSinkResult<()> {
-        let line = usize::try_from(line_number).unwrap_or(usize::MAX);
-        let mut st = self.0.borrow_mut();
-        match token {
-            Token::TagToken(tag) => {
-                let name: &str = &tag.name;
-                if let Some(skip) = st.skipping {
-                    if tag.kind == TagKind::EndTag && name == skip {
-                        st.skipping = None;
-                    }
-                    return TokenSinkResult::Continue;
-                }
-                match (tag.kind, name) {
-                    (TagKind::StartTag, "script") if !tag.self_closing => {
-                        st.skipping = Some("script");
-                        return TokenSinkResult::RawData(RawKind::ScriptData);
-                    }
-                    (TagKind::StartTag, "style") if !tag.self_closing => {
-                        st.skipping = Some("style");
-                        return TokenSinkResult::RawData(RawKind::Rawtext);
-                    }
-                    _ => {}
-                }
-                if let Some(level) = heading_level(name) {
-                    match tag.kind {
-                        TagKind::StartTag => {
-                            st.flush_line();
-                            st.heading = Some((level, String::new(), line));
-                        }
-                        TagKind::EndTag => {
-                            if let Some((level, text, start)) = st.heading.take() {
-                                let text = single_line(&text);
-                                while st.stack.last().is_some_and(|(l, _)| *l >= level) {
-                                    st.stack.pop();
-                                }
-                                st.stack.push((level, text.clone()));
-                                let heading_path =
-                                    st.stack.iter().map(|(_, t)| t.clone()).collect();
-                                st.sections.push(Section {
-                                    heading_path,
-                                    lines: Vec::new(),
-                                });
-                                if !text.is_empty()
-                                    && let Some(s) = st.sections.last_mut()
-                                {
-                                    s.lines.push((start, text));
-                                }
-                            }
-                        }
-                    }
-                } else if BLOCK_TAGS.contains(&name) {
-                    if let Some(h) = st.heading.as_mut() {
-                        h.1.push(' ');
-                    } else {
-                        st.flush_line();
-                    }
-                }
-            }
-            Token::CharacterTokens(text) if st.skipping.is_none() => st.text(&text, line),
-            Token::EOFToken => {
-                if let Some((_, text, start)) = st.heading.take() {
-                    st.line_no = start;
-                    st.line = text;
-                }
-                st.flush_line();
-            }
-            _ => {}
+impl State {
+    /// A block boundary: inside a heading it separates words, elsewhere it ends the line.
+    fn block_boundary(&mut self) {
+        if let Some(h) = self.heading.as_mut() {
+            h.1.push(' ');
+        } else {
+            self.flush_line();
         }
-        TokenSinkResult::Continue
+    }
+
+    fn event(&mut self, event: TextEvent<'_>, line: usize) {
+        match event {
+            TextEvent::Text(text) | TextEvent::Title(text) => self.text(text, line),
+            TextEvent::Break | TextEvent::Cell => self.block_boundary(),
+            TextEvent::HeadingStart(level) => {
+                self.flush_line();
+                self.heading = Some((level, String::new(), line));
+            }
+            TextEvent::HeadingEnd(_) => {
+                if let Some((level, text, start)) = self.heading.take() {
+                    let text = single_line(&text);
+                    while self.stack.last().is_some_and(|(l, _)| *l >= level) {
+                        self.stack.pop();
+                    }
+                    self.stack.push((level, text.clone()));
+                    let heading_path = self.stack.iter().map(|(_, t)| t.clone()).collect();
+                    self.sections.push(Section {
+                        heading_path,
+                        lines: Vec::new(),
+                    });
+                    if !text.is_empty()
+                        && let Some(s) = self.sections.last_mut()
+                    {
+                        s.lines.push((start, text));
+                    }
+                }
+            }
+        }
+    }
+
+    /// The end of input: an unclosed heading's text becomes an ordinary line.
+    fn finish(&mut self) {
+        if let Some((_, text, start)) = self.heading.take() {
+            self.line_no = start;
+            self.line = text;
+        }
+        self.flush_line();
     }
 }
 
 pub(crate) fn chunk(text: &str, cfg: &ChunkingConfig, out: &mut ChunkOutput) {
-    let sink = Sink(RefCell::new(State::default()));
-    let tokenizer = Tokenizer::new(sink, TokenizerOpts::default());
-    let queue = BufferQueue::default();
-    queue.push_back(StrTendril::from_slice(text));
-    // The sink never asks to pause for scripts, so one feed consumes the whole input.
-    let _ = tokenizer.feed(&queue);
-    tokenizer.end();
-    let state = tokenizer.sink.0.take();
+    let mut state = State::default();
+    walk_text(text, |event, line| state.event(event, line));
+    state.finish();
     let mut packer = Packer::new(cfg);
     for section in &state.sections {
         let lines: Vec<Line<'_>> = section

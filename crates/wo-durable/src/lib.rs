@@ -1,0 +1,390 @@
+//! Crash-safe file replacement: the one way WikiOracle writes a file it
+//! replaces (the state file, exports, the directory index, imported
+//! profiles, the server's URL file, configuration).
+//!
+//! A reader never sees a partial file: bytes go to a temp file in the same
+//! directory (created exclusively, never through a symlink), which is
+//! fsynced and renamed over the target, and then the directory is fsynced
+//! so the rename itself survives a power cut. An existing file's
+//! permissions are kept ([`Mode`]). On failure the original is untouched
+//! and the temp file removed.
+
+use std::fs::{self, File, OpenOptions};
+use std::io::{self, BufWriter, Write};
+use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// The permissions of the file written.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Mode {
+    /// An existing file's permissions are kept exactly; a new file is
+    /// created with `new`, narrowed by the umask as any new file is
+    /// (0o600 for private data, 0o666 for what the user shares like any
+    /// file they make).
+    Keep {
+        /// The mode of a new file, before the umask.
+        new: u32,
+    },
+    /// Exactly this mode, whatever was there: for a file holding a secret.
+    Exactly(u32),
+}
+
+/// The default for private data: an existing file's mode kept, new files
+/// only the user's (0600).
+pub const PRIVATE: Mode = Mode::Keep { new: 0o600 };
+
+/// Replaces `path` with `chunks` (written in order) atomically and durably,
+/// with [`PRIVATE`] permissions. On error the original is untouched and
+/// the temp file removed — except when the rename succeeded and only the
+/// directory fsync failed, which the error's text says (use [`stage`] and
+/// [`Staged::commit`] to tell the two apart).
+pub fn write_atomic(path: &Path, chunks: &[&[u8]]) -> io::Result<fs::Metadata> {
+    write_atomic_with(path, PRIVATE, write_chunks(chunks))
+}
+
+/// A writer of `chunks`, in order.
+fn write_chunks<'a>(chunks: &'a [&[u8]]) -> impl FnOnce(&mut dyn Write) -> io::Result<()> + 'a {
+    move |w| chunks.iter().try_for_each(|chunk| w.write_all(chunk))
+}
+
+/// [`write_atomic`] with the content written by `write` (streamed through
+/// a buffer, so a large value need not be serialised in memory first) and
+/// the given [`Mode`].
+pub fn write_atomic_with(
+    path: &Path,
+    mode: Mode,
+    write: impl FnOnce(&mut dyn Write) -> io::Result<()>,
+) -> io::Result<fs::Metadata> {
+    match stage_with(path, mode, write)?.commit() {
+        Ok(meta) => Ok(meta),
+        Err(CommitError::NotReplaced(e)) => Err(e),
+        Err(CommitError::NotDurable { source, .. }) => Err(io::Error::new(
+            source.kind(),
+            format!("the new version is in place but not confirmed durable: {source}"),
+        )),
+    }
+}
+
+/// A new version of a file, written and fsynced to a temp file beside it,
+/// not yet in place. Dropping it removes the temp file.
+#[derive(Debug)]
+pub struct Staged {
+    file: Option<File>,
+    tmp: PathBuf,
+    path: PathBuf,
+    dir: PathBuf,
+}
+
+/// Why [`Staged::commit`] failed.
+#[derive(Debug)]
+pub enum CommitError {
+    /// The rename failed: the file at the path is what it was.
+    NotReplaced(io::Error),
+    /// The rename succeeded (the new version is in place) but the directory
+    /// fsync that makes it durable failed.
+    NotDurable {
+        /// The fsync's error.
+        source: io::Error,
+        /// The new version's metadata, when it could be read.
+        meta: Option<Box<fs::Metadata>>,
+    },
+}
+
+/// Writes `chunks` to a temp file beside `path` with [`PRIVATE`]
+/// permissions and fsyncs it (see [`stage_with`]).
+pub fn stage(path: &Path, chunks: &[&[u8]]) -> io::Result<Staged> {
+    stage_with(path, PRIVATE, write_chunks(chunks))
+}
+
+/// Writes a temp file beside `path` (same directory, so the rename is
+/// atomic) with `write`, sets its permissions per `mode` and fsyncs it.
+/// The temp file is created exclusively and never through a symlink, so
+/// nothing planted at its name is written through.
+pub fn stage_with(
+    path: &Path,
+    mode: Mode,
+    write: impl FnOnce(&mut dyn Write) -> io::Result<()>,
+) -> io::Result<Staged> {
+    static COUNTER: AtomicU64 = AtomicU64::new(0);
+    let dir = parent_dir(path);
+    let name = path
+        .file_name()
+        .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "path has no file name"))?;
+    let (create_mode, exact) = match (mode, fs::metadata(path)) {
+        (Mode::Exactly(m), _) => (m, Some(m)),
+        (Mode::Keep { .. }, Ok(m)) => {
+            let kept = m.permissions().mode() & 0o7777;
+            (kept, Some(kept))
+        }
+        (Mode::Keep { new }, Err(_)) => (new, None),
+    };
+    let mut attempt = 0;
+    let (tmp, file) = loop {
+        let tmp = dir.join(format!(
+            ".{}.tmp-{}-{}",
+            name.to_string_lossy(),
+            std::process::id(),
+            COUNTER.fetch_add(1, Ordering::Relaxed)
+        ));
+        let opened = OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            // Private until written: the final mode is set below.
+            .mode(create_mode & 0o700)
+            .custom_flags(libc::O_NOFOLLOW)
+            .open(&tmp);
+        match opened {
+            Ok(file) => break (tmp, file),
+            // A name left by an earlier process with our pid (or planted):
+            // take the next one rather than fail.
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists && attempt < 16 => attempt += 1,
+            Err(e) => return Err(e),
+        }
+    };
+    let staged = Staged {
+        file: Some(file),
+        tmp,
+        path: path.to_path_buf(),
+        dir,
+    };
+    let file = staged.file.as_ref().expect("set above");
+    // Exact modes (a kept or forced one) are restored whatever the umask;
+    // a new file's mode is narrowed by the umask like any new file's.
+    let final_mode = exact.unwrap_or(create_mode & !current_umask());
+    file.set_permissions(fs::Permissions::from_mode(final_mode))?;
+    let mut writer = BufWriter::with_capacity(1 << 16, file);
+    write(&mut writer)?;
+    writer.flush()?;
+    drop(writer);
+    file.sync_all()?;
+    Ok(staged)
+}
+
+/// The process's umask, read without changing it (`/proc/self/status`,
+/// Linux 4.7+); 0o022, the usual one, when it cannot be read.
+fn current_umask() -> u32 {
+    fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find_map(|l| l.strip_prefix("Umask:"))
+                .and_then(|v| u32::from_str_radix(v.trim(), 8).ok())
+        })
+        .unwrap_or(0o022)
+}
+
+impl Staged {
+    /// Renames the temp file over the path and fsyncs the directory.
+    /// Returns the metadata of the new version (taken from the file written,
+    /// so a change someone makes right after the rename is not mistaken for
+    /// ours).
+    pub fn commit(mut self) -> Result<fs::Metadata, CommitError> {
+        fs::rename(&self.tmp, &self.path).map_err(CommitError::NotReplaced)?;
+        self.tmp = PathBuf::new();
+        self.finish()
+    }
+
+    /// Puts the new version in place only if nothing is at the path yet
+    /// (a hard link fails when the name exists, so two creators cannot both
+    /// win), then fsyncs the directory.
+    pub fn commit_new(mut self) -> Result<fs::Metadata, CommitError> {
+        fs::hard_link(&self.tmp, &self.path).map_err(CommitError::NotReplaced)?;
+        let _ = fs::remove_file(&self.tmp);
+        self.tmp = PathBuf::new();
+        self.finish()
+    }
+
+    /// The temp file holding the new version (for a caller that links it
+    /// under a name of its own choosing, such as a dated backup).
+    pub fn temp_path(&self) -> &Path {
+        &self.tmp
+    }
+
+    fn finish(&mut self) -> Result<fs::Metadata, CommitError> {
+        let meta = self.file.take().map(|f| f.metadata());
+        match (sync_dir(&self.dir), meta) {
+            (Ok(()), Some(Ok(meta))) => Ok(meta),
+            (Ok(()), _) => fs::metadata(&self.path)
+                .map_err(|source| CommitError::NotDurable { source, meta: None }),
+            (Err(source), meta) => Err(CommitError::NotDurable {
+                source,
+                meta: meta.and_then(Result::ok).map(Box::new),
+            }),
+        }
+    }
+}
+
+impl Drop for Staged {
+    fn drop(&mut self) {
+        if !self.tmp.as_os_str().is_empty() {
+            let _ = fs::remove_file(&self.tmp);
+        }
+    }
+}
+
+/// Removes temp files a killed writer of `path` left behind. Call only
+/// while every writer of `path` is excluded (under its lock): any temp file
+/// present then belongs to a writer that died.
+pub fn remove_stale_temps(path: &Path) {
+    let Some(name) = path.file_name() else { return };
+    let prefix = format!(".{}.tmp-", name.to_string_lossy());
+    let Ok(entries) = fs::read_dir(parent_dir(path)) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        if entry.file_name().to_string_lossy().starts_with(&prefix) {
+            let _ = fs::remove_file(entry.path());
+        }
+    }
+}
+
+/// The directory holding `path` (`.` for a bare file name).
+pub fn parent_dir(path: &Path) -> PathBuf {
+    match path.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
+        _ => PathBuf::from("."),
+    }
+}
+
+#[cfg(any(test, feature = "test-hooks"))]
+thread_local! {
+    static FAIL_DIR_SYNC: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Test hook (feature `test-hooks`): while `on`, directory fsyncs on this
+/// thread fail, as on a disk that refuses them.
+#[cfg(any(test, feature = "test-hooks"))]
+pub fn fail_dir_syncs(on: bool) {
+    FAIL_DIR_SYNC.with(|f| f.set(on));
+}
+
+/// fsyncs a directory so a rename in it is durable.
+pub fn sync_dir(dir: &Path) -> io::Result<()> {
+    #[cfg(any(test, feature = "test-hooks"))]
+    if FAIL_DIR_SYNC.with(std::cell::Cell::get) {
+        return Err(io::Error::other("injected directory fsync failure"));
+    }
+    File::open(dir)?.sync_all()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn mode_of(p: &Path) -> u32 {
+        fs::metadata(p).unwrap().permissions().mode() & 0o777
+    }
+
+    fn entries(dir: &Path) -> usize {
+        fs::read_dir(dir).unwrap().count()
+    }
+
+    #[test]
+    fn replaces_content_and_keeps_mode() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("llm.json");
+        write_atomic(&p, &[b"one"]).unwrap();
+        assert_eq!(mode_of(&p), 0o600);
+        fs::set_permissions(&p, fs::Permissions::from_mode(0o640)).unwrap();
+        write_atomic(&p, &[b"tw", b"o"]).unwrap();
+        assert_eq!(fs::read(&p).unwrap(), b"two");
+        assert_eq!(mode_of(&p), 0o640);
+        assert_eq!(entries(dir.path()), 1, "no temp files left behind");
+    }
+
+    #[test]
+    fn new_shared_files_follow_the_umask_and_exact_modes_are_forced() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("index.json");
+        let meta =
+            write_atomic_with(&p, Mode::Keep { new: 0o666 }, |w| w.write_all(b"{}")).unwrap();
+        assert_eq!(meta.len(), 2);
+        assert_eq!(mode_of(&p), 0o666 & !current_umask());
+        // A secret file is 0600 even where a wider file stood.
+        let url = dir.path().join("url");
+        fs::write(&url, b"old").unwrap();
+        fs::set_permissions(&url, fs::Permissions::from_mode(0o644)).unwrap();
+        write_atomic_with(&url, Mode::Exactly(0o600), |w| w.write_all(b"token")).unwrap();
+        assert_eq!(
+            (mode_of(&url), fs::read(&url).unwrap()),
+            (0o600, b"token".to_vec())
+        );
+    }
+
+    #[test]
+    fn a_failing_writer_leaves_the_original_and_no_temp() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("index.json");
+        write_atomic(&p, &[b"original"]).unwrap();
+        let err = write_atomic_with(&p, PRIVATE, |w| {
+            w.write_all(b"half")?;
+            Err(io::Error::other("serialiser failed"))
+        })
+        .unwrap_err();
+        assert_eq!(err.to_string(), "serialiser failed");
+        assert_eq!(fs::read(&p).unwrap(), b"original");
+        assert_eq!(entries(dir.path()), 1);
+    }
+
+    #[test]
+    fn failure_to_rename_leaves_original_intact() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("llm.json");
+        write_atomic(&p, &[b"original"]).unwrap();
+        // A non-empty directory cannot be renamed over.
+        let target_dir = dir.path().join("sub");
+        fs::create_dir(&target_dir).unwrap();
+        fs::write(target_dir.join("x"), b"").unwrap();
+        assert!(write_atomic(&target_dir, &[b"new"]).is_err());
+        assert_eq!(fs::read(&p).unwrap(), b"original");
+        assert_eq!(entries(dir.path()), 2, "llm.json and sub only");
+    }
+
+    #[test]
+    fn a_planted_symlink_at_a_temp_name_is_never_followed() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("url");
+        let victim = dir.path().join("victim");
+        fs::write(&victim, b"keep").unwrap();
+        // Links at many of the temp names this process may use next: each
+        // is skipped (or, past the retries, the write fails), never written
+        // through.
+        for n in 0..64 {
+            let name = format!(".url.tmp-{}-{n}", std::process::id());
+            std::os::unix::fs::symlink(&victim, dir.path().join(name)).unwrap();
+        }
+        match write_atomic_with(&p, Mode::Exactly(0o600), |w| w.write_all(b"secret")) {
+            Ok(_) => assert_eq!(fs::read(&p).unwrap(), b"secret"),
+            Err(e) => assert_eq!(e.kind(), io::ErrorKind::AlreadyExists),
+        }
+        assert_eq!(fs::read(&victim).unwrap(), b"keep");
+    }
+
+    #[test]
+    fn dir_sync_failure_is_reported_with_the_new_version_in_place() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("llm.json");
+        fail_dir_syncs(true);
+        let result = stage(&p, &[b"new"]).unwrap().commit();
+        fail_dir_syncs(false);
+        match result {
+            Err(CommitError::NotDurable { meta, .. }) => assert!(meta.is_some()),
+            other => panic!("expected NotDurable, got {other:?}"),
+        }
+        assert_eq!(fs::read(&p).unwrap(), b"new");
+    }
+
+    #[test]
+    fn commit_new_never_replaces() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("llm.json");
+        stage(&p, &[b"first"]).unwrap().commit_new().unwrap();
+        assert!(matches!(
+            stage(&p, &[b"second"]).unwrap().commit_new(),
+            Err(CommitError::NotReplaced(_))
+        ));
+        assert_eq!(fs::read(&p).unwrap(), b"first");
+        assert_eq!(entries(dir.path()), 1);
+    }
+}
