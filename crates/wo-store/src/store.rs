@@ -114,7 +114,7 @@ pub enum StoreError {
         size: u64,
         limit: u64,
     },
-    #[error("{path}: not a valid llm.json:\n{}\nhint: `wo validate {path}` lists every problem; fix them in an editor (nothing was changed), or `wo init --force` keeps the file as a backup (llm.json.bak-<UTC>) and starts an empty one", render(.issues))]
+    #[error("{path}: not a valid llm.json:\n{}\nhint: `wo validate {path}` lists every problem; fix them in an editor (nothing was changed)", render(.issues))]
     Invalid { path: PathBuf, issues: Vec<Issue> },
     #[error("{path}: {what} is {size} bytes, over the limit of {limit} bytes")]
     ContentTooLarge {
