@@ -30,7 +30,7 @@
 //! depend on the order they finish in.
 
 use std::collections::{HashMap, HashSet};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use rayon::prelude::*;
@@ -40,7 +40,7 @@ use wo_format::{Message, Role, State, Timestamp, Usage};
 
 use crate::human_time::{from_nanos, nanos_of, to_timestamp};
 use crate::text::title_from_text;
-use crate::{ImportOptions, Imported, Progress, Step, Warning, X_IMPORT_KEY, strip_secrets_map};
+use crate::{ImportOptions, Imported, Step, Warning, X_IMPORT_KEY, strip_secrets_map};
 
 /// Nanoseconds in a microsecond: the step between a parent and a child
 /// whose time was not recorded.
@@ -482,17 +482,6 @@ pub(crate) fn fallback_nanos(opts: &ImportOptions, path: &Path) -> i128 {
         .clone()
         .unwrap_or_else(|| crate::mtime_or_now(path));
     nanos_of(crate::human_time::from_timestamp(&ts))
-}
-
-/// A path's file name for messages (`conversations.json`).
-#[allow(dead_code)]
-pub(crate) fn file_name(path: &Path) -> PathBuf {
-    path.file_name().map(PathBuf::from).unwrap_or_default()
-}
-
-/// The progress reporter of `opts` (for importers that read in stages).
-pub(crate) fn progress(opts: &ImportOptions) -> &Progress {
-    &opts.progress
 }
 
 #[cfg(test)]

@@ -50,7 +50,7 @@ pub fn conversations(state: &State) -> Vec<ConversationView<'_>> {
     }
     let mut seen = vec![false; messages.len()];
     let mut out = Vec::new();
-    let mut collect = |root: usize, seen: &mut Vec<bool>| {
+    let collect = |root: usize, seen: &mut Vec<bool>| {
         let mut members = Vec::new();
         let mut stack = vec![root];
         while let Some(i) = stack.pop() {

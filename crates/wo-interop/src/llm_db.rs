@@ -106,7 +106,7 @@ fn rows(
     let mut stmt = conn
         .prepare(&format!("SELECT * FROM \"{table}\" {order}"))
         .map_err(|e| err(path, table, e))?;
-    let names: Vec<String> = stmt.column_names().iter().map(|s| s.to_string()).collect();
+    let names: Vec<String> = stmt.column_names().map(str::to_owned).collect();
     let mut out = Vec::new();
     let mut q = stmt.query([]).map_err(|e| err(path, table, e))?;
     while let Some(r) = q.next().map_err(|e| err(path, table, e))? {
