@@ -47,12 +47,27 @@ fn chatgpt_zip_dry_run_import_and_import_again() {
     assert!(dry.stdout.contains("would import"), "{}", dry.stdout);
     assert!(dry.stdout.contains("a ChatGPT export"), "{}", dry.stdout);
     assert!(dry.stdout.contains("messages: 10 added"), "{}", dry.stdout);
-    assert!(dry.stdout.contains("Rolling back a deploy  (+8)"), "{}", dry.stdout);
-    assert!(dry.stdout.contains("Weeknight pasta  (+2)"), "{}", dry.stdout);
-    assert_eq!(std::fs::read(p.state_path()).unwrap(), before, "dry run wrote");
+    assert!(
+        dry.stdout.contains("Rolling back a deploy  (+8)"),
+        "{}",
+        dry.stdout
+    );
+    assert!(
+        dry.stdout.contains("Weeknight pasta  (+2)"),
+        "{}",
+        dry.stdout
+    );
+    assert_eq!(
+        std::fs::read(p.state_path()).unwrap(),
+        before,
+        "dry run wrote"
+    );
 
     let first = p.ok(&["import", zip_arg, "--username", "alec"]);
-    assert!(first.contains("imported") && first.contains("messages: 10 added"), "{first}");
+    assert!(
+        first.contains("imported") && first.contains("messages: 10 added"),
+        "{first}"
+    );
     let state = p.state();
     assert_eq!(state.messages().len(), 10);
     assert!(state.messages().iter().any(|m| m.username == "o1"));
@@ -60,7 +75,10 @@ fn chatgpt_zip_dry_run_import_and_import_again() {
 
     let after_first = std::fs::read(p.state_path()).unwrap();
     let second = p.ok(&["import", zip_arg, "--username", "alec"]);
-    assert!(second.contains("messages: 0 added, 0 replaced, 10 already present"), "{second}");
+    assert!(
+        second.contains("messages: 0 added, 0 replaced, 10 already present"),
+        "{second}"
+    );
     assert_eq!(
         std::fs::read(p.state_path()).unwrap().len(),
         after_first.len(),
@@ -70,7 +88,10 @@ fn chatgpt_zip_dry_run_import_and_import_again() {
 
     // `wo log` keeps the answer's code block fenced.
     let log = p.ok(&["log", "--grep", "helm rollback"]);
-    assert!(log.contains("  ```bash\n  helm rollback staging 3\n  ```"), "{log}");
+    assert!(
+        log.contains("  ```bash\n  helm rollback staging 3\n  ```"),
+        "{log}"
+    );
 }
 
 #[test]
@@ -87,9 +108,17 @@ fn every_format_is_detected_and_imported() {
         init(&p);
         let out = p.ok(&["import", path.to_str().unwrap()]);
         assert!(out.contains(what), "{}: {out}", path.display());
-        assert!(out.contains(&format!("messages: {n} added")), "{}: {out}", path.display());
+        assert!(
+            out.contains(&format!("messages: {n} added")),
+            "{}: {out}",
+            path.display()
+        );
         let again = p.ok(&["import", path.to_str().unwrap()]);
-        assert!(again.contains("messages: 0 added"), "{}: {again}", path.display());
+        assert!(
+            again.contains("messages: 0 added"),
+            "{}: {again}",
+            path.display()
+        );
     }
 }
 
@@ -108,14 +137,22 @@ fn malformed_input_changes_nothing_and_names_where() {
     let before = std::fs::read(p.state_path()).unwrap();
     let cases: Vec<(PathBuf, Vec<&str>, &str)> = vec![
         (fixture("chatgpt/bad_mapping.json"), vec![], "at /1/mapping"),
-        (fixture("chatgpt/truncated.json"), vec!["--format", "chatgpt"], "invalid JSON"),
+        (
+            fixture("chatgpt/truncated.json"),
+            vec!["--format", "chatgpt"],
+            "invalid JSON",
+        ),
         (
             fixture("chatgpt/no_mapping.json"),
             vec!["--format", "chatgpt"],
             "a conversation without `mapping`",
         ),
         (fixture("chatgpt/no_mapping.json"), vec![], "--format"),
-        (fixture("claude/bad_messages.json"), vec!["--format", "claude"], "at /0/chat_messages"),
+        (
+            fixture("claude/bad_messages.json"),
+            vec!["--format", "claude"],
+            "at /0/chat_messages",
+        ),
         (fixture("jan_bad"), vec![], "messages.jsonl:2:"),
         (fixture("aichat_bad"), vec![], "invalid YAML"),
     ];
@@ -126,9 +163,17 @@ fn malformed_input_changes_nothing_and_names_where() {
         assert_eq!(r.code, 1, "{args:?}: {}{}", r.stdout, r.stderr);
         assert!(r.stderr.contains(expected), "{args:?}: {}", r.stderr);
         let name = path.file_name().unwrap().to_str().unwrap();
-        assert!(r.stderr.contains(name), "{args:?} does not name the file: {}", r.stderr);
+        assert!(
+            r.stderr.contains(name),
+            "{args:?} does not name the file: {}",
+            r.stderr
+        );
         assert!(!r.stderr.contains("--force"), "{}", r.stderr);
-        assert_eq!(std::fs::read(p.state_path()).unwrap(), before, "{args:?} wrote");
+        assert_eq!(
+            std::fs::read(p.state_path()).unwrap(),
+            before,
+            "{args:?} wrote"
+        );
     }
     let db = p.path().join("logs.db");
     rusqlite_free_db(&db);
@@ -151,10 +196,20 @@ fn exports_markdown_jsonl_and_chatgpt_round_trip() {
 
     let doc = p.ok(&["export", "--format", "markdown"]);
     assert!(doc.contains("## Rolling back a deploy"), "{doc}");
-    assert!(doc.contains("```bash\nhelm rollback staging 3\n```"), "{doc}");
+    assert!(
+        doc.contains("```bash\nhelm rollback staging 3\n```"),
+        "{doc}"
+    );
 
     let out = p.path().join("notes");
-    p.ok(&["export", "--format", "markdown", "--split", "--out", out.to_str().unwrap()]);
+    p.ok(&[
+        "export",
+        "--format",
+        "markdown",
+        "--split",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
     let mut names: Vec<String> = std::fs::read_dir(&out)
         .unwrap()
         .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
@@ -162,10 +217,20 @@ fn exports_markdown_jsonl_and_chatgpt_round_trip() {
     names.sort();
     assert_eq!(
         names,
-        ["2023-11-14-rolling-back-a-deploy.md", "2023-11-16-weeknight-pasta.md"]
+        [
+            "2023-11-14-rolling-back-a-deploy.md",
+            "2023-11-16-weeknight-pasta.md"
+        ]
     );
     // Again without --overwrite: refused, nothing touched.
-    let again = p.run(&["export", "--format", "markdown", "--split", "--out", out.to_str().unwrap()]);
+    let again = p.run(&[
+        "export",
+        "--format",
+        "markdown",
+        "--split",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
     assert_eq!(again.code, 1);
     assert!(again.stderr.contains("--overwrite"), "{}", again.stderr);
 
@@ -173,8 +238,20 @@ fn exports_markdown_jsonl_and_chatgpt_round_trip() {
     assert_eq!(jsonl.lines().count(), 10);
 
     let cg = p.path().join("conversations.json");
-    p.ok(&["export", "--format", "chatgpt", "--out", cg.to_str().unwrap()]);
-    let refused = p.run(&["export", "--format", "chatgpt", "--out", cg.to_str().unwrap()]);
+    p.ok(&[
+        "export",
+        "--format",
+        "chatgpt",
+        "--out",
+        cg.to_str().unwrap(),
+    ]);
+    let refused = p.run(&[
+        "export",
+        "--format",
+        "chatgpt",
+        "--out",
+        cg.to_str().unwrap(),
+    ]);
     assert_eq!(refused.code, 1, "{}", refused.stdout);
 
     // Another machine imports our ChatGPT-shaped export: the same messages.

@@ -78,17 +78,20 @@ fn generate(target_bytes: usize) -> Vec<u8> {
             root.clone(),
             json!({"id": root, "message": null, "parent": null, "children": [sys]}),
         );
-        mapping.insert(sys.clone(), json!({"id": sys, "parent": root, "children": [], "message": {
+        mapping.insert(
+            sys.clone(),
+            json!({"id": sys, "parent": root, "children": [], "message": {
             "id": sys, "author": {"role": "system", "name": null, "metadata": {}},
             "create_time": null, "content": {"content_type": "text", "parts": [""]},
             "status": "finished_successfully", "weight": 0.0,
-            "metadata": {"is_visually_hidden_from_conversation": true}, "recipient": "all"}}));
+            "metadata": {"is_visually_hidden_from_conversation": true}, "recipient": "all"}}),
+        );
         let mut parent = sys;
         let turns = 6 + r.next() % 10;
         for k in 0..turns {
             t += 1.0 + (r.next() % 1000) as f64 / 1000.0;
             let u = format!("u-{conv}-{k}");
-            let content = if k == 0 && r.next() % 4 == 0 {
+            let content = if k == 0 && r.next().is_multiple_of(4) {
                 json!({"content_type": "multimodal_text", "parts": [
                     {"content_type": "image_asset_pointer", "asset_pointer": format!("file-service://file-{conv}"),
                      "size_bytes": 12345, "width": 800, "height": 600},
@@ -96,26 +99,32 @@ fn generate(target_bytes: usize) -> Vec<u8> {
             } else {
                 json!({"content_type": "text", "parts": [sentence(&mut r, 25)]})
             };
-            mapping.insert(u.clone(), json!({"id": u, "parent": parent, "children": [], "message": {
+            mapping.insert(
+                u.clone(),
+                json!({"id": u, "parent": parent, "children": [], "message": {
                 "id": u, "author": {"role": "user", "name": null, "metadata": {}},
                 "create_time": t, "update_time": null, "content": content,
                 "status": "finished_successfully", "end_turn": null, "weight": 1.0,
                 "metadata": {"request_id": format!("req-{conv}-{k}"), "timestamp_": "absolute"},
-                "recipient": "all", "channel": null}}));
+                "recipient": "all", "channel": null}}),
+            );
             // One in five turns has a regenerated answer: a branch.
-            let answers = if r.next() % 5 == 0 { 2 } else { 1 };
+            let answers = if r.next().is_multiple_of(5) { 2 } else { 1 };
             let mut last = String::new();
             for b in 0..answers {
                 t += 2.5;
                 let a = format!("a-{conv}-{k}-{b}");
-                mapping.insert(a.clone(), json!({"id": a, "parent": u, "children": [], "message": {
+                mapping.insert(
+                    a.clone(),
+                    json!({"id": a, "parent": u, "children": [], "message": {
                     "id": a, "author": {"role": "assistant", "name": null, "metadata": {}},
                     "create_time": t, "update_time": null,
                     "content": {"content_type": "text", "parts": [answer(&mut r)]},
                     "status": "finished_successfully", "end_turn": true, "weight": 1.0,
                     "metadata": {"model_slug": "gpt-4o", "finish_details": {"type": "stop"},
                                  "citations": [], "is_complete": true},
-                    "recipient": "all", "channel": null}}));
+                    "recipient": "all", "channel": null}}),
+                );
                 last = a;
             }
             parent = last;

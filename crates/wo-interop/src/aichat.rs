@@ -83,7 +83,10 @@ fn read_session(file: &Path, opts: &ImportOptions) -> Result<Conversation, Inter
             path: file.to_owned(),
             line,
             column,
-            message: format!("invalid YAML: {}", crate::error::strip_position(&e.to_string())),
+            message: format!(
+                "invalid YAML: {}",
+                crate::error::strip_position(&e.to_string())
+            ),
             hint: HINT.into(),
         }
     })?;
@@ -99,7 +102,11 @@ fn read_session(file: &Path, opts: &ImportOptions) -> Result<Conversation, Inter
         .file_stem()
         .map(|s| s.to_string_lossy().into_owned())
         .unwrap_or_default();
-    let model_full = obj.get("model").and_then(Value::as_str).unwrap_or("").to_owned();
+    let model_full = obj
+        .get("model")
+        .and_then(Value::as_str)
+        .unwrap_or("")
+        .to_owned();
     let (provider, model) = match model_full.split_once(':') {
         Some((p, m)) => (Some(p.to_owned()), Some(m.to_owned())),
         None if model_full.is_empty() => (None, None),
@@ -141,7 +148,11 @@ fn read_session(file: &Path, opts: &ImportOptions) -> Result<Conversation, Inter
                 HINT,
             ));
         };
-        let role_name = m.get("role").and_then(Value::as_str).unwrap_or("").to_owned();
+        let role_name = m
+            .get("role")
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_owned();
         let content = m.remove("content").unwrap_or(Value::Null);
         let (text, keep) = content_text(&content);
         if keep {
@@ -230,7 +241,11 @@ fn content_text(content: &Value) -> (String, bool) {
             (out.join("\n\n"), true)
         }
         Value::Object(o) => {
-            let text = o.get("text").and_then(Value::as_str).unwrap_or("").to_owned();
+            let text = o
+                .get("text")
+                .and_then(Value::as_str)
+                .unwrap_or("")
+                .to_owned();
             (text, true)
         }
         Value::Null => (String::new(), false),

@@ -83,10 +83,7 @@ pub fn import_value(
             return Err(shape(
                 shown,
                 "",
-                format!(
-                    "expected an array of conversations, found {}",
-                    kind(&other)
-                ),
+                format!("expected an array of conversations, found {}", kind(&other)),
                 HINT,
             ));
         }
@@ -126,15 +123,17 @@ fn read_conversation(
         .or(opt_str(&obj, "id", shown, &at, HINT)?)
         .unwrap_or_default()
         .to_owned();
-    let default_model =
-        opt_str(&obj, "default_model_slug", shown, &at, HINT)?.map(str::to_owned);
+    let default_model = opt_str(&obj, "default_model_slug", shown, &at, HINT)?.map(str::to_owned);
     let mapping = match obj.remove("mapping") {
         Some(Value::Object(m)) => m,
         Some(other) => {
             return Err(shape(
                 shown,
                 format!("{at}/mapping"),
-                format!("`mapping` should be an object of nodes, found {}", kind(&other)),
+                format!(
+                    "`mapping` should be an object of nodes, found {}",
+                    kind(&other)
+                ),
                 HINT,
             ));
         }
@@ -147,7 +146,13 @@ fn read_conversation(
             ));
         }
     };
-    for k in ["title", "create_time", "current_node", "conversation_id", "id"] {
+    for k in [
+        "title",
+        "create_time",
+        "current_node",
+        "conversation_id",
+        "id",
+    ] {
         obj.remove(k);
     }
     compact(&mut obj);
@@ -199,7 +204,10 @@ fn read_conversation(
                 return Err(shape(
                     shown,
                     format!("{nat}/message"),
-                    format!("`message` should be an object or null, found {}", kind(&other)),
+                    format!(
+                        "`message` should be an object or null, found {}",
+                        kind(&other)
+                    ),
                     HINT,
                 ));
             }
@@ -339,8 +347,11 @@ fn read_message(
                 .unwrap_or_else(|| other.to_owned());
             if other != "tool" {
                 warnings.push(
-                    Warning::new(shown, format!("unknown role {other:?}: imported as a system message"))
-                        .at_pointer(format!("{at}/author/role")),
+                    Warning::new(
+                        shown,
+                        format!("unknown role {other:?}: imported as a system message"),
+                    )
+                    .at_pointer(format!("{at}/author/role")),
                 );
             }
             (Role::System, name, None, None)
@@ -413,7 +424,12 @@ fn content_text(
         "text" | "multimodal_text" => {
             let mut text = String::new();
             let mut only_strings = true;
-            for part in c.get("parts").and_then(Value::as_array).into_iter().flatten() {
+            for part in c
+                .get("parts")
+                .and_then(Value::as_array)
+                .into_iter()
+                .flatten()
+            {
                 match part {
                     Value::String(p) => {
                         if !p.is_empty() {
@@ -436,7 +452,11 @@ fn content_text(
         }
         "code" => {
             let lang = s("language");
-            let lang = if lang == "unknown" { String::new() } else { lang };
+            let lang = if lang == "unknown" {
+                String::new()
+            } else {
+                lang
+            };
             (fence(&s("text"), &lang), true, true)
         }
         "execution_output" => (fence(&s("text"), ""), true, true),
@@ -448,7 +468,13 @@ fn content_text(
                 .join("\n");
             let (title, url) = (s("title"), s("url"));
             if !url.is_empty() {
-                push_para(&mut t, &format!("— [{}]({url})", if title.is_empty() { &url } else { &title }));
+                push_para(
+                    &mut t,
+                    &format!(
+                        "— [{}]({url})",
+                        if title.is_empty() { &url } else { &title }
+                    ),
+                );
             }
             (t, true, true)
         }
@@ -471,7 +497,12 @@ fn content_text(
         }
         "thoughts" => {
             let mut t = String::new();
-            for th in c.get("thoughts").and_then(Value::as_array).into_iter().flatten() {
+            for th in c
+                .get("thoughts")
+                .and_then(Value::as_array)
+                .into_iter()
+                .flatten()
+            {
                 for k in ["summary", "content"] {
                     if let Some(v) = th.get(k).and_then(Value::as_str)
                         && !v.trim().is_empty()
@@ -544,11 +575,7 @@ fn part_note(part: &Map<String, Value>, attachments: &[(String, String)]) -> Str
 
 /// A fenced code block whose fence is longer than any backtick run inside.
 pub(crate) fn fence(code: &str, lang: &str) -> String {
-    let longest = code
-        .split(|c| c != '`')
-        .map(str::len)
-        .max()
-        .unwrap_or(0);
+    let longest = code.split(|c| c != '`').map(str::len).max().unwrap_or(0);
     let f = "`".repeat(longest.max(2) + 1);
     let body = code.strip_suffix('\n').unwrap_or(code);
     format!("{f}{lang}\n{body}\n{f}")
@@ -620,11 +647,7 @@ pub fn export(state: &State) -> Value {
             .filter(|m| !children.contains_key(m.id.as_str()))
             .max_by(|a, b| a.order_key().cmp(&b.order_key()))
             .unwrap_or(&root);
-        let last = c
-            .messages
-            .iter()
-            .map(|m| secs(m))
-            .fold(f64::MIN, f64::max);
+        let last = c.messages.iter().map(|m| secs(m)).fold(f64::MIN, f64::max);
         out.push(json!({
             "title": c.title,
             "create_time": secs(root),
@@ -659,7 +682,10 @@ mod tests {
     fn parts_name_their_files() {
         let att = vec![("file-1".to_owned(), "cat.png".to_owned())];
         let part = json!({"content_type": "image_asset_pointer", "asset_pointer": "file-service://file-1"});
-        assert_eq!(part_note(part.as_object().unwrap(), &att), "[image: cat.png]");
+        assert_eq!(
+            part_note(part.as_object().unwrap(), &att),
+            "[image: cat.png]"
+        );
         let part = json!({"content_type": "audio_asset_pointer", "asset_pointer": "sediment://x9"});
         assert_eq!(part_note(part.as_object().unwrap(), &[]), "[audio: x9]");
     }

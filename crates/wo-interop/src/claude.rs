@@ -101,7 +101,9 @@ fn read_conversation(
             HINT,
         ));
     };
-    let id = opt_str(&obj, "uuid", shown, &at, HINT)?.unwrap_or_default().to_owned();
+    let id = opt_str(&obj, "uuid", shown, &at, HINT)?
+        .unwrap_or_default()
+        .to_owned();
     let title = opt_str(&obj, "name", shown, &at, HINT)?.map(str::to_owned);
     let time = opt_str(&obj, "created_at", shown, &at, HINT)?.and_then(nanos_from_iso);
     let messages = match obj.remove("chat_messages") {
@@ -168,18 +170,34 @@ fn read_conversation(
                     )
                     .at_pointer(format!("{mat}/sender")),
                 );
-                (Role::System, if other.is_empty() { "system".to_owned() } else { other.to_owned() }, None)
+                (
+                    Role::System,
+                    if other.is_empty() {
+                        "system".to_owned()
+                    } else {
+                        other.to_owned()
+                    },
+                    None,
+                )
             }
         };
         let mut text = message_text(&m);
         let mut keep_content = false;
         if let Some(Value::Array(blocks)) = m.get("content") {
-            keep_content = blocks.iter().any(|b| {
-                b.get("type").and_then(Value::as_str) != Some("text")
-            });
+            keep_content = blocks
+                .iter()
+                .any(|b| b.get("type").and_then(Value::as_str) != Some("text"));
         }
-        for a in m.get("attachments").and_then(Value::as_array).into_iter().flatten() {
-            let name = a.get("file_name").and_then(Value::as_str).unwrap_or("attachment");
+        for a in m
+            .get("attachments")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+        {
+            let name = a
+                .get("file_name")
+                .and_then(Value::as_str)
+                .unwrap_or("attachment");
             match a.get("extracted_content").and_then(Value::as_str) {
                 Some(body) if !body.trim().is_empty() => {
                     push_para(&mut text, &format!("**{name}**\n\n{}", fence(body, "")));
@@ -187,14 +205,25 @@ fn read_conversation(
                 _ => push_para(&mut text, &format!("[file: {name}]")),
             }
         }
-        for f in m.get("files").and_then(Value::as_array).into_iter().flatten() {
+        for f in m
+            .get("files")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+        {
             if let Some(name) = f.get("file_name").and_then(Value::as_str)
                 && !text.contains(name)
             {
                 push_para(&mut text, &format!("[file: {name}]"));
             }
         }
-        for k in ["uuid", "sender", "created_at", "parent_message_uuid", "text"] {
+        for k in [
+            "uuid",
+            "sender",
+            "created_at",
+            "parent_message_uuid",
+            "text",
+        ] {
             m.remove(k);
         }
         if !keep_content {
@@ -260,7 +289,10 @@ fn message_text(m: &Map<String, Value>) -> String {
             return out;
         }
     }
-    m.get("text").and_then(Value::as_str).unwrap_or("").to_owned()
+    m.get("text")
+        .and_then(Value::as_str)
+        .unwrap_or("")
+        .to_owned()
 }
 
 fn push_para(text: &mut String, para: &str) {

@@ -440,7 +440,10 @@ fn drop_data_urls(fields: &mut Map<String, Value>) -> usize {
             Value::String(s) if s.len() > 1024 && s.starts_with("data:") => {
                 let kind = s[5..].split([';', ',']).next().unwrap_or("").to_owned();
                 *dropped += s.len();
-                *v = Value::String(format!("[data URL ({kind}) of {} bytes, not kept]", s.len()));
+                *v = Value::String(format!(
+                    "[data URL ({kind}) of {} bytes, not kept]",
+                    s.len()
+                ));
             }
             Value::Array(a) => a.iter_mut().for_each(|x| walk(x, dropped)),
             Value::Object(o) => o.values_mut().for_each(|x| walk(x, dropped)),
@@ -520,7 +523,10 @@ mod tests {
         let imported = build("test", Path::new("f.json"), vec![conv], 0, &opts());
         let ms = imported.state.messages();
         assert_eq!(ms.len(), 3);
-        let a = ms.iter().find(|m| m.content == "<p>Hi *there*</p>").unwrap();
+        let a = ms
+            .iter()
+            .find(|m| m.content == "<p>Hi *there*</p>")
+            .unwrap();
         assert_eq!(a.title, "Greetings");
         let b = ms
             .iter()
@@ -550,7 +556,10 @@ mod tests {
         let imported = build("test", Path::new("f.json"), vec![conv], 0, &opts());
         assert_eq!(imported.state.messages().len(), 3);
         let text: Vec<String> = imported.warnings.iter().map(|w| w.to_string()).collect();
-        assert!(text.iter().any(|w| w.contains("not in the conversation")), "{text:?}");
+        assert!(
+            text.iter().any(|w| w.contains("not in the conversation")),
+            "{text:?}"
+        );
         assert!(text.iter().any(|w| w.contains("cycle")), "{text:?}");
     }
 

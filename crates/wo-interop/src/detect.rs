@@ -165,7 +165,9 @@ pub fn detect(path: &Path, opts: &ImportOptions) -> Result<Detected, InteropErro
     if aichat::is_session_file(path) {
         return Ok(plain(Format::Aichat));
     }
-    if path.file_name().is_some_and(|n| n == "messages.jsonl" || n == "thread.json")
+    if path
+        .file_name()
+        .is_some_and(|n| n == "messages.jsonl" || n == "thread.json")
         && let Some(dir) = path.parent()
         && jan::is_thread(dir)
     {
@@ -173,6 +175,12 @@ pub fn detect(path: &Path, opts: &ImportOptions) -> Result<Detected, InteropErro
     }
     opts.progress.report(Step::Reading);
     let bytes = source::read_file(path, HINT)?;
+    // A state file names its schema near the top: the store reads it (and
+    // reports its problems by pointer), so it is not parsed here.
+    let head = &bytes[..bytes.len().min(4096)];
+    if head.windows(9).any(|w| w == b"llm_state") {
+        return Ok(plain(Format::Llm));
+    }
     opts.progress.report(Step::Parsing);
     let value = source::parse_json(&bytes, path, HINT)?;
     drop(bytes);

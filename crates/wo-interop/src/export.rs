@@ -89,7 +89,12 @@ pub fn conversations(state: &State) -> Vec<ConversationView<'_>> {
 fn conversation_title(root: &Message) -> String {
     root.extra
         .get(X_IMPORT_KEY)
-        .and_then(|x| x.to_value().get("title").and_then(Value::as_str).map(str::to_owned))
+        .and_then(|x| {
+            x.to_value()
+                .get("title")
+                .and_then(Value::as_str)
+                .map(str::to_owned)
+        })
         .filter(|t| !t.trim().is_empty())
         .unwrap_or_else(|| {
             if root.title.trim().is_empty() {
@@ -149,7 +154,11 @@ fn render_conversation(c: &ConversationView<'_>, level: usize, out: &mut String)
     let by_id: HashMap<&str, &Message> = c.messages.iter().map(|m| (m.id.as_str(), *m)).collect();
     let mut previous: Option<&str> = None;
     for m in &c.messages {
-        out.push_str(&format!("{h2} {} · {}\n\n", heading_text(&speaker(m)), human_time(m)));
+        out.push_str(&format!(
+            "{h2} {} · {}\n\n",
+            heading_text(&speaker(m)),
+            human_time(m)
+        ));
         if let (Some(p), Some(prev)) = (m.parent.as_deref(), previous)
             && p != prev
             && let Some(pm) = by_id.get(p)
@@ -193,7 +202,12 @@ pub fn markdown_files(state: &State) -> Vec<(String, String)> {
         render_conversation(&c, 1, &mut text);
         text.truncate(text.trim_end().len());
         text.push('\n');
-        let date = c.messages[0].timestamp.as_str().get(..10).unwrap_or("undated").to_owned();
+        let date = c.messages[0]
+            .timestamp
+            .as_str()
+            .get(..10)
+            .unwrap_or("undated")
+            .to_owned();
         let slug = slug(&c.title);
         let base = if slug.is_empty() {
             date
@@ -285,8 +299,14 @@ mod tests {
 
         let doc = markdown_document(&s);
         assert!(doc.contains("## Question one\n"), "{doc}");
-        assert!(doc.contains("### gpt (assistant) · 2026-01-01 00:00:01 UTC"), "{doc}");
-        assert!(doc.contains("*Another branch: answers alec at 2026-01-01 00:00:00 UTC.*"), "{doc}");
+        assert!(
+            doc.contains("### gpt (assistant) · 2026-01-01 00:00:01 UTC"),
+            "{doc}"
+        );
+        assert!(
+            doc.contains("*Another branch: answers alec at 2026-01-01 00:00:00 UTC.*"),
+            "{doc}"
+        );
 
         let files = markdown_files(&s);
         assert_eq!(files[0].0, "2026-01-01-question-one.md");

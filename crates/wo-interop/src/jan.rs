@@ -101,7 +101,10 @@ fn read_thread(dir: &Path, opts: &ImportOptions) -> Result<Conversation, Interop
                 .map(|n| n.to_string_lossy().into_owned())
                 .unwrap_or_default()
         });
-    let title = thread.get("title").and_then(Value::as_str).map(str::to_owned);
+    let title = thread
+        .get("title")
+        .and_then(Value::as_str)
+        .map(str::to_owned);
     let time = thread
         .get("created")
         .and_then(Value::as_f64)
@@ -141,7 +144,11 @@ fn read_thread(dir: &Path, opts: &ImportOptions) -> Result<Conversation, Interop
                 .and_then(Value::as_str)
                 .map(str::to_owned)
                 .unwrap_or_else(|| format!("line {line_no}"));
-            let role_name = m.get("role").and_then(Value::as_str).unwrap_or("").to_owned();
+            let role_name = m
+                .get("role")
+                .and_then(Value::as_str)
+                .unwrap_or("")
+                .to_owned();
             let time = m
                 .get("created_at")
                 .and_then(Value::as_f64)
@@ -187,7 +194,10 @@ fn read_thread(dir: &Path, opts: &ImportOptions) -> Result<Conversation, Interop
                     return Err(shape(
                         &shown,
                         "/content",
-                        format!("`content` should be an array of parts, found {}", kind(other)),
+                        format!(
+                            "`content` should be an array of parts, found {}",
+                            kind(other)
+                        ),
                         HINT,
                     ));
                 }

@@ -337,7 +337,10 @@ pub enum Step {
 /// Where an importer reports its [`Step`]s; by default nowhere. The
 /// callback may be called from several threads at once.
 #[derive(Clone, Default)]
-pub struct Progress(Option<Arc<dyn Fn(&Step) + Send + Sync>>);
+pub struct Progress(Option<Arc<ProgressFn>>);
+
+/// The callback a [`Progress`] holds.
+pub type ProgressFn = dyn Fn(&Step) + Send + Sync;
 
 impl Progress {
     pub fn new(f: impl Fn(&Step) + Send + Sync + 'static) -> Self {

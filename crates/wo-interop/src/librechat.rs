@@ -67,11 +67,21 @@ pub fn import_value(
     };
     let mut conversations = Vec::with_capacity(items.len());
     for (i, item) in items.into_iter().enumerate() {
-        let at = if prefix { format!("/{i}") } else { String::new() };
+        let at = if prefix {
+            format!("/{i}")
+        } else {
+            String::new()
+        };
         conversations.push(read_conversation(item, at, shown, opts)?);
     }
     let fallback = conv::fallback_nanos(opts, shown);
-    Ok(conv::build("librechat", shown, conversations, fallback, opts))
+    Ok(conv::build(
+        "librechat",
+        shown,
+        conversations,
+        fallback,
+        opts,
+    ))
 }
 
 fn read_conversation(
@@ -159,7 +169,10 @@ fn read_conversation(
             .filter(|p| *p != ROOT_PARENT)
             .map(str::to_owned);
         let time = opt_str(&m, "createdAt", shown, &mat, HINT)?.and_then(nanos_from_iso);
-        let by_user = m.get("isCreatedByUser").and_then(Value::as_bool).unwrap_or(false);
+        let by_user = m
+            .get("isCreatedByUser")
+            .and_then(Value::as_bool)
+            .unwrap_or(false);
         let mut text = opt_str(&m, "text", shown, &mat, HINT)?
             .unwrap_or("")
             .to_owned();
@@ -205,7 +218,13 @@ fn read_conversation(
             }
             n
         };
-        for k in ["messageId", "parentMessageId", "createdAt", "text", "conversationId"] {
+        for k in [
+            "messageId",
+            "parentMessageId",
+            "createdAt",
+            "text",
+            "conversationId",
+        ] {
             m.remove(k);
         }
         if !keep_content {

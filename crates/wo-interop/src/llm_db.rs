@@ -154,7 +154,9 @@ pub fn import(path: &Path, opts: &ImportOptions) -> Result<Imported, InteropErro
                  ORDER BY pa.response_id, pa.\"order\"",
             )
             .map_err(|e| err(path, "prompt_attachments", e))?;
-        let mut q = stmt.query([]).map_err(|e| err(path, "prompt_attachments", e))?;
+        let mut q = stmt
+            .query([])
+            .map_err(|e| err(path, "prompt_attachments", e))?;
         while let Some(r) = q.next().map_err(|e| err(path, "prompt_attachments", e))? {
             let rid: String = r.get(0).unwrap_or_default();
             let mime: Option<String> = r.get(1).unwrap_or(None);
@@ -181,7 +183,9 @@ pub fn import(path: &Path, opts: &ImportOptions) -> Result<Imported, InteropErro
                  JOIN fragments f ON f.id = pf.fragment_id ORDER BY pf.response_id, pf.\"order\"",
             )
             .map_err(|e| err(path, "prompt_fragments", e))?;
-        let mut q = stmt.query([]).map_err(|e| err(path, "prompt_fragments", e))?;
+        let mut q = stmt
+            .query([])
+            .map_err(|e| err(path, "prompt_fragments", e))?;
         while let Some(r) = q.next().map_err(|e| err(path, "prompt_fragments", e))? {
             let rid: String = r.get(0).unwrap_or_default();
             let source: Option<String> = r.get(1).unwrap_or(None);
@@ -198,7 +202,10 @@ pub fn import(path: &Path, opts: &ImportOptions) -> Result<Imported, InteropErro
     let mut convs: Vec<Conversation> = Vec::new();
     let mut by_id: HashMap<String, usize> = HashMap::new();
     for mut c in conversations_rows {
-        let id = c.remove("id").and_then(|v| v.as_str().map(str::to_owned)).unwrap_or_default();
+        let id = c
+            .remove("id")
+            .and_then(|v| v.as_str().map(str::to_owned))
+            .unwrap_or_default();
         let title = c.remove("name").and_then(|v| v.as_str().map(str::to_owned));
         crate::source::compact(&mut c);
         by_id.insert(id.clone(), convs.len());
@@ -236,7 +243,10 @@ pub fn import(path: &Path, opts: &ImportOptions) -> Result<Imported, InteropErro
             }
         };
         let when = r.remove("datetime_utc");
-        let time = when.as_ref().and_then(Value::as_str).and_then(nanos_from_iso);
+        let time = when
+            .as_ref()
+            .and_then(Value::as_str)
+            .and_then(nanos_from_iso);
         if time.is_none() {
             warnings.push(Warning::new(
                 path,
@@ -246,7 +256,11 @@ pub fn import(path: &Path, opts: &ImportOptions) -> Result<Imported, InteropErro
                 ),
             ));
         }
-        let duration = r.get("duration_ms").and_then(Value::as_i64).unwrap_or(0).max(0);
+        let duration = r
+            .get("duration_ms")
+            .and_then(Value::as_i64)
+            .unwrap_or(0)
+            .max(0);
         let model = r
             .get("resolved_model")
             .and_then(Value::as_str)

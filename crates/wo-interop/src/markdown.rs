@@ -56,8 +56,11 @@ impl Node {
     }
 }
 
+/// An element being built: its name, attributes and children so far.
+type Open = (String, Vec<(String, String)>, Vec<Node>);
+
 struct TreeSink {
-    stack: RefCell<Vec<(String, Vec<(String, String)>, Vec<Node>)>>,
+    stack: RefCell<Vec<Open>>,
 }
 
 const VOID: &[&str] = &["br", "hr"];
@@ -113,7 +116,7 @@ impl TokenSink for TreeSink {
     }
 }
 
-fn close(stack: &mut Vec<(String, Vec<(String, String)>, Vec<Node>)>) {
+fn close(stack: &mut Vec<Open>) {
     if let Some((name, attrs, kids)) = stack.pop() {
         stack
             .last_mut()
@@ -312,7 +315,9 @@ fn table(kids: &[Node]) -> String {
                                 for k in kids {
                                     inline(k, &mut s);
                                 }
-                                row.push(s.replace('\n', " ").replace('|', "\\|").trim().to_owned());
+                                row.push(
+                                    s.replace('\n', " ").replace('|', "\\|").trim().to_owned(),
+                                );
                             }
                         }
                         rows.push(row);
@@ -491,9 +496,13 @@ mod tests {
 
     #[test]
     fn code_blocks_become_fences_with_their_language() {
-        let x = markdown_to_xhtml("Try:\n\n```rust\nfn main() {\n    println!(\"<hi>\");\n}\n```\n");
+        let x =
+            markdown_to_xhtml("Try:\n\n```rust\nfn main() {\n    println!(\"<hi>\");\n}\n```\n");
         let md = xhtml_to_markdown(&x);
-        assert_eq!(md, "Try:\n\n```rust\nfn main() {\n    println!(\"<hi>\");\n}\n```");
+        assert_eq!(
+            md,
+            "Try:\n\n```rust\nfn main() {\n    println!(\"<hi>\");\n}\n```"
+        );
     }
 
     #[test]

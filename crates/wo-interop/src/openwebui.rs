@@ -103,7 +103,14 @@ fn read_chat(
                 HINT,
             ));
         }
-        None => return Err(shape(shown, at, "a chat without `chat` (its messages)", HINT)),
+        None => {
+            return Err(shape(
+                shown,
+                at,
+                "a chat without `chat` (its messages)",
+                HINT,
+            ));
+        }
     };
     let id = opt_str(&obj, "id", shown, &at, HINT)?
         .or(opt_str(&chat, "id", shown, &format!("{at}/chat"), HINT)?)
@@ -121,53 +128,63 @@ fn read_chat(
         .map(str::to_owned);
 
     let mut current = None;
-    let (messages, linear, mat): (Vec<(String, Value)>, bool, String) =
-        match chat.remove("history") {
-            Some(Value::Object(mut h)) => {
-                current = h.get("currentId").and_then(Value::as_str).map(str::to_owned);
-                match h.remove("messages") {
-                    Some(Value::Object(m)) => {
-                        chat.remove("messages"); // the current branch again, in order
-                        (m.into_iter().collect(), false, format!("{at}/chat/history/messages"))
-                    }
-                    Some(other) => {
-                        return Err(shape(
-                            shown,
-                            format!("{at}/chat/history/messages"),
-                            format!("`messages` should be an object by id, found {}", kind(&other)),
-                            HINT,
-                        ));
-                    }
-                    None => (Vec::new(), false, format!("{at}/chat/history/messages")),
+    let (messages, linear, mat): (Vec<(String, Value)>, bool, String) = match chat.remove("history")
+    {
+        Some(Value::Object(mut h)) => {
+            current = h
+                .get("currentId")
+                .and_then(Value::as_str)
+                .map(str::to_owned);
+            match h.remove("messages") {
+                Some(Value::Object(m)) => {
+                    chat.remove("messages"); // the current branch again, in order
+                    (
+                        m.into_iter().collect(),
+                        false,
+                        format!("{at}/chat/history/messages"),
+                    )
                 }
-            }
-            Some(other) => {
-                return Err(shape(
-                    shown,
-                    format!("{at}/chat/history"),
-                    format!("`history` should be an object, found {}", kind(&other)),
-                    HINT,
-                ));
-            }
-            None => match chat.remove("messages") {
-                Some(Value::Array(a)) => (
-                    a.into_iter()
-                        .enumerate()
-                        .map(|(j, v)| (j.to_string(), v))
-                        .collect(),
-                    true,
-                    format!("{at}/chat/messages"),
-                ),
-                _ => {
+                Some(other) => {
                     return Err(shape(
                         shown,
-                        format!("{at}/chat"),
-                        "a chat with neither `history` nor `messages`",
+                        format!("{at}/chat/history/messages"),
+                        format!(
+                            "`messages` should be an object by id, found {}",
+                            kind(&other)
+                        ),
                         HINT,
                     ));
                 }
-            },
-        };
+                None => (Vec::new(), false, format!("{at}/chat/history/messages")),
+            }
+        }
+        Some(other) => {
+            return Err(shape(
+                shown,
+                format!("{at}/chat/history"),
+                format!("`history` should be an object, found {}", kind(&other)),
+                HINT,
+            ));
+        }
+        None => match chat.remove("messages") {
+            Some(Value::Array(a)) => (
+                a.into_iter()
+                    .enumerate()
+                    .map(|(j, v)| (j.to_string(), v))
+                    .collect(),
+                true,
+                format!("{at}/chat/messages"),
+            ),
+            _ => {
+                return Err(shape(
+                    shown,
+                    format!("{at}/chat"),
+                    "a chat with neither `history` nor `messages`",
+                    HINT,
+                ));
+            }
+        },
+    };
     let mut nodes = Vec::with_capacity(messages.len());
     let mut previous: Option<String> = None;
     for (key, m) in messages {
@@ -189,7 +206,9 @@ fn read_chat(
             _ if linear => previous.clone(),
             _ => None,
         };
-        let role_name = opt_str(&m, "role", shown, &nat, HINT)?.unwrap_or("").to_owned();
+        let role_name = opt_str(&m, "role", shown, &nat, HINT)?
+            .unwrap_or("")
+            .to_owned();
         let model = opt_str(&m, "model", shown, &nat, HINT)?.map(str::to_owned);
         let time = opt_f64(&m, "timestamp", shown, &nat, HINT)?.and_then(nanos_from_epoch);
         let mut text = match m.remove("content") {
@@ -209,7 +228,12 @@ fn read_chat(
                 ));
             }
         };
-        for f in m.get("files").and_then(Value::as_array).into_iter().flatten() {
+        for f in m
+            .get("files")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+        {
             let name = f
                 .get("name")
                 .or_else(|| f.get("file").and_then(|x| x.get("filename")))
@@ -239,8 +263,11 @@ fn read_chat(
             "system" => (Role::System, "system".to_owned(), None),
             other => {
                 warnings.push(
-                    Warning::new(shown, format!("unknown role {other:?}: imported as a system message"))
-                        .at_pointer(format!("{nat}/role")),
+                    Warning::new(
+                        shown,
+                        format!("unknown role {other:?}: imported as a system message"),
+                    )
+                    .at_pointer(format!("{nat}/role")),
                 );
                 let name = if other.is_empty() { "system" } else { other };
                 (Role::System, name.to_owned(), None)
@@ -249,8 +276,7 @@ fn read_chat(
         for k in ["id", "parentId", "childrenIds", "role", "timestamp"] {
             m.remove(k);
         }
-        if node_model.is_some() && m.get("model").and_then(Value::as_str) == node_model.as_deref()
-        {
+        if node_model.is_some() && m.get("model").and_then(Value::as_str) == node_model.as_deref() {
             m.remove("model");
         }
         compact(&mut m);

@@ -199,7 +199,11 @@ mod tests {
         assert!(is_zip(&zip_path));
         let (shown, bytes) = read_zip_entry(&zip_path, "conversations.json", "h").unwrap();
         assert_eq!(bytes, b"[2]");
-        assert!(shown.to_string_lossy().ends_with("export.zip:conversations.json"));
+        assert!(
+            shown
+                .to_string_lossy()
+                .ends_with("export.zip:conversations.json")
+        );
         let err = read_zip_entry(&zip_path, "users.json", "h").unwrap_err();
         assert!(err.to_string().contains("holds no users.json"), "{err}");
 

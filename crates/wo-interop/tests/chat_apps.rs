@@ -114,7 +114,11 @@ fn chatgpt_tree_roles_times_and_parts() {
 
     // Code and tool output are fenced; the tool is a system message.
     let a2 = by_source_id(s, "a-2");
-    assert!(text(a2).starts_with("```python\nimport yaml"), "{}", text(a2));
+    assert!(
+        text(a2).starts_with("```python\nimport yaml"),
+        "{}",
+        text(a2)
+    );
     let t2 = by_source_id(s, "t-2");
     assert_eq!(
         (t2.role, t2.username.as_str()),
@@ -154,7 +158,12 @@ fn chatgpt_zip_reads_the_entry_and_names_it_in_errors() {
     let (format, from_zip) = import(&zip_path);
     assert_eq!(format, Format::Chatgpt);
     let (_, from_json) = import(&fixture("chatgpt/conversations.json"));
-    let ids = |s: &State| s.messages().iter().map(|m| m.id.clone()).collect::<Vec<_>>();
+    let ids = |s: &State| {
+        s.messages()
+            .iter()
+            .map(|m| m.id.clone())
+            .collect::<Vec<_>>()
+    };
     assert_eq!(ids(&from_zip.state), ids(&from_json.state));
 
     let bad_zip = dir.path().join("bad.zip");
@@ -172,8 +181,14 @@ fn chatgpt_zip_reads_the_entry_and_names_it_in_errors() {
 fn chatgpt_malformed_files_name_file_and_pointer() {
     let cases: [(&str, &str); 4] = [
         ("chatgpt/bad_mapping.json", "at /1/mapping"),
-        ("chatgpt/bad_role.json", "at /0/mapping/n1/message/author/role"),
-        ("chatgpt/no_mapping.json", "at /0: a conversation without `mapping`"),
+        (
+            "chatgpt/bad_role.json",
+            "at /0/mapping/n1/message/author/role",
+        ),
+        (
+            "chatgpt/no_mapping.json",
+            "at /0: a conversation without `mapping`",
+        ),
         ("chatgpt/truncated.json", "truncated.json:"),
     ];
     for (file, expected) in cases {
@@ -272,8 +287,12 @@ fn claude_linear_and_tree_exports_with_attachments() {
     );
     assert_idempotent(&imported);
 
-    let e = detect::import(&fixture("claude/bad_messages.json"), Some(Format::Claude), &opts())
-        .unwrap_err();
+    let e = detect::import(
+        &fixture("claude/bad_messages.json"),
+        Some(Format::Claude),
+        &opts(),
+    )
+    .unwrap_err();
     assert!(e.to_string().contains("at /0/chat_messages"), "{e}");
 }
 
@@ -343,9 +362,17 @@ fn librechat_nested_and_flat_exports() {
     assert!(f2.content.contains("<strong>12–16 hours</strong>"));
     assert_eq!(x(f2)["fields"]["content"][0]["think"], "short");
 
-    let e = detect::import(&fixture("librechat/bad_message.json"), Some(Format::Librechat), &opts())
-        .unwrap_err();
-    assert!(e.to_string().contains("at /messages/0: a message without `messageId`"), "{e}");
+    let e = detect::import(
+        &fixture("librechat/bad_message.json"),
+        Some(Format::Librechat),
+        &opts(),
+    )
+    .unwrap_err();
+    assert!(
+        e.to_string()
+            .contains("at /messages/0: a message without `messageId`"),
+        "{e}"
+    );
 }
 
 #[test]
@@ -435,7 +462,10 @@ fn aichat_sessions_without_times_stay_idempotent_as_they_grow() {
 
     let e = detect::import(&fixture("aichat_bad"), None, &opts()).unwrap_err();
     let msg = e.to_string();
-    assert!(msg.contains("broken.yaml") && msg.contains("invalid YAML"), "{msg}");
+    assert!(
+        msg.contains("broken.yaml") && msg.contains("invalid YAML"),
+        "{msg}"
+    );
 }
 
 fn llm_db(dir: &Path) -> std::path::PathBuf {
@@ -497,13 +527,26 @@ fn exports_read_by_people() {
     let (_, imported) = import(&fixture("chatgpt/conversations.json"));
     let state = assert_idempotent(&imported);
     let doc = export::markdown_document(&state);
-    assert!(doc.starts_with("# Conversations\n\n## Rolling back a deploy\n"), "{doc}");
-    assert!(doc.contains("```bash\nhelm rollback staging 3\n```"), "{doc}");
-    assert!(doc.contains("### gpt-4o (assistant) · 2023-11-14 22:13:25 UTC"), "{doc}");
+    assert!(
+        doc.starts_with("# Conversations\n\n## Rolling back a deploy\n"),
+        "{doc}"
+    );
+    assert!(
+        doc.contains("```bash\nhelm rollback staging 3\n```"),
+        "{doc}"
+    );
+    assert!(
+        doc.contains("### gpt-4o (assistant) · 2023-11-14 22:13:25 UTC"),
+        "{doc}"
+    );
     assert!(doc.contains("*Another branch: answers alec at"), "{doc}");
     let files = export::markdown_files(&state);
     assert_eq!(files.len(), 2);
-    assert!(files[0].0.ends_with("-rolling-back-a-deploy.md"), "{}", files[0].0);
+    assert!(
+        files[0].0.ends_with("-rolling-back-a-deploy.md"),
+        "{}",
+        files[0].0
+    );
     let lines = export::jsonl(&state);
     assert_eq!(lines.lines().count(), state.messages().len());
     for l in lines.lines() {

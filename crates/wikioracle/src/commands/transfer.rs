@@ -340,7 +340,11 @@ pub fn import(g: &GlobalOpts, args: ImportArgs) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-fn import_detected(source: &Path, detected: detect::Detected, opts: &ImportOptions) -> Result<Imported> {
+fn import_detected(
+    source: &Path,
+    detected: detect::Detected,
+    opts: &ImportOptions,
+) -> Result<Imported> {
     let format = detected.format;
     let imported = match detected.value {
         Some((value, shown)) => match format {
@@ -381,7 +385,11 @@ fn print_new_conversations(imported: &Imported, report: &wo_format::merge::Merge
             .unwrap_or("")
             .to_owned();
         let entry = convs.entry(conv).or_default();
-        if let Some(t) = x.as_ref().and_then(|x| x.get("title")).and_then(|t| t.as_str()) {
+        if let Some(t) = x
+            .as_ref()
+            .and_then(|x| x.get("title"))
+            .and_then(|t| t.as_str())
+        {
             entry.0 = Some(t.to_owned());
         }
         if added.contains(m.id.as_str()) {
