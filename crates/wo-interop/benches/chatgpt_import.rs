@@ -12,7 +12,8 @@
 //!   its write: the import, `Imported::admit` (validation, sanitising), the
 //!   merge into an empty state and the canonical bytes.
 //!
-//! `cargo bench -p wo-interop --bench chatgpt_import`
+//! `cargo bench -p wo-interop --bench chatgpt_import` (`WO_BENCH_FILE=PATH`
+//! keeps the generated export at PATH).
 
 use std::io::Write;
 use std::time::{Duration, Instant};
@@ -168,7 +169,10 @@ fn main() {
         .unwrap_or(3)
         .max(1);
     let dir = tempfile::tempdir().expect("tempdir");
-    let path = dir.path().join("conversations.json");
+    // WO_BENCH_FILE keeps the generated export there (to try `wo import` on it).
+    let path = std::env::var_os("WO_BENCH_FILE")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|| dir.path().join("conversations.json"));
     let bytes = generate(mb << 20);
     std::fs::File::create(&path)
         .and_then(|mut f| f.write_all(&bytes))

@@ -30,6 +30,7 @@
 use std::collections::{HashMap, HashSet};
 use std::path::Path;
 
+use rayon::prelude::*;
 use serde_json::{Map, Value, json};
 use wo_format::{Message, Role, State};
 
@@ -88,10 +89,34 @@ pub fn import_value(
             ));
         }
     };
+    // Conversations are read in parallel; the first error in file order is
+    // the one reported, whichever thread met it.
+    type Read = Result<(Conversation, usize, Vec<Warning>), InteropError>;
+    let read: Vec<Read> = items
+        .into_par_iter()
+        .enumerate()
+        .map(|(i, item)| {
+            let mut w = Vec::new();
+            read_conversation(item, i, shown, opts, &mut w).map(|(c, n)| (c, n, w))
+        })
+        .collect();
     let mut warnings = Vec::new();
-    let mut conversations = Vec::with_capacity(items.len());
-    for (i, item) in items.into_iter().enumerate() {
-        conversations.push(read_conversation(item, i, shown, opts, &mut warnings)?);
+    let mut conversations = Vec::with_capacity(read.len());
+    let mut skipped_empty = 0usize;
+    for r in read {
+        let (c, n, w) = r?;
+        warnings.extend(w);
+        skipped_empty += n;
+        conversations.push(c);
+    }
+    // One line for the whole file, not one per conversation.
+    if skipped_empty > 0 {
+        warnings.push(Warning::new(
+            shown,
+            format!(
+                "{skipped_empty} empty message(s) (hidden system prompts and the like) skipped"
+            ),
+        ));
     }
     let fallback = conv::fallback_nanos(opts, shown);
     let mut imported = conv::build("chatgpt", shown, conversations, fallback, opts);
@@ -106,7 +131,7 @@ fn read_conversation(
     shown: &Path,
     opts: &ImportOptions,
     warnings: &mut Vec<Warning>,
-) -> Result<Conversation, InteropError> {
+) -> Result<(Conversation, usize), InteropError> {
     let at = format!("/{i}");
     let Value::Object(mut obj) = item else {
         return Err(shape(
@@ -227,26 +252,18 @@ fn read_conversation(
         node.parent = p.filter(|id| kept.contains(id));
         nodes.push(node);
     }
-    if skipped_empty > 0 {
-        warnings.push(
-            Warning::new(
-                shown,
-                format!(
-                    "{skipped_empty} empty message(s) (hidden system prompts and the like) skipped"
-                ),
-            )
-            .at_pointer(at.clone()),
-        );
-    }
-    Ok(Conversation {
-        id,
-        title,
-        time,
-        current,
-        fields: obj,
-        nodes,
-        location: at,
-    })
+    Ok((
+        Conversation {
+            id,
+            title,
+            time,
+            current,
+            fields: obj,
+            nodes,
+            location: at,
+        },
+        skipped_empty,
+    ))
 }
 
 /// One message; `None` when it holds nothing to keep.

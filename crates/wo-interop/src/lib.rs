@@ -394,18 +394,39 @@ pub(crate) fn ptr(token: &str) -> String {
 /// `value`, recording their pointers: product §2 forbids secrets in `llm.json`,
 /// and that outranks losslessness.
 pub(crate) fn strip_secrets(value: &mut Value, at: &str, removed: &mut Vec<String>) {
+    let mut path = Vec::new();
+    strip_value(value, at, &mut path, removed);
+}
+
+pub(crate) fn strip_secrets_map(map: &mut Map<String, Value>, at: &str, removed: &mut Vec<String>) {
+    let mut path = Vec::new();
+    strip_map(map, at, &mut path, removed);
+}
+
+// The path is kept as tokens and joined only when something is removed:
+// imports walk every field of every message, and nearly none hold a secret.
+fn strip_value(value: &mut Value, at: &str, path: &mut Vec<String>, removed: &mut Vec<String>) {
     match value {
-        Value::Object(map) => strip_secrets_map(map, at, removed),
+        Value::Object(map) => strip_map(map, at, path, removed),
         Value::Array(items) => {
             for (i, v) in items.iter_mut().enumerate() {
-                strip_secrets(v, &format!("{at}/{i}"), removed);
+                if v.is_object() || v.is_array() {
+                    path.push(i.to_string());
+                    strip_value(v, at, path, removed);
+                    path.pop();
+                }
             }
         }
         _ => {}
     }
 }
 
-pub(crate) fn strip_secrets_map(map: &mut Map<String, Value>, at: &str, removed: &mut Vec<String>) {
+fn strip_map(
+    map: &mut Map<String, Value>,
+    at: &str,
+    path: &mut Vec<String>,
+    removed: &mut Vec<String>,
+) {
     let secret: Vec<String> = map
         .iter()
         .filter(|(k, v)| text::is_secret_key(k) && text::holds_secret(v))
@@ -413,9 +434,18 @@ pub(crate) fn strip_secrets_map(map: &mut Map<String, Value>, at: &str, removed:
         .collect();
     for k in secret {
         map.remove(&k);
-        removed.push(format!("{at}/{}", ptr(&k)));
+        let mut p = at.to_owned();
+        for t in path.iter().chain(std::iter::once(&k)) {
+            p.push('/');
+            p.push_str(&ptr(t));
+        }
+        removed.push(p);
     }
     for (k, v) in map.iter_mut() {
-        strip_secrets(v, &format!("{at}/{}", ptr(k)), removed);
+        if v.is_object() || v.is_array() {
+            path.push(k.clone());
+            strip_value(v, at, path, removed);
+            path.pop();
+        }
     }
 }
