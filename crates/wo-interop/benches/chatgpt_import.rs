@@ -22,6 +22,10 @@ use serde_json::{Value, json};
 use wo_format::{State, Timestamp};
 use wo_interop::{ImportOptions, chatgpt};
 
+// The `wo` binary's allocator, so the times are the ones `wo import` sees.
+#[global_allocator]
+static ALLOC: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 /// A small deterministic generator (xorshift), so every run sees the same file.
 struct Rng(u64);
 impl Rng {

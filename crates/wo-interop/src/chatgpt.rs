@@ -340,6 +340,10 @@ fn read_message(
             push_para(&mut text, &format!("[file: {name}]"));
         }
     }
+    let is_context = content
+        .get("content_type")
+        .and_then(Value::as_str)
+        .is_some_and(|t| t == "user_editable_context");
     if keep_content {
         m.insert("content".into(), content);
     }
@@ -348,6 +352,8 @@ fn read_message(
     }
 
     let (role, username, provider, model) = match role_name.as_str() {
+        // Custom instructions: the user wrote them, but as a system prompt.
+        "user" if is_context => (Role::System, "system".to_owned(), None, None),
         "user" => (Role::User, opts.username.clone(), None, None),
         "assistant" => {
             let slug = model_slug.or_else(|| default_model.map(str::to_owned));
@@ -381,7 +387,7 @@ fn read_message(
         compact(meta);
     }
     compact(&mut m);
-    if role_name != "user" && role_name != "assistant" && role_name != "system" {
+    if is_context || !matches!(role_name.as_str(), "user" | "assistant" | "system") {
         m.insert("role".into(), role_name.into());
     }
 

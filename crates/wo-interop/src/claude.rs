@@ -200,7 +200,7 @@ fn read_conversation(
                 .unwrap_or("attachment");
             match a.get("extracted_content").and_then(Value::as_str) {
                 Some(body) if !body.trim().is_empty() => {
-                    push_para(&mut text, &format!("**{name}**\n\n{}", fence(body, "")));
+                    push_para(&mut text, &format!("[file: {name}]\n{}", fence(body, "")));
                 }
                 _ => push_para(&mut text, &format!("[file: {name}]")),
             }

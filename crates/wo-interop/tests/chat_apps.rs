@@ -54,8 +54,13 @@ fn chatgpt_tree_roles_times_and_parts() {
     // root (null) and the empty hidden system node are skipped: 10 - 2 + 2.
     assert_eq!(s.messages().len(), 10, "{:#?}", s.messages());
 
+    // Custom instructions: a system message (the author role kept).
     let ctx = by_source_id(s, "ctx-1");
-    assert_eq!(ctx.role, Some(Role::User));
+    assert_eq!(
+        (ctx.role, ctx.username.as_str()),
+        (Some(Role::System), "system")
+    );
+    assert_eq!(x(ctx)["fields"]["role"], "user");
     assert!(text(ctx).contains("The user is an SRE."));
     // Its time was not recorded: derived after the conversation start.
     assert_eq!(x(ctx)["time_derived"], true);
@@ -261,7 +266,10 @@ fn claude_linear_and_tree_exports_with_attachments() {
     let t = text(q);
     assert!(t.starts_with("Can you check clause 4 of this?"), "{t}");
     assert!(t.contains("4. The tenant pays rent monthly."), "{t}");
-    assert!(t.contains("contract.txt"), "{t}");
+    assert!(
+        t.contains("[file: contract.txt]\n```\n4. The tenant"),
+        "{t}"
+    );
     assert!(t.contains("[file: scan.pdf]"), "{t}");
     let a = by_source_id(s, "m-0002");
     assert_eq!(a.parent.as_deref(), Some(q.id.as_str()));

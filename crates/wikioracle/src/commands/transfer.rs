@@ -377,19 +377,17 @@ fn print_new_conversations(imported: &Imported, report: &wo_format::merge::Merge
     // conversation id → (title, new messages)
     let mut convs: BTreeMap<String, (Option<String>, usize)> = BTreeMap::new();
     for m in imported.state.messages() {
-        let x = m.extra.get(X_IMPORT_KEY).map(|x| x.to_value());
+        // Only the chat apps' imports know their conversations.
+        let Some(x) = m.extra.get(X_IMPORT_KEY).map(|x| x.to_value()) else {
+            continue;
+        };
         let conv = x
-            .as_ref()
-            .and_then(|x| x.get("conversation"))
+            .get("conversation")
             .and_then(|c| c.as_str())
             .unwrap_or("")
             .to_owned();
         let entry = convs.entry(conv).or_default();
-        if let Some(t) = x
-            .as_ref()
-            .and_then(|x| x.get("title"))
-            .and_then(|t| t.as_str())
-        {
+        if let Some(t) = x.get("title").and_then(|t| t.as_str()) {
             entry.0 = Some(t.to_owned());
         }
         if added.contains(m.id.as_str()) {
@@ -402,7 +400,10 @@ fn print_new_conversations(imported: &Imported, report: &wo_format::merge::Merge
     }
     outln!("  {} conversation(s) would gain messages:", gaining.len());
     for (id, (title, n)) in gaining.iter().take(20) {
-        let name = title.clone().unwrap_or_else(|| id.clone());
+        let name = title
+            .clone()
+            .filter(|t| !t.trim().is_empty())
+            .unwrap_or_else(|| id.clone());
         outln!("    {name}  (+{n})");
     }
     if gaining.len() > 20 {
