@@ -356,7 +356,8 @@ fn build_one(
         let conv_title = title.as_deref().map(str::trim).filter(|t| !t.is_empty());
         let msg_title = match conv_title {
             Some(t) if is_start && Some(i) == root_first => one_line(t),
-            _ => title_from_text(strip_markup_start(&node.text)),
+            _ if node.kind == TextKind::Markdown => title_from_text(&markdown_words(&node.text)),
+            _ => title_from_text(&node.text),
         };
         let mut m = Message::new(&node.username, timestamp(t), msg_title, content);
         m.role = Some(node.role);
@@ -468,14 +469,21 @@ fn one_line(t: &str) -> String {
     line.chars().filter(|c| !c.is_control()).collect()
 }
 
-/// Skips a leading code fence or heading marker so a title reads as words.
-fn strip_markup_start(text: &str) -> &str {
-    let t = text.trim_start();
-    if t.starts_with("```") || t.starts_with("~~~") {
-        // The fence line names a language, not the content.
-        return t.split_once('\n').map_or("", |(_, rest)| rest);
-    }
-    t.trim_start_matches('#').trim_start()
+/// The first line of Markdown that holds words, without its markup
+/// (a fence line, heading and quote markers, emphasis and code marks), so
+/// a title reads as words. Cheap: titles are made for every message.
+fn markdown_words(text: &str) -> String {
+    let line = text
+        .lines()
+        .map(str::trim)
+        .find(|l| !l.is_empty() && !l.starts_with("```") && !l.starts_with("~~~"))
+        .unwrap_or("");
+    let line = line.trim_start_matches(['#', '>', ' ']);
+    let line = line
+        .strip_prefix("- ")
+        .or_else(|| line.strip_prefix("* "))
+        .unwrap_or(line);
+    line.chars().filter(|c| !matches!(c, '*' | '`')).collect()
 }
 
 /// The instant to use when nothing in a file dates a message.
@@ -582,6 +590,13 @@ mod tests {
         let imported = build("test", Path::new("f.json"), vec![c1, c2], 0, &opts());
         assert_eq!(imported.state.messages().len(), 1);
         assert!(imported.warnings[0].message.contains("kept once"));
+    }
+
+    #[test]
+    fn markdown_titles_read_as_words() {
+        assert_eq!(markdown_words("```rust\nfn main() {}\n```"), "fn main() {}");
+        assert_eq!(markdown_words("## The **plan**\n\nbody"), "The plan");
+        assert_eq!(markdown_words("- use `x`"), "use x");
     }
 
     #[test]

@@ -430,31 +430,42 @@ fn wrap(out: &mut String, mark: &str, inner: impl FnOnce(&mut String)) {
     out.push_str(&s[s.len() - trail..]);
 }
 
-/// Escapes what Markdown would read as inline markup.
+/// Escapes what Markdown would read as inline markup, and only that: a
+/// `*` between spaces, a `[` that no `](` follows, a `<` that starts no tag
+/// stay as they are, so ordinary prose reads as written.
 fn escape_into(text: &str, out: &mut String) {
     let chars: Vec<char> = text.chars().collect();
+    let space = |c: Option<&char>| c.is_none_or(|c| c.is_whitespace());
     for (i, &c) in chars.iter().enumerate() {
-        match c {
-            '\\' | '`' | '*' | '[' | ']' | '<' => {
-                out.push('\\');
-                out.push(c);
-            }
+        let prev = i.checked_sub(1).and_then(|j| chars.get(j));
+        let next = chars.get(i + 1);
+        let escape = match c {
+            '\\' | '`' => true,
+            // Emphasis needs a non-space on one side.
+            '*' => !(space(prev) && space(next)),
+            // Inside a word an underscore is never emphasis.
             '_' => {
-                // Inside a word an underscore is never emphasis.
-                let before = i > 0 && chars[i - 1].is_alphanumeric();
-                let after = chars.get(i + 1).is_some_and(|c| c.is_alphanumeric());
-                if !(before && after) {
-                    out.push('\\');
-                }
-                out.push('_');
+                !(prev.is_some_and(|c| c.is_alphanumeric())
+                    && next.is_some_and(|c| c.is_alphanumeric()))
             }
-            '&' if chars
-                .get(i + 1)
-                .is_some_and(|c| c.is_ascii_alphanumeric() || *c == '#') =>
-            {
-                out.push_str("&amp;");
-            }
-            _ => out.push(c),
+            // A link or reference needs `](`, `][` or `]:`.
+            ']' => matches!(next, Some('(' | '[' | ':')),
+            '[' => chars[i + 1..]
+                .iter()
+                .position(|&c| c == ']')
+                .is_some_and(|j| matches!(chars.get(i + 2 + j), Some('(' | '[' | ':'))),
+            // HTML and autolinks start with `<` and a letter, `/`, `!` or `?`.
+            '<' => next.is_some_and(|c| c.is_ascii_alphabetic() || matches!(c, '/' | '!' | '?')),
+            _ => false,
+        };
+        if escape {
+            out.push('\\');
+            out.push(c);
+        } else if c == '&' && next.is_some_and(|c| c.is_ascii_alphanumeric() || *c == '#') {
+            // Would read as an entity.
+            out.push_str("&amp;");
+        } else {
+            out.push(c);
         }
     }
 }
@@ -514,13 +525,21 @@ mod tests {
             "> quoted\n>\n> twice",
             "| a | b |\n| --- | --- |\n| 1 | 2 |",
             "A line  \nbroken",
-            "snake_case stays, 2 * 3 is escaped",
+            "snake_case stays, 2 * 3 is not emphasis, *this* is, a < b",
+            "[not a link] but [this](https://example.org) is; \\[x\\](y) is text",
+            "`code with *stars*` and <notatag",
             "---",
         ] {
             let x = markdown_to_xhtml(md);
             let back = xhtml_to_markdown(&x);
             assert_eq!(markdown_to_xhtml(&back), x, "{md:?} → {back:?}");
         }
+    }
+
+    #[test]
+    fn prose_is_not_over_escaped() {
+        let x = markdown_to_xhtml("2 * 3 < 7, [note] and snake_case");
+        assert_eq!(xhtml_to_markdown(&x), "2 * 3 < 7, [note] and snake_case");
     }
 
     #[test]

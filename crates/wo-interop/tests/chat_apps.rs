@@ -288,7 +288,7 @@ fn claude_linear_and_tree_exports_with_attachments() {
     assert_eq!(n1.parent, None);
     // An empty conversation name: the first line titles it.
     assert_eq!(n1.title, "Name a prime.");
-    assert_eq!(text(n2), "\\[used calculator\\]\n\n7 is prime.");
+    assert_eq!(text(n2), "[used calculator]\n\n7 is prime.");
     assert_eq!(
         x(n2)["fields"]["content"][0]["thinking"],
         "Small primes: 2, 3, 5."
