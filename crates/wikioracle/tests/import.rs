@@ -261,3 +261,59 @@ fn exports_markdown_jsonl_and_chatgpt_round_trip() {
     assert!(imported.contains("messages: 10 added"), "{imported}");
     assert_eq!(q.state().messages(), p.state().messages());
 }
+
+/// On a terminal a large import shows its progress (a pty through
+/// `script`); piped, it prints none of it. The input is padded to the size
+/// that brings the bar (8 MB) with JSON whitespace, so it stays quick.
+#[test]
+fn large_imports_show_progress_on_a_terminal_only() {
+    if std::process::Command::new("script")
+        .arg("--version")
+        .output()
+        .is_err()
+    {
+        eprintln!("SKIPPED: util-linux `script` is not installed (no pty to test with)");
+        return;
+    }
+    let p = Project::new();
+    init(&p);
+    let mut big = std::fs::read(fixture("chatgpt/conversations.json")).unwrap();
+    big.resize(big.len() + (9 << 20), b' ');
+    let big_path = p.path().join("big.json");
+    std::fs::write(&big_path, &big).unwrap();
+
+    let piped = p.run(&["import", big_path.to_str().unwrap()]);
+    assert_eq!(piped.code, 0, "{}", piped.stderr);
+    assert!(!piped.stderr.contains("converting"), "{}", piped.stderr);
+
+    let q = Project::new();
+    init(&q);
+    let wo = common::wo_bin();
+    let line = format!("'{}' import '{}'", wo.display(), big_path.display());
+    let tty = std::process::Command::new("script")
+        .args(["-qec", &line, "/dev/null"])
+        .current_dir(q.path())
+        .env_remove("WO_STATE")
+        .env("TERM", "xterm")
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap();
+    let shown = String::from_utf8_lossy(&tty.stdout);
+    assert!(tty.status.success(), "{shown}");
+    assert!(shown.contains("converting"), "{shown}");
+    assert!(shown.contains("2/2 conversations"), "{shown}");
+    assert!(shown.contains("messages: 10 added"), "{shown}");
+    // The warning is printed on a line of its own, not after a bar frame.
+    let warning_lines: Vec<&str> = shown
+        .split(['\r', '\n'])
+        .filter(|l| l.contains("warning:"))
+        .collect();
+    assert!(!warning_lines.is_empty(), "{shown}");
+    for l in warning_lines {
+        assert!(
+            l.trim_start_matches("\x1b[2K").starts_with("warning: "),
+            "{l:?}"
+        );
+    }
+    assert_eq!(q.state().messages().len(), 10);
+}

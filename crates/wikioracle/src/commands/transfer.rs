@@ -275,7 +275,7 @@ pub fn import(g: &GlobalOpts, args: ImportArgs) -> Result<ExitCode> {
     let imported = import_detected(&args.source, detected, &opts)?;
     bar.set_prefix("checking");
     bar.set_message("");
-    print_warnings(&imported);
+    bar.suspend(|| print_warnings(&imported));
     // The one gate for outside data: what passes is written and re-opens.
     let imported = imported.admit().map_err(|issues| {
         let list: Vec<String> = issues.iter().take(10).map(|i| format!("  {i}")).collect();
@@ -291,12 +291,14 @@ pub fn import(g: &GlobalOpts, args: ImportArgs) -> Result<ExitCode> {
             }
         )
     })?;
-    for pointer in &imported.sanitised {
-        eoutln!(
-            "warning: {}: {pointer} (as imported): not valid XHTML, sanitised",
-            args.source.display()
-        );
-    }
+    bar.suspend(|| {
+        for pointer in &imported.sanitised {
+            eoutln!(
+                "warning: {}: {pointer} (as imported): not valid XHTML, sanitised",
+                args.source.display()
+            );
+        }
+    });
     let imported = imported.imported;
     let adopt_context = imported
         .suggested_context
