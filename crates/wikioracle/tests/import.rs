@@ -267,14 +267,6 @@ fn exports_markdown_jsonl_and_chatgpt_round_trip() {
 /// that brings the bar (8 MB) with JSON whitespace, so it stays quick.
 #[test]
 fn large_imports_show_progress_on_a_terminal_only() {
-    if std::process::Command::new("script")
-        .arg("--version")
-        .output()
-        .is_err()
-    {
-        eprintln!("SKIPPED: util-linux `script` is not installed (no pty to test with)");
-        return;
-    }
     let p = Project::new();
     init(&p);
     let mut big = std::fs::read(fixture("chatgpt/conversations.json")).unwrap();
@@ -297,7 +289,7 @@ fn large_imports_show_progress_on_a_terminal_only() {
         .env("TERM", "xterm")
         .stdin(std::process::Stdio::null())
         .output()
-        .unwrap();
+        .expect("`script` (util-linux, in Debian's essential bsdutils) gives the test its pty");
     let shown = String::from_utf8_lossy(&tty.stdout);
     assert!(tty.status.success(), "{shown}");
     assert!(shown.contains("converting"), "{shown}");
