@@ -232,7 +232,12 @@ fn exports_markdown_jsonl_and_chatgpt_round_trip() {
         out.to_str().unwrap(),
     ]);
     assert_eq!(again.code, 1);
-    assert!(again.stderr.contains("--overwrite"), "{}", again.stderr);
+    // It never suggests the flag that replaces files (issue 15).
+    assert!(
+        again.stderr.contains("nothing was written") && !again.stderr.contains("--overwrite"),
+        "{}",
+        again.stderr
+    );
 
     let jsonl = p.ok(&["export", "--format", "jsonl"]);
     assert_eq!(jsonl.lines().count(), 10);

@@ -41,7 +41,7 @@ pub enum InteropError {
     },
 
     /// The export target exists and holds files.
-    #[error("{}: the export target exists and is not empty (hint: choose a new directory, or set the overwrite option to write over the files it would produce)", path.display())]
+    #[error("{}: the export target exists and is not empty (hint: choose a new or empty directory; nothing was written)", path.display())]
     TargetNotEmpty { path: PathBuf },
 
     /// A directory was expected.

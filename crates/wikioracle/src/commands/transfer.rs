@@ -119,7 +119,7 @@ fn emit(out: Option<&Path>, bytes: &[u8], overwrite: bool, json_lines: bool) -> 
 fn refuse_existing(path: &Path, overwrite: bool) -> Result<()> {
     if !overwrite && path.symlink_metadata().is_ok() {
         bail!(
-            "{}: exists; nothing was written\nhint: choose another name, or pass --overwrite to replace it",
+            "{}: exists; nothing was written\nhint: choose another name",
             path.display()
         );
     }
@@ -137,7 +137,7 @@ fn write_files(dir: &Path, files: &[(String, String)], overwrite: bool) -> Resul
         .collect();
     if !overwrite && !clashes.is_empty() {
         bail!(
-            "{}: {} of the files exist already (first: {}); nothing was written\nhint: choose an empty directory, or pass --overwrite to replace them",
+            "{}: {} of the files exist already (first: {}); nothing was written\nhint: choose a new or empty directory",
             dir.display(),
             clashes.len(),
             clashes[0].display()
