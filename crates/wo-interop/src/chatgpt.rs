@@ -276,10 +276,16 @@ fn read_message(
     default_model: Option<&str>,
     warnings: &mut Vec<Warning>,
 ) -> Result<Option<Node>, InteropError> {
-    // A message this crate exported carries its whole record.
+    // A message this crate exported carries its whole record; it is used
+    // unless the text beside it was edited since (then the text wins).
     if let Some(Value::Object(meta)) = m.get("metadata")
         && let Some(embedded) = meta.get(EMBED_FIELD)
         && let Ok(exact) = serde_json::from_value::<Message>(embedded.clone())
+        && m.get("content")
+            .and_then(|c| c.get("parts"))
+            .and_then(|p| p.get(0))
+            .and_then(Value::as_str)
+            == Some(crate::markdown::message_markdown(&exact.content).as_str())
     {
         let mut node = Node::new(key, exact.effective_role(), exact.username.clone());
         node.exact = Some(exact);

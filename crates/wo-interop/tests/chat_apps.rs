@@ -247,6 +247,21 @@ fn chatgpt_export_round_trips_through_the_importer() {
         "{report:?}"
     );
     assert_eq!(back_count(&path), state.messages().len());
+
+    // Text edited by another tool wins over the embedded record.
+    let mut edited = exported.clone();
+    let node = &mut edited[0]["mapping"][a1.id.as_str()]["message"]["content"]["parts"][0];
+    *node = Value::String("Edited elsewhere.".into());
+    std::fs::write(&path, serde_json::to_vec(&edited).unwrap()).unwrap();
+    let (_, back) = import(&path);
+    let changed = back
+        .state
+        .messages()
+        .iter()
+        .find(|m| text(m) == "Edited elsewhere.")
+        .expect("the edited text is imported");
+    assert_eq!(changed.username, "gpt-4o");
+    assert_ne!(changed.id, a1.id);
 }
 
 fn back_count(path: &Path) -> usize {
