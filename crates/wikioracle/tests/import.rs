@@ -314,3 +314,26 @@ fn large_imports_show_progress_on_a_terminal_only() {
     }
     assert_eq!(q.state().messages().len(), 10);
 }
+
+/// A message over the per-message limit stops the import before any write,
+/// naming it as the export knows it, and says which limit to raise.
+#[test]
+fn an_oversized_message_is_named_and_nothing_is_written() {
+    let p = Project::new();
+    init(&p);
+    let before = std::fs::read(p.state_path()).unwrap();
+    let r = p
+        .cmd(&["import", fixture("librechat/tree.json").to_str().unwrap()])
+        .env("WO_MAX_MESSAGE_BYTES", "60")
+        .output()
+        .unwrap();
+    let r = common::to_run(r);
+    assert_eq!(r.code, 1, "{}", r.stdout);
+    assert!(
+        r.stderr.contains("message \"m1\" of conversation"),
+        "{}",
+        r.stderr
+    );
+    assert!(r.stderr.contains("WO_MAX_MESSAGE_BYTES"), "{}", r.stderr);
+    assert_eq!(std::fs::read(p.state_path()).unwrap(), before);
+}

@@ -300,6 +300,7 @@ pub fn import(g: &GlobalOpts, args: ImportArgs) -> Result<ExitCode> {
         }
     });
     let imported = imported.imported;
+    check_sizes(&args.source, &imported, store.limits().max_message_bytes)?;
     let adopt_context = imported
         .suggested_context
         .clone()
@@ -359,6 +360,38 @@ fn import_detected(
         None => detect::import(source, Some(format), opts)?.1,
     };
     Ok(imported)
+}
+
+/// Refuses, before any write, a message over the per-message limit,
+/// naming it as the source knows it (the store would name only its place
+/// in llm.json). Nothing is cut short: the limit can be raised.
+fn check_sizes(source: &Path, imported: &Imported, limit: usize) -> Result<()> {
+    let Some(m) = imported
+        .state
+        .messages()
+        .iter()
+        .find(|m| m.content.len() > limit)
+    else {
+        return Ok(());
+    };
+    let x = m.extra.get(X_IMPORT_KEY).map(|x| x.to_value());
+    let field = |k: &str| {
+        x.as_ref()
+            .and_then(|x| x.get(k))
+            .and_then(|v| v.as_str())
+            .map(str::to_owned)
+    };
+    let which = match (field("id"), field("conversation")) {
+        (Some(id), Some(c)) => format!("message {id:?} of conversation {c:?}"),
+        (Some(id), None) => format!("message {id:?}"),
+        _ => format!("the message of {} titled {:?}", m.timestamp, m.title),
+    };
+    bail!(
+        "{}: {which} is {} bytes as XHTML, over the limit of {limit} bytes for one message; nothing was written\nhint: raise the limit with {}=BYTES",
+        source.display(),
+        m.content.len(),
+        wo_store::MAX_MESSAGE_BYTES_ENV
+    )
 }
 
 fn print_warnings(imported: &Imported) {
