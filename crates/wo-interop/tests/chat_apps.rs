@@ -577,3 +577,84 @@ fn exports_read_by_people() {
         assert!(v["conversation"].is_string() && v["text"].is_string());
     }
 }
+
+/// Bad input is an error, never a panic: each JSON fixture with one value
+/// somewhere replaced by a value of another type (deterministic, many
+/// times over), through detection and every importer that takes JSON.
+#[test]
+fn mutated_exports_never_panic() {
+    struct Rng(u64);
+    impl Rng {
+        fn next(&mut self) -> u64 {
+            self.0 ^= self.0 << 13;
+            self.0 ^= self.0 >> 7;
+            self.0 ^= self.0 << 17;
+            self.0
+        }
+    }
+    fn count(v: &Value) -> usize {
+        1 + match v {
+            Value::Array(a) => a.iter().map(count).sum(),
+            Value::Object(o) => o.values().map(count).sum(),
+            _ => 0,
+        }
+    }
+    // Replaces the n-th value (pre-order) by `with`.
+    fn replace(v: &mut Value, n: &mut usize, with: &Value) -> bool {
+        if *n == 0 {
+            *v = with.clone();
+            return true;
+        }
+        *n -= 1;
+        match v {
+            Value::Array(a) => a.iter_mut().any(|x| replace(x, n, with)),
+            Value::Object(o) => o.values_mut().any(|x| replace(x, n, with)),
+            _ => false,
+        }
+    }
+    let odd = [
+        Value::Null,
+        Value::Bool(true),
+        serde_json::json!(-1e300),
+        serde_json::json!(253402300800u64),
+        serde_json::json!(""),
+        serde_json::json!("\u{0}<script>x</script>"),
+        serde_json::json!([]),
+        serde_json::json!({}),
+        serde_json::json!([{"x": 1}]),
+    ];
+    let mut rng = Rng(0x2545_f491_4f6c_dd1d);
+    let dir = tempfile::tempdir().unwrap();
+    for file in [
+        "chatgpt/conversations.json",
+        "claude/conversations.json",
+        "openwebui/export.json",
+        "librechat/tree.json",
+        "librechat/flat.json",
+    ] {
+        let original: Value =
+            serde_json::from_slice(&std::fs::read(fixture(file)).unwrap()).unwrap();
+        let n = count(&original);
+        for _ in 0..300 {
+            let mut v = original.clone();
+            let mut at = (rng.next() % n as u64) as usize;
+            let with = &odd[(rng.next() % odd.len() as u64) as usize];
+            replace(&mut v, &mut at, with);
+            let path = dir.path().join("m.json");
+            std::fs::write(&path, serde_json::to_vec(&v).unwrap()).unwrap();
+            // Detected or not, imported or refused: no panic, and what is
+            // imported passes the gate or is refused by it.
+            if let Ok((_, imported)) = detect::import(&path, None, &opts()) {
+                let _ = imported.admit();
+            }
+            for f in [
+                Format::Chatgpt,
+                Format::Claude,
+                Format::OpenWebui,
+                Format::Librechat,
+            ] {
+                let _ = detect::import(&path, Some(f), &opts());
+            }
+        }
+    }
+}
