@@ -7,8 +7,9 @@
 //! `fragments`/`prompt_fragments`. Older databases lack the later columns
 //! and tables; what is there is read.
 //!
-//! The database is opened read-only (SQLite's `mode=ro`; nothing is ever
-//! written to it, not even a journal). Each response becomes two messages:
+//! The database is opened read-only (`SQLITE_OPEN_READ_ONLY`, and
+//! `query_only` on top): nothing is ever written to it, not even a journal
+//! (tested: the file and its folder are unchanged). Each response becomes two messages:
 //! the prompt (user: [`ImportOptions::username`]) at `datetime_utc`, and the
 //! answer (the `resolved_model`, else `model`, as username and `model`) at
 //! `datetime_utc` + `duration_ms`, answering it; within a conversation each
@@ -49,8 +50,8 @@ fn err(path: &Path, table: &str, e: impl std::fmt::Display) -> InteropError {
     }
 }
 
-/// Opens `path` read-only: SQLite's `mode=ro` URI, so nothing is written,
-/// not even a journal or WAL index.
+/// Opens `path` read-only (`SQLITE_OPEN_READ_ONLY`, then `query_only`), so
+/// nothing is written, not even a journal.
 fn open(path: &Path) -> Result<Connection, InteropError> {
     if !path.is_file() {
         return Err(InteropError::NotFound {
