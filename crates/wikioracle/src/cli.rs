@@ -92,15 +92,27 @@ The context is kept from llm.json. Merging the same file twice changes nothing."
     #[command(after_help = "Examples:\n  \
 wo export                              ./llm_YYYY.MM.DD.HHMM.json (local time in the name)\n  \
 wo export --dir ~/Sync\n  \
-wo export --layout profiles --out chats/   the profiles/<P>/chats/<C>/messages.jsonl tree\n  \
-wo export --layout profiles --out chats/ --copy-files-from data/profiles   with the original images")]
+wo export --format markdown --out chats.md        every conversation in one document\n  \
+wo export --format markdown --split --out notes/  one .md file per conversation (Obsidian, GitHub)\n  \
+wo export --format jsonl > messages.jsonl          one message per line\n  \
+wo export --format chatgpt --out conversations.json   ChatGPT's export shape, for other tools\n  \
+wo export --format profiles --out chats/   the profiles/<P>/chats/<C>/messages.jsonl tree\n  \
+wo export --format profiles --out chats/ --copy-files-from data/profiles   with the original images\n\n\
+Without --out, markdown, jsonl and chatgpt go to standard output. An existing file is never\n\
+written over without --overwrite.")]
     Export(ExportArgs),
-    /// Bring in conversations from another llm.json or a neighbouring tool's format.
+    /// Bring in conversations from another llm.json or a chat app's export.
     #[command(after_help = "Examples:\n  \
+wo import ~/Downloads/chatgpt-export.zip   ChatGPT (Settings → Data controls → Export data)\n  \
+wo import claude-export.zip --assistant-name claude-sonnet-4   Claude (its export names no model)\n  \
+wo import \"$(llm logs path)\"           simonw/llm's logs.db (opened read-only)\n  \
+wo import ~/.config/aichat/sessions/   aichat sessions\n  \
+wo import chat-export.json             Open WebUI or LibreChat, told apart by shape\n  \
+wo import ~/jan/threads/               Jan threads\n  \
 wo import other/llm.json               merge another state file\n  \
-wo import .ai/openai.json              a CLI chat state file ({conversation, meta})\n  \
-wo import data/ --format profiles      a profiles/<P>/chats/<C>/messages.jsonl tree\n  \
-wo import old.json --dry-run           show what would change")]
+wo import export.zip --dry-run         show what would be added; write nothing\n\n\
+The format is told from the file; --format names it. Importing the same file again adds nothing.\n\
+A file that cannot be read changes nothing; the error names the file and where in it.")]
     Import(ImportArgs),
     /// Show the transcript, filtered by text, user and date.
     #[command(after_help = "Examples:\n  \
@@ -465,17 +477,39 @@ pub enum ExportLayout {
     Profiles,
 }
 
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum ExportFormat {
+    /// A complete llm.json named llm_YYYY.MM.DD.HHMM.json.
+    Llm,
+    /// Markdown: one document (or one per conversation with --split).
+    Markdown,
+    /// JSON Lines: one stored message per line, with its conversation and Markdown text.
+    Jsonl,
+    /// ChatGPT's conversations.json shape.
+    Chatgpt,
+    /// profiles/<P>/chats/<C>/meta.json + messages.jsonl.
+    Profiles,
+}
+
 #[derive(Args, Debug)]
 pub struct ExportArgs {
     /// Directory for the export file (default: the current directory).
     #[arg(long, value_name = "DIR")]
     pub dir: Option<PathBuf>,
-    #[arg(long, value_enum, default_value_t = ExportLayout::Llm)]
-    pub layout: ExportLayout,
-    /// Target directory for --layout profiles.
-    #[arg(long, value_name = "DIR", required_if_eq("layout", "profiles"))]
+    /// What to write (default: llm).
+    #[arg(long, value_enum, conflicts_with = "layout")]
+    pub format: Option<ExportFormat>,
+    /// Older name of --format for llm and profiles.
+    #[arg(long, value_enum)]
+    pub layout: Option<ExportLayout>,
+    /// The file to write (markdown, jsonl, chatgpt; default: standard output), or the
+    /// directory (profiles, markdown --split).
+    #[arg(long, value_name = "PATH")]
     pub out: Option<PathBuf>,
-    /// With --layout profiles: write into a non-empty directory.
+    /// With --format markdown: one file per conversation in the --out directory.
+    #[arg(long)]
+    pub split: bool,
+    /// Write over existing files (profiles: into a non-empty directory).
     #[arg(long)]
     pub overwrite: bool,
     /// With --layout profiles: the tree the messages were imported from, to
@@ -494,6 +528,20 @@ pub enum ImportFormat {
     OpenaiCli,
     /// A profiles/<P>/chats/<C>/messages.jsonl tree.
     Profiles,
+    /// ChatGPT's data export: the .zip or its conversations.json.
+    Chatgpt,
+    /// Claude's data export: the .zip or its conversations.json.
+    Claude,
+    /// Open WebUI's chat export (.json).
+    OpenWebui,
+    /// LibreChat's conversation export (.json).
+    Librechat,
+    /// Jan's threads: a thread folder, threads/, or Jan's data folder.
+    Jan,
+    /// aichat's sessions: a session .yaml or a folder of them.
+    Aichat,
+    /// simonw/llm's logs.db (opened read-only).
+    LlmDb,
 }
 
 #[derive(Args, Debug)]
@@ -502,12 +550,15 @@ pub struct ImportArgs {
     pub source: PathBuf,
     #[arg(long, value_enum, default_value_t = ImportFormat::Auto)]
     pub format: ImportFormat,
-    /// Report what would change; write nothing.
+    /// Report what would be added; write nothing.
     #[arg(long)]
     pub dry_run: bool,
-    /// Username for imported user messages that carry none.
+    /// Username for imported user messages (default: your login name).
     #[arg(long)]
     pub username: Option<String>,
+    /// Name for answers whose source names no model (Claude's export, for one).
+    #[arg(long, value_name = "NAME")]
+    pub assistant_name: Option<String>,
 }
 
 #[derive(Args, Debug)]

@@ -38,6 +38,9 @@ pub fn snippet(xhtml: &str, max_chars: usize) -> String {
     }
 }
 
+/// A message for `wo log`: a header line, the title, and the content as
+/// Markdown (code stays in fenced blocks, links and lists stay readable;
+/// plain text comes back as typed), indented two spaces.
 pub fn message_block(m: &Message) -> String {
     let mut out = format!(
         "{}  {}  {}  [{}]\n",
@@ -49,9 +52,11 @@ pub fn message_block(m: &Message) -> String {
     if !m.title.is_empty() {
         out.push_str(&format!("  # {}\n", m.title));
     }
-    for line in to_plain_text(&m.content).lines() {
-        out.push_str("  ");
-        out.push_str(line);
+    for line in wo_interop::markdown::message_markdown(&m.content).lines() {
+        if !line.is_empty() {
+            out.push_str("  ");
+            out.push_str(line);
+        }
         out.push('\n');
     }
     out

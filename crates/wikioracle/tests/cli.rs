@@ -21,11 +21,9 @@ fn init_refuses_to_clobber_and_force_backs_up_invalid_files() {
     let refused = p.run(&["init"]);
     assert_eq!(refused.code, 1);
     assert!(refused.stderr.contains("json-syntax"), "{}", refused.stderr);
-    assert!(
-        refused.stderr.contains("wo init --force"),
-        "{}",
-        refused.stderr
-    );
+    // An error never suggests a command that replaces the file (issue 15).
+    assert!(!refused.stderr.contains("--force"), "{}", refused.stderr);
+    assert!(refused.stderr.contains("wo validate"), "{}", refused.stderr);
     assert_eq!(
         std::fs::read(p.state_path()).unwrap(),
         b"{\"version\": 1, oops"

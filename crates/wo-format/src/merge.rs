@@ -330,9 +330,15 @@ fn merge_messages(base: &mut State, incoming: &State, report: &mut MergeReport) 
     added.sort_by(|a, b| a.order_key().cmp(&b.order_key()));
     if appends_at_end {
         // Keeps the unchanged prefix for the writer's append fast path.
+        // `push_message` without its search for the id (the ids are new,
+        // checked above): that search made a large import into a small
+        // state quadratic.
         for m in added {
-            let inserted = base.push_message(m);
-            debug_assert!(inserted);
+            let pos = base
+                .messages
+                .partition_point(|x| x.order_key() <= m.order_key());
+            base.clean_prefix = base.clean_prefix.min(pos);
+            base.messages.insert(pos, m);
         }
     } else {
         let list = base.messages_mut();

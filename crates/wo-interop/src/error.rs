@@ -41,12 +41,37 @@ pub enum InteropError {
     },
 
     /// The export target exists and holds files.
-    #[error("{}: the export target exists and is not empty (hint: choose a new directory, or set the overwrite option to write over the files it would produce)", path.display())]
+    #[error("{}: the export target exists and is not empty (hint: choose a new or empty directory; nothing was written)", path.display())]
     TargetNotEmpty { path: PathBuf },
 
     /// A directory was expected.
     #[error("{}: not a directory (hint: {hint})", path.display())]
     NotADirectory { path: PathBuf, hint: String },
+
+    /// A `.zip` archive, or an entry in it, could not be read.
+    #[error("{}: {message} (hint: {hint})", path.display())]
+    Archive {
+        path: PathBuf,
+        message: String,
+        hint: String,
+    },
+
+    /// An SQLite database could not be read; `table` names where.
+    #[error("{} (table {table}): {message} (hint: {hint})", path.display())]
+    Sqlite {
+        path: PathBuf,
+        table: String,
+        message: String,
+        hint: String,
+    },
+
+    /// The format of the input could not be told from its shape.
+    #[error("{}: {message} (hint: {hint})", path.display())]
+    UnknownFormat {
+        path: PathBuf,
+        message: String,
+        hint: String,
+    },
 }
 
 impl InteropError {
@@ -82,7 +107,10 @@ impl InteropError {
             | InteropError::Json { path, .. }
             | InteropError::Shape { path, .. }
             | InteropError::TargetNotEmpty { path }
-            | InteropError::NotADirectory { path, .. } => path,
+            | InteropError::NotADirectory { path, .. }
+            | InteropError::Archive { path, .. }
+            | InteropError::Sqlite { path, .. }
+            | InteropError::UnknownFormat { path, .. } => path,
         }
     }
 }

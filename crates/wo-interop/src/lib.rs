@@ -5,6 +5,16 @@
 //!   `conversation[]`), imported losslessly.
 //! - [`profiles`]: the profiles layout's (product §9) `profiles/<P>/chats/<C>/messages.jsonl` tree,
 //!   imported and exported both ways.
+//! - The chat apps people arrive from, one module each: [`chatgpt`] (the data
+//!   export's `.zip` or `conversations.json`; also exported), [`claude`],
+//!   [`openwebui`], [`librechat`], [`jan`] (thread folders), [`aichat`]
+//!   (session YAML) and [`llm_db`] (simonw/llm's `logs.db`, read-only). They
+//!   share one builder (`conv`) and keep what the message model has no field
+//!   for under [`X_IMPORT_KEY`].
+//! - [`detect`]: which of these a path is, and [`detect::import`] to read any.
+//! - [`export`]: Markdown (one document or one file per conversation),
+//!   JSON Lines and the ChatGPT shape; [`markdown`]: stored XHTML back to
+//!   Markdown (also what `wo log` prints).
 //!
 //! Importers return an [`Imported`]: a fresh, normalised [`State`] plus the
 //! warnings met on the way (recovered lines, derived timestamps, …). They
@@ -18,17 +28,30 @@
 use std::collections::HashMap;
 use std::fmt;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use serde_json::{Map, Value};
 use wo_format::merge::MergeReport;
 use wo_format::{Message, State, Timestamp};
 
+pub mod aichat;
 mod alpha;
+pub mod chatgpt;
+pub mod claude;
+mod conv;
+pub mod detect;
 mod error;
+pub mod export;
 mod human_time;
+pub mod jan;
 mod json_style;
+pub mod librechat;
+pub mod llm_db;
+pub mod markdown;
 pub mod openai_cli;
+pub mod openwebui;
 pub mod profiles;
+mod source;
 mod text;
 
 pub use alpha::{alpha_name, next_alpha};
@@ -43,6 +66,10 @@ pub const OPENAI_CLI_KEY: &str = "import_openai_cli";
 /// `extra` key (state and messages) holding the profiles layout's (product §9) folder names, meta
 /// files and original line details.
 pub const PROFILES_KEY: &str = "import_profiles";
+/// `extra` key (messages) of the chat-app importers: `{from, conversation,
+/// id, fields, time_derived}`, and on a conversation's first message also
+/// `title`, `current` and `conversation_fields` (see the crate README).
+pub const X_IMPORT_KEY: &str = "x_import";
 /// Field of a seed-004 message line in which the exporter embeds the full
 /// `llm.json` message of a message that did not come from a profiles tree,
 /// so a later import restores it exactly.
@@ -71,10 +98,12 @@ impl Imported {
     ///
     /// The CLI chat format's (product §9) CLI appends entries without timestamps and moves
     /// `meta.last_updated`, so re-importing a file that grew derives new
-    /// times, hence new ids, for entries imported before. An incoming
+    /// times, hence new ids, for entries imported before (aichat sessions
+    /// likewise: they hold no times at all). An incoming
     /// message whose time was derived and that matches a `base` message
     /// imported the same way (same conversation index, username and
-    /// content) is taken to be that message: it is not added again, and its
+    /// content; for [`X_IMPORT_KEY`] messages the same format, conversation
+    /// and source id) is taken to be that message: it is not added again, and its
     /// children point at the `base` one.
     pub fn merge_into(&self, base: &mut State) -> MergeReport {
         let rebased = rebase_rederived(&self.state, base);
@@ -140,7 +169,28 @@ impl Imported {
 
 /// See [`Imported::merge_into`]. `None` when nothing needs remapping.
 fn rebase_rederived(incoming: &State, base: &State) -> Option<State> {
-    let key = |m: &Message| -> Option<(u64, String, String)> {
+    // Who a message is in its source: (format, conversation, position or
+    // id) plus author and content, for messages whose time was derived.
+    let key = |m: &Message| -> Option<(String, String, String, String)> {
+        if let Some(raw) = m.extra.get(X_IMPORT_KEY) {
+            // Most imported messages carry their own time: skip parsing
+            // their record (this runs over the whole state on every import).
+            if !raw.as_str().contains("\"time_derived\"") {
+                return None;
+            }
+            let r = raw.to_value();
+            r.get("time_derived")?.as_bool()?.then_some(())?;
+            return Some((
+                r.get("from")?.as_str()?.to_owned(),
+                format!(
+                    "{}\u{0}{}",
+                    r.get("conversation").and_then(Value::as_str).unwrap_or(""),
+                    r.get("id").and_then(Value::as_str).unwrap_or("")
+                ),
+                m.username.clone(),
+                m.content.clone(),
+            ));
+        }
         let r = m.extra.get(OPENAI_CLI_KEY)?.to_value();
         let derived = r
             .get("absent")?
@@ -149,12 +199,13 @@ fn rebase_rederived(incoming: &State, base: &State) -> Option<State> {
             .any(|v| v == "timestamp");
         derived.then_some(())?;
         Some((
-            r.get("index")?.as_u64()?,
+            OPENAI_CLI_KEY.to_owned(),
+            r.get("index")?.as_u64()?.to_string(),
             m.username.clone(),
             m.content.clone(),
         ))
     };
-    let known: HashMap<(u64, String, String), &str> = base
+    let known: HashMap<(String, String, String, String), &str> = base
         .messages()
         .iter()
         .filter_map(|m| key(m).map(|k| (k, m.id.as_str())))
@@ -261,6 +312,8 @@ pub struct ImportOptions {
     /// The instant used when nothing in a file dates a message. `None`: the
     /// file's modification time (deterministic for a given file, unlike now).
     pub fallback_time: Option<Timestamp>,
+    /// Told how a long import is getting on (the CLI draws a bar).
+    pub progress: Progress,
 }
 
 impl Default for ImportOptions {
@@ -270,7 +323,49 @@ impl Default for ImportOptions {
             assistant_name: "assistant".to_owned(),
             offset: LocalOffset::System,
             fallback_time: None,
+            progress: Progress::default(),
         }
+    }
+}
+
+/// A stage of an import, for progress display.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Step {
+    /// Reading (and, for an archive, inflating) the input.
+    Reading,
+    /// Parsing it (JSON, YAML, SQL rows).
+    Parsing,
+    /// Converting conversations to messages: `done` of `total`.
+    Converting { done: u64, total: u64 },
+}
+
+/// Where an importer reports its [`Step`]s; by default nowhere. The
+/// callback may be called from several threads at once.
+#[derive(Clone, Default)]
+pub struct Progress(Option<Arc<ProgressFn>>);
+
+/// The callback a [`Progress`] holds.
+pub type ProgressFn = dyn Fn(&Step) + Send + Sync;
+
+impl Progress {
+    pub fn new(f: impl Fn(&Step) + Send + Sync + 'static) -> Self {
+        Progress(Some(Arc::new(f)))
+    }
+
+    pub(crate) fn report(&self, step: Step) {
+        if let Some(f) = &self.0 {
+            f(&step);
+        }
+    }
+}
+
+impl fmt::Debug for Progress {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(if self.0.is_some() {
+            "Progress(callback)"
+        } else {
+            "Progress(none)"
+        })
     }
 }
 
@@ -304,18 +399,39 @@ pub(crate) fn ptr(token: &str) -> String {
 /// `value`, recording their pointers: product §2 forbids secrets in `llm.json`,
 /// and that outranks losslessness.
 pub(crate) fn strip_secrets(value: &mut Value, at: &str, removed: &mut Vec<String>) {
+    let mut path = Vec::new();
+    strip_value(value, at, &mut path, removed);
+}
+
+pub(crate) fn strip_secrets_map(map: &mut Map<String, Value>, at: &str, removed: &mut Vec<String>) {
+    let mut path = Vec::new();
+    strip_map(map, at, &mut path, removed);
+}
+
+// The path is kept as tokens and joined only when something is removed:
+// imports walk every field of every message, and nearly none hold a secret.
+fn strip_value(value: &mut Value, at: &str, path: &mut Vec<String>, removed: &mut Vec<String>) {
     match value {
-        Value::Object(map) => strip_secrets_map(map, at, removed),
+        Value::Object(map) => strip_map(map, at, path, removed),
         Value::Array(items) => {
             for (i, v) in items.iter_mut().enumerate() {
-                strip_secrets(v, &format!("{at}/{i}"), removed);
+                if v.is_object() || v.is_array() {
+                    path.push(i.to_string());
+                    strip_value(v, at, path, removed);
+                    path.pop();
+                }
             }
         }
         _ => {}
     }
 }
 
-pub(crate) fn strip_secrets_map(map: &mut Map<String, Value>, at: &str, removed: &mut Vec<String>) {
+fn strip_map(
+    map: &mut Map<String, Value>,
+    at: &str,
+    path: &mut Vec<String>,
+    removed: &mut Vec<String>,
+) {
     let secret: Vec<String> = map
         .iter()
         .filter(|(k, v)| text::is_secret_key(k) && text::holds_secret(v))
@@ -323,9 +439,18 @@ pub(crate) fn strip_secrets_map(map: &mut Map<String, Value>, at: &str, removed:
         .collect();
     for k in secret {
         map.remove(&k);
-        removed.push(format!("{at}/{}", ptr(&k)));
+        let mut p = at.to_owned();
+        for t in path.iter().chain(std::iter::once(&k)) {
+            p.push('/');
+            p.push_str(&ptr(t));
+        }
+        removed.push(p);
     }
     for (k, v) in map.iter_mut() {
-        strip_secrets(v, &format!("{at}/{}", ptr(k)), removed);
+        if v.is_object() || v.is_array() {
+            path.push(k.clone());
+            strip_value(v, at, path, removed);
+            path.pop();
+        }
     }
 }

@@ -270,7 +270,9 @@ fn a_non_empty_target_is_refused_unless_overwrite() {
     assert_eq!(err.path(), out.path());
     let msg = err.to_string();
     assert!(
-        msg.contains(&out.path().display().to_string()) && msg.contains("overwrite"),
+        msg.contains(&out.path().display().to_string())
+            && msg.contains("nothing was written")
+            && !msg.contains("overwrite"),
         "{msg}"
     );
     assert!(!out.path().join("A").exists(), "nothing written");

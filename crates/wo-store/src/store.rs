@@ -131,7 +131,7 @@ pub enum StoreError {
         /// The limit in bytes.
         limit: u64,
     },
-    #[error("{path}: not a valid llm.json:\n{}\nhint: `wo validate {path}` lists every problem; fix them in an editor (nothing was changed), or `wo init --force` keeps the file as a backup (llm.json.bak-<UTC>) and starts an empty one", render(.issues))]
+    #[error("{path}: not a valid llm.json:\n{}\nhint: `wo validate {path}` lists every problem; fix them in an editor (nothing was changed)", render(.issues))]
     /// The file is not a valid `llm.json`; it is left as it is.
     Invalid {
         /// The state file.

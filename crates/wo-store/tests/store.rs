@@ -617,11 +617,11 @@ fn error_hints_never_suggest_starting_fresh() {
         Store::create(store.path(), State::new(ts(0)), OpenOptions::default()).unwrap_err();
     // Creating races with another first run: nothing to force.
     assert!(!exists.to_string().contains("--force"), "{exists}");
-    // An invalid file: fixing it comes first, and `--force` is offered only
-    // as what it is (the file is kept as a backup).
+    // An invalid file: fixing it is what the error suggests; it never
+    // suggests a command that replaces the file (issue 15).
     let text = invalid.to_string();
     assert!(text.contains("fix them in an editor"), "{text}");
-    assert!(text.contains("keeps the file as a backup"), "{text}");
+    assert!(!text.contains("--force"), "{text}");
 }
 
 /// Issue 10.11: the invalid-file backup is complete or absent, never partial.

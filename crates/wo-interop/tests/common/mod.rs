@@ -21,6 +21,7 @@ pub fn opts() -> ImportOptions {
         assistant_name: "local-model".into(),
         offset: LocalOffset::Fixed(offset!(+1)),
         fallback_time: Some(Timestamp::parse("2025-01-01T00:00:00Z").unwrap()),
+        progress: Default::default(),
     }
 }
 

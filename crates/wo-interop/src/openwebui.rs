@@ -1,0 +1,317 @@
+//! Open WebUI's chat export (a chat's menu → Download → Export chat (.json),
+//! or Settings → Chats → Export chats): an array of
+//! `{id, user_id, title, chat, created_at, updated_at, …}` where
+//! `chat.history` is the message tree — `messages` by id, each
+//! `{id, parentId, childrenIds, role, content, timestamp, model, files, …}`,
+//! and `currentId` the leaf shown. Exports without `history` hold
+//! `chat.messages` in order.
+//!
+//! Import: `user` → [`ImportOptions::username`]; `assistant` → the message's
+//! `model` (else the chat's first model, else
+//! [`ImportOptions::assistant_name`]) as username and `model`; `system` →
+//! `system`. `timestamp` is Unix seconds (milliseconds are recognised too).
+//! Content: the user's text escaped, answers read as Markdown (Open WebUI's
+//! `<details>` blocks of reasoning and tool calls keep their text). Files are
+//! noted by name; inline images (data URLs) are not kept (llm.json holds
+//! text). The rest is kept under `x_import`.
+
+use std::path::Path;
+
+use serde_json::{Map, Value};
+use wo_format::Role;
+
+use crate::conv::{self, Conversation, Node, TextKind, nanos_from_epoch};
+use crate::source::{self, compact, kind, opt_f64, opt_str, shape};
+use crate::{ImportOptions, Imported, InteropError, Step, Warning};
+
+const HINT: &str = "in Open WebUI, a chat's menu → Download → Export chat (.json), or Settings → Chats → Export chats, writes this file";
+
+/// Imports an Open WebUI export file.
+pub fn import(path: &Path, opts: &ImportOptions) -> Result<Imported, InteropError> {
+    opts.progress.report(Step::Reading);
+    let bytes = source::read_file(path, HINT)?;
+    opts.progress.report(Step::Parsing);
+    let value = source::parse_json(&bytes, path, HINT)?;
+    import_value(value, path, opts)
+}
+
+/// True when `v` looks like an Open WebUI export.
+pub fn looks_like(v: &Value) -> bool {
+    let first = match v {
+        Value::Array(items) => items.first(),
+        other => Some(other),
+    };
+    first
+        .and_then(|c| c.get("chat"))
+        .and_then(Value::as_object)
+        .is_some_and(|chat| chat.contains_key("history") || chat.contains_key("messages"))
+}
+
+/// Imports an already parsed export (an array of chats, or one chat).
+pub fn import_value(
+    value: Value,
+    shown: &Path,
+    opts: &ImportOptions,
+) -> Result<Imported, InteropError> {
+    let items = match value {
+        Value::Array(items) => items,
+        Value::Object(o) if o.contains_key("chat") => vec![Value::Object(o)],
+        other => {
+            return Err(shape(
+                shown,
+                "",
+                format!("expected an array of chats, found {}", kind(&other)),
+                HINT,
+            ));
+        }
+    };
+    let mut warnings = Vec::new();
+    let mut conversations = Vec::with_capacity(items.len());
+    for (i, item) in items.into_iter().enumerate() {
+        conversations.push(read_chat(item, i, shown, opts, &mut warnings)?);
+    }
+    let fallback = conv::fallback_nanos(opts, shown);
+    let mut imported = conv::build("openwebui", shown, conversations, fallback, opts);
+    warnings.append(&mut imported.warnings);
+    imported.warnings = warnings;
+    Ok(imported)
+}
+
+fn read_chat(
+    item: Value,
+    i: usize,
+    shown: &Path,
+    opts: &ImportOptions,
+    warnings: &mut Vec<Warning>,
+) -> Result<Conversation, InteropError> {
+    let at = format!("/{i}");
+    let Value::Object(mut obj) = item else {
+        return Err(shape(
+            shown,
+            at,
+            format!("a chat should be an object, found {}", kind(&item)),
+            HINT,
+        ));
+    };
+    let mut chat = match obj.remove("chat") {
+        Some(Value::Object(c)) => c,
+        Some(other) => {
+            return Err(shape(
+                shown,
+                format!("{at}/chat"),
+                format!("`chat` should be an object, found {}", kind(&other)),
+                HINT,
+            ));
+        }
+        None => {
+            return Err(shape(
+                shown,
+                at,
+                "a chat without `chat` (its messages)",
+                HINT,
+            ));
+        }
+    };
+    let id = opt_str(&obj, "id", shown, &at, HINT)?
+        .or(opt_str(&chat, "id", shown, &format!("{at}/chat"), HINT)?)
+        .unwrap_or_default()
+        .to_owned();
+    let title = opt_str(&obj, "title", shown, &at, HINT)?
+        .or(opt_str(&chat, "title", shown, &format!("{at}/chat"), HINT)?)
+        .map(str::to_owned);
+    let time = opt_f64(&obj, "created_at", shown, &at, HINT)?.and_then(nanos_from_epoch);
+    let default_model = chat
+        .get("models")
+        .and_then(Value::as_array)
+        .and_then(|m| m.first())
+        .and_then(Value::as_str)
+        .map(str::to_owned);
+
+    let mut current = None;
+    let (messages, linear, mat): (Vec<(String, Value)>, bool, String) = match chat.remove("history")
+    {
+        Some(Value::Object(mut h)) => {
+            current = h
+                .get("currentId")
+                .and_then(Value::as_str)
+                .map(str::to_owned);
+            match h.remove("messages") {
+                Some(Value::Object(m)) => {
+                    chat.remove("messages"); // the current branch again, in order
+                    (
+                        m.into_iter().collect(),
+                        false,
+                        format!("{at}/chat/history/messages"),
+                    )
+                }
+                Some(other) => {
+                    return Err(shape(
+                        shown,
+                        format!("{at}/chat/history/messages"),
+                        format!(
+                            "`messages` should be an object by id, found {}",
+                            kind(&other)
+                        ),
+                        HINT,
+                    ));
+                }
+                None => (Vec::new(), false, format!("{at}/chat/history/messages")),
+            }
+        }
+        Some(other) => {
+            return Err(shape(
+                shown,
+                format!("{at}/chat/history"),
+                format!("`history` should be an object, found {}", kind(&other)),
+                HINT,
+            ));
+        }
+        None => match chat.remove("messages") {
+            Some(Value::Array(a)) => (
+                a.into_iter()
+                    .enumerate()
+                    .map(|(j, v)| (j.to_string(), v))
+                    .collect(),
+                true,
+                format!("{at}/chat/messages"),
+            ),
+            _ => {
+                return Err(shape(
+                    shown,
+                    format!("{at}/chat"),
+                    "a chat with neither `history` nor `messages`",
+                    HINT,
+                ));
+            }
+        },
+    };
+    let mut nodes = Vec::with_capacity(messages.len());
+    let mut previous: Option<String> = None;
+    for (key, m) in messages {
+        let nat = format!("{mat}/{}", crate::ptr(&key));
+        let Value::Object(mut m) = m else {
+            return Err(shape(
+                shown,
+                nat,
+                format!("a message should be an object, found {}", kind(&m)),
+                HINT,
+            ));
+        };
+        let mid = opt_str(&m, "id", shown, &nat, HINT)?
+            .map(str::to_owned)
+            .unwrap_or(key);
+        let parent = match m.get("parentId") {
+            Some(Value::String(p)) => Some(p.clone()),
+            Some(Value::Null) => None,
+            _ if linear => previous.clone(),
+            _ => None,
+        };
+        let role_name = opt_str(&m, "role", shown, &nat, HINT)?
+            .unwrap_or("")
+            .to_owned();
+        let model = opt_str(&m, "model", shown, &nat, HINT)?.map(str::to_owned);
+        let time = opt_f64(&m, "timestamp", shown, &nat, HINT)?.and_then(nanos_from_epoch);
+        let mut text = match m.remove("content") {
+            Some(Value::String(s)) => s,
+            Some(Value::Array(parts)) => parts
+                .iter()
+                .filter_map(|p| p.get("text").and_then(Value::as_str))
+                .collect::<Vec<_>>()
+                .join("\n\n"),
+            Some(Value::Null) | None => String::new(),
+            Some(other) => {
+                return Err(shape(
+                    shown,
+                    format!("{nat}/content"),
+                    format!("`content` should be a string, found {}", kind(&other)),
+                    HINT,
+                ));
+            }
+        };
+        for f in m
+            .get("files")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+        {
+            let name = f
+                .get("name")
+                .or_else(|| f.get("file").and_then(|x| x.get("filename")))
+                .and_then(Value::as_str);
+            let is_image = f.get("type").and_then(Value::as_str) == Some("image");
+            let note = match (name, is_image) {
+                (Some(n), true) => format!("[image: {n}]"),
+                (Some(n), false) => format!("[file: {n}]"),
+                (None, true) => "[image]".to_owned(),
+                (None, false) => "[file]".to_owned(),
+            };
+            if !text.is_empty() {
+                text.push_str("\n\n");
+            }
+            text.push_str(&note);
+        }
+        let (role, username, node_model) = match role_name.as_str() {
+            "user" => (Role::User, opts.username.clone(), None),
+            "assistant" => {
+                let model = model.clone().or_else(|| default_model.clone());
+                (
+                    Role::Assistant,
+                    model.clone().unwrap_or_else(|| opts.assistant_name.clone()),
+                    model,
+                )
+            }
+            "system" => (Role::System, "system".to_owned(), None),
+            other => {
+                warnings.push(
+                    Warning::new(
+                        shown,
+                        format!("unknown role {other:?}: imported as a system message"),
+                    )
+                    .at_pointer(format!("{nat}/role")),
+                );
+                let name = if other.is_empty() { "system" } else { other };
+                (Role::System, name.to_owned(), None)
+            }
+        };
+        for k in ["id", "parentId", "childrenIds", "role", "timestamp"] {
+            m.remove(k);
+        }
+        if node_model.is_some() && m.get("model").and_then(Value::as_str) == node_model.as_deref() {
+            m.remove("model");
+        }
+        compact(&mut m);
+        let mut node = Node::new(mid.clone(), role, username);
+        node.parent = parent;
+        node.model = node_model;
+        node.time = time;
+        node.kind = if role == Role::Assistant {
+            TextKind::Markdown
+        } else {
+            TextKind::Plain
+        };
+        node.text = text;
+        node.fields = m;
+        nodes.push(node);
+        previous = Some(mid);
+    }
+    let mut fields: Map<String, Value> = obj;
+    for k in ["id", "title", "created_at"] {
+        fields.remove(k);
+    }
+    chat.remove("title");
+    chat.remove("id");
+    compact(&mut chat);
+    if !chat.is_empty() {
+        fields.insert("chat".into(), Value::Object(chat));
+    }
+    compact(&mut fields);
+    Ok(Conversation {
+        id,
+        title,
+        time,
+        current,
+        fields,
+        nodes,
+        location: at,
+    })
+}

@@ -1,0 +1,228 @@
+//! Reading an importer's input: a file, one entry of a `.zip` archive, JSON
+//! with the position of a syntax error, and shape errors that name the JSON
+//! pointer of what is wrong.
+//!
+//! An entry of an archive is named `archive.zip:entry/path` in messages, so
+//! the user can find it (`unzip -l`) without guessing which file was meant.
+
+use std::io::Read;
+use std::path::{Path, PathBuf};
+
+use serde_json::Value;
+
+use crate::InteropError;
+
+/// The largest archive entry read (a ChatGPT `conversations.json` of many
+/// years is a few hundred MB; a zip bomb's entry is refused by its declared
+/// size, and reading stops there whatever the header claims).
+pub(crate) const MAX_ENTRY_BYTES: u64 = 4 << 30;
+
+/// Reads a whole file; a missing or unreadable one names the path.
+pub(crate) fn read_file(path: &Path, hint: &str) -> Result<Vec<u8>, InteropError> {
+    std::fs::read(path).map_err(|e| InteropError::io(path, e, hint))
+}
+
+/// True when `path` starts with the zip local-file signature.
+pub(crate) fn is_zip(path: &Path) -> bool {
+    let mut head = [0u8; 4];
+    std::fs::File::open(path)
+        .and_then(|mut f| f.read_exact(&mut head))
+        .is_ok()
+        && head == *b"PK\x03\x04"
+}
+
+/// The display name of an archive entry: `archive.zip:entry`.
+pub(crate) fn entry_path(zip: &Path, entry: &str) -> PathBuf {
+    PathBuf::from(format!("{}:{entry}", zip.display()))
+}
+
+/// Reads the entry of `zip` whose file name is `name` (at the top, else the
+/// shallowest one in a folder). Returns its display path and bytes.
+pub(crate) fn read_zip_entry(
+    zip: &Path,
+    name: &str,
+    hint: &str,
+) -> Result<(PathBuf, Vec<u8>), InteropError> {
+    let file = std::fs::File::open(zip).map_err(|e| InteropError::io(zip, e, hint))?;
+    let mut archive = zip::ZipArchive::new(file).map_err(|e| InteropError::Archive {
+        path: zip.to_owned(),
+        message: format!("not a readable zip archive: {e}"),
+        hint: hint.to_owned(),
+    })?;
+    let wanted = archive
+        .file_names()
+        .filter(|n| *n == name || n.ends_with(&format!("/{name}")))
+        .min_by_key(|n| (n.matches('/').count(), n.to_string()))
+        .map(str::to_owned)
+        .ok_or_else(|| InteropError::Archive {
+            path: zip.to_owned(),
+            message: format!("the archive holds no {name}"),
+            hint: hint.to_owned(),
+        })?;
+    let shown = entry_path(zip, &wanted);
+    let mut entry = archive
+        .by_name(&wanted)
+        .map_err(|e| InteropError::Archive {
+            path: shown.clone(),
+            message: format!("cannot open the entry: {e}"),
+            hint: hint.to_owned(),
+        })?;
+    if entry.size() > MAX_ENTRY_BYTES {
+        return Err(InteropError::Archive {
+            path: shown,
+            message: format!(
+                "the entry is {} bytes uncompressed, over the {MAX_ENTRY_BYTES}-byte limit",
+                entry.size()
+            ),
+            hint: "extract it and import the file instead".to_owned(),
+        });
+    }
+    let mut bytes = Vec::with_capacity(usize::try_from(entry.size()).unwrap_or(0));
+    (&mut entry)
+        .take(MAX_ENTRY_BYTES + 1)
+        .read_to_end(&mut bytes)
+        .map_err(|e| InteropError::Archive {
+            path: shown.clone(),
+            message: format!("cannot decompress the entry: {e}"),
+            hint: "the archive is damaged; download it again".to_owned(),
+        })?;
+    if bytes.len() as u64 > MAX_ENTRY_BYTES {
+        return Err(InteropError::Archive {
+            path: shown,
+            message: format!("the entry inflates past the {MAX_ENTRY_BYTES}-byte limit"),
+            hint: "extract it and import the file instead".to_owned(),
+        });
+    }
+    Ok((shown, bytes))
+}
+
+/// Parses JSON; a syntax error names the line and column.
+pub(crate) fn parse_json(bytes: &[u8], shown: &Path, hint: &str) -> Result<Value, InteropError> {
+    serde_json::from_slice(bytes).map_err(|e| InteropError::json(shown, &e, hint))
+}
+
+/// A shape error at `pointer`.
+pub(crate) fn shape(
+    path: &Path,
+    pointer: impl Into<String>,
+    message: impl Into<String>,
+    hint: &str,
+) -> InteropError {
+    InteropError::Shape {
+        path: path.to_owned(),
+        pointer: pointer.into(),
+        message: message.into(),
+        hint: hint.to_owned(),
+    }
+}
+
+/// "an object", "a string", … for messages.
+pub(crate) fn kind(v: &Value) -> &'static str {
+    match v {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "an array",
+        Value::Object(_) => "an object",
+    }
+}
+
+/// The string at `key` of `obj`: absent and null are `None`; another type is
+/// a shape error at `at/key`.
+pub(crate) fn opt_str<'a>(
+    obj: &'a serde_json::Map<String, Value>,
+    key: &str,
+    path: &Path,
+    at: &str,
+    hint: &str,
+) -> Result<Option<&'a str>, InteropError> {
+    match obj.get(key) {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::String(s)) => Ok(Some(s)),
+        Some(other) => Err(shape(
+            path,
+            format!("{at}/{}", crate::ptr(key)),
+            format!("`{key}` should be a string, found {}", kind(other)),
+            hint,
+        )),
+    }
+}
+
+/// The number at `key` of `obj` (absent and null: `None`).
+pub(crate) fn opt_f64(
+    obj: &serde_json::Map<String, Value>,
+    key: &str,
+    path: &Path,
+    at: &str,
+    hint: &str,
+) -> Result<Option<f64>, InteropError> {
+    match obj.get(key) {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::Number(n)) => Ok(n.as_f64()),
+        Some(other) => Err(shape(
+            path,
+            format!("{at}/{}", crate::ptr(key)),
+            format!("`{key}` should be a number, found {}", kind(other)),
+            hint,
+        )),
+    }
+}
+
+/// Drops members whose value carries nothing (null, `[]`, `{}`): what is
+/// kept under `x_import` stays small without losing information.
+pub(crate) fn compact(map: &mut serde_json::Map<String, Value>) {
+    map.retain(|_, v| match v {
+        Value::Null => false,
+        Value::Array(a) => !a.is_empty(),
+        Value::Object(o) => !o.is_empty(),
+        _ => true,
+    });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Write;
+
+    #[test]
+    fn zip_entries_are_found_and_named() {
+        let dir = tempfile::tempdir().unwrap();
+        let zip_path = dir.path().join("export.zip");
+        let mut w = zip::ZipWriter::new(std::fs::File::create(&zip_path).unwrap());
+        let o: zip::write::SimpleFileOptions = Default::default();
+        w.start_file("deep/conversations.json", o).unwrap();
+        w.write_all(b"[1]").unwrap();
+        w.start_file("conversations.json", o).unwrap();
+        w.write_all(b"[2]").unwrap();
+        w.finish().unwrap();
+        assert!(is_zip(&zip_path));
+        let (shown, bytes) = read_zip_entry(&zip_path, "conversations.json", "h").unwrap();
+        assert_eq!(bytes, b"[2]");
+        assert!(
+            shown
+                .to_string_lossy()
+                .ends_with("export.zip:conversations.json")
+        );
+        let err = read_zip_entry(&zip_path, "users.json", "h").unwrap_err();
+        assert!(err.to_string().contains("holds no users.json"), "{err}");
+
+        let not_zip = dir.path().join("x.zip");
+        std::fs::write(&not_zip, b"PK\x03\x04 garbage").unwrap();
+        let err = read_zip_entry(&not_zip, "conversations.json", "h").unwrap_err();
+        assert!(err.to_string().contains("not a readable zip"), "{err}");
+    }
+
+    #[test]
+    fn compact_drops_empty_values_only() {
+        let mut m = serde_json::json!({"a": null, "b": [], "c": {}, "d": false, "e": 0, "f": ""})
+            .as_object()
+            .unwrap()
+            .clone();
+        compact(&mut m);
+        assert_eq!(
+            Value::Object(m),
+            serde_json::json!({"d": false, "e": 0, "f": ""})
+        );
+    }
+}
