@@ -1,4 +1,4 @@
-//! The OpenAI-compatible face of a local server (issue 14.2): `GET
+//! The OpenAI-compatible face of a local server (product §10, issue 14.2): `GET
 //! /v1/models` and `POST /v1/chat/completions`, so that any OpenAI client
 //! pointed at `http://127.0.0.1:PORT/v1` gets answers with the person's
 //! memory. The bodies are `wo_wire::openai`'s.
@@ -466,21 +466,19 @@ async fn completions(
         e.pointer = e.pointer.map(|_| "/model".into());
         e
     })?;
+    // As a web turn: the server's user name, after the latest message, the
+    // memory on (`rag`), links not fetched.
     let mut req = wo_engine::request::TurnParams {
         message: conv.question,
-        username: None,
         system: conv.system,
         provider_named: true,
         model,
         temperature: body.temperature,
         max_tokens: body.max_completion_tokens.or(body.max_tokens),
-        parent: None,
         rag: true,
-        url_fetch: false,
-        max_entries: None,
-        min_certainty: None,
         max_message_chars: Some(app.limits.message_chars),
         conversation: Some(conv.turns),
+        ..Default::default()
     }
     .build(&app.config, || app.username.clone())
     .map_err(|e| bad(field_pointer(e.field, &body), e.message))?;
