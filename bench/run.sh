@@ -9,6 +9,8 @@ echo "== what wo ask adds around the model call (issue 3)"
 cargo bench -q -p wo-engine --bench ask_overhead
 echo "== local provider vs llama.cpp (issue 3)"
 python3 bench/local_speed.py
+echo "== wo serve's OpenAI-compatible endpoint: added first-token latency (issue 14)"
+cargo bench -q -p wo-server --bench openai_proxy
 if [ -x bench/serve/run.sh ]; then
   echo "== wo serve: added latency, throughput, concurrency, stateless req/s"
   bench/serve/run.sh

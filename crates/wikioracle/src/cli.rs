@@ -165,7 +165,11 @@ wo serve                          http://127.0.0.1:8787/?token=… serves ./llm.
 wo serve --open                   and open it in the browser\n  \
 wo serve --state ~/notes/llm.json --port 9000\n  \
 wo serve --stateless --bind 0.0.0.0 --allow-host wo.example.org   the hosted mode: browsers keep their own state\n  \
-wo serve --stateless --allow-provider openai --allow-model gpt-4o-mini --max-tokens 1024\n\n\
+wo serve --stateless --allow-provider openai --allow-model gpt-4o-mini --max-tokens 1024\n  \
+WO_SERVE_TOKEN=$(openssl rand -hex 24) wo serve --mcp-allow-write   a fixed token for other tools\n\n\
+Other tools (local mode, Authorization: Bearer <token>): an OpenAI-compatible API at /v1 (GET /v1/models,\n\
+POST /v1/chat/completions; the model is a provider's name) answers with your memory and records the\n\
+exchange; MCP over streamable HTTP at /mcp (writes only with --mcp-allow-write).\n\
 Local mode owns exactly one llm.json (llm_*.json exports beside it are merged first), binds loopback only,\n\
 and admits only the printed URL's token (then an HttpOnly cookie; programs send Authorization: Bearer).\n\
 Stateless mode writes nothing and logs no content; provider keys stay on the server. Anonymous clients\n\
@@ -273,6 +277,9 @@ pub struct ServeArgs {
     /// Open connections from one address; more are closed (0: no cap of its own). Default: 64 stateless, 0 local.
     #[arg(long, value_name = "N")]
     pub max_connections_per_ip: Option<usize>,
+    /// Let MCP clients at /mcp write: remember, resolve and log_exchange (off by default; local mode).
+    #[arg(long)]
+    pub mcp_allow_write: bool,
 }
 
 #[derive(Args, Debug)]

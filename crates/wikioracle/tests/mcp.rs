@@ -11,7 +11,7 @@ mod common;
 use std::path::PathBuf;
 use std::process::Command;
 
-use common::{Project, wo_bin};
+use common::{Project, Serving, wo_bin};
 use serde_json::Value;
 use wo_format::{EffortStatus, TruthKind};
 use wo_testkit::{Need, heavy, python};
@@ -73,6 +73,13 @@ fn every_tool_works_through_the_python_sdk() {
     }
     let (p, fact) = project_with_fact();
     let out = drive(&p, "full", &["m_none", &fact]);
+    check_full_scenario(&p, &fact, &out);
+}
+
+/// What the `full` scenario must have seen and left in the file, whatever
+/// the transport.
+fn check_full_scenario(p: &Project, fact: &str, out: &Value) {
+    let fact = fact.to_owned();
     assert_eq!(out["server"], "wikioracle");
     let tools = out["tools"].as_object().unwrap();
     let mut names: Vec<&str> = tools.keys().map(String::as_str).collect();
@@ -158,6 +165,146 @@ fn every_tool_works_through_the_python_sdk() {
     assert_eq!(a.model.as_deref(), Some("agent-model"));
     assert_eq!(a.extra["x_provenance"].to_value()["by"], "pytest-agent");
     p.ok(&["validate", "llm.json"]);
+}
+
+/// Runs the Python client's `scenario` against `wo serve`'s `/mcp`.
+fn drive_http(server: &Serving, scenario: &str, extra: &[&str]) -> Value {
+    let out = Command::new(python())
+        .arg(client_script())
+        .arg(format!("{}/mcp", server.base()))
+        .arg(&server.token)
+        .arg(scenario)
+        .args(extra)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "client {scenario} over HTTP failed: {stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_str(stdout.trim()).unwrap_or_else(|e| panic!("{e}: {stdout}"))
+}
+
+/// One raw HTTP/1.1 request to `wo serve`; (status, body).
+fn http(port: u16, request: &str) -> (u16, String) {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+    s.write_all(request.as_bytes()).unwrap();
+    let mut text = String::new();
+    let _ = s.read_to_string(&mut text);
+    let status = text
+        .split(' ')
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .unwrap_or(0);
+    let body = text.split_once("\r\n\r\n").map_or("", |b| b.1).to_owned();
+    (status, body)
+}
+
+/// A config with no provider the tests need (`/mcp` calls none).
+fn empty_config(p: &Project) -> PathBuf {
+    let cfg = p.path().join("config.toml");
+    std::fs::write(&cfg, "").unwrap();
+    std::fs::set_permissions(&cfg, std::os::unix::fs::PermissionsExt::from_mode(0o600)).unwrap();
+    cfg
+}
+
+#[test]
+fn every_tool_works_over_streamable_http_on_wo_serve() {
+    if !heavy(
+        "every_tool_works_over_streamable_http_on_wo_serve",
+        &[Need::PythonMcp],
+    ) {
+        return;
+    }
+    let (p, fact) = project_with_fact();
+    let server = Serving::start(&p, &empty_config(&p), &["--mcp-allow-write"]);
+    let out = drive_http(&server, "full", &["m_none", &fact]);
+    check_full_scenario(&p, &fact, &out);
+
+    // Bad arguments: clear errors, nothing written.
+    let before = std::fs::read(p.state_path()).unwrap();
+    let bad = drive_http(&server, "bad", &[&fact]);
+    for (case, msg) in [
+        ("certainty", "certainty: 1.5 is outside 0..=1"),
+        ("kind", "unknown variant `rumour`"),
+        ("unknown_field", "unknown field `colour`"),
+        ("log_empty", "question: must not be empty"),
+    ] {
+        let r = &bad["bad"][case];
+        assert_eq!(r["ok"], false, "{case}: {r}");
+        assert!(
+            r["text"].as_str().unwrap().contains(msg),
+            "{case}: expected {msg:?} in {r}"
+        );
+    }
+    assert_eq!(std::fs::read(p.state_path()).unwrap(), before);
+
+    // No token, a wrong one, or the browser's cookie: refused before MCP.
+    let init = r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-03-26","capabilities":{},"clientInfo":{"name":"x","version":"1"}}}"#;
+    let post = |auth: &str| {
+        format!(
+            "POST /mcp HTTP/1.1\r\nHost: 127.0.0.1:{}\r\n{auth}Content-Type: application/json\r\nAccept: application/json, text/event-stream\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{init}",
+            server.port,
+            init.len()
+        )
+    };
+    for auth in [
+        String::new(),
+        "Authorization: Bearer wrong-token-0123456789\r\n".to_owned(),
+        format!(
+            "Cookie: wo_session_{}_abcdef={}\r\n",
+            server.port, server.token
+        ),
+    ] {
+        let (status, body) = http(server.port, &post(&auth));
+        assert_eq!(status, 401, "{auth:?}: {body}");
+        assert!(body.contains("Bearer"), "{body}");
+    }
+    // A foreign Host (DNS rebinding) is refused even with the token.
+    let rebound = post(&format!("Authorization: Bearer {}\r\n", server.token)).replace(
+        &format!("Host: 127.0.0.1:{}", server.port),
+        "Host: evil.example",
+    );
+    assert_eq!(http(server.port, &rebound).0, 403);
+    let (status, body) = http(
+        server.port,
+        &post(&format!("Authorization: Bearer {}\r\n", server.token)),
+    );
+    assert_eq!(status, 200, "{body}");
+    assert!(body.contains("wikioracle"), "{body}");
+    assert_eq!(std::fs::read(p.state_path()).unwrap(), before);
+}
+
+#[test]
+fn wo_serve_refuses_mcp_writes_without_its_flag() {
+    if !heavy(
+        "wo_serve_refuses_mcp_writes_without_its_flag",
+        &[Need::PythonMcp],
+    ) {
+        return;
+    }
+    let (p, fact) = project_with_fact();
+    let before = std::fs::read(p.state_path()).unwrap();
+    let server = Serving::start(&p, &empty_config(&p), &[]);
+    let ro = drive_http(&server, "readonly", &["m_none", &fact]);
+    for tool in ["remember", "resolve", "log_exchange"] {
+        assert_eq!(ro[tool]["ok"], false, "{tool}: {}", ro[tool]);
+        assert!(
+            ro[tool]["text"]
+                .as_str()
+                .unwrap()
+                .contains("wo serve --mcp-allow-write"),
+            "{tool} says how to allow it: {}",
+            ro[tool]
+        );
+    }
+    assert_eq!(
+        ok_json(&ro["read_truth"], "reads still work")["id"],
+        fact.as_str()
+    );
+    assert_eq!(std::fs::read(p.state_path()).unwrap(), before);
 }
 
 #[test]

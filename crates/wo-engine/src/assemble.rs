@@ -9,6 +9,12 @@
 //! and the recent turns skip what recall sent. Every candidate that is left out
 //! is recorded in [`Assembled::dropped`] with its reason — nothing is cut
 //! silently.
+//!
+//! A client that owns its conversation (an OpenAI-compatible client sends
+//! every earlier turn with each request) gives it as
+//! [`AssemblyOptions::conversation`]: those turns then take the recent
+//! window's place, and the stored transcript is reached by recall only
+//! (skipping messages whose text the client already sends).
 
 use std::cell::OnceCell;
 use std::collections::HashSet;
@@ -50,6 +56,11 @@ pub struct AssemblyOptions {
     /// the assistant's, as are names that look like a model's
     /// ([`wo_format::model::is_model_name`]).
     pub known_models: Vec<String>,
+    /// The conversation so far as the client holds it, oldest first (user
+    /// and assistant turns; the new message is not in it). `Some`: these
+    /// turns are the recent window instead of the stored branch (`leaf` is
+    /// then not used), and recall skips stored messages saying the same.
+    pub conversation: Option<Vec<(Role, String)>>,
 }
 
 impl AssemblyOptions {
@@ -64,6 +75,7 @@ impl AssemblyOptions {
             recall_limit: None,
             now: Timestamp::now(),
             known_models: Vec::new(),
+            conversation: None,
         }
     }
 }
@@ -289,31 +301,84 @@ fn push_section(a: &mut Assembled, budget: &mut Budget, heading: &str, text: &st
     budget.spend(tokens + SECTION_HEADING_TOKENS);
 }
 
-/// The branch this turn continues, newest first, with each message's plain
-/// text and token cost (text plus [`MESSAGE_OVERHEAD_TOKENS`]) computed at
-/// most once: both passes over the recent window read them, and a long
-/// branch past the cut is never converted at all.
+/// One turn of the conversation the new message continues: a message of
+/// the stored branch, or one the client sent with its request.
+#[derive(Clone, Copy)]
+enum WindowTurn<'a> {
+    Stored(&'a Message),
+    /// The `number`th turn (from 1, oldest first) the client sent.
+    Client {
+        role: Role,
+        text: &'a str,
+        number: usize,
+    },
+}
+
+impl<'a> WindowTurn<'a> {
+    /// The stored message's id; a client's turn has none.
+    fn id(&self) -> Option<&'a str> {
+        match self {
+            WindowTurn::Stored(m) => Some(&m.id),
+            WindowTurn::Client { .. } => None,
+        }
+    }
+
+    /// How `included`/`dropped` name it.
+    fn label(&self) -> String {
+        match self {
+            WindowTurn::Stored(m) => m.title.clone(),
+            WindowTurn::Client { role, number, .. } => {
+                format!("the client's earlier {} message #{number}", role.as_str())
+            }
+        }
+    }
+
+    fn plain_text(&self) -> String {
+        match self {
+            WindowTurn::Stored(m) => to_plain_text(&m.content),
+            WindowTurn::Client { text, .. } => (*text).to_owned(),
+        }
+    }
+
+    /// The role it is sent under (a stored message written by a model
+    /// is the assistant's).
+    fn role(&self, known_models: &[String]) -> Role {
+        let role = match self {
+            WindowTurn::Stored(m) => m.role_with_models(known_models),
+            WindowTurn::Client { role, .. } => *role,
+        };
+        match role {
+            Role::Assistant => Role::Assistant,
+            _ => Role::User,
+        }
+    }
+}
+
+/// The conversation this turn continues, newest first, with each turn's
+/// plain text and token cost (text plus [`MESSAGE_OVERHEAD_TOKENS`])
+/// computed at most once: both passes over the recent window read them,
+/// and a long branch past the cut is never converted at all.
 struct Window<'a> {
-    branch: Vec<&'a Message>,
+    branch: Vec<WindowTurn<'a>>,
     rendered: Vec<OnceCell<(String, usize)>>,
 }
 
 impl<'a> Window<'a> {
-    fn new(branch: Vec<&'a Message>) -> Self {
+    fn new(branch: Vec<WindowTurn<'a>>) -> Self {
         let rendered = branch.iter().map(|_| OnceCell::new()).collect();
         Window { branch, rendered }
     }
 
-    /// The plain text and token cost of the `i`th newest message.
+    /// The plain text and token cost of the `i`th newest turn.
     fn turn(&self, i: usize, count: &dyn Fn(&str) -> usize) -> &(String, usize) {
         self.rendered[i].get_or_init(|| {
-            let text = to_plain_text(&self.branch[i].content);
+            let text = self.branch[i].plain_text();
             let t = count(&text) + MESSAGE_OVERHEAD_TOKENS;
             (text, t)
         })
     }
 
-    /// Takes the rendered text of the `i`th newest message (each is sent
+    /// Takes the rendered text of the `i`th newest turn (each is sent
     /// once, so the cache gives it up).
     fn take_text(&mut self, i: usize) -> String {
         self.rendered[i]
@@ -321,6 +386,12 @@ impl<'a> Window<'a> {
             .map(|(text, _)| text)
             .unwrap_or_default()
     }
+}
+
+/// Text compared across the stored transcript and a client's turns:
+/// whitespace runs are one space, ends trimmed.
+fn normalized(text: &str) -> String {
+    text.split_whitespace().collect::<Vec<_>>().join(" ")
 }
 
 /// Builds the prompt for `query` from `state`.
@@ -349,14 +420,39 @@ pub fn assemble(
     add_context(&mut a, &mut budget, state, count);
     let flexible = budget.left();
 
-    let leaf = opts
-        .leaf
-        .as_deref()
-        .or(state.messages().last().map(|m| m.id.as_str()));
-    let mut window = Window::new(match leaf {
-        Some(leaf) => branch_or_transcript(state, leaf),
-        None => Vec::new(),
+    let mut window = Window::new(match &opts.conversation {
+        Some(turns) => turns
+            .iter()
+            .enumerate()
+            .rev()
+            .map(|(i, (role, text))| WindowTurn::Client {
+                role: *role,
+                text,
+                number: i + 1,
+            })
+            .collect(),
+        None => {
+            let leaf = opts
+                .leaf
+                .as_deref()
+                .or(state.messages().last().map(|m| m.id.as_str()));
+            match leaf {
+                Some(leaf) => branch_or_transcript(state, leaf)
+                    .into_iter()
+                    .map(WindowTurn::Stored)
+                    .collect(),
+                None => Vec::new(),
+            }
+        }
     });
+    // What the client already sends, so recall does not send it again.
+    let client_texts: HashSet<String> = opts
+        .conversation
+        .iter()
+        .flatten()
+        .map(|(_, text)| normalized(text))
+        .filter(|t| !t.is_empty())
+        .collect();
 
     // Messages whose content an included truth entry already carries.
     let from_truth = add_truth(&mut a, &mut budget, state, query, opts, flexible, count);
@@ -373,7 +469,7 @@ pub fn assemble(
             break;
         }
         window_tokens += t;
-        window_ids.insert(window.branch[i].id.as_str());
+        window_ids.extend(window.branch[i].id());
     }
 
     // Earlier messages recalled by relevance, with the turns around each
@@ -396,6 +492,7 @@ pub fn assemble(
         state.messages(),
         query,
         &skip,
+        &client_texts,
         recall_cap,
         opts.recall_limit,
         count,
@@ -607,7 +704,7 @@ fn add_recent_turns(
     let too_old = "older than what fits the token budget";
     for i in 0..window.branch.len() {
         let m = window.branch[i];
-        if recalled_ids.contains(m.id.as_str()) {
+        if m.id().is_some_and(|id| recalled_ids.contains(id)) {
             continue;
         }
         if !cut {
@@ -620,13 +717,13 @@ fn add_recent_turns(
             cut = true;
         } else if a.dropped.len() >= dropped_before_turns + DROPPED_TURNS_LISTED {
             unlisted += 1;
-            oldest_unlisted = Some(&m.id);
+            oldest_unlisted = m.id().or(oldest_unlisted);
             continue;
         }
         a.dropped.push(Dropped {
             kind: SourceKind::RecentTurn,
-            id: Some(m.id.clone()),
-            label: m.title.clone(),
+            id: m.id().map(str::to_owned),
+            label: m.label(),
             reason: too_old.into(),
         });
     }
@@ -634,9 +731,14 @@ fn add_recent_turns(
         a.dropped.push(Dropped {
             kind: SourceKind::RecentTurn,
             id: oldest_unlisted.map(str::to_owned),
-            label: format!(
-                "{unlisted} older messages of this branch, back to the one with this id"
-            ),
+            label: match oldest_unlisted {
+                Some(_) => {
+                    format!(
+                        "{unlisted} older messages of this branch, back to the one with this id"
+                    )
+                }
+                None => format!("{unlisted} older messages the client sent"),
+            },
             reason: too_old.into(),
         });
     }
@@ -645,14 +747,11 @@ fn add_recent_turns(
     // answer repeat the ids of the whole conversation (~5 KB each).
     for (i, t) in taken.into_iter().rev() {
         let m = window.branch[i];
-        let role = match m.role_with_models(&opts.known_models) {
-            Role::Assistant => Role::Assistant,
-            _ => Role::User,
-        };
+        let role = m.role(&opts.known_models);
         a.included.push(Included {
             kind: SourceKind::RecentTurn,
-            id: Some(m.id.clone()),
-            label: m.title.clone(),
+            id: m.id().map(str::to_owned),
+            label: m.label(),
             tokens: t,
         });
         a.turns.push((role, window.take_text(i)));
@@ -663,12 +762,15 @@ fn add_recent_turns(
 /// turns before and after each (a question's answer, or what a reply
 /// answers; ranked at [`NEIGHBOUR_WEIGHT`] of the hit's score), best first,
 /// skipping anything already taken or in the recent window, so nothing is
-/// sent twice. Records what was sent in
+/// sent twice; nor is a message whose text is one of `client_texts` (a
+/// turn the client sends itself, [`normalized`]). Records what was sent in
 /// `a` and returns the ids taken and the section's text and tokens.
+#[allow(clippy::too_many_arguments)]
 fn recall_within<'a>(
     messages: &'a [Message],
     query: &str,
     window: &HashSet<&str>,
+    client_texts: &HashSet<String>,
     cap: usize,
     limit: Option<usize>,
     count: &dyn Fn(&str) -> usize,
@@ -700,6 +802,8 @@ fn recall_within<'a>(
     let mut chosen: Vec<(usize, String, usize, Option<&'a str>)> = Vec::new();
     let mut spent = 0;
     let mut misses = 0;
+    // Hits left out because the client sends the same text itself.
+    let mut client_sends: HashSet<&str> = HashSet::new();
     for &(_, idx, neighbour_of) in &candidates {
         if misses >= RECALL_MISSES || cap.saturating_sub(spent) < RECALL_MIN_LINE_TOKENS {
             break;
@@ -708,11 +812,16 @@ fn recall_within<'a>(
         if taken.contains(m.id.as_str()) || window.contains(m.id.as_str()) {
             continue;
         }
+        let plain = to_plain_text(&m.content);
+        if !client_texts.is_empty() && client_texts.contains(&normalized(&plain)) {
+            client_sends.insert(m.id.as_str());
+            continue;
+        }
         let line = format!(
             "- [{} {}]: {}\n",
             m.timestamp,
             m.username,
-            to_plain_text(&m.content).replace('\n', " ")
+            plain.replace('\n', " ")
         );
         let t = count(&line);
         if spent + t > cap {
@@ -741,7 +850,8 @@ fn recall_within<'a>(
     let unlisted = hits
         .iter()
         .filter(|h| {
-            !taken.contains(h.message.id.as_str()) && !listed.contains(h.message.id.as_str())
+            let id = h.message.id.as_str();
+            !taken.contains(id) && !listed.contains(id) && !client_sends.contains(id)
         })
         .count();
     if unlisted > 0 {

@@ -60,6 +60,11 @@ pub struct TurnRequest {
     /// model): earlier messages written under one of these names are sent
     /// as the assistant's. The answering model is added by [`prepare`].
     pub known_models: Vec<String>,
+    /// The earlier turns of a conversation the client keeps itself (an
+    /// OpenAI-compatible client), oldest first: sent instead of the stored
+    /// branch's recent turns ([`crate::assemble::AssemblyOptions::conversation`]).
+    /// The exchange is still appended after the latest message (or `parent`).
+    pub conversation: Option<Vec<(Role, String)>>,
     /// The memory interpreter to run on the exchange once it is committed
     /// (product §7); `None` when `[interpreter] mode = "off"`.
     pub memory: Option<MemoryStep>,
@@ -277,6 +282,7 @@ fn prepare(
     let mut opts = AssemblyOptions::new(state, provider.context_window(), reserve);
     opts.system = req.system.clone();
     opts.leaf = req.parent.clone();
+    opts.conversation = req.conversation.clone();
     opts.rag = !req.no_rag;
     opts.known_models = req.known_models.clone();
     opts.known_models.push(provider.default_model().to_owned());

@@ -142,6 +142,9 @@ pub struct TurnParams {
     pub min_certainty: Option<f64>,
     /// Longest message accepted, in characters (a server's limit).
     pub max_message_chars: Option<usize>,
+    /// Earlier turns the client keeps itself, oldest first
+    /// ([`TurnRequest::conversation`]).
+    pub conversation: Option<Vec<(wo_format::Role, String)>>,
 }
 
 impl TurnParams {
@@ -198,6 +201,7 @@ impl TurnParams {
                 .map(|n| usize::try_from(n).unwrap_or(usize::MAX)),
             min_certainty: self.min_certainty,
             known_models: crate::chat::configured_models(cfg),
+            conversation: self.conversation,
             // The face adds it (`memory::step_for`): it knows the project.
             memory: None,
         })

@@ -414,3 +414,116 @@ fn stored_sources_name_what_retrieval_added_not_the_whole_conversation() {
 fn serde_json_len(ids: &[String]) -> usize {
     ids.iter().map(|i| i.len() + 3).sum::<usize>() + 2
 }
+
+/// An OpenAI-compatible client owns its conversation: its turns replace the
+/// stored branch's recent turns, the memory (context, truth, recalled
+/// messages) is still added, and recall does not repeat what it sends.
+#[test]
+fn a_client_conversation_replaces_the_stored_window_but_keeps_the_memory() {
+    let s = state();
+    let mut o = opts(&s, 2000);
+    o.conversation = Some(vec![
+        (Role::User, "hello there".into()),
+        (Role::Assistant, "Hi! How can I help?".into()),
+        // The client resends a stored message: recall must not repeat it.
+        (Role::User, "the cone 10 firing schedule is slow".into()),
+        (Role::Assistant, "Indeed it is.".into()),
+    ]);
+    let a = assemble(
+        &s,
+        "what firing schedule for the kiln?",
+        &o,
+        &estimate_tokens,
+        &[],
+    )
+    .unwrap();
+    assert_eq!(
+        a.turns,
+        vec![
+            (Role::User, "hello there".to_string()),
+            (Role::Assistant, "Hi! How can I help?".to_string()),
+            (
+                Role::User,
+                "the cone 10 firing schedule is slow".to_string()
+            ),
+            (Role::Assistant, "Indeed it is.".to_string()),
+            (Role::User, "what firing schedule for the kiln?".to_string()),
+        ],
+        "the client's turns, then the question; no stored turn"
+    );
+    assert!(a.system.contains("## Context"), "{}", a.system);
+    assert!(
+        a.system.contains("Kiln max (certainty 0.90)"),
+        "{}",
+        a.system
+    );
+    assert!(
+        !a.system.contains("cone 10 firing schedule"),
+        "the client sends that message itself: {}",
+        a.system
+    );
+    assert!(!a.sources.contains(&s.messages()[4].id));
+    // The client's turns are reported without ids (they are not stored).
+    let client_turns: Vec<_> = a
+        .included
+        .iter()
+        .filter(|i| i.kind == SourceKind::RecentTurn)
+        .collect();
+    assert_eq!(client_turns.len(), 4);
+    assert!(client_turns.iter().all(|i| i.id.is_none()));
+    assert!(
+        client_turns[0].label.contains("#1"),
+        "{:?}",
+        client_turns[0]
+    );
+
+    // Without the resent message, recall finds the stored one again.
+    o.conversation = Some(vec![(Role::User, "hello there".into())]);
+    let a = assemble(&s, "what firing schedule?", &o, &estimate_tokens, &[]).unwrap();
+    assert!(a.system.contains("cone 10 firing schedule"), "{}", a.system);
+    assert!(a.sources.contains(&s.messages()[4].id));
+}
+
+/// A client conversation too long for the budget loses its oldest turns,
+/// each reported.
+#[test]
+fn a_long_client_conversation_drops_its_oldest_turns_and_says_so() {
+    let s = state();
+    let turns: Vec<(Role, String)> = (0..200)
+        .map(|i| {
+            let role = if i % 2 == 0 {
+                Role::User
+            } else {
+                Role::Assistant
+            };
+            (role, format!("client turn {i} with some words to count"))
+        })
+        .collect();
+    let mut o = opts(&s, 400);
+    o.conversation = Some(turns);
+    let a = assemble(&s, "hello", &o, &estimate_tokens, &[]).unwrap();
+    assert!(a.tokens <= a.budget, "{} > {}", a.tokens, a.budget);
+    let sent = a.turns.len() - 1;
+    assert!(sent > 0 && sent < 200, "{sent}");
+    assert_eq!(
+        a.turns[sent - 1].1,
+        "client turn 199 with some words to count",
+        "the newest turns are kept"
+    );
+    let dropped: Vec<_> = a
+        .dropped
+        .iter()
+        .filter(|d| d.kind == SourceKind::RecentTurn)
+        .collect();
+    assert!(!dropped.is_empty());
+    assert!(dropped.iter().all(|d| d.id.is_none()));
+    assert!(
+        dropped
+            .last()
+            .unwrap()
+            .label
+            .contains("older messages the client sent"),
+        "{:?}",
+        dropped.last()
+    );
+}

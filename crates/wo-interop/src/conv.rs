@@ -39,8 +39,8 @@ use wo_format::xhtml::{markdown_to_xhtml, text_to_xhtml};
 use wo_format::{Message, Role, State, Timestamp, Usage};
 
 use crate::human_time::{from_nanos, nanos_of, to_timestamp};
-use crate::text::title_from_text;
 use crate::{ImportOptions, Imported, Step, Warning, X_IMPORT_KEY, strip_secrets_map};
+use wo_format::title::title_for as title_from_text;
 
 /// Nanoseconds in a microsecond: the step between a parent and a child
 /// whose time was not recorded.

@@ -225,11 +225,18 @@ impl WikiOracleMcp {
         let store = Store::open(&opts.state, opts.open.clone()).map_err(|e| {
             anyhow::anyhow!("{e}\nhint: `wo init` creates llm.json, or pass --state PATH")
         })?;
-        Ok(Self {
-            store: Arc::new(Mutex::new(store)),
+        Ok(Self::on_store(Arc::new(Mutex::new(store)), opts))
+    }
+
+    /// A server on a store another face already holds (`wo serve` shares
+    /// its one store with `/mcp`: one writer per process, so the store's
+    /// refresh-and-merge sees every change). `opts.open` is not used.
+    pub fn on_store(store: Arc<Mutex<Store>>, opts: McpOptions) -> Self {
+        Self {
+            store,
             opts: Arc::new(opts),
             tool_router: Self::tool_router(),
-        })
+        }
     }
 
     /// Runs `f` on the refreshed store on a blocking thread.
@@ -241,7 +248,9 @@ impl WikiOracleMcp {
         tokio::task::spawn_blocking(move || {
             let mut store = store
                 .lock()
-                .map_err(|_| internal("the store's lock was poisoned"))?;
+                // A panic elsewhere mid-read leaves the store as it was: the
+                // store only changes through whole transactions.
+                .unwrap_or_else(|p| p.into_inner());
             store.refresh().map_err(internal)?;
             f(&mut store)
         })
@@ -272,7 +281,7 @@ impl WikiOracleMcp {
     ) -> Result<CallToolResult, McpError> {
         if !self.opts.allow_write {
             return Ok(tool_error(
-                "refused: this server is read-only; start it with `wo mcp --allow-write` to let clients write memories",
+                "refused: this server is read-only; start it with `wo mcp --allow-write` (over HTTP: `wo serve --mcp-allow-write`) to let clients write memories",
             ));
         }
         let by = peer
@@ -565,7 +574,7 @@ impl WikiOracleMcp {
     }
 
     #[tool(
-        description = "Save a memory for later sessions: a fact, an effort (open task), an event or a note, with certainty 0..1 and tags. Needs `wo mcp --allow-write`."
+        description = "Save a memory for later sessions: a fact, an effort (open task), an event or a note, with certainty 0..1 and tags. Needs `wo mcp --allow-write` (or `wo serve --mcp-allow-write`)."
     )]
     async fn remember(
         &self,
@@ -583,7 +592,7 @@ impl WikiOracleMcp {
     }
 
     #[tool(
-        description = "Mark an open effort (task) as resolved, with how. Needs `wo mcp --allow-write`."
+        description = "Mark an open effort (task) as resolved, with how. Needs `wo mcp --allow-write` (or `wo serve --mcp-allow-write`)."
     )]
     async fn resolve(
         &self,
@@ -598,7 +607,7 @@ impl WikiOracleMcp {
     }
 
     #[tool(
-        description = "Record a question and its answer from this session in the person's transcript, so WikiOracle can learn from it. Needs `wo mcp --allow-write`."
+        description = "Record a question and its answer from this session in the person's transcript, so WikiOracle can learn from it. Needs `wo mcp --allow-write` (or `wo serve --mcp-allow-write`)."
     )]
     async fn log_exchange(
         &self,

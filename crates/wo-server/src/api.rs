@@ -142,6 +142,7 @@ pub fn turn_request(
         max_entries: params.max_entries,
         min_certainty: params.min_certainty,
         max_message_chars: Some(app.limits.message_chars),
+        conversation: None,
     }
     .build(&app.config, || app.username.clone())
     .map_err(|e| ApiError::bad_field(e.field.pointer(), e.message))
@@ -160,6 +161,24 @@ pub fn context_report(
     }
 }
 
+/// The directory index's chunks relevant to `prompt`, if there is an
+/// index. A missing or unreadable index costs the chunks, not the turn.
+pub async fn index_chunks(
+    app: &Arc<Local>,
+    prompt: String,
+) -> Vec<wo_engine::assemble::ChunkCandidate> {
+    if app.index_root.is_none() {
+        return Vec::new();
+    }
+    let app = app.clone();
+    tokio::task::spawn_blocking(move || match app.index() {
+        Ok(Some(index)) => wo_engine::files::relevant_chunks(&index, &prompt),
+        _ => Vec::new(),
+    })
+    .await
+    .unwrap_or_default()
+}
+
 /// `POST /api/chat`: one turn on the server's state, run by the engine
 /// ([`crate::turn::LocalTurn`]: the store is locked only to assemble the
 /// prompt and to append the turn, never while the model answers, so many
@@ -170,15 +189,8 @@ pub async fn chat(
 ) -> Result<Response, ApiError> {
     let provider = app.provider(body.params.provider.as_deref()).await?;
     let mut req = turn_request(&app, body.message, body.username, body.parent, &body.params)?;
-    if !req.no_rag && app.index_root.is_some() {
-        let (prompt, app) = (req.prompt.clone(), app.clone());
-        req.chunks = tokio::task::spawn_blocking(move || match app.index() {
-            Ok(Some(index)) => wo_engine::files::relevant_chunks(&index, &prompt),
-            // A missing or unreadable index costs the chunks, not the turn.
-            _ => Vec::new(),
-        })
-        .await
-        .unwrap_or_default();
+    if !req.no_rag {
+        req.chunks = index_chunks(&app, req.prompt.clone()).await;
     }
     req.memory = app.memory_step(&provider, app.project_dir()).await;
     let name = provider.name().to_owned();

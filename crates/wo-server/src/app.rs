@@ -436,16 +436,36 @@ pub struct Local {
     store: Arc<Mutex<Store>>,
     /// The directory of the state file: the project whose prompts apply.
     project_dir: Option<PathBuf>,
+    /// `/mcp`: the MCP server on this same store.
+    pub mcp: wo_mcp::http::McpHttpService,
 }
+
+/// An MCP session idle this long is closed (its client starts another).
+const MCP_IDLE: Duration = Duration::from_secs(30 * 60);
 
 impl Local {
     /// A local server on `store`; `app` must be built with `local = true`.
-    pub fn new(app: Arc<App>, store: Store) -> Local {
+    /// `mcp_allow_write` lets `/mcp` clients write.
+    pub fn new(app: Arc<App>, store: Store, mcp_allow_write: bool) -> Local {
         debug_assert!(app.local && app.token.is_some());
         let project_dir = store.path().parent().map(std::path::Path::to_path_buf);
+        let state = store.path().to_path_buf();
+        let store = Arc::new(Mutex::new(store));
+        // The same store, so `/mcp`, the API and the OpenAI endpoint never
+        // race each other's writes inside this process.
+        let mcp = wo_mcp::WikiOracleMcp::on_store(
+            store.clone(),
+            wo_mcp::McpOptions {
+                state,
+                open: wo_store::OpenOptions::default(),
+                allow_write: mcp_allow_write,
+                index: app.index_root.clone(),
+            },
+        );
         Local {
+            mcp: wo_mcp::http::service(mcp, MCP_IDLE),
             app,
-            store: Arc::new(Mutex::new(store)),
+            store,
             project_dir,
         }
     }

@@ -55,6 +55,16 @@ impl ApiError {
         )
     }
 
+    /// No bearer token (or a wrong one) where only programs are served
+    /// (`/v1/`, `/mcp`).
+    pub fn unauthorized_program() -> Self {
+        Self::new(
+            StatusCode::UNAUTHORIZED,
+            "unauthorized",
+            "missing or wrong token: send Authorization: Bearer <token>, the token of the URL `wo serve` printed (or WO_SERVE_TOKEN)",
+        )
+    }
+
     pub fn forbidden(message: impl Into<String>) -> Self {
         Self::new(StatusCode::FORBIDDEN, "forbidden", message)
     }

@@ -28,7 +28,7 @@ impl<T: DeserializeOwned, M: Mode> FromRequest<Arc<M>> for JsonBody<T> {
     type Rejection = ApiError;
 
     async fn from_request(req: Request, state: &Arc<M>) -> Result<Self, ApiError> {
-        let bytes = read_body(state, req, state.limits.body_bytes).await?;
+        let bytes = read_body(state, req.into_body(), state.limits.body_bytes).await?;
         // Every body of the API is an object. serde's derived structs also
         // take an array of their fields in order, so without this `[]`
         // would pass as a body whose fields are all optional.
@@ -43,7 +43,7 @@ impl<M: Mode> FromRequest<Arc<M>> for Upload {
     type Rejection = ApiError;
 
     async fn from_request(req: Request, state: &Arc<M>) -> Result<Self, ApiError> {
-        read_body(state, req, state.limits.upload_bytes)
+        read_body(state, req.into_body(), state.limits.upload_bytes)
             .await
             .map(Upload)
     }
@@ -53,8 +53,7 @@ impl<M: Mode> FromRequest<Arc<M>> for Upload {
 /// client trickling its body must not hold a connection forever). The
 /// guard has already refused a `Content-Length` over the limit; this
 /// catches chunked bodies that grow past it.
-async fn read_body(app: &App, req: Request, limit: usize) -> Result<Bytes, ApiError> {
-    let body = req.into_body();
+pub async fn read_body(app: &App, body: axum::body::Body, limit: usize) -> Result<Bytes, ApiError> {
     match tokio::time::timeout(app.limits.body_timeout, axum::body::to_bytes(body, limit)).await {
         Ok(Ok(bytes)) => Ok(bytes),
         Ok(Err(_)) => Err(ApiError::too_large(limit)),

@@ -4,6 +4,12 @@
 //! time) in local mode; state-changing requests need a JSON content type and
 //! a same-origin `Origin`; a per-client rate limit; and headers that forbid
 //! framing, sniffing and any foreign resource. No CORS header is ever sent.
+//!
+//! The faces for other tools — the OpenAI-compatible `/v1/` and MCP's
+//! `/mcp` — take the token as `Authorization: Bearer` only (never the
+//! browser's cookie), so a page in a browser can never reach them; they
+//! need no `Origin`, and refuse a foreign one. Errors under `/v1/` are
+//! answered in OpenAI's shape.
 
 use std::collections::HashMap;
 use std::net::{IpAddr, SocketAddr};
@@ -196,6 +202,14 @@ fn is_state_changing(m: &Method) -> bool {
     !matches!(*m, Method::GET | Method::HEAD | Method::OPTIONS)
 }
 
+/// Whether a request says it carries a body.
+fn has_body(headers: &HeaderMap) -> bool {
+    headers.contains_key(header::TRANSFER_ENCODING)
+        || headers
+            .get(header::CONTENT_LENGTH)
+            .is_some_and(|v| v.as_bytes() != b"0")
+}
+
 fn is_json(headers: &HeaderMap) -> bool {
     headers
         .get(header::CONTENT_TYPE)
@@ -204,9 +218,42 @@ fn is_json(headers: &HeaderMap) -> bool {
         .is_some_and(|t| t.trim().eq_ignore_ascii_case("application/json"))
 }
 
+/// Which part of the server a path belongs to: each has its own checks.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Area {
+    /// The web client's files, liveness and the API description: anyone.
+    Public,
+    /// `/api/`: the session cookie or the bearer token.
+    Api,
+    /// `/v1/` (OpenAI-compatible) and `/mcp`: the bearer token only.
+    Tools,
+}
+
+/// The area of `path`.
+pub fn area(path: &str) -> Area {
+    use wo_wire::routes::{MCP_PATH, OPENAI_PREFIX};
+    if path.starts_with(OPENAI_PREFIX)
+        || path == MCP_PATH
+        || path
+            .strip_prefix(MCP_PATH)
+            .is_some_and(|rest| rest.starts_with('/'))
+    {
+        Area::Tools
+    } else if path.starts_with("/api/") && path != "/api/health" && path != "/api/openapi.json" {
+        Area::Api
+    } else {
+        Area::Public
+    }
+}
+
 /// Paths anyone may read: liveness, the API description and the client.
 fn is_public(path: &str) -> bool {
-    !path.starts_with("/api/") || path == "/api/health" || path == "/api/openapi.json"
+    area(path) == Area::Public
+}
+
+/// Whether errors on `path` are answered in OpenAI's shape.
+pub fn speaks_openai(path: &str) -> bool {
+    path.starts_with(wo_wire::routes::OPENAI_PREFIX)
 }
 
 /// The middleware: checks in the order that leaks least (host, rate, auth,
@@ -214,6 +261,7 @@ fn is_public(path: &str) -> bool {
 pub async fn guard(State(app): State<std::sync::Arc<App>>, req: Request, next: Next) -> Response {
     let mut resp = match check(&app, &req) {
         Ok(()) => next.run(req).await,
+        Err(e) if speaks_openai(req.uri().path()) => crate::openai::error_response(&e),
         Err(e) => e.into_response(),
     };
     let h = resp.headers_mut();
@@ -281,7 +329,8 @@ fn check(app: &App, req: &Request) -> Result<(), ApiError> {
         )));
     }
     let path = req.uri().path();
-    let api = path.starts_with("/api/");
+    let area = area(path);
+    let api = area != Area::Public;
     let credential = app
         .token
         .as_deref()
@@ -316,11 +365,19 @@ fn check(app: &App, req: &Request) -> Result<(), ApiError> {
         }
     }
     let auth = match &app.token {
+        // Programs only: a browser's cookie is no credential here.
+        Some(_) if area == Area::Tools => match credential {
+            Some(Auth::Bearer) => Some(Auth::Bearer),
+            _ => return Err(ApiError::unauthorized_program()),
+        },
         Some(_) if !is_public(path) => Some(credential.ok_or_else(ApiError::unauthorized)?),
         _ => None,
     };
     if is_state_changing(req.method()) {
-        if !is_json(headers) {
+        // MCP ends a session with a bodiless DELETE.
+        let bodiless_mcp_delete =
+            area == Area::Tools && req.method() == Method::DELETE && !has_body(headers);
+        if !is_json(headers) && !bodiless_mcp_delete {
             return Err(ApiError::new(
                 StatusCode::UNSUPPORTED_MEDIA_TYPE,
                 "unsupported_media_type",

@@ -15,9 +15,15 @@
 //! Modules: [`guard`] (every security check), [`extract`] (request bodies:
 //! limits, timeout, JSON errors with pointers), [`api`] (JSON handlers),
 //! [`stateless`] (the stateless turn's input), [`turn`] (each mode's state
-//! access and the SSE sink for the engine's one turn), [`sse`] (streaming), [`app`] (the
+//! access and the SSE sink for the engine's one turn), [`openai`] (the
+//! OpenAI-compatible `/v1/`), [`mcp`] (MCP at `/mcp`), [`sse`] (streaming), [`app`] (the
 //! state of each mode), [`error`] (error bodies), [`assets`] (the web
 //! client and the OpenAPI document).
+//!
+//! A local server also faces other tools, with the bearer token: an
+//! OpenAI-compatible API (`/v1/models`, `/v1/chat/completions`: answers
+//! with the person's memory, exchanges recorded) and MCP over streamable
+//! HTTP (`/mcp`: the tools of `wo mcp`, on the same store).
 
 pub mod api;
 pub mod app;
@@ -25,6 +31,8 @@ pub mod assets;
 pub mod error;
 pub mod extract;
 pub mod guard;
+pub mod mcp;
+pub mod openai;
 pub mod sse;
 pub mod stateless;
 pub mod turn;
@@ -38,7 +46,7 @@ use axum::Router;
 use axum::extract::{Query, Request, State};
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use axum::routing::{get, patch, post};
+use axum::routing::{any, get, patch, post};
 use wo_wire::routes as path;
 
 use crate::app::{App, Hosted, Limits, Local, Mode, Stateless};
@@ -64,6 +72,9 @@ pub struct ServeOptions {
     pub store: wo_store::OpenOptions,
     /// Stateless mode: the operator's allow-lists and caps.
     pub hosted: Hosted,
+    /// Local mode: let `/mcp` clients write (`remember`, `resolve`,
+    /// `log_exchange`); off by default, as `wo mcp --allow-write` is.
+    pub mcp_allow_write: bool,
 }
 
 /// Why the server did not start.
@@ -110,6 +121,12 @@ pub async fn bind(opts: ServeOptions) -> Result<Bound, ServeError> {
         ));
     }
     let hosted = &opts.hosted;
+    if !local && opts.mcp_allow_write {
+        return Err(ServeError::Refused(
+            "--mcp-allow-write is for local mode: a stateless server has no llm.json to write"
+                .into(),
+        ));
+    }
     if local
         && (!hosted.allow_providers.is_empty()
             || !hosted.allow_models.is_empty()
@@ -166,7 +183,7 @@ pub async fn bind(opts: ServeOptions) -> Result<Bound, ServeError> {
     let cookies = guard::CookieNames::new(addr.port(), &guard::new_instance_id());
     let app = Arc::new(App::new(local, token, cookies, &opts));
     let served = match store {
-        Some(store) => Served::Local(Arc::new(Local::new(app, store))),
+        Some(store) => Served::Local(Arc::new(Local::new(app, store, opts.mcp_allow_write))),
         None => Served::Stateless(Arc::new(Stateless::new(app))),
     };
     Ok(Bound {
@@ -343,7 +360,11 @@ pub fn router(served: &Served) -> Router {
                 .route(path::SEARCH_PATH, get(api::search))
                 .route(path::CHUNK_PATH, get(api::chunk))
                 .route(path::CONTEXT_DRAFT_PATH, post(api::context_draft_local))
-                .route(path::CONTEXT_APPLY_PATH, post(api::context_apply)),
+                .route(path::CONTEXT_APPLY_PATH, post(api::context_apply))
+                .route(path::OPENAI_MODELS_PATH, get(openai::models))
+                .route(path::OPENAI_CHAT_PATH, post(openai::chat_completions))
+                // rmcp answers the methods MCP does not use itself (405).
+                .route(path::MCP_PATH, any(mcp::handle)),
             local.clone(),
         ),
         Served::Stateless(stateless) => finish(
@@ -385,7 +406,14 @@ fn common<M: Mode>() -> Router<Arc<M>> {
 /// routes.
 fn finish<M: Mode>(routes: Router<Arc<M>>, state: Arc<M>) -> Router {
     routes
-        .fallback(|| async { ApiError::not_found("no such path") })
+        .fallback(|req: Request| async move {
+            let e = ApiError::not_found("no such path");
+            if guard::speaks_openai(req.uri().path()) {
+                openai::error_response(&e)
+            } else {
+                e.into_response()
+            }
+        })
         .layer(axum::middleware::from_fn_with_state(
             state.shared().clone(),
             guard::guard,

@@ -33,6 +33,17 @@ impl EventSink {
             .send(Bytes::from(format!("event: {name}\ndata: {json}\n\n")));
     }
 
+    /// Sends a nameless event: `data: JSON` (the OpenAI face's frames).
+    pub fn data<T: Serialize>(&self, data: &T) {
+        let json = serde_json::to_string(data).unwrap_or_else(|_| "{}".into());
+        let _ = self.tx.send(Bytes::from(format!("data: {json}\n\n")));
+    }
+
+    /// Sends a frame as it is (`data: [DONE]\n\n`).
+    pub fn raw(&self, frame: &'static str) {
+        let _ = self.tx.send(Bytes::from_static(frame.as_bytes()));
+    }
+
     pub fn delta(&self, text: &str) {
         self.event(&ServerEvent::Delta(DeltaEvent {
             text: text.to_owned(),

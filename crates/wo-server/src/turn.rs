@@ -3,7 +3,9 @@
 //! ([`LocalTurn`]: the shared store, locked only inside short closures;
 //! [`StatelessTurn`]: the client's throwaway state, whose commit yields the
 //! `state_patch`), and the sink that turns the turn's events into an SSE
-//! response ([`respond`]). No turn sequencing lives here.
+//! response ([`respond`]; the OpenAI face's sink is
+//! [`crate::openai::ChunkSink`], started by [`respond_with`]). No turn
+//! sequencing lives here.
 
 use std::sync::Arc;
 
@@ -207,7 +209,7 @@ fn turn_patch(state: &State, user_id: &str, assistant_id: &str, sources: &[Strin
 }
 
 /// The HTTP error for a turn that failed before its stream began.
-fn early_error(e: &TurnError) -> ApiError {
+pub fn early_error(e: &TurnError) -> ApiError {
     match e {
         TurnError::Field(f) => ApiError::bad_field(f.field.pointer(), f.message.clone()),
         TurnError::State(inner) => match inner.downcast_ref::<Refused>() {
@@ -219,12 +221,17 @@ fn early_error(e: &TurnError) -> ApiError {
     }
 }
 
+/// How a sink tells [`respond_with`] that its stream has begun (`Ok`: answer
+/// with the stream) or that the turn failed before (`Err`: answer with this
+/// HTTP error instead).
+pub type Started = oneshot::Sender<Result<(), ApiError>>;
+
 /// The SSE face of a turn. Until the prompt is assembled the handler waits
 /// on `started`: a failure before then is an ordinary HTTP error; after
 /// it, an `error` event.
 pub struct SseSink {
     events: sse::EventSink,
-    started: Option<oneshot::Sender<Result<(), ApiError>>>,
+    started: Option<Started>,
     provider: String,
 }
 
@@ -279,14 +286,31 @@ where
     F: FnOnce(wo_providers::Cancel, SseSink) -> Fut,
     Fut: std::future::Future<Output = ()> + Send + 'static,
 {
+    respond_with(
+        |events, started| SseSink {
+            events,
+            started: Some(started),
+            provider: provider.to_owned(),
+        },
+        run,
+    )
+    .await
+}
+
+/// [`respond`] with any sink: `sink` builds it from the stream's frames and
+/// the [`Started`] signal it must send once (when the stream begins, or
+/// with the error that ended the turn before).
+pub async fn respond_with<S, F, Fut>(
+    sink: impl FnOnce(sse::EventSink, Started) -> S,
+    run: F,
+) -> Result<Response, ApiError>
+where
+    F: FnOnce(wo_providers::Cancel, S) -> Fut,
+    Fut: std::future::Future<Output = ()> + Send + 'static,
+{
     let (resp, events, cancel) = sse::channel();
     let (started, began) = oneshot::channel();
-    let sink = SseSink {
-        events,
-        started: Some(started),
-        provider: provider.to_owned(),
-    };
-    let turn = Box::pin(run(cancel, sink));
+    let turn = Box::pin(run(cancel, sink(events, started)));
     match futures::future::select(began, turn).await {
         futures::future::Either::Left((began, rest)) => {
             tokio::spawn(rest);
@@ -312,7 +336,7 @@ pub async fn run(
     provider: Arc<dyn Provider>,
     req: TurnRequest,
     cancel: wo_providers::Cancel,
-    sink: SseSink,
+    sink: impl TurnSink + Send,
 ) {
     let _ = run_turn(state, provider, req, cancel, sink).await;
 }

@@ -244,7 +244,8 @@ async fn each_route_is_served_in_its_mode_and_only_there() {
 
 /// Every JSON body is read by the one extractor: a body of the wrong shape
 /// is refused before the handler runs, with the pointer of the field at
-/// fault, on every route that takes one, in its mode.
+/// fault (OpenAI's `param` under `/v1/`), on every route that takes one, in
+/// its mode.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_json_body_is_refused_with_a_pointer() {
     // (route path, body, pointer): a wrong type in a field of each body.
@@ -294,6 +295,11 @@ async fn every_json_body_is_refused_with_a_pointer() {
             json!({"exchange": "m_x", "memory_log": [], "truth": {}}),
             "/truth",
         ),
+        (
+            wo_wire::routes::OPENAI_CHAT_PATH,
+            json!({"model": "fake", "messages": [{"role": "user", "content": 5}]}),
+            "/messages/0/content",
+        ),
     ];
     for local in [true, false] {
         let s = serve(Script::says("x"), !local).await;
@@ -322,6 +328,22 @@ async fn every_json_body_is_refused_with_a_pointer() {
                     .await
                     .unwrap();
                 assert_eq!(resp.status(), StatusCode::BAD_REQUEST, "{what} {body}");
+                if r.path.starts_with(wo_wire::routes::OPENAI_PREFIX) {
+                    // OpenAI's shape: the pointer becomes `param`.
+                    let e: wo_wire::openai::OpenAiError = resp.json().await.unwrap();
+                    assert_eq!(
+                        e.error.code.as_deref(),
+                        Some("bad_request"),
+                        "{what} {body}"
+                    );
+                    assert_eq!(
+                        e.error.param,
+                        wo_wire::openai::param_of_pointer(pointer),
+                        "{what} {body}: {}",
+                        e.error.message
+                    );
+                    continue;
+                }
                 let e: wo_wire::ErrorBody = resp.json().await.unwrap();
                 assert_eq!(e.error.kind, "bad_request", "{what} {body}");
                 assert_eq!(

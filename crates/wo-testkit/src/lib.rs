@@ -33,7 +33,13 @@ pub enum Need {
     /// The official Python MCP SDK (the `mcp` package), the client `wo mcp`'s
     /// tests drive it with.
     PythonMcp,
+    /// The official Python OpenAI SDK (the `openai` package), the client
+    /// `wo serve`'s OpenAI-compatible endpoint is tested with.
+    PythonOpenai,
 }
+
+/// The `openai` package version `.ci/run` installs.
+pub const OPENAI_SDK: &str = "3.57.0";
 
 /// Set to `1` by `.ci/run`: a missing prerequisite is then a failure.
 pub const REQUIRE_ENV: &str = "WO_REQUIRE_HEAVY_TESTS";
@@ -84,6 +90,12 @@ pub fn missing(need: Need) -> Option<String> {
         Need::PythonMcp => (!python_imports("mcp.client.stdio")).then(|| {
             format!(
                 "the official Python MCP SDK is not installed for {} (run: python3 -m pip install \"mcp==2.3.0\")",
+                python()
+            )
+        }),
+        Need::PythonOpenai => (!python_imports("openai")).then(|| {
+            format!(
+                "the official Python OpenAI SDK is not installed for {} (run: python3 -m pip install \"openai=={OPENAI_SDK}\")",
                 python()
             )
         }),

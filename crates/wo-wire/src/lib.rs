@@ -2,7 +2,8 @@
 //! every JSON body a client sends or receives ([`chat`], [`api`]), the
 //! Server-Sent Events of a turn ([`chat::ServerEvent`]), the error body
 //! ([`error::ErrorBody`]) and how a client applies a stateless turn's
-//! `state_patch` ([`patch`]).
+//! `state_patch` ([`patch`]), and the OpenAI-compatible endpoint's bodies
+//! ([`openai`]).
 //!
 //! The server (`wo-server`), the `wikioracle` provider (`wo-providers`) and
 //! the tests all speak through these types, so a field renamed here is
@@ -15,6 +16,7 @@
 pub mod api;
 pub mod chat;
 pub mod error;
+pub mod openai;
 pub mod patch;
 pub mod routes;
 
@@ -72,6 +74,32 @@ pub fn schemas() -> Vec<(&'static str, schemars::Schema)> {
         ("TruthHit", schema_for!(api::TruthHit)),
         ("ErrorDetail", schema_for!(ErrorDetail)),
         ("ChatRole", schema_for!(ChatRole)),
+        ("OpenAiChatRequest", schema_for!(openai::OpenAiChatRequest)),
+        (
+            "OpenAiStreamOptions",
+            schema_for!(openai::OpenAiStreamOptions),
+        ),
+        ("OpenAiRole", schema_for!(openai::OpenAiRole)),
+        ("OpenAiMessage", schema_for!(openai::OpenAiMessage)),
+        ("OpenAiContent", schema_for!(openai::OpenAiContent)),
+        ("OpenAiContentPart", schema_for!(openai::OpenAiContentPart)),
+        ("OpenAiUsage", schema_for!(openai::OpenAiUsage)),
+        (
+            "OpenAiChatCompletion",
+            schema_for!(openai::OpenAiChatCompletion),
+        ),
+        ("OpenAiChoice", schema_for!(openai::OpenAiChoice)),
+        (
+            "OpenAiAssistantMessage",
+            schema_for!(openai::OpenAiAssistantMessage),
+        ),
+        ("OpenAiChunk", schema_for!(openai::OpenAiChunk)),
+        ("OpenAiChunkChoice", schema_for!(openai::OpenAiChunkChoice)),
+        ("OpenAiDelta", schema_for!(openai::OpenAiDelta)),
+        ("OpenAiModelList", schema_for!(openai::OpenAiModelList)),
+        ("OpenAiModel", schema_for!(openai::OpenAiModel)),
+        ("OpenAiError", schema_for!(openai::OpenAiError)),
+        ("OpenAiErrorDetail", schema_for!(openai::OpenAiErrorDetail)),
     ]
 }
 

@@ -108,6 +108,19 @@ pub const MEMORY_UNDO_PATH: &str = "/api/memory/undo";
 pub const STATELESS_MEMORY_UNDO_PATH: &str = "/api/stateless/memory/undo";
 /// `POST`: a stateless turn ([`crate::StatelessChatRequest`], SSE).
 pub const STATELESS_CHAT_PATH: &str = "/api/stateless/chat";
+/// `GET`: the models an OpenAI client may name
+/// ([`crate::openai::OpenAiModelList`]).
+pub const OPENAI_MODELS_PATH: &str = "/v1/models";
+/// `POST`: an OpenAI chat completion with the person's memory
+/// ([`crate::openai::OpenAiChatRequest`]; JSON or `chat.completion.chunk`
+/// frames).
+pub const OPENAI_CHAT_PATH: &str = "/v1/chat/completions";
+/// `POST`/`GET`/`DELETE`: the Model Context Protocol over streamable HTTP
+/// (JSON-RPC; the MCP specification defines the bodies).
+pub const MCP_PATH: &str = "/mcp";
+/// Paths under this prefix answer errors in OpenAI's shape
+/// ([`crate::openai::OpenAiError`]).
+pub const OPENAI_PREFIX: &str = "/v1/";
 
 const fn route(
     method: Method,
@@ -194,6 +207,25 @@ pub const ROUTES: &[Route] = &[
         Some("StatelessChatRequest"),
         Some(STREAM),
     ),
+    route(
+        Get,
+        OPENAI_MODELS_PATH,
+        Local,
+        None,
+        Some("OpenAiModelList"),
+    ),
+    // With `"stream": true` the answer is `chat.completion.chunk` frames.
+    route(
+        Post,
+        OPENAI_CHAT_PATH,
+        Local,
+        Some("OpenAiChatRequest"),
+        Some("OpenAiChatCompletion"),
+    ),
+    // JSON-RPC messages of the MCP specification, not wire types.
+    route(Post, MCP_PATH, Local, None, None),
+    route(Get, MCP_PATH, Local, None, None),
+    route(Delete, MCP_PATH, Local, None, None),
 ];
 
 #[cfg(test)]

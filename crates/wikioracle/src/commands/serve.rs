@@ -59,6 +59,7 @@ pub fn run(g: &GlobalOpts, args: ServeArgs) -> Result<ExitCode> {
             .ok()
             .filter(|t| t.len() >= 16),
         store: open_options(g),
+        mcp_allow_write: args.mcp_allow_write,
     };
     let rt = super::session::runtime()?;
     rt.block_on(async move {

@@ -133,3 +133,64 @@ pub fn drain_request(stream: &std::net::TcpStream) -> bool {
     let _ = reader.read_exact(&mut body);
     true
 }
+
+/// A `wo serve` (local mode) running in a project, killed on drop.
+#[allow(dead_code)] // not every test file runs a server
+pub struct Serving {
+    child: std::process::Child,
+    pub port: u16,
+    pub token: String,
+}
+
+#[allow(dead_code)]
+impl Serving {
+    /// Starts `wo serve` in `p` with `extra` flags and the config at `cfg`,
+    /// on a free port with a fixed token; waits until it accepts
+    /// connections.
+    pub fn start(p: &Project, cfg: &Path, extra: &[&str]) -> Serving {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let token = "tools-test-token-0123456789abcdef".to_owned();
+        let port_arg = port.to_string();
+        let mut args = vec!["serve", "--port", &port_arg, "--rate-limit", "0"];
+        args.extend_from_slice(extra);
+        let mut child = p
+            .cmd(&args)
+            .env("WO_CONFIG", cfg)
+            .env("WO_SERVE_TOKEN", &token)
+            .env("WO_SERVE_QUIET", "1")
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let up = std::time::Instant::now();
+        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+            if let Ok(Some(status)) = child.try_wait() {
+                let mut err = String::new();
+                use std::io::Read;
+                let _ = child.stderr.take().unwrap().read_to_string(&mut err);
+                panic!("wo serve exited ({status}): {err}");
+            }
+            assert!(
+                up.elapsed() < std::time::Duration::from_secs(60),
+                "wo serve did not start"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+        Serving { child, port, token }
+    }
+
+    pub fn base(&self) -> String {
+        format!("http://127.0.0.1:{}", self.port)
+    }
+}
+
+impl Drop for Serving {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}

@@ -1,10 +1,13 @@
-"""Drives `wo mcp` with the official Python MCP SDK over stdio.
+"""Drives WikiOracle's MCP server with the official Python MCP SDK.
 
-usage: client.py WO STATE_DIR SCENARIO [ARGS...]
+usage: client.py WO STATE_DIR SCENARIO [ARGS...]     `wo mcp` over stdio
+       client.py URL TOKEN SCENARIO [ARGS...]        `wo serve`'s /mcp over streamable HTTP
 Prints one JSON object: what every call returned, for the Rust test to check.
 Scenarios: full (allow-write), readonly, bad, writer N (N remember calls).
+Over HTTP the server decides whether writes are allowed (--mcp-allow-write).
 """
 import asyncio
+import contextlib
 import json
 import sys
 
@@ -25,12 +28,24 @@ async def call(session, name, args):
         return {"ok": False, "text": f"protocol error: {e}"}
 
 
+@contextlib.asynccontextmanager
+async def http_transport(url, token):
+    """The SDK's streamable HTTP client, sending the bearer token."""
+    from mcp.client.streamable_http import create_mcp_http_client, streamable_http_client
+    http = create_mcp_http_client(headers={"Authorization": f"Bearer {token}"})
+    async with http, streamable_http_client(url, http_client=http) as streams:
+        yield streams[0], streams[1]
+
+
 async def main():
-    wo, cwd, scenario = sys.argv[1], sys.argv[2], sys.argv[3]
-    args = ["mcp"] + (["--allow-write"] if scenario in ("full", "bad", "writer") else [])
-    params = StdioServerParameters(command=wo, args=args, cwd=cwd)
+    target, where, scenario = sys.argv[1], sys.argv[2], sys.argv[3]
+    if target.startswith("http"):
+        transport = http_transport(target, where)
+    else:
+        args = ["mcp"] + (["--allow-write"] if scenario in ("full", "bad", "writer") else [])
+        transport = stdio_client(StdioServerParameters(command=target, args=args, cwd=where))
     out = {}
-    async with stdio_client(params) as (read, write):
+    async with transport as (read, write):
         async with ClientSession(
             read, write, client_info=types.Implementation(name="pytest-agent", version="1.0")
         ) as session:

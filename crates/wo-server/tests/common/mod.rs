@@ -167,6 +167,7 @@ pub fn options(dir: &std::path::Path, upstream: &Upstream, stateless: bool) -> S
         token: Some(TOKEN.into()),
         store: wo_store::OpenOptions::default(),
         hosted: Default::default(),
+        mcp_allow_write: false,
     }
 }
 
