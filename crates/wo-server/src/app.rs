@@ -172,6 +172,12 @@ impl App {
                 ),
             ));
         }
+        self.configured_provider(name).await
+    }
+
+    /// The provider called `name`, built on first use, whether or not a
+    /// client may choose it (the operator's `[interpreter] provider`).
+    async fn configured_provider(&self, name: String) -> Result<Arc<dyn Provider>, ApiError> {
         if let Some(p) = self.lock_providers().get(&name) {
             return Ok(p.clone());
         }
@@ -203,7 +209,8 @@ impl App {
         project_dir: Option<&std::path::Path>,
     ) -> Option<wo_engine::chat::MemoryStep> {
         let interpreter = match &self.config.interpreter.provider {
-            Some(name) => match self.provider(Some(name)).await {
+            // The operator's choice: not limited to what clients may pick.
+            Some(name) => match self.configured_provider(name.clone()).await {
                 Ok(p) => Some(p),
                 Err(e) => {
                     eprintln!(

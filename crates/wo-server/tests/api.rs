@@ -966,3 +966,56 @@ async fn a_stateless_turn_is_remembered_in_the_patch_and_undone_by_the_client() 
     let e: Value = r.json().await.unwrap();
     assert_eq!(e["error"]["pointer"], "/exchange");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hosted_server_interprets_with_the_operators_provider_even_if_clients_cannot_pick_it() {
+    // Clients may pick only `fake`; the operator's interpreter is `scribe`.
+    let scribe = common::upstream(Script::says("unused").remembering(REMEMBER_PARIS)).await;
+    let scribe_addr = scribe.addr;
+    let s = common::serve_with(Script::says("Paris."), true, move |o| {
+        let path = o.config.source.clone().unwrap();
+        let text = format!(
+            "[defaults]\nprovider = \"fake\"\n\n[providers.fake]\nkind = \"openai\"\nbase_url = \"{}\"\nmodel = \"fake-1\"\n\n[providers.scribe]\nkind = \"openai\"\nbase_url = \"http://{scribe_addr}/v1\"\nmodel = \"scribe-1\"\n\n[interpreter]\nmode = \"after\"\nprovider = \"scribe\"\n",
+            o.config.providers["fake"].base_url.clone().unwrap(),
+        );
+        o.config = wo_providers::Config::from_toml(
+            &text,
+            &path,
+            wo_providers::config::Env::from_pairs([(
+                "HOME",
+                path.parent().unwrap().as_os_str().to_owned(),
+            )]),
+        )
+        .unwrap();
+        o.hosted.allow_providers = vec!["fake".into()];
+    })
+    .await;
+    let r = s
+        .client
+        .post(s.url("/api/stateless/chat"))
+        .header("origin", &s.base)
+        .json(&json!({"message": "What is the capital of France?", "truth": [], "window": [], "params": {}}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::OK);
+    let evs = events(r).await;
+    let m = memory_event(&evs);
+    assert_eq!(m["record"]["by"], "scribe/scribe-1", "{m}");
+    assert_eq!(
+        s.upstream.requests.load(Ordering::SeqCst),
+        1,
+        "the chat only"
+    );
+    assert_eq!(scribe.requests.load(Ordering::SeqCst), 1, "the interpreter");
+    // A client still cannot choose the interpreter's provider for a turn.
+    let r = s
+        .client
+        .post(s.url("/api/stateless/chat"))
+        .header("origin", &s.base)
+        .json(&json!({"message": "hi", "params": {"provider": "scribe"}}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::BAD_REQUEST);
+}
