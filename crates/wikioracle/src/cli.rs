@@ -544,7 +544,7 @@ impl ValueEnum for ImportFormat {
 
     fn to_possible_value(&self) -> Option<clap::builder::PossibleValue> {
         Some(match self.0 {
-            None => clap::builder::PossibleValue::new("auto").help("Decide from the input's shape"),
+            None => clap::builder::PossibleValue::new("auto").help("decide from the input's shape"),
             Some(f) => clap::builder::PossibleValue::new(f.name()).help(f.describe()),
         })
     }
