@@ -3,6 +3,7 @@
 use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
+use wo_interop::detect::Format;
 
 #[derive(Parser, Debug)]
 #[command(
@@ -525,37 +526,35 @@ pub struct ExportArgs {
     pub copy_files_from: Option<PathBuf>,
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
-pub enum ImportFormat {
-    /// Decide from the file's shape.
-    Auto,
-    /// Another llm.json (or an export).
-    Llm,
-    /// A CLI chat state file: {provider, model, conversation[], meta}.
-    OpenaiCli,
-    /// A profiles/<P>/chats/<C>/messages.jsonl tree.
-    Profiles,
-    /// ChatGPT's data export: the .zip or its conversations.json.
-    Chatgpt,
-    /// Claude's data export: the .zip or its conversations.json.
-    Claude,
-    /// Open WebUI's chat export (.json).
-    OpenWebui,
-    /// LibreChat's conversation export (.json).
-    Librechat,
-    /// Jan's threads: a thread folder, threads/, or Jan's data folder.
-    Jan,
-    /// aichat's sessions: a session .yaml or a folder of them.
-    Aichat,
-    /// simonw/llm's logs.db (opened read-only).
-    LlmDb,
+/// `wo import --format`: `auto` (decide from the input's shape) or one of
+/// the formats wo-interop reads, by [`Format::name`] — the one list of them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub struct ImportFormat(pub Option<Format>);
+
+impl ValueEnum for ImportFormat {
+    fn value_variants<'a>() -> &'a [Self] {
+        static ALL: std::sync::LazyLock<Vec<ImportFormat>> = std::sync::LazyLock::new(|| {
+            std::iter::once(None)
+                .chain(Format::ALL.map(Some))
+                .map(ImportFormat)
+                .collect()
+        });
+        &ALL
+    }
+
+    fn to_possible_value(&self) -> Option<clap::builder::PossibleValue> {
+        Some(match self.0 {
+            None => clap::builder::PossibleValue::new("auto").help("decide from the input's shape"),
+            Some(f) => clap::builder::PossibleValue::new(f.name()).help(f.describe()),
+        })
+    }
 }
 
 #[derive(Args, Debug)]
 pub struct ImportArgs {
     /// File or directory to import.
     pub source: PathBuf,
-    #[arg(long, value_enum, default_value_t = ImportFormat::Auto)]
+    #[arg(long, value_enum, default_value_t = ImportFormat::default())]
     pub format: ImportFormat,
     /// Report what would be added; write nothing.
     #[arg(long)]

@@ -44,12 +44,16 @@ pub struct AssemblyOptions {
     pub context_window: usize,
     /// Tokens kept free for the answer.
     pub reserve_for_answer: usize,
+    /// How truth is ranked and cut (`truth.retrieval_prefs` with defaults
+    /// filled in; a turn's `max_entries`/`min_certainty` override it).
     pub prefs: EffectivePrefs,
     /// Include truth entries (the `rag` tool).
     pub rag: bool,
     /// How many earlier messages to recall at most, beside the neighbours
     /// of each (default: as many as the budget holds).
     pub recall_limit: Option<usize>,
+    /// The instant recency and expiry are measured from (a fixed instant
+    /// makes an assembly repeatable).
     pub now: Timestamp,
     /// Model names the caller knows (the model answering, those the config
     /// names): earlier messages whose username is one of them are sent as
@@ -64,6 +68,9 @@ pub struct AssemblyOptions {
 }
 
 impl AssemblyOptions {
+    /// Options for `state` with a window of `context_window` tokens of which
+    /// `reserve_for_answer` stay free: its retrieval prefs, the `rag` tool on,
+    /// recall as large as the budget allows, the clock read now.
     pub fn new(state: &State, context_window: usize, reserve_for_answer: usize) -> Self {
         AssemblyOptions {
             system: None,
@@ -87,6 +94,7 @@ pub struct ChunkCandidate {
     pub id: String,
     /// Path and lines, shown to the model and the user.
     pub label: String,
+    /// The chunk's text as sent, before the budget may drop it.
     pub text: String,
 }
 
@@ -94,30 +102,47 @@ pub struct ChunkCandidate {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum SourceKind {
+    /// The system instructions.
     System,
+    /// The state's `context` (what the conversation is about).
     Context,
+    /// A truth entry (knowledge).
     Truth,
+    /// An earlier message recalled by relevance, or a turn next to one.
     EarlierMessage,
+    /// A file chunk from the directory index, or a fetched page.
     Chunk,
+    /// A turn of the recent window of the current branch.
     RecentTurn,
+    /// The new message.
     Query,
 }
 
 /// A part that was sent.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct Included {
+    /// What the part is.
     pub kind: SourceKind,
+    /// The message, truth entry or chunk id; `None` for the instructions,
+    /// the context and the new message.
     pub id: Option<String>,
+    /// What a person reads in `--show-context` (a title, a path and lines).
     pub label: String,
+    /// The part's size in the model's tokens (or the chars/4 estimate).
     pub tokens: usize,
 }
 
 /// A candidate that was not sent, and why.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct Dropped {
+    /// What the candidate is.
     pub kind: SourceKind,
+    /// Its id, when it has one (a fetched page's is `url:<url>`).
     pub id: Option<String>,
+    /// What a person reads in `--show-context` (a title, a URL).
     pub label: String,
+    /// Why it was left out, in words (over a budget, below `min_certainty`,
+    /// superseded, expired, a tool off).
     pub reason: String,
 }
 
@@ -136,10 +161,13 @@ pub struct Assembled {
     /// candidate left out are in `included`/`dropped` (shown by
     /// `--show-context` and the server's `context` event), never in the file.
     pub sources: Vec<String>,
+    /// Every part sent, in the order it was placed.
     pub included: Vec<Included>,
+    /// Every candidate left out, with its reason.
     pub dropped: Vec<Dropped>,
     /// Estimated prompt tokens and the budget they had to fit.
     pub tokens: usize,
+    /// The window less the answer's reserve: `tokens` never exceeds it.
     pub budget: usize,
 }
 

@@ -36,12 +36,19 @@ pub const DEFAULT_ANSWER_RESERVE: u32 = 512;
 /// What the caller asks for one turn.
 #[derive(Clone, Debug, Default)]
 pub struct TurnRequest {
+    /// The user's message, as typed (plain text).
     pub prompt: String,
+    /// Who asks: the user message's `username`.
     pub username: String,
     /// System instructions for this turn only (never persisted).
     pub system: Option<String>,
+    /// The model to ask; `None`: the provider's default model.
     pub model: Option<String>,
+    /// Sampling temperature passed to the provider (0 to 2, checked by
+    /// [`crate::request::TurnParams::build`]); `None`: the provider's own.
     pub temperature: Option<f32>,
+    /// Longest answer in tokens; also the reserve kept free in the window
+    /// (default [`DEFAULT_ANSWER_RESERVE`]).
     pub max_tokens: Option<u32>,
     /// The message this turn follows (branching); default: the latest.
     pub parent: Option<String>,
@@ -75,9 +82,12 @@ pub struct TurnRequest {
 /// attributed to (`provider/model`).
 #[derive(Clone)]
 pub struct MemoryStep {
+    /// The provider that interprets the exchange (often the one that answered).
     pub provider: Arc<dyn Provider>,
     /// The interpreter prompt in effect (`memory::prompt_in_effect`).
     pub prompt: String,
+    /// Who the operations are attributed to in their provenance:
+    /// `provider/model`.
     pub by: String,
 }
 
@@ -134,6 +144,9 @@ pub enum TurnEvent<'a> {
 
 /// Where a turn's events go (a terminal, an SSE stream). Each face is one.
 pub trait TurnSink {
+    /// Takes one event; called in the order [`TurnEvent`] describes, from the
+    /// task running the turn. It cannot fail: a sink whose reader went away
+    /// (a closed stream) drops what follows, and the caller cancels the turn.
     fn event(&mut self, event: TurnEvent<'_>);
 }
 
@@ -162,7 +175,9 @@ impl<S: TurnSink + ?Sized> TurnSink for &mut S {
 /// What a commit appended.
 #[derive(Clone, Debug, Default)]
 pub struct Committed {
+    /// The id of the user message appended.
     pub user_id: String,
+    /// The id of the assistant message appended (the exchange's id).
     pub assistant_id: String,
     /// What a client holding its own state applies to it (the stateless
     /// server's `state_patch`); `Null` where the state is kept here.
@@ -211,14 +226,22 @@ pub trait TurnState: Send {
 /// A finished, committed turn.
 #[derive(Clone, Debug)]
 pub struct TurnOutcome {
+    /// The id of the user message appended.
     pub user_id: String,
+    /// The id of the assistant message appended (the exchange's id).
     pub assistant_id: String,
     /// See [`Committed::state_patch`].
     pub state_patch: serde_json::Value,
+    /// The answer as the model streamed it (Markdown); the message stores it
+    /// as XHTML.
     pub answer: String,
+    /// Why the model stopped (`stop`, `length`, …) when the provider said.
     pub finish_reason: Option<String>,
+    /// Token counts the provider reported, if any.
     pub usage: Option<wo_format::Usage>,
+    /// The answer's `sources` (see [`Assembled::sources`]).
     pub sources: Vec<String>,
+    /// The model that answered, as recorded on the answer.
     pub model: String,
     /// What the memory step did, when the turn had one.
     pub memory: Option<Remembered>,
@@ -227,6 +250,8 @@ pub struct TurnOutcome {
 /// Why a turn failed. Nothing was appended in any case.
 #[derive(Debug, thiserror::Error)]
 pub enum TurnError {
+    /// The prompt could not be built (e.g. the window is too small for the
+    /// instructions and the question).
     #[error("{0}")]
     Assemble(String),
     /// An input named something that is not there (the parent message).
@@ -236,12 +261,15 @@ pub enum TurnError {
     /// face that made it knows the concrete error.
     #[error(transparent)]
     State(Box<dyn std::error::Error + Send + Sync>),
+    /// The provider failed or was cancelled.
     #[error(transparent)]
     Provider(#[from] ProviderError),
     #[error(
         "the model returned an empty answer; nothing was saved\nhint: try again, or raise --max-tokens"
     )]
+    /// The answer was empty: nothing worth saving.
     EmptyAnswer,
+    /// The store could not read or commit (its error names the file).
     #[error(transparent)]
     Store(#[from] StoreError),
 }
@@ -411,8 +439,11 @@ fn prepare_with_links(
 /// The answer as it streamed.
 #[derive(Clone, Debug, Default)]
 pub struct StreamedAnswer {
+    /// Every delta joined, as the model wrote it.
     pub answer: String,
+    /// Why the model stopped, when the provider said.
     pub finish_reason: Option<String>,
+    /// Token counts the provider reported, if any.
     pub usage: Option<wo_format::Usage>,
 }
 

@@ -21,6 +21,7 @@ pub const MAX_MESSAGE_CHARS: usize = 1500;
 pub struct DiffLine {
     /// `keep`, `add` or `remove`.
     pub op: &'static str,
+    /// The line, as plain text (the context's XHTML converted, trimmed).
     pub text: String,
 }
 
@@ -36,6 +37,7 @@ pub struct Draft {
     /// When the last update was applied, if ever.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub since: Option<Timestamp>,
+    /// The draft against the current context, line by line (plain text).
     pub diff: Vec<DiffLine>,
 }
 
@@ -161,8 +163,11 @@ fn lines_of(xhtml: &str) -> String {
 /// Why a draft was not applied.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 pub enum ApplyError {
+    /// The context changed after the draft was made (by hand or another
+    /// apply): applying it would undo that change.
     #[error("the context changed since this draft was made; make a new draft")]
     Stale,
+    /// The draft says what the context already says.
     #[error("the draft is the current context; nothing to apply")]
     Unchanged,
 }

@@ -33,6 +33,8 @@ pub enum PartKind {
 }
 
 impl PartKind {
+    /// The part kind shown for an assembly's [`SourceKind`] (truth entries
+    /// are artifacts).
     pub fn of(k: SourceKind) -> Self {
         match k {
             SourceKind::System => PartKind::Instruction,
@@ -45,6 +47,7 @@ impl PartKind {
         }
     }
 
+    /// The kind as printed by `wo context explain` and sent in JSON.
     pub fn as_str(self) -> &'static str {
         match self {
             PartKind::Instruction => "instruction",
@@ -61,6 +64,7 @@ impl PartKind {
 /// One part of the prompt as sent.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct Part {
+    /// What the part is.
     pub kind: PartKind,
     /// Message, truth entry or chunk id (none for instructions, context and
     /// the query).
@@ -69,24 +73,32 @@ pub struct Part {
     /// Ids this part points at.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub references: Vec<String>,
+    /// The part's size in the model's tokens (or the chars/4 estimate).
     pub tokens: usize,
+    /// What a person reads: a title, a path and lines, a URL.
     pub label: String,
 }
 
 /// A candidate left out.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct LeftOut {
+    /// What the candidate is.
     pub kind: PartKind,
+    /// Its message, truth entry or chunk id, when it has one.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub id: Option<String>,
+    /// What a person reads: a title, a path and lines, a URL.
     pub label: String,
+    /// Why it was left out, in words.
     pub reason: String,
 }
 
 /// One turn of the conversation as sent.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct SentTurn {
+    /// `system`, `user` or `assistant`.
     pub role: &'static str,
+    /// The turn's text exactly as sent.
     pub text: String,
 }
 
@@ -95,8 +107,11 @@ pub struct SentTurn {
 pub struct Explanation {
     /// Estimated prompt tokens, and the budget they had to fit.
     pub tokens: usize,
+    /// The window less the answer's reserve.
     pub budget: usize,
+    /// Every part sent, in the order it was placed.
     pub parts: Vec<Part>,
+    /// Every candidate left out, with its reason.
     pub dropped: Vec<LeftOut>,
     /// The system message exactly as sent.
     pub system: String,

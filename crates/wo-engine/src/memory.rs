@@ -38,8 +38,11 @@ const MAX_TAG: usize = 64;
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum AddKind {
+    /// Something true about the world or the user.
     Fact,
+    /// Something that happened, at a time.
     Event,
+    /// A remark worth keeping that is neither.
     Note,
 }
 
@@ -57,40 +60,67 @@ impl From<AddKind> for TruthKind {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "op", rename_all = "snake_case", deny_unknown_fields)]
 pub enum Op {
+    /// Adds a fact, event or note.
     Add {
+        /// What the new entry is.
         kind: AddKind,
+        /// Its title, plain text, at most 200 characters.
         title: String,
+        /// Its content, plain text (stored as XHTML), at most 4,000 characters.
         content: String,
+        /// How sure the interpreter is, 0 to 1.
         certainty: f64,
+        /// At most 16 tags of at most 64 characters.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         tags: Option<Vec<String>>,
+        /// When the entry ages out of retrieval (`true`: when unreferenced).
         #[serde(default, skip_serializing_if = "Option::is_none")]
         expires: Option<Expires>,
     },
+    /// Opens an effort (a goal or task still under way); an open effort with
+    /// the same title is not opened twice.
     OpenEffort {
+        /// Its title, plain text, at most 200 characters.
         title: String,
+        /// What the effort is about, plain text, at most 4,000 characters.
         content: String,
+        /// How sure the interpreter is, 0 to 1.
         certainty: f64,
+        /// At most 16 tags of at most 64 characters.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         tags: Option<Vec<String>>,
+        /// When the entry ages out of retrieval (`true`: when unreferenced).
         #[serde(default, skip_serializing_if = "Option::is_none")]
         expires: Option<Expires>,
     },
+    /// Resolves an open effort in place (no new entry).
     Resolve {
+        /// The effort's id; anything else (or a resolved effort) is refused.
         id: String,
+        /// How it was resolved, plain text, at most 4,000 characters.
         resolution: String,
     },
+    /// Replaces a contradicted entry: a new entry of the same kind whose
+    /// `supersedes` is `id`; the old one is kept and retrieval skips it.
     Supersede {
+        /// The entry replaced.
         id: String,
+        /// The new entry's title, plain text, at most 200 characters.
         title: String,
+        /// The new entry's content, plain text, at most 4,000 characters.
         content: String,
+        /// How sure the interpreter is, 0 to 1.
         certainty: f64,
+        /// At most 16 tags of at most 64 characters.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         tags: Option<Vec<String>>,
+        /// When the new entry ages out of retrieval (`true`: when unreferenced).
         #[serde(default, skip_serializing_if = "Option::is_none")]
         expires: Option<Expires>,
     },
+    /// Marks entries the exchange used: each one's `refs` goes up by one.
     Touch {
+        /// 1 to 32 entry ids, all of which must exist.
         ids: Vec<String>,
     },
 }
@@ -107,6 +137,7 @@ struct Batch {
 pub struct OpsError {
     /// JSON pointer into the batch (`/ops/2/certainty`), `""` for the whole.
     pub pointer: String,
+    /// Why, in words.
     pub reason: String,
 }
 
@@ -259,7 +290,9 @@ pub fn check_op(op: &Op, at: &str) -> Result<(), OpsError> {
 pub struct Origin {
     /// Ids of the messages the operations came from.
     pub messages: Vec<String>,
+    /// A model (`provider/model`) or a client's name.
     pub by: String,
+    /// When the operations were applied: each created entry's date.
     pub at: Timestamp,
     /// The exchange (its answer's message id); `None` for a one-off write.
     pub exchange: Option<String>,
@@ -280,10 +313,13 @@ impl Origin {
 /// What one operation did.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct Effect {
+    /// Ids of the truth entries created.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub created: Vec<String>,
+    /// Ids of the efforts resolved.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub resolved: Vec<String>,
+    /// Ids of the entries whose `refs` went up.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub touched: Vec<String>,
 }
@@ -300,11 +336,17 @@ impl Effect {
 /// (`$defs/record` of the operations schema).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Record {
+    /// The exchange (its answer's message id); `undo` finds records by it.
     pub exchange: String,
+    /// Who applied the operations (see [`Origin::by`]).
     pub by: String,
+    /// When they were applied.
     pub at: Timestamp,
+    /// Ids of the messages the operations came from.
     pub messages: Vec<String>,
+    /// The operations as applied, in order.
     pub ops: Vec<Op>,
+    /// What they did, all operations together (flattened into the record).
     #[serde(flatten)]
     pub effect: Effect,
     /// When it was undone; an undone record stays as history.
@@ -582,15 +624,19 @@ pub fn undo(state: &mut State, exchange: &str, now: Timestamp) -> Result<Undone,
 /// One exchange to interpret: the question and the answer as saved.
 #[derive(Clone, Debug)]
 pub struct Exchange {
+    /// The user message's id.
     pub question_id: String,
+    /// The assistant message's id (the exchange's id).
     pub answer_id: String,
 }
 
 /// Why an interpreter call produced nothing.
 #[derive(Debug, thiserror::Error)]
 pub enum InterpretError {
+    /// The exchange names a message the state does not have.
     #[error("no message {0} in the state")]
     NoMessage(String),
+    /// The interpreter's provider failed.
     #[error(transparent)]
     Provider(#[from] ProviderError),
     /// The model's output failed validation twice (the reason of the last).
@@ -851,12 +897,14 @@ pub async fn interpret(
 /// Why [`remember`] stored nothing.
 #[derive(Debug, thiserror::Error)]
 pub enum RememberError {
+    /// The interpreter call produced nothing usable.
     #[error(transparent)]
     Interpret(#[from] InterpretError),
     /// The file changed while the model answered and the operations no
     /// longer apply (e.g. the effort was resolved by hand meanwhile).
     #[error("{0}")]
     Stale(OpsError),
+    /// The store could not read or write the file.
     #[error(transparent)]
     Store(#[from] wo_store::StoreError),
 }

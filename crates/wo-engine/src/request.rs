@@ -17,13 +17,17 @@ use crate::chat::TurnRequest;
 pub enum Field {
     /// The user's message (the question).
     Message,
+    /// The sampling temperature (0 to 2).
     Temperature,
+    /// The longest answer, in tokens (at least 1).
     MaxTokens,
+    /// The lowest certainty of a truth entry sent (0 to 1).
     MinCertainty,
     /// A truth entry's certainty.
     Certainty,
     /// The message the turn follows.
     Parent,
+    /// The provider (by name), or its configuration.
     Provider,
 }
 
@@ -60,11 +64,15 @@ impl Field {
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 #[error("{message}")]
 pub struct FieldError {
+    /// Which input is wrong.
     pub field: Field,
+    /// What is wrong with it, without the field's name (each face adds its
+    /// own: a flag or a JSON pointer).
     pub message: String,
 }
 
 impl FieldError {
+    /// An error on `field` saying `message`.
     pub fn new(field: Field, message: impl Into<String>) -> Self {
         FieldError {
             field,
@@ -122,6 +130,7 @@ pub fn unknown_provider(cfg: &Config, name: &str) -> Option<String> {
 /// A turn's inputs as a face received them, before validation.
 #[derive(Clone, Debug, Default)]
 pub struct TurnParams {
+    /// The question, as typed; must not be blank.
     pub message: String,
     /// Who asks; empty or absent: [`TurnParams::build`]'s default username.
     pub username: Option<String>,
@@ -130,15 +139,23 @@ pub struct TurnParams {
     /// The provider the face chose by name, if the user named one: the
     /// config's default model applies only when none was named.
     pub provider_named: bool,
+    /// The model to ask; `None`: the config's default model if no provider
+    /// was named, else the provider's own.
     pub model: Option<String>,
+    /// Sampling temperature, 0 to 2; `None`: `[defaults] temperature`.
     pub temperature: Option<f32>,
+    /// Longest answer in tokens, at least 1; `None`: `[defaults] max_tokens`.
     pub max_tokens: Option<u32>,
+    /// The message the turn follows (branching); `None`: the latest.
     pub parent: Option<String>,
     /// The `rag` tool (truth entries, file chunks).
     pub rag: bool,
     /// The `url_fetch` tool.
     pub url_fetch: bool,
+    /// Truth entries sent at most, overriding `retrieval_prefs.max_entries`.
     pub max_entries: Option<u64>,
+    /// Lowest certainty of a truth entry sent, 0 to 1, overriding
+    /// `retrieval_prefs.min_certainty`.
     pub min_certainty: Option<f64>,
     /// Longest message accepted, in characters (a server's limit).
     pub max_message_chars: Option<usize>,

@@ -21,23 +21,35 @@ pub const RECENCY_HALF_LIFE_SECS: f64 = 30.0 * 86_400.0;
 /// One ranked truth entry.
 #[derive(Clone, Debug, PartialEq)]
 pub struct RankedTruth<'a> {
+    /// The truth entry, borrowed from the state.
     pub entry: &'a TruthEntry,
+    /// BM25 score over title and content, divided by the best entry's (0 to
+    /// 1); 1 for every entry when nothing matched.
     pub relevance: f64,
+    /// `certainty_weight × certainty + recency_weight × recency`, recency
+    /// halving every [`RECENCY_HALF_LIFE_SECS`].
     pub prior: f64,
+    /// `relevance × prior`: the order of `ranked`.
     pub score: f64,
 }
 
 /// Why a truth entry was left out of retrieval.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Excluded<'a> {
+    /// The truth entry, borrowed from the state.
     pub entry: &'a TruthEntry,
+    /// Why, in words (below `min_certainty`, superseded, expired, sharing no
+    /// term with the query).
     pub reason: String,
 }
 
 /// The outcome of ranking truth: candidates best first, and exclusions.
 #[derive(Clone, Debug, Default)]
 pub struct TruthRanking<'a> {
+    /// Entries that may be sent, best first (an entry sharing no term with
+    /// the query is excluded, unless no entry shares one).
     pub ranked: Vec<RankedTruth<'a>>,
+    /// Entries that may not be sent, with the reason.
     pub excluded: Vec<Excluded<'a>>,
     /// True when no entry matched the query and the prior alone ranked.
     pub prior_only: bool,
@@ -141,10 +153,12 @@ fn is_expired(e: &TruthEntry, now: &Timestamp) -> bool {
 /// One recalled earlier message.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Recalled<'a> {
+    /// The message, borrowed from the state.
     pub message: &'a Message,
     /// Position of the message in the transcript it was recalled from, so
     /// the assembler can add its neighbouring turns.
     pub index: usize,
+    /// Its BM25 score against the query (speaker and content); higher first.
     pub score: f64,
 }
 

@@ -8,7 +8,9 @@ use wo_format::{Message, Role, State, Timestamp, Usage};
 /// Everything known about a completed exchange.
 #[derive(Clone, Debug)]
 pub struct CompletedTurn {
+    /// Who asked: the user message's `username`.
     pub username: String,
+    /// The question as typed (plain text; stored as XHTML).
     pub prompt: String,
     /// The model's answer as it streamed (Markdown, as models write).
     pub answer: String,
@@ -16,11 +18,17 @@ pub struct CompletedTurn {
     /// when the turn is built, before any lock is taken, so that appending
     /// the turn under the store's lock only places ready messages.
     pub answer_xhtml: String,
+    /// When the question was sent: the user message's timestamp.
     pub sent_at: Timestamp,
+    /// When the answer finished: the assistant message's timestamp.
     pub finished_at: Timestamp,
+    /// The provider's name, recorded on the answer.
     pub provider: String,
+    /// The model that answered; the answer's `username`.
     pub model: String,
+    /// Token counts the provider reported, if any.
     pub usage: Option<Usage>,
+    /// The answer's `sources` (truth, recalled messages and chunks sent).
     pub sources: Vec<String>,
     /// The message the prompt follows (branching), if any.
     pub parent: Option<String>,

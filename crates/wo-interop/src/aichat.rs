@@ -20,7 +20,7 @@ use std::path::{Path, PathBuf};
 use serde_json::{Map, Value};
 use wo_format::Role;
 
-use crate::conv::{self, Conversation, Node, TextKind};
+use crate::conv::{self, Conversation, Node};
 use crate::source::{self, compact, kind, shape};
 use crate::{ImportOptions, Imported, InteropError, Step};
 
@@ -68,8 +68,7 @@ pub fn import(path: &Path, opts: &ImportOptions) -> Result<Imported, InteropErro
     for f in &files {
         conversations.push(read_session(f, opts)?);
     }
-    let fallback = conv::fallback_nanos(opts, path);
-    Ok(conv::build("aichat", path, conversations, fallback, opts))
+    Ok(conv::build("aichat", path, conversations, Vec::new(), opts))
 }
 
 fn read_session(file: &Path, opts: &ImportOptions) -> Result<Conversation, InteropError> {
@@ -186,11 +185,6 @@ fn read_session(file: &Path, opts: &ImportOptions) -> Result<Conversation, Inter
         node.model = md;
         node.time = Some(last - (count - 1 - i as i128) * SEC);
         node.time_derived = true;
-        node.kind = if role == Role::Assistant {
-            TextKind::Markdown
-        } else {
-            TextKind::Plain
-        };
         node.text = text;
         node.fields = m;
         nodes.push(node);

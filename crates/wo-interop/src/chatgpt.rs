@@ -36,7 +36,7 @@ use wo_format::{Message, Role, State};
 
 use crate::conv::{self, Conversation, Node, TextKind, nanos_from_secs};
 use crate::source::{self, compact, kind, opt_f64, opt_str, shape};
-use crate::{ImportOptions, Imported, InteropError, Step, Warning};
+use crate::{ImportOptions, Imported, InteropError, Warning};
 
 /// Where our own exporter puts a message's whole `llm.json` record.
 pub const EMBED_FIELD: &str = "x_wikioracle";
@@ -45,15 +45,7 @@ const HINT: &str = "ChatGPT → Settings → Data controls → Export data mails
 
 /// Imports a ChatGPT export: the `.zip` or its `conversations.json`.
 pub fn import(path: &Path, opts: &ImportOptions) -> Result<Imported, InteropError> {
-    opts.progress.report(Step::Reading);
-    let (shown, bytes) = if source::is_zip(path) {
-        source::read_zip_entry(path, "conversations.json", HINT)?
-    } else {
-        (path.to_owned(), source::read_file(path, HINT)?)
-    };
-    opts.progress.report(Step::Parsing);
-    let value = source::parse_json(&bytes, &shown, HINT)?;
-    drop(bytes);
+    let (shown, value) = source::read_json(path, Some("conversations.json"), HINT, opts)?;
     import_value(value, &shown, opts)
 }
 
@@ -77,18 +69,8 @@ pub fn import_value(
     shown: &Path,
     opts: &ImportOptions,
 ) -> Result<Imported, InteropError> {
-    let items = match value {
-        Value::Array(items) => items,
-        Value::Object(o) if o.contains_key("mapping") => vec![Value::Object(o)],
-        other => {
-            return Err(shape(
-                shown,
-                "",
-                format!("expected an array of conversations, found {}", kind(&other)),
-                HINT,
-            ));
-        }
-    };
+    let is_one = |o: &Map<String, Value>| o.contains_key("mapping");
+    let items = source::items(value, is_one, "conversations", shown, HINT)?;
     // Conversations are read in parallel; the first error in file order is
     // the one reported, whichever thread met it.
     type Read = Result<(Conversation, usize, Vec<Warning>), InteropError>;
@@ -118,11 +100,7 @@ pub fn import_value(
             ),
         ));
     }
-    let fallback = conv::fallback_nanos(opts, shown);
-    let mut imported = conv::build("chatgpt", shown, conversations, fallback, opts);
-    warnings.append(&mut imported.warnings);
-    imported.warnings = warnings;
-    Ok(imported)
+    Ok(conv::build("chatgpt", shown, conversations, warnings, opts))
 }
 
 fn read_conversation(
@@ -133,14 +111,7 @@ fn read_conversation(
     warnings: &mut Vec<Warning>,
 ) -> Result<(Conversation, usize), InteropError> {
     let at = format!("/{i}");
-    let Value::Object(mut obj) = item else {
-        return Err(shape(
-            shown,
-            at,
-            format!("a conversation should be an object, found {}", kind(&item)),
-            HINT,
-        ));
-    };
+    let mut obj = source::object(item, "a conversation", shown, &at, HINT)?;
     let title = opt_str(&obj, "title", shown, &at, HINT)?.map(str::to_owned);
     let time = opt_f64(&obj, "create_time", shown, &at, HINT)?.and_then(nanos_from_secs);
     let current = opt_str(&obj, "current_node", shown, &at, HINT)?.map(str::to_owned);
@@ -187,14 +158,7 @@ fn read_conversation(
     let mut parent_of: HashMap<String, Option<String>> = HashMap::with_capacity(mapping.len());
     for (key, node) in mapping {
         let nat = format!("{at}/mapping/{}", crate::ptr(&key));
-        let Value::Object(mut node) = node else {
-            return Err(shape(
-                shown,
-                nat,
-                format!("a node should be an object, found {}", kind(&node)),
-                HINT,
-            ));
-        };
+        let mut node = source::object(node, "a node", shown, &nat, HINT)?;
         let parent = opt_str(&node, "parent", shown, &nat, HINT)?.map(str::to_owned);
         parent_of.insert(key.clone(), parent.clone());
         let message = node.remove("message").unwrap_or(Value::Null);

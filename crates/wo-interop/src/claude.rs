@@ -23,7 +23,7 @@ use wo_format::Role;
 use crate::chatgpt::fence;
 use crate::conv::{self, Conversation, Node, TextKind, nanos_from_iso};
 use crate::source::{self, compact, kind, opt_str, shape};
-use crate::{ImportOptions, Imported, InteropError, Step, Warning};
+use crate::{ImportOptions, Imported, InteropError, Warning};
 
 const HINT: &str = "claude.ai → Settings → Privacy → Export data mails a .zip; pass the .zip or the conversations.json inside it";
 /// The parent of a conversation's first message in newer exports.
@@ -31,15 +31,7 @@ const ROOT_PARENT: &str = "00000000-0000-4000-8000-000000000000";
 
 /// Imports a Claude export: the `.zip` or its `conversations.json`.
 pub fn import(path: &Path, opts: &ImportOptions) -> Result<Imported, InteropError> {
-    opts.progress.report(Step::Reading);
-    let (shown, bytes) = if source::is_zip(path) {
-        source::read_zip_entry(path, "conversations.json", HINT)?
-    } else {
-        (path.to_owned(), source::read_file(path, HINT)?)
-    };
-    opts.progress.report(Step::Parsing);
-    let value = source::parse_json(&bytes, &shown, HINT)?;
-    drop(bytes);
+    let (shown, value) = source::read_json(path, Some("conversations.json"), HINT, opts)?;
     import_value(value, &shown, opts)
 }
 
@@ -61,28 +53,12 @@ pub fn import_value(
     shown: &Path,
     opts: &ImportOptions,
 ) -> Result<Imported, InteropError> {
-    let items = match value {
-        Value::Array(items) => items,
-        Value::Object(o) if o.contains_key("chat_messages") => vec![Value::Object(o)],
-        other => {
-            return Err(shape(
-                shown,
-                "",
-                format!("expected an array of conversations, found {}", kind(&other)),
-                HINT,
-            ));
-        }
-    };
-    let mut warnings = Vec::new();
-    let mut conversations = Vec::with_capacity(items.len());
-    for (i, item) in items.into_iter().enumerate() {
-        conversations.push(read_conversation(item, i, shown, opts, &mut warnings)?);
-    }
-    let fallback = conv::fallback_nanos(opts, shown);
-    let mut imported = conv::build("claude", shown, conversations, fallback, opts);
-    warnings.append(&mut imported.warnings);
-    imported.warnings = warnings;
-    Ok(imported)
+    let is_one = |o: &Map<String, Value>| o.contains_key("chat_messages");
+    let items = source::items(value, is_one, "conversations", shown, HINT)?;
+    let (conversations, warnings) = conv::read_each(items, |item, i, w| {
+        read_conversation(item, i, shown, opts, w)
+    })?;
+    Ok(conv::build("claude", shown, conversations, warnings, opts))
 }
 
 fn read_conversation(
@@ -93,14 +69,7 @@ fn read_conversation(
     warnings: &mut Vec<Warning>,
 ) -> Result<Conversation, InteropError> {
     let at = format!("/{i}");
-    let Value::Object(mut obj) = item else {
-        return Err(shape(
-            shown,
-            at,
-            format!("a conversation should be an object, found {}", kind(&item)),
-            HINT,
-        ));
-    };
+    let mut obj = source::object(item, "a conversation", shown, &at, HINT)?;
     let id = opt_str(&obj, "uuid", shown, &at, HINT)?
         .unwrap_or_default()
         .to_owned();
@@ -133,14 +102,7 @@ fn read_conversation(
     let mut previous: Option<String> = None;
     for (j, m) in messages.into_iter().enumerate() {
         let mat = format!("{at}/chat_messages/{j}");
-        let Value::Object(mut m) = m else {
-            return Err(shape(
-                shown,
-                mat,
-                format!("a message should be an object, found {}", kind(&m)),
-                HINT,
-            ));
-        };
+        let mut m = source::object(m, "a message", shown, &mat, HINT)?;
         let uuid = opt_str(&m, "uuid", shown, &mat, HINT)?
             .map(str::to_owned)
             .unwrap_or_else(|| format!("#{j}"));
@@ -244,12 +206,10 @@ fn read_conversation(
         node.time = time;
         node.text = text;
         // What people type is kept as typed (an attachment's fence
-        // included); answers are Markdown.
-        node.kind = if role == Role::User {
-            TextKind::Plain
-        } else {
-            TextKind::Markdown
-        };
+        // included); answers, and messages of unknown senders, are Markdown.
+        if role == Role::System {
+            node.kind = TextKind::Markdown;
+        }
         node.fields = m;
         nodes.push(node);
         previous = Some(uuid);

@@ -39,7 +39,9 @@ use wo_format::xhtml::{markdown_to_xhtml, text_to_xhtml};
 use wo_format::{Message, Role, State, Timestamp, Usage};
 
 use crate::human_time::{from_nanos, nanos_of, to_timestamp};
-use crate::{ImportOptions, Imported, Step, Warning, X_IMPORT_KEY, strip_secrets_map};
+use crate::{
+    ImportOptions, Imported, InteropError, Step, Warning, X_IMPORT_KEY, strip_secrets_map,
+};
 use wo_format::title::title_for as title_from_text;
 
 /// Nanoseconds in a microsecond: the step between a parent and a child
@@ -80,6 +82,9 @@ pub(crate) struct Node {
 }
 
 impl Node {
+    /// A node with no parent, time or text; its text is Markdown for an
+    /// assistant (what models answer), plain for anyone else (what people
+    /// type).
     pub(crate) fn new(id: impl Into<String>, role: Role, username: impl Into<String>) -> Self {
         Node {
             id: id.into(),
@@ -91,7 +96,11 @@ impl Node {
             time: None,
             time_derived: false,
             text: String::new(),
-            kind: TextKind::Plain,
+            kind: if role == Role::Assistant {
+                TextKind::Markdown
+            } else {
+                TextKind::Plain
+            },
             usage: None,
             fields: Map::new(),
             exact: None,
@@ -156,15 +165,32 @@ pub(crate) fn timestamp(nanos: i128) -> Timestamp {
     to_timestamp(from_nanos(nanos))
 }
 
+/// Reads the items of an export in file order with `read` (the item, its
+/// index, the warnings so far); the first error stops the import.
+pub(crate) fn read_each<T>(
+    items: Vec<serde_json::Value>,
+    mut read: impl FnMut(serde_json::Value, usize, &mut Vec<Warning>) -> Result<T, InteropError>,
+) -> Result<(Vec<T>, Vec<Warning>), InteropError> {
+    let mut warnings = Vec::new();
+    let mut out = Vec::with_capacity(items.len());
+    for (i, item) in items.into_iter().enumerate() {
+        out.push(read(item, i, &mut warnings)?);
+    }
+    Ok((out, warnings))
+}
+
 /// Turns conversations into an [`Imported`] state (see the module docs).
-/// `fallback` dates what nothing in the file dates.
+/// `read_warnings` (what reading the input recovered from) come first in
+/// the result, then the builder's; [`fallback_nanos`] of `path` dates what
+/// nothing in the file dates.
 pub(crate) fn build(
     from: &'static str,
     path: &Path,
     conversations: Vec<Conversation>,
-    fallback: i128,
+    read_warnings: Vec<Warning>,
     opts: &ImportOptions,
 ) -> Imported {
+    let fallback = fallback_nanos(opts, path);
     let total = conversations.len() as u64;
     let done = AtomicU64::new(0);
     let progress = &opts.progress;
@@ -180,7 +206,7 @@ pub(crate) fn build(
         .collect();
     let mut seen: HashSet<String> = HashSet::new();
     let mut messages = Vec::new();
-    let mut warnings = Vec::new();
+    let mut warnings = read_warnings;
     let mut repeated = 0usize;
     for (ms, ws) in built {
         warnings.extend(ws);
@@ -487,7 +513,7 @@ fn markdown_words(text: &str) -> String {
 }
 
 /// The instant to use when nothing in a file dates a message.
-pub(crate) fn fallback_nanos(opts: &ImportOptions, path: &Path) -> i128 {
+fn fallback_nanos(opts: &ImportOptions, path: &Path) -> i128 {
     let ts = opts
         .fallback_time
         .clone()
@@ -511,8 +537,13 @@ mod tests {
         n
     }
 
+    /// Options whose fallback time is the epoch, so that what the tests
+    /// leave undated is dated alike on every run.
     fn opts() -> ImportOptions {
-        ImportOptions::default()
+        ImportOptions {
+            fallback_time: Some(Timestamp::parse("1970-01-01T00:00:00Z").unwrap()),
+            ..ImportOptions::default()
+        }
     }
 
     #[test]
@@ -528,7 +559,7 @@ mod tests {
             nodes: vec![c, b, a],
             ..Default::default()
         };
-        let imported = build("test", Path::new("f.json"), vec![conv], 0, &opts());
+        let imported = build("test", Path::new("f.json"), vec![conv], Vec::new(), &opts());
         let ms = imported.state.messages();
         assert_eq!(ms.len(), 3);
         let a = ms
@@ -561,7 +592,7 @@ mod tests {
             ],
             ..Default::default()
         };
-        let imported = build("test", Path::new("f.json"), vec![conv], 0, &opts());
+        let imported = build("test", Path::new("f.json"), vec![conv], Vec::new(), &opts());
         assert_eq!(imported.state.messages().len(), 3);
         let text: Vec<String> = imported.warnings.iter().map(|w| w.to_string()).collect();
         assert!(
@@ -587,7 +618,13 @@ mod tests {
             nodes: vec![b],
             ..Default::default()
         };
-        let imported = build("test", Path::new("f.json"), vec![c1, c2], 0, &opts());
+        let imported = build(
+            "test",
+            Path::new("f.json"),
+            vec![c1, c2],
+            Vec::new(),
+            &opts(),
+        );
         assert_eq!(imported.state.messages().len(), 1);
         assert!(imported.warnings[0].message.contains("kept once"));
     }

@@ -92,6 +92,7 @@ impl Format {
 /// parse the file to tell (so it is not parsed twice).
 #[derive(Debug)]
 pub struct Detected {
+    /// The format told from the path's shape.
     pub format: Format,
     /// For a JSON file: its value, and the path messages name it by.
     pub value: Option<(Value, PathBuf)>,

@@ -10,66 +10,101 @@ use std::path::{Path, PathBuf};
 pub enum InteropError {
     /// The input path does not exist.
     #[error("{}: not found (hint: {hint})", path.display())]
-    NotFound { path: PathBuf, hint: String },
+    NotFound {
+        /// The path that does not exist, as the user named it.
+        path: PathBuf,
+        /// What to do about it (check the path, export again, …).
+        hint: String,
+    },
 
     /// Reading or writing failed.
     #[error("{}: {source} (hint: {hint})", path.display())]
     Io {
+        /// The file or directory concerned, as the user named it.
         path: PathBuf,
+        /// The operating system's error.
         #[source]
         source: std::io::Error,
+        /// What to do about it (check the path, export again, …).
         hint: String,
     },
 
     /// The file is not JSON.
     #[error("{}:{line}:{column}: invalid JSON: {message} (hint: {hint})", path.display())]
     Json {
+        /// The file or directory concerned, as the user named it.
         path: PathBuf,
+        /// 1-based line of the first syntax error.
         line: usize,
+        /// 1-based column of the first syntax error.
         column: usize,
+        /// The parser's description of the error.
         message: String,
+        /// What to do about it (check the path, export again, …).
         hint: String,
     },
 
     /// The JSON does not have the expected shape.
     #[error("{} at {}: {message} (hint: {hint})", path.display(), if pointer.is_empty() { "(root)" } else { pointer.as_str() })]
     Shape {
+        /// The file or directory concerned, as the user named it.
         path: PathBuf,
+        /// RFC 6901 pointer of the offending value; `""` for the root.
         pointer: String,
+        /// What was expected there and what was found.
         message: String,
+        /// What to do about it (check the path, export again, …).
         hint: String,
     },
 
     /// The export target exists and holds files.
     #[error("{}: the export target exists and is not empty (hint: choose a new or empty directory; nothing was written)", path.display())]
-    TargetNotEmpty { path: PathBuf },
+    TargetNotEmpty {
+        /// The directory that already holds files.
+        path: PathBuf,
+    },
 
     /// A directory was expected.
     #[error("{}: not a directory (hint: {hint})", path.display())]
-    NotADirectory { path: PathBuf, hint: String },
+    NotADirectory {
+        /// The path that is a file (or something else).
+        path: PathBuf,
+        /// What to do about it (check the path, export again, …).
+        hint: String,
+    },
 
     /// A `.zip` archive, or an entry in it, could not be read.
     #[error("{}: {message} (hint: {hint})", path.display())]
     Archive {
+        /// The archive.
         path: PathBuf,
+        /// The entry concerned, if any, and what went wrong.
         message: String,
+        /// What to do about it (check the path, export again, …).
         hint: String,
     },
 
     /// An SQLite database could not be read; `table` names where.
     #[error("{} (table {table}): {message} (hint: {hint})", path.display())]
     Sqlite {
+        /// The database file.
         path: PathBuf,
+        /// The table being read.
         table: String,
+        /// SQLite's description of the error.
         message: String,
+        /// What to do about it (check the path, export again, …).
         hint: String,
     },
 
     /// The format of the input could not be told from its shape.
     #[error("{}: {message} (hint: {hint})", path.display())]
     UnknownFormat {
+        /// The file or directory concerned, as the user named it.
         path: PathBuf,
+        /// What was seen, and why it matches no format.
         message: String,
+        /// What to do about it (check the path, export again, …).
         hint: String,
     },
 }

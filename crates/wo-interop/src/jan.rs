@@ -18,7 +18,7 @@ use std::path::{Path, PathBuf};
 use serde_json::Value;
 use wo_format::Role;
 
-use crate::conv::{self, Conversation, Node, TextKind, nanos_from_epoch};
+use crate::conv::{self, Conversation, Node, nanos_from_epoch};
 use crate::source::{self, compact, kind, shape};
 use crate::{ImportOptions, Imported, InteropError, Step};
 
@@ -71,8 +71,7 @@ pub fn import(path: &Path, opts: &ImportOptions) -> Result<Imported, InteropErro
     for d in &dirs {
         conversations.push(read_thread(d, opts)?);
     }
-    let fallback = conv::fallback_nanos(opts, path);
-    Ok(conv::build("jan", path, conversations, fallback, opts))
+    Ok(conv::build("jan", path, conversations, Vec::new(), opts))
 }
 
 fn read_thread(dir: &Path, opts: &ImportOptions) -> Result<Conversation, InteropError> {
@@ -227,11 +226,6 @@ fn read_thread(dir: &Path, opts: &ImportOptions) -> Result<Conversation, Interop
             node.parent = previous.replace(mid);
             node.model = node_model;
             node.time = time;
-            node.kind = if role == Role::Assistant {
-                TextKind::Markdown
-            } else {
-                TextKind::Plain
-            };
             node.text = text;
             node.fields = m;
             nodes.push(node);

@@ -153,6 +153,8 @@ impl LineStyle {
         }
     }
 
+    /// The style whose [`LineStyle::name`] is `name`, as read back from `extra`;
+    /// `None` for a name this version does not know.
     pub fn from_name(name: &str) -> Option<Self> {
         LineStyle::ALL.into_iter().find(|s| s.name() == name)
     }

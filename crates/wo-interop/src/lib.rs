@@ -129,6 +129,7 @@ impl Imported {
 /// An [`Imported`] that passed [`wo_format::admit`], ready to merge.
 #[derive(Clone, Debug)]
 pub struct AdmittedImport {
+    /// The import, unchanged except where `sanitised` says.
     pub imported: Imported,
     /// JSON pointers (in the imported state) of content that broke the
     /// XHTML rules and was sanitised.
@@ -255,11 +256,13 @@ fn deep_merge(into: &mut Value, from: &Value) {
 /// A recovered problem: where it was found and what was done about it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Warning {
+    /// The file the problem was found in.
     pub path: PathBuf,
     /// 1-based line, for line-oriented files.
     pub line: Option<usize>,
     /// RFC 6901 pointer inside the JSON value (of the file, or of the line).
     pub pointer: Option<String>,
+    /// What was wrong and what was done (skipped, defaulted, kept verbatim).
     pub message: String,
 }
 
@@ -336,7 +339,12 @@ pub enum Step {
     /// Parsing it (JSON, YAML, SQL rows).
     Parsing,
     /// Converting conversations to messages: `done` of `total`.
-    Converting { done: u64, total: u64 },
+    Converting {
+        /// Conversations converted so far.
+        done: u64,
+        /// Conversations in the input.
+        total: u64,
+    },
 }
 
 /// Where an importer reports its [`Step`]s; by default nowhere. The
@@ -348,6 +356,7 @@ pub struct Progress(Option<Arc<ProgressFn>>);
 pub type ProgressFn = dyn Fn(&Step) + Send + Sync;
 
 impl Progress {
+    /// A progress that calls `f` with each step (from any thread).
     pub fn new(f: impl Fn(&Step) + Send + Sync + 'static) -> Self {
         Progress(Some(Arc::new(f)))
     }

@@ -19,20 +19,17 @@ use std::path::Path;
 use serde_json::{Map, Value};
 use wo_format::{Role, Usage};
 
-use crate::conv::{self, Conversation, Node, TextKind, nanos_from_iso};
+use crate::conv::{self, Conversation, Node, nanos_from_iso};
 use crate::source::{self, compact, kind, opt_str, shape};
-use crate::{ImportOptions, Imported, InteropError, Step};
+use crate::{ImportOptions, Imported, InteropError};
 
 const HINT: &str = "in LibreChat, a conversation's menu → Export → JSON writes this file";
 const ROOT_PARENT: &str = "00000000-0000-0000-0000-000000000000";
 
 /// Imports a LibreChat export file.
 pub fn import(path: &Path, opts: &ImportOptions) -> Result<Imported, InteropError> {
-    opts.progress.report(Step::Reading);
-    let bytes = source::read_file(path, HINT)?;
-    opts.progress.report(Step::Parsing);
-    let value = source::parse_json(&bytes, path, HINT)?;
-    import_value(value, path, opts)
+    let (shown, value) = source::read_json(path, None, HINT, opts)?;
+    import_value(value, &shown, opts)
 }
 
 /// True when `v` looks like a LibreChat export.
@@ -74,12 +71,11 @@ pub fn import_value(
         };
         conversations.push(read_conversation(item, at, shown, opts)?);
     }
-    let fallback = conv::fallback_nanos(opts, shown);
     Ok(conv::build(
         "librechat",
         shown,
         conversations,
-        fallback,
+        Vec::new(),
         opts,
     ))
 }
@@ -90,14 +86,7 @@ fn read_conversation(
     shown: &Path,
     opts: &ImportOptions,
 ) -> Result<Conversation, InteropError> {
-    let Value::Object(mut obj) = item else {
-        return Err(shape(
-            shown,
-            at,
-            format!("a conversation should be an object, found {}", kind(&item)),
-            HINT,
-        ));
-    };
+    let mut obj = source::object(item, "a conversation", shown, &at, HINT)?;
     let id = opt_str(&obj, "conversationId", shown, &at, HINT)?
         .unwrap_or_default()
         .to_owned();
@@ -137,14 +126,7 @@ fn read_conversation(
         .map(|(j, v)| (v, format!("{at}/{key}/{j}")))
         .collect();
     while let Some((v, vat)) = stack.pop() {
-        let Value::Object(mut m) = v else {
-            return Err(shape(
-                shown,
-                vat,
-                format!("a message should be an object, found {}", kind(&v)),
-                HINT,
-            ));
-        };
+        let mut m = source::object(v, "a message", shown, &vat, HINT)?;
         if let Some(children) = m.remove("children") {
             let Value::Array(children) = children else {
                 return Err(shape(
@@ -233,11 +215,6 @@ fn read_conversation(
         compact(&mut m);
         node.parent = parent;
         node.time = time;
-        node.kind = if by_user {
-            TextKind::Plain
-        } else {
-            TextKind::Markdown
-        };
         node.text = text;
         node.fields = m;
         nodes.push(node);

@@ -25,7 +25,7 @@ use rusqlite::{Connection, OpenFlags, types::ValueRef};
 use serde_json::{Map, Value};
 use wo_format::{Role, Usage};
 
-use crate::conv::{self, Conversation, Node, TextKind, nanos_from_iso};
+use crate::conv::{self, Conversation, Node, nanos_from_iso};
 use crate::{ImportOptions, Imported, InteropError, Step, Warning};
 
 const HINT: &str = "`llm logs path` prints where llm keeps logs.db; pass that file";
@@ -306,7 +306,6 @@ pub fn import(path: &Path, opts: &ImportOptions) -> Result<Imported, InteropErro
         let mut q = Node::new(q_id.clone(), Role::User, opts.username.clone());
         q.parent = last.get(&ci).cloned();
         q.time = time;
-        q.kind = TextKind::Plain;
         q.text = prompt;
         q.fields = prompt_fields;
         let name = model.clone().unwrap_or_else(|| opts.assistant_name.clone());
@@ -314,7 +313,6 @@ pub fn import(path: &Path, opts: &ImportOptions) -> Result<Imported, InteropErro
         a.parent = Some(q_id);
         a.model = model;
         a.time = time.map(|t| t + i128::from(duration) * MILLI + 1_000);
-        a.kind = TextKind::Markdown;
         a.text = answer;
         a.usage = usage;
         a.fields = r;
@@ -327,9 +325,5 @@ pub fn import(path: &Path, opts: &ImportOptions) -> Result<Imported, InteropErro
         last.insert(ci, a_id);
     }
     convs.retain(|c| !c.nodes.is_empty());
-    let fallback = conv::fallback_nanos(opts, path);
-    let mut imported = conv::build("llm", path, convs, fallback, opts);
-    warnings.append(&mut imported.warnings);
-    imported.warnings = warnings;
-    Ok(imported)
+    Ok(conv::build("llm", path, convs, warnings, opts))
 }

@@ -20,19 +20,16 @@ use std::path::Path;
 use serde_json::{Map, Value};
 use wo_format::Role;
 
-use crate::conv::{self, Conversation, Node, TextKind, nanos_from_epoch};
+use crate::conv::{self, Conversation, Node, nanos_from_epoch};
 use crate::source::{self, compact, kind, opt_f64, opt_str, shape};
-use crate::{ImportOptions, Imported, InteropError, Step, Warning};
+use crate::{ImportOptions, Imported, InteropError, Warning};
 
 const HINT: &str = "in Open WebUI, a chat's menu → Download → Export chat (.json), or Settings → Chats → Export chats, writes this file";
 
 /// Imports an Open WebUI export file.
 pub fn import(path: &Path, opts: &ImportOptions) -> Result<Imported, InteropError> {
-    opts.progress.report(Step::Reading);
-    let bytes = source::read_file(path, HINT)?;
-    opts.progress.report(Step::Parsing);
-    let value = source::parse_json(&bytes, path, HINT)?;
-    import_value(value, path, opts)
+    let (shown, value) = source::read_json(path, None, HINT, opts)?;
+    import_value(value, &shown, opts)
 }
 
 /// True when `v` looks like an Open WebUI export.
@@ -53,28 +50,17 @@ pub fn import_value(
     shown: &Path,
     opts: &ImportOptions,
 ) -> Result<Imported, InteropError> {
-    let items = match value {
-        Value::Array(items) => items,
-        Value::Object(o) if o.contains_key("chat") => vec![Value::Object(o)],
-        other => {
-            return Err(shape(
-                shown,
-                "",
-                format!("expected an array of chats, found {}", kind(&other)),
-                HINT,
-            ));
-        }
-    };
-    let mut warnings = Vec::new();
-    let mut conversations = Vec::with_capacity(items.len());
-    for (i, item) in items.into_iter().enumerate() {
-        conversations.push(read_chat(item, i, shown, opts, &mut warnings)?);
-    }
-    let fallback = conv::fallback_nanos(opts, shown);
-    let mut imported = conv::build("openwebui", shown, conversations, fallback, opts);
-    warnings.append(&mut imported.warnings);
-    imported.warnings = warnings;
-    Ok(imported)
+    let is_one = |o: &Map<String, Value>| o.contains_key("chat");
+    let items = source::items(value, is_one, "chats", shown, HINT)?;
+    let (conversations, warnings) =
+        conv::read_each(items, |item, i, w| read_chat(item, i, shown, opts, w))?;
+    Ok(conv::build(
+        "openwebui",
+        shown,
+        conversations,
+        warnings,
+        opts,
+    ))
 }
 
 fn read_chat(
@@ -85,14 +71,7 @@ fn read_chat(
     warnings: &mut Vec<Warning>,
 ) -> Result<Conversation, InteropError> {
     let at = format!("/{i}");
-    let Value::Object(mut obj) = item else {
-        return Err(shape(
-            shown,
-            at,
-            format!("a chat should be an object, found {}", kind(&item)),
-            HINT,
-        ));
-    };
+    let mut obj = source::object(item, "a chat", shown, &at, HINT)?;
     let mut chat = match obj.remove("chat") {
         Some(Value::Object(c)) => c,
         Some(other) => {
@@ -189,14 +168,7 @@ fn read_chat(
     let mut previous: Option<String> = None;
     for (key, m) in messages {
         let nat = format!("{mat}/{}", crate::ptr(&key));
-        let Value::Object(mut m) = m else {
-            return Err(shape(
-                shown,
-                nat,
-                format!("a message should be an object, found {}", kind(&m)),
-                HINT,
-            ));
-        };
+        let mut m = source::object(m, "a message", shown, &nat, HINT)?;
         let mid = opt_str(&m, "id", shown, &nat, HINT)?
             .map(str::to_owned)
             .unwrap_or(key);
@@ -284,11 +256,6 @@ fn read_chat(
         node.parent = parent;
         node.model = node_model;
         node.time = time;
-        node.kind = if role == Role::Assistant {
-            TextKind::Markdown
-        } else {
-            TextKind::Plain
-        };
         node.text = text;
         node.fields = m;
         nodes.push(node);

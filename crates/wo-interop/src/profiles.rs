@@ -877,12 +877,17 @@ impl Default for ExportOptions {
 /// What [`export`] wrote.
 #[derive(Clone, Debug, Default)]
 pub struct ExportReport {
+    /// Profile folders written.
     pub profiles: usize,
+    /// Chat folders written.
     pub chats: usize,
+    /// Lines written to `messages.jsonl` files.
     pub messages: usize,
     /// `(profile, chat)` created for messages that belong to no imported
     /// chat, if any.
     pub new_chat: Option<(String, String)>,
+    /// What the export worked around: records not understood (written anew),
+    /// times written in UTC, side files not copied.
     pub warnings: Vec<Warning>,
 }
 

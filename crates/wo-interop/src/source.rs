@@ -8,9 +8,9 @@
 use std::io::Read;
 use std::path::{Path, PathBuf};
 
-use serde_json::Value;
+use serde_json::{Map, Value};
 
-use crate::InteropError;
+use crate::{ImportOptions, InteropError, Step};
 
 /// The largest archive entry read (a ChatGPT `conversations.json` of many
 /// years is a few hundred MB; a zip bomb's entry is refused by its declared
@@ -99,6 +99,68 @@ pub(crate) fn read_zip_entry(
 /// Parses JSON; a syntax error names the line and column.
 pub(crate) fn parse_json(bytes: &[u8], shown: &Path, hint: &str) -> Result<Value, InteropError> {
     serde_json::from_slice(bytes).map_err(|e| InteropError::json(shown, &e, hint))
+}
+
+/// Reads and parses a JSON input, reporting the reading and parsing
+/// steps: the file at `path`, or, when `zip_entry` names one and `path` is
+/// a `.zip`, that entry of it. Returns the path messages name the input by
+/// (`archive.zip:entry` for an entry) and the value.
+pub(crate) fn read_json(
+    path: &Path,
+    zip_entry: Option<&str>,
+    hint: &str,
+    opts: &ImportOptions,
+) -> Result<(PathBuf, Value), InteropError> {
+    opts.progress.report(Step::Reading);
+    let (shown, bytes) = match zip_entry {
+        Some(entry) if is_zip(path) => read_zip_entry(path, entry, hint)?,
+        _ => (path.to_owned(), read_file(path, hint)?),
+    };
+    opts.progress.report(Step::Parsing);
+    let value = parse_json(&bytes, &shown, hint)?;
+    Ok((shown, value))
+}
+
+/// The conversations of an export: an array's items, or `value` alone when
+/// it is one object `is_one` accepts; anything else is a shape error at the
+/// root saying it expected an array of `what` (`conversations`, `chats`).
+pub(crate) fn items(
+    value: Value,
+    is_one: impl Fn(&Map<String, Value>) -> bool,
+    what: &str,
+    shown: &Path,
+    hint: &str,
+) -> Result<Vec<Value>, InteropError> {
+    match value {
+        Value::Array(items) => Ok(items),
+        Value::Object(o) if is_one(&o) => Ok(vec![Value::Object(o)]),
+        other => Err(shape(
+            shown,
+            "",
+            format!("expected an array of {what}, found {}", kind(&other)),
+            hint,
+        )),
+    }
+}
+
+/// `value` as an object, or a shape error at `at` saying what `what` (`a
+/// conversation`, `a message`) should have been.
+pub(crate) fn object(
+    value: Value,
+    what: &str,
+    shown: &Path,
+    at: &str,
+    hint: &str,
+) -> Result<Map<String, Value>, InteropError> {
+    match value {
+        Value::Object(o) => Ok(o),
+        other => Err(shape(
+            shown,
+            at,
+            format!("{what} should be an object, found {}", kind(&other)),
+            hint,
+        )),
+    }
 }
 
 /// A shape error at `pointer`.

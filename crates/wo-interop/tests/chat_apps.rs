@@ -301,8 +301,9 @@ fn claude_linear_and_tree_exports_with_attachments() {
     assert_eq!(n2.parent.as_deref(), Some(n1.id.as_str()));
     assert_eq!(n3.parent.as_deref(), Some(n1.id.as_str()));
     assert_eq!(n1.parent, None);
-    // An empty conversation name: the first line titles it.
-    assert_eq!(n1.title, "Name a prime.");
+    // An empty conversation name: the first sentence titles it (wo_format::title
+    // drops the closing period).
+    assert_eq!(n1.title, "Name a prime");
     assert_eq!(text(n2), "[used calculator]\n\n7 is prime.");
     assert_eq!(
         x(n2)["fields"]["content"][0]["thinking"],

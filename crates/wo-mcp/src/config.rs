@@ -18,6 +18,8 @@ pub enum Client {
 }
 
 impl Client {
+    /// The client named `s` as `--print-config` takes it (`claude`, `codex`,
+    /// `cursor`, `vscode`); `None` for any other name.
     pub fn parse(s: &str) -> Option<Client> {
         Some(match s {
             "claude" => Client::Claude,
@@ -83,7 +85,10 @@ pub fn snippet(client: Client, command: &str, state: Option<&Path>, allow_write:
     }
 }
 
+/// Opens the block `wo agents-md` owns in `AGENTS.md`/`CLAUDE.md`; what lies
+/// between it and [`END`] is replaced on each run, the rest is left alone.
 pub const BEGIN: &str = "<!-- wikioracle:begin (kept up to date by `wo agents-md`) -->";
+/// Closes the block [`BEGIN`] opens.
 pub const END: &str = "<!-- wikioracle:end -->";
 
 /// The block telling a coding agent how to use the memory and the index.

@@ -32,6 +32,7 @@ use crate::write::{self, WriteOp};
 pub struct McpOptions {
     /// The state file (already resolved as the CLI does).
     pub state: PathBuf,
+    /// How the state file is opened (symlinks, size limits, lock timeout).
     pub open: OpenOptions,
     /// Allow `remember`, `resolve` and `log_exchange` (off by default).
     pub allow_write: bool,

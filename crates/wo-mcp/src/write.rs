@@ -19,20 +19,35 @@ use wo_store::Store;
 /// A change a client asked for, already parsed from its arguments.
 #[derive(Clone, Debug)]
 pub enum WriteOp {
+    /// `remember`: adds a truth entry.
     Remember {
+        /// Its title; must not be blank.
         title: String,
+        /// Its content as Markdown (stored as sanitised XHTML); must not be blank.
         content: String,
+        /// Fact, event, note or effort (an effort is opened).
         kind: TruthKind,
+        /// How sure the client is, 0 to 1.
         certainty: f64,
+        /// Tags; none may be blank.
         tags: Vec<String>,
     },
+    /// `resolve`: marks an open effort resolved, recording who resolved it.
     Resolve {
+        /// The effort's id, or a unique prefix of it.
         id: String,
+        /// How it was resolved, if the client says.
         resolution: Option<String>,
     },
+    /// `log_exchange`: appends a question and its answer as two messages, the
+    /// answer a child of the question.
     LogExchange {
+        /// The question, plain text; must not be blank.
         question: String,
+        /// The answer, Markdown; must not be blank.
         answer: String,
+        /// The model that answered (the answer's `username` and `model`);
+        /// `None`: the client's name.
         model: Option<String>,
     },
 }

@@ -14,13 +14,13 @@
 //! Unknown event types are ignored, as Anthropic's versioning policy asks.
 
 use async_trait::async_trait;
-use reqwest::header::{HeaderMap, HeaderValue};
+use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
 use serde::{Deserialize, Serialize};
 use tokio_util::sync::CancellationToken;
 
 use crate::error::ProviderError;
 use crate::http::{self, Decoder, Fault};
-use crate::remote::{Remote, RemoteConfig};
+
 use crate::sse::SseEvent;
 use crate::types::{ChatMessage, ChatRequest, ChatRole, Reachability, StreamEvent, Usage};
 use crate::{EventStream, Provider};
@@ -39,29 +39,17 @@ pub const DEFAULT_MAX_TOKENS: u32 = 4096;
 /// with an assistant turn (the API requires a user turn first).
 pub const RESUME_MARKER: &str = "(continuing an earlier conversation)";
 
-/// The Anthropic Messages API.
-#[derive(Debug)]
-pub struct AnthropicProvider {
-    remote: Remote,
-}
+crate::remote::remote_provider!(
+    /// The Anthropic Messages API.
+    AnthropicProvider
+);
 
 impl AnthropicProvider {
-    /// A provider with these settings; fails only on an invalid `base_url`.
-    pub fn new(cfg: RemoteConfig) -> Result<Self, ProviderError> {
-        Ok(Self {
-            remote: Remote::new(cfg)?,
-        })
-    }
-
     fn headers(&self) -> HeaderMap {
-        let mut h = HeaderMap::new();
+        let mut h = self
+            .remote
+            .key_headers(HeaderName::from_static("x-api-key"), str::to_owned);
         h.insert("anthropic-version", HeaderValue::from_static(API_VERSION));
-        if let Some(key) = &self.remote.cfg.api_key
-            && let Ok(mut v) = HeaderValue::from_str(key.expose())
-        {
-            v.set_sensitive(true);
-            h.insert("x-api-key", v);
-        }
         h
     }
 }
@@ -298,40 +286,17 @@ impl Decoder for AnthropicDecoder {
 
 #[async_trait]
 impl Provider for AnthropicProvider {
-    fn name(&self) -> &str {
-        &self.remote.cfg.name
-    }
-
-    fn default_model(&self) -> &str {
-        &self.remote.cfg.model
-    }
-
-    fn context_window(&self) -> usize {
-        self.remote.cfg.context_window
-    }
-
     async fn stream(
         &self,
         req: ChatRequest,
         cancel: CancellationToken,
     ) -> Result<EventStream, ProviderError> {
         if self.remote.cfg.api_key.is_none() {
-            return Err(ProviderError::config(
-                &self.remote.cfg.name,
-                format!(
-                    "Anthropic needs an API key ({}); export it or set api_key in config.toml",
-                    self.remote.cfg.key_source
-                ),
-            ));
+            return Err(self.remote.key_required("Anthropic"));
         }
         let (system, messages) = to_wire(&req.messages);
         if messages.is_empty() {
-            return Err(ProviderError::BadRequest {
-                provider: self.remote.cfg.name.clone(),
-                url: String::new(),
-                status: None,
-                detail: "there is no user message to send".into(),
-            });
+            return Err(self.remote.bad_request("there is no user message to send"));
         }
         let url = self.remote.url("messages");
         let ctx = self.remote.ctx(&url);
@@ -370,9 +335,7 @@ impl Provider for AnthropicProvider {
 
     async fn check(&self) -> Reachability {
         if self.remote.cfg.api_key.is_none() {
-            return Reachability::NotConfigured {
-                reason: format!("no API key ({})", self.remote.cfg.key_source),
-            };
+            return self.remote.no_key();
         }
         http::probe(
             &self.remote.client,
@@ -385,9 +348,8 @@ impl Provider for AnthropicProvider {
     fn count_tokens(&self, _text: &str) -> Option<usize> {
         None
     }
-    fn answer_limits(&self) -> crate::types::AnswerLimits {
-        self.remote.cfg.limits
-    }
+
+    crate::remote::settings_methods!();
 }
 
 #[cfg(test)]

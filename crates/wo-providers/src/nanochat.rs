@@ -19,7 +19,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::error::ProviderError;
 use crate::http::{self, Decoder, Fault};
-use crate::remote::{Remote, RemoteConfig};
+
 use crate::sse::SseEvent;
 use crate::types::{ChatMessage, ChatRequest, ChatRole, Reachability, StreamEvent};
 use crate::{EventStream, Provider};
@@ -41,32 +41,16 @@ pub const DEFAULT_CONTEXT_WINDOW: usize = 2048;
 /// Appended to an older turn that was shortened to fit.
 pub const TRUNCATION_MARK: &str = " … [truncated]";
 
-/// A NanoChat server.
-#[derive(Debug)]
-pub struct NanoChatProvider {
-    remote: Remote,
-}
+crate::remote::remote_provider!(
+    /// A NanoChat server.
+    NanoChatProvider
+);
 
 impl NanoChatProvider {
-    /// A provider with these settings; fails only on an invalid `base_url`.
-    pub fn new(cfg: RemoteConfig) -> Result<Self, ProviderError> {
-        Ok(Self {
-            remote: Remote::new(cfg)?,
-        })
-    }
-
     fn headers(&self) -> HeaderMap {
-        let mut h = HeaderMap::new();
         // NanoChat has no auth; a key is still sent as a bearer token so a
         // reverse proxy in front of it can check one.
-        if let Some(key) = &self.remote.cfg.api_key
-            && let Ok(mut v) =
-                format!("Bearer {}", key.expose()).parse::<reqwest::header::HeaderValue>()
-        {
-            v.set_sensitive(true);
-            h.insert(reqwest::header::AUTHORIZATION, v);
-        }
-        h
+        self.remote.bearer_headers()
     }
 }
 
@@ -277,29 +261,13 @@ impl Decoder for NanoDecoder {
 
 #[async_trait]
 impl Provider for NanoChatProvider {
-    fn name(&self) -> &str {
-        &self.remote.cfg.name
-    }
-
-    fn default_model(&self) -> &str {
-        &self.remote.cfg.model
-    }
-
-    fn context_window(&self) -> usize {
-        self.remote.cfg.context_window
-    }
-
     async fn stream(
         &self,
         req: ChatRequest,
         cancel: CancellationToken,
     ) -> Result<EventStream, ProviderError> {
-        let fitted = fit_messages(&req.messages).map_err(|detail| ProviderError::BadRequest {
-            provider: self.remote.cfg.name.clone(),
-            url: String::new(),
-            status: None,
-            detail,
-        })?;
+        let fitted =
+            fit_messages(&req.messages).map_err(|detail| self.remote.bad_request(detail))?;
         let url = self.remote.url("chat/completions");
         let ctx = self.remote.ctx(&url);
         let body = WireRequest {
@@ -363,9 +331,8 @@ impl Provider for NanoChatProvider {
     fn count_tokens(&self, _text: &str) -> Option<usize> {
         None
     }
-    fn answer_limits(&self) -> crate::types::AnswerLimits {
-        self.remote.cfg.limits
-    }
+
+    crate::remote::settings_methods!();
 }
 
 #[cfg(test)]

@@ -15,13 +15,13 @@
 //! Ollama's compatibility layer read it.
 
 use async_trait::async_trait;
-use reqwest::header::{AUTHORIZATION, HeaderMap, HeaderValue};
+use reqwest::header::HeaderMap;
 use serde::{Deserialize, Serialize};
 use tokio_util::sync::CancellationToken;
 
 use crate::error::ProviderError;
 use crate::http::{self, Decoder, Fault};
-use crate::remote::{Remote, RemoteConfig};
+
 use crate::sse::SseEvent;
 use crate::types::{ChatRequest, Reachability, StreamEvent, Usage};
 use crate::{EventStream, Provider};
@@ -33,29 +33,14 @@ pub const DEFAULT_MODEL: &str = "gpt-4o-mini";
 /// Context window assumed for the default model.
 pub const DEFAULT_CONTEXT_WINDOW: usize = 128_000;
 
-/// An OpenAI-compatible Chat Completions endpoint.
-#[derive(Debug)]
-pub struct OpenAiProvider {
-    remote: Remote,
-}
+crate::remote::remote_provider!(
+    /// An OpenAI-compatible Chat Completions endpoint.
+    OpenAiProvider
+);
 
 impl OpenAiProvider {
-    /// A provider with these settings; fails only on an invalid `base_url`.
-    pub fn new(cfg: RemoteConfig) -> Result<Self, ProviderError> {
-        Ok(Self {
-            remote: Remote::new(cfg)?,
-        })
-    }
-
     fn auth_headers(&self) -> HeaderMap {
-        let mut h = HeaderMap::new();
-        if let Some(key) = &self.remote.cfg.api_key
-            && let Ok(mut v) = HeaderValue::from_str(&format!("Bearer {}", key.expose()))
-        {
-            v.set_sensitive(true);
-            h.insert(AUTHORIZATION, v);
-        }
-        h
+        self.remote.bearer_headers()
     }
 
     fn is_openai_proper(&self) -> bool {
@@ -192,31 +177,13 @@ impl Decoder for OpenAiDecoder {
 
 #[async_trait]
 impl Provider for OpenAiProvider {
-    fn name(&self) -> &str {
-        &self.remote.cfg.name
-    }
-
-    fn default_model(&self) -> &str {
-        &self.remote.cfg.model
-    }
-
-    fn context_window(&self) -> usize {
-        self.remote.cfg.context_window
-    }
-
     async fn stream(
         &self,
         req: ChatRequest,
         cancel: CancellationToken,
     ) -> Result<EventStream, ProviderError> {
         if self.is_openai_proper() && self.remote.cfg.api_key.is_none() {
-            return Err(ProviderError::config(
-                &self.remote.cfg.name,
-                format!(
-                    "api.openai.com needs an API key ({}); export it or set api_key in config.toml",
-                    self.remote.cfg.key_source
-                ),
-            ));
+            return Err(self.remote.key_required("api.openai.com"));
         }
         let url = self.remote.url("chat/completions");
         let ctx = self.remote.ctx(&url);
@@ -264,9 +231,7 @@ impl Provider for OpenAiProvider {
 
     async fn check(&self) -> Reachability {
         if self.is_openai_proper() && self.remote.cfg.api_key.is_none() {
-            return Reachability::NotConfigured {
-                reason: format!("no API key ({})", self.remote.cfg.key_source),
-            };
+            return self.remote.no_key();
         }
         http::probe(
             &self.remote.client,
@@ -281,9 +246,8 @@ impl Provider for OpenAiProvider {
     fn count_tokens(&self, text: &str) -> Option<usize> {
         openai_bpe(&self.remote.cfg.model).map(|bpe| bpe.encode_ordinary(text).len())
     }
-    fn answer_limits(&self) -> crate::types::AnswerLimits {
-        self.remote.cfg.limits
-    }
+
+    crate::remote::settings_methods!();
 }
 
 /// The BPE of a known OpenAI model name, if any.

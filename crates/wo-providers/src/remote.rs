@@ -1,11 +1,12 @@
 //! What the four HTTP providers have in common: their settings and client.
 
 use reqwest::Client;
+use reqwest::header::{AUTHORIZATION, HeaderMap, HeaderName, HeaderValue};
 
 use crate::error::ProviderError;
 use crate::http::{self, Decoder, ErrCtx, HttpSettings};
 use crate::secret::Secret;
-use crate::types::AnswerLimits;
+use crate::types::{AnswerLimits, Reachability};
 
 /// Settings for an HTTP provider (`openai`, `anthropic`, `nanochat`,
 /// `wikioracle`). [`crate::config::build`] fills these from `config.toml`.
@@ -96,6 +97,56 @@ impl Remote {
         Ok(Self { cfg, client })
     }
 
+    /// The key as the sensitive header `name: value_of(key)`, when there is
+    /// a key. A key that is no valid header value is not sent (the service
+    /// then answers 401, which names the key's source).
+    pub fn key_headers(&self, name: HeaderName, value_of: impl Fn(&str) -> String) -> HeaderMap {
+        let mut h = HeaderMap::new();
+        if let Some(key) = &self.cfg.api_key
+            && let Ok(mut v) = HeaderValue::from_str(&value_of(key.expose()))
+        {
+            v.set_sensitive(true);
+            h.insert(name, v);
+        }
+        h
+    }
+
+    /// `Authorization: Bearer <key>`, when there is a key.
+    pub fn bearer_headers(&self) -> HeaderMap {
+        self.key_headers(AUTHORIZATION, |key| format!("Bearer {key}"))
+    }
+
+    /// The error for a service (`who`) that needs a key when none is
+    /// configured: what `stream` answers before sending anything.
+    pub fn key_required(&self, who: &str) -> ProviderError {
+        ProviderError::config(
+            &self.cfg.name,
+            format!(
+                "{who} needs an API key ({}); export it or set api_key in config.toml",
+                self.cfg.key_source
+            ),
+        )
+    }
+
+    /// What `check` answers for a service that needs a key when none is
+    /// configured.
+    pub fn no_key(&self) -> Reachability {
+        Reachability::NotConfigured {
+            reason: format!("no API key ({})", self.cfg.key_source),
+        }
+    }
+
+    /// A request refused before it is sent (nothing to send, too large):
+    /// no URL or status, since no request was made.
+    pub fn bad_request(&self, detail: impl Into<String>) -> ProviderError {
+        ProviderError::BadRequest {
+            provider: self.cfg.name.clone(),
+            url: String::new(),
+            status: None,
+            detail: detail.into(),
+        }
+    }
+
     /// `base_url` + `path`, already validated in `new`.
     pub fn url(&self, path: &str) -> reqwest::Url {
         http::join(&self.cfg.base_url, path).expect("base_url validated in Remote::new")
@@ -146,3 +197,53 @@ impl Remote {
         requested.as_deref().unwrap_or(&self.cfg.model)
     }
 }
+
+/// The [`crate::Provider`] methods every remote provider answers from its
+/// settings alone (its `remote` field): name, default model, context window
+/// and answer caps. Used inside each one's `impl Provider`.
+macro_rules! settings_methods {
+    () => {
+        fn name(&self) -> &str {
+            &self.remote.cfg.name
+        }
+
+        fn default_model(&self) -> &str {
+            &self.remote.cfg.model
+        }
+
+        fn context_window(&self) -> usize {
+            self.remote.cfg.context_window
+        }
+
+        fn answer_limits(&self) -> crate::types::AnswerLimits {
+            self.remote.cfg.limits
+        }
+    };
+}
+pub(crate) use settings_methods;
+
+/// Declares a remote provider: a struct holding its [`Remote`], and `new`,
+/// which fails only on an invalid `base_url` or a proxy that would carry
+/// the key in clear (see [`Remote::new`]).
+macro_rules! remote_provider {
+    ($(#[$attr:meta])* $name:ident) => {
+        $(#[$attr])*
+        #[derive(Debug)]
+        pub struct $name {
+            remote: crate::remote::Remote,
+        }
+
+        impl $name {
+            /// A provider with these settings; fails only on an invalid
+            /// `base_url`, or a proxy that would see the key in clear.
+            pub fn new(
+                cfg: crate::remote::RemoteConfig,
+            ) -> Result<Self, crate::error::ProviderError> {
+                Ok(Self {
+                    remote: crate::remote::Remote::new(cfg)?,
+                })
+            }
+        }
+    };
+}
+pub(crate) use remote_provider;

@@ -17,12 +17,12 @@
 
 use async_trait::async_trait;
 use futures::stream::BoxStream;
-use reqwest::header::{AUTHORIZATION, HeaderMap, HeaderValue};
+use reqwest::header::HeaderMap;
 use tokio_util::sync::CancellationToken;
 
 use crate::error::ProviderError;
 use crate::http::{self, Decoder, Fault};
-use crate::remote::{Remote, RemoteConfig};
+
 use crate::sse::SseEvent;
 use crate::types::{ChatRequest, ChatRole, Reachability, StreamEvent};
 use crate::{EventStream, Provider};
@@ -37,33 +37,18 @@ pub const DEFAULT_MODEL: &str = "default";
 /// Context window assumed when the config does not say.
 pub const DEFAULT_CONTEXT_WINDOW: usize = 32_768;
 
-/// A WikiOracle server in stateless mode.
-#[derive(Debug)]
-pub struct WikiOracleProvider {
-    remote: Remote,
-}
+crate::remote::remote_provider!(
+    /// A WikiOracle server in stateless mode.
+    WikiOracleProvider
+);
 
 /// The stream of [`WikiOracleProvider::chat`]: `delta`s then one `done`; a
 /// server `error` event arrives as an `Err`.
 pub type ServerEventStream = BoxStream<'static, Result<ServerEvent, ProviderError>>;
 
 impl WikiOracleProvider {
-    /// A provider with these settings; fails only on an invalid `base_url`.
-    pub fn new(cfg: RemoteConfig) -> Result<Self, ProviderError> {
-        Ok(Self {
-            remote: Remote::new(cfg)?,
-        })
-    }
-
     fn headers(&self) -> HeaderMap {
-        let mut h = HeaderMap::new();
-        if let Some(key) = &self.remote.cfg.api_key
-            && let Ok(mut v) = HeaderValue::from_str(&format!("Bearer {}", key.expose()))
-        {
-            v.set_sensitive(true);
-            h.insert(AUTHORIZATION, v);
-        }
-        h
+        self.remote.bearer_headers()
     }
 
     /// Map an assembled prompt onto the stateless request (see module docs).
@@ -119,12 +104,7 @@ impl WikiOracleProvider {
         cancel: CancellationToken,
     ) -> Result<ServerEventStream, ProviderError> {
         if req.message.trim().is_empty() {
-            return Err(ProviderError::BadRequest {
-                provider: self.remote.cfg.name.clone(),
-                url: String::new(),
-                status: None,
-                detail: "the message is empty".into(),
-            });
+            return Err(self.remote.bad_request("the message is empty"));
         }
         let url = self.remote.url(wo_wire::STATELESS_CHAT_PATH);
         let ctx = self.remote.ctx(&url);
@@ -168,18 +148,6 @@ impl Decoder for ServerDecoder {
 
 #[async_trait]
 impl Provider for WikiOracleProvider {
-    fn name(&self) -> &str {
-        &self.remote.cfg.name
-    }
-
-    fn default_model(&self) -> &str {
-        &self.remote.cfg.model
-    }
-
-    fn context_window(&self) -> usize {
-        self.remote.cfg.context_window
-    }
-
     async fn stream(
         &self,
         req: ChatRequest,
@@ -216,7 +184,6 @@ impl Provider for WikiOracleProvider {
     fn count_tokens(&self, _text: &str) -> Option<usize> {
         None
     }
-    fn answer_limits(&self) -> crate::types::AnswerLimits {
-        self.remote.cfg.limits
-    }
+
+    crate::remote::settings_methods!();
 }

@@ -26,8 +26,9 @@ pub struct Limits {
     pub upload_bytes: usize,
     /// One new message, in characters.
     pub message_chars: usize,
-    /// Stateless turns: messages in the window, truth entries.
+    /// Stateless turns: messages a request's window may carry.
     pub window_messages: usize,
+    /// Stateless turns: truth entries a request may carry.
     pub truth_entries: usize,
     /// Time a client has to send a request's headers (and, on a kept-alive
     /// connection, to start the next request): slowloris.
@@ -92,10 +93,14 @@ pub struct App {
     pub local: bool,
     /// `Some` in local mode: the session token.
     pub token: Option<String>,
+    /// `Host` names accepted beside the loopback ones (`*`: any; stateless
+    /// only), against DNS rebinding.
     pub allowed_hosts: Vec<String>,
     /// This server's cookie names (see [`CookieNames`]).
     pub cookies: CookieNames,
+    /// Requests a minute per client to `/api/`.
     pub limiter: RateLimiter,
+    /// Size and time caps on what clients send.
     pub limits: Limits,
     /// Stateless mode: what clients may choose.
     pub hosted: Hosted,
@@ -103,7 +108,9 @@ pub struct App {
     cpu_permits: Arc<tokio::sync::Semaphore>,
     /// Blocking jobs waiting or running (reported by `/api/health`).
     busy: Arc<AtomicUsize>,
+    /// The providers' configuration, read once at startup.
     pub config: Config,
+    /// Name on the user's messages when the client sends none.
     pub username: String,
     /// The directory index used for retrieval and search, if any.
     pub index_root: Option<PathBuf>,
@@ -146,6 +153,7 @@ impl App {
         }
     }
 
+    /// `"local"` or `"stateless"`, as `/api/info` reports it.
     pub fn mode(&self) -> &'static str {
         if self.local { "local" } else { "stateless" }
     }
@@ -276,14 +284,14 @@ impl App {
         Some(models)
     }
 
-    /// Checks a stateless client's model and `max_tokens` against what the
-    /// operator offers; returns the `max_tokens` to send (the cap when the
-    /// client asks for none). Local mode: the client's own, unchanged.
     /// The most `max_tokens` a stateless client may ask for (`--max-tokens`).
     pub fn max_tokens_cap(&self) -> u32 {
         self.hosted.max_tokens.unwrap_or(HOSTED_MAX_TOKENS)
     }
 
+    /// Checks a stateless client's model and `max_tokens` against what the
+    /// operator offers; returns the `max_tokens` to send (the cap when the
+    /// client asks for none). Local mode: the client's own, unchanged.
     pub fn checked_choices(&self, params: &wo_wire::ChatParams) -> Result<Option<u32>, ApiError> {
         if self.local {
             return Ok(params.max_tokens);

@@ -7,15 +7,18 @@ use axum::response::{IntoResponse, Response};
 /// An error answered to a client.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ApiError {
+    /// The HTTP status answered.
     pub status: StatusCode,
     /// Machine-readable kind (see the OpenAPI `Error` schema).
     pub kind: &'static str,
+    /// What went wrong, for a person; never a secret or stored content.
     pub message: String,
     /// JSON pointer into the request body, when one field is at fault.
     pub pointer: Option<String>,
 }
 
 impl ApiError {
+    /// An error with no pointer.
     pub fn new(status: StatusCode, kind: &'static str, message: impl Into<String>) -> Self {
         ApiError {
             status,
@@ -25,6 +28,7 @@ impl ApiError {
         }
     }
 
+    /// 400: the request is malformed as a whole.
     pub fn bad_request(message: impl Into<String>) -> Self {
         Self::new(StatusCode::BAD_REQUEST, "bad_request", message)
     }
@@ -43,10 +47,12 @@ impl ApiError {
         }
     }
 
+    /// 404: no such path, message, entry or provider.
     pub fn not_found(message: impl Into<String>) -> Self {
         Self::new(StatusCode::NOT_FOUND, "not_found", message)
     }
 
+    /// 401 for the web client: no session cookie or token, or a wrong one.
     pub fn unauthorized() -> Self {
         Self::new(
             StatusCode::UNAUTHORIZED,
@@ -65,10 +71,13 @@ impl ApiError {
         )
     }
 
+    /// 403: a check of the guard refused the request (Host, Origin,
+    /// `Sec-Fetch-Site`).
     pub fn forbidden(message: impl Into<String>) -> Self {
         Self::new(StatusCode::FORBIDDEN, "forbidden", message)
     }
 
+    /// 413: the body is over `limit` bytes.
     pub fn too_large(limit: usize) -> Self {
         Self::new(
             StatusCode::PAYLOAD_TOO_LARGE,
@@ -77,14 +86,19 @@ impl ApiError {
         )
     }
 
+    /// 409: the request no longer matches the state (a context draft made
+    /// before the context changed).
     pub fn conflict(message: impl Into<String>) -> Self {
         Self::new(StatusCode::CONFLICT, "conflict", message)
     }
 
+    /// 500: the state file could not be read or written (the file is unchanged).
     pub fn storage(message: impl Into<String>) -> Self {
         Self::new(StatusCode::INTERNAL_SERVER_ERROR, "storage", message)
     }
 
+    /// 500: something that should not fail did (a worker lost, a value
+    /// that would not serialise).
     pub fn internal(message: impl Into<String>) -> Self {
         Self::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", message)
     }

@@ -62,6 +62,7 @@ pub struct CookieNames {
 }
 
 impl CookieNames {
+    /// The names for a server on `port` with the random `instance` id.
     pub fn new(port: u16, instance: &str) -> Self {
         CookieNames {
             session: format!("{SESSION_COOKIE_PREFIX}{port}_{instance}"),

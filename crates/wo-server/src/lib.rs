@@ -57,18 +57,23 @@ use crate::error::ApiError;
 pub struct ServeOptions {
     /// `Some(path)`: local mode on this state file; `None`: stateless.
     pub state_file: Option<PathBuf>,
+    /// Where to listen; local mode accepts loopback addresses only.
     pub addr: SocketAddr,
     /// Extra `Host` names to accept (`*` for any; stateless only).
     pub allowed_hosts: Vec<String>,
     /// Requests a minute per client to `/api/` (0: no limit).
     pub rate_per_minute: u32,
+    /// Size and time caps on what clients send.
     pub limits: Limits,
+    /// Providers and `[defaults]` (`~/.config/wikioracle/config.toml`).
     pub config: wo_providers::Config,
     /// Name on the user's messages when the client sends none.
     pub username: String,
+    /// The directory index used for retrieval and search; `None`: none.
     pub index_root: Option<PathBuf>,
     /// A fixed token (tests, scripts); default: a fresh random one.
     pub token: Option<String>,
+    /// How the state file is opened (symlinks, size limits, lock timeout).
     pub store: wo_store::OpenOptions,
     /// Stateless mode: the operator's allow-lists and caps.
     pub hosted: Hosted,
@@ -80,15 +85,21 @@ pub struct ServeOptions {
 /// Why the server did not start.
 #[derive(Debug, thiserror::Error)]
 pub enum ServeError {
+    /// The options contradict each other or the mode (a public address in
+    /// local mode, a stateless flag in local mode, an unknown provider).
     #[error("{0}")]
     Refused(String),
     #[error(
         "cannot listen on {addr}: {source}\nhint: another program uses the port; pick one with --port"
     )]
+    /// The address could not be bound (in use, not permitted).
     Bind {
+        /// The address asked for.
         addr: SocketAddr,
+        /// The operating system's error.
         source: std::io::Error,
     },
+    /// The state file could not be opened or its exports merged.
     #[error(transparent)]
     Store(#[from] wo_store::StoreError),
 }

@@ -44,12 +44,14 @@ impl EventSink {
         let _ = self.tx.send(Bytes::from_static(frame.as_bytes()));
     }
 
+    /// Sends a `delta` event: one piece of the answer.
     pub fn delta(&self, text: &str) {
         self.event(&ServerEvent::Delta(DeltaEvent {
             text: text.to_owned(),
         }));
     }
 
+    /// Sends an `error` event: the turn failed after the stream began.
     pub fn error(&self, message: String, kind: Option<String>) {
         self.event(&ServerEvent::Error(ErrorEvent { message, kind }));
     }

@@ -48,6 +48,7 @@ fn refused(error: ApiError, stream_kind: &'static str) -> TurnError {
 /// commit lock it on a blocking thread for as long as their closure runs;
 /// nothing holds it while the model answers, so many chats run at once.
 pub struct LocalTurn {
+    /// The local server's shared state (the store behind its mutex).
     pub app: Arc<Local>,
 }
 
@@ -98,7 +99,10 @@ impl TurnState for LocalTurn {
 /// the commit run off the async workers ([`crate::app::App::cpu`]): a hostile upstream
 /// or client can send anything, and sanitising it is CPU work.
 pub struct StatelessTurn {
+    /// The stateless server's shared state (providers, caps, the CPU pool).
     pub app: Arc<Stateless>,
+    /// The throwaway state built from the request; a commit changes it (for
+    /// the memory step that follows) and yields the client's patch.
     pub state: Arc<State>,
 }
 

@@ -13,7 +13,7 @@ use wo_interop::{ImportOptions, Imported, Progress, Step, X_IMPORT_KEY, profiles
 use wo_store::exports::{merge_files, write_export};
 
 use super::open_store;
-use crate::cli::{ExportArgs, ExportFormat, ExportLayout, GlobalOpts, ImportArgs, ImportFormat};
+use crate::cli::{ExportArgs, ExportFormat, ExportLayout, GlobalOpts, ImportArgs};
 use crate::render;
 
 pub fn export(g: &GlobalOpts, args: ExportArgs) -> Result<ExitCode> {
@@ -151,22 +151,6 @@ fn write_files(dir: &Path, files: &[(String, String)], overwrite: bool) -> Resul
     Ok(())
 }
 
-fn interop_format(f: ImportFormat) -> Option<Format> {
-    Some(match f {
-        ImportFormat::Auto => return None,
-        ImportFormat::Llm => Format::Llm,
-        ImportFormat::OpenaiCli => Format::OpenaiCli,
-        ImportFormat::Profiles => Format::Profiles,
-        ImportFormat::Chatgpt => Format::Chatgpt,
-        ImportFormat::Claude => Format::Claude,
-        ImportFormat::OpenWebui => Format::OpenWebui,
-        ImportFormat::Librechat => Format::Librechat,
-        ImportFormat::Jan => Format::Jan,
-        ImportFormat::Aichat => Format::Aichat,
-        ImportFormat::LlmDb => Format::LlmDb,
-    })
-}
-
 /// Inputs at least this large get a progress bar (on a terminal).
 const BAR_FROM_BYTES: u64 = 8 << 20;
 /// Warnings printed one by one; past this, a count.
@@ -239,7 +223,7 @@ pub fn import(g: &GlobalOpts, args: ImportArgs) -> Result<ExitCode> {
     };
     // Detect first (a JSON file is parsed once: the value goes on to the
     // importer); an llm.json is merged by the store.
-    let forced = interop_format(args.format);
+    let forced = args.format.0;
     let detected = match forced {
         Some(f) => detect::Detected {
             format: f,
