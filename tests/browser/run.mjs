@@ -909,6 +909,83 @@ scenario('stateless: export, import into a fresh browser, identical state', asyn
   });
 });
 
+// app.js re-implements part of the format until the wasm build replaces it;
+// crates/wo-wire/tests/browser_golden.rs writes what Rust makes of a set of
+// inputs, and every one goes through app.js's own functions here (imported
+// from the page's module: the same instance the page runs).
+scenario('stateless: app.js agrees with the Rust golden vectors', async () => {
+  const golden = JSON.parse(fs.readFileSync(path.join(HERE, 'golden.json'), 'utf8'));
+  for (const part of ['ids', 'text_to_xhtml', 'merges', 'exports', 'patches', 'truth_ops']) {
+    assert(Array.isArray(golden[part]) && golden[part].length, `golden.json has no ${part} vectors`);
+  }
+  const server = await statelessServer();
+  await withPage(server, {}, async (page) => {
+    const result = await page.evaluate(async (g) => {
+      const m = await import('/app.js');
+      const show = (v) => JSON.stringify(v);
+      const sorted = (v) => (Array.isArray(v) ? v.map(sorted)
+        : v && typeof v === 'object' ? Object.fromEntries(Object.keys(v).sort().map((k) => [k, sorted(v[k])])) : v);
+      /** Where two texts first differ, with some context. */
+      const diff = (got, want) => {
+        let i = 0;
+        while (i < got.length && got[i] === want[i]) i++;
+        const from = Math.max(0, i - 60);
+        return `first difference at character ${i}: app.js …${show(got.slice(from, i + 60))}… Rust …${show(want.slice(from, i + 60))}…`;
+      };
+      let checked = 0;
+      for (const v of g.ids) {
+        const id = v.kind === 'message' ? m.messageId : m.truthId;
+        const who = v.kind === 'message' ? v.username : v.title;
+        const got = await id(who, v.timestamp, v.content);
+        if (got !== v.id) return `ids: the ${v.kind} id of ${show(who)}, ${v.timestamp}, ${show(v.content)} is ${got} in app.js, ${v.id} in Rust`;
+        const hand = await id(who, v.timestamp, v.content, (text) => m.sha256Fallback(new TextEncoder().encode(text)));
+        if (hand !== v.id) return `ids: with the hand-written SHA-256 the ${v.kind} id of ${show(v.content)} is ${hand}, Rust ${v.id}`;
+        checked++;
+      }
+      for (const v of g.text_to_xhtml) {
+        const got = m.textToXhtml(v.text);
+        if (got !== v.xhtml) return `text_to_xhtml: ${show(v.text)} becomes ${show(got)} in app.js, ${show(v.xhtml)} in Rust`;
+        checked++;
+      }
+      for (const v of g.exports) {
+        const got = m.canonicalStateText(await m.normalizeState(JSON.parse(v.input)));
+        if (got !== v.canonical) return `exports: ${diff(got, v.canonical)}`;
+        checked++;
+      }
+      for (const v of g.merges) {
+        const base = await m.normalizeState(structuredClone(v.base));
+        m.mergeStates(base, await m.normalizeState(structuredClone(v.incoming)));
+        const got = m.canonicalStateText(base);
+        if (got !== v.merged) return `merges: "${v.name}": ${diff(got, v.merged)}`;
+        checked++;
+      }
+      for (const v of g.patches) {
+        const got = m.applyStatePatch(structuredClone(v.target), structuredClone(v.patch));
+        if (show(sorted(got)) !== show(sorted(v.patched))) {
+          return `patches: "${v.name}": app.js gives ${show(sorted(got))}, Rust ${show(sorted(v.patched))}`;
+        }
+        checked++;
+      }
+      for (const v of g.truth_ops) {
+        const st = await m.normalizeState(structuredClone(v.state));
+        if (v.op.op === 'delete') m.deleteTruthIn(st, v.op.id, v.op.now);
+        else {
+          const edit = {};
+          for (const k of ['title', 'content', 'certainty']) if (k in v.op) edit[k] = v.op[k];
+          m.editTruthIn(st, v.op.id, edit, v.op.now);
+        }
+        const got = m.canonicalStateText(st);
+        if (got !== v.after) return `truth_ops: "${v.name}": ${diff(got, v.after)}`;
+        checked++;
+      }
+      return { checked };
+    }, golden);
+    assert(typeof result === 'object', `app.js disagrees with Rust: ${result}`);
+    const total = ['ids', 'text_to_xhtml', 'merges', 'exports', 'patches', 'truth_ops'].reduce((n, k) => n + golden[k].length, 0);
+    assert(result.checked === total, `only ${result.checked} of ${total} golden vectors were checked`);
+  });
+});
+
 scenario('stateless: reload keeps the conversation (IndexedDB)', async () => {
   const server = await statelessServer();
   await withPage(server, {}, async (page) => {

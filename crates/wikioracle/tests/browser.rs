@@ -4,8 +4,9 @@
 //! SmolLM2, started here). It covers sending, streaming, stop, branching,
 //! the prefs cookie, export → import, dropped-file merge, truth edits,
 //! context update, stateless reload, a draft that survives reload, following
-//! the stream with Jump to latest, Retry after a failure, and an XSS corpus
-//! that must not run.
+//! the stream with Jump to latest, Retry after a failure, an XSS corpus
+//! that must not run, and app.js's re-implementation of the format held to
+//! the Rust golden vectors (`tests/browser/golden.json`).
 //!
 //! Needs `node`, `/usr/bin/chromium` (or `$CHROMIUM`), `npm ci` in
 //! tests/browser and llama-cpp-python; `bash .ci/run` installs them all and

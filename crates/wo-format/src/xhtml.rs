@@ -1075,16 +1075,17 @@ impl SanitizeState {
     fn start_tag(&mut self, index: usize, attrs: &[html5ever::Attribute]) {
         let name = ALLOWED_ELEMENTS[index];
         let void = VOID_ELEMENTS.contains(&name);
-        if !self.overflow.is_empty() {
+        if !self.overflow.is_empty() && !void {
             // Inside an element dropped for depth: keep flattening.
-            if void {
-                self.write_start(name, attrs);
-            } else {
-                self.overflow.push(index);
-                self.overflow_counts[index] += 1;
-            }
+            self.overflow.push(index);
+            self.overflow_counts[index] += 1;
             return;
         }
+        // A void element is written even inside dropped elements, so it
+        // takes the tree rules below like any other: an `hr` there must
+        // still close an open `p`, or reading the output again (where
+        // nothing is dropped before it) would close the `p` and move the
+        // `hr` after it, and the output would not be its own fixpoint.
         if is_table_part(name) {
             if !self.table_part_start(name) {
                 return;

@@ -105,11 +105,31 @@ fn markup() -> impl Strategy<Value = String> {
     prop::collection::vec(piece, 0..40).prop_map(|p| p.concat())
 }
 
+/// Markup that starts right at the depth limit: a prefix of `MAX_DEPTH - 3`
+/// to `MAX_DEPTH + 2` nested elements, so that the pieces after it meet the
+/// flattening (dropped start tags, their end tags, void elements and block
+/// rules inside dropped elements). The general strategy reaches the limit
+/// only by chance.
+fn markup_at_the_depth_limit() -> impl Strategy<Value = String> {
+    let outer = prop::sample::select(&["p", "li", "h1", "pre", "div", "td", "a", "b"][..]);
+    let filler = prop::sample::select(&["b", "span", "i", "div", "blockquote", "ul"][..]);
+    (outer, filler, (MAX_DEPTH - 3)..=(MAX_DEPTH + 2), markup()).prop_map(
+        |(outer, filler, n, rest)| {
+            format!("<{outer}>{}{rest}", format!("<{filler}>").repeat(n - 1))
+        },
+    )
+}
+
 proptest! {
     #![proptest_config(ProptestConfig { cases: common::cases(512), ..ProptestConfig::default() })]
 
     #[test]
     fn sanitising_is_idempotent_on_nested_and_misnested_markup(input in markup()) {
+        laws(&input)?;
+    }
+
+    #[test]
+    fn sanitising_is_idempotent_at_the_depth_limit(input in markup_at_the_depth_limit()) {
         laws(&input)?;
     }
 
@@ -184,6 +204,67 @@ fn deep_nesting_is_flattened_keeping_every_word() {
     let md = markdown_to_xhtml(&format!("{}deep\n", ">".repeat(20_000)));
     assert!(depth(&md) <= MAX_DEPTH);
     assert!(md.contains("deep"));
+}
+
+#[test]
+fn void_elements_beyond_the_depth_limit_take_the_tree_rules() {
+    // Found by the property test: with the stack full, the 100th `<b>` is
+    // dropped and the `<hr/>` after it was written inside the `p`; reading
+    // that output again (nothing dropped before the `hr` now) closed the
+    // `p` first, so the sanitiser was not its own fixpoint. The `hr` closes
+    // the `p` on the first pass too.
+    let bold = |n: usize| "<b>".repeat(n);
+    let closed = |n: usize| "</b>".repeat(n);
+    let kept = MAX_DEPTH - 1; // the `p` takes one level
+    let cases = [
+        (
+            format!("<p>{}<hr/>", bold(MAX_DEPTH)),
+            format!("<p>{}{}</p><hr/>", bold(kept), closed(kept)),
+        ),
+        // Text and end tags after it are outside the closed `p`.
+        (
+            format!("<p>{}<hr>after</b>x", bold(MAX_DEPTH)),
+            format!("<p>{}{}</p><hr/>afterx", bold(kept), closed(kept)),
+        ),
+        // Other dropped elements before the `hr`, text inside them.
+        (
+            format!("<p>{}<i>t<hr/>u</i>v", bold(kept)),
+            format!("<p>{}t{}</p><hr/>uv", bold(kept), closed(kept)),
+        ),
+        (
+            format!("<p>{}<div><hr/>y", bold(kept)),
+            format!("<p>{}{}</p><div><hr/>y</div>", bold(kept), closed(kept)),
+        ),
+        // In a list item the `li` stays open; the next `li` closes it.
+        (
+            format!("<li><p>{}<b><hr/><li>w", bold(MAX_DEPTH - 2)),
+            format!(
+                "<li><p>{}{}</p><hr/></li><li>w</li>",
+                bold(MAX_DEPTH - 2),
+                closed(MAX_DEPTH - 2)
+            ),
+        ),
+        // Without an open `p` nothing closes: the `hr` and `br` stay in
+        // the deepest kept element.
+        (
+            format!("<h1>{}<hr>h", bold(MAX_DEPTH)),
+            format!("<h1>{}<hr/>h{}</h1>", bold(kept), closed(kept)),
+        ),
+        (
+            format!("<p>{}</br>", bold(MAX_DEPTH)),
+            format!("<p>{}<br/>{}</p>", bold(kept), closed(kept)),
+        ),
+    ];
+    for (input, want) in cases {
+        assert_eq!(laws(&input).unwrap(), want, "{input}");
+    }
+    // In a table cell the `p` closes and the cell stays.
+    let spans = "<span>".repeat(MAX_DEPTH - 5);
+    let out = laws(&format!("<table><td><p>{spans}<b><hr>z")).unwrap();
+    assert!(
+        out.ends_with("</span></p><hr/>z</td></tr></tbody></table>"),
+        "{out}"
+    );
 }
 
 #[test]

@@ -15,7 +15,12 @@ pub fn apply_merge_patch(target: &mut Value, patch: &Value) {
 /// (`messages`, `truth.trust`, `truth.deleted`) is merged record by record
 /// — a known id is merge-patched in place, a new one appended — because a
 /// plain merge patch would replace the whole transcript with the two new
-/// messages (product §3's union by id, applied to a patch).
+/// messages (product §3's union by id, applied to a patch). A partial truth
+/// record (no string `title` or `content`: the `{id, refs}` a turn sends for
+/// the entries it used) for an entry the client no longer has is ignored:
+/// appended, it would be an invalid truth entry. The web client (`app.js`'s
+/// `applyStatePatch`) follows the same rule, held to it by the golden
+/// vectors.
 pub fn apply_state_patch(target: &mut Value, patch: &Value) {
     patch_value(target, patch, true);
 }
@@ -50,6 +55,7 @@ fn patch_value(target: &mut Value, patch: &Value, records_by_id: bool) {
                     let id = &record["id"];
                     match existing.iter_mut().find(|r| &r["id"] == id) {
                         Some(r) => apply_merge_patch(r, record),
+                        None if k == "trust" && !is_whole_truth_entry(record) => {}
                         None => existing.push(record.clone()),
                     }
                 }
@@ -61,6 +67,12 @@ fn patch_value(target: &mut Value, patch: &Value, records_by_id: bool) {
             ),
         }
     }
+}
+
+/// A truth record that can stand as an entry on its own.
+fn is_whole_truth_entry(record: &Value) -> bool {
+    record.get("title").is_some_and(Value::is_string)
+        && record.get("content").is_some_and(Value::is_string)
 }
 
 fn is_record_list(items: &[Value]) -> bool {
@@ -151,5 +163,28 @@ mod tests {
         let once = state.clone();
         apply_state_patch(&mut state, &patch);
         assert_eq!(state, once);
+    }
+
+    #[test]
+    fn refs_for_a_truth_entry_the_client_no_longer_has_are_ignored() {
+        let mut state = json!({"truth": {"trust": [{"id": "t_1", "title": "T", "content": "<p>T</p>", "refs": 1}]}});
+        let patch = json!({"truth": {"trust": [
+            {"id": "t_gone", "refs": 3},
+            {"id": "t_1", "refs": 2},
+            {"id": "t_new", "title": "N", "content": "<p>N</p>", "certainty": 0.5}
+        ]}});
+        apply_state_patch(&mut state, &patch);
+        let ids: Vec<&str> = state["truth"]["trust"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|t| t["id"].as_str().unwrap())
+            .collect();
+        assert_eq!(ids, ["t_1", "t_new"], "a refs-only record made no entry");
+        assert_eq!(state["truth"]["trust"][0]["refs"], 2);
+        // Other record lists append whatever they get.
+        let mut state = json!({"messages": []});
+        apply_state_patch(&mut state, &json!({"messages": [{"id": "m_1"}]}));
+        assert_eq!(state["messages"], json!([{"id": "m_1"}]));
     }
 }

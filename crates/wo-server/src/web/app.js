@@ -225,9 +225,53 @@ function nowStamp() {
   return new Date().toISOString().replace(/\.\d+Z$/, 'Z');
 }
 
-function stampMillis(ts) {
-  const ms = Date.parse(ts);
-  return Number.isNaN(ms) ? 0 : ms;
+const STAMP_PARTS = /^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)(?:\.(\d{1,9}))?Z$/;
+
+/** [Unix milliseconds of the whole second, nanoseconds as 9 digits], or null. */
+function stampKey(ts) {
+  const m = STAMP_PARTS.exec(String(ts ?? ''));
+  if (!m) return null;
+  const ms = Date.parse(m[1] + 'Z');
+  return Number.isNaN(ms) ? null : [ms, (m[2] || '').padEnd(9, '0')];
+}
+
+/**
+ * Timestamps ordered as wo-format's `Timestamp`: by instant (fractions of a
+ * second included, whatever their length), then by text; text alone where
+ * one does not parse.
+ */
+function compareStamps(a, b) {
+  const x = stampKey(a);
+  const y = stampKey(b);
+  if (x && y) {
+    if (x[0] !== y[0]) return x[0] < y[0] ? -1 : 1;
+    if (x[1] !== y[1]) return x[1] < y[1] ? -1 : 1;
+  }
+  return compareUtf8(String(a ?? ''), String(b ?? ''));
+}
+
+/** The first whole microsecond after `ts` (wo-format's `Timestamp::next_micro`). */
+function nextMicro(ts) {
+  const [ms, nanos] = stampKey(ts);
+  let seconds = ms / 1000;
+  let micros = Number(nanos.slice(0, 6)) + 1;
+  if (micros === 1_000_000) {
+    seconds += 1;
+    micros = 0;
+  }
+  const whole = new Date(seconds * 1000).toISOString().slice(0, 19);
+  return `${whole}.${String(micros).padStart(6, '0')}Z`;
+}
+
+const utf8 = new TextEncoder();
+/** Strings ordered by their UTF-8 bytes, as Rust orders `str` (UTF-16 order differs above U+FFFF). */
+function compareUtf8(a, b) {
+  if (a === b) return 0;
+  const x = utf8.encode(a);
+  const y = utf8.encode(b);
+  const n = Math.min(x.length, y.length);
+  for (let i = 0; i < n; i++) if (x[i] !== y[i]) return x[i] < y[i] ? -1 : 1;
+  return x.length < y.length ? -1 : x.length > y.length ? 1 : 0;
 }
 
 function formatTime(ts) {
@@ -244,11 +288,9 @@ function exportName(d = new Date()) {
   return `llm_${d.getFullYear()}.${p(d.getMonth() + 1)}.${p(d.getDate())}.${p(d.getHours())}${p(d.getMinutes())}.json`;
 }
 
-/** Messages sort by (timestamp, id). */
+/** Messages sort by (timestamp, id), as wo-format orders the transcript. */
 function compareMessages(a, b) {
-  const d = stampMillis(a.timestamp) - stampMillis(b.timestamp);
-  if (d) return d;
-  return a.id < b.id ? -1 : a.id > b.id ? 1 : 0;
+  return compareStamps(a.timestamp, b.timestamp) || compareUtf8(String(a.id ?? ''), String(b.id ?? ''));
 }
 
 /** SHA-256 of a UTF-8 string as hex; WebCrypto where available (secure contexts), else in JS. */
@@ -307,14 +349,64 @@ function sha256Fallback(bytes) {
   return Array.from(H, (x) => x.toString(16).padStart(8, '0')).join('');
 }
 
+// A start tag as well-formed XHTML writes it (quoted attribute values).
+const XML_START_TAG = /<[A-Za-z][^\s/>]*(?:\s+[^\s=/>]+(?:\s*=\s*(?:"[^"]*"|'[^']*'))?)*\s*\/?>/g;
+const asciiLower = (s) => s.replace(/[A-Z]/g, (c) => c.toLowerCase());
+
 /**
- * `t_` + first 16 hex of sha256(`title|timestamp|canonical_xhtml(content)`)
- * (crates/wo-format/src/ids.rs). `content` must already be canonical XHTML,
- * as userInputToXhtml writes it.
+ * wo-format's `canonical_xhtml`, what content ids hash: the fragment's
+ * tags re-serialised with names in lower case, attributes sorted, one
+ * escaping style, `br`/`hr` self-closed and every other element closed
+ * explicitly, comments dropped. Rust reads the tags with html5ever's
+ * tokenizer and builds no tree; here well-formed XHTML (what a valid
+ * llm.json holds) is read as XML, which sees the same tags — after
+ * newlines are normalised as both do and tabs and newlines inside attribute
+ * values are protected from XML's attribute normalisation. Anything else
+ * (HTML that is not XML) goes through the browser's HTML parser, which
+ * agrees on ordinary markup but builds a tree (it may close or move
+ * misnested elements where the tokenizer does not): such content is not
+ * valid in a state file, so only imports of invalid files can differ.
  */
-async function truthId(title, timestamp, content) {
-  return 't_' + (await sha256Hex(`${title}|${timestamp}|${content}`)).slice(0, 16);
+function canonicalXhtml(content) {
+  const s = String(content ?? '').replace(/\r\n?/g, '\n');
+  if (!/[<>&]/.test(s)) return escText(s);
+  if (!s.includes('<![CDATA[')) {
+    const src = s.replace(XML_START_TAG, (tag) => tag.replace(/"[^"]*"|'[^']*'/g,
+      (q) => q.replace(/\t/g, '&#9;').replace(/\n/g, '&#10;')));
+    const doc = new DOMParser().parseFromString(`<wo-root>${src}</wo-root>`, 'application/xml');
+    if (!doc.getElementsByTagName('parsererror').length) return canonicalNodes(doc.documentElement);
+  }
+  return canonicalNodes(parseFragment(s));
 }
+
+function canonicalNodes(parent) {
+  let out = '';
+  for (const n of parent.childNodes) {
+    if (n.nodeType === Node.TEXT_NODE) out += escText(n.data);
+    else if (n.nodeType === Node.ELEMENT_NODE) {
+      const tag = asciiLower(n.nodeName);
+      const attrs = Array.from(n.attributes, (a) => [asciiLower(a.name), a.value])
+        .sort((a, b) => compareUtf8(a[0], b[0]) || compareUtf8(a[1], b[1]));
+      out += '<' + tag + attrs.map(([k, v]) => ` ${k}="${escAttr(v)}"`).join('');
+      // A void element's end tag is dropped; what XML nests inside it follows it.
+      out += VOID_ELEMENTS.has(tag) ? '/>' + canonicalNodes(n) : '>' + canonicalNodes(n) + '</' + tag + '>';
+    }
+  }
+  return out;
+}
+
+/**
+ * `prefix` + first 16 hex of sha256(`who|timestamp|canonical_xhtml(content)`)
+ * (crates/wo-format/src/ids.rs). `hash` is for the tests, which hold the
+ * hand-written SHA-256 to the same vectors.
+ */
+async function contentId(prefix, who, timestamp, content, hash = sha256Hex) {
+  return prefix + (await hash(`${who}|${timestamp}|${canonicalXhtml(content)}`)).slice(0, 16);
+}
+/** `m_…` of a message: its username, timestamp and content. */
+const messageId = (username, timestamp, content, hash) => contentId('m_', username, timestamp, content, hash);
+/** `t_…` of a truth entry: its title, timestamp and content. */
+const truthId = (title, timestamp, content, hash) => contentId('t_', title, timestamp, content, hash);
 
 // ---------------------------------------------------------------- preferences
 
@@ -568,35 +660,45 @@ function isIdArray(v) {
 }
 
 /**
- * RFC 7396 merge patch, except that arrays of records with an `id`
- * (messages, truth.trust, truth.deleted) merge record by record by id.
+ * wo-wire's `apply_state_patch`: RFC 7396 merge patch, except that an array
+ * whose elements are all records with a string `id` (messages, truth.trust,
+ * truth.deleted) merges record by record: a known id is merge-patched in
+ * place (plain RFC 7396 inside it), a new one appended — but a partial truth
+ * record (no title or content, e.g. `{id, refs}`) for an entry this copy no
+ * longer has is ignored. Keys that would reach an object's prototype are
+ * skipped.
  */
 function applyStatePatch(target, patch) {
+  return patchValue(target, patch, true);
+}
+
+function isRecordList(v) {
+  return Array.isArray(v) && v.length > 0 && v.every((r) => isObject(r) && typeof r.id === 'string');
+}
+
+function patchValue(target, patch, recordsById) {
   if (!isObject(patch)) return clone(patch);
   const out = isObject(target) ? target : {};
   for (const [k, v] of Object.entries(patch)) {
     if (FORBIDDEN_KEYS.has(k)) continue;
     if (v === null) {
       delete out[k];
-    } else if (Array.isArray(v) && (ID_ARRAYS.has(k) || (v.length && isIdArray(v))) && isIdArray(v)) {
-      const list = Array.isArray(out[k]) ? out[k] : [];
-      const index = new Map(list.map((r, i) => [r && r.id, i]));
+    } else if (recordsById && isRecordList(v)) {
+      if (!Array.isArray(out[k])) out[k] = [];
+      const list = out[k];
+      const index = new Map();
+      list.forEach((r, i) => { if (isObject(r) && typeof r.id === 'string' && !index.has(r.id)) index.set(r.id, i); });
       for (const rec of v) {
         if (index.has(rec.id)) {
           const i = index.get(rec.id);
-          list[i] = applyStatePatch(isObject(list[i]) ? list[i] : {}, rec);
+          list[i] = patchValue(list[i], rec, false);
         } else if (k !== 'trust' || (typeof rec.title === 'string' && typeof rec.content === 'string')) {
-          // A new record is appended; a partial one (e.g. `{id, refs}`) for
-          // a truth entry this browser no longer has is ignored.
           index.set(rec.id, list.length);
-          list.push(applyStatePatch({}, rec));
+          list.push(clone(rec));
         }
       }
-      out[k] = list;
-    } else if (isObject(v)) {
-      out[k] = applyStatePatch(out[k], v);
     } else {
-      out[k] = clone(v);
+      out[k] = patchValue(out[k], v, recordsById);
     }
   }
   return out;
@@ -647,9 +749,7 @@ async function normalizeState(obj) {
   if (!Array.isArray(s.truth.trust)) s.truth.trust = [];
   if (s.truth.deleted != null && !Array.isArray(s.truth.deleted)) delete s.truth.deleted;
   for (const m of s.messages) {
-    if (typeof m.id !== 'string' || !m.id) {
-      m.id = 'm_' + (await sha256Hex(`${m.username ?? ''}|${m.timestamp}|${m.content}`)).slice(0, 16);
-    }
+    if (typeof m.id !== 'string' || !m.id) m.id = await messageId(String(m.username ?? ''), String(m.timestamp), String(m.content));
     if (typeof m.title !== 'string') m.title = '';
     if (typeof m.username !== 'string') m.username = '';
   }
@@ -661,65 +761,313 @@ async function normalizeState(obj) {
   return s;
 }
 
-const effectiveUpdate = (t) => t.updated || t.timestamp || '';
-const canonicalJson = (v) => JSON.stringify(sortKeys(v));
-function sortKeys(v) {
-  if (Array.isArray(v)) return v.map(sortKeys);
-  if (!isObject(v)) return v;
-  const out = {};
-  for (const k of Object.keys(v).sort()) out[k] = sortKeys(v[k]);
+// The canonical form of llm.json (wo-format's codec): keys in the model's
+// order, unknown keys after them sorted, optional fields left out when
+// absent, floats as serde_json writes them, two-space indentation.
+// `[key, kind]`; kind: 'f64' a float, a model name a nested record, '?' a
+// suffix for an optional field (anything else is written as it is).
+const MODEL = {
+  state: [['version'], ['schema'], ['date'], ['context'], ['messages', 'messages'], ['truth', 'truth']],
+  message: [['id'], ['title'], ['username'], ['timestamp'], ['content'], ['role', '?'], ['parent', '?'],
+    ['provider', '?'], ['model', '?'], ['usage', 'usage?'], ['sources', '?']],
+  usage: [['prompt_tokens', '?'], ['completion_tokens', '?']],
+  truth: [['trust', 'entries'], ['retrieval_prefs', 'prefs'], ['deleted', 'tombstones?']],
+  entry: [['id'], ['title'], ['timestamp'], ['certainty', 'f64'], ['content'], ['kind', '?'], ['status', '?'],
+    ['resolution', '?'], ['supersedes', '?'], ['tags', '?'], ['expires', '?'], ['refs', '?'], ['updated', '?'],
+    ['source', '?'], ['provenance', 'provenance?']],
+  provenance: [['messages'], ['by'], ['at'], ['exchange', '?']],
+  tombstone: [['id'], ['date']],
+  prefs: [['max_entries', '?'], ['min_certainty', 'f64?'], ['prefer_higher_certainty', '?'],
+    ['certainty_weight', 'f64?'], ['recency_weight', 'f64?']],
+};
+const LIST_OF = { messages: 'message', entries: 'entry', tombstones: 'tombstone' };
+const REQUIRED_DEFAULT = { version: 1, schema: '', date: '', context: '', id: '', title: '', username: '',
+  timestamp: '', content: '', certainty: 0, messages: [], by: '', at: '' };
+
+/** A float as serde_json (ryu) writes it: `1.0`, `0.1`, `1e-6`, `1e16`. */
+function f64Text(x) {
+  if (typeof x !== 'number') return JSON.stringify(x);
+  if (!Number.isFinite(x)) return 'null';
+  if (Object.is(x, -0)) return '-0.0';
+  const [mant, exp] = x.toExponential().split('e');
+  const neg = mant.startsWith('-');
+  const digits = mant.replace('-', '').replace('.', '');
+  const n = digits.length;
+  const kk = Number(exp) + 1; // where the decimal point goes after the digits' start
+  let out;
+  if (kk >= n && kk <= 16) out = digits + '0'.repeat(kk - n) + '.0';
+  else if (kk > 0 && kk <= 16) out = digits.slice(0, kk) + '.' + digits.slice(kk);
+  else if (kk > -5 && kk <= 0) out = '0.' + '0'.repeat(-kk) + digits;
+  else out = (n === 1 ? digits : digits[0] + '.' + digits.slice(1)) + 'e' + (kk - 1);
+  return (neg ? '-' : '') + out;
+}
+
+/** A JSON value of a field this client does not model: keys sorted (wo-format's `RawJson`). */
+function rawNode(v) {
+  if (Array.isArray(v)) return { items: v.map(rawNode) };
+  if (isObject(v)) return { entries: Object.keys(v).sort(compareUtf8).map((k) => [k, rawNode(v[k])]) };
+  return { text: JSON.stringify(v === undefined ? null : v) };
+}
+
+/** `v` as the model `kind` is serialised, as a tree of {text} | {items} | {entries}. */
+function modelNode(kind, v) {
+  if (LIST_OF[kind]) return { items: (Array.isArray(v) ? v : []).map((x) => modelNode(LIST_OF[kind], x)) };
+  if (kind === 'f64') return { text: f64Text(v) };
+  const fields = MODEL[kind];
+  if (!fields) return rawNode(v);
+  const obj = isObject(v) ? v : {};
+  const entries = [];
+  const known = new Set();
+  for (const [key, spec = ''] of fields) {
+    known.add(key);
+    const optional = spec.endsWith('?');
+    const sub = spec.replace('?', '');
+    let value = obj[key];
+    if (kind === 'truth' && key === 'deleted' && Array.isArray(value) && !value.length) value = undefined;
+    if (value === undefined || (optional && value === null)) {
+      if (optional) continue;
+      value = key === 'truth' || key === 'retrieval_prefs' ? {} : REQUIRED_DEFAULT[key] ?? null;
+      if (key === 'trust') value = [];
+    }
+    entries.push([key, sub ? modelNode(sub, value) : rawNode(value)]);
+  }
+  for (const k of Object.keys(obj).filter((k) => !known.has(k) && obj[k] !== undefined).sort(compareUtf8)) {
+    entries.push([k, rawNode(obj[k])]);
+  }
+  return { entries };
+}
+
+/** Writes a node compact (`indent` null) or pretty at `indent` spaces, as serde_json does. */
+function writeNode(node, indent = null) {
+  if (node.text !== undefined) return node.text;
+  const [open, close, parts] = node.items
+    ? ['[', ']', node.items.map((x) => writeNode(x, indent === null ? null : indent + 2))]
+    : ['{', '}', node.entries.map(([k, x]) => JSON.stringify(k) + (indent === null ? ':' : ': ')
+      + writeNode(x, indent === null ? null : indent + 2))];
+  if (!parts.length) return open + close;
+  if (indent === null) return open + parts.join(',') + close;
+  const pad = '\n' + ' '.repeat(indent + 2);
+  return open + pad + parts.join(',' + pad) + '\n' + ' '.repeat(indent) + close;
+}
+
+/** The canonical JSON text of one value of the model (compact), what merges compare. */
+const modelJson = (kind, v) => writeNode(modelNode(kind, v));
+
+/** The canonical bytes of a state (wo-format's `to_canonical_vec`), as an export writes them. */
+function canonicalStateText(state) {
+  const st = { ...state, messages: [...(state.messages || [])].sort(compareMessages) };
+  return writeNode(modelNode('state', st), 0) + '\n';
+}
+
+// ------------------------------------------------ merge (wo-format's merge)
+
+const effectiveUpdate = (t) => t.updated ?? t.timestamp ?? '';
+const modelKeys = (kind) => new Set(MODEL[kind].map(([k]) => k));
+const MESSAGE_KEYS = modelKeys('message');
+const ENTRY_KEYS = modelKeys('entry');
+const TOMBSTONE_KEYS = modelKeys('tombstone');
+const STATE_KEYS = modelKeys('state');
+
+/** Of two values of one field, the one with the larger canonical JSON (the first on a tie). */
+function larger(spec, a, b) {
+  const kind = spec.replace('?', '') || null;
+  const text = (v) => (kind ? modelJson(kind, v) : writeNode(rawNode(v)));
+  return compareUtf8(text(b), text(a)) > 0 ? b : a;
+}
+
+/** Unknown fields of two versions: the union of the keys, each the larger canonical text. */
+function joinExtra(a, b, known, out) {
+  for (const src of [a, b]) {
+    for (const [k, v] of Object.entries(src)) {
+      if (known.has(k) || FORBIDDEN_KEYS.has(k) || v === undefined) continue;
+      if (!Object.hasOwn(out, k) || compareUtf8(writeNode(rawNode(v)), writeNode(rawNode(out[k]))) > 0) out[k] = clone(v);
+    }
+  }
   return out;
 }
 
-/** product §3 union of `incoming` into `base` (messages and truth by id, tombstones). */
+/** Two versions of one message joined field by field (wo-format's `join_message`). */
+function joinMessage(a, b) {
+  if (modelJson('message', a) === modelJson('message', b)) return a;
+  const out = {};
+  for (const [key, spec = ''] of MODEL.message) {
+    const x = a[key] ?? undefined;
+    const y = b[key] ?? undefined;
+    if (x === undefined && y === undefined) continue;
+    out[key] = clone(x === undefined ? y : y === undefined ? x : larger(spec, x, y));
+  }
+  return joinExtra(a, b, MESSAGE_KEYS, out);
+}
+
+/** A truth entry's own fields (no unknown ones) as canonical JSON. */
+function entryCoreJson(e) {
+  const core = {};
+  for (const k of ENTRY_KEYS) if (e[k] !== undefined) core[k] = e[k];
+  return modelJson('entry', core);
+}
+
+/** Two versions of one truth entry: the later edit whole; copies of one edit unite unknown fields. */
+function joinTruth(a, b) {
+  const order = compareStamps(effectiveUpdate(a), effectiveUpdate(b)) || compareUtf8(entryCoreJson(a), entryCoreJson(b));
+  if (order > 0) return a;
+  if (order < 0) return b;
+  const out = {};
+  for (const k of ENTRY_KEYS) if (a[k] !== undefined) out[k] = clone(a[k]);
+  return joinExtra(a, b, ENTRY_KEYS, out);
+}
+
+/** Two tombstones of one id: the latest date, unknown fields united. */
+function joinTombstone(a, b) {
+  const out = { id: a.id, date: compareStamps(b.date, a.date) >= 0 ? b.date : a.date };
+  return joinExtra(a, b, TOMBSTONE_KEYS, out);
+}
+
+const sameModel = (kind, a, b) => modelJson(kind, a) === modelJson(kind, b);
+
+/** Joins ids repeated within one list into their first occurrence. */
+function collapse(list, join) {
+  const first = new Map();
+  const out = [];
+  for (const item of list) {
+    if (first.has(item.id)) {
+      const i = first.get(item.id);
+      out[i] = join(out[i], item);
+    } else {
+      first.set(item.id, out.length);
+      out.push(item);
+    }
+  }
+  return out;
+}
+
+/**
+ * product §3 merge of `incoming` into `base`, both normalised
+ * (normalizeState): wo-format's `merge_into` — messages united by id, two
+ * versions joined field by field; truth entries by id, the later edit winning;
+ * tombstones united, burying every version not edited after them; the later
+ * `date`; unknown top-level fields added where the base has none. Returns
+ * the counts for mergeSummary.
+ */
 function mergeStates(base, incoming) {
   const report = { messages_added: 0, messages_replaced: 0, truth_added: 0, truth_updated: 0, truth_deleted: 0, tombstones_added: 0 };
+  if (!isObject(base.truth)) base.truth = {};
+  base.messages = collapse(base.messages, joinMessage);
+  base.truth.trust = collapse(base.truth.trust || [], joinTruth);
+  const hadDeleted = Array.isArray(base.truth.deleted);
+  const deleted = collapse(hadDeleted ? base.truth.deleted : [], joinTombstone);
+
   const byId = new Map(base.messages.map((m, i) => [m.id, i]));
+  const replaced = new Set();
   for (const m of incoming.messages) {
-    if (!byId.has(m.id)) {
+    if (byId.has(m.id)) {
+      const i = byId.get(m.id);
+      const joined = joinMessage(base.messages[i], m);
+      if (!sameModel('message', joined, base.messages[i])) {
+        base.messages[i] = joined;
+        if (i < base.messages.length - report.messages_added) replaced.add(m.id);
+      }
+    } else {
       byId.set(m.id, base.messages.length);
       base.messages.push(clone(m));
       report.messages_added++;
-    } else {
-      const i = byId.get(m.id);
-      if (canonicalJson(m) > canonicalJson(base.messages[i])) {
-        base.messages[i] = clone(m);
-        report.messages_replaced++;
-      }
     }
   }
+  report.messages_replaced = replaced.size;
   base.messages.sort(compareMessages);
-  const tombs = new Map((base.truth.deleted || []).map((d) => [d.id, d]));
+
+  const tombs = new Map(deleted.map((d, i) => [d.id, i]));
   for (const d of (incoming.truth && incoming.truth.deleted) || []) {
     if (!isObject(d) || typeof d.id !== 'string') continue;
-    const have = tombs.get(d.id);
-    if (!have) report.tombstones_added++;
-    if (!have || String(d.date) > String(have.date)) tombs.set(d.id, clone(d));
-  }
-  const trust = new Map(base.truth.trust.map((t) => [t.id, t]));
-  for (const t of (incoming.truth && incoming.truth.trust) || []) {
-    const have = trust.get(t.id);
-    if (!have) {
-      trust.set(t.id, clone(t));
-      report.truth_added++;
+    if (tombs.has(d.id)) {
+      const i = tombs.get(d.id);
+      if (!sameModel('tombstone', deleted[i], d)) deleted[i] = joinTombstone(deleted[i], d);
     } else {
-      const a = effectiveUpdate(t);
-      const b = effectiveUpdate(have);
-      if (a > b || (a === b && canonicalJson(t) > canonicalJson(have))) {
-        trust.set(t.id, clone(t));
-        report.truth_updated++;
-      }
+      tombs.set(d.id, deleted.length);
+      deleted.push(clone(d));
+      report.tombstones_added++;
     }
   }
-  base.truth.trust = [];
-  for (const t of trust.values()) {
-    const d = tombs.get(t.id);
-    if (d && String(effectiveUpdate(t)) <= String(d.date)) report.truth_deleted++;
-    else base.truth.trust.push(t);
+  deleted.sort((a, b) => compareUtf8(a.id, b.id));
+  if (deleted.length || hadDeleted) base.truth.deleted = deleted;
+  const tombOf = new Map(deleted.map((d) => [d.id, d]));
+  const buried = (e) => tombOf.has(e.id) && compareStamps(effectiveUpdate(e), tombOf.get(e.id).date) <= 0;
+
+  const trust = base.truth.trust;
+  const baseLen = trust.length;
+  const index = new Map(trust.map((t, i) => [t.id, i]));
+  const added = new Set();
+  const updated = new Set();
+  for (const e of (incoming.truth && incoming.truth.trust) || []) {
+    if (index.has(e.id)) {
+      const i = index.get(e.id);
+      const joined = joinTruth(trust[i], e);
+      if (!sameModel('entry', joined, trust[i])) {
+        if (i < baseLen) updated.add(e.id);
+        trust[i] = joined === e ? clone(e) : joined;
+      }
+    } else if (!buried(e)) {
+      index.set(e.id, trust.length);
+      added.add(e.id);
+      trust.push(clone(e));
+    }
   }
-  if (tombs.size) base.truth.deleted = [...tombs.values()].sort((a, b) => (a.id < b.id ? -1 : 1));
-  if (String(incoming.date || '') > String(base.date || '')) base.date = incoming.date;
+  base.truth.trust = trust.filter((e) => {
+    if (!buried(e)) return true;
+    if (!added.has(e.id)) {
+      report.truth_deleted++;
+      updated.delete(e.id);
+    }
+    return false;
+  });
+  report.truth_added = added.size;
+  report.truth_updated = updated.size;
+  if (compareStamps(incoming.date, base.date) > 0) base.date = incoming.date;
+  for (const [k, v] of Object.entries(incoming)) {
+    if (!STATE_KEYS.has(k) && !FORBIDDEN_KEYS.has(k) && !Object.hasOwn(base, k)) base[k] = clone(v);
+  }
   return report;
+}
+
+// ------------------------------- truth edits and deletions (wo-format's State)
+
+/**
+ * Edits the truth entry `id` of `state` (`changes`: title, content as
+ * XHTML, certainty) and stamps `updated`: `now`, or a microsecond after the
+ * version edited when the clock is not past it, so the edit always wins a
+ * merge against it. Returns the entry, or null when there is none.
+ */
+function editTruthIn(state, id, changes, now) {
+  const e = state.truth.trust.find((t) => t.id === id);
+  if (!e) return null;
+  if ('title' in changes) e.title = String(changes.title);
+  if ('content' in changes) e.content = String(changes.content);
+  if ('certainty' in changes) e.certainty = Math.min(1, Math.max(0, Number(changes.certainty)));
+  let edited = effectiveUpdate(e);
+  if (compareStamps(e.timestamp, edited) > 0) edited = e.timestamp;
+  e.updated = compareStamps(now, edited) > 0 ? now : nextMicro(edited);
+  return e;
+}
+
+/**
+ * Removes the truth entry `id` and leaves a tombstone that buries it: dated
+ * `now`, or the entry's last edit when the clock is behind it; an older
+ * tombstone of the id is moved forward. Returns the removed entry or null.
+ */
+function deleteTruthIn(state, id, now) {
+  const t = state.truth;
+  const pos = t.trust.findIndex((e) => e.id === id);
+  if (pos < 0) return null;
+  const [removed] = t.trust.splice(pos, 1);
+  const date = compareStamps(effectiveUpdate(removed), now) > 0 ? effectiveUpdate(removed) : now;
+  if (!Array.isArray(t.deleted)) t.deleted = [];
+  const have = t.deleted.find((d) => d.id === id);
+  if (have) {
+    if (compareStamps(date, have.date) > 0) have.date = date;
+  } else {
+    t.deleted.push({ id, date });
+    t.deleted.sort((a, b) => compareUtf8(a.id, b.id));
+  }
+  return removed;
 }
 
 function mergeSummary(r) {
@@ -943,21 +1291,17 @@ const stateless = {
     await stateless.save();
   },
   async editTruth(id, changes) {
-    const e = app.state.truth.trust.find((t) => t.id === id);
-    if (!e) throw new ApiError(404, 'not_found', 'That truth entry no longer exists.');
-    if ('title' in changes) e.title = String(changes.title).trim();
-    if ('content' in changes) e.content = userInputToXhtml(changes.content);
-    if ('certainty' in changes) e.certainty = changes.certainty;
-    e.updated = nowStamp();
+    const edit = {};
+    if ('title' in changes) edit.title = String(changes.title).trim();
+    if ('content' in changes) edit.content = userInputToXhtml(changes.content);
+    if ('certainty' in changes) edit.certainty = changes.certainty;
+    if (!editTruthIn(app.state, id, edit, nowStamp())) {
+      throw new ApiError(404, 'not_found', 'That truth entry no longer exists.');
+    }
     await stateless.save();
   },
   async deleteTruth(id) {
-    const t = app.state.truth;
-    t.trust = t.trust.filter((e) => e.id !== id);
-    const deleted = (t.deleted || []).filter((d) => d.id !== id);
-    deleted.push({ id, date: nowStamp() });
-    deleted.sort((a, b) => (a.id < b.id ? -1 : a.id > b.id ? 1 : 0));
-    t.deleted = deleted;
+    deleteTruthIn(app.state, id, nowStamp());
     await stateless.save();
   },
   async saveContext(text) {
@@ -1012,7 +1356,9 @@ const stateless = {
     return { messages: top(messages), truth: top(truth), chunks: [] };
   },
   async exportFile() {
-    const text = JSON.stringify(app.state, null, 2) + '\n';
+    // The bytes `wo` writes for the same state, so an export diffs and
+    // merges cleanly against the CLI's.
+    const text = canonicalStateText(app.state);
     const url = URL.createObjectURL(new Blob([text], { type: 'application/json' }));
     const a = h('a', { href: url, download: exportName() });
     document.body.append(a);
@@ -2047,3 +2393,12 @@ async function start() {
 
 if (document.readyState === 'loading') document.addEventListener('DOMContentLoaded', start);
 else start();
+
+// For the browser suite (tests/browser/run.mjs), which imports this module
+// again (the same instance: nothing above runs twice) and holds these to
+// the Rust golden vectors. Exports are not globals: nothing leaks into the
+// page.
+export {
+  applyStatePatch, canonicalStateText, canonicalXhtml, deleteTruthIn, editTruthIn, mergeStates,
+  messageId, normalizeState, sha256Fallback, sha256Hex, textToXhtml, truthId,
+};

@@ -1,0 +1,410 @@
+//! Golden vectors for the web client (`crates/wo-server/src/web/app.js`),
+//! which computes ids, merges, state patches, truth edits and tombstones and
+//! exports in JavaScript until the wasm build replaces it: inputs and what
+//! wo-format and this crate make of them, written to
+//! `tests/browser/golden.json`; the browser suite (`tests/browser/run.mjs`,
+//! scenario "stateless: app.js agrees with the Rust golden vectors") runs
+//! every vector through app.js. It lives here, not in wo-format, because the
+//! patch rule is this crate's ([`wo_wire::apply_state_patch`]). The test
+//! fails when the checked-in file no longer matches; regenerate it with
+//! `WO_BLESS=1 cargo test -p wo-wire --test browser_golden` and review the
+//! diff.
+
+use std::path::PathBuf;
+
+use serde_json::{Value, json};
+use wo_format::merge::merge_into;
+use wo_format::{Timestamp, TruthEdit, ids, parse, to_canonical_vec};
+
+fn golden_path() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../tests/browser/golden.json")
+}
+
+/// Id inputs chosen for a hand-written SHA-256: empty fields, non-ASCII
+/// text, and hashed inputs of 55, 56, 63, 64 and 119 bytes (the padding
+/// edges of one and two 64-byte blocks).
+fn id_vectors() -> Vec<Value> {
+    let ts = "2026-01-01T00:00:00Z";
+    let mut out = Vec::new();
+    let mut push = |kind: &str, a: &str, t: &str, content: &str| {
+        let id = match kind {
+            "message" => ids::message_id(a, t, content),
+            _ => ids::truth_id(a, t, content),
+        };
+        let first = if kind == "message" {
+            "username"
+        } else {
+            "title"
+        };
+        out.push(json!({"kind": kind, first: a, "timestamp": t, "content": content, "id": id}));
+    };
+    push("message", "", ts, "");
+    push("message", "alec", ts, "<p>hello</p>");
+    push("message", "zoë", ts, "<p>naïve — 日本語 🙂</p>");
+    push("truth", "a fact", ts, "<p>a fact</p>");
+    push(
+        "truth",
+        "ünïcode",
+        "2026-01-01T00:00:00.123456Z",
+        "<p>\"quoted\" \\ back</p>",
+    );
+    // `username|timestamp|content` is hashed: 1 + 20 + 1 = 22 bytes of
+    // separators and time, so content of n - 22 bytes (username "")
+    // gives an input of n bytes.
+    for n in [55usize, 56, 63, 64, 119, 120, 128] {
+        push("message", "", ts, &"x".repeat(n - 22));
+    }
+    // Content is hashed in canonical form: equivalent spellings of valid
+    // XHTML (quotes, attribute order, references, self-closing, entities
+    // for characters that need none, whitespace in attributes) give the id
+    // of the canonical spelling.
+    for content in [
+        "<p title='t' class=\"c\">a &#38; b &gt; c &quot;d&quot; &apos;e&apos;</p>",
+        "<p>line<br></br>next<br/><br /></p><hr/><p/>",
+        "<a href=\"https://x.org/?a=1&amp;b=2\" title=\"say &quot;hi&quot;\">l</a>",
+        "<p data-k=\"tab\there\nline\">x</p>",
+        "<p>cr\r\nlf\rcr</p>",
+        "<!-- a comment --><p>after</p>",
+        "plain text & more < less",
+        "<p>&#x1F642; &#233;</p>",
+    ] {
+        push("truth", "canonical", ts, content);
+    }
+    out
+}
+
+fn state(text: &str) -> wo_format::State {
+    parse(text.as_bytes()).unwrap_or_else(|e| panic!("golden input does not parse: {e}\n{text}"))
+}
+
+fn canonical(s: &wo_format::State) -> String {
+    String::from_utf8(to_canonical_vec(s)).unwrap()
+}
+
+/// Merge cases: (name, base, incoming); the expected output is this crate's
+/// canonical bytes of the merge.
+fn merge_vectors() -> Vec<Value> {
+    let head = r#""version":1,"schema":"wikioracle.llm_state","date":"2026-01-01T00:00:00Z""#;
+    let cases = [
+        (
+            "disjoint messages are united and sorted",
+            format!(
+                r#"{{{head},"messages":[{{"title":"b","username":"u","timestamp":"2026-01-02T00:00:00Z","content":"<p>b</p>"}}]}}"#
+            ),
+            format!(
+                r#"{{{head},"messages":[{{"title":"a","username":"u","timestamp":"2026-01-01T00:00:00Z","content":"<p>a</p>"}}]}}"#
+            ),
+        ),
+        (
+            "two versions of one message join field by field",
+            format!(
+                r#"{{{head},"messages":[{{"id":"m_1","title":"a","username":"u","timestamp":"2026-01-01T00:00:00Z","content":"<p>a</p>","model":"x"}}]}}"#
+            ),
+            format!(
+                r#"{{{head},"messages":[{{"id":"m_1","title":"b","username":"u","timestamp":"2026-01-01T00:00:00Z","content":"<p>a</p>","provider":"p"}}]}}"#
+            ),
+        ),
+        (
+            "a later truth edit wins",
+            format!(
+                r#"{{{head},"messages":[],"truth":{{"trust":[{{"id":"t_1","title":"old","timestamp":"2026-01-01T00:00:00Z","certainty":0.5,"content":"<p>old</p>"}}]}}}}"#
+            ),
+            format!(
+                r#"{{{head},"messages":[],"truth":{{"trust":[{{"id":"t_1","title":"new","timestamp":"2026-01-01T00:00:00Z","updated":"2026-02-01T00:00:00Z","certainty":0.9,"content":"<p>new</p>"}}]}}}}"#
+            ),
+        ),
+        (
+            "a tombstone buries a version not edited after it",
+            format!(
+                r#"{{{head},"messages":[],"truth":{{"trust":[{{"id":"t_1","title":"t","timestamp":"2026-01-01T00:00:00Z","certainty":0.5,"content":"<p>t</p>"}}]}}}}"#
+            ),
+            format!(
+                r#"{{{head},"messages":[],"truth":{{"deleted":[{{"id":"t_1","date":"2026-01-05T00:00:00Z"}}]}}}}"#
+            ),
+        ),
+        (
+            "a message's fields join: the larger canonical JSON of each",
+            format!(
+                r#"{{{head},"messages":[{{"id":"m_1","title":"zeta","username":"u","timestamp":"2026-01-01T00:00:00Z","content":"<p>a</p>","sources":["t_b"],"usage":{{"prompt_tokens":5}},"x_k":{{"b":1,"a":2}}}}]}}"#
+            ),
+            format!(
+                r#"{{{head},"messages":[{{"id":"m_1","title":"alpha","username":"u","timestamp":"2026-01-01T00:00:00Z","content":"<p>a</p>","sources":["t_a","t_c"],"usage":{{"completion_tokens":9}},"x_k":"s","x_new":[1]}}]}}"#
+            ),
+        ),
+        (
+            "a joined message with another timestamp moves; equal times sort by id",
+            format!(
+                r#"{{{head},"messages":[{{"id":"m_2","title":"t","username":"u","timestamp":"2026-01-01T00:00:00Z","content":"<p>x</p>"}},{{"id":"m_1","title":"t","username":"u","timestamp":"2026-01-01T00:00:00.5Z","content":"<p>y</p>"}}]}}"#
+            ),
+            format!(
+                r#"{{{head},"messages":[{{"id":"m_2","title":"t","username":"u","timestamp":"2026-01-03T00:00:00Z","content":"<p>x</p>"}},{{"id":"m_0","title":"t","username":"u","timestamp":"2026-01-01T00:00:00.5Z","content":"<p>z</p>"}}]}}"#
+            ),
+        ),
+        (
+            "truth edits of one instant tie-break on the entry's JSON; copies of one edit unite extensions",
+            format!(
+                r#"{{{head},"messages":[],"truth":{{"trust":[{{"id":"t_1","title":"a","timestamp":"2026-01-01T00:00:00Z","updated":"2026-01-02T00:00:00Z","certainty":0.25,"content":"<p>a</p>"}},{{"id":"t_2","title":"s","timestamp":"2026-01-01T00:00:00Z","certainty":0.5,"content":"<p>s</p>","x_a":1}}]}}}}"#
+            ),
+            format!(
+                r#"{{{head},"messages":[],"truth":{{"trust":[{{"id":"t_1","title":"b","timestamp":"2026-01-01T00:00:00Z","updated":"2026-01-02T00:00:00.000Z","certainty":0.25,"content":"<p>b</p>"}},{{"id":"t_2","title":"s","timestamp":"2026-01-01T00:00:00Z","certainty":0.5,"content":"<p>s</p>","x_b":[true]}}]}}}}"#
+            ),
+        ),
+        (
+            "fractional seconds order by instant, not by text",
+            format!(
+                r#"{{{head},"messages":[],"truth":{{"trust":[{{"id":"t_1","title":"old","timestamp":"2026-01-01T00:00:00Z","updated":"2026-01-05T00:00:00.5Z","certainty":0.5,"content":"<p>x</p>"}}]}}}}"#
+            ),
+            r#"{"version":1,"schema":"wikioracle.llm_state","date":"2026-01-01T00:00:00.5Z","messages":[],"truth":{"trust":[{"id":"t_1","title":"new","timestamp":"2026-01-01T00:00:00Z","updated":"2026-01-05T00:00:00Z","certainty":0.5,"content":"<p>x</p>"}],"deleted":[{"id":"t_9","date":"2026-01-01T00:00:00.25Z"}]}}"#
+            .to_owned(),
+        ),
+        (
+            "tombstones keep the latest date and unite extensions; the base keeps its context and prefs",
+            format!(
+                r#"{{{head},"context":"<p>mine</p>","messages":[],"truth":{{"trust":[],"retrieval_prefs":{{"max_entries":3}},"deleted":[{{"id":"t_2","date":"2026-01-09T00:00:00Z","x_a":1}},{{"id":"t_1","date":"2026-01-01T00:00:00Z"}}]}},"x_top":"base"}}"#
+            ),
+            r#"{"version":1,"schema":"wikioracle.llm_state","date":"2026-02-01T00:00:00Z","context":"<p>theirs</p>","messages":[],"truth":{"trust":[],"retrieval_prefs":{"max_entries":9},"deleted":[{"id":"t_1","date":"2026-01-03T00:00:00Z","x_b":2},{"id":"t_2","date":"2026-01-02T00:00:00Z"}]},"x_top":"incoming","x_other":true}"#
+            .to_owned(),
+        ),
+        (
+            "an edit after the deletion survives it",
+            format!(
+                r#"{{{head},"messages":[],"truth":{{"trust":[{{"id":"t_1","title":"t","timestamp":"2026-01-01T00:00:00Z","updated":"2026-01-09T00:00:00Z","certainty":0.5,"content":"<p>t</p>"}}]}}}}"#
+            ),
+            format!(
+                r#"{{{head},"messages":[],"truth":{{"deleted":[{{"id":"t_1","date":"2026-01-05T00:00:00Z"}}]}}}}"#
+            ),
+        ),
+    ];
+    cases
+        .iter()
+        .map(|(name, base, incoming)| {
+            let mut merged = state(base);
+            merge_into(&mut merged, &state(incoming));
+            json!({
+                "name": name,
+                "base": serde_json::from_str::<Value>(base).unwrap(),
+                "incoming": serde_json::from_str::<Value>(incoming).unwrap(),
+                "merged": canonical(&merged),
+            })
+        })
+        .collect()
+}
+
+/// Export cases: a state as some tool wrote it and its canonical bytes
+/// (what an export must be).
+fn export_vectors() -> Vec<Value> {
+    let inputs = [
+        // Ids derived from canonical XHTML, messages sorted by instant then
+        // id, numbers as serde_json writes them, every optional field in
+        // model order, unknown fields sorted, strings escaped alike.
+        r#"{"version":1,"schema":"wikioracle.llm_state","date":"2026-01-03T00:00:00Z","messages":[{"username":"u","timestamp":"2026-01-01T00:00:01Z","content":"<p title='b' class='a'>x<br></p>","title":"t"},{"id":"m_b","username":"u","timestamp":"2026-01-01T00:00:00.5Z","content":"<p>b</p>","title":"b","x_z":{"b":[1,{"d":null,"c":"\u0001\"\\/"}],"a":-2},"sources":["t_1"],"usage":{"completion_tokens":3,"prompt_tokens":2},"model":"m","provider":"p","parent":"m_a","role":"assistant"},{"id":"m_a","username":"u","timestamp":"2026-01-01T00:00:00.5Z","content":"<p>a\tb</p>","title":"a \u2028 line\u00e9"}],"truth":{"retrieval_prefs":{"recency_weight":0.3,"certainty_weight":0.7,"prefer_higher_certainty":true,"min_certainty":0,"max_entries":8,"x_p":1},"trust":[{"title":"e","timestamp":"2026-01-01T00:00:00Z","certainty":0.1,"content":"<p>e</p>","provenance":{"exchange":"m_b","at":"2026-01-01T00:00:00Z","by":"interpreter","messages":["m_a"]},"source":"s","updated":"2026-01-02T00:00:00Z","refs":4,"expires":"2027-01-01T00:00:00Z","tags":["x","y"],"supersedes":"t_0","resolution":"r","status":"open","kind":"effort"},{"id":"t_z","title":"small","timestamp":"2026-01-01T00:00:00Z","certainty":0.000001,"content":"","expires":false}],"deleted":[{"id":"t_q","date":"2026-01-01T00:00:00Z"}],"x_t":"t"},"context":""}"#,
+        r#"{"messages":[{"username":"u","content":"<p>2</p>","title":"two","timestamp":"2026-01-02T00:00:00Z","x_b":1,"x_a":[true,null]},{"title":"one","username":"u","timestamp":"2026-01-01T00:00:00Z","content":"<p>1 — é</p>"}],"schema":"wikioracle.llm_state","version":1,"date":"2026-01-03T00:00:00Z","x_top":{"z":1,"a":"s"},"context":"<p>ctx</p>","truth":{"trust":[{"title":"f","timestamp":"2026-01-01T00:00:00Z","certainty":1,"content":"<p>f</p>"}]}}"#,
+    ];
+    inputs
+        .iter()
+        .map(|text| {
+            json!({
+                "input": text,
+                "canonical": canonical(&state(text)),
+            })
+        })
+        .collect()
+}
+
+/// State patches of a stateless turn (`done`) and of the memory step,
+/// applied by [`wo_wire::apply_state_patch`]: messages appended by id, truth
+/// `refs` merged into known entries, members deleted by `null`, other
+/// arrays replaced.
+fn patch_vectors() -> Vec<Value> {
+    let target = json!({
+        "version": 1,
+        "schema": "wikioracle.llm_state",
+        "date": "2026-01-01T00:00:00Z",
+        "context": "<p>c</p>",
+        "messages": [{"id": "m_1", "title": "a", "username": "u", "timestamp": "2026-01-01T00:00:00Z", "content": "<p>a</p>"}],
+        "truth": {"trust": [{"id": "t_1", "title": "T", "timestamp": "2026-01-01T00:00:00Z", "certainty": 0.5, "content": "<p>T</p>", "refs": 1, "tags": ["a"]}], "retrieval_prefs": {"max_entries": 8}},
+        "x_list": [1, 2]
+    });
+    let patches = [
+        (
+            "a turn appends its two messages and counts refs",
+            json!({
+                "date": "2026-01-02T00:00:00Z",
+                "messages": [
+                    {"id": "m_2", "title": "q", "username": "u", "timestamp": "2026-01-02T00:00:00Z", "content": "<p>q</p>", "parent": "m_1"},
+                    {"id": "m_3", "title": "r", "username": "smollm2", "timestamp": "2026-01-02T00:00:01Z", "content": "<p>r</p>", "parent": "m_2", "role": "assistant", "sources": ["t_1"]}
+                ],
+                "truth": {"trust": [{"id": "t_1", "refs": 2}]}
+            }),
+        ),
+        (
+            "a known record is merge-patched: null deletes a member, arrays inside it are replaced",
+            json!({
+                "messages": [{"id": "m_1", "title": "a2", "parent": null}],
+                "truth": {"trust": [{"id": "t_1", "tags": ["b"], "refs": null, "certainty": 0.75}]}
+            }),
+        ),
+        (
+            "the memory step sends whole entries; a new one is appended",
+            json!({
+                "date": "2026-01-03T00:00:00Z",
+                "truth": {"trust": [
+                    {"id": "t_2", "title": "N", "timestamp": "2026-01-03T00:00:00Z", "certainty": 0.8, "content": "<p>N</p>", "kind": "fact", "provenance": {"messages": ["m_1"], "by": "interpreter", "at": "2026-01-03T00:00:00Z"}}
+                ]}
+            }),
+        ),
+        (
+            "refs for an entry the client no longer has make no entry",
+            json!({"truth": {"trust": [{"id": "t_gone", "refs": 5}, {"id": "t_1", "refs": 3}]}}),
+        ),
+        (
+            "an empty list replaces, as RFC 7396 says",
+            json!({"messages": []}),
+        ),
+        (
+            "RFC 7396 elsewhere: objects merge, null deletes, other arrays and scalars replace",
+            json!({"context": null, "x_list": [3], "x_new": {"a": {"b": 1, "c": null}}, "truth": {"retrieval_prefs": {"max_entries": null, "min_certainty": 0.5}}}),
+        ),
+    ];
+    patches
+        .into_iter()
+        .map(|(name, patch)| {
+            let mut patched = target.clone();
+            wo_wire::apply_state_patch(&mut patched, &patch);
+            json!({"name": name, "target": target, "patch": patch, "patched": patched})
+        })
+        .collect()
+}
+
+/// Truth edits and deletions in the browser's own state (stateless mode):
+/// `State::edit_truth` stamps `updated` strictly after the version edited,
+/// `State::delete_truth` leaves a tombstone that buries the version removed
+/// (its date never before that version's `updated`) and moves an older
+/// tombstone of the same id forward. Each case: the state, the operation
+/// with the clock's `now`, and the canonical state after it.
+fn truth_op_vectors() -> Vec<Value> {
+    let head = r#""version":1,"schema":"wikioracle.llm_state","date":"2026-01-01T00:00:00Z","messages":[]"#;
+    let entry = |updated: &str| {
+        format!(
+            r#"{{"id":"t_1","title":"T","timestamp":"2026-01-01T00:00:00Z",{updated}"certainty":0.5,"content":"<p>T</p>"}}"#
+        )
+    };
+    let plain = entry("");
+    let edited = entry(r#""updated":"2026-03-01T00:00:00Z","#);
+    let cases: Vec<(&str, String, Value)> = vec![
+        (
+            "delete: the tombstone is dated now",
+            format!(r#"{{{head},"truth":{{"trust":[{plain}]}}}}"#),
+            json!({"op": "delete", "id": "t_1", "now": "2026-02-01T00:00:00Z"}),
+        ),
+        (
+            "delete with the clock behind the last edit: dated at the edit",
+            format!(r#"{{{head},"truth":{{"trust":[{edited}]}}}}"#),
+            json!({"op": "delete", "id": "t_1", "now": "2026-02-01T00:00:00Z"}),
+        ),
+        (
+            "delete moves an older tombstone of the id forward, keeps its extensions, sorts by id",
+            format!(
+                r#"{{{head},"truth":{{"trust":[{plain}],"deleted":[{{"id":"t_2","date":"2026-01-01T00:00:00Z"}},{{"id":"t_1","date":"2025-01-01T00:00:00Z","x":1}}]}}}}"#
+            ),
+            json!({"op": "delete", "id": "t_1", "now": "2026-02-01T00:00:00Z"}),
+        ),
+        (
+            "delete keeps a later tombstone of the id as it is",
+            format!(
+                r#"{{{head},"truth":{{"trust":[{plain}],"deleted":[{{"id":"t_1","date":"2027-01-01T00:00:00Z"}}]}}}}"#
+            ),
+            json!({"op": "delete", "id": "t_1", "now": "2026-02-01T00:00:00Z"}),
+        ),
+        (
+            "delete of an unknown id changes nothing",
+            format!(r#"{{{head},"truth":{{"trust":[{plain}]}}}}"#),
+            json!({"op": "delete", "id": "t_x", "now": "2026-02-01T00:00:00Z"}),
+        ),
+        (
+            "edit: updated is now, certainty clamped",
+            format!(r#"{{{head},"truth":{{"trust":[{plain}]}}}}"#),
+            json!({"op": "edit", "id": "t_1", "now": "2026-02-01T00:00:00Z", "title": "T2", "content": "<p>new</p>", "certainty": 1.5}),
+        ),
+        (
+            "edit with the clock behind the last edit: a microsecond after it",
+            format!(r#"{{{head},"truth":{{"trust":[{edited}]}}}}"#),
+            json!({"op": "edit", "id": "t_1", "now": "2026-02-01T00:00:00Z", "certainty": -1}),
+        ),
+        (
+            "edit with the clock at the last edit: a microsecond after it",
+            format!(r#"{{{head},"truth":{{"trust":[{edited}]}}}}"#),
+            json!({"op": "edit", "id": "t_1", "now": "2026-03-01T00:00:00Z", "title": "same"}),
+        ),
+    ];
+    cases
+        .into_iter()
+        .map(|(name, before, op)| {
+            let mut st = state(&before);
+            let now = Timestamp::parse(op["now"].as_str().unwrap()).unwrap();
+            let id = op["id"].as_str().unwrap();
+            if op["op"] == "delete" {
+                st.delete_truth(id, now);
+            } else {
+                let edit = TruthEdit {
+                    title: op["title"].as_str().map(str::to_owned),
+                    content: op["content"].as_str().map(str::to_owned),
+                    certainty: op["certainty"].as_f64(),
+                };
+                st.edit_truth(id, edit, now);
+            }
+            json!({
+                "name": name,
+                "state": serde_json::from_str::<Value>(&before).unwrap(),
+                "op": op,
+                "after": canonical(&st),
+            })
+        })
+        .collect()
+}
+
+/// Plain text as the web client and Rust turn it into XHTML (app.js's
+/// `textToXhtml`): line ends, blank paragraphs, escapes, control characters.
+fn text_to_xhtml_vectors() -> Vec<Value> {
+    [
+        "",
+        " \n\n ",
+        "hello",
+        "a < b & \"c\" > d\ne",
+        "para one\n\npara two",
+        "\n\nlead\n\n\n\nnext\n",
+        "x\r\ny\rz",
+        "bell\u{7}!",
+        "naïve — 日本語 🙂",
+    ]
+    .into_iter()
+    .map(|text| json!({"text": text, "xhtml": wo_format::xhtml::text_to_xhtml(text)}))
+    .collect()
+}
+
+#[test]
+fn browser_golden_vectors_are_current() {
+    let doc = json!({
+        "about": "Generated by crates/wo-wire/tests/browser_golden.rs; do not edit. Regenerate: WO_BLESS=1 cargo test -p wo-wire --test browser_golden",
+        "ids": id_vectors(),
+        "merges": merge_vectors(),
+        "exports": export_vectors(),
+        "patches": patch_vectors(),
+        "truth_ops": truth_op_vectors(),
+        "text_to_xhtml": text_to_xhtml_vectors(),
+    });
+    let text = serde_json::to_string_pretty(&doc).unwrap() + "\n";
+    let path = golden_path();
+    if std::env::var_os("WO_BLESS").is_some() {
+        std::fs::write(&path, &text).unwrap();
+        return;
+    }
+    let on_disk = std::fs::read_to_string(&path).unwrap_or_default();
+    assert!(
+        on_disk == text,
+        "{} is stale (or missing): the web client's golden vectors no longer match \
+         wo-format and wo-wire. Regenerate with `WO_BLESS=1 cargo test -p wo-wire --test browser_golden` \
+         and review the diff.",
+        path.display()
+    );
+}
