@@ -245,6 +245,9 @@ pub struct TurnOutcome {
     pub model: String,
     /// What the memory step did, when the turn had one.
     pub memory: Option<Remembered>,
+    /// True in the `Done` event when a memory step follows it (a
+    /// `Remembered` event will come): a face can say "remembering…".
+    pub memory_follows: bool,
 }
 
 /// Why a turn failed. Nothing was appended in any case.
@@ -707,6 +710,7 @@ pub fn run_turn<'a>(
         let mut result = turn_steps(&mut state, provider, req, cancel, &mut sink).await;
         match &mut result {
             Ok(outcome) => {
+                outcome.memory_follows = memory.is_some();
                 sink.event(TurnEvent::Done(outcome));
                 if let Some(step) = memory {
                     let remembered = remember_step(&mut state, step, outcome).await;
@@ -808,5 +812,6 @@ async fn turn_steps(
         sources: assembled.sources,
         model,
         memory: None,
+        memory_follows: false,
     })
 }

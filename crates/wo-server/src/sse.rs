@@ -135,6 +135,7 @@ pub fn done_event(outcome: &wo_engine::chat::TurnOutcome, provider: String) -> S
         }),
         provider: Some(provider),
         model: Some(outcome.model.clone()),
+        memory_follows: outcome.memory_follows,
         ..Default::default()
     })
 }

@@ -54,6 +54,7 @@ async fn a_turn_streams_and_lands_in_the_file() {
         .collect();
     assert_eq!(text, "Paris is the capital.");
     let d = done(&evs);
+    assert!(d.get("memory_follows").is_none(), "no memory step: {d}");
     let state = s.state_json();
     let msgs = state["messages"].as_array().unwrap();
     assert_eq!(msgs.len(), 2);
@@ -832,6 +833,10 @@ async fn a_served_turn_is_remembered_after_done_and_can_be_undone() {
     // The answer is complete before the interpreter runs.
     let at = |name| names.iter().position(|n| *n == name).unwrap();
     assert!(at("done") < at("memory"), "{names:?}");
+    assert_eq!(
+        d["memory_follows"], true,
+        "done says a memory event follows"
+    );
     assert_eq!(m["exchange"], d["assistant_message_id"]);
     let created = m["record"]["created"].as_array().unwrap().clone();
     assert_eq!(created.len(), 1, "{m}");
@@ -889,6 +894,7 @@ async fn hostile_interpreter_output_is_a_note_and_changes_nothing() {
     let evs = chat(&s, json!({"message": "What is the capital of France?"})).await;
     let m = memory_event(&evs);
     assert!(m["record"].is_null(), "{m}");
+    assert_eq!(done(&evs)["memory_follows"], true);
     assert!(m["note"].as_str().unwrap().contains("rejected"), "{m}");
     // The call was retried once: chat + two interpreter calls.
     assert_eq!(s.upstream.requests.load(Ordering::SeqCst), 3);

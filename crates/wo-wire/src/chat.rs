@@ -254,6 +254,10 @@ pub struct DoneEvent {
     /// Model that answered.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub model: Option<String>,
+    /// A `memory` event follows on this stream (the interpreter runs on the
+    /// exchange now); absent when none will.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub memory_follows: bool,
     /// Other fields, kept as-is.
     #[serde(flatten)]
     pub extra: Map<String, Value>,

@@ -1637,6 +1637,7 @@ async function applyMemory(m) {
   if (typeof m.note === 'string') app.memoryNotes.set(m.exchange, m.note);
   await backend().afterMemory(m);
   renderAll();
+  if (app.follow) scrollToLatest();
 }
 
 function contextDetails(m) {
@@ -1922,7 +1923,7 @@ async function send() {
       },
       done: (d) => {
         done = d;
-        if (d && d.assistant_message_id) app.memoryPending.add(d.assistant_message_id);
+        if (d && d.memory_follows === true && d.assistant_message_id) app.memoryPending.add(d.assistant_message_id);
         sawDone();
       },
       memory: (m) => {
@@ -1935,9 +1936,15 @@ async function send() {
     await Promise.race([streaming, doneSeen]);
     if (done) {
       const id = done.assistant_message_id;
-      streaming.catch(() => {}).finally(() => {
-        if (id && app.memoryPending.delete(id)) renderMessages();
-      });
+      // After the answer is saved and shown (never before: a re-render then
+      // would drop the streamed bubbles), a memory step that sent nothing
+      // stops saying "Remembering…".
+      streaming.catch(() => {}).finally(() => Promise.resolve(answerSaved).catch(() => {}).then(() => {
+        if (id && app.memoryPending.delete(id)) {
+          renderMessages();
+          if (app.follow) scrollToLatest();
+        }
+      }));
     } else if (!failure) {
       failure = new ApiError(0, 'internal', 'The connection closed before the answer finished; nothing was saved.');
     }
