@@ -43,8 +43,14 @@ pub struct TurnRequest {
     pub model: Option<String>,
     pub temperature: Option<f32>,
     pub max_tokens: Option<u32>,
-    /// The message this turn follows (branching); default: the latest.
+    /// The message this turn follows (branching); default: the latest,
+    /// unless `new_conversation`.
     pub parent: Option<String>,
+    /// The question starts a new conversation: it follows no message (it
+    /// is stored without a parent, marked as a conversation's root) and no
+    /// recent turns are sent with it. [`crate::request::TurnParams::build`]
+    /// refuses it together with a `parent`.
+    pub new_conversation: bool,
     /// Include truth entries (the `rag` tool; default on).
     pub no_rag: bool,
     /// File chunks retrieved from the directory index, if any.
@@ -277,6 +283,7 @@ fn prepare(
     let mut opts = AssemblyOptions::new(state, provider.context_window(), reserve);
     opts.system = req.system.clone();
     opts.leaf = req.parent.clone();
+    opts.new_conversation = req.new_conversation;
     opts.rag = !req.no_rag;
     opts.known_models = req.known_models.clone();
     opts.known_models.push(provider.default_model().to_owned());
@@ -533,10 +540,14 @@ fn completed_turn(
         model: model_for(provider, req),
         usage: streamed.usage.clone(),
         sources,
-        parent: req
-            .parent
-            .clone()
-            .or_else(|| state.messages().last().map(|m| m.id.clone())),
+        parent: if req.new_conversation {
+            None
+        } else {
+            req.parent
+                .clone()
+                .or_else(|| state.messages().last().map(|m| m.id.clone()))
+        },
+        new_conversation: req.new_conversation,
     }
 }
 

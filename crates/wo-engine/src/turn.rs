@@ -24,6 +24,9 @@ pub struct CompletedTurn {
     pub sources: Vec<String>,
     /// The message the prompt follows (branching), if any.
     pub parent: Option<String>,
+    /// The prompt starts a new conversation (stored marked as its root;
+    /// `parent` is then `None`).
+    pub new_conversation: bool,
 }
 
 /// A model's Markdown answer as the sanitised XHTML a message stores. Linear
@@ -47,6 +50,9 @@ pub fn turn_messages(turn: &CompletedTurn) -> (Message, Message) {
     );
     user.role = Some(Role::User);
     user.parent = turn.parent.clone();
+    if turn.new_conversation && user.parent.is_none() {
+        user.mark_new_conversation();
+    }
     let answered_at = if turn.finished_at > turn.sent_at {
         turn.finished_at.clone()
     } else {
@@ -135,6 +141,7 @@ mod tests {
             usage: None,
             sources: vec![],
             parent: None,
+            new_conversation: false,
         };
         let (_, a) = apply_turn(&mut state, &turn);
         assert_eq!(
@@ -171,6 +178,7 @@ mod tests {
             usage: None,
             sources: vec![tid.clone()],
             parent: None,
+            new_conversation: false,
         };
         let (u, a) = apply_turn(&mut state, &turn);
         let ms = state.messages();
