@@ -8,6 +8,9 @@
 //   CHROMIUM            browser executable (default /usr/bin/chromium)
 //   WO_BROWSER_ONLY     optional: run only scenarios whose name contains this
 //   WO_KEEP_TMP         optional: keep the temporary directory
+//   WO_SCREENSHOTS      where to write a screenshot of each screen visited, at
+//                       desktop (1280×800) and phone (390×844) sizes
+//                       (default: target/browser-screenshots/)
 //
 // Prints `ok - NAME` or `not ok - NAME: REASON` per scenario and a closing
 // `N passed, N failed` line; exits 1 if any failed. Every server it starts
@@ -35,6 +38,13 @@ const BASE_URL = process.env.WO_OPENAI_BASE_URL;
 const CHROMIUM = process.env.CHROMIUM || '/usr/bin/chromium';
 const ONLY = process.env.WO_BROWSER_ONLY || '';
 const SCENARIO_TIMEOUT_MS = 240_000;
+const SHOTS = process.env.WO_SCREENSHOTS || path.join(HERE, '..', '..', 'target', 'browser-screenshots');
+fs.mkdirSync(SHOTS, { recursive: true });
+/** The two sizes every new-UI scenario runs at. */
+const SIZES = {
+  desktop: { viewport: { width: 1280, height: 800 }, reducedMotion: 'reduce' },
+  phone: { viewport: { width: 390, height: 844 }, isMobile: true, hasTouch: true, reducedMotion: 'reduce' },
+};
 const ANSWER_TOKENS = 32; // keep answers of the tiny model short
 
 if (!WO_BIN || !BASE_URL) {
@@ -226,8 +236,8 @@ function prefsCookie(server) {
  * foreign requests, page errors and CSP reports. `prefs` pre-sets the
  * server's preferences cookie (`wo_prefs_<port>`).
  */
-async function openPage(server, { prefs = { max_tokens: ANSWER_TOKENS }, bypassCSP = false, signIn = true } = {}) {
-  const context = await browser.newContext({ acceptDownloads: true, bypassCSP, viewport: { width: 1200, height: 900 } });
+async function openPage(server, { prefs = { max_tokens: ANSWER_TOKENS }, bypassCSP = false, signIn = true, size = null } = {}) {
+  const context = await browser.newContext({ acceptDownloads: true, bypassCSP, ...(size ? SIZES[size] : { viewport: { width: 1200, height: 900 } }) });
   if (prefs) {
     await context.addCookies([{ name: prefsCookie(server), value: b64urlEncode(JSON.stringify(prefs)), url: server.origin, sameSite: 'Strict' }]);
   }
@@ -293,7 +303,7 @@ async function lastMessages(page, n) {
   return page.$$eval('[data-testid="message"]', (els, k) => els.slice(-k).map((e) => ({
     id: e.dataset.id,
     role: e.dataset.role,
-    title: e.querySelector('[data-testid="message-title"]').textContent,
+    title: e.dataset.title,
     username: e.querySelector('[data-testid="message-username"]').textContent,
     time: e.querySelector('[data-testid="message-time"]').getAttribute('datetime'),
     content: e.querySelector('[data-testid="message-content"]').textContent,
@@ -532,8 +542,12 @@ for (const mode of ['local', 'stateless']) {
       await page.fill('[data-testid="composer-input"]', prompt);
       await page.click('[data-testid="send"]');
       await page.waitForFunction(() => /Failed/.test(document.querySelector('[data-testid="streaming-note"]')?.textContent || ''), null, { timeout: 120_000 });
+      // Shown once, where it happened: in the failed answer, not again in the page's alert.
+      const noteText = await page.textContent('[data-testid="streaming-note"]');
+      assert(/dead|reach|refused|connect/i.test(noteText), `error shown: ${noteText}`);
       const alertText = await page.textContent('[data-testid="alert"]');
-      assert(/dead|reach|refused/i.test(alertText), `error shown: ${alertText}`);
+      assert(!alertText, `the error is shown twice (also in the alert: ${alertText})`);
+      assert(!(await page.isVisible('[data-testid="empty-hint"]')), '"No messages yet" shown beside the failed turn');
       assert((await page.inputValue('[data-testid="composer-input"]')) === prompt, 'the failed prompt was not put back in the box');
       assert(await page.isVisible('[data-testid="send"]'), 'Send button not back after the failure');
       // Retry sends it again and replaces the failed bubbles instead of stacking them.
@@ -631,8 +645,8 @@ for (const mode of ['local', 'stateless']) {
       // Switch to the other branch.
       await page.click(`[data-testid="message"][data-id="${q.id}"] [data-testid="${pos === '2/2' ? 'branch-prev' : 'branch-next'}"]`);
       await page.waitForSelector(`[data-testid="message"][data-id="${displaced.id}"]`);
-      await page.check('[data-testid="show-all-branches"]');
-      await page.waitForSelector(`[data-testid="message"][data-id="${q.id}"].off-branch`);
+      // One linear thread: the branch switched away from is not on screen.
+      assert(!(await page.isVisible(`[data-testid="message"][data-id="${q.id}"]`)), 'both branches are displayed at once');
     });
   });
 
@@ -1031,8 +1045,14 @@ async function domAudit(page) {
     const ok = new Set(['P', 'BR', 'EM', 'STRONG', 'B', 'I', 'U', 'CODE', 'PRE', 'BLOCKQUOTE', 'UL', 'OL', 'LI', 'A', 'H1', 'H2', 'H3', 'H4', 'H5', 'H6', 'TABLE', 'THEAD', 'TBODY', 'TR', 'TH', 'TD', 'SPAN', 'DIV', 'HR', 'SUB', 'SUP', 'DEL', 'INS', 'DL', 'DT', 'DD']);
     const problems = [];
     const roots = document.querySelectorAll('[data-testid="message-content"], [data-testid="truth-content"], [data-testid="context-view"]');
+    // The client's own Copy button on code blocks, exactly as app.js makes it.
+    const ours = (el) => (el.tagName === 'DIV' && el.attributes.length === 1 && el.getAttribute('class') === 'code-block')
+      || (el.tagName === 'BUTTON' && el.attributes.length === 4 && el.getAttribute('class') === 'small copy-code'
+        && el.getAttribute('type') === 'button' && el.getAttribute('data-testid') === 'copy-code'
+        && el.getAttribute('aria-label') === 'Copy this code' && el.childNodes.length === 1 && el.textContent === 'Copy');
     for (const root of roots) {
       for (const el of root.querySelectorAll('*')) {
+        if (ours(el)) continue;
         if (!ok.has(el.tagName) || el.namespaceURI !== 'http://www.w3.org/1999/xhtml') problems.push(`<${el.tagName.toLowerCase()}>`);
         for (const a of el.attributes) {
           const name = a.name.toLowerCase();
@@ -1045,7 +1065,10 @@ async function domAudit(page) {
       }
     }
     // Titles, usernames and tags are text only.
-    for (const el of document.querySelectorAll('[data-testid="message-title"] *, [data-testid="message-username"] *, [data-testid="truth-title"] *')) problems.push(`markup in text field: <${el.tagName}>`);
+    for (const el of document.querySelectorAll('[data-testid="conversation-name"] *, [data-testid="conversation-title"] *, [data-testid="message-username"] *, [data-testid="truth-title"] *')) {
+      if (el.tagName === 'MARK' && !el.attributes.length && !el.children.length) continue; // the filter's highlight
+      problems.push(`markup in text field: <${el.tagName}>`);
+    }
     if (document.querySelectorAll('iframe, object, embed, script:not([src="/app.js"]), base, meta[http-equiv], link:not([href="/app.css"]):not([rel="icon"][href="data:,"]), style').length) problems.push('active element in the document');
     return { problems, roots: roots.length, anchors: document.querySelectorAll('.rendered a[href]').length };
   });
@@ -1059,7 +1082,6 @@ async function xssCheck(server, bypassCSP, load) {
     await page.waitForSelector('[data-testid="message"]');
     await openPanel(page, 'truth');
     await openPanel(page, 'context');
-    await page.check('[data-testid="show-all-branches"]');
     for (const d of await page.$$('details.context-used')) await d.evaluate((e) => { e.open = true; });
     // Hover and focus what the payloads might hide behind.
     for (const el of (await page.$$('[data-testid="message-content"] *')).slice(0, 200)) {
@@ -1141,6 +1163,270 @@ scenario('both: the page works at phone width with keyboard only', async () => {
     for (const landmark of ['header', 'main', 'nav', 'aside']) assert(await page.$(landmark), `no <${landmark}> landmark`);
   } finally {
     await context.close();
+  }
+});
+
+
+// ------------------------------------------------- conversations, chat conventions, phones
+
+/** Writes a screenshot of the page as it is now to $WO_SCREENSHOTS. */
+async function shot(page, name) {
+  await page.screenshot({ path: path.join(SHOTS, `${name}.png`), fullPage: false });
+}
+
+/** Waits for the turn in flight to end; throws with the note if it failed. */
+async function waitTurn(page) {
+  await page.waitForSelector('[data-testid="stop"]', { state: 'hidden', timeout: 180_000 });
+  await page.waitForFunction(() => !document.querySelector('[data-testid="pending-answer"]')
+    || /Failed|Stopped/.test(document.querySelector('[data-testid="streaming-note"]')?.textContent || ''), null, { timeout: 180_000 });
+  const note = await page.evaluate(() => document.querySelector('[data-testid="streaming-note"]')?.textContent ?? null);
+  if (note && /Failed|Stopped/.test(note)) throw new Error(`the turn did not complete: ${note}`);
+}
+
+/** The conversation list, opening the drawer first on phones. */
+async function openConversations(page, size) {
+  if (size === 'phone' && !(await page.isVisible('[data-testid="new-chat"]'))) {
+    await page.click('[data-testid="open-conversations"]');
+    await page.waitForSelector('[data-testid="new-chat"]', { state: 'visible' });
+  }
+}
+
+async function shownIds(page) {
+  return page.$$eval('[data-testid="message"]', (els) => els.map((e) => e.dataset.id));
+}
+
+/** A conversation of two exchanges; the last answer holds a code block. */
+function codeFixture(tag) {
+  const base = Date.UTC(2025, 2, 3, 4, 5, 6);
+  const rows = [
+    ['ann', 'user', `<p>${tag}: which language prints with print?</p>`],
+    ['smollm2', 'assistant', '<p>Python.</p>'],
+    ['ann', 'user', '<p>How do I print <strong>hello</strong> in it?</p>'],
+    ['smollm2', 'assistant', '<p>Use <em>print</em>:</p><pre><code>print("hello")</code></pre>'],
+  ];
+  const messages = [];
+  let parent;
+  rows.forEach(([username, role, content], i) => {
+    const timestamp = stamp(base + i * 1000);
+    const m = { id: 'm_' + sha16(`${username}|${timestamp}|${content}`), title: `${tag} ${i}`, username, timestamp, content, role };
+    if (parent) m.parent = parent;
+    if (role === 'assistant') { m.provider = 'llama'; m.model = 'smollm2'; }
+    parent = m.id;
+    messages.push(m);
+  });
+  return {
+    version: 1,
+    schema: 'https://raw.githubusercontent.com/arborrhythms/WikiOracle/main/spec/llm_state_v1.json',
+    date: stamp(base + 10_000), context: '<p>A test project.</p>', messages,
+    truth: { trust: [{ id: 't_' + sha16(`${tag} fact|${stamp(base)}|<p>Python prints with print.</p>`), title: `${tag} fact`, timestamp: stamp(base), certainty: 0.9, content: '<p>Python prints with print.</p>' }], retrieval_prefs: { max_entries: 8 } },
+  };
+}
+
+async function loadFixture(page, fixture) {
+  await importFile(page, 'llm_2025.03.03.0405.json', JSON.stringify(fixture));
+  await waitStatus(page, /Imported|Merged/);
+  await page.waitForSelector(`[data-testid="message"][data-id="${fixture.messages[fixture.messages.length - 1].id}"]`);
+}
+
+for (const mode of ['local', 'stateless']) {
+  for (const size of ['desktop', 'phone']) {
+    const fresh = () => startServer({ stateless: mode === 'stateless' });
+
+    scenario(`${mode} ${size}: New chat starts a conversation; the list is newest first, filters with highlights and switches`, async () => {
+      const server = await fresh();
+      try {
+        await withPage(server, { size }, async (page) => {
+          await sendMessage(page, 'Tell me about volcanoes.');
+          const [q1] = await lastMessages(page, 2);
+          await shot(page, `${mode}-${size}-conversation`);
+          await openConversations(page, size);
+          await shot(page, `${mode}-${size}-conversations`);
+          if (size === 'phone') {
+            const pos = await page.$eval('[data-testid="sidebar"]', (e) => ({ position: getComputedStyle(e).position, left: e.getBoundingClientRect().left }));
+            assert(pos.position === 'fixed' && Math.abs(pos.left) < 1, `the drawer does not slide over the conversation: ${JSON.stringify(pos)}`);
+            assert((await shownIds(page)).includes(q1.id), 'the drawer replaced the conversation');
+          }
+          await page.click('[data-testid="new-chat"]');
+          if (size === 'phone') await page.waitForSelector('[data-testid="sidebar"]', { state: 'hidden' });
+          assert((await shownIds(page)).length === 0, 'New chat still shows the old conversation');
+          assert(await page.isVisible('[data-testid="empty-hint"]'), 'New chat does not say a new conversation starts');
+          await sendMessage(page, 'Name a famous painter.');
+          const st = await stateOf(server, page);
+          const q2 = st.messages.find((m) => /famous painter/.test(m.content));
+          assert(q2 && q2.parent === undefined && q2.new_conversation === true, `the New chat question is not a marked root: ${JSON.stringify(q2)}`);
+          const shown = await shownIds(page);
+          assert(shown[0] === q2.id && shown.length === 2 && !shown.includes(q1.id), `the new conversation shows ${shown.length} messages`);
+          // The list: newest first, title = the root's title, a message count.
+          await openConversations(page, size);
+          const names = await page.$$eval('[data-testid="conversation-name"]', (els) => els.map((e) => e.textContent));
+          assert(names.length === 2 && /painter/.test(names[0]) && /volcano/i.test(names[1]), `conversation list: ${JSON.stringify(names)}`);
+          const meta = await page.textContent('[data-testid="conversation"][aria-current="true"]');
+          assert(/2 messages/.test(meta), `the current conversation's entry: ${meta}`);
+          // Filter: only the match, highlighted.
+          await page.fill('[data-testid="conversation-filter"]', 'VOLCANO');
+          await page.waitForFunction(() => document.querySelectorAll('[data-testid="conversation"]').length === 1);
+          const mark = await page.textContent('[data-testid="conversation-name"] mark');
+          assert(mark.toLowerCase() === 'volcano', `highlight: ${mark}`);
+          await shot(page, `${mode}-${size}-conversations-filtered`);
+          await page.fill('[data-testid="conversation-filter"]', 'zzzz-nothing');
+          await page.waitForSelector('[data-testid="conversation-none"]');
+          await page.fill('[data-testid="conversation-filter"]', 'volcano');
+          await page.click('[data-testid="conversation"]');
+          await page.waitForFunction((id) => document.querySelector('[data-testid="message"]')?.dataset.id === id, q1.id);
+          if (size === 'phone') await page.waitForSelector('[data-testid="sidebar"]', { state: 'hidden' });
+          assert(!(await shownIds(page)).includes(q2.id), 'both conversations shown at once');
+          // Opening the page shows the most recent conversation.
+          await page.reload();
+          await page.waitForSelector('body[data-ready="true"]');
+          assert((await shownIds(page))[0] === q2.id, 'the page did not open on the most recent conversation');
+        });
+      } finally {
+        await server.stop();
+      }
+    });
+
+    scenario(`${mode} ${size}: Copy (Markdown, code), Regenerate (a sibling answer) and Edit & resend (a sibling question)`, async () => {
+      const server = await fresh();
+      try {
+        await withPage(server, { size }, async (page, watch, context) => {
+          await context.grantPermissions(['clipboard-read', 'clipboard-write'], { origin: server.origin });
+          const fx = codeFixture(`conv-${mode}-${size}`);
+          await loadFixture(page, fx);
+          const [, a0, q, a] = fx.messages;
+          assert(!(await page.$('[data-testid="message-title"]')), 'bubbles still repeat their title');
+          const clip = () => page.evaluate(() => navigator.clipboard.readText());
+          await page.click(`#msg-${a.id} [data-testid="copy-code"]`);
+          await waitStatus(page, /copied/);
+          assert((await clip()) === 'print("hello")', `code copy gave ${JSON.stringify(await clip())}`);
+          await page.click(`#msg-${a.id} [data-testid="copy-message"]`);
+          await page.waitForFunction(() => /Markdown/.test(document.querySelector('[data-testid="status"]').textContent));
+          const md = await clip();
+          assert(md === 'Use *print*:\n\n```\nprint("hello")\n```', `message copy gave ${JSON.stringify(md)}`);
+          await page.click(`#msg-${q.id} [data-testid="copy-message"]`);
+          await page.waitForFunction(async () => (await navigator.clipboard.readText()).includes('**hello**'));
+          await shot(page, `${mode}-${size}-actions`);
+
+          // Regenerate: the same question again beside the original, which stays.
+          await page.click(`#msg-${a.id} [data-testid="regenerate"]`);
+          await waitTurn(page);
+          let st = await stateOf(server, page);
+          const again = st.messages.filter((m) => m.id !== q.id && m.parent === a0.id);
+          assert(again.length === 1 && /print/.test(again[0].content) && /hello/.test(again[0].content), `regenerate stored ${JSON.stringify(again)}`);
+          const newAnswer = st.messages.find((m) => m.parent === again[0].id);
+          assert(newAnswer, 'no new answer stored');
+          assert(st.messages.some((m) => m.id === a.id), 'the original answer was lost');
+          let shown = await shownIds(page);
+          assert(shown.includes(newAnswer.id) && !shown.includes(a.id), 'the new answer is not the one shown');
+          const pos = await page.textContent(`#msg-${again[0].id} [data-testid="branch-position"]`);
+          assert(pos === '2/2', `the switcher shows ${pos}`);
+          await page.click(`#msg-${again[0].id} [data-testid="branch-prev"]`);
+          await page.waitForSelector(`#msg-${a.id}`);
+
+          // Edit & resend: the question's text in the box, sent beside it.
+          await page.click(`#msg-${q.id} [data-testid="edit-resend"]`);
+          await page.waitForSelector('[data-testid="reply-to"]:not([hidden])');
+          assert(/edited/.test(await page.textContent('[data-testid="reply-to-label"]')), 'the banner does not say the message is being edited');
+          assert((await page.inputValue('[data-testid="composer-input"]')) === 'How do I print **hello** in it?', `the box holds ${await page.inputValue('[data-testid="composer-input"]')}`);
+          assert(!(await shownIds(page)).includes(q.id), 'the edited question is still shown as the branch');
+          await sendMessage(page, 'How do I print goodbye in it?');
+          st = await stateOf(server, page);
+          const edited = st.messages.find((m) => /goodbye/.test(m.content));
+          assert(edited && edited.parent === a0.id, `the edited question's parent is ${edited && edited.parent}, expected ${a0.id}`);
+          shown = await shownIds(page);
+          assert(shown.includes(edited.id) && !shown.includes(q.id), 'the edit is not the branch shown');
+          assert((await page.textContent(`#msg-${edited.id} [data-testid="branch-position"]`)) === '3/3', 'the edit is not the third sibling');
+        });
+      } finally {
+        await server.stop();
+      }
+    });
+
+    scenario(`${mode} ${size}: Regenerate with the dead provider shows the error once and keeps the answer`, async () => {
+      const server = await fresh();
+      try {
+        await withPage(server, { size, prefs: { provider: 'dead', max_tokens: 8 } }, async (page) => {
+          const fx = codeFixture(`dead-${mode}-${size}`);
+          await loadFixture(page, fx);
+          const a = fx.messages[3];
+          const before = canonical((await stateOf(server, page)).messages);
+          await page.click(`#msg-${a.id} [data-testid="regenerate"]`);
+          await page.waitForSelector(`#msg-${a.id} [data-testid="regenerate-error"]`, { timeout: 120_000 });
+          const text = await page.textContent(`#msg-${a.id} [data-testid="regenerate-error"]`);
+          assert(/dead|reach|refused|connect/i.test(text), `error: ${text}`);
+          const places = await page.evaluate(() => [...document.querySelectorAll('[data-testid="alert"], [data-testid="streaming-note"], [data-testid="regenerate-error"]')].filter((e) => e.textContent.trim()).length);
+          assert(places === 1, `the error is shown in ${places} places`);
+          assert((await page.textContent(`#msg-${a.id} [data-testid="message-content"]`)).includes('print("hello")'), 'the original answer is not shown');
+          await shot(page, `${mode}-${size}-regenerate-failed`);
+          assert(canonical((await stateOf(server, page)).messages) === before, 'a failed regenerate changed the stored messages');
+          // Retry fails the same way, still once.
+          await page.click(`#msg-${a.id} [data-testid="retry"]`);
+          await page.waitForSelector(`#msg-${a.id} [data-testid="regenerate-error"]`, { timeout: 120_000 });
+          assert((await page.locator('[data-testid="regenerate-error"]').count()) === 1, 'Retry stacked a second error');
+        });
+      } finally {
+        await server.stop();
+      }
+    });
+
+    scenario(`${mode} ${size}: the header names provider and model in one row; panels slide over the conversation`, async () => {
+      const server = await fresh();
+      try {
+        await withPage(server, { size }, async (page) => {
+          const fx = codeFixture(`screens-${mode}-${size}`);
+          await loadFixture(page, fx);
+          const badge = await page.textContent('[data-testid="model-badge"]');
+          assert(/llama/.test(badge) && /smollm2/.test(badge), `the header names ${JSON.stringify(badge)}`);
+          const head = await page.$eval('header.topbar', (e) => {
+            const tops = [...e.children].filter((c) => c.offsetParent && c.getBoundingClientRect().height).map((c) => Math.round(c.getBoundingClientRect().top));
+            return { height: e.getBoundingClientRect().height, tops };
+          });
+          assert(head.height <= 64, `the header is ${head.height}px tall`);
+          assert(Math.max(...head.tops) - Math.min(...head.tops) < 16, `the header wraps: tops ${head.tops}`);
+          const composer = await page.$eval('[data-testid="composer"]', (e) => e.getBoundingClientRect().height);
+          assert(composer <= 120, `the composer is ${composer}px tall`);
+          const overflow = await page.evaluate(() => document.documentElement.scrollWidth - window.innerWidth);
+          assert(overflow <= 1, `page is ${overflow}px wider than the screen`);
+          await shot(page, `${mode}-${size}-home`);
+          const mainBox = await page.$eval('#conversation', (e) => e.getBoundingClientRect().toJSON());
+          for (const which of ['settings', 'truth', 'context']) {
+            if (size === 'phone') {
+              await page.click('[data-testid="open-menu"]');
+              await page.waitForSelector('[data-testid="tools"]', { state: 'visible' });
+              if (which === 'settings') await shot(page, `${mode}-${size}-menu`);
+            }
+            await openPanel(page, which);
+            await shot(page, `${mode}-${size}-${which}`);
+            if (size === 'phone') {
+              const p = await page.$eval('#panels', (e) => ({ position: getComputedStyle(e).position, right: window.innerWidth - e.getBoundingClientRect().right }));
+              assert(p.position === 'fixed' && Math.abs(p.right) < 1, `the ${which} panel does not slide over: ${JSON.stringify(p)}`);
+              const now = await page.$eval('#conversation', (e) => e.getBoundingClientRect().toJSON());
+              assert(Math.abs(now.width - mainBox.width) < 1 && (await shownIds(page)).length === 4, `the ${which} panel replaced the conversation`);
+              await page.click('[data-testid="scrim"]', { position: { x: 10, y: 400 } });
+              await page.waitForSelector(`[data-testid="panel-${which}"]`, { state: 'hidden' });
+            } else {
+              await page.click(`[data-testid="panel-${which}"] .panel-close`);
+            }
+          }
+          if (size === 'phone') await page.click('[data-testid="open-menu"]');
+          await page.fill('[data-testid="search-input"]', 'print');
+          await page.click('[data-testid="search-submit"]');
+          await page.waitForSelector('[data-testid="panel-search"]:not([hidden])');
+          await shot(page, `${mode}-${size}-search`);
+        });
+      } finally {
+        await server.stop();
+      }
+    });
+  }
+}
+
+scenario('local: the sign-in page at both sizes (screenshots)', async () => {
+  const server = await localServer();
+  for (const size of Object.keys(SIZES)) {
+    await withPage(server, { signIn: false, size }, async (page) => {
+      await page.waitForSelector('[data-testid="signin"]:not([hidden])');
+      await shot(page, `local-${size}-signin`);
+    });
   }
 });
 

@@ -4,9 +4,13 @@
 //! SmolLM2, started here). It covers sending, streaming, stop, branching,
 //! the prefs cookie, export → import, dropped-file merge, truth edits,
 //! context update, stateless reload, a draft that survives reload, following
-//! the stream with Jump to latest, Retry after a failure, an XSS corpus
-//! that must not run, and app.js's re-implementation of the format held to
-//! the Rust golden vectors (`tests/browser/golden.json`).
+//! the stream with Jump to latest, Retry after a failure, conversations
+//! (New chat, the list and its filter), Copy / Regenerate / Edit & resend,
+//! the phone layout (1280×800 and 390×844), what memory remembered under an
+//! answer with Undo, an XSS corpus that must not run, and app.js's
+//! re-implementation of the format held to the Rust golden vectors
+//! (`tests/browser/golden.json`). It writes a screenshot of every screen it
+//! visits to `$WO_SCREENSHOTS` (default `target/browser-screenshots/`).
 //!
 //! Needs `node`, `/usr/bin/chromium` (or `$CHROMIUM`), `npm ci` in
 //! tests/browser and llama-cpp-python; `bash .ci/run` installs them all and

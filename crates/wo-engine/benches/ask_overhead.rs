@@ -171,6 +171,7 @@ fn main() {
             usage: None,
             sources: a.sources.clone(),
             parent: None,
+            new_conversation: false,
         };
         store.transact(|s| apply_turn(s, &turn)).unwrap();
         let t3 = Instant::now();

@@ -40,6 +40,9 @@ pub struct AssemblyOptions {
     pub system: Option<String>,
     /// The message the new turn follows (default: the latest message).
     pub leaf: Option<String>,
+    /// The turn starts a new conversation: no recent turns are sent (`leaf`
+    /// is ignored); earlier messages may still be recalled by relevance.
+    pub new_conversation: bool,
     /// The model's context window, in tokens.
     pub context_window: usize,
     /// Tokens kept free for the answer.
@@ -75,6 +78,7 @@ impl AssemblyOptions {
         AssemblyOptions {
             system: None,
             leaf: None,
+            new_conversation: false,
             context_window,
             reserve_for_answer,
             prefs: state.truth.retrieval_prefs.effective(),
@@ -460,10 +464,13 @@ pub fn assemble(
             })
             .collect(),
         None => {
-            let leaf = opts
-                .leaf
-                .as_deref()
-                .or(state.messages().last().map(|m| m.id.as_str()));
+            let leaf = if opts.new_conversation {
+                None
+            } else {
+                opts.leaf
+                    .as_deref()
+                    .or(state.messages().last().map(|m| m.id.as_str()))
+            };
             match leaf {
                 Some(leaf) => branch_or_transcript(state, leaf)
                     .into_iter()

@@ -50,8 +50,14 @@ pub struct TurnRequest {
     /// Longest answer in tokens; also the reserve kept free in the window
     /// (default [`DEFAULT_ANSWER_RESERVE`]).
     pub max_tokens: Option<u32>,
-    /// The message this turn follows (branching); default: the latest.
+    /// The message this turn follows (branching); default: the latest,
+    /// unless `new_conversation`.
     pub parent: Option<String>,
+    /// The question starts a new conversation: it follows no message (it
+    /// is stored without a parent, marked as a conversation's root) and no
+    /// recent turns are sent with it. [`crate::request::TurnParams::build`]
+    /// refuses it together with a `parent`.
+    pub new_conversation: bool,
     /// Include truth entries (the `rag` tool; default on).
     pub no_rag: bool,
     /// File chunks retrieved from the directory index, if any.
@@ -314,6 +320,7 @@ fn prepare(
     opts.system = req.system.clone();
     opts.leaf = req.parent.clone();
     opts.conversation = req.conversation.clone();
+    opts.new_conversation = req.new_conversation;
     opts.rag = !req.no_rag;
     opts.known_models = req.known_models.clone();
     opts.known_models.push(provider.default_model().to_owned());
@@ -573,10 +580,14 @@ fn completed_turn(
         model: model_for(provider, req),
         usage: streamed.usage.clone(),
         sources,
-        parent: req
-            .parent
-            .clone()
-            .or_else(|| state.messages().last().map(|m| m.id.clone())),
+        parent: if req.new_conversation {
+            None
+        } else {
+            req.parent
+                .clone()
+                .or_else(|| state.messages().last().map(|m| m.id.clone()))
+        },
+        new_conversation: req.new_conversation,
     }
 }
 

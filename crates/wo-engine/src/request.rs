@@ -148,6 +148,9 @@ pub struct TurnParams {
     pub max_tokens: Option<u32>,
     /// The message the turn follows (branching); `None`: the latest.
     pub parent: Option<String>,
+    /// Start a new conversation (no parent, no recent turns); refused
+    /// together with `parent`.
+    pub new_conversation: bool,
     /// The `rag` tool (truth entries, file chunks).
     pub rag: bool,
     /// The `url_fetch` tool.
@@ -183,6 +186,12 @@ impl TurnParams {
                 format!("longer than {limit} characters"),
             ));
         }
+        if self.new_conversation && self.parent.is_some() {
+            return Err(FieldError::new(
+                Field::Parent,
+                "a new conversation follows no message: give a parent or new_conversation, not both",
+            ));
+        }
         let temperature = self.temperature.or(cfg.defaults.temperature);
         if let Some(t) = temperature {
             check_temperature(t).map_err(|m| FieldError::new(Field::Temperature, m))?;
@@ -210,6 +219,7 @@ impl TurnParams {
             temperature,
             max_tokens,
             parent: self.parent,
+            new_conversation: self.new_conversation,
             no_rag: !self.rag,
             chunks: Vec::new(),
             url_fetch: self.url_fetch.then(wo_fetch::FetchPolicy::default),
@@ -309,6 +319,14 @@ mod tests {
                     ..params("hi")
                 },
                 Field::MaxTokens,
+            ),
+            (
+                TurnParams {
+                    parent: Some("m_0000000000000000".into()),
+                    new_conversation: true,
+                    ..params("hi")
+                },
+                Field::Parent,
             ),
         ];
         for (p, field) in cases {

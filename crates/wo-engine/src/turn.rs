@@ -32,6 +32,9 @@ pub struct CompletedTurn {
     pub sources: Vec<String>,
     /// The message the prompt follows (branching), if any.
     pub parent: Option<String>,
+    /// The prompt starts a new conversation (stored marked as its root;
+    /// `parent` is then `None`).
+    pub new_conversation: bool,
 }
 
 /// A model's Markdown answer as the sanitised XHTML a message stores. Linear
@@ -55,6 +58,9 @@ pub fn turn_messages(turn: &CompletedTurn) -> (Message, Message) {
     );
     user.role = Some(Role::User);
     user.parent = turn.parent.clone();
+    if turn.new_conversation && user.parent.is_none() {
+        user.mark_new_conversation();
+    }
     let answered_at = if turn.finished_at > turn.sent_at {
         turn.finished_at.clone()
     } else {
@@ -143,6 +149,7 @@ mod tests {
             usage: None,
             sources: vec![],
             parent: None,
+            new_conversation: false,
         };
         let (_, a) = apply_turn(&mut state, &turn);
         assert_eq!(
@@ -179,6 +186,7 @@ mod tests {
             usage: None,
             sources: vec![tid.clone()],
             parent: None,
+            new_conversation: false,
         };
         let (u, a) = apply_turn(&mut state, &turn);
         let ms = state.messages();

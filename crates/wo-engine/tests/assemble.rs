@@ -403,6 +403,7 @@ fn stored_sources_name_what_retrieval_added_not_the_whole_conversation() {
         usage: None,
         sources: a.sources.clone(),
         parent: None,
+        new_conversation: false,
     };
     let (_, answer) = wo_engine::turn::apply_turn(&mut state, &turn);
     let stored = state.message(&answer).unwrap().sources.clone().unwrap();

@@ -237,6 +237,91 @@ fn events_come_in_order_and_the_exchange_is_committed_once() {
     assert_eq!(msgs[1].parent.as_deref(), Some(outcome.user_id.as_str()));
 }
 
+/// Runs a turn and returns its outcome and the turns the prompt carried
+/// (role and text, oldest first).
+fn run_capturing(s: &Setup, req: TurnRequest) -> (wo_engine::chat::TurnOutcome, Vec<String>) {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let mut turns = Vec::new();
+    let outcome = rt
+        .block_on(run_turn(
+            s.backend(false),
+            s.provider(Script::Answer),
+            req,
+            Cancel::new(),
+            FnSink::new(|e: TurnEvent<'_>| {
+                if let TurnEvent::Assembled(a) = e {
+                    turns = a.turns.iter().map(|(_, t)| t.clone()).collect();
+                }
+            }),
+        ))
+        .unwrap();
+    (outcome, turns)
+}
+
+#[test]
+fn a_new_conversation_follows_nothing_and_sends_no_earlier_turns() {
+    let s = Setup::new();
+    let (first, _) = run_capturing(&s, request("capital of France?"));
+    // Without a parent a turn continues from the latest message.
+    let (second, turns) = run_capturing(&s, request("and of Spain?"));
+    assert!(
+        turns.iter().any(|t| t.contains("capital of France")),
+        "{turns:?}"
+    );
+    {
+        let state = s.state.lock().unwrap();
+        let q = state.message(&second.user_id).unwrap();
+        assert_eq!(q.parent.as_deref(), Some(first.assistant_id.as_str()));
+        assert!(!q.starts_conversation());
+    }
+    // A new conversation: stored as a root, no earlier turn sent.
+    let (fresh, turns) = run_capturing(
+        &s,
+        TurnRequest {
+            new_conversation: true,
+            ..request("tell me about kilns")
+        },
+    );
+    assert_eq!(
+        turns,
+        ["tell me about kilns"],
+        "only the new question is sent"
+    );
+    {
+        let state = s.state.lock().unwrap();
+        let q = state.message(&fresh.user_id).unwrap();
+        assert_eq!(q.parent, None);
+        assert!(q.starts_conversation());
+        let branch: Vec<&str> = state
+            .branch(&fresh.assistant_id)
+            .iter()
+            .map(|m| m.id.as_str())
+            .collect();
+        assert_eq!(
+            branch,
+            [fresh.user_id.as_str(), fresh.assistant_id.as_str()]
+        );
+    }
+    // Its follow-up carries that conversation and nothing before it.
+    let (_, turns) = run_capturing(
+        &s,
+        TurnRequest {
+            parent: Some(fresh.assistant_id.clone()),
+            ..request("how hot do they get?")
+        },
+    );
+    assert!(turns.iter().any(|t| t.contains("kilns")), "{turns:?}");
+    assert!(
+        !turns
+            .iter()
+            .any(|t| t.contains("France") || t.contains("Spain")),
+        "the earlier conversation leaked into the new one: {turns:?}"
+    );
+}
+
 #[test]
 fn no_state_access_is_held_while_the_model_answers() {
     let s = Setup::new();

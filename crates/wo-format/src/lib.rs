@@ -23,8 +23,9 @@ pub use codec::{
     validate_bytes, write_canonical,
 };
 pub use model::{
-    EffectivePrefs, EffortStatus, Expires, Extra, Message, Provenance, RetrievalPrefs, Role,
-    SCHEMA_URL, State, Tombstone, Truth, TruthEdit, TruthEntry, TruthKind, Usage,
+    EffectivePrefs, EffortStatus, Expires, Extra, Message, NEW_CONVERSATION_KEY, Provenance,
+    RetrievalPrefs, Role, SCHEMA_URL, State, Tombstone, Truth, TruthEdit, TruthEntry, TruthKind,
+    Usage,
 };
 pub use rawjson::RawJson;
 pub use timestamp::Timestamp;

@@ -397,7 +397,34 @@ impl Message {
     pub fn order_key(&self) -> (&Timestamp, &str) {
         (&self.timestamp, &self.id)
     }
+
+    /// Whether this message starts a conversation of its own: it has no
+    /// `parent` and carries `"new_conversation": true`
+    /// ([`NEW_CONVERSATION_KEY`]), so [`State::branch`] does not chain it
+    /// to the parentless messages before it.
+    pub fn starts_conversation(&self) -> bool {
+        self.parent.is_none()
+            && self
+                .extra
+                .get(NEW_CONVERSATION_KEY)
+                .is_some_and(|v| v.as_str() == "true")
+    }
+
+    /// Marks this message as the start of a conversation (see
+    /// [`Message::starts_conversation`]); it must have no `parent`.
+    pub fn mark_new_conversation(&mut self) {
+        self.extra.insert(
+            NEW_CONVERSATION_KEY.to_owned(),
+            RawJson::from(serde_json::Value::Bool(true)),
+        );
+    }
 }
+
+/// The message field that makes a parentless message the root of a new
+/// conversation (`llm_state_v1.md`, Message). Without it a parentless
+/// message continues the parentless messages before it (a legacy
+/// transcript), which is what keeps such files one conversation.
+pub const NEW_CONVERSATION_KEY: &str = "new_conversation";
 
 /// Model families whose names other tools write as usernames. A name
 /// counts only with something after the family that starts with a digit or
@@ -760,8 +787,9 @@ impl State {
     /// latest earlier message that has no parent either. So a transcript
     /// without parents is one branch, turns added to it with explicit
     /// parents continue it, and forks (several children of one message)
-    /// are separate branches sharing their history. A cycle of hand-edited
-    /// parents ends the walk.
+    /// are separate branches sharing their history. A message that
+    /// [starts a conversation](Message::starts_conversation) ends the walk:
+    /// it is a root. A cycle of hand-edited parents ends the walk.
     pub fn branch(&self, leaf: &str) -> Vec<&Message> {
         let index: std::collections::HashMap<&str, usize> = self
             .messages
@@ -790,6 +818,8 @@ impl State {
             path.push(m);
             cur = match &m.parent {
                 Some(p) => index.get(p.as_str()).copied().or(previous_parentless[i]),
+                // A conversation's root: nothing before it belongs to it.
+                None if m.starts_conversation() => None,
                 None => previous_parentless[i],
             };
         }

@@ -108,3 +108,57 @@ fn dangling_parents_and_cycles() {
     s.push_message(y);
     assert_eq!(titles(&s, &y_id), ["x", "y"]);
 }
+
+#[test]
+fn a_new_conversation_is_a_root_of_its_own() {
+    let mut s = State::new(Timestamp::from_unix(1_800_000_000));
+    let first = msg("alec", 0, "first", None);
+    let answer = msg("smollm2", 1, "answer", Some(&first.id));
+    let (first_id, answer_id) = (first.id.clone(), answer.id.clone());
+    s.push_message(first);
+    s.push_message(answer);
+    // Without the mark a parentless question continues the chain…
+    let plain = msg("alec", 10, "plain", None);
+    let plain_id = plain.id.clone();
+    s.push_message(plain);
+    assert_eq!(titles(&s, &plain_id), ["first", "plain"]);
+    // …with it, it starts a conversation: its branch begins with it.
+    let mut root = msg("alec", 20, "root", None);
+    root.mark_new_conversation();
+    assert!(root.starts_conversation());
+    let reply = msg("smollm2", 21, "reply", Some(&root.id));
+    let (root_id, reply_id) = (root.id.clone(), reply.id.clone());
+    s.push_message(root);
+    s.push_message(reply);
+    assert_eq!(titles(&s, &reply_id), ["root", "reply"]);
+    assert_eq!(titles(&s, &root_id), ["root"]);
+    assert_eq!(titles(&s, &answer_id), ["first", "answer"]);
+    assert!(!s.message(&first_id).unwrap().starts_conversation());
+    // The mark is ignored on a message that has a parent (the parent wins),
+    // and `false` is no mark.
+    let mut odd = msg("alec", 30, "odd", Some(&reply_id));
+    odd.mark_new_conversation();
+    assert!(!odd.starts_conversation());
+    let odd_id = odd.id.clone();
+    s.push_message(odd);
+    assert_eq!(titles(&s, &odd_id), ["root", "reply", "odd"]);
+    let mut no = msg("alec", 40, "no", None);
+    no.extra.insert(
+        wo_format::model::NEW_CONVERSATION_KEY.into(),
+        wo_format::RawJson::from(serde_json::Value::Bool(false)),
+    );
+    assert!(!no.starts_conversation());
+}
+
+#[test]
+fn the_mark_survives_a_save_and_a_parse() {
+    let mut s = State::new(Timestamp::from_unix(1_800_000_000));
+    let mut root = msg("alec", 0, "root", None);
+    root.mark_new_conversation();
+    s.push_message(root);
+    let bytes = wo_format::to_canonical_vec(&s);
+    let text = String::from_utf8(bytes.clone()).unwrap();
+    assert!(text.contains("\"new_conversation\": true"), "{text}");
+    let back = wo_format::parse(&bytes).unwrap();
+    assert!(back.messages()[0].starts_conversation());
+}

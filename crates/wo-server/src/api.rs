@@ -125,6 +125,7 @@ pub fn turn_request(
     message: String,
     username: Option<String>,
     parent: Option<String>,
+    new_conversation: bool,
     params: &ChatParams,
 ) -> Result<TurnRequest, ApiError> {
     let max_tokens = app.checked_choices(params)?;
@@ -137,6 +138,7 @@ pub fn turn_request(
         temperature: params.temperature,
         max_tokens,
         parent,
+        new_conversation,
         rag: params.rag != Some(false),
         url_fetch: params.url_fetch == Some(true),
         max_entries: params.max_entries,
@@ -188,7 +190,14 @@ pub async fn chat(
     JsonBody(body): JsonBody<wo_wire::ChatRequest>,
 ) -> Result<Response, ApiError> {
     let provider = app.provider(body.params.provider.as_deref()).await?;
-    let mut req = turn_request(&app, body.message, body.username, body.parent, &body.params)?;
+    let mut req = turn_request(
+        &app,
+        body.message,
+        body.username,
+        body.parent,
+        body.new_conversation,
+        &body.params,
+    )?;
     if !req.no_rag {
         req.chunks = index_chunks(&app, req.prompt.clone()).await;
     }

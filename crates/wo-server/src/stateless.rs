@@ -95,6 +95,12 @@ pub async fn chat(
             format!("more than {} entries", app.limits.truth_entries),
         ));
     }
+    if body.new_conversation && !body.window.is_empty() {
+        return Err(ApiError::bad_field(
+            "/window",
+            "must be empty when new_conversation is true (a new conversation follows no message)",
+        ));
+    }
     let provider = app.provider(body.params.provider.as_deref()).await?;
     let (context, truth, window) = (body.context, to_values(body.truth), to_values(body.window));
     // Sanitising what the client sent is CPU-heavy: off the async workers.
@@ -104,7 +110,14 @@ pub async fn chat(
     // The window is the branch up to the new message: its newest message is
     // the parent.
     let parent = state.messages().last().map(|m| m.id.clone());
-    let mut req = turn_request(&app, body.message, body.username, parent, &body.params)?;
+    let mut req = turn_request(
+        &app,
+        body.message,
+        body.username,
+        parent,
+        body.new_conversation,
+        &body.params,
+    )?;
     // No project here: the operator's prompt or the built-in one.
     req.memory = app.memory_step(&provider, None).await;
     let state = StatelessTurn {

@@ -1025,3 +1025,133 @@ async fn a_hosted_server_interprets_with_the_operators_provider_even_if_clients_
         .unwrap();
     assert_eq!(r.status(), StatusCode::BAD_REQUEST);
 }
+
+/// The messages the upstream was sent in its last call (role, content).
+fn last_prompt(s: &common::Served) -> Vec<(String, String)> {
+    s.upstream.bodies.lock().unwrap().last().unwrap()["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| {
+            (
+                m["role"].as_str().unwrap_or("").to_owned(),
+                m["content"].as_str().unwrap_or("").to_owned(),
+            )
+        })
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn new_conversation_starts_a_root_that_follows_nothing() {
+    let s = serve(Script::says("Noted."), false).await;
+    chat(&s, json!({"message": "My cat is called Zorblax."})).await;
+    // No parent: the turn continues from the latest message.
+    let d = done(&chat(&s, json!({"message": "What colour is grass?"})).await).clone();
+    let state = s.state_json();
+    let msgs = state["messages"].as_array().unwrap();
+    let q2 = msgs
+        .iter()
+        .find(|m| m["id"] == d["user_message_id"])
+        .unwrap();
+    assert_eq!(q2["parent"], msgs[1]["id"], "continues from the latest");
+    assert!(q2.get("new_conversation").is_none());
+    assert!(
+        last_prompt(&s).iter().any(|(_, c)| c.contains("Zorblax")),
+        "an ordinary turn carries the conversation"
+    );
+
+    // A new conversation: stored as a root, no earlier turn sent.
+    let evs = chat(
+        &s,
+        json!({"message": "Name a river.", "new_conversation": true, "params": {"rag": false}}),
+    )
+    .await;
+    let d = done(&evs).clone();
+    let prompt = last_prompt(&s);
+    let turns: Vec<&(String, String)> = prompt.iter().filter(|(r, _)| r != "system").collect();
+    assert_eq!(turns.len(), 1, "only the new question: {prompt:?}");
+    assert_eq!(turns[0].1, "Name a river.");
+    let state = s.state_json();
+    let root = state["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|m| m["id"] == d["user_message_id"])
+        .unwrap()
+        .clone();
+    assert!(root.get("parent").is_none(), "{root}");
+    assert_eq!(root["new_conversation"], true);
+
+    // Its follow-up carries the new conversation and not the old one.
+    chat(
+        &s,
+        json!({"message": "How long is it?", "parent": d["assistant_message_id"], "params": {"rag": false}}),
+    )
+    .await;
+    let prompt = last_prompt(&s);
+    assert!(
+        prompt.iter().any(|(_, c)| c == "Name a river."),
+        "{prompt:?}"
+    );
+    assert!(
+        !prompt.iter().any(|(_, c)| c.contains("grass")),
+        "the earlier conversation leaked into the new one: {prompt:?}"
+    );
+
+    // Both at once is refused, naming the field, and saves nothing.
+    let before = s.state_bytes();
+    let r = s
+        .program(Method::POST, "/api/chat")
+        .json(&json!({"message": "hi", "parent": d["user_message_id"], "new_conversation": true}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::BAD_REQUEST);
+    let e: Value = r.json().await.unwrap();
+    assert_eq!(e["error"]["pointer"], "/parent", "{e}");
+    let r = s
+        .program(Method::POST, "/api/chat")
+        .json(&json!({"message": "hi", "new_conversation": "yes"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::BAD_REQUEST);
+    let e: Value = r.json().await.unwrap();
+    assert_eq!(e["error"]["pointer"], "/new_conversation", "{e}");
+    assert_eq!(s.state_bytes(), before);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stateless_new_conversation_is_a_marked_root_and_needs_an_empty_window() {
+    let s = serve(Script::says("The Tagus."), true).await;
+    let post = |body: Value| {
+        s.client
+            .post(s.url("/api/stateless/chat"))
+            .header("origin", &s.base)
+            .json(&body)
+            .send()
+    };
+    let r = post(json!({"message": "Name a river.", "new_conversation": true}))
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::OK);
+    let evs = events(r).await;
+    let d = done(&evs).clone();
+    let patch = &d["state_patch"]["messages"];
+    let q = patch
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|m| m["id"] == d["user_message_id"])
+        .unwrap();
+    assert!(q.get("parent").is_none(), "{q}");
+    assert_eq!(q["new_conversation"], true);
+
+    let window = json!([{"id": "m_aaaaaaaaaaaaaaaa", "title": "q", "username": "ann", "timestamp": "2026-01-01T00:00:00Z", "content": "<p>Earlier.</p>", "role": "user"}]);
+    let r = post(json!({"message": "hi", "new_conversation": true, "window": window}))
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::BAD_REQUEST);
+    let e: Value = r.json().await.unwrap();
+    assert_eq!(e["error"]["pointer"], "/window", "{e}");
+}

@@ -88,9 +88,15 @@ pub struct Usage {
 pub struct ChatRequest {
     /// The new user message (plain text or Markdown).
     pub message: String,
-    /// The message id to branch from; default: the latest message.
+    /// The message id to branch from; default: the latest message (unless
+    /// `new_conversation`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub parent: Option<String>,
+    /// Start a new conversation: the message follows none (it is stored
+    /// without a parent, marked `"new_conversation": true`) and no earlier
+    /// turn is sent with it. Refused together with `parent`.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub new_conversation: bool,
     /// Who is asking; default: the server's user name.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub username: Option<String>,
@@ -135,6 +141,11 @@ pub struct StatelessChatRequest {
     /// The most recent messages of the current branch, oldest first.
     #[serde(default)]
     pub window: Vec<WindowMessage>,
+    /// Start a new conversation: the message follows none (stored without
+    /// a parent, marked `"new_conversation": true`). The `window` must then
+    /// be empty.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub new_conversation: bool,
     /// Provider and sampling parameters.
     #[serde(default)]
     pub params: ChatParams,

@@ -413,7 +413,7 @@ const truthId = (title, timestamp, content, hash) => contentId('t_', title, time
 const PREF_SPEC = {
   provider: 'string', model: 'string', temperature: 'number', max_tokens: 'integer',
   rag: 'boolean', url_fetch: 'boolean', max_entries: 'integer', min_certainty: 'number',
-  username: 'string', show_all: 'boolean',
+  username: 'string',
 };
 
 function b64urlEncode(text) {
@@ -1111,7 +1111,11 @@ const app = {
   offset: 0, // local: index of the first loaded message
   total: 0,
   leaf: null, // id of the last message of the displayed branch
-  branchFrom: null, // {id, previousLeaf} while "branch from here" is active
+  branchFrom: null, // {id, previousLeaf, edit} while "branch from here" or "edit" is active
+  newChat: false, // "New chat": the next message starts a conversation (no parent)
+  previousLeaf: null, // what New chat left, for Escape/Cancel
+  filter: '', // the conversation list's filter
+  answerErrors: new Map(), // answer id → why regenerating it failed (shown under it, once)
   reports: new Map(), // assistant id → ContextReport of this session
   memoryPending: new Set(), // answer ids whose memory step is running
   memoryNotes: new Map(), // answer id → why nothing was remembered
@@ -1139,9 +1143,10 @@ const local = {
     app.offset = start;
   },
   chatPath: '/api/chat',
-  async chatBody(message, parent, params) {
+  async chatBody(message, parent, params, newConversation) {
     const body = { message, params };
     if (parent) body.parent = parent;
+    else if (newConversation) body.new_conversation = true;
     if (app.prefs.username) body.username = app.prefs.username;
     return body;
   },
@@ -1231,9 +1236,10 @@ const stateless = {
   },
   async loadEarlier() {},
   chatPath: '/api/stateless/chat',
-  async chatBody(message, parent, params) {
+  async chatBody(message, parent, params, newConversation) {
     const st = app.state;
-    const branch = (parent ? branchTo(parent) : []).filter(sendableMessage);
+    // A new conversation sends no window: it follows no message.
+    const branch = (parent && !newConversation ? branchTo(parent) : []).filter(sendableMessage);
     const windowMsgs = [];
     let bytes = 0;
     for (let i = branch.length - 1; i >= 0 && windowMsgs.length < WINDOW_MESSAGES; i--) {
@@ -1249,6 +1255,7 @@ const stateless = {
       window: windowMsgs,
       params,
     };
+    if (newConversation && !parent) body.new_conversation = true;
     if (app.prefs.username) body.username = app.prefs.username;
     return body;
   },
@@ -1449,7 +1456,11 @@ const backend = () => (app.mode === 'local' ? local : stateless);
 
 // ------------------------------------------------------------- branch model
 
-/** Parent of each message: its `parent`, or (no parent field) the message before it. */
+/**
+ * Parent of each message: its `parent`; none for a message marked
+ * `new_conversation` (a conversation's root, written by New chat); else
+ * (no parent field: a legacy transcript) the message before it.
+ */
 function buildTree() {
   const msgs = app.state.messages;
   const byId = new Map(msgs.map((m) => [m.id, m]));
@@ -1459,6 +1470,7 @@ function buildTree() {
   for (const m of msgs) {
     let p = null;
     if (typeof m.parent === 'string' && m.parent) p = byId.has(m.parent) ? m.parent : null;
+    else if (m.new_conversation === true) p = null;
     else if (prev) p = prev.id;
     if (p === m.id) p = null;
     parentOf.set(m.id, p);
@@ -1509,59 +1521,332 @@ function roleOf(m) {
 
 function renderAll() {
   renderMessages();
+  renderConversations();
   renderTruth();
   renderContext();
   renderReplyTo();
 }
 
+/** The root of `id`'s conversation (the top of its parent chain; cycle-safe). */
+function rootOf(id, tree, memo) {
+  const path = [];
+  const seen = new Set();
+  let cur = id;
+  let root = id;
+  while (cur && tree.byId.has(cur) && !seen.has(cur)) {
+    if (memo.has(cur)) {
+      root = memo.get(cur);
+      break;
+    }
+    seen.add(cur);
+    path.push(cur);
+    root = cur;
+    cur = tree.parentOf.get(cur);
+  }
+  for (const x of path) memo.set(x, root);
+  return root;
+}
+
+/**
+ * Conversations, newest first: each root (a message with no parent) and
+ * everything below it, with its latest message and size.
+ */
+function conversations(tree = buildTree()) {
+  const memo = new Map();
+  const byRoot = new Map();
+  for (const m of app.state.messages) {
+    const r = rootOf(m.id, tree, memo);
+    let c = byRoot.get(r);
+    if (!c) {
+      c = { root: tree.byId.get(r), latest: m, count: 0, messages: [] };
+      byRoot.set(r, c);
+    }
+    c.count++;
+    c.messages.push(m);
+    if (compareMessages(m, c.latest) > 0) c.latest = m;
+  }
+  return [...byRoot.values()].sort((a, b) => compareMessages(b.latest, a.latest));
+}
+
+/** The displayed conversation's root id, or null (none, or a new chat). */
+function currentRoot(tree) {
+  if (app.newChat || !app.leaf || !tree.byId.has(app.leaf)) return null;
+  return rootOf(app.leaf, tree, new Map());
+}
+
+function conversationTitle(c) {
+  return (c.root && (c.root.title || plainText(c.root.content).slice(0, 60))) || '(untitled)';
+}
+
+/** `text` with each case-insensitive occurrence of `q` in a <mark> (text nodes only). */
+function highlighted(text, q) {
+  const out = [];
+  const t = String(text);
+  if (!q) return [t];
+  const hay = t.toLowerCase();
+  const needle = q.toLowerCase();
+  let at = 0;
+  for (let i = hay.indexOf(needle); i >= 0; i = hay.indexOf(needle, at)) {
+    if (i > at) out.push(t.slice(at, i));
+    out.push(h('mark', {}, t.slice(i, i + needle.length)));
+    at = i + needle.length;
+  }
+  if (at < t.length) out.push(t.slice(at));
+  return out;
+}
+
+/** Up to ~90 characters of `text` around the first match of `q`. */
+function snippetAround(text, q) {
+  const i = text.toLowerCase().indexOf(q.toLowerCase());
+  if (i < 0) return null;
+  const from = Math.max(0, i - 30);
+  const to = Math.min(text.length, i + q.length + 60);
+  return (from ? '…' : '') + text.slice(from, to) + (to < text.length ? '…' : '');
+}
+
+function renderConversations() {
+  const tree = buildTree();
+  const current = currentRoot(tree);
+  const q = app.filter.trim();
+  const items = [];
+  for (const c of conversations(tree)) {
+    const title = conversationTitle(c);
+    let snippet = null;
+    if (q) {
+      if (!title.toLowerCase().includes(q.toLowerCase())) {
+        for (const m of c.messages) {
+          snippet = snippetAround(cachedPlain(m), q);
+          if (snippet) break;
+        }
+        if (!snippet) continue;
+      }
+    }
+    const rootId = c.root ? c.root.id : c.latest.id;
+    items.push(h('li', { class: 'conversation-item' },
+      h('button', {
+        type: 'button', class: 'conversation-open', 'data-testid': 'conversation', 'data-root': rootId,
+        'aria-current': rootId === current ? 'true' : false,
+        onclick: () => openConversation(c.latest.id),
+      },
+      h('span', { class: 'conversation-name', 'data-testid': 'conversation-name' }, highlighted(title, q)),
+      snippet ? h('span', { class: 'conversation-snippet', 'data-testid': 'conversation-snippet' }, highlighted(snippet, q)) : null,
+      h('span', { class: 'conversation-meta' },
+        h('time', { datetime: c.latest.timestamp }, formatTime(c.latest.timestamp)),
+        ` · ${c.count} message${c.count === 1 ? '' : 's'}`))));
+  }
+  if (!items.length) {
+    items.push(h('li', { class: 'empty-hint', 'data-testid': 'conversation-none' }, q ? 'No conversation matches.' : 'No conversations yet.'));
+  }
+  $('conversation-list').replaceChildren(...items);
+  $('load-earlier').hidden = !(app.mode === 'local' && app.offset > 0);
+  $('load-earlier').textContent = `Load earlier messages (${app.offset} more)`;
+}
+
+/** Shows the conversation holding `id`, on the branch ending at its newest leaf. */
+function openConversation(id) {
+  app.newChat = false;
+  app.branchFrom = null;
+  app.leaf = leafBelow(id);
+  renderAll();
+  if (isNarrow()) closeDrawer(false);
+  const last = $('messages').lastElementChild;
+  if (last) last.scrollIntoView({ block: 'end' });
+}
+
+function startNewChat() {
+  if (app.streaming) return;
+  if (!app.newChat) app.previousLeaf = app.leaf;
+  app.newChat = true;
+  app.branchFrom = null;
+  app.leaf = null;
+  renderAll();
+  if (isNarrow()) closeDrawer(false);
+  $('composer-input').focus();
+}
+
 function renderMessages() {
   const list = $('messages');
   const tree = buildTree();
-  if (!app.leaf || !tree.byId.has(app.leaf)) app.leaf = latestId();
+  if (!app.newChat && (!app.leaf || !tree.byId.has(app.leaf))) app.leaf = latestId();
   const branch = app.leaf ? branchTo(app.leaf, tree) : [];
-  const onBranch = new Set(branch.map((m) => m.id));
-  const shown = app.prefs.show_all ? app.state.messages : branch;
-  list.replaceChildren(...shown.map((m) => messageItem(m, tree, onBranch.has(m.id))));
-  $('empty-hint').hidden = app.state.messages.length > 0;
-  $('load-earlier').hidden = !(app.mode === 'local' && app.offset > 0);
-  $('load-earlier').textContent = `Load earlier messages (${app.offset} more)`;
-  $('show-all').checked = !!app.prefs.show_all;
+  list.replaceChildren(...branch.map((m) => messageItem(m, tree)));
+  const empty = $('empty-hint');
+  empty.hidden = branch.length > 0;
+  empty.textContent = app.state.messages.length
+    ? 'A new conversation: it starts with your next message.'
+    : 'No messages yet. Ask something below.';
+  const root = branch[0];
+  $('conversation-title').textContent = root ? (root.title || plainText(root.content).slice(0, 60) || 'Conversation') : 'New conversation';
 }
 
-function messageItem(m, tree, onBranch) {
-  const role = roleOf(m);
-  const titleId = `title-${m.id}`;
-  const actions = h('div', { class: 'msg-actions' },
-    h('button', { type: 'button', class: 'small', 'data-testid': 'branch-from', 'data-id': m.id, 'aria-describedby': titleId, onclick: () => branchFrom(m.id) }, 'Branch from here'));
-  if (!onBranch) {
-    actions.append(h('button', { type: 'button', class: 'small', 'data-testid': 'show-branch', onclick: () => { app.leaf = leafBelow(m.id); app.branchFrom = null; renderAll(); } }, 'Show this branch'));
-  } else {
-    const siblings = tree.children.get(tree.parentOf.get(m.id)) || [];
-    if (siblings.length > 1) {
-      const i = siblings.indexOf(m.id);
-      const go = (j) => () => { app.leaf = leafBelow(siblings[j]); app.branchFrom = null; renderAll(); };
-      actions.append(h('span', { class: 'sibling-nav', role: 'group', 'aria-label': 'Branches at this point' },
-        h('button', { type: 'button', class: 'small', 'aria-label': 'Previous branch', 'data-testid': 'branch-prev', disabled: i === 0, onclick: go(i - 1) }, '‹'),
-        h('span', { 'data-testid': 'branch-position' }, `${i + 1}/${siblings.length}`),
-        h('button', { type: 'button', class: 'small', 'aria-label': 'Next branch', 'data-testid': 'branch-next', disabled: i === siblings.length - 1, onclick: go(i + 1) }, '›')));
-    }
+// Icons drawn as SVG nodes (no markup strings, nothing fetched).
+const ICONS = {
+  copy: ['M8 8h11v12H8z', 'M5 16V4h11'],
+  regenerate: ['M20 12a8 8 0 1 1-2.34-5.66', 'M20 4v5h-5'],
+  edit: ['M4 20h4L19 9l-4-4L4 16z', 'M13 7l4 4'],
+  branch: ['M6 4v16', 'M6 9c0 4 12 2 12 8', 'M18 17v3'],
+};
+function icon(name) {
+  const NS = 'http://www.w3.org/2000/svg';
+  const svg = document.createElementNS(NS, 'svg');
+  svg.setAttribute('viewBox', '0 0 24 24');
+  svg.setAttribute('width', '18');
+  svg.setAttribute('height', '18');
+  svg.setAttribute('aria-hidden', 'true');
+  svg.setAttribute('focusable', 'false');
+  for (const d of ICONS[name]) {
+    const path = document.createElementNS(NS, 'path');
+    path.setAttribute('d', d);
+    svg.append(path);
   }
+  return svg;
+}
+
+function iconButton(name, label, testid, onclick, extra = {}) {
+  return h('button', { type: 'button', class: 'icon-button act', 'aria-label': label, title: label, 'data-testid': testid, onclick, ...extra }, icon(name));
+}
+
+/** The sanitised content of `m` with a Copy button on each code block. */
+function renderedContent(m) {
+  const frag = renderXhtml(m.content);
+  for (const pre of Array.from(frag.querySelectorAll('pre'))) {
+    const box = h('div', { class: 'code-block' });
+    pre.replaceWith(box);
+    box.append(pre, h('button', {
+      type: 'button', class: 'small copy-code', 'data-testid': 'copy-code', 'aria-label': 'Copy this code',
+      onclick: () => copyText(pre.textContent || '', 'Code copied.'),
+    }, 'Copy'));
+  }
+  return frag;
+}
+
+function messageItem(m, tree) {
+  const role = roleOf(m);
+  const parent = tree.parentOf.get(m.id);
+  const actions = h('div', { class: 'msg-actions' },
+    iconButton('copy', 'Copy as Markdown', 'copy-message', () => copyText(messageMarkdown(m), 'Copied as Markdown.')));
+  if (role === 'assistant' && parent) {
+    actions.append(iconButton('regenerate', 'Regenerate this answer', 'regenerate', () => regenerate(m.id), { 'data-needs-idle': '' }));
+  }
+  if (role === 'user') {
+    actions.append(iconButton('edit', 'Edit and resend', 'edit-resend', () => editAndResend(m.id), { 'data-needs-idle': '' }));
+  }
+  actions.append(iconButton('branch', 'Branch from here', 'branch-from', () => branchFrom(m.id), { 'data-id': m.id, 'data-needs-idle': '' }));
+  // Branches fork where a message has siblings; a conversation's root has none.
+  const siblings = parent ? tree.children.get(parent) || [] : [];
+  if (siblings.length > 1) {
+    const i = siblings.indexOf(m.id);
+    const go = (j) => () => { app.leaf = leafBelow(siblings[j]); app.branchFrom = null; app.newChat = false; renderAll(); };
+    actions.append(h('span', { class: 'sibling-nav', role: 'group', 'aria-label': 'Branches at this point' },
+      h('button', { type: 'button', class: 'small', 'aria-label': 'Previous branch', 'data-testid': 'branch-prev', disabled: i === 0, onclick: go(i - 1) }, '‹'),
+      h('span', { 'data-testid': 'branch-position' }, `${i + 1}/${siblings.length}`),
+      h('button', { type: 'button', class: 'small', 'aria-label': 'Next branch', 'data-testid': 'branch-next', disabled: i === siblings.length - 1, onclick: go(i + 1) }, '›')));
+  }
+  const who = m.username || (role === 'assistant' ? 'the model' : 'you');
+  const error = app.answerErrors.get(m.id);
   return h('li', {
-    class: `msg msg-${role}${onBranch ? '' : ' off-branch'}${app.branchFrom && app.branchFrom.id === m.id ? ' reply-target' : ''}`,
-    id: `msg-${m.id}`, 'data-testid': 'message', 'data-id': m.id, 'data-role': role,
+    class: `msg msg-${role}${app.branchFrom && app.branchFrom.id === m.id ? ' reply-target' : ''}`,
+    id: `msg-${m.id}`, 'data-testid': 'message', 'data-id': m.id, 'data-role': role, 'data-title': m.title || '',
   },
-  h('article', { 'aria-labelledby': titleId },
+  h('article', { 'aria-label': `${role === 'assistant' ? 'Answer' : role === 'system' ? 'System message' : 'Message'} from ${who}` },
     h('header', { class: 'msg-head' },
-      h('h3', { class: 'msg-title', id: titleId, 'data-testid': 'message-title' }, m.title || '(untitled)'),
       h('span', { class: 'msg-meta' },
         h('span', { class: 'msg-username', 'data-testid': 'message-username' }, m.username || ''),
         ' · ',
-        h('time', { datetime: m.timestamp, title: m.timestamp, 'data-testid': 'message-time' }, formatTime(m.timestamp)),
-        onBranch ? null : h('span', { class: 'tag' }, ' · other branch'))),
-    h('div', { class: 'msg-content rendered', 'data-testid': 'message-content' }, renderXhtml(m.content)),
+        h('time', { datetime: m.timestamp, title: m.timestamp, 'data-testid': 'message-time' }, formatTime(m.timestamp)))),
+    h('div', { class: 'msg-content rendered', 'data-testid': 'message-content' }, renderedContent(m)),
     contextDetails(m),
     memoryDetails(m),
+    error ? h('p', { class: 'msg-note warn', role: 'alert', 'data-testid': 'regenerate-error' },
+      `Regenerating failed: ${error.message} `,
+      h('button', { type: 'button', class: 'small', 'data-testid': 'retry', onclick: () => regenerate(m.id) }, 'Retry')) : null,
     actions));
+}
+
+// ------------------------------------------------------------- copy
+
+/** Sanitised content → Markdown (what Copy puts on the clipboard, as text). */
+function toMarkdown(node, ctx = { list: null, index: 0 }) {
+  let out = '';
+  for (const n of node.childNodes) {
+    if (n.nodeType === Node.TEXT_NODE) {
+      out += n.data.replace(/\s+/g, ' ');
+      continue;
+    }
+    if (n.nodeType !== Node.ELEMENT_NODE) continue;
+    const tag = n.localName;
+    const inner = () => toMarkdown(n, ctx).trim();
+    switch (tag) {
+      case 'br': out += '\n'; break;
+      case 'p': case 'div': out += `\n\n${inner()}\n\n`; break;
+      case 'h1': case 'h2': case 'h3': case 'h4': case 'h5': case 'h6':
+        out += `\n\n${'#'.repeat(Number(tag[1]))} ${inner()}\n\n`; break;
+      case 'strong': case 'b': out += `**${inner()}**`; break;
+      case 'em': case 'i': out += `*${inner()}*`; break;
+      case 'del': out += `~~${inner()}~~`; break;
+      case 'code': out += '`' + (n.textContent || '') + '`'; break;
+      case 'pre': out += '\n\n```\n' + (n.textContent || '').replace(/\n$/, '') + '\n```\n\n'; break;
+      case 'blockquote': out += '\n\n' + inner().split('\n').map((l) => `> ${l}`).join('\n') + '\n\n'; break;
+      case 'ul': case 'ol': {
+        let i = 0;
+        const items = [];
+        for (const li of n.children) {
+          if (li.localName !== 'li') continue;
+          i++;
+          const body = toMarkdown(li, ctx).trim().replace(/\n+/g, '\n   ');
+          items.push(`${tag === 'ol' ? `${i}.` : '-'} ${body}`);
+        }
+        out += `\n\n${items.join('\n')}\n\n`;
+        break;
+      }
+      case 'a': {
+        const href = n.getAttribute('href');
+        const text = inner();
+        out += href ? `[${text}](${href})` : text;
+        break;
+      }
+      case 'hr': out += '\n\n---\n\n'; break;
+      case 'tr': out += `\n| ${Array.from(n.children).map((c) => toMarkdown(c, ctx).trim()).join(' | ')} |`; break;
+      case 'table': out += `\n\n${toMarkdown(n, ctx).trim()}\n\n`; break;
+      default: out += toMarkdown(n, ctx);
+    }
+  }
+  return out;
+}
+
+function messageMarkdown(m) {
+  const holder = document.createElement('div');
+  holder.append(renderXhtml(m.content));
+  return toMarkdown(holder).replace(/[ \t]+\n/g, '\n').replace(/\n{3,}/g, '\n\n').trim();
+}
+
+/**
+ * Puts `text` on the clipboard as plain text only (never HTML): the
+ * Clipboard API where the page may use it, else a hidden text box and the
+ * copy command.
+ */
+async function copyText(text, done) {
+  try {
+    if (!navigator.clipboard || !window.isSecureContext) throw new Error('no Clipboard API');
+    await navigator.clipboard.writeText(text);
+  } catch {
+    const box = h('textarea', { class: 'visually-hidden', readonly: true, 'aria-hidden': 'true', tabindex: '-1' });
+    box.value = text;
+    document.body.append(box);
+    box.select();
+    let ok = false;
+    try {
+      ok = document.execCommand('copy');
+    } catch {
+      ok = false;
+    }
+    box.remove();
+    if (!ok) {
+      notify('This browser would not copy; select the text and copy it by hand.', 'error');
+      return;
+    }
+  }
+  notify(done);
 }
 
 // ------------------------------------------------------------------ memory
@@ -1673,8 +1958,16 @@ function reportDetails(r) {
 
 function renderReplyTo() {
   const box = $('reply-to');
-  const target = app.branchFrom && app.state.messages.find((m) => m.id === app.branchFrom.id);
+  const b = app.branchFrom;
+  if (b && b.edit) {
+    box.hidden = false;
+    $('reply-to-label').textContent = 'Sending an edited version of';
+    $('reply-to-title').textContent = b.edit.title;
+    return;
+  }
+  const target = b && app.state.messages.find((m) => m.id === b.id);
   box.hidden = !target;
+  $('reply-to-label').textContent = 'Replying to';
   if (target) $('reply-to-title').textContent = target.title || target.id;
 }
 
@@ -1777,7 +2070,9 @@ function reportError(e) {
 
 function branchFrom(id) {
   if (app.streaming) return;
-  app.branchFrom = { id, previousLeaf: app.branchFrom ? app.branchFrom.previousLeaf : app.leaf };
+  const previousLeaf = app.branchFrom ? app.branchFrom.previousLeaf : app.leaf;
+  app.branchFrom = { id, previousLeaf };
+  app.newChat = false;
   app.leaf = id;
   renderAll();
   $('composer-input').focus();
@@ -1786,9 +2081,64 @@ function branchFrom(id) {
 function cancelBranch() {
   if (!app.branchFrom) return;
   app.leaf = app.branchFrom.previousLeaf;
+  app.newChat = !app.leaf && app.state.messages.length > 0;
   app.branchFrom = null;
   renderAll();
   $('composer-input').focus();
+}
+
+/**
+ * Where a new version of question `qid` goes: beside it, under the same
+ * parent, or (a conversation's first question) as a new conversation.
+ */
+function siblingTarget(qid) {
+  const tree = buildTree();
+  const q = tree.byId.get(qid);
+  return q ? { question: q, parent: tree.parentOf.get(qid) || null } : null;
+}
+
+/**
+ * "Edit and resend" on a question: its text goes into the message box and
+ * the next send is a sibling of that question (same parent), so the
+ * original and its answers stay one ‹ › switch away.
+ */
+function editAndResend(qid) {
+  if (app.streaming) return;
+  const t = siblingTarget(qid);
+  if (!t) return;
+  const previousLeaf = app.branchFrom ? app.branchFrom.previousLeaf : app.leaf;
+  app.branchFrom = { id: t.parent, previousLeaf, edit: { id: qid, title: t.question.title || plainText(t.question.content).slice(0, 60) } };
+  app.newChat = !t.parent;
+  app.leaf = t.parent;
+  renderAll();
+  const input = $('composer-input');
+  input.value = messageMarkdown(t.question);
+  saveDraft(input.value);
+  input.focus();
+}
+
+/**
+ * "Regenerate" on an answer: a turn cannot answer a stored question again,
+ * so the same question is sent again beside the original (same parent);
+ * the new answer is one ‹ › switch from the old, which stays. The first
+ * answer of a conversation is regenerated as a new conversation.
+ */
+async function regenerate(aid) {
+  if (app.streaming) return;
+  const tree = buildTree();
+  const qid = tree.parentOf.get(aid);
+  const t = qid && siblingTarget(qid);
+  if (!t || roleOf(t.question) !== 'user') {
+    notify('This answer has no question to ask again.', 'error');
+    return;
+  }
+  app.answerErrors.delete(aid);
+  await send({
+    text: messageMarkdown(t.question),
+    parent: t.parent,
+    newConversation: !t.parent,
+    regenerating: aid,
+  });
 }
 
 function chatParams() {
@@ -1868,20 +2218,36 @@ function setBusy(busy) {
   $('send-button').hidden = busy;
   $('stop-button').hidden = !busy;
   $('send-button').disabled = busy;
-  for (const b of document.querySelectorAll('[data-testid="branch-from"]')) b.disabled = busy;
+  for (const b of document.querySelectorAll('[data-needs-idle], #new-chat')) b.disabled = busy;
   if (focusStop) $('stop-button').focus();
   if (focusInput) $('composer-input').focus();
 }
 
-async function send() {
+/**
+ * Sends one turn. Without `opts` it sends the message box to where the view
+ * is (the current branch, a branch point, or a new conversation); with
+ * `opts` ({text, parent, newConversation, regenerating}) it sends `text`
+ * there without touching the box (Regenerate).
+ */
+async function send(opts = null) {
   const input = $('composer-input');
-  const text = input.value;
+  const fromBox = !opts;
+  const text = fromBox ? input.value : opts.text;
   if (!text.trim() || app.streaming) return;
   clearAlert();
-  const parent = app.leaf || null;
+  const newConversation = fromBox ? app.newChat : !!opts.newConversation;
+  const parent = newConversation ? null : (fromBox ? app.leaf || null : opts.parent);
+  const regenerating = fromBox ? null : opts.regenerating;
   const params = chatParams();
   const controller = new AbortController();
   app.streaming = { controller };
+  if (regenerating) {
+    // Show the conversation up to where the new answer goes.
+    app.newChat = newConversation;
+    app.leaf = parent;
+    app.branchFrom = null;
+    renderAll();
+  }
   setBusy(true);
 
   // Provisional bubbles: the question, and the answer as it streams.
@@ -1890,17 +2256,18 @@ async function send() {
   const pending = [
     h('li', { class: 'msg msg-user pending', 'data-testid': 'pending-question' },
       h('article', { 'aria-label': 'Your message' },
-        h('header', { class: 'msg-head' }, h('h3', { class: 'msg-title' }, 'You'), h('span', { class: 'msg-meta' }, app.prefs.username || '')),
+        h('header', { class: 'msg-head' }, h('span', { class: 'msg-meta' }, app.prefs.username || app.info.username || 'You')),
         h('div', { class: 'msg-content' }, text))),
     h('li', { class: 'msg msg-assistant pending', 'data-testid': 'pending-answer' },
       h('article', { 'aria-label': 'Answer' },
-        h('header', { class: 'msg-head' }, h('h3', { class: 'msg-title' }, 'Answer')),
+        h('header', { class: 'msg-head' }, h('span', { class: 'msg-meta' }, modelLabel())),
         answerText, note)),
   ];
   $('messages').append(...pending);
+  $('empty-hint').hidden = true;
   app.follow = true;
   scrollToLatest();
-  input.value = '';
+  if (fromBox) input.value = '';
 
   let report = null;
   let done = null;
@@ -1912,7 +2279,7 @@ async function send() {
   let sawDone;
   const doneSeen = new Promise((resolve) => { sawDone = resolve; });
   try {
-    const body = await backend().chatBody(text, parent, params);
+    const body = await backend().chatBody(text, parent, params, newConversation);
     const streaming = postSse(backend().chatPath, body, {
       context: (r) => { report = r; },
       delta: (d) => {
@@ -1955,6 +2322,21 @@ async function send() {
   app.streaming = null;
   setBusy(false);
 
+  if (regenerating && (failure || controller.signal.aborted)) {
+    // The original answer stays, and says once, under it, what happened.
+    for (const li of pending) li.remove();
+    app.newChat = false;
+    app.leaf = leafBelow(regenerating);
+    if (failure && failure.status === 401) {
+      showSignin();
+      return;
+    }
+    if (failure) app.answerErrors.set(regenerating, failure);
+    renderAll();
+    document.getElementById(`msg-${regenerating}`)?.scrollIntoView({ block: 'center' });
+    if (!failure) notify('Stopped; nothing was saved.');
+    return;
+  }
   if (controller.signal.aborted) {
     note.textContent = 'Stopped. Nothing was saved for this turn.';
     note.classList.add('warn');
@@ -1963,20 +2345,30 @@ async function send() {
     return;
   }
   if (failure) {
+    if (failure.status === 401) {
+      showSignin();
+      return;
+    }
+    // The error is shown once, where it happened: in the failed answer's
+    // bubble (an alert for screen readers), with Retry.
     note.textContent = `Failed: ${failure.message}`;
     note.classList.add('warn');
-    input.value = text;
+    note.setAttribute('role', 'alert');
+    if (fromBox) input.value = text;
     // Retry sends the same question again; the failed bubbles go, so the
     // error is shown once rather than piling up a copy per attempt.
     note.append(' ', h('button', {
       type: 'button', class: 'small', 'data-testid': 'retry',
       onclick: () => {
         for (const li of pending) li.remove();
-        input.value = text;
-        send();
+        if (fromBox) {
+          input.value = text;
+          send();
+        } else {
+          send(opts);
+        }
       },
     }, 'Retry'));
-    reportError(failure);
     return;
   }
   try {
@@ -1985,9 +2377,10 @@ async function send() {
     await answerSaved;
     // Saved: the draft has become a stored message, unless the user has
     // already started typing the next one while the answer streamed.
-    saveDraft($('composer-input').value);
+    if (fromBox) saveDraft($('composer-input').value);
     app.leaf = done.assistant_message_id || latestId();
     app.branchFrom = null;
+    app.newChat = false;
     renderAll();
     if (app.follow) scrollToLatest();
     notify(streamed ? 'Answer saved.' : 'Saved.');
@@ -2083,6 +2476,7 @@ async function jumpToMessage(id) {
   }
   app.leaf = leafBelow(id);
   app.branchFrom = null;
+  app.newChat = false;
   renderAll();
   const el = document.getElementById(`msg-${id}`);
   if (el) {
@@ -2123,6 +2517,7 @@ async function importFile(file, how) {
     const msg = await backend().importText(text, how);
     app.leaf = latestId();
     app.branchFrom = null;
+    app.newChat = false;
     return msg;
   });
 }
@@ -2133,6 +2528,12 @@ function openPanel(id) {
   for (const p of document.querySelectorAll('.panel')) p.hidden = p.id !== id;
   for (const b of document.querySelectorAll('.panel-toggle')) b.setAttribute('aria-expanded', String(b.getAttribute('aria-controls') === id));
   document.body.classList.add('panel-open');
+  if (isNarrow()) {
+    closeMenu();
+    document.body.classList.remove('drawer-open');
+    syncSidebarToggle();
+  }
+  syncScrim();
   const heading = $(id).querySelector('h2');
   if (heading) heading.focus();
 }
@@ -2142,9 +2543,12 @@ function closePanel(id) {
   const toggle = document.querySelector(`.panel-toggle[aria-controls="${id}"]`);
   if (toggle) {
     toggle.setAttribute('aria-expanded', 'false');
-    toggle.focus();
+    // On phones the toggle sits in the closed menu: focus what opens it.
+    if (isNarrow()) $('menu-toggle').focus();
+    else toggle.focus();
   }
   if (![...document.querySelectorAll('.panel')].some((p) => !p.hidden)) document.body.classList.remove('panel-open');
+  syncScrim();
 }
 
 // ---------------------------------------------------------------- settings
@@ -2202,6 +2606,75 @@ function readSettingsForm(changed) {
 function savePrefs(prefs) {
   app.prefs = cleanPrefs(prefs);
   writePrefs(app.prefs);
+  renderModelBadge();
+}
+
+/** The provider and model that will answer the next message: the settings, else the server's defaults. */
+function answering() {
+  const name = app.prefs.provider || app.providers.default || '';
+  const prov = (app.providers.providers || []).find((x) => x.name === name);
+  const model = app.prefs.model || (prov && prov.default_model) || '';
+  return { provider: name, model };
+}
+
+function modelLabel() {
+  const { provider, model } = answering();
+  if (!provider) return 'the server default model';
+  return model && model !== provider ? `${provider} · ${model}` : provider;
+}
+
+function renderModelBadge() {
+  const badge = $('model-badge');
+  const label = modelLabel();
+  badge.textContent = label;
+  badge.title = `Answers come from ${label} (change it in Settings)`;
+}
+
+// ---------------------------------------------------------------- drawer, menu, panels on phones
+
+const NARROW = window.matchMedia('(max-width: 52rem)');
+const isNarrow = () => NARROW.matches;
+
+/**
+ * The conversation list: a sidebar beside the conversation on wide
+ * screens (the header button hides it), a drawer over it on phones.
+ */
+function sidebarShown() {
+  return isNarrow() ? document.body.classList.contains('drawer-open') : !document.body.classList.contains('sidebar-hidden');
+}
+
+function syncSidebarToggle() {
+  $('drawer-toggle').setAttribute('aria-expanded', String(sidebarShown()));
+  syncScrim();
+}
+
+function openDrawer() {
+  if (isNarrow()) {
+    closeMenu();
+    document.body.classList.add('drawer-open');
+    $('sidebar-title').focus();
+  } else {
+    document.body.classList.remove('sidebar-hidden');
+  }
+  syncSidebarToggle();
+}
+
+function closeDrawer(focusToggle = true) {
+  if (isNarrow()) document.body.classList.remove('drawer-open');
+  else document.body.classList.add('sidebar-hidden');
+  syncSidebarToggle();
+  if (focusToggle) $('drawer-toggle').focus();
+}
+
+function closeMenu() {
+  document.body.classList.remove('menu-open');
+  $('menu-toggle').setAttribute('aria-expanded', 'false');
+}
+
+/** On phones a dimmed backdrop sits under the drawer or a panel; a tap on it closes them. */
+function syncScrim() {
+  const over = isNarrow() && (document.body.classList.contains('drawer-open') || document.body.classList.contains('panel-open'));
+  $('scrim').hidden = !over;
 }
 
 // ---------------------------------------------------------------- sign-in
@@ -2215,7 +2688,7 @@ function showSignin() {
 function enableUi() {
   $('signin').hidden = true;
   $('layout').hidden = false;
-  for (const el of document.querySelectorAll('.toolbar button, .search input, .search button, #composer-input, #send-button')) el.disabled = false;
+  for (const el of document.querySelectorAll('.toolbar button, .search input, .search button, #composer-input, #send-button, #drawer-toggle, #menu-toggle')) el.disabled = false;
 }
 
 // ---------------------------------------------------------------- wiring
@@ -2235,14 +2708,40 @@ function wire() {
   document.addEventListener('keydown', (e) => {
     if (e.key !== 'Escape') return;
     if (app.streaming) stop();
-    else if (app.branchFrom && !$('context-dialog').open) cancelBranch();
+    else if (document.body.classList.contains('menu-open')) {
+      closeMenu();
+      $('menu-toggle').focus();
+    } else if (app.branchFrom && !$('context-dialog').open) cancelBranch();
   });
   $('reply-cancel').addEventListener('click', cancelBranch);
-  $('show-all').addEventListener('change', () => {
-    savePrefs({ ...app.prefs, show_all: $('show-all').checked || undefined });
-    renderMessages();
-  });
   $('load-earlier').addEventListener('click', () => run(() => local.loadEarlier()));
+  $('new-chat').addEventListener('click', startNewChat);
+  $('conversation-filter').addEventListener('input', (e) => {
+    app.filter = e.target.value;
+    renderConversations();
+  });
+  $('drawer-toggle').addEventListener('click', () => (sidebarShown() ? closeDrawer() : openDrawer()));
+  $('sidebar-close').addEventListener('click', () => closeDrawer());
+  $('sidebar').addEventListener('keydown', (e) => {
+    if (e.key === 'Escape' && isNarrow() && !app.streaming) {
+      e.stopPropagation();
+      closeDrawer();
+    }
+  });
+  $('menu-toggle').addEventListener('click', () => {
+    const open = !document.body.classList.contains('menu-open');
+    document.body.classList.toggle('menu-open', open);
+    $('menu-toggle').setAttribute('aria-expanded', String(open));
+    if (open) $('search-input').focus();
+  });
+  $('scrim').addEventListener('click', () => {
+    for (const p of document.querySelectorAll('.panel')) if (!p.hidden) closePanel(p.id);
+    if (document.body.classList.contains('drawer-open')) closeDrawer(false);
+  });
+  NARROW.addEventListener('change', () => {
+    document.body.classList.remove('drawer-open', 'menu-open');
+    syncSidebarToggle();
+  });
 
   for (const b of document.querySelectorAll('.panel-toggle')) {
     b.addEventListener('click', () => {
@@ -2261,7 +2760,7 @@ function wire() {
     });
   }
 
-  $('search-form').addEventListener('submit', (e) => { e.preventDefault(); doSearch($('search-input').value); });
+  $('search-form').addEventListener('submit', (e) => { e.preventDefault(); closeMenu(); doSearch($('search-input').value); });
 
   const form = $('settings-form');
   form.addEventListener('input', (e) => {
@@ -2274,7 +2773,7 @@ function wire() {
   });
   form.addEventListener('submit', (e) => e.preventDefault());
   $('settings-reset').addEventListener('click', () => {
-    savePrefs({ show_all: app.prefs.show_all });
+    savePrefs({});
     fillSettings();
     notify('Settings reset to the defaults.');
   });
@@ -2389,9 +2888,12 @@ async function start() {
     return;
   }
   fillSettings();
+  renderModelBadge();
   enableUi();
   restoreDraft();
+  // The most recent conversation, on its newest branch.
   app.leaf = latestId();
+  syncSidebarToggle();
   renderAll();
   const last = $('messages').lastElementChild;
   if (last) last.scrollIntoView({ block: 'end' });
