@@ -371,8 +371,7 @@ async function dropFile(page, name, text) {
 }
 
 /** A small valid llm.json with `n` messages and a truth entry, all new ids. */
-function exportFixture(tag, n = 2) {
-  const base = Date.UTC(2025, 0, 2, 3, 4, 5);
+function exportFixture(tag, n = 2, base = Date.UTC(2025, 0, 2, 3, 4, 5)) {
   const messages = [];
   let parent;
   for (let i = 0; i < n; i++) {
@@ -588,6 +587,11 @@ for (const mode of ['local', 'stateless']) {
     const server = await get();
     await withPage(server, { prefs: { max_tokens: 1500, temperature: 0 } }, async (page) => {
       await page.setViewportSize({ width: 390, height: 500 });
+      // A long conversation first, so the page is taller than the window
+      // whatever the tiny model answers (at temperature 0 it may answer the
+      // counting prompt in one line); the turn continues it.
+      await importFile(page, 'llm_2025.01.02.0304.json', JSON.stringify(exportFixture(`follow-${mode}`, 40, Date.now() - 120_000)));
+      await waitStatus(page, /Imported|Merged/);
       const gap = () => page.evaluate(() => document.documentElement.scrollHeight - (window.scrollY + window.innerHeight));
       await page.fill('[data-testid="composer-input"]', `Count from 1 to 500, one number per line. (${mode} follow test)`);
       await page.click('[data-testid="send"]');
