@@ -149,20 +149,12 @@ pub async fn memory_undo(
             let before = state.truth.clone();
             let undone = undo(&mut state, &body.exchange, Timestamp::now())
                 .map_err(|e| ApiError::bad_field("/exchange", e.reason))?;
-            let trust = state
-                .truth
-                .trust
-                .iter()
-                .filter(|e| !before.trust.contains(e))
-                .map(|e| serde_json::to_value(e).unwrap_or(Value::Null))
-                .collect();
-            let deleted = state
-                .truth
-                .deleted
-                .iter()
-                .filter(|d| !before.deleted.contains(d))
-                .map(|d| serde_json::to_value(d).unwrap_or(Value::Null))
-                .collect();
+            let trust =
+                crate::turn::changed_records(&before.trust, &state.truth.trust, |e| e.id.as_str());
+            let deleted =
+                crate::turn::changed_records(&before.deleted, &state.truth.deleted, |d| {
+                    d.id.as_str()
+                });
             let memory_log = match state.extra.get(LOG_KEY).map(wo_format::RawJson::to_value) {
                 Some(Value::Array(items)) => items,
                 _ => Vec::new(),

@@ -176,17 +176,28 @@ impl TurnState for StatelessTurn {
 /// client appends it to its `memory_log`: a merge patch would replace the
 /// whole journal, and the client did not send it).
 fn memory_patch(before: &[wo_format::TruthEntry], state: &State) -> Value {
-    let changed: Vec<Value> = state
-        .truth
-        .trust
-        .iter()
-        .filter(|e| !before.iter().any(|b| b == *e))
-        .filter_map(|e| serde_json::to_value(e).ok())
-        .collect();
+    let changed = changed_records(before, &state.truth.trust, |e| e.id.as_str());
     if changed.is_empty() {
         return Value::Null;
     }
     json!({"date": Timestamp::now(), "truth": {"trust": changed}})
+}
+
+/// The records of `after` that are new or differ from their `before`
+/// version (matched by `id`), as JSON. Linear: `before` comes from a client
+/// and may be large, so each record is compared with its own old version
+/// only, never with every other record.
+pub(crate) fn changed_records<T: PartialEq + serde::Serialize>(
+    before: &[T],
+    after: &[T],
+    id: impl Fn(&T) -> &str,
+) -> Vec<Value> {
+    let old: std::collections::HashMap<&str, &T> = before.iter().map(|r| (id(r), r)).collect();
+    after
+        .iter()
+        .filter(|r| old.get(id(r)).is_none_or(|o| *o != *r))
+        .filter_map(|r| serde_json::to_value(r).ok())
+        .collect()
 }
 
 /// The patch that brings the client's state up to date after a turn: the

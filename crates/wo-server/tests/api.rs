@@ -811,6 +811,21 @@ async fn config_defaults_apply_to_served_turns() {
 
 const REMEMBER_PARIS: &str = r#"{"ops":[{"op":"add","kind":"fact","title":"Capital of France","content":"Paris is the capital of France.","certainty":0.9}]}"#;
 
+/// A stateless turn asking the capital of France with nothing sent along;
+/// its events.
+async fn stateless_capital_question(s: &common::Served) -> Vec<(String, Value)> {
+    let r = s
+        .client
+        .post(s.url("/api/stateless/chat"))
+        .header("origin", &s.base)
+        .json(&json!({"message": "What is the capital of France?", "truth": [], "window": [], "params": {}}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::OK);
+    events(r).await
+}
+
 fn remembering(o: &mut wo_server::ServeOptions) {
     o.config.interpreter.mode = Some(wo_providers::config::InterpreterMode::After);
 }
@@ -920,16 +935,7 @@ async fn a_stateless_turn_is_remembered_in_the_patch_and_undone_by_the_client() 
         "version": 1, "schema": wo_format::SCHEMA_URL, "date": "2026-01-01T00:00:00Z",
         "context": "", "messages": [], "truth": {"trust": []}
     });
-    let r = s
-        .client
-        .post(s.url("/api/stateless/chat"))
-        .header("origin", &s.base)
-        .json(&json!({"message": "What is the capital of France?", "truth": [], "window": [], "params": {}}))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(r.status(), StatusCode::OK);
-    let evs = events(r).await;
+    let evs = stateless_capital_question(&s).await;
     let (d, m) = (done(&evs).clone(), memory_event(&evs).clone());
     wo_wire::apply_state_patch(&mut client_state, &d["state_patch"]);
     wo_wire::apply_state_patch(&mut client_state, &m["state_patch"]);
@@ -996,16 +1002,7 @@ async fn a_hosted_server_interprets_with_the_operators_provider_even_if_clients_
         o.hosted.allow_providers = vec!["fake".into()];
     })
     .await;
-    let r = s
-        .client
-        .post(s.url("/api/stateless/chat"))
-        .header("origin", &s.base)
-        .json(&json!({"message": "What is the capital of France?", "truth": [], "window": [], "params": {}}))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(r.status(), StatusCode::OK);
-    let evs = events(r).await;
+    let evs = stateless_capital_question(&s).await;
     let m = memory_event(&evs);
     assert_eq!(m["record"]["by"], "scribe/scribe-1", "{m}");
     assert_eq!(
