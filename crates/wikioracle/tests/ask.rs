@@ -34,21 +34,14 @@ fn config(p: &Project, kind: &str, port: u16) -> std::path::PathBuf {
         "openai" => format!("http://127.0.0.1:{port}/v1"),
         _ => format!("http://127.0.0.1:{port}"),
     };
-    let path = p.path().join("config.toml");
-    std::fs::write(
-        &path,
-        format!("[providers.test]\nkind = \"{kind}\"\nbase_url = \"{base}\"\nmodel = \"m\"\napi_key = \"sk-test-not-a-real-key\"\ntimeout_secs = 5\n"),
-    )
-    .unwrap();
-    std::fs::set_permissions(&path, std::os::unix::fs::PermissionsExt::from_mode(0o600)).unwrap();
-    path
+    p.write_config(&format!("[providers.test]\nkind = \"{kind}\"\nbase_url = \"{base}\"\nmodel = \"m\"\napi_key = \"sk-test-not-a-real-key\"\ntimeout_secs = 5\n"))
 }
 
 fn ask(p: &Project, cfg: &std::path::Path, extra: &[&str]) -> common::Run {
     let mut args = vec!["ask", "--provider", "test"];
     args.extend_from_slice(extra);
     args.push("hello there");
-    common::to_run(p.cmd(&args).env("WO_CONFIG", cfg).output().unwrap())
+    p.run_with(cfg, &args)
 }
 
 #[test]
@@ -98,11 +91,7 @@ fn unreachable_provider_exits_1() {
     p.ok(&["init"]);
     let before = std::fs::read(p.state_path()).unwrap();
     // A port nobody listens on.
-    let port = TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
+    let port = common::dead_port();
     let cfg = config(&p, "openai", port);
     let r = ask(&p, &cfg, &[]);
     assert_eq!(r.code, 1, "{}", r.stderr);
@@ -235,10 +224,7 @@ fn ask_creates_the_state_file_and_merges_exports_beside_it() {
 #[test]
 fn the_local_model_answers_in_process() {
     // Uses the offline default: SmolLM2 installed by scripts/install-model.sh.
-    if !wo_testkit::heavy(
-        "the_local_model_answers_in_process",
-        &[wo_testkit::Need::Model],
-    ) {
+    if !wo_testkit::heavy(&[wo_testkit::Need::Model]) {
         return;
     }
     let p = Project::new();
@@ -288,30 +274,14 @@ fn chat_repl_runs_turns_and_commands_from_a_pipe() {
     ]);
     let port = canned_server(response);
     let cfg = config(&p, "openai", port);
-    let mut child = p
-        .cmd(&["chat", "--provider", "test", "--username", "alec"])
-        .env("WO_CONFIG", &cfg)
-        .env("XDG_DATA_HOME", p.path().join("data"))
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(
-            b"what about the kiln?\n/sources\n/context\nsecond \\\nline\n/branch nope\n/exit\n",
-        )
-        .unwrap();
-    let out = child.wait_with_output().unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+    let out = common::feed(
+        p.cmd(&["chat", "--provider", "test", "--username", "alec"])
+            .env("WO_CONFIG", &cfg)
+            .env("XDG_DATA_HOME", p.path().join("data")),
+        b"what about the kiln?\n/sources\n/context\nsecond \\\nline\n/branch nope\n/exit\n",
     );
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    common::assert_success(&out);
     assert!(stdout.matches("Noted.").count() >= 2, "{stdout}");
     assert!(
         stdout.contains("truth: Kiln"),
@@ -618,11 +588,7 @@ fn bad_turn_inputs_are_named_by_their_flag() {
     p.ok(&["init"]);
     let before = std::fs::read(p.state_path()).unwrap();
     // Nobody listens: a request that got this far would fail differently.
-    let port = TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
+    let port = common::dead_port();
     let cfg = config(&p, "openai", port);
     for (extra, flag) in [
         (&["--temperature", "3"][..], "--temperature: "),

@@ -31,10 +31,7 @@ fn repo_root() -> PathBuf {
 #[test]
 fn web_client_in_chromium() {
     use wo_testkit::Need;
-    if !wo_testkit::heavy(
-        "web_client_in_chromium",
-        &[Need::Browser, Need::LlamaServer],
-    ) {
+    if !wo_testkit::heavy(&[Need::Browser, Need::LlamaServer]) {
         return;
     }
     let suite = repo_root().join("tests/browser");

@@ -323,11 +323,7 @@ fn context_show_and_edit() {
         .env("EDITOR", &script)
         .output()
         .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    common::assert_success(&out);
     assert_eq!(p.state().context, "<p>from editor</p>");
     let no_editor = p.run(&["context", "edit"]);
     assert_eq!(no_editor.code, 1);

@@ -170,21 +170,13 @@ fn concurrent_writers_lose_no_turn() {
                         .current_dir(&dir)
                         .output()
                         .unwrap();
-                    assert!(
-                        out.status.success(),
-                        "{}",
-                        String::from_utf8_lossy(&out.stderr)
-                    );
+                    common::assert_success(&out);
                     let out = std::process::Command::new(&wo)
                         .args(["truth", "add", &format!("w{w} t{i}"), "--content", "x"])
                         .current_dir(&dir)
                         .output()
                         .unwrap();
-                    assert!(
-                        out.status.success(),
-                        "{}",
-                        String::from_utf8_lossy(&out.stderr)
-                    );
+                    common::assert_success(&out);
                 }
             })
         })
@@ -395,20 +387,10 @@ fn a_server_cli_writers_and_an_editor_lose_nothing() {
         .collect();
 
     let upstream = fake_openai();
-    let cfg = p.path().join("config.toml");
-    std::fs::write(
-        &cfg,
-        format!("[providers.test]\nkind = \"openai\"\nbase_url = \"http://127.0.0.1:{upstream}/v1\"\nmodel = \"m\"\napi_key = \"sk-test\"\ntimeout_secs = 30\n"),
-    )
-    .unwrap();
-    std::fs::set_permissions(&cfg, std::os::unix::fs::PermissionsExt::from_mode(0o600)).unwrap();
+    let cfg = p.openai_config(upstream);
 
     // The server, local mode, on the same file.
-    let port = TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
+    let port = common::dead_port();
     let token = "concurrency-suite-token-0123456789";
     let mut server = p
         .cmd(&["serve", "--port", &port.to_string(), "--rate-limit", "0"])
@@ -466,11 +448,7 @@ fn a_server_cli_writers_and_an_editor_lose_nothing() {
                     .current_dir(&dir)
                     .output()
                     .unwrap();
-                assert!(
-                    out.status.success(),
-                    "{}",
-                    String::from_utf8_lossy(&out.stderr)
-                );
+                common::assert_success(&out);
                 let id = String::from_utf8_lossy(&out.stdout)
                     .trim()
                     .strip_prefix("added ")
@@ -495,11 +473,7 @@ fn a_server_cli_writers_and_an_editor_lose_nothing() {
                     .stdin(Stdio::null())
                     .output()
                     .unwrap();
-                assert!(
-                    out.status.success(),
-                    "{}",
-                    String::from_utf8_lossy(&out.stderr)
-                );
+                common::assert_success(&out);
                 acked.lock().unwrap().push(prompt);
             }
         }));
@@ -519,11 +493,7 @@ fn a_server_cli_writers_and_an_editor_lose_nothing() {
                     .current_dir(&dir)
                     .output()
                     .unwrap();
-                assert!(
-                    out.status.success(),
-                    "{}",
-                    String::from_utf8_lossy(&out.stderr)
-                );
+                common::assert_success(&out);
                 acked.lock().unwrap().insert(id.clone(), content);
             }
         }));
@@ -722,13 +692,7 @@ fn init_force_on_a_full_disk_leaves_no_partial_backup() {
 fn eight_first_runs_at_once_all_succeed() {
     let p = Project::new();
     let upstream = fake_openai();
-    let cfg = p.path().join("config.toml");
-    std::fs::write(
-        &cfg,
-        format!("[providers.test]\nkind = \"openai\"\nbase_url = \"http://127.0.0.1:{upstream}/v1\"\nmodel = \"m\"\napi_key = \"sk-test\"\ntimeout_secs = 30\n"),
-    )
-    .unwrap();
-    std::fs::set_permissions(&cfg, std::os::unix::fs::PermissionsExt::from_mode(0o600)).unwrap();
+    let cfg = p.openai_config(upstream);
     let children: Vec<_> = (0..8)
         .map(|i| {
             p.cmd(&["ask", "--provider", "test", &format!("first run {i}")])

@@ -202,35 +202,24 @@ fn exports_markdown_jsonl_and_chatgpt_round_trip() {
     );
 
     let out = p.path().join("notes");
-    p.ok(&[
+    let split = [
         "export",
         "--format",
         "markdown",
         "--split",
         "--out",
         out.to_str().unwrap(),
-    ]);
-    let mut names: Vec<String> = std::fs::read_dir(&out)
-        .unwrap()
-        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-        .collect();
-    names.sort();
+    ];
+    p.ok(&split);
     assert_eq!(
-        names,
+        wo_testkit::sorted_names(&out),
         [
             "2023-11-14-rolling-back-a-deploy.md",
             "2023-11-16-weeknight-pasta.md"
         ]
     );
     // Again without --overwrite: refused, nothing touched.
-    let again = p.run(&[
-        "export",
-        "--format",
-        "markdown",
-        "--split",
-        "--out",
-        out.to_str().unwrap(),
-    ]);
+    let again = p.run(&split);
     assert_eq!(again.code, 1);
     // It never suggests the flag that replaces files (issue 15).
     assert!(

@@ -122,11 +122,7 @@ fn init_drafts_the_synopsis_and_answers_cite_chunks() {
         .env("WO_CONFIG", &cfg)
         .output()
         .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    common::assert_success(&out);
     let body = seen.lock().unwrap().clone();
     assert!(
         body.contains("Ramp slowly to cone 10"),

@@ -58,6 +58,33 @@ fn project_with_fact() -> (Project, String) {
     (p, id)
 }
 
+/// Each `(case, message)`: the call `case` in `results` failed, saying
+/// `message`.
+fn assert_refused(results: &Value, cases: &[(&str, &str)]) {
+    for (case, msg) in cases {
+        let r = &results[case];
+        assert_eq!(r["ok"], false, "{case}: {r}");
+        assert!(
+            r["text"].as_str().unwrap().contains(msg),
+            "{case}: expected {msg:?} in {r}"
+        );
+    }
+}
+
+/// The `readonly` scenario's results: every write refused with `hint` on
+/// how to allow it, reads still working.
+fn assert_only_reads(ro: &Value, hint: &str, fact: &str) {
+    for tool in ["remember", "resolve", "log_exchange"] {
+        assert_eq!(ro[tool]["ok"], false, "{tool}: {}", ro[tool]);
+        assert!(
+            ro[tool]["text"].as_str().unwrap().contains(hint),
+            "{tool} says how to allow it: {}",
+            ro[tool]
+        );
+    }
+    assert_eq!(ok_json(&ro["read_truth"], "reads still work")["id"], fact);
+}
+
 fn ok_json(v: &Value, what: &str) -> Value {
     assert_eq!(v["ok"], true, "{what}: {v}");
     serde_json::from_str(v["text"].as_str().unwrap()).unwrap()
@@ -65,10 +92,7 @@ fn ok_json(v: &Value, what: &str) -> Value {
 
 #[test]
 fn every_tool_works_through_the_python_sdk() {
-    if !heavy(
-        "every_tool_works_through_the_python_sdk",
-        &[Need::PythonMcp],
-    ) {
+    if !heavy(&[Need::PythonMcp]) {
         return;
     }
     let (p, fact) = project_with_fact();
@@ -202,43 +226,28 @@ fn http(port: u16, request: &str) -> (u16, String) {
     (status, body)
 }
 
-/// A config with no provider the tests need (`/mcp` calls none).
-fn empty_config(p: &Project) -> PathBuf {
-    let cfg = p.path().join("config.toml");
-    std::fs::write(&cfg, "").unwrap();
-    std::fs::set_permissions(&cfg, std::os::unix::fs::PermissionsExt::from_mode(0o600)).unwrap();
-    cfg
-}
-
 #[test]
 fn every_tool_works_over_streamable_http_on_wo_serve() {
-    if !heavy(
-        "every_tool_works_over_streamable_http_on_wo_serve",
-        &[Need::PythonMcp],
-    ) {
+    if !heavy(&[Need::PythonMcp]) {
         return;
     }
     let (p, fact) = project_with_fact();
-    let server = Serving::start(&p, &empty_config(&p), &["--mcp-allow-write"]);
+    let server = Serving::start(&p, &p.write_config(""), &["--mcp-allow-write"]);
     let out = drive_http(&server, "full", &["m_none", &fact]);
     check_full_scenario(&p, &fact, &out);
 
     // Bad arguments: clear errors, nothing written.
     let before = std::fs::read(p.state_path()).unwrap();
     let bad = drive_http(&server, "bad", &[&fact]);
-    for (case, msg) in [
-        ("certainty", "certainty: 1.5 is outside 0..=1"),
-        ("kind", "unknown variant `rumour`"),
-        ("unknown_field", "unknown field `colour`"),
-        ("log_empty", "question: must not be empty"),
-    ] {
-        let r = &bad["bad"][case];
-        assert_eq!(r["ok"], false, "{case}: {r}");
-        assert!(
-            r["text"].as_str().unwrap().contains(msg),
-            "{case}: expected {msg:?} in {r}"
-        );
-    }
+    assert_refused(
+        &bad["bad"],
+        &[
+            ("certainty", "certainty: 1.5 is outside 0..=1"),
+            ("kind", "unknown variant `rumour`"),
+            ("unknown_field", "unknown field `colour`"),
+            ("log_empty", "question: must not be empty"),
+        ],
+    );
     assert_eq!(std::fs::read(p.state_path()).unwrap(), before);
 
     // No token, a wrong one, or the browser's cookie: refused before MCP.
@@ -279,80 +288,44 @@ fn every_tool_works_over_streamable_http_on_wo_serve() {
 
 #[test]
 fn wo_serve_refuses_mcp_writes_without_its_flag() {
-    if !heavy(
-        "wo_serve_refuses_mcp_writes_without_its_flag",
-        &[Need::PythonMcp],
-    ) {
+    if !heavy(&[Need::PythonMcp]) {
         return;
     }
     let (p, fact) = project_with_fact();
     let before = std::fs::read(p.state_path()).unwrap();
-    let server = Serving::start(&p, &empty_config(&p), &[]);
+    let server = Serving::start(&p, &p.write_config(""), &[]);
     let ro = drive_http(&server, "readonly", &["m_none", &fact]);
-    for tool in ["remember", "resolve", "log_exchange"] {
-        assert_eq!(ro[tool]["ok"], false, "{tool}: {}", ro[tool]);
-        assert!(
-            ro[tool]["text"]
-                .as_str()
-                .unwrap()
-                .contains("wo serve --mcp-allow-write"),
-            "{tool} says how to allow it: {}",
-            ro[tool]
-        );
-    }
-    assert_eq!(
-        ok_json(&ro["read_truth"], "reads still work")["id"],
-        fact.as_str()
-    );
+    assert_only_reads(&ro, "wo serve --mcp-allow-write", &fact);
     assert_eq!(std::fs::read(p.state_path()).unwrap(), before);
 }
 
 #[test]
 fn writes_are_refused_without_allow_write_and_bad_arguments_write_nothing() {
-    if !heavy(
-        "writes_are_refused_without_allow_write_and_bad_arguments_write_nothing",
-        &[Need::PythonMcp],
-    ) {
+    if !heavy(&[Need::PythonMcp]) {
         return;
     }
     let (p, fact) = project_with_fact();
     let before = std::fs::read(p.state_path()).unwrap();
 
     let ro = drive(&p, "readonly", &["m_none", &fact]);
-    for tool in ["remember", "resolve", "log_exchange"] {
-        assert_eq!(ro[tool]["ok"], false, "{tool}: {}", ro[tool]);
-        assert!(
-            ro[tool]["text"].as_str().unwrap().contains("--allow-write"),
-            "{tool} says how to allow it: {}",
-            ro[tool]
-        );
-    }
-    assert_eq!(
-        ok_json(&ro["read_truth"], "reads still work")["id"],
-        fact.as_str()
-    );
+    assert_only_reads(&ro, "--allow-write", &fact);
     assert_eq!(std::fs::read(p.state_path()).unwrap(), before);
 
     let bad = drive(&p, "bad", &[&fact]);
-    let expect = [
-        ("certainty", "certainty: 1.5 is outside 0..=1"),
-        ("kind", "unknown variant `rumour`"),
-        ("missing", "missing field `content`"),
-        ("empty_title", "title: must not be empty"),
-        ("unknown_field", "unknown field `colour`"),
-        ("limit", "limit: 0 is outside 1..=100"),
-        ("read_missing", "t_ffffffffffffffff"),
-        ("resolve_not_effort", "not an effort"),
-        ("log_empty", "question: must not be empty"),
-    ];
-    for (case, msg) in expect {
-        let r = &bad["bad"][case];
-        assert_eq!(r["ok"], false, "{case}: {r}");
-        assert!(
-            r["text"].as_str().unwrap().contains(msg),
-            "{case}: expected {msg:?} in {r}"
-        );
-    }
+    assert_refused(
+        &bad["bad"],
+        &[
+            ("certainty", "certainty: 1.5 is outside 0..=1"),
+            ("kind", "unknown variant `rumour`"),
+            ("missing", "missing field `content`"),
+            ("empty_title", "title: must not be empty"),
+            ("unknown_field", "unknown field `colour`"),
+            ("limit", "limit: 0 is outside 1..=100"),
+            ("read_missing", "t_ffffffffffffffff"),
+            ("resolve_not_effort", "not an effort"),
+            ("log_empty", "question: must not be empty"),
+        ],
+    );
     assert_eq!(
         std::fs::read(p.state_path()).unwrap(),
         before,
@@ -362,10 +335,7 @@ fn writes_are_refused_without_allow_write_and_bad_arguments_write_nothing() {
 
 #[test]
 fn mcp_writes_and_cli_writers_at_once_lose_nothing() {
-    if !heavy(
-        "mcp_writes_and_cli_writers_at_once_lose_nothing",
-        &[Need::PythonMcp],
-    ) {
+    if !heavy(&[Need::PythonMcp]) {
         return;
     }
     let (p, _) = project_with_fact();
@@ -384,21 +354,11 @@ fn mcp_writes_and_cli_writers_at_once_lose_nothing() {
             .env_remove("WO_STATE")
             .output()
             .unwrap();
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        common::assert_success(&out);
         serde_json::from_slice::<Value>(&out.stdout).unwrap()
     });
     let port = answering_server();
-    let cfg = p.path().join("config.toml");
-    std::fs::write(
-        &cfg,
-        format!("[providers.test]\nkind = \"openai\"\nbase_url = \"http://127.0.0.1:{port}/v1\"\nmodel = \"m\"\napi_key = \"sk-test-not-a-real-key\"\ntimeout_secs = 5\n"),
-    )
-    .unwrap();
-    std::fs::set_permissions(&cfg, std::os::unix::fs::PermissionsExt::from_mode(0o600)).unwrap();
+    let cfg = p.openai_config(port);
     for i in 0..N {
         p.ok(&[
             "truth",
@@ -407,11 +367,9 @@ fn mcp_writes_and_cli_writers_at_once_lose_nothing() {
             "--content",
             &format!("cli writer fact {i}"),
         ]);
-        let r = common::to_run(
-            p.cmd(&["ask", "--provider", "test", &format!("question number {i}")])
-                .env("WO_CONFIG", &cfg)
-                .output()
-                .unwrap(),
+        let r = p.run_with(
+            &cfg,
+            &["ask", "--provider", "test", &format!("question number {i}")],
         );
         assert_eq!(r.code, 0, "wo ask {i}: {}{}", r.stdout, r.stderr);
     }
@@ -591,10 +549,7 @@ fn help_teaches_and_a_missing_state_file_is_named() {
 
 #[test]
 fn chunks_of_the_directory_index_are_searched_read_and_described() {
-    if !heavy(
-        "chunks_of_the_directory_index_are_searched_read_and_described",
-        &[Need::PythonMcp],
-    ) {
+    if !heavy(&[Need::PythonMcp]) {
         return;
     }
     let (p, _) = project_with_fact();

@@ -156,23 +156,15 @@ fn wo_ask_remembers_the_exchange_with_provenance_and_it_can_be_undone() {
     let p = Project::new();
     let ops = r#"{"ops": [{"op": "add", "kind": "fact", "title": "Capital of France", "content": "Paris", "certainty": 0.95, "tags": ["geo"]}]}"#;
     let port = two_step_server("Paris.", ops);
-    let cfg = p.path().join("config.toml");
-    std::fs::write(
+    let cfg = p.openai_config(port);
+    let r = p.run_with(
         &cfg,
-        format!("[providers.test]\nkind = \"openai\"\nbase_url = \"http://127.0.0.1:{port}/v1\"\nmodel = \"m\"\napi_key = \"sk-test-not-a-real-key\"\ntimeout_secs = 5\n"),
-    )
-    .unwrap();
-    std::fs::set_permissions(&cfg, std::os::unix::fs::PermissionsExt::from_mode(0o600)).unwrap();
-    let r = common::to_run(
-        p.cmd(&[
+        &[
             "ask",
             "--provider",
             "test",
             "What is the capital of France?",
-        ])
-        .env("WO_CONFIG", &cfg)
-        .output()
-        .unwrap(),
+        ],
     );
     assert_eq!(r.code, 0, "{}", r.stderr);
     assert!(r.stdout.contains("Paris."), "{}", r.stdout);
@@ -205,12 +197,7 @@ fn wo_ask_remembers_the_exchange_with_provenance_and_it_can_be_undone() {
     .unwrap();
     p.ok(&["memory", "undo"]);
     let before = p.state().truth.trust.len();
-    let r = common::to_run(
-        p.cmd(&["ask", "--provider", "test", "And of Spain?"])
-            .env("WO_CONFIG", &cfg)
-            .output()
-            .unwrap(),
-    );
+    let r = p.run_with(&cfg, &["ask", "--provider", "test", "And of Spain?"]);
     assert_eq!(r.code, 0, "{}", r.stderr);
     assert!(!r.stderr.contains("memory"), "{}", r.stderr);
     assert_eq!(p.state().truth.trust.len(), before);
@@ -273,13 +260,7 @@ fn memory_rebuild_shows_the_cost_then_interprets_what_has_no_record_and_resumes(
     let (port, calls) = interpreter_server(
         r#"{"ops":[{"op":"add","kind":"note","title":"Asked a question","content":"A question was asked.","certainty":0.5}]}"#,
     );
-    let cfg = p.path().join("config.toml");
-    std::fs::write(
-        &cfg,
-        format!("[providers.test]\nkind = \"openai\"\nbase_url = \"http://127.0.0.1:{port}/v1\"\nmodel = \"m\"\napi_key = \"sk-test-not-a-real-key\"\ntimeout_secs = 5\n"),
-    )
-    .unwrap();
-    std::fs::set_permissions(&cfg, std::os::unix::fs::PermissionsExt::from_mode(0o600)).unwrap();
+    let cfg = p.openai_config(port);
     let run = |args: &[&str]| common::to_run(p.cmd(args).env("WO_CONFIG", &cfg).output().unwrap());
     // The cost first; nothing is called or written.
     let before = std::fs::read(p.path().join("llm.json")).unwrap();
@@ -346,10 +327,7 @@ fn memory_rebuild_shows_the_cost_then_interprets_what_has_no_record_and_resumes(
 fn the_local_model_emits_valid_operations_through_its_grammar() {
     // The real SmolLM2 in-process, the interpreter constrained by the
     // llama.cpp grammar made from spec/memory_ops_v1.json.
-    if !wo_testkit::heavy(
-        "the_local_model_emits_valid_operations_through_its_grammar",
-        &[wo_testkit::Need::Model],
-    ) {
+    if !wo_testkit::heavy(&[wo_testkit::Need::Model]) {
         return;
     }
     let p = Project::new();
@@ -359,18 +337,16 @@ fn the_local_model_emits_valid_operations_through_its_grammar() {
         "[defaults]\nprovider = \"local\"\n\n[interpreter]\nmode = \"after\"\n",
     )
     .unwrap();
-    let r = common::to_run(
-        p.cmd(&[
+    let r = p.run_with(
+        &cfg,
+        &[
             "ask",
             "-t",
             "0",
             "--max-tokens",
             "24",
             "My name is Ann. I live in Lisbon and I am learning Portuguese.",
-        ])
-        .env("WO_CONFIG", &cfg)
-        .output()
-        .unwrap(),
+        ],
     );
     assert_eq!(r.code, 0, "{}", r.stderr);
     // A rejected reply would be a note; with the grammar there is none.

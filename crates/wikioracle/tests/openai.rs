@@ -60,10 +60,7 @@ fn client_script() -> PathBuf {
 
 #[test]
 fn the_openai_sdk_gets_answers_with_memory_and_they_are_recorded() {
-    if !heavy(
-        "the_openai_sdk_gets_answers_with_memory_and_they_are_recorded",
-        &[Need::LlamaServer, Need::PythonOpenai],
-    ) {
+    if !heavy(&[Need::LlamaServer, Need::PythonOpenai]) {
         return;
     }
     let llama = LlamaServer::start();
@@ -83,16 +80,10 @@ fn the_openai_sdk_gets_answers_with_memory_and_they_are_recorded() {
         "fact",
     ]);
     let fact = fact.trim().strip_prefix("added ").unwrap().to_owned();
-    let cfg = p.path().join("config.toml");
-    std::fs::write(
-        &cfg,
-        format!(
+    let cfg = p.write_config(&format!(
             "[defaults]\nprovider = \"llama\"\n\n[providers.llama]\nkind = \"openai\"\nbase_url = \"http://127.0.0.1:{proxy}/v1\"\nmodel = \"{}\"\ncontext_window = 2048\ntimeout_secs = 120\n",
             wo_testkit::MODEL_ALIAS
-        ),
-    )
-    .unwrap();
-    std::fs::set_permissions(&cfg, std::os::unix::fs::PermissionsExt::from_mode(0o600)).unwrap();
+        ));
     let server = Serving::start(&p, &cfg, &[]);
 
     let question = "What is the name of the office cat?";

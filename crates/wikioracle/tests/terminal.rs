@@ -14,7 +14,6 @@ mod common;
 use std::io::{Read, Write};
 use std::net::TcpListener;
 use std::path::Path;
-use std::process::Stdio;
 
 use common::Project;
 use wo_format::{Message, State, Timestamp, TruthEntry};
@@ -152,20 +151,10 @@ fn run(
     for (k, v) in env {
         cmd.env(k, v);
     }
-    let mut child = cmd
-        .env("XDG_DATA_HOME", p.path().join("data"))
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(stdin.as_bytes())
-        .unwrap();
-    let o = child.wait_with_output().unwrap();
+    let o = common::feed(
+        cmd.env("XDG_DATA_HOME", p.path().join("data")),
+        stdin.as_bytes(),
+    );
     [
         Out {
             name,

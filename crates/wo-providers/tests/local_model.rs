@@ -41,7 +41,7 @@ async fn ask(p: &dyn Provider, req: ChatRequest) -> (String, StreamEvent) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn local_model_answers_in_process() {
-    if !wo_testkit::heavy("local_model_answers_in_process", &[Need::Model]) {
+    if !wo_testkit::heavy(&[Need::Model]) {
         return;
     }
     let p = provider();
@@ -96,10 +96,7 @@ async fn local_model_answers_in_process() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn local_generation_is_cancellable_and_the_model_stays_usable() {
-    if !wo_testkit::heavy(
-        "local_generation_is_cancellable_and_the_model_stays_usable",
-        &[Need::Model],
-    ) {
+    if !wo_testkit::heavy(&[Need::Model]) {
         return;
     }
     let p = provider();
@@ -147,7 +144,7 @@ async fn local_failures_are_clear() {
     assert!(e.to_string().contains("scripts/install-model.sh"), "{e}");
 
     // A prompt longer than the (configured) context: refused before generating.
-    if !wo_testkit::heavy("local_failures_are_clear (with the model)", &[Need::Model]) {
+    if !wo_testkit::heavy(&[Need::Model]) {
         return;
     }
     let path = config::default_model_path(&Env::process()).unwrap();

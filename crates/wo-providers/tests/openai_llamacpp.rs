@@ -21,10 +21,7 @@ fn start_server() -> (wo_testkit::LlamaServer, String) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn openai_provider_against_real_llama_cpp_server() {
-    if !wo_testkit::heavy(
-        "openai_provider_against_real_llama_cpp_server",
-        &[wo_testkit::Need::LlamaServer],
-    ) {
+    if !wo_testkit::heavy(&[wo_testkit::Need::LlamaServer]) {
         return;
     }
     let (server, base) = start_server();

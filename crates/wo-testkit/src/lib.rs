@@ -12,7 +12,7 @@
 
 use std::io::{Read, Write};
 use std::net::TcpStream;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -125,14 +125,18 @@ pub fn missing(need: Need) -> Option<String> {
     }
 }
 
-/// Whether a test needing `needs` runs: `true` when all are met. Otherwise
-/// it prints `SKIPPED <test>: <reason>` straight to stderr (past the test
-/// harness's capture, so a plain `cargo test` shows it) and returns `false`
-/// — or, under `WO_REQUIRE_HEAVY_TESTS=1`, fails the test with the reason.
-pub fn heavy(test: &str, needs: &[Need]) -> bool {
+/// Whether the calling test, needing `needs`, runs: `true` when all are
+/// met. Otherwise it prints `SKIPPED <test>: <reason>` straight to stderr
+/// (past the test harness's capture, so a plain `cargo test` shows it) and
+/// returns `false` — or, under `WO_REQUIRE_HEAVY_TESTS=1`, fails the test
+/// with the reason. The test's name is its thread's: libtest names each
+/// test's thread after the test.
+pub fn heavy(needs: &[Need]) -> bool {
     let Some(reason) = needs.iter().find_map(|&n| missing(n)) else {
         return true;
     };
+    let thread = std::thread::current();
+    let test = thread.name().unwrap_or("this test");
     if std::env::var(REQUIRE_ENV).is_ok_and(|v| v == "1") {
         panic!("{test}: {reason} ({REQUIRE_ENV}=1, so this is a failure, not a skip)");
     }
@@ -141,6 +145,16 @@ pub fn heavy(test: &str, needs: &[Need]) -> bool {
         "SKIPPED {test}: {reason}; `bash .ci/run` installs everything and runs it"
     );
     false
+}
+
+/// The names of the entries of `dir`, sorted.
+pub fn sorted_names(dir: &Path) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    names
 }
 
 /// A running `python3 -m llama_cpp.server`.

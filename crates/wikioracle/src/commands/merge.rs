@@ -1,8 +1,10 @@
 //! `wo merge`.
 
+use std::path::Path;
 use std::process::ExitCode;
 
 use anyhow::Result;
+use wo_format::merge::MergeReport;
 use wo_store::exports::{find_exports, merge_files};
 
 use super::open_store;
@@ -34,17 +36,7 @@ pub fn run(g: &GlobalOpts, args: MergeArgs) -> Result<ExitCode> {
     for o in &outcomes {
         match &o.result {
             Ok(report) => {
-                for pointer in &o.sanitised {
-                    eoutln!(
-                        "warning: {}: {pointer}: not valid XHTML, sanitised",
-                        o.path.display()
-                    );
-                }
-                outln!(
-                    "{verb} {}: {}",
-                    o.path.display(),
-                    render::merge_report(report)
-                );
+                print_merged(verb, &o.path, &o.sanitised, report);
                 if let Some(to) = &o.renamed_to {
                     outln!("  renamed to {}", to.display());
                 }
@@ -60,4 +52,20 @@ pub fn run(g: &GlobalOpts, args: MergeArgs) -> Result<ExitCode> {
     } else {
         ExitCode::SUCCESS
     })
+}
+
+/// Prints what merging one file did (or would do): its sanitised fields as
+/// warnings, then `verb PATH: counts`.
+pub(crate) fn print_merged(verb: &str, path: &Path, sanitised: &[String], report: &MergeReport) {
+    for pointer in sanitised {
+        eoutln!(
+            "warning: {}: {pointer}: not valid XHTML, sanitised",
+            path.display()
+        );
+    }
+    outln!(
+        "{verb} {}: {}",
+        path.display(),
+        render::merge_report(report)
+    );
 }

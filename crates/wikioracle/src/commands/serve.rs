@@ -184,13 +184,8 @@ mod tests {
         println!("item 12: {held}/{total} held");
         assert_eq!(held, total);
         // Nothing else was left behind in the directory.
-        let mut names: Vec<String> = std::fs::read_dir(dir.path())
-            .unwrap()
-            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-            .collect();
-        names.sort();
         assert_eq!(
-            names,
+            wo_testkit::sorted_names(dir.path()),
             ["linked.txt", "loose.txt", "url.tmp", "url.txt", "victim"]
         );
     }

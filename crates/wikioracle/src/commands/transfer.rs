@@ -241,17 +241,7 @@ pub fn import(g: &GlobalOpts, args: ImportArgs) -> Result<ExitCode> {
         )?;
         for o in outcomes {
             let report = o.result?;
-            for pointer in &o.sanitised {
-                eoutln!(
-                    "warning: {}: {pointer}: not valid XHTML, sanitised",
-                    o.path.display()
-                );
-            }
-            outln!(
-                "{verb} {}: {}",
-                o.path.display(),
-                render::merge_report(&report)
-            );
+            super::merge::print_merged(verb, &o.path, &o.sanitised, &report);
         }
         return Ok(ExitCode::SUCCESS);
     }

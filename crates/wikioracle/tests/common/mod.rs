@@ -52,21 +52,7 @@ impl Project {
     }
 
     pub fn run_stdin(&self, args: &[&str], input: &str) -> Run {
-        use std::io::Write;
-        let mut child = self
-            .cmd(args)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        child
-            .stdin
-            .take()
-            .unwrap()
-            .write_all(input.as_bytes())
-            .unwrap();
-        to_run(child.wait_with_output().unwrap())
+        to_run(feed(&mut self.cmd(args), input.as_bytes()))
     }
 
     /// Runs and asserts success.
@@ -80,11 +66,72 @@ impl Project {
         wo_format::parse(&std::fs::read(self.state_path()).unwrap()).unwrap()
     }
 
+    /// Writes `toml` as the project's `config.toml`, mode 0600 (`wo`
+    /// refuses a config others can read when it holds keys).
+    pub fn write_config(&self, toml: &str) -> PathBuf {
+        let cfg = self.dir.path().join("config.toml");
+        std::fs::write(&cfg, toml).unwrap();
+        std::fs::set_permissions(&cfg, std::os::unix::fs::PermissionsExt::from_mode(0o600))
+            .unwrap();
+        cfg
+    }
+
+    /// A config whose provider `test` is the OpenAI-compatible server on
+    /// loopback `port`.
+    pub fn openai_config(&self, port: u16) -> PathBuf {
+        self.write_config(&format!(
+            "[providers.test]\nkind = \"openai\"\nbase_url = \"http://127.0.0.1:{port}/v1\"\nmodel = \"m\"\napi_key = \"sk-test-not-a-real-key\"\ntimeout_secs = 30\n"
+        ))
+    }
+
+    /// Runs `wo args` with `cfg` as its config.
+    pub fn run_with(&self, cfg: &Path, args: &[&str]) -> Run {
+        to_run(self.cmd(args).env("WO_CONFIG", cfg).output().unwrap())
+    }
+
+    /// Runs `wo args` with `cfg` as its config and asserts success.
+    pub fn ok_with(&self, cfg: &Path, args: &[&str]) -> String {
+        let r = self.run_with(cfg, args);
+        assert_eq!(r.code, 0, "wo {args:?} failed:\n{}{}", r.stdout, r.stderr);
+        r.stdout
+    }
+
     pub fn write_state(&self, name: &str, state: &State) -> PathBuf {
         let p = self.dir.path().join(name);
         std::fs::write(&p, wo_format::to_canonical_vec(state)).unwrap();
         p
     }
+}
+
+/// Runs `cmd` with `input` on its stdin, capturing its output.
+pub fn feed(cmd: &mut Command, input: &[u8]) -> Output {
+    use std::io::Write;
+    let mut child = cmd
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child.stdin.take().unwrap().write_all(input).unwrap();
+    child.wait_with_output().unwrap()
+}
+
+/// A loopback port nobody listens on (bound, then released).
+pub fn dead_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// Asserts that a finished command succeeded, showing its stderr if not.
+pub fn assert_success(out: &Output) {
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
 }
 
 pub fn to_run(o: Output) -> Run {
