@@ -13,34 +13,6 @@ use std::time::{Duration, Instant};
 
 use common::{Project, state_with_messages};
 
-/// xorshift64*: a tiny deterministic generator; the seed is printed so a
-/// failure can be replayed with WO_FAULT_SEED.
-struct Rng(u64);
-
-impl Rng {
-    fn from_env() -> Self {
-        let seed = std::env::var("WO_FAULT_SEED")
-            .ok()
-            .and_then(|s| s.parse().ok())
-            .unwrap_or_else(|| {
-                std::time::SystemTime::now()
-                    .duration_since(std::time::UNIX_EPOCH)
-                    .unwrap()
-                    .as_nanos() as u64
-                    | 1
-            });
-        eprintln!("fault seed: WO_FAULT_SEED={seed}");
-        Rng(seed)
-    }
-
-    fn below(&mut self, n: u64) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D) % n.max(1)
-    }
-}
-
 #[test]
 fn sigkill_at_random_moments_never_corrupts_or_loses_reported_writes() {
     let p = Project::new();
@@ -56,7 +28,7 @@ fn sigkill_at_random_moments_never_corrupts_or_loses_reported_writes() {
     p.ok(&["truth", "add", "calibration", "--content", "c"]);
     let typical = start.elapsed().as_micros().max(1000) as u64;
 
-    let mut rng = Rng::from_env();
+    let mut rng = wo_testkit::Rng::from_env("WO_FAULT_SEED");
     let mut done: BTreeSet<String> = BTreeSet::new();
     done.insert(p.state().truth.trust[0].id.clone());
     let mut attempts = 0u32;

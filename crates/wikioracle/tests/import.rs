@@ -19,14 +19,14 @@ fn fixture(rel: &str) -> PathBuf {
 
 fn chatgpt_zip(dir: &Path) -> PathBuf {
     let path = dir.join("chatgpt-export.zip");
-    let mut w = zip::ZipWriter::new(std::fs::File::create(&path).unwrap());
-    let o: zip::write::SimpleFileOptions = Default::default();
-    w.start_file("chat.html", o).unwrap();
-    w.write_all(b"<html></html>").unwrap();
-    w.start_file("conversations.json", o).unwrap();
-    w.write_all(&std::fs::read(fixture("chatgpt/conversations.json")).unwrap())
-        .unwrap();
-    w.finish().unwrap();
+    let json = std::fs::read(fixture("chatgpt/conversations.json")).unwrap();
+    wo_testkit::write_zip(
+        &path,
+        &[
+            ("chat.html", b"<html></html>"),
+            ("conversations.json", &json),
+        ],
+    );
     path
 }
 

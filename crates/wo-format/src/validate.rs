@@ -62,7 +62,7 @@ impl Checker {
                 self.push(
                     at,
                     "type",
-                    format!("expected an object, found {}", kind(other)),
+                    format!("expected an object, found {}", json_kind(other)),
                 );
                 None
             }
@@ -89,7 +89,7 @@ impl Checker {
                 self.push(
                     at,
                     "type",
-                    format!("expected a string, found {}", kind(other)),
+                    format!("expected a string, found {}", json_kind(other)),
                 );
                 None
             }
@@ -112,7 +112,11 @@ impl Checker {
         match v.as_f64() {
             Some(x) if (0.0..=1.0).contains(&x) => {}
             Some(x) => self.push(at, "range", format!("{x} is outside [0, 1]")),
-            None => self.push(at, "type", format!("expected a number, found {}", kind(v))),
+            None => self.push(
+                at,
+                "type",
+                format!("expected a number, found {}", json_kind(v)),
+            ),
         }
     }
 
@@ -124,7 +128,7 @@ impl Checker {
                 self.push(
                     at,
                     "type",
-                    format!("expected an integer, found {}", kind(v)),
+                    format!("expected an integer, found {}", json_kind(v)),
                 );
             }
         }
@@ -132,7 +136,11 @@ impl Checker {
 
     fn boolean(&mut self, v: &Value, at: &str) {
         if !v.is_boolean() {
-            self.push(at, "type", format!("expected a boolean, found {}", kind(v)));
+            self.push(
+                at,
+                "type",
+                format!("expected a boolean, found {}", json_kind(v)),
+            );
         }
     }
 
@@ -175,7 +183,7 @@ impl Checker {
             other => self.push(
                 at,
                 "type",
-                format!("expected an array, found {}", kind(other)),
+                format!("expected an array, found {}", json_kind(other)),
             ),
         }
     }
@@ -207,7 +215,8 @@ pub fn is_accepted_schema(s: &str) -> bool {
     s == "wikioracle.llm_state" || s.rsplit('/').next() == Some("llm_state_v1.json")
 }
 
-fn kind(v: &Value) -> &'static str {
+/// What a JSON value is, for messages: "an object", "a string", "null", ….
+pub fn json_kind(v: &Value) -> &'static str {
     match v {
         Value::Null => "null",
         Value::Bool(_) => "a boolean",
@@ -255,7 +264,7 @@ pub fn validate_structure(doc: &Value) -> Vec<Issue> {
             other => c.push(
                 "/messages",
                 "type",
-                format!("expected an array, found {}", kind(other)),
+                format!("expected an array, found {}", json_kind(other)),
             ),
         }
     }
@@ -313,7 +322,7 @@ fn truth(c: &mut Checker, v: &Value, at: &str) {
         other => c.push(
             at,
             "type",
-            format!("expected an array, found {}", kind(other)),
+            format!("expected an array, found {}", json_kind(other)),
         ),
     });
     c.optional(t, at, "retrieval_prefs", |c, v, at| {
@@ -340,7 +349,7 @@ fn truth(c: &mut Checker, v: &Value, at: &str) {
         other => c.push(
             at,
             "type",
-            format!("expected an array, found {}", kind(other)),
+            format!("expected an array, found {}", json_kind(other)),
         ),
     });
 }
@@ -391,7 +400,10 @@ fn truth_entry(c: &mut Checker, v: &Value, at: &str) {
                 other => c.push(
                     at,
                     "type",
-                    format!("expected a boolean or a timestamp, found {}", kind(other)),
+                    format!(
+                        "expected a boolean or a timestamp, found {}",
+                        json_kind(other)
+                    ),
                 ),
             }
         }

@@ -26,19 +26,8 @@ use wo_interop::{ImportOptions, chatgpt};
 #[global_allocator]
 static ALLOC: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
-/// A small deterministic generator (xorshift), so every run sees the same file.
-struct Rng(u64);
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-    fn pick<'a>(&mut self, xs: &[&'a str]) -> &'a str {
-        xs[(self.next() % xs.len() as u64) as usize]
-    }
-}
+// A deterministic generator, so every run sees the same file.
+use wo_testkit::Rng;
 
 const WORDS: &[&str] = &[
     "deploy", "cluster", "rollback", "the", "a", "of", "config", "service", "latency", "cache",
@@ -70,7 +59,7 @@ fn answer(r: &mut Rng) -> String {
 }
 
 fn generate(target_bytes: usize) -> Vec<u8> {
-    let mut r = Rng(0x9e37_79b9_7f4a_7c15);
+    let mut r = Rng::new(0x9e37_79b9_7f4a_7c15);
     let mut out = Vec::with_capacity(target_bytes + (1 << 20));
     out.push(b'[');
     let mut conv = 0u64;

@@ -51,15 +51,7 @@ pub fn import(path: &Path, opts: &ImportOptions) -> Result<Imported, InteropErro
 
 /// True when `v` looks like a ChatGPT `conversations.json`.
 pub fn looks_like(v: &Value) -> bool {
-    first_conversation(v).is_some_and(|c| c.contains_key("mapping"))
-}
-
-fn first_conversation(v: &Value) -> Option<&Map<String, Value>> {
-    match v {
-        Value::Array(items) => items.first()?.as_object(),
-        Value::Object(o) => Some(o),
-        _ => None,
-    }
+    source::first_item(v).is_some_and(|c| c.contains_key("mapping"))
 }
 
 /// Imports an already parsed `conversations.json` (`shown` names it in
@@ -120,28 +112,16 @@ fn read_conversation(
         .unwrap_or_default()
         .to_owned();
     let default_model = opt_str(&obj, "default_model_slug", shown, &at, HINT)?.map(str::to_owned);
-    let mapping = match obj.remove("mapping") {
-        Some(Value::Object(m)) => m,
-        Some(other) => {
-            return Err(shape(
-                shown,
-                format!("{at}/mapping"),
-                format!(
-                    "`mapping` should be an object of nodes, found {}",
-                    kind(&other)
-                ),
-                HINT,
-            ));
-        }
-        None => {
-            return Err(shape(
-                shown,
-                at,
-                "a conversation without `mapping` (its messages): the file is cut short or not a ChatGPT export",
-                HINT,
-            ));
-        }
-    };
+    let mapping = source::take_required(
+        &mut obj,
+        "mapping",
+        source::map,
+        "an object of nodes",
+        "a conversation without `mapping` (its messages): the file is cut short or not a ChatGPT export",
+        shown,
+        &at,
+        HINT,
+    )?;
     for k in [
         "title",
         "create_time",

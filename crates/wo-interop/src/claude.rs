@@ -22,7 +22,7 @@ use wo_format::Role;
 
 use crate::chatgpt::fence;
 use crate::conv::{self, Conversation, Node, TextKind, nanos_from_iso};
-use crate::source::{self, compact, kind, opt_str, shape};
+use crate::source::{self, compact, opt_str};
 use crate::{ImportOptions, Imported, InteropError, Warning};
 
 const HINT: &str = "claude.ai → Settings → Privacy → Export data mails a .zip; pass the .zip or the conversations.json inside it";
@@ -37,14 +37,7 @@ pub fn import(path: &Path, opts: &ImportOptions) -> Result<Imported, InteropErro
 
 /// True when `v` looks like a Claude `conversations.json`.
 pub fn looks_like(v: &Value) -> bool {
-    match v {
-        Value::Array(items) => items
-            .first()
-            .and_then(Value::as_object)
-            .is_some_and(|c| c.contains_key("chat_messages")),
-        Value::Object(o) => o.contains_key("chat_messages"),
-        _ => false,
-    }
+    source::first_item(v).is_some_and(|c| c.contains_key("chat_messages"))
 }
 
 /// Imports an already parsed `conversations.json`.
@@ -75,25 +68,16 @@ fn read_conversation(
         .to_owned();
     let title = opt_str(&obj, "name", shown, &at, HINT)?.map(str::to_owned);
     let time = opt_str(&obj, "created_at", shown, &at, HINT)?.and_then(nanos_from_iso);
-    let messages = match obj.remove("chat_messages") {
-        Some(Value::Array(a)) => a,
-        Some(other) => {
-            return Err(shape(
-                shown,
-                format!("{at}/chat_messages"),
-                format!("`chat_messages` should be an array, found {}", kind(&other)),
-                HINT,
-            ));
-        }
-        None => {
-            return Err(shape(
-                shown,
-                at,
-                "a conversation without `chat_messages`: the file is cut short or not a Claude export",
-                HINT,
-            ));
-        }
-    };
+    let messages = source::take_required(
+        &mut obj,
+        "chat_messages",
+        source::array,
+        "an array",
+        "a conversation without `chat_messages`: the file is cut short or not a Claude export",
+        shown,
+        &at,
+        HINT,
+    )?;
     for k in ["uuid", "name", "created_at"] {
         obj.remove(k);
     }

@@ -315,14 +315,7 @@ fn python_float(f: f64) -> String {
         return format!("{sign}0.0");
     }
     if !(-4..16).contains(&e) {
-        let (head, tail) = digits.split_at(1);
-        let frac = if tail.is_empty() {
-            String::new()
-        } else {
-            format!(".{tail}")
-        };
-        let esign = if e < 0 { '-' } else { '+' };
-        return format!("{sign}{head}{frac}e{esign}{:02}", e.abs());
+        return format!("{sign}{}", exponential(&digits, e, 2));
     }
     format!("{sign}{}", positional(&digits, e, true))
 }
@@ -335,16 +328,18 @@ fn js_float(f: f64) -> String {
     }
     let sign = if neg { "-" } else { "" };
     if !(-6..21).contains(&e) {
-        let (head, tail) = digits.split_at(1);
-        let frac = if tail.is_empty() {
-            String::new()
-        } else {
-            format!(".{tail}")
-        };
-        let esign = if e < 0 { '-' } else { '+' };
-        return format!("{sign}{head}{frac}e{esign}{}", e.abs());
+        return format!("{sign}{}", exponential(&digits, e, 1));
     }
     format!("{sign}{}", positional(&digits, e, false))
+}
+
+/// `d.ddde±X`, the exponent zero-padded to `width` digits (Python pads to
+/// two, JavaScript does not pad).
+fn exponential(digits: &str, e: i32, width: usize) -> String {
+    let (head, tail) = digits.split_at(1);
+    let point = if tail.is_empty() { "" } else { "." };
+    let esign = if e < 0 { '-' } else { '+' };
+    format!("{head}{point}{tail}e{esign}{:0width$}", e.abs())
 }
 
 fn positional(digits: &str, e: i32, keep_point_zero: bool) -> String {

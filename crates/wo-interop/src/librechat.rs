@@ -34,11 +34,7 @@ pub fn import(path: &Path, opts: &ImportOptions) -> Result<Imported, InteropErro
 
 /// True when `v` looks like a LibreChat export.
 pub fn looks_like(v: &Value) -> bool {
-    let first = match v {
-        Value::Array(items) => items.first(),
-        other => Some(other),
-    };
-    first.and_then(Value::as_object).is_some_and(|o| {
+    source::first_item(v).is_some_and(|o| {
         o.contains_key("conversationId")
             && (o.contains_key("messages") || o.contains_key("messagesTree"))
     })

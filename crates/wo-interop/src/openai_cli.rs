@@ -15,6 +15,7 @@
 //! [`import_with`]) and a warning says how.
 
 use std::path::{Path, PathBuf};
+use wo_format::validate::json_kind as kind;
 
 use serde_json::{Map, Value, json};
 use time::OffsetDateTime;
@@ -596,17 +597,6 @@ fn derive_times(
         out.push(t);
     }
     (out, how)
-}
-
-fn kind(v: &Value) -> &'static str {
-    match v {
-        Value::Null => "null",
-        Value::Bool(_) => "a boolean",
-        Value::Number(_) => "a number",
-        Value::String(_) => "a string",
-        Value::Array(_) => "an array",
-        Value::Object(_) => "an object",
-    }
 }
 
 #[cfg(test)]

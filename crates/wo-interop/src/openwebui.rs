@@ -34,11 +34,7 @@ pub fn import(path: &Path, opts: &ImportOptions) -> Result<Imported, InteropErro
 
 /// True when `v` looks like an Open WebUI export.
 pub fn looks_like(v: &Value) -> bool {
-    let first = match v {
-        Value::Array(items) => items.first(),
-        other => Some(other),
-    };
-    first
+    source::first_item(v)
         .and_then(|c| c.get("chat"))
         .and_then(Value::as_object)
         .is_some_and(|chat| chat.contains_key("history") || chat.contains_key("messages"))
@@ -72,25 +68,16 @@ fn read_chat(
 ) -> Result<Conversation, InteropError> {
     let at = format!("/{i}");
     let mut obj = source::object(item, "a chat", shown, &at, HINT)?;
-    let mut chat = match obj.remove("chat") {
-        Some(Value::Object(c)) => c,
-        Some(other) => {
-            return Err(shape(
-                shown,
-                format!("{at}/chat"),
-                format!("`chat` should be an object, found {}", kind(&other)),
-                HINT,
-            ));
-        }
-        None => {
-            return Err(shape(
-                shown,
-                at,
-                "a chat without `chat` (its messages)",
-                HINT,
-            ));
-        }
-    };
+    let mut chat = source::take_required(
+        &mut obj,
+        "chat",
+        source::map,
+        "an object",
+        "a chat without `chat` (its messages)",
+        shown,
+        &at,
+        HINT,
+    )?;
     let id = opt_str(&obj, "id", shown, &at, HINT)?
         .or(opt_str(&chat, "id", shown, &format!("{at}/chat"), HINT)?)
         .unwrap_or_default()

@@ -25,6 +25,7 @@
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::{Path, PathBuf};
+use wo_format::validate::json_kind as kind;
 
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
@@ -834,17 +835,6 @@ fn read_meta(
 
 fn strip_secrets(v: &mut Value, removed: &mut Vec<String>) {
     crate::strip_secrets(v, "", removed);
-}
-
-fn kind(v: &Value) -> &'static str {
-    match v {
-        Value::Null => "null",
-        Value::Bool(_) => "a boolean",
-        Value::Number(_) => "a number",
-        Value::String(_) => "a string",
-        Value::Array(_) => "an array",
-        Value::Object(_) => "an object",
-    }
 }
 
 /// How [`export`] writes.

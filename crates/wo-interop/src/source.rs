@@ -163,6 +163,61 @@ pub(crate) fn object(
     }
 }
 
+/// "an object", "a string", … for messages.
+pub(crate) use wo_format::validate::json_kind as kind;
+
+/// Removes the member `key` that `obj` (at `at`) must have. Absent: a
+/// shape error at `at` saying `missing`; not what `want` accepts: one at
+/// `at/key` saying it should be `what` (e.g. "an array").
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn take_required<T>(
+    obj: &mut Map<String, Value>,
+    key: &str,
+    want: fn(Value) -> Result<T, Value>,
+    what: &str,
+    missing: &str,
+    shown: &Path,
+    at: &str,
+    hint: &str,
+) -> Result<T, InteropError> {
+    match obj.remove(key).map(want) {
+        Some(Ok(v)) => Ok(v),
+        Some(Err(other)) => Err(shape(
+            shown,
+            format!("{at}/{key}"),
+            format!("`{key}` should be {what}, found {}", kind(&other)),
+            hint,
+        )),
+        None => Err(shape(shown, at, missing, hint)),
+    }
+}
+
+/// `v` as an array, or `v` back.
+pub(crate) fn array(v: Value) -> Result<Vec<Value>, Value> {
+    match v {
+        Value::Array(a) => Ok(a),
+        other => Err(other),
+    }
+}
+
+/// `v` as an object, or `v` back.
+pub(crate) fn map(v: Value) -> Result<Map<String, Value>, Value> {
+    match v {
+        Value::Object(o) => Ok(o),
+        other => Err(other),
+    }
+}
+
+/// The first item of an export that holds an array of items or one item
+/// — what format detection looks at.
+pub(crate) fn first_item(v: &Value) -> Option<&Map<String, Value>> {
+    match v {
+        Value::Array(items) => items.first()?.as_object(),
+        Value::Object(o) => Some(o),
+        _ => None,
+    }
+}
+
 /// A shape error at `pointer`.
 pub(crate) fn shape(
     path: &Path,
@@ -175,18 +230,6 @@ pub(crate) fn shape(
         pointer: pointer.into(),
         message: message.into(),
         hint: hint.to_owned(),
-    }
-}
-
-/// "an object", "a string", … for messages.
-pub(crate) fn kind(v: &Value) -> &'static str {
-    match v {
-        Value::Null => "null",
-        Value::Bool(_) => "a boolean",
-        Value::Number(_) => "a number",
-        Value::String(_) => "a string",
-        Value::Array(_) => "an array",
-        Value::Object(_) => "an object",
     }
 }
 

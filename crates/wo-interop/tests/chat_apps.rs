@@ -4,7 +4,6 @@
 
 mod common;
 
-use std::io::Write;
 use std::path::Path;
 
 use common::{fixture, opts};
@@ -152,14 +151,14 @@ fn chatgpt_tree_roles_times_and_parts() {
 fn chatgpt_zip_reads_the_entry_and_names_it_in_errors() {
     let dir = tempfile::tempdir().unwrap();
     let zip_path = dir.path().join("export.zip");
-    let mut w = zip::ZipWriter::new(std::fs::File::create(&zip_path).unwrap());
-    let o: zip::write::SimpleFileOptions = Default::default();
-    w.start_file("chat.html", o).unwrap();
-    w.write_all(b"<html></html>").unwrap();
-    w.start_file("conversations.json", o).unwrap();
-    w.write_all(&std::fs::read(fixture("chatgpt/conversations.json")).unwrap())
-        .unwrap();
-    w.finish().unwrap();
+    let json = std::fs::read(fixture("chatgpt/conversations.json")).unwrap();
+    wo_testkit::write_zip(
+        &zip_path,
+        &[
+            ("chat.html", b"<html></html>"),
+            ("conversations.json", &json),
+        ],
+    );
     let (format, from_zip) = import(&zip_path);
     assert_eq!(format, Format::Chatgpt);
     let (_, from_json) = import(&fixture("chatgpt/conversations.json"));
@@ -172,10 +171,7 @@ fn chatgpt_zip_reads_the_entry_and_names_it_in_errors() {
     assert_eq!(ids(&from_zip.state), ids(&from_json.state));
 
     let bad_zip = dir.path().join("bad.zip");
-    let mut w = zip::ZipWriter::new(std::fs::File::create(&bad_zip).unwrap());
-    w.start_file("conversations.json", o).unwrap();
-    w.write_all(b"[{\"mapping\": {}, ").unwrap();
-    w.finish().unwrap();
+    wo_testkit::write_zip(&bad_zip, &[("conversations.json", b"[{\"mapping\": {}, ")]);
     let e = detect::import(&bad_zip, None, &opts()).unwrap_err();
     let msg = e.to_string();
     assert!(msg.contains("bad.zip:conversations.json:1:"), "{msg}");
@@ -584,15 +580,6 @@ fn exports_read_by_people() {
 /// times over), through detection and every importer that takes JSON.
 #[test]
 fn mutated_exports_never_panic() {
-    struct Rng(u64);
-    impl Rng {
-        fn next(&mut self) -> u64 {
-            self.0 ^= self.0 << 13;
-            self.0 ^= self.0 >> 7;
-            self.0 ^= self.0 << 17;
-            self.0
-        }
-    }
     fn count(v: &Value) -> usize {
         1 + match v {
             Value::Array(a) => a.iter().map(count).sum(),
@@ -624,7 +611,7 @@ fn mutated_exports_never_panic() {
         serde_json::json!({}),
         serde_json::json!([{"x": 1}]),
     ];
-    let mut rng = Rng(0x2545_f491_4f6c_dd1d);
+    let mut rng = wo_testkit::Rng::new(0x2545_f491_4f6c_dd1d);
     let dir = tempfile::tempdir().unwrap();
     for file in [
         "chatgpt/conversations.json",
@@ -638,8 +625,8 @@ fn mutated_exports_never_panic() {
         let n = count(&original);
         for _ in 0..300 {
             let mut v = original.clone();
-            let mut at = (rng.next() % n as u64) as usize;
-            let with = &odd[(rng.next() % odd.len() as u64) as usize];
+            let mut at = rng.below(n as u64) as usize;
+            let with = &odd[rng.below(odd.len() as u64) as usize];
             replace(&mut v, &mut at, with);
             let path = dir.path().join("m.json");
             std::fs::write(&path, serde_json::to_vec(&v).unwrap()).unwrap();

@@ -83,7 +83,7 @@ fn undated_entries_get_deterministic_times_and_a_warning() {
     let path = fixture("openai/undated.json");
     let a = openai_cli::import_with(&path, &opts()).unwrap();
     let ms = a.state.messages();
-    let times: Vec<&str> = ms.iter().map(|m| m.timestamp.as_str()).collect();
+    let times = common::times(ms);
     assert_eq!(
         times,
         [
@@ -291,12 +291,7 @@ fn no_dates_at_all_fall_back_to_the_given_time() {
     )
     .unwrap();
     let imported = openai_cli::import_with(&path, &opts()).unwrap();
-    let times: Vec<&str> = imported
-        .state
-        .messages()
-        .iter()
-        .map(|m| m.timestamp.as_str())
-        .collect();
+    let times = common::times(imported.state.messages());
     assert_eq!(times, ["2024-12-31T23:59:59Z", "2025-01-01T00:00:00Z"]);
     // No model in the file: the assistant takes the configured name.
     assert_eq!(imported.state.messages()[1].username, "local-model");

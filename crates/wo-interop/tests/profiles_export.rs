@@ -97,18 +97,22 @@ fn without_side_files_only_images_are_missing() {
     );
 }
 
+/// A question by alec at `at`, answering nothing or following `parent`.
+fn question(at: &str, title: &str, body: &str, parent: Option<&Message>) -> Message {
+    let mut m = Message::new("alec", ts(at), title, body);
+    m.role = Some(Role::User);
+    m.parent = parent.map(|p| p.id.clone());
+    m
+}
+
 fn handmade_state() -> State {
     let mut s = State::new(ts("2026-02-22T21:10:00Z"));
-    let q = {
-        let mut m = Message::new(
-            "alec",
-            ts("2026-02-22T20:11:05Z"),
-            "Persistence model",
-            "<p>Summarize the persistence model.</p>",
-        );
-        m.role = Some(Role::User);
-        m
-    };
+    let q = question(
+        "2026-02-22T20:11:05Z",
+        "Persistence model",
+        "<p>Summarize the persistence model.</p>",
+        None,
+    );
     let a = {
         let mut m = Message::new(
             "claude-sonnet-4.5",
@@ -125,17 +129,12 @@ fn handmade_state() -> State {
     };
     // A second branch answering the same question, and a message with no
     // role and no parent.
-    let b = {
-        let mut m = Message::new(
-            "alec",
-            ts("2026-02-22T20:12:00Z"),
-            "Alt",
-            "<p>And über-short?</p>",
-        );
-        m.role = Some(Role::User);
-        m.parent = Some(q.id.clone());
-        m
-    };
+    let b = question(
+        "2026-02-22T20:12:00Z",
+        "Alt",
+        "<p>And über-short?</p>",
+        Some(&q),
+    );
     let loose = Message::new(
         "bob",
         ts("2026-02-23T08:00:00Z"),

@@ -161,10 +161,7 @@ fn damage_is_recovered_with_warnings_naming_file_and_line() {
     assert_eq!(origin(tool)["fields"]["role"], "tool");
 
     // Undated lines follow the line before, one second apart.
-    let b: Vec<&str> = chat(ms, "A", "B")
-        .iter()
-        .map(|m| m.timestamp.as_str())
-        .collect();
+    let b = common::times(chat(ms, "A", "B"));
     assert_eq!(
         b,
         [
@@ -352,12 +349,7 @@ fn an_undated_first_line_takes_the_chat_creation_time() {
     )
     .unwrap();
     let imported = profiles::import_with(dir.path(), &opts()).unwrap();
-    let times: Vec<&str> = imported
-        .state
-        .messages()
-        .iter()
-        .map(|m| m.timestamp.as_str())
-        .collect();
+    let times = common::times(imported.state.messages());
     // 05:12 PM at +01:00, then one second per line.
     assert_eq!(times, ["2025-12-06T16:12:00Z", "2025-12-06T16:12:01Z"]);
 }

@@ -147,6 +147,64 @@ pub fn heavy(needs: &[Need]) -> bool {
     false
 }
 
+/// A tiny deterministic generator (xorshift64*) for tests and benchmarks:
+/// the same seed gives the same sequence on every machine.
+pub struct Rng(u64);
+
+impl Rng {
+    /// A generator starting from `seed` (0 is replaced: xorshift stays at 0).
+    pub fn new(seed: u64) -> Rng {
+        Rng(seed.max(1))
+    }
+
+    /// Seeded from the environment variable `var` when set, otherwise from
+    /// the clock; the seed is printed so a failure can be replayed.
+    pub fn from_env(var: &str) -> Rng {
+        let seed = std::env::var(var)
+            .ok()
+            .and_then(|s| s.parse().ok())
+            .unwrap_or_else(|| {
+                std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .unwrap()
+                    .as_nanos() as u64
+                    | 1
+            });
+        eprintln!("seed: {var}={seed}");
+        Rng::new(seed)
+    }
+
+    /// The next 64 random bits.
+    #[allow(clippy::should_implement_trait)]
+    pub fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
+    }
+
+    /// A number in `0..n` (0 when `n` is 0).
+    pub fn below(&mut self, n: u64) -> u64 {
+        self.next() % n.max(1)
+    }
+
+    /// One of `xs` (which must not be empty).
+    pub fn pick<'a, T: ?Sized>(&mut self, xs: &[&'a T]) -> &'a T {
+        xs[self.below(xs.len() as u64) as usize]
+    }
+}
+
+/// Writes a zip archive at `path` holding `entries` (name, bytes), deflated.
+pub fn write_zip(path: &Path, entries: &[(&str, &[u8])]) {
+    let mut w = zip::ZipWriter::new(std::fs::File::create(path).unwrap());
+    let options: zip::write::SimpleFileOptions = Default::default();
+    for (name, bytes) in entries {
+        w.start_file(*name, options).unwrap();
+        w.write_all(bytes).unwrap();
+    }
+    w.finish().unwrap();
+}
+
 /// The names of the entries of `dir`, sorted.
 pub fn sorted_names(dir: &Path) -> Vec<String> {
     let mut names: Vec<String> = std::fs::read_dir(dir)

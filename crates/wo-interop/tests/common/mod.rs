@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use time::macros::offset;
-use wo_format::Timestamp;
+use wo_format::{Message, Timestamp};
 use wo_interop::{ImportOptions, LocalOffset};
 
 pub fn fixture(rel: &str) -> PathBuf {
@@ -75,4 +75,9 @@ pub fn copy_tree(from: &Path, to: &Path) {
             std::fs::copy(&p, &dst).unwrap();
         }
     }
+}
+
+/// The timestamps of `messages`, in order.
+pub fn times<'a>(messages: impl IntoIterator<Item = &'a Message>) -> Vec<&'a str> {
+    messages.into_iter().map(|m| m.timestamp.as_str()).collect()
 }
