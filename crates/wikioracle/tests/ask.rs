@@ -17,16 +17,9 @@ use common::Project;
 /// A loopback HTTP server that answers every request with `response`
 /// (raw bytes, written verbatim), then closes the connection.
 fn canned_server(response: &'static [u8]) -> u16 {
-    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-    let port = listener.local_addr().unwrap().port();
-    std::thread::spawn(move || {
-        for stream in listener.incoming() {
-            let Ok(mut stream) = stream else { continue };
-            common::drain_request(&stream);
-            let _ = stream.write_all(response);
-        }
-    });
-    port
+    common::loopback_server(move |mut stream| {
+        let _ = stream.write_all(response);
+    })
 }
 
 fn config(p: &Project, kind: &str, port: u16) -> std::path::PathBuf {

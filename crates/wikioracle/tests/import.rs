@@ -6,7 +6,6 @@
 
 mod common;
 
-use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use common::Project;

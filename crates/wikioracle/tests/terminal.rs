@@ -47,26 +47,20 @@ struct Out {
 /// A loopback OpenAI-compatible server whose every answer is `answer`,
 /// split into deltas that cut escape sequences in half.
 fn hostile_model() -> u16 {
-    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-    let port = listener.local_addr().unwrap().port();
-    std::thread::spawn(move || {
-        for stream in listener.incoming() {
-            let Ok(mut stream) = stream else { continue };
-            common::drain_request(&stream);
-            let answer = format!("Answer {EVIL} end");
-            let chars: Vec<char> = answer.chars().collect();
-            let mut out =
-                String::from("HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n\r\n");
-            for piece in chars.chunks(3) {
-                let piece: String = piece.iter().collect();
-                let frame = serde_json::json!({"choices": [{"delta": {"content": piece}}]});
-                out.push_str(&format!("data: {frame}\n\n"));
-            }
-            out.push_str("data: {\"choices\":[{\"delta\":{},\"finish_reason\":\"stop\"}]}\n\ndata: [DONE]\n\n");
-            let _ = stream.write_all(out.as_bytes());
+    common::loopback_server(|mut stream| {
+        let answer = format!("Answer {EVIL} end");
+        let chars: Vec<char> = answer.chars().collect();
+        let mut out = String::from("HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n\r\n");
+        for piece in chars.chunks(3) {
+            let piece: String = piece.iter().collect();
+            let frame = serde_json::json!({"choices": [{"delta": {"content": piece}}]});
+            out.push_str(&format!("data: {frame}\n\n"));
         }
-    });
-    port
+        out.push_str(
+            "data: {\"choices\":[{\"delta\":{},\"finish_reason\":\"stop\"}]}\n\ndata: [DONE]\n\n",
+        );
+        let _ = stream.write_all(out.as_bytes());
+    })
 }
 
 /// A loopback server that refuses every request with `EVIL` in its error.

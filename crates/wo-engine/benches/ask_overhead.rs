@@ -39,24 +39,10 @@ struct Corpus {
 
 impl Corpus {
     fn new() -> Self {
-        let domain = [
-            "kiln",
-            "glaze",
-            "firing",
-            "schedule",
-            "cone",
-            "reduction",
-            "porcelain",
-            "clay",
-            "deploy",
-            "release",
-            "server",
-            "cookie",
-            "merge",
-            "export",
-            "context",
-            "budget",
-        ];
+        let domain: Vec<&str> =
+            "kiln glaze firing schedule cone reduction porcelain clay deploy release server cookie merge export context budget"
+                .split(' ')
+                .collect();
         let syllables = [
             "ka", "lo", "mi", "re", "su", "ten", "vo", "xi", "pra", "den", "ul", "gor",
         ];

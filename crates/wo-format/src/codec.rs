@@ -419,21 +419,47 @@ impl NestedPretty {
         }
         Ok(())
     }
-}
 
-impl serde_json::ser::Formatter for NestedPretty {
-    fn begin_array<W: ?Sized + std::io::Write>(&mut self, w: &mut W) -> std::io::Result<()> {
+    /// An array or object begins with `bracket`, one level deeper.
+    fn open<W: ?Sized + std::io::Write>(
+        &mut self,
+        w: &mut W,
+        bracket: &[u8],
+    ) -> std::io::Result<()> {
         self.depth += 1;
         self.has_value = false;
-        w.write_all(b"[")
+        w.write_all(bracket)
     }
 
-    fn end_array<W: ?Sized + std::io::Write>(&mut self, w: &mut W) -> std::io::Result<()> {
+    /// … and ends with `bracket` on a line of its own unless it was empty.
+    fn close<W: ?Sized + std::io::Write>(
+        &mut self,
+        w: &mut W,
+        bracket: &[u8],
+    ) -> std::io::Result<()> {
         self.depth -= 1;
         if self.has_value {
             self.newline_indent(w)?;
         }
-        w.write_all(b"]")
+        w.write_all(bracket)
+    }
+
+    /// Each element or member starts on a new line, after a comma unless first.
+    fn item<W: ?Sized + std::io::Write>(&mut self, w: &mut W, first: bool) -> std::io::Result<()> {
+        if !first {
+            w.write_all(b",")?;
+        }
+        self.newline_indent(w)
+    }
+}
+
+impl serde_json::ser::Formatter for NestedPretty {
+    fn begin_array<W: ?Sized + std::io::Write>(&mut self, w: &mut W) -> std::io::Result<()> {
+        self.open(w, b"[")
+    }
+
+    fn end_array<W: ?Sized + std::io::Write>(&mut self, w: &mut W) -> std::io::Result<()> {
+        self.close(w, b"]")
     }
 
     fn begin_array_value<W: ?Sized + std::io::Write>(
@@ -441,10 +467,7 @@ impl serde_json::ser::Formatter for NestedPretty {
         w: &mut W,
         first: bool,
     ) -> std::io::Result<()> {
-        if !first {
-            w.write_all(b",")?;
-        }
-        self.newline_indent(w)
+        self.item(w, first)
     }
 
     fn end_array_value<W: ?Sized + std::io::Write>(&mut self, _w: &mut W) -> std::io::Result<()> {
@@ -453,17 +476,11 @@ impl serde_json::ser::Formatter for NestedPretty {
     }
 
     fn begin_object<W: ?Sized + std::io::Write>(&mut self, w: &mut W) -> std::io::Result<()> {
-        self.depth += 1;
-        self.has_value = false;
-        w.write_all(b"{")
+        self.open(w, b"{")
     }
 
     fn end_object<W: ?Sized + std::io::Write>(&mut self, w: &mut W) -> std::io::Result<()> {
-        self.depth -= 1;
-        if self.has_value {
-            self.newline_indent(w)?;
-        }
-        w.write_all(b"}")
+        self.close(w, b"}")
     }
 
     fn begin_object_key<W: ?Sized + std::io::Write>(
@@ -471,10 +488,7 @@ impl serde_json::ser::Formatter for NestedPretty {
         w: &mut W,
         first: bool,
     ) -> std::io::Result<()> {
-        if !first {
-            w.write_all(b",")?;
-        }
-        self.newline_indent(w)
+        self.item(w, first)
     }
 
     fn begin_object_value<W: ?Sized + std::io::Write>(&mut self, w: &mut W) -> std::io::Result<()> {

@@ -489,28 +489,23 @@ impl<'a> Tables<'a> {
                 "address",
                 "asset_path",
             ],
-            chunks: self
-                .chunks()
-                .iter()
-                .enumerate()
-                .map(|(i, c)| {
-                    serde_json::json!([
-                        self.index.ref_at(i),
-                        c.id,
-                        c.slug,
-                        self.path_i[i],
-                        self.kind_i[i],
-                        c.start_line,
-                        c.end_line,
-                        self.tokens[i],
-                        c.content_hash,
-                        c.heading_path,
-                        c.symbol,
-                        c.address,
-                        c.asset_path
-                    ])
-                })
-                .collect(),
+            chunks: self.chunk_rows(|i, c| {
+                serde_json::json!([
+                    self.index.ref_at(i),
+                    c.id,
+                    c.slug,
+                    self.path_i[i],
+                    self.kind_i[i],
+                    c.start_line,
+                    c.end_line,
+                    self.tokens[i],
+                    c.content_hash,
+                    c.heading_path,
+                    c.symbol,
+                    c.address,
+                    c.asset_path
+                ])
+            }),
         };
         serde_json::to_vec(&manifest).unwrap_or_default()
     }
@@ -544,26 +539,33 @@ impl<'a> Tables<'a> {
                 "symbol",
                 "address",
             ],
-            chunks: self
-                .chunks()
-                .iter()
-                .enumerate()
-                .map(|(i, c)| {
-                    serde_json::json!([
-                        self.index.ref_at(i),
-                        self.path_i[i],
-                        self.kind_i[i],
-                        c.start_line,
-                        c.end_line,
-                        self.tokens[i],
-                        c.heading_path.last(),
-                        c.symbol,
-                        c.address
-                    ])
-                })
-                .collect(),
+            chunks: self.chunk_rows(|i, c| {
+                serde_json::json!([
+                    self.index.ref_at(i),
+                    self.path_i[i],
+                    self.kind_i[i],
+                    c.start_line,
+                    c.end_line,
+                    self.tokens[i],
+                    c.heading_path.last(),
+                    c.symbol,
+                    c.address
+                ])
+            }),
         };
         serde_json::to_vec(&manifest).unwrap_or_default()
+    }
+
+    /// One manifest row per chunk, in index order (`row` gets its number).
+    fn chunk_rows(
+        &self,
+        row: impl Fn(usize, &Chunk) -> serde_json::Value,
+    ) -> Vec<serde_json::Value> {
+        self.chunks()
+            .iter()
+            .enumerate()
+            .map(|(i, c)| row(i, c))
+            .collect()
     }
 
     fn body(&self, c: &Chunk) -> (String, bool) {

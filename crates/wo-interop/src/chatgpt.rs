@@ -45,8 +45,7 @@ const HINT: &str = "ChatGPT → Settings → Data controls → Export data mails
 
 /// Imports a ChatGPT export: the `.zip` or its `conversations.json`.
 pub fn import(path: &Path, opts: &ImportOptions) -> Result<Imported, InteropError> {
-    let (shown, value) = source::read_json(path, Some("conversations.json"), HINT, opts)?;
-    import_value(value, &shown, opts)
+    source::import_json(path, Some("conversations.json"), HINT, opts, import_value)
 }
 
 /// True when `v` looks like a ChatGPT `conversations.json`.

@@ -31,8 +31,7 @@ const ROOT_PARENT: &str = "00000000-0000-4000-8000-000000000000";
 
 /// Imports a Claude export: the `.zip` or its `conversations.json`.
 pub fn import(path: &Path, opts: &ImportOptions) -> Result<Imported, InteropError> {
-    let (shown, value) = source::read_json(path, Some("conversations.json"), HINT, opts)?;
-    import_value(value, &shown, opts)
+    source::import_json(path, Some("conversations.json"), HINT, opts, import_value)
 }
 
 /// True when `v` looks like a Claude `conversations.json`.

@@ -28,8 +28,7 @@ const ROOT_PARENT: &str = "00000000-0000-0000-0000-000000000000";
 
 /// Imports a LibreChat export file.
 pub fn import(path: &Path, opts: &ImportOptions) -> Result<Imported, InteropError> {
-    let (shown, value) = source::read_json(path, None, HINT, opts)?;
-    import_value(value, &shown, opts)
+    source::import_json(path, None, HINT, opts, import_value)
 }
 
 /// True when `v` looks like a LibreChat export.

@@ -28,8 +28,7 @@ const HINT: &str = "in Open WebUI, a chat's menu → Download → Export chat (.
 
 /// Imports an Open WebUI export file.
 pub fn import(path: &Path, opts: &ImportOptions) -> Result<Imported, InteropError> {
-    let (shown, value) = source::read_json(path, None, HINT, opts)?;
-    import_value(value, &shown, opts)
+    source::import_json(path, None, HINT, opts, import_value)
 }
 
 /// True when `v` looks like an Open WebUI export.

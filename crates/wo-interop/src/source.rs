@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 
 use serde_json::{Map, Value};
 
-use crate::{ImportOptions, InteropError, Step};
+use crate::{ImportOptions, Imported, InteropError, Step};
 
 /// The largest archive entry read (a ChatGPT `conversations.json` of many
 /// years is a few hundred MB; a zip bomb's entry is refused by its declared
@@ -119,6 +119,19 @@ pub(crate) fn read_json(
     opts.progress.report(Step::Parsing);
     let value = parse_json(&bytes, &shown, hint)?;
     Ok((shown, value))
+}
+
+/// An importer's whole run on a JSON input: [`read_json`], then its
+/// `import_value` on the parsed value.
+pub(crate) fn import_json(
+    path: &Path,
+    zip_entry: Option<&str>,
+    hint: &str,
+    opts: &ImportOptions,
+    import_value: fn(Value, &Path, &ImportOptions) -> Result<Imported, InteropError>,
+) -> Result<Imported, InteropError> {
+    let (shown, value) = read_json(path, zip_entry, hint, opts)?;
+    import_value(value, &shown, opts)
 }
 
 /// The conversations of an export: an array's items, or `value` alone when

@@ -276,15 +276,11 @@ fn a_non_empty_target_is_refused_unless_overwrite() {
     );
     assert!(!out.path().join("A").exists(), "nothing written");
 
-    let report = profiles::export(
-        &state,
-        out.path(),
-        &ExportOptions {
-            overwrite: true,
-            ..export_opts()
-        },
-    )
-    .unwrap();
+    let overwriting = ExportOptions {
+        overwrite: true,
+        ..export_opts()
+    };
+    let report = profiles::export(&state, out.path(), &overwriting).unwrap();
     assert_eq!(report.messages, 4);
     assert_eq!(
         std::fs::read_to_string(out.path().join("keep.txt")).unwrap(),
@@ -292,15 +288,7 @@ fn a_non_empty_target_is_refused_unless_overwrite() {
     );
     // The new profile does not take a name already on disk… and a second
     // overwrite rewrites the same files.
-    profiles::export(
-        &state,
-        out.path(),
-        &ExportOptions {
-            overwrite: true,
-            ..export_opts()
-        },
-    )
-    .unwrap();
+    profiles::export(&state, out.path(), &overwriting).unwrap();
     assert!(out.path().join("B/chats/A/messages.jsonl").is_file());
 
     let file = out.path().join("keep.txt");

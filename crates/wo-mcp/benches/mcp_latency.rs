@@ -22,32 +22,7 @@ fn env(name: &str, default: usize) -> usize {
         .unwrap_or(default)
 }
 
-const WORDS: [&str; 24] = [
-    "kiln",
-    "glaze",
-    "firing",
-    "schedule",
-    "cone",
-    "porcelain",
-    "clay",
-    "deploy",
-    "release",
-    "server",
-    "cookie",
-    "merge",
-    "export",
-    "budget",
-    "garden",
-    "tomato",
-    "train",
-    "ticket",
-    "invoice",
-    "meeting",
-    "draft",
-    "review",
-    "weather",
-    "coffee",
-];
+const WORDS: &str = "kiln glaze firing schedule cone porcelain clay deploy release server cookie merge export budget garden tomato train ticket invoice meeting draft review weather coffee";
 
 /// Deterministic pseudo-random text (xorshift), 12–40 words.
 fn text(seed: &mut u64) -> String {
@@ -66,7 +41,8 @@ fn text(seed: &mut u64) -> String {
         let r = next();
         // Zipf-ish: a few words are common, the rest rare; plus filler.
         if r % 3 == 0 {
-            s.push_str(WORDS[(r as usize / 3) % WORDS.len()]);
+            let words: Vec<&str> = WORDS.split(' ').collect();
+            s.push_str(words[(r as usize / 3) % words.len()]);
         } else {
             s.push_str(&format!("w{}", r % 5000));
         }

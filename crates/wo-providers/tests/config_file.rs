@@ -10,11 +10,7 @@ use wo_providers::config::{self, Config, ConfigError, Env, KeyStatus};
 
 #[tokio::test]
 async fn a_config_file_builds_every_kind_and_lists_reachability() {
-    let nano = FakeServer::start(vec![Reply::json(
-        200,
-        r#"{"status":"ok","ready":true,"num_gpus":1,"available_workers":1}"#,
-    )])
-    .await;
+    let nano = FakeServer::start(vec![Reply::json(200, common::NANO_READY)]).await;
     let dir = tempfile::tempdir().unwrap();
     let cfg_dir = dir.path().join("wikioracle");
     std::fs::create_dir_all(&cfg_dir).unwrap();

@@ -433,11 +433,7 @@ async fn nanochat_refuses_an_oversized_message_before_sending() {
 
 #[tokio::test]
 async fn nanochat_health_check() {
-    let srv = FakeServer::start(vec![Reply::json(
-        200,
-        r#"{"status":"ok","ready":true,"num_gpus":1,"available_workers":1}"#,
-    )])
-    .await;
+    let srv = FakeServer::start(vec![Reply::json(200, common::NANO_READY)]).await;
     let p = provider(Kind::NanoChat, &srv.url, fast());
     let r = p.check().await;
     assert!(r.is_reachable(), "{r}");

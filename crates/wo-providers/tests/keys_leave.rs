@@ -4,8 +4,8 @@
 //! Proxies from the environment are in `proxy_env.rs` (they need the
 //! process environment, so they get a test binary of their own).
 
-use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::io::Write;
+use std::net::{SocketAddr, TcpListener};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -43,7 +43,7 @@ impl Server {
         std::thread::spawn(move || {
             for stream in listener.incoming() {
                 let Ok(mut stream) = stream else { continue };
-                let req = read_request(&mut stream);
+                let req = wo_testkit::read_request(&mut stream);
                 log.lock().unwrap().push(req.clone());
                 let reply = respond(&String::from_utf8_lossy(&req));
                 let _ = stream.write_all(reply.as_bytes());
@@ -68,38 +68,6 @@ impl Server {
             .map(|r| String::from_utf8_lossy(r).into_owned())
             .collect()
     }
-}
-
-/// Headers plus a `content-length` body; whatever arrives within a second
-/// for anything else (a TLS hello).
-fn read_request(stream: &mut TcpStream) -> Vec<u8> {
-    stream
-        .set_read_timeout(Some(Duration::from_secs(1)))
-        .unwrap();
-    let mut buf = Vec::new();
-    let mut chunk = [0u8; 8192];
-    loop {
-        let n = match stream.read(&mut chunk) {
-            Ok(0) | Err(_) => break,
-            Ok(n) => n,
-        };
-        buf.extend_from_slice(&chunk[..n]);
-        let text = String::from_utf8_lossy(&buf).to_string();
-        if let Some(end) = text.find("\r\n\r\n") {
-            let len = text[..end]
-                .lines()
-                .find_map(|l| {
-                    l.to_ascii_lowercase()
-                        .strip_prefix("content-length:")
-                        .map(|v| v.trim().parse::<usize>().unwrap_or(0))
-                })
-                .unwrap_or(0);
-            if buf.len() >= end + 4 + len {
-                break;
-            }
-        }
-    }
-    buf
 }
 
 fn sse(body: &str) -> String {

@@ -5,6 +5,8 @@
 
 #![cfg(feature = "local")]
 
+mod common;
+
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -53,12 +55,7 @@ async fn local_model_answers_in_process() {
     let reach = p.check().await;
     assert!(reach.is_reachable(), "{reach}");
 
-    let req = ChatRequest::new(vec![
-        ChatMessage::system("You are a helpful assistant. Answer in one short sentence."),
-        ChatMessage::user("What is the capital of France?"),
-    ])
-    .with_temperature(0.0)
-    .with_max_tokens(40);
+    let req = common::capital_question();
     let started = Instant::now();
     let (text, done) = ask(p.as_ref(), req).await;
     let took = started.elapsed();

@@ -6,6 +6,8 @@
 //! Without them a plain `cargo test` reports the test as skipped, with the
 //! reason; `bash .ci/run` installs both and requires it to run.
 
+mod common;
+
 use std::time::Instant;
 
 use futures::StreamExt;
@@ -29,12 +31,7 @@ async fn openai_provider_against_real_llama_cpp_server() {
     assert!(p.check().await.is_reachable());
 
     // 1. A real streamed answer.
-    let req = ChatRequest::new(vec![
-        ChatMessage::system("You are a helpful assistant. Answer in one short sentence."),
-        ChatMessage::user("What is the capital of France?"),
-    ])
-    .with_temperature(0.0)
-    .with_max_tokens(40);
+    let req = common::capital_question();
     let started = Instant::now();
     let mut s = p.stream(req, CancellationToken::new()).await.unwrap();
     let mut text = String::new();
@@ -67,12 +64,7 @@ async fn openai_provider_against_real_llama_cpp_server() {
     )])
     .with_max_tokens(5)
     .with_temperature(0.0);
-    let events: Vec<_> = p
-        .stream(req, CancellationToken::new())
-        .await
-        .unwrap()
-        .collect()
-        .await;
+    let events = common::all_events(&p, req).await;
     let last = events.last().unwrap().as_ref().unwrap();
     assert!(
         matches!(last, StreamEvent::Done { finish_reason: Some(r), .. } if r == "length"),
@@ -93,12 +85,7 @@ async fn openai_provider_against_real_llama_cpp_server() {
 
     // 4. The server still answers afterwards.
     let req = ChatRequest::new(vec![ChatMessage::user("Say hi.")]).with_max_tokens(8);
-    let events: Vec<_> = p
-        .stream(req, CancellationToken::new())
-        .await
-        .unwrap()
-        .collect()
-        .await;
+    let events = common::all_events(&p, req).await;
     assert!(matches!(events.last(), Some(Ok(StreamEvent::Done { .. }))));
     drop(server);
 }

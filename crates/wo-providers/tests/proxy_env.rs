@@ -4,10 +4,9 @@
 //! because it sets process environment variables, which no other test in
 //! the same binary may race with.
 
-use std::io::{Read, Write};
-use std::net::{TcpListener, TcpStream};
+use std::io::Write;
+use std::net::TcpListener;
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
 
 use futures::StreamExt;
 use tokio_util::sync::CancellationToken;
@@ -33,7 +32,8 @@ impl Recorder {
         std::thread::spawn(move || {
             for stream in listener.incoming() {
                 let Ok(mut stream) = stream else { continue };
-                let req = read_request(&mut stream);
+                let req =
+                    String::from_utf8_lossy(&wo_testkit::read_request(&mut stream)).into_owned();
                 let reply = if req.starts_with("CONNECT ") {
                     "HTTP/1.1 403 Forbidden\r\ncontent-length: 0\r\n\r\n".to_owned()
                 } else {
@@ -56,35 +56,6 @@ impl Recorder {
     fn contacted(&self) -> bool {
         !self.seen.lock().unwrap().is_empty()
     }
-}
-
-fn read_request(stream: &mut TcpStream) -> String {
-    stream
-        .set_read_timeout(Some(Duration::from_secs(1)))
-        .unwrap();
-    let mut buf = Vec::new();
-    let mut chunk = [0u8; 8192];
-    loop {
-        match stream.read(&mut chunk) {
-            Ok(0) | Err(_) => break,
-            Ok(n) => buf.extend_from_slice(&chunk[..n]),
-        }
-        let text = String::from_utf8_lossy(&buf);
-        if let Some(end) = text.find("\r\n\r\n") {
-            let len = text[..end]
-                .lines()
-                .find_map(|l| {
-                    l.to_ascii_lowercase()
-                        .strip_prefix("content-length:")
-                        .map(|v| v.trim().parse::<usize>().unwrap_or(0))
-                })
-                .unwrap_or(0);
-            if buf.len() >= end + 4 + len {
-                break;
-            }
-        }
-    }
-    String::from_utf8_lossy(&buf).into_owned()
 }
 
 async fn answer(p: &dyn Provider) -> Result<String, ProviderError> {

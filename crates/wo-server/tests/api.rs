@@ -13,12 +13,7 @@ use serde_json::{Value, json};
 use wo_wire::api as wire;
 
 async fn chat(s: &common::Served, body: Value) -> Vec<(String, Value)> {
-    let r = s
-        .program(Method::POST, "/api/chat")
-        .json(&body)
-        .send()
-        .await
-        .unwrap();
+    let r = s.program_json(Method::POST, "/api/chat", &body).await;
     assert_eq!(r.status(), StatusCode::OK);
     assert_eq!(r.headers()["content-type"], "text/event-stream");
     events(r).await
@@ -102,12 +97,7 @@ async fn bad_turns_are_refused_with_a_pointer_and_save_nothing() {
         (json!({"message": 5}), "/message"),
     ];
     for (body, pointer) in cases {
-        let r = s
-            .program(Method::POST, "/api/chat")
-            .json(&body)
-            .send()
-            .await
-            .unwrap();
+        let r = s.program_json(Method::POST, "/api/chat", &body).await;
         assert_eq!(r.status(), StatusCode::BAD_REQUEST, "{body}");
         let e: Value = r.json().await.unwrap();
         assert_eq!(e["error"]["pointer"], pointer, "{body}: {e}");
@@ -154,11 +144,8 @@ async fn stopping_mid_answer_saves_nothing() {
     .await;
     let before = s.state_bytes();
     let mut r = s
-        .program(Method::POST, "/api/chat")
-        .json(&json!({"message": "talk"}))
-        .send()
-        .await
-        .unwrap();
+        .program_json(Method::POST, "/api/chat", &json!({"message": "talk"}))
+        .await;
     let mut seen = String::new();
     while !seen.contains("event: delta") {
         seen.push_str(&String::from_utf8_lossy(&r.chunk().await.unwrap().unwrap()));
@@ -205,31 +192,33 @@ async fn concurrent_chats_all_land() {
 async fn truth_entries_are_added_edited_and_deleted_with_a_tombstone() {
     let s = serve(Script::says("x"), false).await;
     let r = s
-        .browser(Method::POST, "/api/truth")
-        .json(&wire::NewTruth {
-            title: "Kiln".into(),
-            content: "Cone 6 is **1222 °C**".into(),
-            certainty: 0.8,
-            kind: Some(wo_format::TruthKind::Fact),
-        })
-        .send()
-        .await
-        .unwrap();
+        .browser_json(
+            Method::POST,
+            "/api/truth",
+            &wire::NewTruth {
+                title: "Kiln".into(),
+                content: "Cone 6 is **1222 °C**".into(),
+                certainty: 0.8,
+                kind: Some(wo_format::TruthKind::Fact),
+            },
+        )
+        .await;
     assert_eq!(r.status(), StatusCode::CREATED);
     let entry: wo_wire::TruthEntry = r.json().await.unwrap();
     let id = entry.id;
     assert_eq!(entry.content, "<p>Cone 6 is <strong>1222 °C</strong></p>");
     assert_eq!(entry.extra["kind"], "fact");
     let r = s
-        .browser(Method::PATCH, &format!("/api/truth/{id}"))
-        .json(&wire::TruthEdit {
-            certainty: Some(0.4),
-            content: Some("<img src=x onerror=alert(1)>cone 6".into()),
-            ..Default::default()
-        })
-        .send()
-        .await
-        .unwrap();
+        .browser_json(
+            Method::PATCH,
+            &format!("/api/truth/{id}"),
+            &wire::TruthEdit {
+                certainty: Some(0.4),
+                content: Some("<img src=x onerror=alert(1)>cone 6".into()),
+                ..Default::default()
+            },
+        )
+        .await;
     assert_eq!(r.status(), StatusCode::OK);
     let state = s.state_json();
     let stored = &state["truth"]["trust"][0];
@@ -240,25 +229,24 @@ async fn truth_entries_are_added_edited_and_deleted_with_a_tombstone() {
     );
     assert!(stored["updated"].is_string());
     let r = s
-        .browser(Method::PATCH, &format!("/api/truth/{id}"))
-        .json(&json!({"certainty": 2}))
-        .send()
-        .await
-        .unwrap();
+        .browser_json(
+            Method::PATCH,
+            &format!("/api/truth/{id}"),
+            &json!({"certainty": 2}),
+        )
+        .await;
     assert_eq!(r.status(), StatusCode::BAD_REQUEST);
     let r = s
-        .browser(Method::PATCH, "/api/truth/t_missing")
-        .json(&json!({"certainty": 1}))
-        .send()
-        .await
-        .unwrap();
+        .browser_json(
+            Method::PATCH,
+            "/api/truth/t_missing",
+            &json!({"certainty": 1}),
+        )
+        .await;
     assert_eq!(r.status(), StatusCode::NOT_FOUND);
     let r = s
-        .browser(Method::DELETE, &format!("/api/truth/{id}"))
-        .json(&json!({}))
-        .send()
-        .await
-        .unwrap();
+        .browser_json(Method::DELETE, &format!("/api/truth/{id}"), &json!({}))
+        .await;
     assert_eq!(r.status(), StatusCode::OK);
     let deleted: wire::TruthDeleted = r.json().await.unwrap();
     assert_eq!(deleted.deleted, id);
@@ -270,12 +258,7 @@ async fn truth_entries_are_added_edited_and_deleted_with_a_tombstone() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn context_and_prefs_patch() {
     let s = serve(Script::says("x"), false).await;
-    let r = s
-        .browser(Method::PATCH, "/api/state")
-        .json(&json!({"context": "A pottery studio.\n\nWe fire to cone 6.", "retrieval_prefs": {"max_entries": 3, "min_certainty": 0.5}}))
-        .send()
-        .await
-        .unwrap();
+    let r = s.browser_json(Method::PATCH, "/api/state", &json!({"context": "A pottery studio.\n\nWe fire to cone 6.", "retrieval_prefs": {"max_entries": 3, "min_certainty": 0.5}})).await;
     assert_eq!(r.status(), StatusCode::OK);
     let state = s.state_json();
     assert_eq!(
@@ -284,11 +267,12 @@ async fn context_and_prefs_patch() {
     );
     assert_eq!(state["truth"]["retrieval_prefs"]["max_entries"], 3);
     let r = s
-        .browser(Method::PATCH, "/api/state")
-        .json(&json!({"retrieval_prefs": {"min_certainty": -1}}))
-        .send()
-        .await
-        .unwrap();
+        .browser_json(
+            Method::PATCH,
+            "/api/state",
+            &json!({"retrieval_prefs": {"min_certainty": -1}}),
+        )
+        .await;
     assert_eq!(r.status(), StatusCode::BAD_REQUEST);
 }
 
@@ -296,11 +280,12 @@ async fn context_and_prefs_patch() {
 async fn export_then_merge_into_another_server_gives_the_same_state() {
     let a = serve(Script::says("an answer"), false).await;
     chat(&a, json!({"message": "first"})).await;
-    a.browser(Method::POST, "/api/truth")
-        .json(&json!({"title": "T", "content": "c", "certainty": 1}))
-        .send()
-        .await
-        .unwrap();
+    a.browser_json(
+        Method::POST,
+        "/api/truth",
+        &json!({"title": "T", "content": "c", "certainty": 1}),
+    )
+    .await;
     let r = a.program(Method::GET, "/api/export").send().await.unwrap();
     let cd = r.headers()["content-disposition"]
         .to_str()
@@ -343,12 +328,7 @@ async fn export_then_merge_into_another_server_gives_the_same_state() {
     assert_eq!(report.messages_added, 0);
     // A broken upload is refused with the pointer of the problem.
     let before = b.state_bytes();
-    let r = b
-        .browser(Method::POST, "/api/merge")
-        .json(&json!({"version": 1, "schema": "x", "date": "2026-01-01T00:00:00Z", "context": "", "messages": [{"title": 5}], "truth": {"trust": []}}))
-        .send()
-        .await
-        .unwrap();
+    let r = b.browser_json(Method::POST, "/api/merge", &json!({"version": 1, "schema": "x", "date": "2026-01-01T00:00:00Z", "context": "", "messages": [{"title": 5}], "truth": {"trust": []}})).await;
     assert_eq!(r.status(), StatusCode::BAD_REQUEST);
     let e: Value = r.json().await.unwrap();
     assert!(
@@ -363,34 +343,24 @@ async fn export_then_merge_into_another_server_gives_the_same_state() {
     for _ in 0..130 {
         deep = json!({ "x": deep });
     }
-    let r = b
-        .browser(Method::POST, "/api/merge")
-        .json(
+    let r = b.browser_json(Method::POST, "/api/merge", 
             &json!({"version": 1, "schema": "wikioracle.llm_state", "date": "2026-01-01T00:00:00Z", "context": "",
             "messages": [{"id": "m_00000000000000aa", "title": "t", "username": "u",
                 "timestamp": "2026-01-01T00:00:00Z", "content": "<p>deep</p>", "x_deep": deep}],
             "truth": {"trust": []}}),
-        )
-        .send()
-        .await
-        .unwrap();
+        ).await;
     assert_eq!(r.status(), StatusCode::BAD_REQUEST);
     assert_eq!(b.state_bytes(), before);
 
     // Hostile XHTML in an upload is sanitised on the way in (reported by
     // pointer), so the merged file still validates as wo's own.
-    let r = b
-        .browser(Method::POST, "/api/merge")
-        .json(
+    let r = b.browser_json(Method::POST, "/api/merge", 
             &json!({"version": 1, "schema": "wikioracle.llm_state", "date": "2026-01-01T00:00:00Z", "context": "",
             "messages": [{"id": "m_00000000000000bb", "title": "t", "username": "u",
                 "timestamp": "2026-01-01T00:00:00Z",
                 "content": "<p onclick=\"alert(1)\">hi<script>alert(2)</script></p>"}],
             "truth": {"trust": []}}),
-        )
-        .send()
-        .await
-        .unwrap();
+        ).await;
     let report: wire::MergeReport = r.json().await.unwrap();
     assert_eq!(report.messages_added, 1, "{report:?}");
     assert_eq!(report.sanitised, ["/messages/0/content"], "{report:?}");
@@ -444,26 +414,21 @@ async fn state_pages_and_search() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn context_update_drafts_shows_a_diff_and_applies_only_when_current() {
     let s = serve(Script::says("A pottery studio firing to cone 6."), false).await;
-    s.browser(Method::PATCH, "/api/state")
-        .json(&json!({"context": "A pottery studio."}))
-        .send()
-        .await
-        .unwrap();
+    s.browser_json(
+        Method::PATCH,
+        "/api/state",
+        &json!({"context": "A pottery studio."}),
+    )
+    .await;
     let r = s
-        .browser(Method::POST, "/api/context/draft")
-        .json(&json!({}))
-        .send()
-        .await
-        .unwrap();
+        .browser_json(Method::POST, "/api/context/draft", &json!({}))
+        .await;
     assert_eq!(r.status(), StatusCode::BAD_REQUEST, "no messages yet");
     chat(&s, json!({"message": "We fire to cone 6 now."})).await;
     let before = s.state_bytes();
     let r = s
-        .browser(Method::POST, "/api/context/draft")
-        .json(&json!({}))
-        .send()
-        .await
-        .unwrap();
+        .browser_json(Method::POST, "/api/context/draft", &json!({}))
+        .await;
     assert_eq!(r.status(), StatusCode::OK);
     let draft: Value = r.json().await.unwrap();
     assert_eq!(draft["new_messages"], 2);
@@ -484,19 +449,21 @@ async fn context_update_drafts_shows_a_diff_and_applies_only_when_current() {
     );
 
     let r = s
-        .browser(Method::POST, "/api/context/apply")
-        .json(&json!({"draft": draft["draft"], "current": "<p>stale</p>"}))
-        .send()
-        .await
-        .unwrap();
+        .browser_json(
+            Method::POST,
+            "/api/context/apply",
+            &json!({"draft": draft["draft"], "current": "<p>stale</p>"}),
+        )
+        .await;
     assert_eq!(r.status(), StatusCode::CONFLICT);
     assert_eq!(s.state_bytes(), before);
     let r = s
-        .browser(Method::POST, "/api/context/apply")
-        .json(&json!({"draft": draft["draft"], "current": draft["current"]}))
-        .send()
-        .await
-        .unwrap();
+        .browser_json(
+            Method::POST,
+            "/api/context/apply",
+            &json!({"draft": draft["draft"], "current": draft["current"]}),
+        )
+        .await;
     assert_eq!(r.status(), StatusCode::OK);
     let state = s.state_json();
     assert_eq!(
@@ -507,11 +474,8 @@ async fn context_update_drafts_shows_a_diff_and_applies_only_when_current() {
     assert_eq!(audit["tags"], json!(["context-update"]));
     assert_eq!(audit["kind"], "event");
     let r = s
-        .browser(Method::POST, "/api/context/draft")
-        .json(&json!({}))
-        .send()
-        .await
-        .unwrap();
+        .browser_json(Method::POST, "/api/context/draft", &json!({}))
+        .await;
     assert_eq!(
         r.status(),
         StatusCode::BAD_REQUEST,
@@ -797,11 +761,12 @@ async fn config_defaults_apply_to_served_turns() {
         (json!({"min_certainty": 1.5}), "/params/min_certainty"),
     ] {
         let r = s
-            .program(Method::POST, "/api/chat")
-            .json(&json!({"message": "hi", "params": params}))
-            .send()
-            .await
-            .unwrap();
+            .program_json(
+                Method::POST,
+                "/api/chat",
+                &json!({"message": "hi", "params": params}),
+            )
+            .await;
         assert_eq!(r.status(), StatusCode::BAD_REQUEST, "{params}");
         let e: Value = r.json().await.unwrap();
         assert_eq!(e["error"]["pointer"], pointer, "{e}");
@@ -1098,20 +1063,22 @@ async fn new_conversation_starts_a_root_that_follows_nothing() {
     // Both at once is refused, naming the field, and saves nothing.
     let before = s.state_bytes();
     let r = s
-        .program(Method::POST, "/api/chat")
-        .json(&json!({"message": "hi", "parent": d["user_message_id"], "new_conversation": true}))
-        .send()
-        .await
-        .unwrap();
+        .program_json(
+            Method::POST,
+            "/api/chat",
+            &json!({"message": "hi", "parent": d["user_message_id"], "new_conversation": true}),
+        )
+        .await;
     assert_eq!(r.status(), StatusCode::BAD_REQUEST);
     let e: Value = r.json().await.unwrap();
     assert_eq!(e["error"]["pointer"], "/parent", "{e}");
     let r = s
-        .program(Method::POST, "/api/chat")
-        .json(&json!({"message": "hi", "new_conversation": "yes"}))
-        .send()
-        .await
-        .unwrap();
+        .program_json(
+            Method::POST,
+            "/api/chat",
+            &json!({"message": "hi", "new_conversation": "yes"}),
+        )
+        .await;
     assert_eq!(r.status(), StatusCode::BAD_REQUEST);
     let e: Value = r.json().await.unwrap();
     assert_eq!(e["error"]["pointer"], "/new_conversation", "{e}");

@@ -20,6 +20,28 @@ use tokio::net::TcpStream;
 /// Longest any single step may take before the test calls it hung.
 const GUARD: Duration = Duration::from_secs(30);
 
+/// Counts the checks of one item that held, printing the ones that did not.
+#[derive(Default)]
+struct Tally {
+    held: usize,
+    total: usize,
+}
+
+impl Tally {
+    fn check(&mut self, name: &str, ok: bool) {
+        self.total += 1;
+        if ok {
+            self.held += 1;
+        } else {
+            println!("not held: {name}");
+        }
+    }
+
+    fn report(&self, item: u32) {
+        report(item, self.held, self.total);
+    }
+}
+
 fn report(item: u32, held: usize, total: usize) {
     println!("item {item}: {held}/{total} held");
     assert_eq!(held, total, "item {item}: {held}/{total} held");
@@ -125,11 +147,12 @@ async fn item_1_heavy_bodies_run_off_the_async_workers() {
 
     let local = serve_with(Script::says("ok"), false, big).await;
     let r = local
-        .program(Method::POST, "/api/truth")
-        .json(&json!({"title": "T", "content": "c", "certainty": 0.5}))
-        .send()
-        .await
-        .unwrap();
+        .program_json(
+            Method::POST,
+            "/api/truth",
+            &json!({"title": "T", "content": "c", "certainty": 0.5}),
+        )
+        .await;
     let id = r.json::<Value>().await.unwrap()["id"]
         .as_str()
         .unwrap()
@@ -238,11 +261,12 @@ async fn item_1_cpu_work_is_bounded_per_request() {
     .await;
     let before = s.state_bytes();
     let r = s
-        .program(Method::POST, "/api/truth")
-        .json(&json!({"title": "T", "content": nested(40_000), "certainty": 0.5}))
-        .send()
-        .await
-        .unwrap();
+        .program_json(
+            Method::POST,
+            "/api/truth",
+            &json!({"title": "T", "content": nested(40_000), "certainty": 0.5}),
+        )
+        .await;
     assert_eq!(r.status(), StatusCode::SERVICE_UNAVAILABLE);
     let body: Value = r.json().await.unwrap();
     assert_eq!(body["error"]["kind"], "busy");
@@ -303,16 +327,8 @@ async fn item_2_cookies_do_not_cross_ports() {
         o.token = Some("other-token-0123456789-abcdefghijklmnop".into())
     })
     .await;
-    let mut held = 0;
-    let mut total = 0;
-    let mut check = |name: &str, ok: bool| {
-        total += 1;
-        if ok {
-            held += 1;
-        } else {
-            println!("not held: {name}");
-        }
-    };
+    let mut tally = Tally::default();
+    let mut check = |name: &str, ok: bool| tally.check(name, ok);
     let (name_a, _) = sign_in(&a.client, &a.launch_url).await;
     let (name_b, _) = sign_in(&b.client, &b.launch_url).await;
     check("names differ", name_a != name_b);
@@ -419,7 +435,7 @@ async fn item_2_cookies_do_not_cross_ports() {
         "stale same-port session expired, other port kept",
         !jar.0.iter().any(|(n, _)| *n == stale) && jar.0.iter().any(|(n, _)| *n == name_b),
     );
-    report(2, held, total);
+    tally.report(2);
 }
 
 // ------------------------------------------------------------- item 8
@@ -661,16 +677,8 @@ async fn stateless_turn(s: &common::Served, params: Value) -> (StatusCode, Value
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn item_11_hosted_clients_choose_only_what_the_operator_offers() {
     let (s, other) = hosted(|_| {}).await;
-    let mut held = 0;
-    let mut total = 0;
-    let mut check = |name: &str, ok: bool| {
-        total += 1;
-        if ok {
-            held += 1;
-        } else {
-            println!("not held: {name}");
-        }
-    };
+    let mut tally = Tally::default();
+    let mut check = |name: &str, ok: bool| tally.check(name, ok);
     for (params, pointer) in [
         (json!({"provider": "other"}), "/params/provider"),
         (json!({"provider": "openai"}), "/params/provider"),
@@ -734,21 +742,13 @@ async fn item_11_hosted_clients_choose_only_what_the_operator_offers() {
         .collect();
         check(&format!("{path} leaks {leaks:?}"), leaks.is_empty());
     }
-    let listed: Value = s
-        .client
-        .get(s.url("/api/providers"))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let listed = s.public_json("/api/providers").await;
     check(
         "only the default is listed",
         listed["providers"].as_array().unwrap().len() == 1
             && listed["providers"][0]["name"] == "fake",
     );
-    report(11, held, total);
+    tally.report(11);
 
     // The operator's allow-lists open exactly what they name.
     let (s, other) = hosted(|o| {
@@ -777,15 +777,7 @@ async fn item_11_hosted_clients_choose_only_what_the_operator_offers() {
         stateless_turn(&s, json!({"provider": "gguf"})).await.0,
         StatusCode::BAD_REQUEST
     );
-    let listed: Value = s
-        .client
-        .get(s.url("/api/providers"))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let listed = s.public_json("/api/providers").await;
     let names: Vec<&str> = listed["providers"]
         .as_array()
         .unwrap()

@@ -20,12 +20,7 @@ const CHAT: &str = "/v1/chat/completions";
 /// A server whose llm.json holds one truth entry with a distinctive word.
 async fn with_fact(script: Script) -> Served {
     let s = serve(script, false).await;
-    let r = s
-        .browser(Method::POST, "/api/truth")
-        .json(&json!({"title": "Office cat", "content": "The office cat is named Quillibrix", "certainty": 0.9}))
-        .send()
-        .await
-        .unwrap();
+    let r = s.browser_json(Method::POST, "/api/truth", &json!({"title": "Office cat", "content": "The office cat is named Quillibrix", "certainty": 0.9})).await;
     assert_eq!(
         r.status(),
         StatusCode::CREATED,
@@ -73,12 +68,7 @@ async fn openai_error(r: reqwest::Response) -> OpenAiError {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_completion_carries_the_memory_and_is_recorded() {
     let s = with_fact(Script::says("Its name is Quillibrix.")).await;
-    let r = s
-        .program(Method::POST, CHAT)
-        .json(&chat_body(false))
-        .send()
-        .await
-        .unwrap();
+    let r = s.program_json(Method::POST, CHAT, &chat_body(false)).await;
     assert_eq!(r.status(), StatusCode::OK);
     let c: OpenAiChatCompletion = r.json().await.unwrap();
     assert_eq!(c.object, "chat.completion");
@@ -144,12 +134,7 @@ async fn a_completion_carries_the_memory_and_is_recorded() {
         {"role": "assistant", "content": "Its name is Quillibrix."},
         {"role": "user", "content": "And where does the office cat sleep?"}
     ]);
-    let r = s
-        .program(Method::POST, CHAT)
-        .json(&next)
-        .send()
-        .await
-        .unwrap();
+    let r = s.program_json(Method::POST, CHAT, &next).await;
     assert_eq!(r.status(), StatusCode::OK);
     let sent = s.upstream.bodies.lock().unwrap()[1].clone();
     let system = sent["messages"][0]["content"].as_str().unwrap();
@@ -166,12 +151,7 @@ async fn a_stream_is_openai_s_chunk_format() {
         if include_usage {
             body["stream_options"] = json!({"include_usage": true});
         }
-        let r = s
-            .program(Method::POST, CHAT)
-            .json(&body)
-            .send()
-            .await
-            .unwrap();
+        let r = s.program_json(Method::POST, CHAT, &body).await;
         assert_eq!(r.status(), StatusCode::OK);
         assert_eq!(r.headers()["content-type"], "text/event-stream");
         let frames = data_frames(&r.text().await.unwrap());
@@ -256,14 +236,9 @@ async fn models_list_the_providers_and_choose_one() {
         .await
         .unwrap();
     assert_eq!(list["object"], "list");
-    let ids: Vec<&str> = list["data"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|m| m["id"].as_str().unwrap())
-        .collect();
+    let ids = list["data"].as_array().unwrap().iter().map(|m| &m["id"]);
     assert_eq!(
-        ids,
+        ids.collect::<Vec<_>>(),
         ["fake", "another"],
         "default first; no key, not listed"
     );
@@ -275,12 +250,7 @@ async fn models_list_the_providers_and_choose_one() {
         ("another", "m2", "another/m2"),
         ("fake/special-model", "special-model", "fake/special-model"),
     ] {
-        let r = s
-            .program(Method::POST, CHAT)
-            .json(&json!({"model": model, "messages": [{"role": "user", "content": "hi"}]}))
-            .send()
-            .await
-            .unwrap();
+        let r = say_hi_to(&s, model).await;
         assert_eq!(r.status(), StatusCode::OK, "{model}");
         let c: OpenAiChatCompletion = r.json().await.unwrap();
         assert_eq!(c.model, answered_as);
@@ -295,12 +265,7 @@ async fn models_list_the_providers_and_choose_one() {
         .requests
         .load(std::sync::atomic::Ordering::SeqCst);
     for model in ["gpt-4o", "nope/m", "fake/", "keyless"] {
-        let r = s
-            .program(Method::POST, CHAT)
-            .json(&json!({"model": model, "messages": [{"role": "user", "content": "hi"}]}))
-            .send()
-            .await
-            .unwrap();
+        let r = say_hi_to(&s, model).await;
         assert_eq!(r.status(), StatusCode::NOT_FOUND, "{model}");
         let e = openai_error(r).await.error;
         assert_eq!(e.code.as_deref(), Some("model_not_found"), "{model}");
@@ -453,12 +418,7 @@ async fn an_upstream_failure_is_an_error_and_records_nothing() {
     .await;
     let before = s.state_bytes();
     for stream in [false, true] {
-        let r = s
-            .program(Method::POST, CHAT)
-            .json(&chat_body(stream))
-            .send()
-            .await
-            .unwrap();
+        let r = s.program_json(Method::POST, CHAT, &chat_body(stream)).await;
         // Nothing had streamed yet, so even a stream request gets a status.
         assert_eq!(r.status(), StatusCode::BAD_GATEWAY, "stream {stream}");
         let e = openai_error(r).await.error;
@@ -481,12 +441,7 @@ async fn closing_the_stream_cancels_the_turn() {
     })
     .await;
     let before = s.state_bytes();
-    let mut r = s
-        .program(Method::POST, CHAT)
-        .json(&chat_body(true))
-        .send()
-        .await
-        .unwrap();
+    let mut r = s.program_json(Method::POST, CHAT, &chat_body(true)).await;
     assert_eq!(r.status(), StatusCode::OK);
     // Read the first piece, then hang up.
     let first = r.chunk().await.unwrap().unwrap();
@@ -581,4 +536,10 @@ async fn the_tools_faces_are_local_mode_only() {
     opts.mcp_allow_write = true;
     let e = wo_server::bind(opts).await.err().expect("refused");
     assert!(e.to_string().contains("--mcp-allow-write"), "{e}");
+}
+
+/// A one-message chat completion asking `model`.
+async fn say_hi_to(s: &Served, model: &str) -> reqwest::Response {
+    let body = json!({"model": model, "messages": [{"role": "user", "content": "hi"}]});
+    s.program_json(Method::POST, CHAT, &body).await
 }

@@ -12,11 +12,12 @@ async fn seeded() -> common::Served {
     let s = serve(Script::says("ok"), false).await;
     // One write so the file exists and has content to protect.
     let r = s
-        .program(Method::POST, "/api/truth")
-        .json(&serde_json::json!({"title": "T", "content": "c", "certainty": 0.5}))
-        .send()
-        .await
-        .unwrap();
+        .program_json(
+            Method::POST,
+            "/api/truth",
+            &serde_json::json!({"title": "T", "content": "c", "certainty": 0.5}),
+        )
+        .await;
     assert_eq!(r.status(), StatusCode::CREATED);
     s
 }
@@ -242,12 +243,7 @@ async fn cross_origin_and_non_json_writes_are_refused() {
     );
     assert_eq!(s.state_bytes(), before);
     // The same request from our own page passes.
-    let r = s
-        .browser(Method::POST, "/api/truth")
-        .json(&body)
-        .send()
-        .await
-        .unwrap();
+    let r = s.browser_json(Method::POST, "/api/truth", &body).await;
     assert_eq!(r.status(), StatusCode::CREATED);
 }
 
@@ -302,11 +298,12 @@ async fn oversized_bodies_are_refused_whole() {
     let big = "x".repeat(70 << 10);
     // With a Content-Length (refused before reading)…
     let r = s
-        .program(Method::POST, "/api/truth")
-        .json(&serde_json::json!({"title": "t", "content": big, "certainty": 1}))
-        .send()
-        .await
-        .unwrap();
+        .program_json(
+            Method::POST,
+            "/api/truth",
+            &serde_json::json!({"title": "t", "content": big, "certainty": 1}),
+        )
+        .await;
     assert_eq!(r.status(), StatusCode::PAYLOAD_TOO_LARGE);
     let body: serde_json::Value = r.json().await.unwrap();
     assert_eq!(body["error"]["kind"], "payload_too_large");

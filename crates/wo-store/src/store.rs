@@ -426,31 +426,33 @@ impl Store {
     fn loaded(path: PathBuf, opts: OpenOptions, mut state: State, stamp: Stamp) -> Store {
         // Every message is the base's own: start the unchanged prefix there.
         state.mark_saved();
-        Store {
-            lock_path: lock_path_for(&path),
-            path,
-            opts,
-            state,
-            cache: MessageCache::default(),
-            stamp: Some(stamp),
-            base: None,
-            unchanged: usize::MAX,
-        }
+        Store::with(path, opts, state, Some(stamp), None, usize::MAX)
     }
 
     /// A store for `state` that has not been written to `path` yet: its
     /// base is an empty file, so everything in it counts as its own.
     fn unsaved(path: PathBuf, state: State, opts: OpenOptions) -> Store {
         let empty = Baseline::of(&State::new(state.date.clone()));
+        Store::with(path, opts, state, None, Some(empty), 0)
+    }
+
+    fn with(
+        path: PathBuf,
+        opts: OpenOptions,
+        state: State,
+        stamp: Option<Stamp>,
+        base: Option<Baseline>,
+        unchanged: usize,
+    ) -> Store {
         Store {
             lock_path: lock_path_for(&path),
             path,
             opts,
             state,
             cache: MessageCache::default(),
-            stamp: None,
-            base: Some(empty),
-            unchanged: 0,
+            stamp,
+            base,
+            unchanged,
         }
     }
 

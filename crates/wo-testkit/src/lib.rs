@@ -194,15 +194,49 @@ impl Rng {
     }
 }
 
-/// Writes a zip archive at `path` holding `entries` (name, bytes), deflated.
+/// Writes a zip archive at `path` holding `entries` (name, bytes), stored
+/// uncompressed (what readers must accept; no compression backend needed).
 pub fn write_zip(path: &Path, entries: &[(&str, &[u8])]) {
     let mut w = zip::ZipWriter::new(std::fs::File::create(path).unwrap());
-    let options: zip::write::SimpleFileOptions = Default::default();
+    let options =
+        zip::write::SimpleFileOptions::default().compression_method(zip::CompressionMethod::Stored);
     for (name, bytes) in entries {
         w.start_file(*name, options).unwrap();
         w.write_all(bytes).unwrap();
     }
     w.finish().unwrap();
+}
+
+/// One HTTP request read from `stream`: headers plus a `content-length`
+/// body; for anything else (a TLS hello), whatever arrives within a second.
+pub fn read_request(stream: &mut TcpStream) -> Vec<u8> {
+    stream
+        .set_read_timeout(Some(Duration::from_secs(1)))
+        .unwrap();
+    let mut buf = Vec::new();
+    let mut chunk = [0u8; 8192];
+    loop {
+        let n = match stream.read(&mut chunk) {
+            Ok(0) | Err(_) => break,
+            Ok(n) => n,
+        };
+        buf.extend_from_slice(&chunk[..n]);
+        let text = String::from_utf8_lossy(&buf).to_string();
+        if let Some(end) = text.find("\r\n\r\n") {
+            let len = text[..end]
+                .lines()
+                .find_map(|l| {
+                    l.to_ascii_lowercase()
+                        .strip_prefix("content-length:")
+                        .map(|v| v.trim().parse::<usize>().unwrap_or(0))
+                })
+                .unwrap_or(0);
+            if buf.len() >= end + 4 + len {
+                break;
+            }
+        }
+    }
+    buf
 }
 
 /// The names of the entries of `dir`, sorted.

@@ -116,6 +116,21 @@ pub fn feed(cmd: &mut Command, input: &[u8]) -> Output {
     child.wait_with_output().unwrap()
 }
 
+/// A loopback server on a fresh port: each connection, its request drained
+/// (see [`drain_request`]), goes to `answer`. Returns the port.
+pub fn loopback_server(answer: impl Fn(std::net::TcpStream) + Send + 'static) -> u16 {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(stream) = stream else { continue };
+            drain_request(&stream);
+            answer(stream);
+        }
+    });
+    port
+}
+
 /// A loopback port nobody listens on (bound, then released).
 pub fn dead_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0")

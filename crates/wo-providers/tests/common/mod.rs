@@ -9,8 +9,36 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use futures::StreamExt;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
+use tokio_util::sync::CancellationToken;
+use wo_providers::{ChatMessage, ChatRequest, Provider, ProviderError, StreamEvent};
+
+/// What the tests ask real models: one short factual answer, greedy.
+pub fn capital_question() -> ChatRequest {
+    ChatRequest::new(vec![
+        ChatMessage::system("You are a helpful assistant. Answer in one short sentence."),
+        ChatMessage::user("What is the capital of France?"),
+    ])
+    .with_temperature(0.0)
+    .with_max_tokens(40)
+}
+
+/// Every event of `p`'s answer to `req`, never cancelled.
+pub async fn all_events(
+    p: &dyn Provider,
+    req: ChatRequest,
+) -> Vec<Result<StreamEvent, ProviderError>> {
+    p.stream(req, CancellationToken::new())
+        .await
+        .unwrap()
+        .collect()
+        .await
+}
+
+/// The health reply of a NanoChat server ready to answer.
+pub const NANO_READY: &str = r#"{"status":"ok","ready":true,"num_gpus":1,"available_workers":1}"#;
 
 /// One request as the server received it.
 #[derive(Debug, Clone)]

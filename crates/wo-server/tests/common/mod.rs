@@ -241,6 +241,32 @@ impl Served {
             .header("origin", &self.base)
     }
 
+    /// The web page sends `body` as JSON; the response.
+    pub async fn browser_json(
+        &self,
+        method: reqwest::Method,
+        path: &str,
+        body: &impl serde::Serialize,
+    ) -> reqwest::Response {
+        self.browser(method, path).json(body).send().await.unwrap()
+    }
+
+    /// A program sends `body` as JSON with the bearer token; the response.
+    pub async fn program_json(
+        &self,
+        method: reqwest::Method,
+        path: &str,
+        body: &impl serde::Serialize,
+    ) -> reqwest::Response {
+        self.program(method, path).json(body).send().await.unwrap()
+    }
+
+    /// `GET path` as anyone (no credentials), its JSON body.
+    pub async fn public_json(&self, path: &str) -> serde_json::Value {
+        let r = self.client.get(self.url(path)).send().await.unwrap();
+        r.json().await.unwrap()
+    }
+
     /// The `Cookie` header of the signed-in browser.
     pub fn cookie(&self) -> String {
         format!("{}={TOKEN}", self.session_cookie)
