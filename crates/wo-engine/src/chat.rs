@@ -190,6 +190,17 @@ pub struct Committed {
     pub state_patch: serde_json::Value,
 }
 
+impl Committed {
+    /// An exchange committed to state kept here (no patch for a client).
+    pub fn kept(user_id: String, assistant_id: String) -> Self {
+        Committed {
+            user_id,
+            assistant_id,
+            state_patch: serde_json::Value::Null,
+        }
+    }
+}
+
 /// How a turn reads its state and commits its exchange.
 ///
 /// Implementations hold any lock only while a closure they were given
@@ -637,11 +648,7 @@ impl TurnState for StoreTurn<'_> {
         // the transaction only appends ready messages.
         let turn = record(self.0.state());
         let ((user_id, assistant_id), _) = self.0.transact(|state| apply_turn(state, &turn))?;
-        Ok(Committed {
-            user_id,
-            assistant_id,
-            state_patch: serde_json::Value::Null,
-        })
+        Ok(Committed::kept(user_id, assistant_id))
     }
 
     async fn remember(

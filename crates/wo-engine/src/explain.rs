@@ -201,9 +201,7 @@ pub fn render_text(e: &Explanation) -> String {
             p.kind.as_str(),
             p.tokens,
             p.label,
-            p.id.as_deref()
-                .map(|id| format!(" [{id}]"))
-                .unwrap_or_default(),
+            id_suffix(p.id.as_deref()),
             if p.references.is_empty() {
                 String::new()
             } else {
@@ -220,12 +218,15 @@ pub fn render_text(e: &Explanation) -> String {
                 "  - {:<16} {}{}: {}\n",
                 d.kind.as_str(),
                 d.label,
-                d.id.as_deref()
-                    .map(|id| format!(" [{id}]"))
-                    .unwrap_or_default(),
+                id_suffix(d.id.as_deref()),
                 d.reason
             ));
         }
     }
     out
+}
+
+/// ` [id]` after a part's label, or nothing for a part without an id.
+fn id_suffix(id: Option<&str>) -> String {
+    id.map(|id| format!(" [{id}]")).unwrap_or_default()
 }

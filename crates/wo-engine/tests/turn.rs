@@ -122,11 +122,7 @@ impl TurnState for Shared {
         let turn = record(&state);
         let (user_id, assistant_id) = apply_turn(&mut state, &turn);
         self.commits.fetch_add(1, Ordering::SeqCst);
-        Ok(Committed {
-            user_id,
-            assistant_id,
-            state_patch: serde_json::Value::Null,
-        })
+        Ok(Committed::kept(user_id, assistant_id))
     }
 
     async fn remember(

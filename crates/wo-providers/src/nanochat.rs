@@ -203,12 +203,8 @@ pub fn fit_messages(messages: &[ChatMessage]) -> Result<Fitted, String> {
 #[derive(Serialize)]
 struct WireRequest {
     messages: Vec<WireMessage>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    temperature: Option<f32>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    max_tokens: Option<u32>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    top_k: Option<u32>,
+    #[serde(flatten)]
+    sampling: crate::remote::Sampling,
 }
 
 #[derive(Deserialize)]
@@ -274,9 +270,11 @@ impl Provider for NanoChatProvider {
             messages: fitted.messages,
             // Clamped to the server's accepted ranges rather than failing:
             // these are defaults shared with other providers.
-            temperature: req.temperature.map(|t| t.clamp(0.0, 2.0)),
-            max_tokens: req.max_tokens.map(|n| n.clamp(1, MAX_TOKENS_LIMIT)),
-            top_k: req.top_k.map(|k| k.min(MAX_TOP_K)),
+            sampling: crate::remote::Sampling {
+                temperature: req.temperature.map(|t| t.clamp(0.0, 2.0)),
+                max_tokens: req.max_tokens.map(|n| n.clamp(1, MAX_TOKENS_LIMIT)),
+                top_k: req.top_k.map(|k| k.min(MAX_TOP_K)),
+            },
         };
         self.remote
             .post_sse(ctx, url, self.headers(), &body, cancel, NanoDecoder)

@@ -65,12 +65,8 @@ struct WireRequest<'a> {
     messages: Vec<WireMessage<'a>>,
     stream: bool,
     stream_options: StreamOptions,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    temperature: Option<f32>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    max_tokens: Option<u32>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    top_k: Option<u32>,
+    #[serde(flatten)]
+    sampling: crate::remote::Sampling,
     #[serde(skip_serializing_if = "Option::is_none")]
     response_format: Option<serde_json::Value>,
 }
@@ -201,12 +197,14 @@ impl Provider for OpenAiProvider {
             stream_options: StreamOptions {
                 include_usage: true,
             },
-            temperature: req.temperature,
-            max_tokens: req.max_tokens,
-            top_k: if self.is_openai_proper() {
-                None
-            } else {
-                req.top_k
+            sampling: crate::remote::Sampling {
+                temperature: req.temperature,
+                max_tokens: req.max_tokens,
+                top_k: if self.is_openai_proper() {
+                    None
+                } else {
+                    req.top_k
+                },
             },
             // Chat Completions' structured output; llama.cpp's and
             // llama-cpp-python's servers turn it into a grammar.

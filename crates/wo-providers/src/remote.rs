@@ -74,6 +74,18 @@ impl RemoteConfig {
     }
 }
 
+/// The sampling parameters OpenAI-style servers share, each left out of the
+/// body when unset (the server's default applies).
+#[derive(serde::Serialize)]
+pub(crate) struct Sampling {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub temperature: Option<f32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_tokens: Option<u32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub top_k: Option<u32>,
+}
+
 /// A configured client plus its settings.
 #[derive(Debug)]
 pub(crate) struct Remote {

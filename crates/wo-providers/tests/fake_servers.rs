@@ -169,6 +169,28 @@ fn error_body(kind: Kind, kind_name: &str, msg: &str) -> String {
     }
 }
 
+/// A fake `kind` server answering "Paris." and the outcome of asking it
+/// `req`.
+async fn answered(kind: Kind, req: ChatRequest) -> (FakeServer, Outcome) {
+    let srv = FakeServer::start(vec![sse(&ok_frames(kind), End::Clean)]).await;
+    let p = provider(kind, &srv.url, fast());
+    let out = run(p.as_ref(), req, CancellationToken::new())
+        .await
+        .unwrap();
+    (srv, out)
+}
+
+/// The `Done` event a stream ends with.
+fn done(finish_reason: Option<&str>, usage: Option<(u32, u32)>) -> Option<StreamEvent> {
+    Some(StreamEvent::Done {
+        finish_reason: finish_reason.map(str::to_owned),
+        usage: usage.map(|(prompt_tokens, completion_tokens)| Usage {
+            prompt_tokens,
+            completion_tokens,
+        }),
+    })
+}
+
 #[derive(Debug)]
 struct Outcome {
     text: String,
@@ -218,26 +240,9 @@ fn assert_clean_message(e: &ProviderError, name: &str) {
 
 #[tokio::test]
 async fn openai_streams_llamacpp_style_frames() {
-    let srv = FakeServer::start(vec![sse(&ok_frames(Kind::OpenAi), End::Clean)]).await;
-    let p = provider(Kind::OpenAi, &srv.url, fast());
-    let out = run(
-        p.as_ref(),
-        request().with_top_k(5),
-        CancellationToken::new(),
-    )
-    .await
-    .unwrap();
+    let (srv, out) = answered(Kind::OpenAi, request().with_top_k(5)).await;
     assert_eq!(out.text, "Paris.");
-    assert_eq!(
-        out.done,
-        Some(StreamEvent::Done {
-            finish_reason: Some("stop".into()),
-            usage: Some(Usage {
-                prompt_tokens: 12,
-                completion_tokens: 3
-            })
-        })
-    );
+    assert_eq!(out.done, done(Some("stop"), Some((12, 3))));
     assert_eq!(out.items_after_end, 0);
     let reqs = srv.requests();
     assert_eq!(reqs.len(), 1);
@@ -293,8 +298,6 @@ async fn openai_reports_an_error_object_inside_the_stream() {
 
 #[tokio::test]
 async fn anthropic_streams_documented_events_and_maps_roles() {
-    let srv = FakeServer::start(vec![sse(&ok_frames(Kind::Anthropic), End::Clean)]).await;
-    let p = provider(Kind::Anthropic, &srv.url, fast());
     let req = ChatRequest::new(vec![
         ChatMessage::system("You are terse."),
         ChatMessage::system("Context: geography."),
@@ -302,20 +305,9 @@ async fn anthropic_streams_documented_events_and_maps_roles() {
         ChatMessage::user("Capital of France?"),
     ])
     .with_temperature(1.7);
-    let out = run(p.as_ref(), req, CancellationToken::new())
-        .await
-        .unwrap();
+    let (srv, out) = answered(Kind::Anthropic, req).await;
     assert_eq!(out.text, "Paris.");
-    assert_eq!(
-        out.done,
-        Some(StreamEvent::Done {
-            finish_reason: Some("end_turn".into()),
-            usage: Some(Usage {
-                prompt_tokens: 25,
-                completion_tokens: 15
-            })
-        })
-    );
+    assert_eq!(out.done, done(Some("end_turn"), Some((25, 15))));
     let r = &srv.requests()[0];
     assert_eq!(r.path, "/v1/messages");
     assert_eq!(r.header("x-api-key"), Some(KEY));
@@ -391,13 +383,7 @@ async fn nanochat_streams_tokens_and_folds_system_into_first_user_turn() {
         .await
         .unwrap();
     assert_eq!(out.text, "Paris. Très bien ✓");
-    assert_eq!(
-        out.done,
-        Some(StreamEvent::Done {
-            finish_reason: None,
-            usage: None
-        })
-    );
+    assert_eq!(out.done, done(None, None));
     let r = &srv.requests()[0];
     assert_eq!(
         (r.method.as_str(), r.path.as_str()),
@@ -449,8 +435,6 @@ async fn nanochat_health_check() {
 
 #[tokio::test]
 async fn wikioracle_provider_maps_an_assembled_prompt_to_the_stateless_protocol() {
-    let srv = FakeServer::start(vec![sse(&ok_frames(Kind::WikiOracle), End::Clean)]).await;
-    let p = provider(Kind::WikiOracle, &srv.url, fast());
     let req = ChatRequest::new(vec![
         ChatMessage::system("Rules & <context>"),
         ChatMessage::user("Hi"),
@@ -458,20 +442,9 @@ async fn wikioracle_provider_maps_an_assembled_prompt_to_the_stateless_protocol(
         ChatMessage::user("Capital of France?"),
     ])
     .with_temperature(0.3);
-    let out = run(p.as_ref(), req, CancellationToken::new())
-        .await
-        .unwrap();
+    let (srv, out) = answered(Kind::WikiOracle, req).await;
     assert_eq!(out.text, "Paris.");
-    assert_eq!(
-        out.done,
-        Some(StreamEvent::Done {
-            finish_reason: Some("stop".into()),
-            usage: Some(Usage {
-                prompt_tokens: 12,
-                completion_tokens: 3
-            })
-        })
-    );
+    assert_eq!(out.done, done(Some("stop"), Some((12, 3))));
     let r = &srv.requests()[0];
     assert_eq!(r.path, protocol::STATELESS_CHAT_PATH);
     assert_eq!(

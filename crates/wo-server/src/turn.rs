@@ -71,11 +71,7 @@ impl TurnState for LocalTurn {
             .with_store(move |store| {
                 let turn = record(store.state());
                 let ((user_id, assistant_id), _) = store.transact(|s| apply_turn(s, &turn))?;
-                Ok(Committed {
-                    user_id,
-                    assistant_id,
-                    state_patch: Value::Null,
-                })
+                Ok(Committed::kept(user_id, assistant_id))
             })
             .await
             .map_err(|e| refused(e, "storage"))

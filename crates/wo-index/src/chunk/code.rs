@@ -28,6 +28,18 @@ struct Decl<'t> {
     body: Option<Node<'t>>,
 }
 
+impl Decl<'_> {
+    /// A declaration of several names (`int a, b;`), or none without any.
+    fn named(names: Vec<String>) -> Option<Self> {
+        let mut it = names.into_iter();
+        it.next().map(|first| Decl {
+            name: first,
+            extra: it.collect(),
+            body: None,
+        })
+    }
+}
+
 struct Ctx<'s> {
     kind: Kind,
     text: &'s str,
@@ -132,12 +144,7 @@ impl Ctx<'_> {
                             names.push(n);
                         }
                     }
-                    let mut it = names.into_iter();
-                    it.next().map(|first| Decl {
-                        name: first,
-                        extra: it.collect(),
-                        body: None,
-                    })
+                    Decl::named(names)
                 }
                 _ => None,
             },
@@ -194,12 +201,7 @@ impl Ctx<'_> {
                             names.push(n);
                         }
                     }
-                    let mut it = names.into_iter();
-                    it.next().map(|first| Decl {
-                        name: first,
-                        extra: it.collect(),
-                        body: None,
-                    })
+                    Decl::named(names)
                 }
                 _ => None,
             },
