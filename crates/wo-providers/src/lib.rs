@@ -117,4 +117,32 @@ pub trait Provider: Send + Sync {
     fn answer_limits(&self) -> AnswerLimits {
         AnswerLimits::default()
     }
+    /// The models this provider offers: from its own model list where it
+    /// has one (OpenAI-compatible servers and Anthropic: `GET /v1/models`;
+    /// Ollama's `/api/tags` when its `/v1/models` is missing), else just
+    /// its configured model. An error says why the list could not be had
+    /// (the URL and the status or cause).
+    async fn models(&self) -> Result<ModelList, String> {
+        Ok(ModelList::configured(self.default_model()))
+    }
+}
+
+/// What [`Provider::models`] found.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+pub struct ModelList {
+    /// Model ids, as the provider names them (to use with `-m PROVIDER/MODEL`).
+    pub models: Vec<String>,
+    /// Where the list came from: the URL asked, or `"config"` when the
+    /// provider has no list and this is its configured model.
+    pub source: String,
+}
+
+impl ModelList {
+    /// A provider without a model list: its configured model.
+    pub fn configured(model: &str) -> Self {
+        ModelList {
+            models: vec![model.to_owned()],
+            source: "config".into(),
+        }
+    }
 }

@@ -4,12 +4,14 @@
 mod ask;
 mod chat;
 mod context;
+mod git;
 mod index;
 mod init;
 mod log;
 mod mcp;
 mod memory;
 mod merge;
+mod models;
 mod persist;
 mod providers;
 mod serve;
@@ -50,6 +52,28 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
         Command::Serve(args) => serve::run(g, args),
         Command::Mcp(args) => mcp::run(g, args),
         Command::AgentsMd(args) => mcp::agents_md(args),
+        Command::Models(args) => models::run(args),
+        Command::MergeDriver(args) => git::merge_driver(args),
+        Command::GitSetup => git::git_setup(g),
+        Command::Completions { shell } => {
+            let mut cmd = <Cli as clap::CommandFactory>::command();
+            let mut out = Vec::new();
+            clap_complete::generate(shell, &mut cmd, "wo", &mut out);
+            // A closed pipe is not an error (render's rule).
+            let _ =
+                crate::render::write_raw(std::io::stdout().lock(), &String::from_utf8_lossy(&out));
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Man => {
+            let cmd = <Cli as clap::CommandFactory>::command();
+            let mut out = Vec::new();
+            clap_mangen::Man::new(cmd)
+                .render(&mut out)
+                .context("cannot render the manual page")?;
+            let _ =
+                crate::render::write_raw(std::io::stdout().lock(), &String::from_utf8_lossy(&out));
+            Ok(ExitCode::SUCCESS)
+        }
     }
 }
 
