@@ -142,7 +142,7 @@ wo models -p openai       one provider\n  \
 wo models --json\n\n\
 Asked from each provider's model list (OpenAI-compatible and Anthropic GET /v1/models, Ollama /api/tags);\n\
 a provider without one lists its configured model. A provider that cannot be reached says why and the\n\
-others are still listed (exit 1 if any failed). Use one with -m PROVIDER/MODEL.")]
+others are still listed (exit 1 if any failed); one not set up (no API key) is noted. Use one with -m PROVIDER/MODEL.")]
     Models(ModelsArgs),
     /// Print a shell completion script.
     #[command(after_help = "Examples:\n  \

@@ -1090,3 +1090,114 @@ fn git_merges_llm_json_with_the_merge_driver() {
         r.stderr
     );
 }
+
+/// A loopback server answering GETs by path: `routes` maps a path to a
+/// JSON body (200); any other path is a 404. Records each request's path
+/// and headers (lowercased).
+fn json_routes(routes: &'static [(&'static str, &'static str)]) -> (u16, Arc<Mutex<Vec<String>>>) {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let log = seen.clone();
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(mut stream) = stream else { continue };
+            let mut reader = BufReader::new(stream.try_clone().unwrap());
+            let mut head = String::new();
+            loop {
+                let mut line = String::new();
+                if reader.read_line(&mut line).unwrap_or(0) == 0 || line == "\r\n" {
+                    break;
+                }
+                head.push_str(&line.to_ascii_lowercase());
+            }
+            let path = head.split_whitespace().nth(1).unwrap_or("").to_owned();
+            log.lock().unwrap().push(head.clone());
+            let (status, body) = match routes.iter().find(|(p, _)| *p == path) {
+                Some((_, body)) => ("200 OK", *body),
+                None => ("404 Not Found", "{\"error\":\"not found\"}"),
+            };
+            let _ = write!(
+                stream,
+                "HTTP/1.1 {status}\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+                body.len()
+            );
+        }
+    });
+    (port, seen)
+}
+
+#[test]
+fn models_come_from_anthropic_and_ollama_lists_too() {
+    let (ant_port, ant_seen) = json_routes(&[(
+        "/v1/models",
+        r#"{"data":[{"type":"model","id":"claude-sonnet-4-5","display_name":"Claude Sonnet 4.5"},{"type":"model","id":"claude-haiku-4-5"}],"has_more":false}"#,
+    )]);
+    // An Ollama without /v1/models: its own /api/tags answers.
+    let (ollama_port, _) = json_routes(&[(
+        "/api/tags",
+        r#"{"models":[{"name":"llama3.2:latest","model":"llama3.2:latest"},{"name":"qwen2.5:7b"}]}"#,
+    )]);
+    let p = Project::new();
+    let cfg = p.path().join("config.toml");
+    std::fs::write(
+        &cfg,
+        format!(
+            "[providers.claude]\nkind = \"anthropic\"\nbase_url = \"http://127.0.0.1:{ant_port}/v1\"\nmodel = \"claude-haiku-4-5\"\napi_key = \"sk-ant-test\"\n\n\
+             [providers.ollama]\nkind = \"openai\"\nbase_url = \"http://127.0.0.1:{ollama_port}/v1\"\nmodel = \"llama3.2:latest\"\n\n\
+             [providers.nano]\nkind = \"nanochat\"\nbase_url = \"http://127.0.0.1:9\"\n"
+        ),
+    )
+    .unwrap();
+    std::fs::set_permissions(&cfg, std::os::unix::fs::PermissionsExt::from_mode(0o600)).unwrap();
+    let r = run(wo(&p, &cfg, &["models"]));
+    ok(&r);
+    for line in [
+        "  claude/claude-sonnet-4-5",
+        "* claude/claude-haiku-4-5",
+        "* ollama/llama3.2:latest",
+        "  ollama/qwen2.5:7b",
+    ] {
+        assert!(r.stdout.contains(line), "{line:?} in:\n{}", r.stdout);
+    }
+    // NanoChat has no model list: its configured model, said so.
+    assert!(r.stdout.contains("no model list"), "{}", r.stdout);
+    // Anthropic was asked with its key and version headers.
+    let head = ant_seen.lock().unwrap()[0].clone();
+    assert!(head.starts_with("get /v1/models"), "{head}");
+    assert!(
+        head.contains("x-api-key: sk-ant-test") && head.contains("anthropic-version:"),
+        "{head}"
+    );
+    // An Anthropic entry without a key: a clear error, the others listed.
+    let r = run({
+        let mut c = wo(&p, &cfg, &["models", "--json"]);
+        c.env_remove("ANTHROPIC_API_KEY");
+        std::fs::write(
+            &cfg,
+            std::fs::read_to_string(&cfg)
+                .unwrap()
+                .replace("api_key = \"sk-ant-test\"\n", ""),
+        )
+        .unwrap();
+        c
+    });
+    assert_eq!(
+        r.code, 0,
+        "a provider without its key is a note: {}",
+        r.stderr
+    );
+    let claude: Value = r
+        .stdout
+        .lines()
+        .map(|l| serde_json::from_str::<Value>(l).unwrap())
+        .find(|v| v["provider"] == "claude")
+        .unwrap();
+    assert!(
+        claude["not_configured"]
+            .as_str()
+            .unwrap()
+            .contains("no API key"),
+        "{claude}"
+    );
+}

@@ -349,9 +349,12 @@ impl Provider for AnthropicProvider {
         None
     }
 
-    async fn models(&self) -> Result<crate::ModelList, String> {
+    async fn models(&self) -> Result<crate::ModelList, crate::ModelsError> {
         if self.remote.cfg.api_key.is_none() {
-            return Err(format!("no API key ({})", self.remote.cfg.key_source));
+            return Err(crate::ModelsError::NotConfigured(format!(
+                "no API key ({})",
+                self.remote.cfg.key_source
+            )));
         }
         http::list_models(
             &self.remote.client,

@@ -908,7 +908,7 @@ pub async fn list_with_reachability(cfg: &Config) -> Vec<(ProviderInfo, Reachabi
 pub async fn list_with_models(
     cfg: &Config,
     only: Option<&str>,
-) -> Vec<(ProviderInfo, Result<crate::ModelList, String>)> {
+) -> Vec<(ProviderInfo, Result<crate::ModelList, crate::ModelsError>)> {
     let asks = list(cfg)
         .into_iter()
         .filter(|i| only.is_none_or(|o| o == i.name))
@@ -919,8 +919,10 @@ pub async fn list_with_models(
             }
             let r = match build(&i.name, cfg) {
                 Ok(p) => p.models().await,
-                Err(ProviderError::Config { message, .. }) => Err(message),
-                Err(other) => Err(other.to_string()),
+                Err(ProviderError::Config { message, .. }) => {
+                    Err(crate::ModelsError::NotConfigured(message))
+                }
+                Err(other) => Err(crate::ModelsError::Failed(other.to_string())),
             };
             (i, r)
         });

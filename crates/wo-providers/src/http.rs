@@ -745,6 +745,17 @@ pub(crate) async fn list_models(
     url: reqwest::Url,
     fallback: Option<reqwest::Url>,
     headers: HeaderMap,
+) -> Result<crate::ModelList, crate::ModelsError> {
+    list_models_at(client, url, fallback, headers)
+        .await
+        .map_err(crate::ModelsError::Failed)
+}
+
+async fn list_models_at(
+    client: &Client,
+    url: reqwest::Url,
+    fallback: Option<reqwest::Url>,
+    headers: HeaderMap,
 ) -> Result<crate::ModelList, String> {
     let shown = display_url(&url);
     let resp = client
@@ -761,7 +772,7 @@ pub(crate) async fn list_models(
     if status == 404
         && let Some(next) = fallback
     {
-        return Box::pin(list_models(client, next, None, headers)).await;
+        return Box::pin(list_models_at(client, next, None, headers)).await;
     }
     let body = resp
         .bytes()

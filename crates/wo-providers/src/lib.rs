@@ -122,9 +122,22 @@ pub trait Provider: Send + Sync {
     /// Ollama's `/api/tags` when its `/v1/models` is missing), else just
     /// its configured model. An error says why the list could not be had
     /// (the URL and the status or cause).
-    async fn models(&self) -> Result<ModelList, String> {
+    async fn models(&self) -> Result<ModelList, ModelsError> {
         Ok(ModelList::configured(self.default_model()))
     }
+}
+
+/// Why [`Provider::models`] has no list.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum ModelsError {
+    /// The provider is not set up to be asked (no API key, a bad entry):
+    /// a note, not a failure.
+    #[error("not configured: {0}")]
+    NotConfigured(String),
+    /// It was asked and did not answer with a list (unreachable, refused,
+    /// not a model list): the URL and the status or cause.
+    #[error("{0}")]
+    Failed(String),
 }
 
 /// What [`Provider::models`] found.

@@ -241,9 +241,12 @@ impl Provider for OpenAiProvider {
         .await
     }
 
-    async fn models(&self) -> Result<crate::ModelList, String> {
+    async fn models(&self) -> Result<crate::ModelList, crate::ModelsError> {
         if self.is_openai_proper() && self.remote.cfg.api_key.is_none() {
-            return Err(format!("no API key ({})", self.remote.cfg.key_source));
+            return Err(crate::ModelsError::NotConfigured(format!(
+                "no API key ({})",
+                self.remote.cfg.key_source
+            )));
         }
         // An Ollama base URL ends in /v1; its own list is /api/tags beside it.
         let base = self.remote.cfg.base_url.trim_end_matches('/');

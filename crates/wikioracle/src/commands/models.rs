@@ -4,7 +4,7 @@
 use std::process::ExitCode;
 
 use anyhow::{Result, bail};
-use wo_providers::Config;
+use wo_providers::{Config, ModelsError};
 
 use super::session::runtime;
 use crate::cli::ModelsArgs;
@@ -35,10 +35,13 @@ pub fn run(args: ModelsArgs) -> Result<ExitCode> {
                     v["models"] = serde_json::to_value(&list.models)?;
                     v["source"] = list.source.clone().into();
                 }
-                Err(e) => v["error"] = e.clone().into(),
+                Err(ModelsError::NotConfigured(why)) => v["not_configured"] = why.clone().into(),
+                Err(ModelsError::Failed(e)) => {
+                    v["error"] = e.clone().into();
+                    failed = true;
+                }
             }
             outln!("{}", crate::render::json(&v)?);
-            failed |= models.is_err();
             continue;
         }
         let default = if info.is_default { " (default)" } else { "" };
@@ -66,7 +69,15 @@ pub fn run(args: ModelsArgs) -> Result<ExitCode> {
                     outln!("    (the list is empty)");
                 }
             }
-            Err(e) => {
+            // Not set up (a built-in without its key): a note, not a failure.
+            Err(ModelsError::NotConfigured(why)) => {
+                outln!(
+                    "{}{default} — {} (not configured: {why})",
+                    info.name,
+                    info.kind.as_str()
+                );
+            }
+            Err(ModelsError::Failed(e)) => {
                 failed = true;
                 outln!("{}{default} — {}", info.name, info.kind.as_str());
                 eoutln!("error: {}: cannot list models: {e}", info.name);
