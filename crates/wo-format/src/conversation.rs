@@ -140,25 +140,42 @@ pub fn latest_of<'a>(state: &'a State, root_id: &str) -> Option<&'a Message> {
     roots.iter().rposition(|&x| x == r).map(|i| &messages[i])
 }
 
-/// Finds a conversation by an id or a unique id prefix: of a root first
-/// (what `wo log --conversations` lists), else of any message in it.
-/// Returns the root's id; the error names the ambiguity or the absence.
+/// Finds a conversation by an id or an id prefix — of its root (what `wo
+/// log --conversations` lists) or of any message in it. A prefix is enough
+/// when the roots it matches, else the messages it matches, all belong to
+/// one conversation. Returns the root's id; the error names the absence or
+/// the ambiguity (with a few of the candidates).
 pub fn find<'a>(state: &'a State, prefix: &str) -> Result<&'a str, String> {
-    let convs = list(state);
-    let root_ids: Vec<&str> = convs.iter().map(|c| c.root.id.as_str()).collect();
-    match crate::query::find_by_prefix(&root_ids, |id| id, prefix) {
-        Ok(id) => return Ok(*id),
-        Err(e) if !e.starts_with("no entry") => {
-            return Err(format!("conversation {e}"));
-        }
-        Err(_) => {}
+    let messages = state.messages();
+    let roots = roots(state);
+    let root_id = |i: usize| messages[roots[i]].id.as_str();
+    if let Some(i) = messages.iter().position(|m| m.id == prefix) {
+        return Ok(root_id(i));
     }
-    match crate::query::find_by_prefix(state.messages(), |m| &m.id, prefix) {
-        Ok(m) => Ok(root_of(state, &m.id).unwrap_or(m.id.as_str())),
-        Err(e) if e.starts_with("no entry") => Err(format!(
+    let matching: Vec<usize> = (0..messages.len())
+        .filter(|&i| messages[i].id.starts_with(prefix))
+        .collect();
+    // Roots first: a prefix of a listed id means that conversation.
+    let mut candidates: Vec<&str> = matching
+        .iter()
+        .filter(|&&i| roots[i] == i)
+        .map(|&i| messages[i].id.as_str())
+        .collect();
+    if candidates.is_empty() {
+        candidates = matching.iter().map(|&i| root_id(i)).collect();
+        candidates.sort_unstable();
+        candidates.dedup();
+    }
+    match candidates.as_slice() {
+        [one] => Ok(one),
+        [] => Err(format!(
             "no conversation or message has an id starting with {prefix:?}"
         )),
-        Err(e) => Err(e),
+        many => Err(format!(
+            "{prefix:?} is ambiguous: it matches {} conversations ({}…)",
+            many.len(),
+            many.iter().take(3).copied().collect::<Vec<_>>().join(", ")
+        )),
     }
 }
 
@@ -240,6 +257,7 @@ mod tests {
         // Finding: a root's prefix, any member's id, or a clear error.
         assert_eq!(find(&s, &a.id[..12]), Ok(a.id.as_str()));
         assert_eq!(find(&s, &b1.id), Ok(b.id.as_str()));
+        assert_eq!(find(&s, &a2.id[..12]), Ok(a.id.as_str()));
         assert!(find(&s, "m_zzzz").unwrap_err().contains("no conversation"));
         assert!(find(&s, "m_").unwrap_err().contains("ambiguous"));
     }
