@@ -134,8 +134,11 @@ fn serve(
             let (a, b) = text.split_at(text.len() / 2);
             let _ = stream.write_all(frame(a).as_bytes());
             let _ = stream.write_all(frame(b).as_bytes());
+            // Usage as OpenAI sends it with stream_options.include_usage.
             let _ = stream.write_all(
-                b"data: {\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"stop\"}]}\n\ndata: [DONE]\n\n",
+                b"data: {\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"stop\"}]}\n\n\
+                  data: {\"choices\":[],\"usage\":{\"prompt_tokens\":12,\"completion_tokens\":3,\"total_tokens\":15}}\n\n\
+                  data: [DONE]\n\n",
             );
         }
         Answer::Hang { text } => {
@@ -753,6 +756,43 @@ fn usage_totals_per_model_from_what_providers_reported() {
     let first: Value = serde_json::from_str(r.stdout.lines().next().unwrap()).unwrap();
     assert_eq!(first["model"], "p/alpha");
     assert_eq!(first["total_tokens"], 175);
+}
+
+#[test]
+fn usage_the_provider_reported_is_stored_and_totalled() {
+    let fake = Fake::start(
+        Answer::Full {
+            text: "Counted.",
+            delay_ms: 0,
+        },
+        &[],
+    );
+    let p = Project::new();
+    let cfg = config(&p, fake.port, "");
+    ok(&run(wo(&p, &cfg, &["ask", "one"])));
+    ok(&run(wo(&p, &cfg, &["ask", "-m", "test/other", "two"])));
+    let r = run(wo(&p, &cfg, &["log", "--usage", "--since", "1h"]));
+    ok(&r);
+    let rows: Vec<Vec<&str>> = r
+        .stdout
+        .lines()
+        .map(|l| l.split_whitespace().collect())
+        .collect();
+    assert!(
+        rows.contains(&vec!["test/m", "1", "12", "3", "15"]),
+        "{}",
+        r.stdout
+    );
+    assert!(
+        rows.contains(&vec!["test/other", "1", "12", "3", "15"]),
+        "{}",
+        r.stdout
+    );
+    assert!(
+        rows.contains(&vec!["all", "2", "24", "6", "30"]),
+        "{}",
+        r.stdout
+    );
 }
 
 #[test]
