@@ -154,11 +154,16 @@ wo completions fish > ~/.config/fish/completions/wo.fish")]
         #[arg(value_enum)]
         shell: clap_complete::Shell,
     },
-    /// Print the manual page (roff).
+    /// Print the manual page (roff), or write one page per command into a directory.
     #[command(after_help = "Examples:\n  \
 wo man | man -l -\n  \
-wo man > ~/.local/share/man/man1/wo.1")]
-    Man,
+wo man > ~/.local/share/man/man1/wo.1\n  \
+wo man --out-dir ~/.local/share/man/man1     wo.1, wo-ask.1, wo-log.1, … (then: man wo-ask)")]
+    Man {
+        /// Write wo.1 and a wo-COMMAND.1 page per command here instead (existing pages are replaced).
+        #[arg(long, value_name = "DIR")]
+        out_dir: Option<PathBuf>,
+    },
     /// Git merge driver for llm.json: merges %A with %B (base %O) by wo's merge, into %A.
     #[command(after_help = "Examples:\n  \
 wo git-setup        configure it (what it runs: wo merge-driver %O %A %B)\n\n\

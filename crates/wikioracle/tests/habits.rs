@@ -871,6 +871,17 @@ fn completions_and_man_page() {
         &r.stdout[..100]
     );
     assert!(r.stdout.contains("merge\\-driver") || r.stdout.contains("merge-driver"));
+    // One page per command, for packagers and `man wo-ask`.
+    let r = p.run(&["man", "--out-dir", "man1"]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let page = std::fs::read_to_string(p.path().join("man1/wo-ask.1")).unwrap();
+    assert!(
+        page.contains(".TH WO-ASK") && page.contains("\\-\\-conversation"),
+        "{page}"
+    );
+    assert!(p.path().join("man1/wo-truth-add.1").exists());
+    assert!(p.path().join("man1/wo.1").exists());
+    assert!(!p.path().join("man1/wo-help.1").exists());
 }
 
 /// Runs `wo args`, reads one line of its output, then closes the pipe.
