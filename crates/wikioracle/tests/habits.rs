@@ -369,10 +369,17 @@ fn chat_starts_new_conversations_and_continues_given_ones() {
     assert_eq!(sent_texts(&bodies[2]), ["third topic"]);
     // --conversation continues the first one.
     let first = s.messages()[0].id.clone();
-    ok(&run_in(
+    let r = run_in(
         wo(&p, &cfg, &["chat", "--conversation", &first]),
         "more on it\n",
-    ));
+    );
+    ok(&r);
+    assert!(
+        r.stderr
+            .contains(&format!("continuing {first} \"first topic\"")),
+        "{}",
+        r.stderr
+    );
     let body = fake.chat_bodies().pop().unwrap();
     assert_eq!(sent_texts(&body)[0], "first topic");
 }

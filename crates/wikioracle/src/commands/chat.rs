@@ -43,6 +43,19 @@ pub fn run(g: &GlobalOpts, mut args: ChatArgs) -> Result<ExitCode> {
             .unwrap_or_else(|| provider.default_model().to_owned()),
         store.path().display()
     );
+    // Say which conversation the first question goes to.
+    match place.parent.as_deref().and_then(|p| {
+        let root = wo_format::conversation::root_of(store.state(), p)?;
+        store.state().message(root)
+    }) {
+        _ if place.new => eoutln!("a new conversation (/new starts another)"),
+        Some(root) => eoutln!(
+            "continuing {} \"{}\" (/new starts a new conversation)",
+            root.id,
+            root.title
+        ),
+        None => {}
+    }
     let mut last: Option<(TurnOutcome, Assembled)> = None;
     loop {
         let prompt = match read_entry(&mut editor) {
