@@ -171,7 +171,7 @@ fn config(p: &Project, port: u16, extra: &str) -> PathBuf {
 fn wo(p: &Project, cfg: &Path, args: &[&str]) -> Command {
     let mut c = p.cmd(args);
     c.env("WO_CONFIG", cfg)
-        .env("XDG_STATE_HOME", p.path().join("state-home"))
+        .env("XDG_STATE_HOME", p.state_home.path())
         .env("XDG_DATA_HOME", p.path().join("data-home"))
         .env_remove("NO_COLOR");
     c
@@ -497,7 +497,7 @@ fn in_pty(p: &Project, cfg: &Path, args: &str) -> String {
         .args(["-qfec", &line, "/dev/null"])
         .current_dir(p.path())
         .env("WO_CONFIG", cfg)
-        .env("XDG_STATE_HOME", p.path().join("state-home"))
+        .env("XDG_STATE_HOME", p.state_home.path())
         .env("TERM", "xterm-256color")
         .env_remove("NO_COLOR")
         .env_remove("WO_STATE")
@@ -552,7 +552,7 @@ fn a_terminal_gets_markdown_and_a_spinner_a_pipe_gets_plain_text() {
         ])
         .current_dir(p.path())
         .env("WO_CONFIG", &cfg)
-        .env("XDG_STATE_HOME", p.path().join("state-home"))
+        .env("XDG_STATE_HOME", p.state_home.path())
         .env("NO_COLOR", "1")
         .env_remove("WO_STATE")
         .stdin(Stdio::null())
