@@ -85,11 +85,7 @@ fn conversations(
         list.drain(..skip);
     }
     for c in list {
-        let title = if c.root.title.trim().is_empty() {
-            render::snippet(&c.root.content, 60)
-        } else {
-            c.root.title.clone()
-        };
+        let title = wo_interop::export::conversation_title(c.root);
         if args.json {
             outln!(
                 "{}",
