@@ -13,9 +13,16 @@ fn init_refuses_to_clobber_and_force_backs_up_invalid_files() {
             .contains("created")
     );
     assert_eq!(p.state().context, "<div><p>Garden notes</p></div>");
+    // A valid file: said so, success, untouched (issue 15.5).
+    let before = std::fs::read(p.state_path()).unwrap();
     let again = p.run(&["init"]);
-    assert_eq!(again.code, 1);
-    assert!(again.stderr.contains("already exists"), "{}", again.stderr);
+    assert_eq!(again.code, 0);
+    assert!(
+        again.stdout.contains("already exists and is valid"),
+        "{}",
+        again.stdout
+    );
+    assert_eq!(std::fs::read(p.state_path()).unwrap(), before);
 
     std::fs::write(p.state_path(), b"{\"version\": 1, oops").unwrap();
     let refused = p.run(&["init"]);

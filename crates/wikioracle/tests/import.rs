@@ -193,6 +193,11 @@ fn exports_markdown_jsonl_and_chatgpt_round_trip() {
         "alec",
     ]);
 
+    // An imported conversation is listed by its own title (x_import),
+    // not its first message's.
+    let listed = p.ok(&["log", "--conversations"]);
+    assert!(listed.contains("Rolling back a deploy"), "{listed}");
+
     let doc = p.ok(&["export", "--format", "markdown"]);
     assert!(doc.contains("## Rolling back a deploy"), "{doc}");
     assert!(

@@ -28,6 +28,7 @@ pub mod chat;
 pub mod context_update;
 pub mod explain;
 pub mod files;
+pub mod input;
 pub mod memory;
 pub mod request;
 pub mod retrieve;

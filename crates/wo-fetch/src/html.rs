@@ -58,9 +58,50 @@ pub fn links_in_xhtml(xhtml: &str) -> Vec<String> {
     out
 }
 
+/// Absolute `http`/`https` URLs written in plain text (a question typed on
+/// the command line), deduplicated, in order. A URL ends at whitespace or at
+/// a character that cannot end one in prose (`)`, `]`, `>`, quotes, and
+/// trailing sentence punctuation), the way terminals and chat apps find them.
+pub fn links_in_text(text: &str) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    for word in text.split(|c: char| c.is_whitespace() || matches!(c, '<' | '>' | '"' | '`')) {
+        let Some(start) = word.find("http://").or_else(|| word.find("https://")) else {
+            continue;
+        };
+        let candidate = word[start..].trim_end_matches(|c: char| {
+            matches!(
+                c,
+                '.' | ',' | ';' | ':' | '!' | '?' | ')' | ']' | '}' | '\''
+            )
+        });
+        let Ok(url) = url::Url::parse(candidate) else {
+            continue;
+        };
+        if !matches!(url.scheme(), "http" | "https") || url.host().is_none() {
+            continue;
+        }
+        let s = url.to_string();
+        if !out.contains(&s) {
+            out.push(s);
+        }
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn links_in_text_end_where_prose_does() {
+        let t = "Read https://example.org/a?x=1, then (see http://example.com/b). \
+                 Not ftp://example.com/ nor https:// alone; again https://example.org/a?x=1";
+        assert_eq!(
+            links_in_text(t),
+            vec!["https://example.org/a?x=1", "http://example.com/b"]
+        );
+        assert!(links_in_text("no links here").is_empty());
+    }
 
     #[test]
     fn links_are_absolute_http_deduplicated_in_order() {

@@ -6,6 +6,7 @@
 
 pub mod admit;
 pub mod codec;
+pub mod conversation;
 pub mod ids;
 pub mod merge;
 pub mod merge3;

@@ -900,6 +900,35 @@ pub async fn list_with_reachability(cfg: &Config) -> Vec<(ProviderInfo, Reachabi
     futures::future::join_all(checks).await
 }
 
+/// [`list`] (only `only`, when given) plus each provider's models
+/// ([`Provider::models`]: its own model list where it has one, else its
+/// configured model), asked concurrently; a provider that cannot be built
+/// or reached has the reason instead. `local` lists its configured model
+/// without loading it.
+pub async fn list_with_models(
+    cfg: &Config,
+    only: Option<&str>,
+) -> Vec<(ProviderInfo, Result<crate::ModelList, crate::ModelsError>)> {
+    let asks = list(cfg)
+        .into_iter()
+        .filter(|i| only.is_none_or(|o| o == i.name))
+        .map(|i| async move {
+            if i.kind == ProviderKind::Local {
+                let m = crate::ModelList::configured(&i.model);
+                return (i, Ok(m));
+            }
+            let r = match build(&i.name, cfg) {
+                Ok(p) => p.models().await,
+                Err(ProviderError::Config { message, .. }) => {
+                    Err(crate::ModelsError::NotConfigured(message))
+                }
+                Err(other) => Err(crate::ModelsError::Failed(other.to_string())),
+            };
+            (i, r)
+        });
+    futures::future::join_all(asks).await
+}
+
 /// Construct the provider called `name`.
 ///
 /// Fails with [`ProviderError::Config`] for an unknown name, an invalid

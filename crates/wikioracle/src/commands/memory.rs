@@ -135,16 +135,7 @@ fn rebuild(
     provider: Option<String>,
 ) -> Result<ExitCode> {
     use std::io::IsTerminal;
-    let since = since
-        .as_deref()
-        .map(|s| {
-            wo_format::query::parse_date_bound(s).ok_or_else(|| {
-                anyhow::anyhow!(
-                    "--since {s:?} is not a date\nhint: use YYYY-MM-DD or YYYY-MM-DDTHH:MM:SSZ"
-                )
-            })
-        })
-        .transpose()?;
+    let since = super::log::date_flag("--since", since.as_deref())?;
     let cfg = wo_providers::Config::load()?;
     let name = provider
         .or_else(|| cfg.interpreter.provider.clone())

@@ -13,6 +13,9 @@ pub fn wo_bin() -> PathBuf {
 /// A temporary project directory with helpers to run `wo` in it.
 pub struct Project {
     pub dir: tempfile::TempDir,
+    /// `$XDG_STATE_HOME` for the commands run here (where `wo ask` keeps
+    /// this machine's current conversation): never the tester's own.
+    pub state_home: tempfile::TempDir,
 }
 
 pub struct Run {
@@ -25,6 +28,7 @@ impl Project {
     pub fn new() -> Self {
         Project {
             dir: tempfile::tempdir().unwrap(),
+            state_home: tempfile::tempdir().unwrap(),
         }
     }
 
@@ -41,6 +45,7 @@ impl Project {
         c.args(args)
             .current_dir(self.dir.path())
             .env_remove("WO_STATE")
+            .env("XDG_STATE_HOME", self.state_home.path())
             .env_remove("EDITOR")
             .env_remove("VISUAL")
             .stdin(Stdio::null());
