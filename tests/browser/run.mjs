@@ -1616,6 +1616,16 @@ for (const mode of ['local', 'stateless']) {
           await expect('kind event', [fx.event]);
           await shot(page, `${mode}-${size}-truth-filters`);
           await truthFilter(page, 'kind', '');
+          // A truth entry is edited as Markdown too, never as its markup.
+          const noteItem = `[data-testid="truth-item"][data-id="${fx.note.id}"]`;
+          await page.click(`${noteItem} [data-testid="truth-edit"]`);
+          const noteText = await page.inputValue(`${noteItem} [data-testid="truth-edit-content"]`);
+          assert(noteText === 'Celadon likes reduction.', `the truth editor shows ${JSON.stringify(noteText)}`);
+          await page.fill(`${noteItem} [data-testid="truth-edit-content"]`, '**Celadon** likes *reduction*.');
+          await page.click(`${noteItem} [data-testid="truth-edit-save"]`);
+          await page.waitForSelector(`${noteItem} [data-testid="truth-content"] strong`);
+          const noteStored = (await stateOf(server, page)).truth.trust.find((t) => t.id === fx.note.id);
+          assert(/<strong>Celadon<\/strong> likes <em>reduction<\/em>/.test(noteStored.content), `stored: ${JSON.stringify(noteStored.content)}`);
 
           // The effort panel: open and resolved, the resolution linked.
           await openPanelAt(page, 'efforts', size);

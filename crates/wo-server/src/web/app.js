@@ -224,6 +224,18 @@ function userInputForServer(input) {
   return String(input).trim();
 }
 
+/**
+ * For stateless mode: Markdown (plain text is Markdown) → the XHTML a
+ * local server would store, by the server's own converter (nothing is kept
+ * there), then held to this page's allowlist like any other input.
+ */
+async function markdownToXhtml(input) {
+  const text = String(input).trim();
+  if (!text) return '';
+  const { xhtml } = await api('/api/markdown', { method: 'POST', body: { markdown: text } });
+  return userInputToXhtml(String(xhtml ?? ''));
+}
+
 // ---------------------------------------------------------------- time, ids
 
 /** Whole-second UTC `YYYY-MM-DDTHH:MM:SSZ`. */
@@ -1300,8 +1312,8 @@ const stateless = {
     await stateless.save();
   },
   async addTruth(t) {
+    const content = (await markdownToXhtml(t.content)) || '<p></p>';
     const timestamp = nowStamp();
-    const content = userInputToXhtml(t.content);
     const title = String(t.title).trim();
     const entry = { id: await truthId(title, timestamp, content), title, timestamp, certainty: t.certainty, content };
     if (t.kind) entry.kind = t.kind;
@@ -1311,7 +1323,7 @@ const stateless = {
   async editTruth(id, changes) {
     const edit = {};
     if ('title' in changes) edit.title = String(changes.title).trim();
-    if ('content' in changes) edit.content = userInputToXhtml(changes.content);
+    if ('content' in changes) edit.content = (await markdownToXhtml(changes.content)) || '<p></p>';
     if ('certainty' in changes) edit.certainty = changes.certainty;
     if (!editTruthIn(app.state, id, edit, nowStamp())) {
       throw new ApiError(404, 'not_found', 'That truth entry no longer exists.');
@@ -1327,14 +1339,7 @@ const stateless = {
     await stateless.save();
   },
   async saveContext(text) {
-    // Markdown, converted by the server's own converter (nothing is kept
-    // there), then held to this page's allowlist like any other input.
-    let context = '';
-    if (text.trim()) {
-      const { xhtml } = await api('/api/markdown', { method: 'POST', body: { markdown: text } });
-      context = userInputToXhtml(String(xhtml ?? ''));
-    }
-    app.state.context = context;
+    app.state.context = await markdownToXhtml(text);
     await stateless.save();
   },
   async draftContext(params) {
@@ -2049,11 +2054,12 @@ function truthItem(t, sup = supersededIds()) {
     const uid = t.id;
     const title = h('input', { id: `te-title-${uid}`, value: t.title ?? '', maxlength: 300, required: true, 'data-testid': 'truth-edit-title' });
     const content = h('textarea', { id: `te-content-${uid}`, rows: 4, 'data-testid': 'truth-edit-content' });
-    content.value = t.content ?? '';
+    const shownContent = xhtmlToMarkdown(t.content ?? ''); // edited as Markdown, never as markup
+    content.value = shownContent;
     const cert = h('input', { id: `te-cert-${uid}`, type: 'number', min: 0, max: 1, step: 0.05, value: certainty, required: true, inputmode: 'decimal', 'data-testid': 'truth-edit-certainty' });
     const form = h('form', { class: 'truth-form' },
       h('label', { for: title.id }, 'Title'), title,
-      h('label', { for: content.id }, 'Content (text, or XHTML)'), content,
+      h('label', { for: content.id }, 'Content (Markdown or plain text)'), content,
       h('label', { for: cert.id }, 'Certainty (0 to 1)'), cert,
       h('div', { class: 'row' },
         h('button', { type: 'submit', class: 'primary small', 'data-testid': 'truth-edit-save' }, 'Save'),
@@ -2062,7 +2068,7 @@ function truthItem(t, sup = supersededIds()) {
       ev.preventDefault();
       const changes = {};
       if (title.value.trim() !== (t.title ?? '')) changes.title = title.value.trim();
-      if (content.value !== (t.content ?? '')) changes.content = content.value;
+      if (content.value !== shownContent) changes.content = content.value;
       const c = Number(cert.value);
       if (!(c >= 0 && c <= 1)) { notify('Certainty must be between 0 and 1.', 'error'); return; }
       if (c !== certainty) changes.certainty = c;
