@@ -1,5 +1,5 @@
 //! Golden vectors for the web client (`crates/wo-server/src/web/app.js`),
-//! which computes ids, merges, state patches, truth edits and tombstones and
+//! which computes ids, merges, state patches, truth edits, tombstones, renames and
 //! exports in JavaScript until the wasm build replaces it: inputs and what
 //! wo-format and this crate make of them, written to
 //! `tests/browser/golden.json`; the browser suite (`tests/browser/run.mjs`,
