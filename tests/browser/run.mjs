@@ -401,11 +401,16 @@ function xssFixture() {
   const messages = [];
   const trust = [];
   let parent;
+  // Every fourth message also holds its payload as highlighted code, under
+  // a language class that is itself a payload every other time.
+  const esc = (t) => t.replace(/&/g, '&amp;').replace(/</g, '&lt;').replace(/>/g, '&gt;').replace(/"/g, '&quot;');
   PAYLOADS.forEach((p, i) => {
     const timestamp = stamp(base + i * 1000);
     const username = i % 5 === 0 ? p : (i % 2 ? 'smollm2' : 'alice');
     const title = i % 3 === 0 ? p : `payload ${i}`;
-    const m = { id: 'm_' + sha16(`${username}|${timestamp}|${p}`), title, username, timestamp, content: p, role: i % 2 ? 'assistant' : 'user' };
+    const lang = i % 8 === 1 ? `language-${esc(p)}` : 'language-js';
+    const content = i % 4 === 1 ? `${p}<pre><code class="${lang}">${esc(p)}</code></pre>` : p;
+    const m = { id: 'm_' + sha16(`${username}|${timestamp}|${content}`), title, username, timestamp, content, role: i % 2 ? 'assistant' : 'user' };
     if (parent) m.parent = parent;
     if (i % 2) m.sources = [];
     parent = m.id;
