@@ -401,11 +401,16 @@ function xssFixture() {
   const messages = [];
   const trust = [];
   let parent;
+  // Every fourth message also holds its payload as highlighted code, under
+  // a language class that is itself a payload every other time.
+  const esc = (t) => t.replace(/&/g, '&amp;').replace(/</g, '&lt;').replace(/>/g, '&gt;').replace(/"/g, '&quot;');
   PAYLOADS.forEach((p, i) => {
     const timestamp = stamp(base + i * 1000);
     const username = i % 5 === 0 ? p : (i % 2 ? 'smollm2' : 'alice');
     const title = i % 3 === 0 ? p : `payload ${i}`;
-    const m = { id: 'm_' + sha16(`${username}|${timestamp}|${p}`), title, username, timestamp, content: p, role: i % 2 ? 'assistant' : 'user' };
+    const lang = i % 8 === 1 ? `language-${esc(p)}` : 'language-js';
+    const content = i % 4 === 1 ? `${p}<pre><code class="${lang}">${esc(p)}</code></pre>` : p;
+    const m = { id: 'm_' + sha16(`${username}|${timestamp}|${content}`), title, username, timestamp, content, role: i % 2 ? 'assistant' : 'user' };
     if (parent) m.parent = parent;
     if (i % 2) m.sources = [];
     parent = m.id;
@@ -933,7 +938,7 @@ scenario('stateless: export, import into a fresh browser, identical state', asyn
 // from the page's module: the same instance the page runs).
 scenario('stateless: app.js agrees with the Rust golden vectors', async () => {
   const golden = JSON.parse(fs.readFileSync(path.join(HERE, 'golden.json'), 'utf8'));
-  for (const part of ['ids', 'text_to_xhtml', 'merges', 'exports', 'patches', 'truth_ops']) {
+  for (const part of ['ids', 'text_to_xhtml', 'merges', 'exports', 'patches', 'truth_ops', 'renames']) {
     assert(Array.isArray(golden[part]) && golden[part].length, `golden.json has no ${part} vectors`);
   }
   const server = await statelessServer();
@@ -996,10 +1001,25 @@ scenario('stateless: app.js agrees with the Rust golden vectors', async () => {
         if (got !== v.after) return `truth_ops: "${v.name}": ${diff(got, v.after)}`;
         checked++;
       }
+      for (const v of g.renames) {
+        const st = await m.normalizeState(structuredClone(v.state));
+        let error = null;
+        try {
+          m.renameMessageIn(st, v.id, v.title);
+        } catch (e) {
+          error = e.message;
+        }
+        if (error !== (v.error ?? null)) return `renames: "${v.name}": app.js ${error ? `refuses (${error})` : 'accepts'}, Rust ${v.error ? `refuses (${v.error})` : 'accepts'}`;
+        if (!error) {
+          const got = m.canonicalStateText(st);
+          if (got !== v.after) return `renames: "${v.name}": ${diff(got, v.after)}`;
+        }
+        checked++;
+      }
       return { checked };
     }, golden);
     assert(typeof result === 'object', `app.js disagrees with Rust: ${result}`);
-    const total = ['ids', 'text_to_xhtml', 'merges', 'exports', 'patches', 'truth_ops'].reduce((n, k) => n + golden[k].length, 0);
+    const total = ['ids', 'text_to_xhtml', 'merges', 'exports', 'patches', 'truth_ops', 'renames'].reduce((n, k) => n + golden[k].length, 0);
     assert(result.checked === total, `only ${result.checked} of ${total} golden vectors were checked`);
   });
 });
@@ -1054,13 +1074,17 @@ async function domAudit(page) {
       || (el.tagName === 'BUTTON' && el.attributes.length === 4 && el.getAttribute('class') === 'small copy-code'
         && el.getAttribute('type') === 'button' && el.getAttribute('data-testid') === 'copy-code'
         && el.getAttribute('aria-label') === 'Copy this code' && el.childNodes.length === 1 && el.textContent === 'Copy');
+    // The highlighter's spans (text only) and the language it read.
+    const hl = (el) => (el.tagName === 'SPAN' && el.attributes.length === 1 && /^hl-(kw|str|num|com|fn|ty|lit)$/.test(el.getAttribute('class') || '') && !el.children.length);
+    const codeAttr = (el, a) => ((el.tagName === 'CODE' || el.tagName === 'PRE') && a.name === 'data-lang' && /^[A-Za-z0-9_+#.-]{1,32}$/.test(a.value))
+      || (el.tagName === 'CODE' && a.name === 'class' && a.value === 'hl');
     for (const root of roots) {
       for (const el of root.querySelectorAll('*')) {
-        if (ours(el)) continue;
+        if (ours(el) || hl(el)) continue;
         if (!ok.has(el.tagName) || el.namespaceURI !== 'http://www.w3.org/1999/xhtml') problems.push(`<${el.tagName.toLowerCase()}>`);
         for (const a of el.attributes) {
           const name = a.name.toLowerCase();
-          if (name === 'title') continue;
+          if (name === 'title' || codeAttr(el, a)) continue;
           if (el.tagName === 'A' && name === 'href' && /^(https?:|mailto:)/i.test(a.value)) continue;
           if (el.tagName === 'A' && name === 'rel' && a.value === 'noopener noreferrer nofollow') continue;
           if (el.tagName === 'A' && name === 'target' && a.value === '_blank') continue;
@@ -1420,6 +1444,279 @@ for (const mode of ['local', 'stateless']) {
       } finally {
         await server.stop();
       }
+    });
+  }
+}
+
+// ------------------------------------------------- rename, highlighting, truth filters, efforts, context as Markdown, provider picker
+
+/** One id the way wo derives it (content-addressed). */
+const truthRecord = (title, timestamp, content, extra = {}) => ({ id: 't_' + sha16(`${title}|${timestamp}|${content}`), title, timestamp, certainty: 0.8, content, ...extra });
+
+/** A conversation whose answer holds Python code and an HTML payload as code, and truth of every kind and status. */
+function featureFixture(tag) {
+  const base = Date.UTC(2025, 3, 4, 5, 6, 7);
+  const code = 'def greet(name):\n    # say hi\n    return "hi " + name * 2\n';
+  const rows = [
+    ['ann', 'user', `<p>${tag}: how do I greet in Python?</p>`],
+    ['smollm2', 'assistant', `<p>Like this:</p><pre><code class="language-python">${code.replace(/&/g, '&amp;').replace(/</g, '&lt;').replace(/>/g, '&gt;')}</code></pre>`
+      + '<pre><code class="language-x&quot; onmouseover=&quot;window.__xss=7">&lt;img src=x onerror="window.__xss=5"&gt;</code></pre>'],
+  ];
+  const messages = [];
+  let parent;
+  rows.forEach(([username, role, content], i) => {
+    const timestamp = stamp(base + i * 1000);
+    const m = { id: 'm_' + sha16(`${username}|${timestamp}|${content}`), title: `${tag} ${i}`, username, timestamp, content, role };
+    if (parent) m.parent = parent;
+    else m.new_conversation = true;
+    if (role === 'assistant') { m.provider = 'llama'; m.model = 'smollm2'; }
+    parent = m.id;
+    messages.push(m);
+  });
+  const t = (i) => stamp(base + 60_000 + i * 1000);
+  const fact = truthRecord('Kiln fires to cone 6', t(0), '<p>Cone 6 is 1222 °C.</p>', { kind: 'fact', tags: ['kiln'] });
+  const old = truthRecord('Kiln fires to cone 5', t(1), '<p>Cone 5.</p>', { kind: 'fact', tags: ['kiln'] });
+  const newer = truthRecord('Kiln fires to cone 6 now', t(2), '<p>Cone 6 now.</p>', { kind: 'fact', supersedes: old.id });
+  const note = truthRecord('Glaze notes', t(3), '<p>Celadon likes reduction.</p>', { kind: 'note', tags: ['glaze'] });
+  const event = truthRecord('Studio opened', t(4), '<p>In March.</p>', { kind: 'event' });
+  const archived = truthRecord('Old price list', t(5), '<p>2019 prices.</p>', { kind: 'note', expires: '2020-01-01T00:00:00Z' });
+  const open = truthRecord('Fix the kiln vent', t(6), '<p>The vent rattles.</p>', { kind: 'effort', status: 'open' });
+  const resolved = truthRecord('Find the firing temperature', t(7), '<p>What cone?</p>', { kind: 'effort', status: 'resolved', resolution: fact.id });
+  return {
+    fixture: {
+      version: 1,
+      schema: 'https://raw.githubusercontent.com/arborrhythms/WikiOracle/main/spec/llm_state_v1.json',
+      date: stamp(base + 120_000), context: '<p>A test project.</p>', messages,
+      truth: { trust: [fact, old, newer, note, event, archived, open, resolved], retrieval_prefs: { max_entries: 8 } },
+    },
+    code, fact, old, newer, note, event, archived, open, resolved,
+  };
+}
+
+/** Visible truth entries' ids. */
+async function truthShown(page) {
+  return page.$$eval('[data-testid="truth-item"]', (els) => els.map((e) => e.dataset.id).sort());
+}
+
+/** Opens a panel from the toolbar (behind the ⋯ menu on phones). */
+async function openPanelAt(page, which, size) {
+  if (size === 'phone') {
+    // A panel slides over the ⋯ menu: close it first.
+    for (const close of await page.$$('.panel:not([hidden]) .panel-close')) await close.click();
+  }
+  if (size === 'phone' && !(await page.isVisible(`[data-testid="open-${which}"]`))) {
+    await page.click('[data-testid="open-menu"]');
+    await page.waitForSelector('[data-testid="tools"]', { state: 'visible' });
+  }
+  await openPanel(page, which);
+}
+
+/** Sets one truth filter (the list follows on input). */
+async function truthFilter(page, which, value) {
+  const sel = `[data-testid="truth-filter-${which}"]`;
+  if (which === 'tag') await page.fill(sel, value);
+  else await page.selectOption(sel, value);
+}
+
+for (const mode of ['local', 'stateless']) {
+  for (const size of ['desktop', 'phone']) {
+    scenario(`${mode} ${size}: rename a conversation, highlighted code, truth filters, the effort panel, context edited as Markdown`, async () => {
+      const server = await startServer({ stateless: mode === 'stateless' });
+      try {
+        await withPage(server, { size }, async (page, watch, context) => {
+          await context.grantPermissions(['clipboard-read', 'clipboard-write'], { origin: server.origin });
+          const fx = featureFixture(`feat-${mode}-${size}`);
+          await loadFixture(page, fx.fixture);
+          const [q, a] = fx.fixture.messages;
+
+          // Highlighted code: spans by kind, the language from the fence, the text unchanged.
+          const hl = await page.$eval(`#msg-${a.id}`, (el) => {
+            const code = el.querySelector('code[data-lang="python"]');
+            const of = (cls) => Array.from(code ? code.querySelectorAll(`.${cls}`) : []).map((s) => s.textContent);
+            return {
+              lang: !!code, text: code && code.textContent, kw: of('hl-kw'), str: of('hl-str'), com: of('hl-com'), fn: of('hl-fn'), num: of('hl-num'),
+              kwColor: code && code.querySelector('.hl-kw') ? getComputedStyle(code.querySelector('.hl-kw')).color : '',
+              plainColor: code ? getComputedStyle(code).color : '',
+              langs: Array.from(el.querySelectorAll('code')).map((c) => c.getAttribute('data-lang')),
+              payload: el.querySelectorAll('img').length,
+              payloadText: el.querySelectorAll('code')[1]?.textContent ?? '',
+            };
+          });
+          assert(hl.lang, 'the python code block lost its language');
+          assert(hl.text === fx.code, `highlighting changed the code's text: ${JSON.stringify(hl.text)}`);
+          assert(hl.kw.includes('def') && hl.kw.includes('return'), `keywords: ${JSON.stringify(hl.kw)}`);
+          assert(hl.str.includes('"hi "') && hl.com.includes('# say hi') && hl.fn.includes('greet') && hl.num.includes('2'), `highlighted: ${JSON.stringify(hl)}`);
+          assert(hl.kwColor && hl.kwColor !== hl.plainColor, `keywords are not coloured (${hl.kwColor})`);
+          assert(hl.langs[1] === null, `a language class carrying an attribute payload became ${hl.langs[1]}`);
+          assert(!hl.payload && /<img src=x onerror/.test(hl.payloadText), 'markup inside code was not kept as text');
+          await page.click(`#msg-${a.id} [data-testid="copy-code"] >> nth=0`);
+          await waitStatus(page, /copied/);
+          const copied = await page.evaluate(() => navigator.clipboard.readText());
+          assert(copied === fx.code, `copying highlighted code gave ${JSON.stringify(copied)}`);
+          await page.$eval(`#msg-${a.id} pre`, (e) => e.scrollIntoView({ block: 'center' }));
+          await shot(page, `${mode}-${size}-code-highlighted`);
+
+          // Rename: refusals say why and change nothing; the title is plain text.
+          const titleOf = async () => (await stateOf(server, page)).messages.find((m) => m.id === q.id);
+          const before = await titleOf();
+          await page.click('[data-testid="conversation-rename"]');
+          for (const [bad, says] of [['   ', /empty/], ['x'.repeat(201), /201 characters/]]) {
+            await page.fill('[data-testid="rename-input"]', bad);
+            await page.click('[data-testid="rename-save"]');
+            await page.waitForFunction((src) => new RegExp(src).test(document.querySelector('[data-testid="alert"]').textContent), says.source);
+            assert(await page.isVisible('[data-testid="rename-form"]'), 'a refused title closed the form');
+            const now = await titleOf();
+            assert(now.title === before.title, `a refused title changed the state: ${now.title}`);
+          }
+          await page.keyboard.press('Escape');
+          await page.waitForSelector('[data-testid="rename-form"]', { state: 'detached' });
+          assert(await page.isVisible('[data-testid="conversation-title"]'), 'Escape did not bring the title back');
+          const payload = '<img src=x onerror="window.__xss=1">';
+          await page.click('[data-testid="conversation-rename"]');
+          await page.fill('[data-testid="rename-input"]', `  ${payload}   Kiln   plans `);
+          await shot(page, `${mode}-${size}-rename`);
+          await page.click('[data-testid="rename-save"]');
+          await waitStatus(page, /renamed/);
+          const want = `${payload} Kiln plans`;
+          const shownTitle = await page.$eval('[data-testid="conversation-title"]', (e) => ({ text: e.textContent, children: e.children.length }));
+          assert(shownTitle.text === want && !shownTitle.children, `the header shows ${JSON.stringify(shownTitle)}`);
+          const after = await titleOf();
+          assert(after.title === want && after.content === q.content && after.id === q.id, `the stored root: ${JSON.stringify(after)}`);
+          const answer = (await stateOf(server, page)).messages.find((m) => m.id === a.id);
+          assert(answer.title === a.title, 'renaming touched another message');
+          await openConversations(page, size);
+          const listed = await page.$eval(`[data-testid="conversation"][data-root="${q.id}"] [data-testid="conversation-name"]`, (e) => ({ text: e.textContent, children: e.children.length }));
+          assert(listed.text === want && !listed.children, `the list shows ${JSON.stringify(listed)}`);
+          if (size === 'phone') await page.click('[data-testid="close-conversations"]');
+          await page.reload();
+          await page.waitForSelector('body[data-ready="true"]');
+          assert((await page.textContent('[data-testid="conversation-title"]')) === want, 'the new title did not survive a reload');
+
+          // Truth filters by kind, status and tag.
+          await openPanelAt(page, 'truth', size);
+          const all = fx.fixture.truth.trust.map((t) => t.id).sort();
+          assert(JSON.stringify(await truthShown(page)) === JSON.stringify(all), 'the unfiltered panel does not show every entry');
+          const expect = async (what, ids) => {
+            const want = ids.map((t) => t.id).sort();
+            await page.waitForFunction((w) => JSON.stringify(Array.from(document.querySelectorAll('[data-testid="truth-item"]')).map((e) => e.dataset.id).sort()) === w, JSON.stringify(want), { timeout: 5000 })
+              .catch(async () => { throw new Error(`${what}: shows ${JSON.stringify(await truthShown(page))}, want ${JSON.stringify(want)}`); });
+          };
+          await truthFilter(page, 'kind', 'effort');
+          await expect('kind effort', [fx.open, fx.resolved]);
+          await truthFilter(page, 'status', 'resolved');
+          await expect('effort + resolved', [fx.resolved]);
+          await truthFilter(page, 'kind', '');
+          await truthFilter(page, 'status', 'superseded');
+          await expect('superseded', [fx.old]);
+          await truthFilter(page, 'status', 'archived');
+          await expect('archived', [fx.archived]);
+          await truthFilter(page, 'status', 'open');
+          await truthFilter(page, 'tag', 'kiln');
+          await expect('open + tag kiln', [fx.fact]);
+          assert(/1 of 8/.test(await page.textContent('[data-testid="truth-filter-count"]')), 'the count does not follow the filters');
+          await truthFilter(page, 'kind', 'event');
+          await page.waitForSelector('[data-testid="truth-none"]');
+          await truthFilter(page, 'tag', '');
+          await truthFilter(page, 'status', '');
+          await expect('kind event', [fx.event]);
+          await shot(page, `${mode}-${size}-truth-filters`);
+          await truthFilter(page, 'kind', '');
+          // A truth entry is edited as Markdown too, never as its markup.
+          const noteItem = `[data-testid="truth-item"][data-id="${fx.note.id}"]`;
+          await page.click(`${noteItem} [data-testid="truth-edit"]`);
+          const noteText = await page.inputValue(`${noteItem} [data-testid="truth-edit-content"]`);
+          assert(noteText === 'Celadon likes reduction.', `the truth editor shows ${JSON.stringify(noteText)}`);
+          await page.fill(`${noteItem} [data-testid="truth-edit-content"]`, '**Celadon** likes *reduction*.');
+          await page.click(`${noteItem} [data-testid="truth-edit-save"]`);
+          await page.waitForSelector(`${noteItem} [data-testid="truth-content"] strong`);
+          const noteStored = (await stateOf(server, page)).truth.trust.find((t) => t.id === fx.note.id);
+          assert(/<strong>Celadon<\/strong> likes <em>reduction<\/em>/.test(noteStored.content), `stored: ${JSON.stringify(noteStored.content)}`);
+
+          // The effort panel: open and resolved, the resolution linked.
+          await openPanelAt(page, 'efforts', size);
+          const efforts = await page.evaluate(() => ({
+            open: Array.from(document.querySelectorAll('[data-testid="efforts-open"] [data-testid="effort"]')).map((e) => e.dataset.id),
+            resolved: Array.from(document.querySelectorAll('[data-testid="efforts-resolved"] [data-testid="effort"]')).map((e) => e.dataset.id),
+            resolution: document.querySelector('[data-testid="effort-resolution"]')?.textContent ?? '',
+          }));
+          assert(JSON.stringify(efforts.open) === JSON.stringify([fx.open.id]) && JSON.stringify(efforts.resolved) === JSON.stringify([fx.resolved.id]), `efforts: ${JSON.stringify(efforts)}`);
+          assert(efforts.resolution.includes(fx.fact.title), `the resolution does not name its entry: ${efforts.resolution}`);
+          await shot(page, `${mode}-${size}-efforts`);
+          await page.click('[data-testid="effort-resolution"] a');
+          await page.waitForSelector(`[data-testid="panel-truth"]:not([hidden]) #truth-${fx.fact.id}`);
+
+          // Context: shown and edited as Markdown, saved as sanitised XHTML, shown again as the same text.
+          await openPanelAt(page, 'context', size);
+          const shownMd = await page.inputValue('[data-testid="context-input"]');
+          // A local server keeps its own context in a merge (empty here); the
+          // browser's import replaces it with the fixture's.
+          const wantMd = (await stateOf(server, page)).context ? 'A test project.' : '';
+          assert(shownMd === wantMd, `the editor shows ${JSON.stringify(shownMd)}, not the text`);
+          const md = '# Studio\n\nWe fire to **cone 6**, see `kiln.md`.\n\n- glaze\n- kiln\n\n> quiet hours after 9';
+          await page.fill('[data-testid="context-input"]', md);
+          await page.click('[data-testid="context-save"]');
+          await waitStatus(page, /Context saved/);
+          let st = await stateOf(server, page);
+          assert(/<h1>Studio<\/h1>/.test(st.context) && /<strong>cone 6<\/strong>/.test(st.context) && /<li>glaze<\/li>/.test(st.context), `stored context: ${JSON.stringify(st.context)}`);
+          assert(await page.$('[data-testid="context-view"] h1'), 'the saved context is not shown rendered');
+          const again = await page.inputValue('[data-testid="context-input"]');
+          assert(again === md, `the round trip changed the text: ${JSON.stringify(again)}`);
+          await shot(page, `${mode}-${size}-context-markdown`);
+          // Hostile Markdown: stored sanitised, nothing runs.
+          await page.fill('[data-testid="context-input"]', 'Safe.\n\n<script>window.__xss=2</script>\n\n<img src=x onerror="window.__xss=3">\n\n[bad](javascript:window.__xss=4) [ok](https://example.org/)');
+          const previous = st.context;
+          await page.click('[data-testid="context-save"]');
+          // The first save's "Context saved." may still show: wait for the state.
+          for (let i = 0; i < 100 && (st = await stateOf(server, page)).context === previous; i++) await sleep(100);
+          assert(!(await page.textContent('[data-testid="alert"]')), `saving failed: ${await page.textContent('[data-testid="alert"]')}`);
+          assert(!/script|onerror|javascript|<img/i.test(st.context) && /href="https:\/\/example.org\/"/.test(st.context), `stored context: ${JSON.stringify(st.context)}`);
+          const editor = await page.inputValue('[data-testid="context-input"]');
+          assert(!/<[a-z]/i.test(editor), `the editor shows markup: ${editor}`);
+          const audit = await domAudit(page);
+          assert(!audit.problems.length, `unsafe markup rendered: ${audit.problems.slice(0, 8).join(', ')}`);
+          assert((await page.evaluate(() => window.__xss)) === undefined, 'a payload ran');
+        });
+      } finally {
+        await server.stop();
+      }
+    });
+
+    scenario(`${mode} ${size}: the provider picker offers only providers that answer, is remembered, and an unreachable choice says why once`, async () => {
+      const server = mode === 'local' ? await localServer() : await statelessServer();
+      await withPage(server, { size, prefs: { max_tokens: ANSWER_TOKENS, provider: 'dead' } }, async (page, watch, context) => {
+        // The remembered choice cannot answer: said once, with the reason in local mode.
+        await page.waitForFunction(() => /dead cannot answer/.test(document.querySelector('[data-testid="alert"]').textContent), null, { timeout: 30_000 });
+        const alertText = await page.textContent('[data-testid="alert"]');
+        assert(alertText.split('cannot answer').length === 2, `said more than once: ${alertText}`);
+        if (mode === 'local') assert(/dead cannot answer: \S/.test(alertText), `no reason given: ${alertText}`);
+        const options = async () => page.$$eval('[data-testid="composer-provider"] option', (os) => os.map((o) => ({ text: o.textContent, disabled: o.disabled, selected: o.selected, value: o.value })));
+        let opts = await options();
+        const dead = opts.filter((o) => /^dead/.test(o.text));
+        assert(dead.length === 1 && dead[0].disabled && dead[0].selected && /cannot answer/.test(dead[0].text), `the unreachable choice: ${JSON.stringify(opts)}`);
+        const llama = opts.find((o) => /^llama · smollm2$/.test(o.text));
+        assert(llama && !llama.disabled, `llama is not offered: ${JSON.stringify(opts)}`);
+        await shot(page, `${mode}-${size}-provider-unreachable`);
+        await page.selectOption('[data-testid="composer-provider"]', llama.value);
+        await waitStatus(page, /Answers now come from llama · smollm2/);
+        assert((await page.textContent('[data-testid="model-badge"]')) === 'llama · smollm2', 'the header does not name the provider and model');
+        opts = await options();
+        assert(!opts.some((o) => /^dead/.test(o.text)), `an unreachable provider is still offered: ${JSON.stringify(opts)}`);
+        const cookie = (await context.cookies(server.origin)).find((c) => c.name === prefsCookie(server));
+        const prefs = JSON.parse(b64urlDecode(cookie.value));
+        assert(prefs.provider === 'llama' && prefs.model === undefined, `remembered: ${JSON.stringify(prefs)}`);
+        // Remembered across a reload; the check runs again and says nothing.
+        await page.reload();
+        await page.waitForSelector('body[data-ready="true"]');
+        await page.waitForFunction(() => !Array.from(document.querySelectorAll('[data-testid="composer-provider"] option')).some((o) => /^dead/.test(o.textContent)));
+        await sleep(500);
+        assert((await page.$eval('[data-testid="composer-provider"]', (s) => s.selectedOptions[0]?.textContent)) === 'llama · smollm2', 'the choice was not remembered');
+        assert(!(await page.textContent('[data-testid="alert"]')), `an error after choosing a working provider: ${await page.textContent('[data-testid="alert"]')}`);
+        if (size === 'phone') {
+          const overflow = await page.evaluate(() => document.documentElement.scrollWidth - window.innerWidth);
+          assert(overflow <= 1, `the composer with the picker is ${overflow}px wider than the phone`);
+        }
+        await shot(page, `${mode}-${size}-provider-picker`);
+      });
     });
   }
 }

@@ -16,6 +16,8 @@
 //!   (assemble, fetch links, stream, commit), for every face.
 //! * [`request`] — one validation of a turn's inputs (with the config's
 //!   `[defaults]`), errors naming the field.
+//! * [`conversation`] — renaming a conversation: the one rule for a title
+//!   a person gives a message.
 //! * [`context_update`] — drafting a new context from new messages (diff,
 //!   apply with an audit entry).
 //! * [`files`] — file chunks from the directory index as context.
@@ -26,6 +28,7 @@
 pub mod assemble;
 pub mod chat;
 pub mod context_update;
+pub mod conversation;
 pub mod explain;
 pub mod files;
 pub mod input;

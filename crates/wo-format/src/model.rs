@@ -714,6 +714,19 @@ impl State {
         }
     }
 
+    /// Sets the title of the message `id` (its content, and so its id, stay
+    /// as they are); returns the message, or `None` when there is none.
+    /// Only that message's cached bytes are invalidated: the messages before
+    /// it keep the append fast path.
+    pub fn set_message_title(&mut self, id: &str, title: String) -> Option<&Message> {
+        let pos = self.messages.iter().position(|m| m.id == id)?;
+        if self.messages[pos].title != title {
+            self.messages[pos].title = title;
+            self.clean_prefix = self.clean_prefix.min(pos);
+        }
+        Some(&self.messages[pos])
+    }
+
     /// Adds a truth entry unless one with its id exists; returns whether it
     /// was added.
     pub fn add_truth(&mut self, entry: TruthEntry) -> bool {

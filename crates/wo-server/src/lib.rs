@@ -364,6 +364,7 @@ pub fn router(served: &Served) -> Router {
                     path::TRUTH_ENTRY_PATH,
                     patch(api::edit_truth).delete(api::delete_truth),
                 )
+                .route(path::MESSAGE_PATH, patch(api::rename_message))
                 .route(path::CHAT_PATH, post(api::chat))
                 .route(path::MEMORY_UNDO_PATH, post(api::memory_undo))
                 .route(path::MERGE_PATH, post(api::merge))
@@ -411,6 +412,7 @@ fn common<M: Mode>() -> Router<Arc<M>> {
         .route(path::HEALTH_PATH, get(api::health::<M>))
         .route(path::INFO_PATH, get(api::info::<M>))
         .route(path::PROVIDERS_PATH, get(api::providers::<M>))
+        .route(path::MARKDOWN_PATH, post(api::markdown::<M>))
 }
 
 /// The 404 for unknown paths, the guard and the access log around a mode's

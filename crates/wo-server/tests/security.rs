@@ -397,3 +397,111 @@ async fn no_path_is_taken_from_a_request() {
         assert!(!text.contains("\"messages\""), "{path} leaked state");
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn renaming_a_conversation_has_every_write_defence_and_keeps_titles_as_text() {
+    let s = serve(Script::says("ok"), false).await;
+    let r = s
+        .program(Method::POST, "/api/chat")
+        .json(&serde_json::json!({"message": "hello"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::OK);
+    let _ = r.text().await.unwrap();
+    let state: serde_json::Value = s.state_json();
+    let id = state["messages"][0]["id"].as_str().unwrap().to_owned();
+    let path = format!("/api/messages/{id}");
+    let body = serde_json::json!({"title": "renamed by an attacker"});
+    let before = s.state_bytes();
+    // No token, a wrong token, another origin with the cookie, the cookie
+    // without an Origin, and the content types an HTML form can send.
+    let r = s
+        .client
+        .patch(s.url(&path))
+        .header("origin", &s.base)
+        .json(&body)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::UNAUTHORIZED);
+    let r = s
+        .client
+        .patch(s.url(&path))
+        .bearer_auth("wrong-token-0123456789-abcdefghijklmno")
+        .json(&body)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::UNAUTHORIZED);
+    for origin in [
+        Some("http://evil.example".to_owned()),
+        Some(format!("http://127.0.0.1:{}", s.addr.port() + 1)),
+        None,
+    ] {
+        let mut rb = s.client.patch(s.url(&path)).header("cookie", s.cookie());
+        if let Some(o) = &origin {
+            rb = rb.header("origin", o);
+        }
+        let r = rb.json(&body).send().await.unwrap();
+        assert_eq!(r.status(), StatusCode::FORBIDDEN, "origin {origin:?}");
+    }
+    for ct in [
+        "text/plain",
+        "application/x-www-form-urlencoded",
+        "multipart/form-data; boundary=x",
+    ] {
+        let r = s
+            .browser(Method::PATCH, &path)
+            .header("content-type", ct)
+            .body(body.to_string())
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), StatusCode::UNSUPPORTED_MEDIA_TYPE, "{ct}");
+    }
+    // The Markdown converter is behind the token in local mode too.
+    let r = s
+        .client
+        .post(s.url("/api/markdown"))
+        .header("origin", &s.base)
+        .json(&serde_json::json!({"markdown": "x"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::UNAUTHORIZED);
+    // A path is an id, never a file: traversal finds no message.
+    let r = s
+        .browser(Method::PATCH, "/api/messages/..%2F..%2Fetc%2Fpasswd")
+        .json(&body)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::NOT_FOUND);
+    assert_eq!(s.state_bytes(), before);
+    // From our own page, markup in a title is kept as text: the file holds
+    // the characters, the title never becomes content.
+    for payload in [
+        "<script>alert(1)</script>",
+        "<img src=x onerror=alert(1)>",
+        "\"><svg onload=alert(1)>",
+        "javascript:alert(1)",
+    ] {
+        let r = s
+            .browser(Method::PATCH, &path)
+            .json(&serde_json::json!({"title": payload}))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), StatusCode::OK, "{payload}");
+        let state = s.state_json();
+        assert_eq!(state["messages"][0]["title"], payload);
+        assert_eq!(state["messages"][0]["content"], before_content(&before));
+    }
+}
+
+/// The first message's content in a saved state.
+fn before_content(bytes: &[u8]) -> serde_json::Value {
+    let v: serde_json::Value = serde_json::from_slice(bytes).unwrap();
+    v["messages"][0]["content"].clone()
+}
