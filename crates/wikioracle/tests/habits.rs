@@ -79,26 +79,9 @@ fn serve(
     models: &'static [&'static str],
     log: Arc<Mutex<Vec<Seen>>>,
 ) {
-    let mut reader = BufReader::new(stream.try_clone().unwrap());
-    let mut request_line = String::new();
-    if reader.read_line(&mut request_line).unwrap_or(0) == 0 {
+    let Some((request_line, body)) = common::read_request(&stream) else {
         return;
-    }
-    let mut len = 0usize;
-    loop {
-        let mut line = String::new();
-        if reader.read_line(&mut line).unwrap_or(0) == 0 {
-            return;
-        }
-        if let Some(v) = line.to_ascii_lowercase().strip_prefix("content-length:") {
-            len = v.trim().parse().unwrap_or(0);
-        }
-        if line == "\r\n" {
-            break;
-        }
-    }
-    let mut body = vec![0; len];
-    let _ = reader.read_exact(&mut body);
+    };
     let mut parts = request_line.split_whitespace();
     let method = parts.next().unwrap_or("").to_owned();
     let path = parts.next().unwrap_or("").to_owned();
@@ -153,6 +136,15 @@ fn serve(
 }
 
 /// A config with the fake as provider `test` (and `extra` TOML after it).
+/// A fake provider answering `text` at once, and a project configured to
+/// use it.
+fn answering(text: &'static str) -> (Fake, Project, PathBuf) {
+    let fake = Fake::start(Answer::Full { text, delay_ms: 0 }, &[]);
+    let p = Project::new();
+    let cfg = config(&p, fake.port, "");
+    (fake, p, cfg)
+}
+
 fn config(p: &Project, port: u16, extra: &str) -> PathBuf {
     let path = p.path().join("config.toml");
     std::fs::write(
@@ -182,19 +174,7 @@ fn run(mut c: Command) -> Run {
 }
 
 fn run_in(mut c: Command, input: &str) -> Run {
-    let mut child = c
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(input.as_bytes())
-        .unwrap();
-    common::to_run(child.wait_with_output().unwrap())
+    common::to_run(common::feed(&mut c, input.as_bytes()))
 }
 
 fn ok(r: &Run) {
@@ -214,15 +194,7 @@ fn sent_texts(body: &Value) -> Vec<String> {
 
 #[test]
 fn conversations_start_continue_list_and_resist_merged_messages() {
-    let fake = Fake::start(
-        Answer::Full {
-            text: "Noted, noted.",
-            delay_ms: 0,
-        },
-        &[],
-    );
-    let p = Project::new();
-    let cfg = config(&p, fake.port, "");
+    let (fake, p, cfg) = answering("Noted, noted.");
     ok(&run(wo(&p, &cfg, &["ask", "kilns fire hot"])));
     ok(&run(wo(&p, &cfg, &["ask", "--new", "glazes are glassy"])));
     ok(&run(wo(&p, &cfg, &["ask", "and the glaze colours?"])));
@@ -262,11 +234,7 @@ fn conversations_start_continue_list_and_resist_merged_messages() {
     // Bad ids are named clearly, and nothing is asked.
     let r = run(wo(&p, &cfg, &["ask", "--conversation", "m_zzzz", "x"]));
     assert_eq!(r.code, 1);
-    assert!(
-        r.stderr.contains("--conversation") && r.stderr.contains("no conversation"),
-        "{}",
-        r.stderr
-    );
+    r.says(&["--conversation", "no conversation"]);
     let r = run(wo(&p, &cfg, &["ask", "--conversation", "m_", "x"]));
     assert_eq!(r.code, 1);
     assert!(r.stderr.contains("ambiguous"), "{}", r.stderr);
@@ -342,15 +310,7 @@ fn conversations_start_continue_list_and_resist_merged_messages() {
 
 #[test]
 fn chat_starts_new_conversations_and_continues_given_ones() {
-    let fake = Fake::start(
-        Answer::Full {
-            text: "Okay then.",
-            delay_ms: 0,
-        },
-        &[],
-    );
-    let p = Project::new();
-    let cfg = config(&p, fake.port, "");
+    let (fake, p, cfg) = answering("Okay then.");
     ok(&run(wo(&p, &cfg, &["ask", "first topic"])));
     let r = run_in(
         wo(&p, &cfg, &["chat", "--new"]),
@@ -386,15 +346,7 @@ fn chat_starts_new_conversations_and_continues_given_ones() {
 
 #[test]
 fn piped_text_and_files_join_the_prompt() {
-    let fake = Fake::start(
-        Answer::Full {
-            text: "Looks fine.",
-            delay_ms: 0,
-        },
-        &[],
-    );
-    let p = Project::new();
-    let cfg = config(&p, fake.port, "");
+    let (fake, p, cfg) = answering("Looks fine.");
     std::fs::write(p.path().join("notes.md"), "# Notes\n```\ncode\n```\n").unwrap();
     let r = run_in(
         wo(&p, &cfg, &["ask", "Review this", "-f", "notes.md"]),
@@ -427,19 +379,11 @@ fn piped_text_and_files_join_the_prompt() {
     std::fs::write(p.path().join("big.txt"), "x".repeat(300 * 1024)).unwrap();
     let r = run(wo(&p, &cfg, &["ask", "-f", "big.txt", "too big?"]));
     assert_eq!(r.code, 1);
-    assert!(
-        r.stderr.contains("big.txt") && r.stderr.contains("cap of 262144 bytes"),
-        "{}",
-        r.stderr
-    );
+    r.says(&["big.txt", "cap of 262144 bytes"]);
     std::fs::write(p.path().join("a.out"), b"\x7fELF\x02\x01\x00\x00binary").unwrap();
     let r = run(wo(&p, &cfg, &["ask", "--file", "a.out", "what is it?"]));
     assert_eq!(r.code, 1);
-    assert!(
-        r.stderr.contains("a.out") && r.stderr.contains("not a text file"),
-        "{}",
-        r.stderr
-    );
+    r.says(&["a.out", "not a text file"]);
     let r = run(wo(&p, &cfg, &["ask", "-f", "missing.txt", "q"]));
     assert_eq!(r.code, 1);
     assert!(r.stderr.contains("missing.txt"), "{}", r.stderr);
@@ -455,15 +399,7 @@ fn piped_text_and_files_join_the_prompt() {
 
 #[test]
 fn urls_in_the_question_follow_the_fetch_rules() {
-    let fake = Fake::start(
-        Answer::Full {
-            text: "Fetched.",
-            delay_ms: 0,
-        },
-        &[],
-    );
-    let p = Project::new();
-    let cfg = config(&p, fake.port, "");
+    let (_fake, p, cfg) = answering("Fetched.");
     // A loopback page: must never be fetched, and is reported as refused.
     let page = TcpListener::bind("127.0.0.1:0").unwrap();
     let page_port = page.local_addr().unwrap().port();
@@ -674,11 +610,7 @@ fn models_are_listed_per_provider_and_chosen_with_provider_slash_model() {
     assert_eq!(r.code, 1, "a provider could not be reached: {}", r.stderr);
     assert!(r.stdout.contains("* test/m"), "{}", r.stdout);
     assert!(r.stdout.contains("test/big-model") && r.stdout.contains("test/tiny-model"));
-    assert!(
-        r.stderr.contains("gone: cannot list models") && r.stderr.contains(&dead_port.to_string()),
-        "{}",
-        r.stderr
-    );
+    r.says(&["gone: cannot list models", &dead_port.to_string()]);
     let r = run(wo(&p, &cfg, &["models", "-p", "test", "--json"]));
     ok(&r);
     let v: Value = serde_json::from_str(r.stdout.trim()).unwrap();
@@ -689,11 +621,7 @@ fn models_are_listed_per_provider_and_chosen_with_provider_slash_model() {
     assert!(v["source"].as_str().unwrap().ends_with("/v1/models"));
     let r = run(wo(&p, &cfg, &["models", "-p", "nope"]));
     assert_eq!(r.code, 1);
-    assert!(
-        r.stderr.contains("--provider") && r.stderr.contains("nope"),
-        "{}",
-        r.stderr
-    );
+    r.says(&["--provider", "nope"]);
 
     // -m provider/model: that provider, that model, recorded as such.
     ok(&run(wo(&p, &cfg, &["ask", "-m", "test/big-model", "hi"])));
@@ -767,15 +695,7 @@ fn usage_totals_per_model_from_what_providers_reported() {
 
 #[test]
 fn usage_the_provider_reported_is_stored_and_totalled() {
-    let fake = Fake::start(
-        Answer::Full {
-            text: "Counted.",
-            delay_ms: 0,
-        },
-        &[],
-    );
-    let p = Project::new();
-    let cfg = config(&p, fake.port, "");
+    let (_fake, p, cfg) = answering("Counted.");
     ok(&run(wo(&p, &cfg, &["ask", "one"])));
     ok(&run(wo(&p, &cfg, &["ask", "-m", "test/other", "two"])));
     let r = run(wo(&p, &cfg, &["log", "--usage", "--since", "1h"]));
@@ -831,21 +751,13 @@ fn since_takes_relative_times_everywhere_it_exists() {
     assert!(r.stdout.contains("five days ago"));
     let r = p.run(&["log", "--since", "soonish"]);
     assert_eq!(r.code, 1);
-    assert!(
-        r.stderr.contains("--since \"soonish\"") && r.stderr.contains("2d"),
-        "{}",
-        r.stderr
-    );
+    r.says(&["--since \"soonish\"", "2d"]);
     // wo memory rebuild --since takes the same forms.
     let r = p.run(&["memory", "rebuild", "--since", "yesterday", "--dry-run"]);
     assert!(!r.stderr.contains("is not a time"), "{}", r.stderr);
     let r = p.run(&["memory", "rebuild", "--since", "nope", "--dry-run"]);
     assert_eq!(r.code, 1);
-    assert!(
-        r.stderr.contains("--since \"nope\" is not a time"),
-        "{}",
-        r.stderr
-    );
+    r.says(&["--since \"nope\" is not a time"]);
 }
 
 #[test]
@@ -1125,11 +1037,7 @@ fn git_merges_llm_json_with_the_merge_driver() {
     std::fs::write(dir.join("base.json"), wo_format::to_canonical_vec(&base)).unwrap();
     let r = p.run(&["merge-driver", "base.json", "ours.json", "theirs.json"]);
     assert_eq!(r.code, 1);
-    assert!(
-        r.stderr.contains("theirs (%B)") && r.stderr.contains("not a valid llm.json"),
-        "{}",
-        r.stderr
-    );
+    r.says(&["theirs (%B)", "not a valid llm.json"]);
     assert_eq!(std::fs::read(&ours).unwrap(), ours_before);
     // An empty base (both sides added the file) is fine.
     std::fs::write(dir.join("theirs.json"), wo_format::to_canonical_vec(&desk)).unwrap();
@@ -1142,11 +1050,7 @@ fn git_merges_llm_json_with_the_merge_driver() {
     let outside = tempfile::tempdir().unwrap();
     let r = setup(outside.path());
     assert_eq!(r.code, 1);
-    assert!(
-        r.stderr.contains("not inside a git repository"),
-        "{}",
-        r.stderr
-    );
+    r.says(&["not inside a git repository"]);
 }
 
 /// A loopback server answering GETs by path: `routes` maps a path to a

@@ -42,9 +42,15 @@ pub fn links_in_xhtml(xhtml: &str) -> Vec<String> {
     let _ = tokenizer.feed(&queue);
     tokenizer.end();
     let hrefs = tokenizer.sink.0.take();
+    web_urls(hrefs.iter().map(|h| h.trim()))
+}
+
+/// The candidates that parse as absolute `http`/`https` URLs with a host,
+/// normalised, each once, in order.
+fn web_urls<'a>(candidates: impl Iterator<Item = &'a str>) -> Vec<String> {
     let mut out: Vec<String> = Vec::new();
-    for href in hrefs {
-        let Ok(url) = url::Url::parse(href.trim()) else {
+    for candidate in candidates {
+        let Ok(url) = url::Url::parse(candidate) else {
             continue;
         };
         if !matches!(url.scheme(), "http" | "https") || url.host().is_none() {
@@ -63,29 +69,16 @@ pub fn links_in_xhtml(xhtml: &str) -> Vec<String> {
 /// a character that cannot end one in prose (`)`, `]`, `>`, quotes, and
 /// trailing sentence punctuation), the way terminals and chat apps find them.
 pub fn links_in_text(text: &str) -> Vec<String> {
-    let mut out: Vec<String> = Vec::new();
-    for word in text.split(|c: char| c.is_whitespace() || matches!(c, '<' | '>' | '"' | '`')) {
-        let Some(start) = word.find("http://").or_else(|| word.find("https://")) else {
-            continue;
-        };
-        let candidate = word[start..].trim_end_matches(|c: char| {
+    let words = text.split(|c: char| c.is_whitespace() || matches!(c, '<' | '>' | '"' | '`'));
+    web_urls(words.filter_map(|word| {
+        let start = word.find("http://").or_else(|| word.find("https://"))?;
+        Some(word[start..].trim_end_matches(|c: char| {
             matches!(
                 c,
                 '.' | ',' | ';' | ':' | '!' | '?' | ')' | ']' | '}' | '\''
             )
-        });
-        let Ok(url) = url::Url::parse(candidate) else {
-            continue;
-        };
-        if !matches!(url.scheme(), "http" | "https") || url.host().is_none() {
-            continue;
-        }
-        let s = url.to_string();
-        if !out.contains(&s) {
-            out.push(s);
-        }
-    }
-    out
+        }))
+    }))
 }
 
 #[cfg(test)]

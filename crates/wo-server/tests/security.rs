@@ -67,13 +67,8 @@ async fn the_api_needs_the_token() {
         );
     }
     let r = s
-        .client
-        .post(s.url("/api/chat"))
-        .header("origin", &s.base)
-        .json(&serde_json::json!({"message": "hi"}))
-        .send()
-        .await
-        .unwrap();
+        .cookieless_post("/api/chat", &serde_json::json!({"message": "hi"}))
+        .await;
     assert_eq!(r.status(), StatusCode::UNAUTHORIZED);
     // Health and the API description are public; so is the page itself.
     for path in [
@@ -462,13 +457,8 @@ async fn renaming_a_conversation_has_every_write_defence_and_keeps_titles_as_tex
     }
     // The Markdown converter is behind the token in local mode too.
     let r = s
-        .client
-        .post(s.url("/api/markdown"))
-        .header("origin", &s.base)
-        .json(&serde_json::json!({"markdown": "x"}))
-        .send()
-        .await
-        .unwrap();
+        .cookieless_post("/api/markdown", &serde_json::json!({"markdown": "x"}))
+        .await;
     assert_eq!(r.status(), StatusCode::UNAUTHORIZED);
     // A path is an id, never a file: traversal finds no message.
     let r = s

@@ -261,6 +261,16 @@ impl Served {
         self.program(method, path).json(body).send().await.unwrap()
     }
 
+    /// A same-origin JSON `POST` with no credentials (a page that is not
+    /// signed in).
+    pub async fn cookieless_post(&self, path: &str, body: &serde_json::Value) -> reqwest::Response {
+        let r = self
+            .client
+            .post(self.url(path))
+            .header("origin", &self.base);
+        r.json(body).send().await.unwrap()
+    }
+
     /// `GET path` as anyone (no credentials), its JSON body.
     pub async fn public_json(&self, path: &str) -> serde_json::Value {
         let r = self.client.get(self.url(path)).send().await.unwrap();
