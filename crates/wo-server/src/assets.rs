@@ -5,6 +5,8 @@
 pub const INDEX_HTML: &str = include_str!("web/index.html");
 /// The web client's script.
 pub const APP_JS: &str = include_str!("web/app.js");
+/// The page a stale sign-in link gets (local mode): how to sign in again.
+pub const SIGNIN_HTML: &str = include_str!("web/signin.html");
 /// The web client's styles.
 pub const APP_CSS: &str = include_str!("web/app.css");
 /// The API, documented (`GET /api/openapi.json`).
