@@ -12,11 +12,15 @@
 //                       desktop (1280×800) and phone (390×844) sizes
 //                       (default: target/browser-screenshots/)
 //
+// Every screen shot is also audited by axe-core (light and dark colour
+// schemes): a serious or critical violation fails the scenario.
+//
 // Prints `ok - NAME` or `not ok - NAME: REASON` per scenario and a closing
 // `N passed, N failed` line; exits 1 if any failed. Every server it starts
 // is killed on the way out.
 
 import { spawn, execFileSync } from 'node:child_process';
+import { createRequire } from 'node:module';
 import crypto from 'node:crypto';
 import fs from 'node:fs';
 import http from 'node:http';
@@ -30,6 +34,15 @@ try {
   ({ chromium } = await import('playwright-core'));
 } catch (e) {
   console.log(`not ok - runner: cannot load playwright-core (${e.message}); run \`npm ci\` in ${HERE}`);
+  console.log('0 passed, 1 failed');
+  process.exit(1);
+}
+/** axe-core's source, evaluated in pages through the DevTools protocol (which the page's CSP does not govern). */
+let AXE_SOURCE;
+try {
+  AXE_SOURCE = fs.readFileSync(createRequire(import.meta.url).resolve('axe-core/axe.min.js'), 'utf8');
+} catch (e) {
+  console.log(`not ok - runner: cannot load axe-core (${e.message}); run \`npm ci\` in ${HERE}`);
   console.log('0 passed, 1 failed');
   process.exit(1);
 }
@@ -149,7 +162,7 @@ function serverEnv({ memory = false } = {}) {
 
 let serverCount = 0;
 /** Starts `wo serve`; resolves with {url, origin, file, dir, stop}. */
-async function startServer({ stateless = false, file = null, memory = false } = {}) {
+async function startServer({ stateless = false, file = null, memory = false, port = '0', newToken = false } = {}) {
   const n = ++serverCount;
   const dir = path.join(TMP, `server${n}`);
   fs.mkdirSync(dir, { recursive: true });
@@ -159,7 +172,7 @@ async function startServer({ stateless = false, file = null, memory = false } = 
     // Hosted servers offer only the default provider unless told: the
     // failure scenarios need `dead` too.
     ? ['serve', '--stateless', '--allow-provider', 'llama', '--allow-provider', 'dead', '--port', '0', '--print-url-file', urlFile, ...EXTRA_ARGS]
-    : [STATE_FLAG, stateFile, 'serve', '--port', '0', '--print-url-file', urlFile, ...EXTRA_ARGS];
+    : [STATE_FLAG, stateFile, 'serve', '--port', String(port), '--print-url-file', urlFile, ...(newToken ? ['--new-token'] : []), ...EXTRA_ARGS];
   const log = fs.openSync(path.join(dir, 'server.log'), 'w');
   const child = spawn(WO_BIN, args, { cwd: dir, env: serverEnv({ memory }), stdio: ['ignore', log, log] });
   children.add(child);
@@ -1173,9 +1186,38 @@ scenario('both: the page works at phone width with keyboard only', async () => {
 
 // ------------------------------------------------- conversations, chat conventions, phones
 
-/** Writes a screenshot of the page as it is now to $WO_SCREENSHOTS. */
+/** Writes a screenshot of the page as it is now to $WO_SCREENSHOTS, and audits it with axe-core. */
 async function shot(page, name) {
   await page.screenshot({ path: path.join(SHOTS, `${name}.png`), fullPage: false });
+  await axeCheck(page, name);
+}
+
+/** Screens audited by axe-core, for the closing summary. */
+const axeAudited = [];
+
+/**
+ * Runs axe-core on the page as it is, in the light and the dark colour
+ * scheme; throws listing every serious or critical violation (rule, impact,
+ * the first elements) — lesser ones are printed as notes.
+ */
+async function axeCheck(page, name) {
+  const bad = [];
+  for (const scheme of ['light', 'dark']) {
+    await page.emulateMedia({ colorScheme: scheme });
+    if (!(await page.evaluate(() => typeof window.axe === 'object'))) await page.evaluate(AXE_SOURCE);
+    const found = await page.evaluate(async () => {
+      const r = await window.axe.run(document, { resultTypes: ['violations'] });
+      return r.violations.map((v) => ({ id: v.id, impact: v.impact, help: v.help, nodes: v.nodes.slice(0, 3).map((n) => `${n.target.join(' ')}${n.failureSummary ? ` [${n.failureSummary.replace(/\s+/g, ' ').slice(0, 160)}]` : ''}`) }));
+    });
+    for (const v of found) {
+      const line = `${scheme}: ${v.id} (${v.impact}: ${v.help}) at ${v.nodes.join(' | ')}`;
+      if (v.impact === 'serious' || v.impact === 'critical') bad.push(line);
+      else console.log(`# axe note on ${name}: ${line}`);
+    }
+  }
+  await page.emulateMedia({ colorScheme: null });
+  axeAudited.push(name);
+  assert(!bad.length, `axe-core on ${name}: ${bad.join(' ;; ')}`);
 }
 
 /** Waits for the turn in flight to end; throws with the note if it failed. */
@@ -1193,6 +1235,11 @@ async function openConversations(page, size) {
     await page.click('[data-testid="open-conversations"]');
     await page.waitForSelector('[data-testid="new-chat"]', { state: 'visible' });
   }
+}
+
+/** Lets the page write to the clipboard (Copy by keyboard). */
+async function context_grant(page, server) {
+  await page.context().grantPermissions(['clipboard-read', 'clipboard-write'], { origin: server.origin });
 }
 
 async function shownIds(page) {
@@ -1372,6 +1419,102 @@ for (const mode of ['local', 'stateless']) {
       }
     });
 
+    scenario(`${mode} ${size}: keyboard only: Tab reaches every tool, message action and Send, with focus visible; panels open and close by keyboard`, async () => {
+      const server = await fresh();
+      try {
+        await withPage(server, { size }, async (page) => {
+          const fx = codeFixture(`kbd-${mode}-${size}`);
+          await loadFixture(page, fx);
+          await page.fill('[data-testid="composer-input"]', 'a draft to send');
+          /** Tabs through the whole page once (until focus comes back round); what got focus, and where focus was not visible. */
+          const walk = async () => {
+            await page.evaluate(() => { document.activeElement?.blur(); window.scrollTo(0, 0); });
+            const seen = [];
+            const unseen = [];
+            let first = null;
+            for (let i = 0; i < 200; i++) {
+              await page.keyboard.press('Tab');
+              const f = await page.evaluate(() => {
+                const e = document.activeElement;
+                if (!e || e === document.body) return null;
+                const cs = getComputedStyle(e);
+                const r = e.getBoundingClientRect();
+                const key = `${e.dataset.testid || e.id || e.tagName}${e.closest('[data-testid="message"]') ? '@' + e.closest('[data-testid="message"]').dataset.id : ''}`;
+                return {
+                  key,
+                  testid: e.dataset.testid || e.id || e.tagName.toLowerCase(),
+                  // The ring of :focus-visible (an outline) or a shadow, on a box the user can see.
+                  shown: r.width > 0 && r.height > 0 && cs.visibility !== 'hidden' && Number(cs.opacity) > 0.5
+                    && ((cs.outlineStyle !== 'none' && parseFloat(cs.outlineWidth) >= 2) || cs.boxShadow !== 'none'),
+                };
+              });
+              if (!f) continue;
+              if (f.key === first) break;
+              first ||= f.key;
+              seen.push(f.testid);
+              if (!f.shown) unseen.push(f.key);
+            }
+            return { seen: new Set(seen), unseen };
+          };
+          let { seen, unseen } = await walk();
+          const need = ['composer-input', 'send', 'copy-message', 'regenerate', 'edit-resend', 'branch-from', 'copy-code']
+            .concat(size === 'phone' ? ['open-conversations', 'open-menu'] : ['new-chat', 'conversation-filter', 'search-input', 'open-settings', 'open-truth', 'open-context', 'export', 'import']);
+          const missing = need.filter((n) => !seen.has(n));
+          assert(!missing.length, `Tab never reached ${missing.join(', ')} (reached: ${[...seen].join(', ')})`);
+          assert(!unseen.length, `focus not visible on ${unseen.join(', ')}`);
+          if (size === 'phone') {
+            // The drawer and the menu open from the keyboard, and their contents are then reachable.
+            await page.focus('[data-testid="open-menu"]');
+            await page.keyboard.press('Enter');
+            await page.waitForSelector('[data-testid="tools"]', { state: 'visible' });
+            ({ seen } = await walk());
+            const inMenu = ['search-input', 'open-settings', 'open-truth', 'open-context', 'export', 'import'].filter((n) => !seen.has(n));
+            assert(!inMenu.length, `with the menu open, Tab never reached ${inMenu.join(', ')}`);
+            await page.keyboard.press('Escape');
+            await page.waitForSelector('[data-testid="tools"]', { state: 'hidden' });
+            await page.focus('[data-testid="open-conversations"]');
+            await page.keyboard.press('Enter');
+            await page.waitForSelector('[data-testid="new-chat"]', { state: 'visible' });
+            await shot(page, `${mode}-${size}-drawer-keyboard`);
+            ({ seen } = await walk());
+            assert(seen.has('new-chat') && seen.has('conversation-filter'), `with the drawer open, Tab reached only ${[...seen].join(', ')}`);
+            await page.focus('[data-testid="new-chat"]');
+            await page.keyboard.press('Escape');
+            await page.waitForSelector('[data-testid="new-chat"]', { state: 'hidden' });
+          }
+          // Each panel: Enter on its toggle opens it with focus inside; Escape closes it and gives focus back.
+          for (const which of ['settings', 'truth', 'context']) {
+            if (size === 'phone') {
+              await page.focus('[data-testid="open-menu"]');
+              await page.keyboard.press('Enter');
+              await page.waitForSelector('[data-testid="tools"]', { state: 'visible' });
+            }
+            await page.focus(`[data-testid="open-${which}"]`);
+            await page.keyboard.press('Enter');
+            await page.waitForSelector(`[data-testid="panel-${which}"]:not([hidden])`);
+            const inside = await page.evaluate((w) => document.querySelector(`[data-testid="panel-${w}"]`).contains(document.activeElement), which);
+            assert(inside, `opening ${which} left focus outside the panel`);
+            await page.keyboard.press('Tab');
+            const next = await page.evaluate((w) => document.querySelector(`[data-testid="panel-${w}"]`).contains(document.activeElement), which);
+            assert(next, `Tab from the ${which} panel's heading left the panel`);
+            await page.keyboard.press('Escape');
+            await page.waitForSelector(`[data-testid="panel-${which}"]`, { state: 'hidden' });
+            const back = await page.evaluate(() => document.activeElement?.dataset.testid);
+            const expect = size === 'phone' ? 'open-menu' : `open-${which}`;
+            assert(back === expect, `closing ${which} put focus on ${back}, expected ${expect}`);
+          }
+          // A message action by keyboard: Enter on Copy copies (the status says so).
+          const a = fx.messages[3];
+          await context_grant(page, server);
+          await page.focus(`#msg-${a.id} [data-testid="copy-message"]`);
+          await page.keyboard.press('Enter');
+          await waitStatus(page, /Markdown/);
+        });
+      } finally {
+        await server.stop();
+      }
+    });
+
     scenario(`${mode} ${size}: the header names provider and model in one row; panels slide over the conversation`, async () => {
       const server = await fresh();
       try {
@@ -1434,6 +1577,68 @@ scenario('local: the sign-in page at both sizes (screenshots)', async () => {
   }
 });
 
+scenario('both: axe-core fails a screen with a serious violation (the audit itself can fail)', async () => {
+  const server = await statelessServer();
+  await withPage(server, { size: 'desktop' }, async (page) => {
+    // An image without alternative text and a button without a name.
+    await page.evaluate(() => {
+      const img = document.createElement('img');
+      img.src = 'data:image/gif;base64,R0lGODlhAQABAAAAACw=';
+      const b = document.createElement('button');
+      document.querySelector('main').append(img, b);
+    });
+    let failed = null;
+    try { await axeCheck(page, 'planted-violations'); } catch (e) { failed = e.message; }
+    axeAudited.pop();
+    assert(failed && /image-alt/.test(failed) && /button-name/.test(failed), `axe-core did not fail the planted violations: ${failed}`);
+  });
+});
+
+scenario('local: the sign-in survives a server restart; --new-token sends the browser to a page saying how to sign in again', async () => {
+  const first = await startServer();
+  const port = new URL(first.origin).port;
+  const { context, page, watch } = await openPage(first, { size: 'desktop' });
+  let second = null;
+  let third = null;
+  try {
+    await sendMessage(page, 'Remember this before the restart.');
+    await first.stop();
+    // The same project on the same port again: same link, and the page's cookie still works.
+    second = await startServer({ file: first.file, port });
+    assert(second.url === first.url, `the sign-in link changed across the restart: ${first.url} → ${second.url}`);
+    await page.reload();
+    await page.waitForSelector('body[data-ready="true"]');
+    assert(await page.isHidden('[data-testid="signin"]'), 'the restart signed the browser out');
+    assert(/before the restart/.test(await page.textContent('[data-testid="messages"]')), 'the conversation is not shown after the restart');
+    await second.stop();
+    // --new-token: the old cookie and the old link are dead; both say how to sign in again.
+    third = await startServer({ file: first.file, port, newToken: true });
+    assert(third.url !== first.url, '--new-token printed the old link');
+    await page.reload();
+    await page.waitForSelector('[data-testid="signin"]:not([hidden])');
+    const text = await page.textContent('[data-testid="signin"]');
+    assert(/wo serve/.test(text) && /Nothing is lost/.test(text) && /--new-token/.test(text), `sign-in text: ${text}`);
+    const resp = await page.goto(first.url);
+    assert(resp.status() === 401, `the old link answered ${resp.status()}`);
+    await page.waitForSelector('[data-testid="signin-page"]');
+    const page401 = await page.textContent('[data-testid="signin-page"]');
+    assert(/wo serve/.test(page401) && /Nothing is lost/.test(page401), `stale-link page: ${page401}`);
+    const styled = await page.$eval('[data-testid="signin-page"]', (e) => getComputedStyle(e).borderStyle);
+    assert(styled !== 'none', 'the stale-link page is not styled (app.css not applied)');
+    await shot(page, 'local-desktop-stale-link');
+    await page.setViewportSize(SIZES.phone.viewport);
+    await shot(page, 'local-phone-stale-link');
+    // The new link signs in and shows everything kept.
+    await page.goto(third.url);
+    await page.waitForSelector('body[data-ready="true"]');
+    assert(/before the restart/.test(await page.textContent('[data-testid="messages"]')), 'the conversation is not shown after signing in again');
+    checkClean(watch);
+  } finally {
+    await context.close();
+    for (const s of [first, second, third]) if (s) await s.stop();
+  }
+});
+
 // ------------------------------------------------------------------ main
 
 async function main() {
@@ -1450,6 +1655,7 @@ async function main() {
   }
   const failed = results.filter((r) => !r.ok).length;
   const passed = results.length - failed;
+  console.log(`# axe-core audited ${axeAudited.length} screens (light and dark): ${[...new Set(axeAudited)].join(', ')}`);
   console.log(`${passed} passed, ${failed} failed`);
   if (failed || process.env.WO_KEEP_TMP) console.log(`# temporary files (server logs): ${TMP}`);
   else fs.rmSync(TMP, { recursive: true, force: true });
