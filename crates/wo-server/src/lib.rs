@@ -449,6 +449,26 @@ fn common<M: Mode>() -> Router<Arc<M>> {
             get(|| static_file(assets::APP_CSS, "text/css; charset=utf-8")),
         )
         .route(
+            "/manifest.webmanifest",
+            get(|| static_file(assets::MANIFEST, "application/manifest+json")),
+        )
+        .route(
+            "/sw.js",
+            get(|| static_file(assets::SERVICE_WORKER, "text/javascript; charset=utf-8")),
+        )
+        .route(
+            "/icon.svg",
+            get(|| static_file(assets::ICON_SVG, "image/svg+xml")),
+        )
+        .route(
+            "/icon-192.png",
+            get(|| static_bytes(assets::ICON_192, "image/png")),
+        )
+        .route(
+            "/icon-512.png",
+            get(|| static_bytes(assets::ICON_512, "image/png")),
+        )
+        .route(
             path::OPENAPI_PATH,
             get(|| static_file(assets::OPENAPI_JSON, "application/json")),
         )
@@ -478,6 +498,15 @@ fn finish<M: Mode>(routes: Router<Arc<M>>, state: Arc<M>) -> Router {
 }
 
 async fn static_file(body: &'static str, content_type: &'static str) -> Response {
+    let mut resp = body.into_response();
+    resp.headers_mut()
+        .insert(header::CONTENT_TYPE, HeaderValue::from_static(content_type));
+    resp.headers_mut()
+        .insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
+    resp
+}
+
+async fn static_bytes(body: &'static [u8], content_type: &'static str) -> Response {
     let mut resp = body.into_response();
     resp.headers_mut()
         .insert(header::CONTENT_TYPE, HeaderValue::from_static(content_type));

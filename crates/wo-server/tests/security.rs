@@ -602,3 +602,76 @@ async fn no_path_is_taken_from_a_request() {
         assert!(!text.contains("\"messages\""), "{path} leaked state");
     }
 }
+
+/// Issue 16, item 6: the PWA's files are public, typed, under the same
+/// headers, and the CSP allows only this server's worker and manifest.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_pwa_files_are_served_typed_under_the_csp() {
+    for stateless in [false, true] {
+        let s = serve(Script::says("ok"), stateless).await;
+        for (path, kind) in [
+            ("/manifest.webmanifest", "application/manifest+json"),
+            ("/sw.js", "text/javascript; charset=utf-8"),
+            ("/icon.svg", "image/svg+xml"),
+            ("/icon-192.png", "image/png"),
+            ("/icon-512.png", "image/png"),
+        ] {
+            // No cookie, no token: an installed app fetches these on its own.
+            let r = s.client.get(s.url(path)).send().await.unwrap();
+            assert_eq!(r.status(), StatusCode::OK, "{path}");
+            assert_eq!(r.headers()["content-type"], kind, "{path}");
+            assert_eq!(r.headers()["x-content-type-options"], "nosniff");
+            let csp = r.headers()["content-security-policy"]
+                .to_str()
+                .unwrap()
+                .to_owned();
+            for directive in [
+                "worker-src 'self'",
+                "manifest-src 'self'",
+                "script-src 'self'",
+            ] {
+                assert!(csp.contains(directive), "{path}: {csp}");
+            }
+            assert!(!csp.contains("unsafe"), "{csp}");
+            let body = r.bytes().await.unwrap();
+            if path.ends_with(".png") {
+                assert!(
+                    body.starts_with(b"\x89PNG\r\n\x1a\n"),
+                    "{path} is not a PNG"
+                );
+            }
+        }
+        let m: serde_json::Value = s
+            .client
+            .get(s.url("/manifest.webmanifest"))
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        assert_eq!(m["start_url"], "/");
+        assert_eq!(m["display"], "standalone");
+        // The worker keeps only the shell: never the API or the sign-in link.
+        let sw = s
+            .client
+            .get(s.url("/sw.js"))
+            .send()
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap();
+        assert!(sw.contains("url.search") && !sw.contains("'/api"), "{sw}");
+        // Only GET: a worker or manifest path takes no writes.
+        let r = s
+            .client
+            .post(s.url("/sw.js"))
+            .header("origin", &s.base)
+            .json(&serde_json::json!({}))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), StatusCode::METHOD_NOT_ALLOWED);
+    }
+}
