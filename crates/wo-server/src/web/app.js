@@ -1693,7 +1693,7 @@ const WINDOW = 40;
 /** Messages added per step while scrolling up: small, so no frame waits long. */
 const SCROLL_STEP = 12;
 /** The branch the list was last rendered from (showEarlier re-uses it rather than walk 10,000 messages again). */
-let renderedBranch = { leaf: null, count: -1, branch: [], tree: null };
+let renderedBranch = { leaf: null, messages: null, count: -1, branch: [], tree: null };
 
 /** Which part of `branch` to render: from the window's first message (kept across re-renders), else the last WINDOW; `app.reveal` pulls an earlier message in. */
 function windowStart(branch) {
@@ -1722,7 +1722,8 @@ function showEarlier(step = WINDOW) {
   const first = list.querySelector('[data-testid="message"]');
   if (!first || !app.leaf) return;
   let { tree, branch } = renderedBranch;
-  if (renderedBranch.leaf !== app.leaf || renderedBranch.count !== app.state.messages.length || !tree) {
+  if (renderedBranch.leaf !== app.leaf || renderedBranch.messages !== app.state.messages
+    || renderedBranch.count !== app.state.messages.length || !tree) {
     tree = buildTree();
     branch = branchTo(app.leaf, tree);
   }
@@ -1757,7 +1758,7 @@ function renderMessages(tree = buildTree()) {
   const list = $('messages');
   if (!app.newChat && (!app.leaf || !tree.byId.has(app.leaf))) app.leaf = latestId();
   const branch = app.leaf ? branchTo(app.leaf, tree) : [];
-  renderedBranch = { leaf: app.leaf, count: app.state.messages.length, branch, tree };
+  renderedBranch = { leaf: app.leaf, messages: app.state.messages, count: app.state.messages.length, branch, tree };
   const start = windowStart(branch);
   list.replaceChildren(...(start > 0 ? [earlierRow(start)] : []), ...branch.slice(start).map((m) => messageItem(m, tree)));
   const empty = $('empty-hint');
