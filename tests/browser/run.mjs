@@ -8,15 +8,22 @@
 //   CHROMIUM            browser executable (default /usr/bin/chromium)
 //   WO_BROWSER_ONLY     optional: run only scenarios whose name contains this
 //   WO_KEEP_TMP         optional: keep the temporary directory
+//   WO_BROWSER_BENCH    1: run only the benchmark (opening and scrolling a
+//                       10,000-message llm.json, against fetching and parsing
+//                       the same state in the same page), instead of the tests
 //   WO_SCREENSHOTS      where to write a screenshot of each screen visited, at
 //                       desktop (1280×800) and phone (390×844) sizes
 //                       (default: target/browser-screenshots/)
+//
+// Every screen shot is also audited by axe-core (light and dark colour
+// schemes): a serious or critical violation fails the scenario.
 //
 // Prints `ok - NAME` or `not ok - NAME: REASON` per scenario and a closing
 // `N passed, N failed` line; exits 1 if any failed. Every server it starts
 // is killed on the way out.
 
 import { spawn, execFileSync } from 'node:child_process';
+import { createRequire } from 'node:module';
 import crypto from 'node:crypto';
 import fs from 'node:fs';
 import http from 'node:http';
@@ -33,10 +40,20 @@ try {
   console.log('0 passed, 1 failed');
   process.exit(1);
 }
+/** axe-core's source, evaluated in pages through the DevTools protocol (which the page's CSP does not govern). */
+let AXE_SOURCE;
+try {
+  AXE_SOURCE = fs.readFileSync(createRequire(import.meta.url).resolve('axe-core/axe.min.js'), 'utf8');
+} catch (e) {
+  console.log(`not ok - runner: cannot load axe-core (${e.message}); run \`npm ci\` in ${HERE}`);
+  console.log('0 passed, 1 failed');
+  process.exit(1);
+}
 const WO_BIN = process.env.WO_BIN;
 const BASE_URL = process.env.WO_OPENAI_BASE_URL;
 const CHROMIUM = process.env.CHROMIUM || '/usr/bin/chromium';
 const ONLY = process.env.WO_BROWSER_ONLY || '';
+const BENCH = process.env.WO_BROWSER_BENCH === '1';
 const SCENARIO_TIMEOUT_MS = 240_000;
 const SHOTS = process.env.WO_SCREENSHOTS || path.join(HERE, '..', '..', 'target', 'browser-screenshots');
 fs.mkdirSync(SHOTS, { recursive: true });
@@ -149,7 +166,19 @@ function serverEnv({ memory = false } = {}) {
 
 let serverCount = 0;
 /** Starts `wo serve`; resolves with {url, origin, file, dir, stop}. */
-async function startServer({ stateless = false, file = null, memory = false } = {}) {
+async function startServer({ stateless = false, file = null, memory = false, port = '0', newToken = false } = {}) {
+  // A port is reused right after a server on it stopped: retry while it is still taken.
+  for (let attempt = 0; ; attempt++) {
+    try {
+      return await startServerOnce({ stateless, file, memory, port, newToken });
+    } catch (e) {
+      if (port === '0' || attempt >= 20 || !/Address already in use|cannot listen/.test(e.message)) throw e;
+      await sleep(250);
+    }
+  }
+}
+
+async function startServerOnce({ stateless, file, memory, port, newToken }) {
   const n = ++serverCount;
   const dir = path.join(TMP, `server${n}`);
   fs.mkdirSync(dir, { recursive: true });
@@ -158,8 +187,8 @@ async function startServer({ stateless = false, file = null, memory = false } = 
   const args = stateless
     // Hosted servers offer only the default provider unless told: the
     // failure scenarios need `dead` too.
-    ? ['serve', '--stateless', '--allow-provider', 'llama', '--allow-provider', 'dead', '--port', '0', '--print-url-file', urlFile, ...EXTRA_ARGS]
-    : [STATE_FLAG, stateFile, 'serve', '--port', '0', '--print-url-file', urlFile, ...EXTRA_ARGS];
+    ? ['serve', '--stateless', '--allow-provider', 'llama', '--allow-provider', 'dead', '--port', String(port), '--print-url-file', urlFile, ...EXTRA_ARGS]
+    : [STATE_FLAG, stateFile, 'serve', '--port', String(port), '--print-url-file', urlFile, ...(newToken ? ['--new-token'] : []), ...EXTRA_ARGS];
   const log = fs.openSync(path.join(dir, 'server.log'), 'w');
   const child = spawn(WO_BIN, args, { cwd: dir, env: serverEnv({ memory }), stdio: ['ignore', log, log] });
   children.add(child);
@@ -441,6 +470,7 @@ function scenario(name, fn) {
 
 async function runScenario({ name, fn }) {
   if (ONLY && !name.includes(ONLY)) return;
+  if (BENCH !== name.startsWith('bench:')) return;
   const started = Date.now();
   let timer;
   try {
@@ -1097,7 +1127,7 @@ async function domAudit(page) {
       if (el.tagName === 'MARK' && !el.attributes.length && !el.children.length) continue; // the filter's highlight
       problems.push(`markup in text field: <${el.tagName}>`);
     }
-    if (document.querySelectorAll('iframe, object, embed, script:not([src="/app.js"]), base, meta[http-equiv], link:not([href="/app.css"]):not([rel="icon"][href="data:,"]), style').length) problems.push('active element in the document');
+    if (document.querySelectorAll('iframe, object, embed, script:not([src="/app.js"]), base, meta[http-equiv], link:not([href="/app.css"]):not([rel="icon"][href="/icon.svg"]):not([rel="apple-touch-icon"][href="/icon-192.png"]):not([rel="manifest"][href="/manifest.webmanifest"]), style').length) problems.push('active element in the document');
     return { problems, roots: roots.length, anchors: document.querySelectorAll('.rendered a[href]').length };
   });
 }
@@ -1108,6 +1138,13 @@ async function xssCheck(server, bypassCSP, load) {
     await page.addInitScript(() => { delete window.__xss; });
     await load(page);
     await page.waitForSelector('[data-testid="message"]');
+    // The list is windowed: bring every payload's message in.
+    for (let i = 0; i < 40; i++) {
+      const b = await page.$('[data-testid="show-earlier"]');
+      if (!b) break;
+      await b.click().catch(() => { /* replaced meanwhile */ });
+      await sleep(50);
+    }
     await openPanel(page, 'truth');
     await openPanel(page, 'context');
     for (const d of await page.$$('details.context-used')) await d.evaluate((e) => { e.open = true; });
@@ -1197,9 +1234,38 @@ scenario('both: the page works at phone width with keyboard only', async () => {
 
 // ------------------------------------------------- conversations, chat conventions, phones
 
-/** Writes a screenshot of the page as it is now to $WO_SCREENSHOTS. */
+/** Writes a screenshot of the page as it is now to $WO_SCREENSHOTS, and audits it with axe-core. */
 async function shot(page, name) {
   await page.screenshot({ path: path.join(SHOTS, `${name}.png`), fullPage: false });
+  await axeCheck(page, name);
+}
+
+/** Screens audited by axe-core, for the closing summary. */
+const axeAudited = [];
+
+/**
+ * Runs axe-core on the page as it is, in the light and the dark colour
+ * scheme; throws listing every serious or critical violation (rule, impact,
+ * the first elements) — lesser ones are printed as notes.
+ */
+async function axeCheck(page, name) {
+  const bad = [];
+  for (const scheme of ['light', 'dark']) {
+    await page.emulateMedia({ colorScheme: scheme });
+    if (!(await page.evaluate(() => typeof window.axe === 'object'))) await page.evaluate(AXE_SOURCE);
+    const found = await page.evaluate(async () => {
+      const r = await window.axe.run(document, { resultTypes: ['violations'] });
+      return r.violations.map((v) => ({ id: v.id, impact: v.impact, help: v.help, nodes: v.nodes.slice(0, 3).map((n) => `${n.target.join(' ')}${n.failureSummary ? ` [${n.failureSummary.replace(/\s+/g, ' ').slice(0, 160)}]` : ''}`) }));
+    });
+    for (const v of found) {
+      const line = `${scheme}: ${v.id} (${v.impact}: ${v.help}) at ${v.nodes.join(' | ')}`;
+      if (v.impact === 'serious' || v.impact === 'critical') bad.push(line);
+      else console.log(`# axe note on ${name}: ${line}`);
+    }
+  }
+  await page.emulateMedia({ colorScheme: null });
+  axeAudited.push(name);
+  assert(!bad.length, `axe-core on ${name}: ${bad.join(' ;; ')}`);
 }
 
 /** Waits for the turn in flight to end; throws with the note if it failed. */
@@ -1217,6 +1283,11 @@ async function openConversations(page, size) {
     await page.click('[data-testid="open-conversations"]');
     await page.waitForSelector('[data-testid="new-chat"]', { state: 'visible' });
   }
+}
+
+/** Lets the page write to the clipboard (Copy by keyboard). */
+async function context_grant(page, server) {
+  await page.context().grantPermissions(['clipboard-read', 'clipboard-write'], { origin: server.origin });
 }
 
 async function shownIds(page) {
@@ -1390,6 +1461,102 @@ for (const mode of ['local', 'stateless']) {
           await page.click(`#msg-${a.id} [data-testid="retry"]`);
           await page.waitForSelector(`#msg-${a.id} [data-testid="regenerate-error"]`, { timeout: 120_000 });
           assert((await page.locator('[data-testid="regenerate-error"]').count()) === 1, 'Retry stacked a second error');
+        });
+      } finally {
+        await server.stop();
+      }
+    });
+
+    scenario(`${mode} ${size}: keyboard only: Tab reaches every tool, message action and Send, with focus visible; panels open and close by keyboard`, async () => {
+      const server = await fresh();
+      try {
+        await withPage(server, { size }, async (page) => {
+          const fx = codeFixture(`kbd-${mode}-${size}`);
+          await loadFixture(page, fx);
+          await page.fill('[data-testid="composer-input"]', 'a draft to send');
+          /** Tabs through the whole page once (until focus comes back round); what got focus, and where focus was not visible. */
+          const walk = async () => {
+            await page.evaluate(() => { document.activeElement?.blur(); window.scrollTo(0, 0); });
+            const seen = [];
+            const unseen = [];
+            let first = null;
+            for (let i = 0; i < 200; i++) {
+              await page.keyboard.press('Tab');
+              const f = await page.evaluate(() => {
+                const e = document.activeElement;
+                if (!e || e === document.body) return null;
+                const cs = getComputedStyle(e);
+                const r = e.getBoundingClientRect();
+                const key = `${e.dataset.testid || e.id || e.tagName}${e.closest('[data-testid="message"]') ? '@' + e.closest('[data-testid="message"]').dataset.id : ''}`;
+                return {
+                  key,
+                  testid: e.dataset.testid || e.id || e.tagName.toLowerCase(),
+                  // The ring of :focus-visible (an outline) or a shadow, on a box the user can see.
+                  shown: r.width > 0 && r.height > 0 && cs.visibility !== 'hidden' && Number(cs.opacity) > 0.5
+                    && ((cs.outlineStyle !== 'none' && parseFloat(cs.outlineWidth) >= 2) || cs.boxShadow !== 'none'),
+                };
+              });
+              if (!f) continue;
+              if (f.key === first) break;
+              first ||= f.key;
+              seen.push(f.testid);
+              if (!f.shown) unseen.push(f.key);
+            }
+            return { seen: new Set(seen), unseen };
+          };
+          let { seen, unseen } = await walk();
+          const need = ['composer-input', 'send', 'copy-message', 'regenerate', 'edit-resend', 'branch-from', 'copy-code']
+            .concat(size === 'phone' ? ['open-conversations', 'open-menu'] : ['new-chat', 'conversation-filter', 'search-input', 'open-settings', 'open-truth', 'open-context', 'export', 'import']);
+          const missing = need.filter((n) => !seen.has(n));
+          assert(!missing.length, `Tab never reached ${missing.join(', ')} (reached: ${[...seen].join(', ')})`);
+          assert(!unseen.length, `focus not visible on ${unseen.join(', ')}`);
+          if (size === 'phone') {
+            // The drawer and the menu open from the keyboard, and their contents are then reachable.
+            await page.focus('[data-testid="open-menu"]');
+            await page.keyboard.press('Enter');
+            await page.waitForSelector('[data-testid="tools"]', { state: 'visible' });
+            ({ seen } = await walk());
+            const inMenu = ['search-input', 'open-settings', 'open-truth', 'open-context', 'export', 'import'].filter((n) => !seen.has(n));
+            assert(!inMenu.length, `with the menu open, Tab never reached ${inMenu.join(', ')}`);
+            await page.keyboard.press('Escape');
+            await page.waitForSelector('[data-testid="tools"]', { state: 'hidden' });
+            await page.focus('[data-testid="open-conversations"]');
+            await page.keyboard.press('Enter');
+            await page.waitForSelector('[data-testid="new-chat"]', { state: 'visible' });
+            await shot(page, `${mode}-${size}-drawer-keyboard`);
+            ({ seen } = await walk());
+            assert(seen.has('new-chat') && seen.has('conversation-filter'), `with the drawer open, Tab reached only ${[...seen].join(', ')}`);
+            await page.focus('[data-testid="new-chat"]');
+            await page.keyboard.press('Escape');
+            await page.waitForSelector('[data-testid="new-chat"]', { state: 'hidden' });
+          }
+          // Each panel: Enter on its toggle opens it with focus inside; Escape closes it and gives focus back.
+          for (const which of ['settings', 'truth', 'context']) {
+            if (size === 'phone') {
+              await page.focus('[data-testid="open-menu"]');
+              await page.keyboard.press('Enter');
+              await page.waitForSelector('[data-testid="tools"]', { state: 'visible' });
+            }
+            await page.focus(`[data-testid="open-${which}"]`);
+            await page.keyboard.press('Enter');
+            await page.waitForSelector(`[data-testid="panel-${which}"]:not([hidden])`);
+            const inside = await page.evaluate((w) => document.querySelector(`[data-testid="panel-${w}"]`).contains(document.activeElement), which);
+            assert(inside, `opening ${which} left focus outside the panel`);
+            await page.keyboard.press('Tab');
+            const next = await page.evaluate((w) => document.querySelector(`[data-testid="panel-${w}"]`).contains(document.activeElement), which);
+            assert(next, `Tab from the ${which} panel's heading left the panel`);
+            await page.keyboard.press('Escape');
+            await page.waitForSelector(`[data-testid="panel-${which}"]`, { state: 'hidden' });
+            const back = await page.evaluate(() => document.activeElement?.dataset.testid);
+            const expect = size === 'phone' ? 'open-menu' : `open-${which}`;
+            assert(back === expect, `closing ${which} put focus on ${back}, expected ${expect}`);
+          }
+          // A message action by keyboard: Enter on Copy copies (the status says so).
+          const a = fx.messages[3];
+          await context_grant(page, server);
+          await page.focus(`#msg-${a.id} [data-testid="copy-message"]`);
+          await page.keyboard.press('Enter');
+          await waitStatus(page, /Markdown/);
         });
       } finally {
         await server.stop();
@@ -1731,6 +1898,369 @@ scenario('local: the sign-in page at both sizes (screenshots)', async () => {
   }
 });
 
+scenario('both: axe-core fails a screen with a serious violation (the audit itself can fail)', async () => {
+  const server = await statelessServer();
+  await withPage(server, { size: 'desktop' }, async (page) => {
+    // An image without alternative text and a button without a name.
+    await page.evaluate(() => {
+      const img = document.createElement('img');
+      img.src = 'data:image/gif;base64,R0lGODlhAQABAAAAACw=';
+      const b = document.createElement('button');
+      document.querySelector('main').append(img, b);
+    });
+    let failed = null;
+    try { await axeCheck(page, 'planted-violations'); } catch (e) { failed = e.message; }
+    axeAudited.pop();
+    assert(failed && /image-alt/.test(failed) && /button-name/.test(failed), `axe-core did not fail the planted violations: ${failed}`);
+  });
+});
+
+scenario('local: the sign-in survives a server restart; --new-token sends the browser to a page saying how to sign in again', async () => {
+  const first = await startServer();
+  const port = new URL(first.origin).port;
+  const { context, page, watch } = await openPage(first, { size: 'desktop' });
+  let second = null;
+  let third = null;
+  try {
+    await sendMessage(page, 'Remember this before the restart.');
+    await first.stop();
+    // The same project on the same port again: same link, and the page's cookie still works.
+    second = await startServer({ file: first.file, port });
+    assert(second.url === first.url, `the sign-in link changed across the restart: ${first.url} → ${second.url}`);
+    await page.reload();
+    await page.waitForSelector('body[data-ready="true"]');
+    assert(await page.isHidden('[data-testid="signin"]'), 'the restart signed the browser out');
+    assert(/before the restart/.test(await page.textContent('[data-testid="messages"]')), 'the conversation is not shown after the restart');
+    await second.stop();
+    // --new-token: the old cookie and the old link are dead; both say how to sign in again.
+    third = await startServer({ file: first.file, port, newToken: true });
+    assert(third.url !== first.url, '--new-token printed the old link');
+    await page.reload();
+    await page.waitForSelector('[data-testid="signin"]:not([hidden])');
+    const text = await page.textContent('[data-testid="signin"]');
+    assert(/wo serve/.test(text) && /Nothing is lost/.test(text) && /--new-token/.test(text), `sign-in text: ${text}`);
+    const resp = await page.goto(first.url);
+    assert(resp.status() === 401, `the old link answered ${resp.status()}`);
+    await page.waitForSelector('[data-testid="signin-page"]');
+    const page401 = await page.textContent('[data-testid="signin-page"]');
+    assert(/wo serve/.test(page401) && /Nothing is lost/.test(page401), `stale-link page: ${page401}`);
+    const styled = await page.$eval('[data-testid="signin-page"]', (e) => getComputedStyle(e).borderStyle);
+    assert(styled !== 'none', 'the stale-link page is not styled (app.css not applied)');
+    await shot(page, 'local-desktop-stale-link');
+    await page.setViewportSize(SIZES.phone.viewport);
+    await shot(page, 'local-phone-stale-link');
+    // The new link signs in and shows everything kept.
+    await page.goto(third.url);
+    await page.waitForSelector('body[data-ready="true"]');
+    assert(/before the restart/.test(await page.textContent('[data-testid="messages"]')), 'the conversation is not shown after signing in again');
+    checkClean(watch);
+  } finally {
+    await context.close();
+    for (const s of [first, second, third]) if (s) await s.stop();
+  }
+});
+
+for (const mode of ['local', 'stateless']) {
+  for (const size of ['desktop', 'phone']) {
+    scenario(`${mode} ${size}: a 300-message conversation renders a window; scrolling up, Show earlier and a search hit bring in earlier messages`, async () => {
+      const fx = bigFixture(300, 300);
+      let server;
+      if (mode === 'local') {
+        const dir = path.join(TMP, `window-${mode}-${size}`);
+        fs.mkdirSync(dir, { recursive: true });
+        const file = path.join(dir, 'llm.json');
+        fs.writeFileSync(file, JSON.stringify(fx, null, 2));
+        server = await startServer({ file });
+      } else {
+        server = await startServer({ stateless: true });
+      }
+      try {
+        await withPage(server, { size }, async (page) => {
+          if (mode === 'stateless') {
+            await importFile(page, 'llm_2024.01.01.0000.json', JSON.stringify(fx));
+            await waitStatus(page, /Imported|Merged/);
+          }
+          const last = fx.messages[299].id;
+          await page.waitForSelector(`[data-testid="message"][data-id="${last}"]`);
+          let ids = await shownIds(page);
+          assert(ids.length >= 20 && ids.length <= 60, `${ids.length} messages rendered at once (a window is 40)`);
+          assert(ids[ids.length - 1] === last, 'the newest message is not the last shown');
+          const row = await page.textContent('[data-testid="earlier-messages"]');
+          assert(new RegExp(`${300 - ids.length} in all`).test(row), `the earlier row says ${row}`);
+          await shot(page, `${mode}-${size}-long-conversation`);
+          // Scrolling up to the row shows the previous messages, keeping the one on screen in place.
+          const anchor = ids[0];
+          await page.evaluate(() => window.scrollTo(0, document.documentElement.scrollHeight));
+          await page.mouse.move(SIZES[size].viewport.width / 2, SIZES[size].viewport.height / 2);
+          for (let i = 0; i < 80 && (await page.locator('[data-testid="message"]').count()) === ids.length; i++) {
+            await page.mouse.wheel(0, -800);
+            await sleep(50);
+          }
+          assert((await page.locator('[data-testid="message"]').count()) > ids.length, 'scrolling up to the top showed no earlier messages');
+          const top = await page.$eval(`#msg-${anchor}`, (e) => e.getBoundingClientRect().top);
+          const height = SIZES[size].viewport.height;
+          assert(top > -height && top < 2 * height, `the message that was first jumped to ${top}px`);
+          ids = await shownIds(page);
+          assert(ids.indexOf(anchor) > 0 && ids[ids.length - 1] === last, 'the earlier messages were not added above');
+          // The button, by keyboard, until the conversation's first message is shown.
+          for (let i = 0; i < 40; i++) {
+            const b = await page.$('[data-testid="show-earlier"]');
+            if (!b) break;
+            // Scrolling may replace the row meanwhile (it shows earlier messages too): then look again.
+            try {
+              await b.focus();
+              await page.keyboard.press('Enter');
+            } catch { /* detached */ }
+            await sleep(50);
+          }
+          ids = await shownIds(page);
+          assert(ids.length === 300 && ids[0] === fx.messages[0].id, `after Show earlier: ${ids.length} shown, first ${ids[0]}`);
+          // A fresh page, and a search hit far back: the window reaches it.
+          await page.reload();
+          await page.waitForSelector('body[data-ready="true"]');
+          assert((await shownIds(page)).length <= 60, 'the reload did not start from a window again');
+          if (size === 'phone') await page.click('[data-testid="open-menu"]');
+          await page.fill('[data-testid="search-input"]', 'zxaah');
+          await page.click('[data-testid="search-submit"]');
+          await page.waitForSelector('[data-testid="search-hit-message"]');
+          const hits = await page.locator('[data-testid="search-hit-message"]').count();
+          assert(hits === 1, `${hits} search hits for one message's word`);
+          await page.click('[data-testid="search-hit-message"]');
+          await page.waitForSelector(`#msg-${fx.messages[7].id}`);
+          const box = await page.$eval(`#msg-${fx.messages[7].id}`, (e) => { const r = e.getBoundingClientRect(); return { top: r.top, bottom: r.bottom }; });
+          assert(box.bottom > 0 && box.top < 844, `the search hit is off screen: ${JSON.stringify(box)}`);
+        });
+      } finally {
+        await server.stop();
+      }
+    });
+  }
+}
+
+// ------------------------------------------------------------------ PWA
+
+for (const size of ['desktop', 'phone']) {
+  scenario(`stateless ${size}: installable (manifest, icons, service worker) and the offline shell opens with the network off, saying chat needs the server`, async () => {
+    let server = await startServer({ stateless: true });
+    const port = new URL(server.origin).port;
+    // A persistent profile: Chromium never offers to install from an incognito-like context.
+    const profile = fs.mkdtempSync(path.join(TMP, `pwa-profile-${size}-`));
+    const context = await chromium.launchPersistentContext(profile, {
+      executablePath: CHROMIUM,
+      args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-background-networking'],
+      ...SIZES[size],
+    });
+    const page = context.pages()[0] || await context.newPage();
+    const watch = { dialogs: [], foreign: [], errors: [] };
+    page.on('dialog', (d) => { watch.dialogs.push(d.message()); d.dismiss().catch(() => {}); });
+    page.on('pageerror', (e) => watch.errors.push(String(e && e.message ? e.message : e)));
+    page.on('request', (r) => { if (!r.url().startsWith(server.origin) && !/^(data|blob):/.test(r.url())) watch.foreign.push(r.url()); });
+    page.setDefaultTimeout(30_000);
+    try {
+      await page.goto(server.url);
+      await page.waitForSelector('body[data-ready="true"]');
+      // What an installable app needs, with the right types and the CSP naming them.
+      const get = (p) => page.request.get(server.origin + p);
+      const man = await get('/manifest.webmanifest');
+      assert(man.status() === 200 && man.headers()['content-type'] === 'application/manifest+json', `manifest: ${man.status()} ${man.headers()['content-type']}`);
+      const m = await man.json();
+      assert(m.name === 'WikiOracle' && m.start_url === '/' && m.display === 'standalone', `manifest: ${JSON.stringify(m)}`);
+      for (const icon of m.icons) {
+        const r = await get(icon.src);
+        assert(r.status() === 200 && r.headers()['content-type'] === icon.type, `${icon.src}: ${r.status()} ${r.headers()['content-type']}`);
+      }
+      assert(['192x192', '512x512'].every((sz) => m.icons.some((i) => i.sizes === sz && i.type === 'image/png')), 'no 192 and 512 PNG icons');
+      const sw = await get('/sw.js');
+      assert(sw.status() === 200 && /javascript/.test(sw.headers()['content-type']), `sw.js: ${sw.status()}`);
+      const csp = (await get('/')).headers()['content-security-policy'] || '';
+      assert(/worker-src 'self'/.test(csp) && /manifest-src 'self'/.test(csp) && !/unsafe/.test(csp), `CSP: ${csp}`);
+      // The service worker registers and takes the page; Chromium finds the app installable.
+      await page.evaluate(() => navigator.serviceWorker.ready.then(() => true));
+      const cdp = await context.newCDPSession(page);
+      const { installabilityErrors } = await cdp.send('Page.getInstallabilityErrors');
+      assert(!installabilityErrors.length, `not installable: ${JSON.stringify(installabilityErrors)}`);
+      const manifest = await cdp.send('Page.getAppManifest');
+      assert(!manifest.errors.length, `manifest errors: ${JSON.stringify(manifest.errors)}`);
+      const fx = codeFixture(`pwa-${size}`);
+      await loadFixture(page, fx);
+      await page.reload();
+      await page.waitForSelector('body[data-ready="true"]');
+      assert(await page.evaluate(() => !!navigator.serviceWorker.controller), 'the service worker does not control the page');
+
+      // Offline, and the server gone too: the page comes from the worker's cache.
+      await server.stop();
+      await context.setOffline(true);
+      await page.reload();
+      await page.waitForSelector('body[data-ready="true"]');
+      assert(await page.evaluate(() => document.body.dataset.offline === 'true'), 'the page does not know it is offline');
+      await page.waitForSelector(`[data-testid="message"][data-id="${fx.messages[3].id}"]`);
+      const alert = await page.textContent('[data-testid="alert"]');
+      assert(/offline/i.test(alert) && /server/.test(alert), `the offline page says ${JSON.stringify(alert)}`);
+      assert((await page.textContent('[data-testid="mode-badge"]')) === 'offline', 'the badge does not say offline');
+      await shot(page, `stateless-${size}-offline`);
+      // Sending is refused, said once, and the question stays in the box.
+      await page.fill('[data-testid="composer-input"]', 'Are you there?');
+      await page.click('[data-testid="send"]');
+      await page.waitForFunction(() => /answering needs/.test(document.querySelector('[data-testid="alert"]').textContent))
+        .catch(async () => { throw new Error(`sending offline said ${JSON.stringify(await page.textContent('[data-testid="alert"]'))}`); });
+      assert((await page.inputValue('[data-testid="composer-input"]')) === 'Are you there?', 'the question left the box');
+      assert(!(await page.$('[data-testid="pending-question"]')), 'a question was sent offline');
+      // Back online with the server: the page starts again from it.
+      server = await startServer({ stateless: true, port });
+      await context.setOffline(false);
+      await page.waitForFunction(() => document.body.dataset.ready === 'true' && document.body.dataset.offline !== 'true' && document.querySelector('[data-testid="mode-badge"]').textContent === 'stateless', null, { timeout: 30_000 })
+        .catch(async () => { throw new Error(`back online, the page did not start again from the server (offline=${await page.evaluate(() => document.body.dataset.offline)}, badge ${await page.textContent('[data-testid="mode-badge"]')})`); });
+      checkClean(watch);
+    } finally {
+      await context.close();
+      await server.stop();
+    }
+  });
+}
+
+scenario('local: no service worker is registered (the page of a local server always comes from it)', async () => {
+  const server = await localServer();
+  await withPage(server, {}, async (page) => {
+    const n = await page.evaluate(async () => (await navigator.serviceWorker.getRegistrations()).length);
+    assert(n === 0, `${n} service workers registered in local mode`);
+    const shell = await page.evaluate(() => localStorage.getItem('wo_last_mode'));
+    assert(shell === 'local', `last mode: ${shell}`);
+  });
+});
+
+// ------------------------------------------------------------------ benchmark
+
+/**
+ * An llm.json of `n` messages in conversations of `per` messages (question,
+ * answer, …; roots marked `new_conversation`), ~300 bytes of XHTML each,
+ * a code block in every tenth answer.
+ */
+function bigFixture(n, per) {
+  const base = Date.UTC(2024, 0, 1, 0, 0, 0);
+  const messages = [];
+  let parent = null;
+  for (let i = 0; i < n; i++) {
+    const user = i % 2 === 0;
+    const username = user ? 'ann' : 'smollm2';
+    const timestamp = stamp(base + i * 1000);
+    // A word found in this message alone (search finds it): zx + i in base 26.
+    const code = 'zx' + [2, 1, 0].map((k) => String.fromCharCode(97 + (Math.floor(i / 26 ** k) % 26))).join('');
+    const words = `message ${i} (${code}) of conversation ${Math.floor(i / per)}: the quick brown fox jumps over the lazy dog while the model explains retrieval, memory and branches`;
+    const content = user
+      ? `<p>${words}?</p>`
+      : `<p>${words}.</p><p>A second paragraph with <strong>bold</strong> and <em>emphasis</em> to render.</p>${i % 10 === 1 ? '<pre><code>print("hello")</code></pre>' : ''}`;
+    const m = { id: 'm_' + sha16(`${username}|${timestamp}|${content}`), title: `message ${i}`, username, timestamp, content, role: user ? 'user' : 'assistant' };
+    if (i % per === 0) m.new_conversation = true;
+    else m.parent = parent;
+    if (!user) { m.provider = 'llama'; m.model = 'smollm2'; }
+    parent = m.id;
+    messages.push(m);
+  }
+  return {
+    version: 1,
+    schema: 'https://raw.githubusercontent.com/arborrhythms/WikiOracle/main/spec/llm_state_v1.json',
+    date: stamp(base + n * 1000), context: '<p>A benchmark project.</p>', messages,
+    truth: { trust: [], retrieval_prefs: { max_entries: 8 } },
+  };
+}
+
+const median = (xs) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
+
+/** Reloads `page` and returns the time from navigation to the app's `wo-ready` mark, in ms. */
+async function openTime(page) {
+  await page.reload();
+  await page.waitForSelector('body[data-ready="true"]', { timeout: 120_000 });
+  return page.evaluate(() => performance.getEntriesByName('wo-ready')[0].startTime);
+}
+
+/** Scrolls the conversation from the bottom to the top with the mouse wheel; frame times (ms) meanwhile. */
+async function scrollFrames(page) {
+  await page.evaluate(() => {
+    window.__frames = [];
+    let last = performance.now();
+    const tick = (t) => { window.__frames.push(t - last); last = t; if (window.__frames.length < 100000) window.__raf = requestAnimationFrame(tick); };
+    window.__raf = requestAnimationFrame(tick);
+  });
+  await page.mouse.move(400, 400);
+  for (let i = 0; i < 60; i++) {
+    await page.mouse.wheel(0, -600);
+    await sleep(16);
+  }
+  await sleep(200);
+  return page.evaluate(() => { cancelAnimationFrame(window.__raf); return window.__frames.slice(1); });
+}
+
+for (const shape of [{ name: 'one conversation of 10,000', per: 10_000 }, { name: '500 conversations of 20', per: 20 }]) {
+  for (const mode of ['local', 'stateless']) {
+    scenario(`bench: ${mode}, ${shape.name} messages: open and scroll`, async () => {
+      const fx = bigFixture(10_000, shape.per);
+      const text = JSON.stringify(fx, null, 2);
+      let server;
+      if (mode === 'local') {
+        const dir = path.join(TMP, `bench-${mode}-${shape.per}`);
+        fs.mkdirSync(dir, { recursive: true });
+        const file = path.join(dir, 'llm.json');
+        fs.writeFileSync(file, text);
+        server = await startServer({ file });
+      } else {
+        server = await startServer({ stateless: true });
+      }
+      try {
+        await withPage(server, { size: 'desktop' }, async (page) => {
+          if (mode === 'stateless') {
+            // Straight into IndexedDB, as an import leaves it.
+            await page.evaluate((t) => new Promise((resolve, reject) => {
+              const req = indexedDB.open('wikioracle', 1);
+              req.onupgradeneeded = () => req.result.createObjectStore('state');
+              req.onsuccess = () => {
+                const tx = req.result.transaction('state', 'readwrite');
+                tx.objectStore('state').put(JSON.parse(t), 'llm.json');
+                tx.oncomplete = () => { req.result.close(); resolve(); };
+                tx.onerror = () => reject(tx.error);
+              };
+              req.onerror = () => reject(req.error);
+            }), text);
+          }
+          const opens = [];
+          for (let i = 0; i < 5; i++) opens.push(await openTime(page));
+          const shown = await page.locator('[data-testid="message"]').count();
+          // The reference, in the same page: getting the same state and parsing it, rendering nothing.
+          const refs = [];
+          for (let i = 0; i < 5; i++) {
+            refs.push(await page.evaluate(async (m) => {
+              const t0 = performance.now();
+              if (m === 'local') {
+                await (await fetch('/api/export')).json();
+              } else {
+                await new Promise((resolve, reject) => {
+                  const req = indexedDB.open('wikioracle', 1);
+                  req.onsuccess = () => {
+                    const g = req.result.transaction('state', 'readonly').objectStore('state').get('llm.json');
+                    g.onsuccess = () => { req.result.close(); resolve(g.result); };
+                    g.onerror = () => reject(g.error);
+                  };
+                  req.onerror = () => reject(req.error);
+                });
+              }
+              return performance.now() - t0;
+            }, mode));
+          }
+          const frames = await scrollFrames(page);
+          const sorted = [...frames].sort((a, b) => a - b);
+          const p95 = sorted[Math.floor(sorted.length * 0.95)] || 0;
+          const long = frames.filter((f) => f > 50).length;
+          const open = median(opens);
+          const ref = median(refs);
+          console.log(`# bench ${mode}, ${shape.name}: open ${open.toFixed(0)} ms (runs ${opens.map((x) => x.toFixed(0)).join(', ')}); reference fetch+parse of the whole state ${ref.toFixed(0)} ms; open/reference ${(open / ref).toFixed(2)}x; ${shown} messages in the DOM; scroll to the top: ${frames.length} frames, p95 ${p95.toFixed(1)} ms, max ${(sorted[sorted.length - 1] || 0).toFixed(1)} ms, ${long} over 50 ms`);
+          assert(open < 1000, `opening took ${open.toFixed(0)} ms (goal < 1000 ms)`);
+        });
+      } finally {
+        await server.stop();
+      }
+    });
+  }
+}
+
 // ------------------------------------------------------------------ main
 
 async function main() {
@@ -1747,6 +2277,7 @@ async function main() {
   }
   const failed = results.filter((r) => !r.ok).length;
   const passed = results.length - failed;
+  console.log(`# axe-core audited ${axeAudited.length} screens (light and dark): ${[...new Set(axeAudited)].join(', ')}`);
   console.log(`${passed} passed, ${failed} failed`);
   if (failed || process.env.WO_KEEP_TMP) console.log(`# temporary files (server logs): ${TMP}`);
   else fs.rmSync(TMP, { recursive: true, force: true });

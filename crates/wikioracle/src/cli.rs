@@ -220,6 +220,7 @@ The same index always gives byte-identical output.")]
     #[command(after_help = "Examples:\n  \
 wo serve                          http://127.0.0.1:8787/?token=… serves ./llm.json; open the printed URL\n  \
 wo serve --open                   and open it in the browser\n  \
+wo serve --new-token              a new sign-in link; the old one and signed-in browsers stop working\n  \
 wo serve --state ~/notes/llm.json --port 9000\n  \
 wo serve --stateless --bind 0.0.0.0 --allow-host wo.example.org   the hosted mode: browsers keep their own state\n  \
 wo serve --stateless --allow-provider openai --allow-model gpt-4o-mini --max-tokens 1024\n  \
@@ -229,6 +230,8 @@ POST /v1/chat/completions; the model is a provider's name) answers with your mem
 exchange; MCP over streamable HTTP at /mcp (writes only with --mcp-allow-write).\n\
 Local mode owns exactly one llm.json (llm_*.json exports beside it are merged first), binds loopback only,\n\
 and admits only the printed URL's token (then an HttpOnly cookie; programs send Authorization: Bearer).\n\
+The token is kept per project (0600, in $XDG_DATA_HOME/wikioracle/serve-tokens/), so the link and
+the browser's sign-in survive restarts; --new-token replaces it.\n\
 Stateless mode writes nothing and logs no content; provider keys stay on the server. Anonymous clients\n\
 may use only the default provider (or those named with --allow-provider), each provider's configured model\n\
 (or those named with --allow-model), and at most --max-tokens (default 4096) per answer.\n\
@@ -357,6 +360,9 @@ pub struct ServeArgs {
     /// Let MCP clients at /mcp write: remember, resolve and log_exchange (off by default; local mode).
     #[arg(long)]
     pub mcp_allow_write: bool,
+    /// Replace this project's kept sign-in token: earlier links and browser sessions stop working (local mode).
+    #[arg(long, conflicts_with = "stateless")]
+    pub new_token: bool,
 }
 
 #[derive(Args, Debug)]

@@ -253,14 +253,28 @@ function stampKey(ts) {
   return Number.isNaN(ms) ? null : [ms, (m[2] || '').padEnd(9, '0')];
 }
 
+// Sorting 10,000 messages compares ~130,000 pairs: each timestamp is parsed
+// once, not at every comparison.
+const stampKeys = new Map();
+function cachedStampKey(ts) {
+  const k = String(ts ?? '');
+  let v = stampKeys.get(k);
+  if (v === undefined) {
+    if (stampKeys.size > 100_000) stampKeys.clear();
+    v = stampKey(k);
+    stampKeys.set(k, v);
+  }
+  return v;
+}
+
 /**
  * Timestamps ordered as wo-format's `Timestamp`: by instant (fractions of a
  * second included, whatever their length), then by text; text alone where
  * one does not parse.
  */
 function compareStamps(a, b) {
-  const x = stampKey(a);
-  const y = stampKey(b);
+  const x = cachedStampKey(a);
+  const y = cachedStampKey(b);
   if (x && y) {
     if (x[0] !== y[0]) return x[0] < y[0] ? -1 : 1;
     if (x[1] !== y[1]) return x[1] < y[1] ? -1 : 1;
@@ -292,12 +306,16 @@ function compareUtf8(a, b) {
   return x.length < y.length ? -1 : x.length > y.length ? 1 : 0;
 }
 
+// One formatter for every timestamp: `toLocaleString` with options builds a
+// new one per call, which was most of the time spent rendering a message.
+const TIME_FORMAT = new Intl.DateTimeFormat(undefined, {
+  year: 'numeric', month: 'short', day: 'numeric', hour: '2-digit', minute: '2-digit',
+});
+
 function formatTime(ts) {
   const ms = Date.parse(ts);
   if (Number.isNaN(ms)) return String(ts ?? '');
-  return new Date(ms).toLocaleString(undefined, {
-    year: 'numeric', month: 'short', day: 'numeric', hour: '2-digit', minute: '2-digit',
-  });
+  return TIME_FORMAT.format(ms);
 }
 
 /** `llm_YYYY.MM.DD.HHMM.json`, local time. */
@@ -1138,6 +1156,9 @@ const app = {
   memoryPending: new Set(), // answer ids whose memory step is running
   memoryNotes: new Map(), // answer id → why nothing was remembered
   streaming: null, // {controller}
+  offline: false, // started from the offline shell: nothing can be sent
+  windowFrom: null, // id of the first message rendered (the list is windowed: see WINDOW)
+  reveal: null, // an id the next render must include (a search hit, a regenerated answer)
   plainCache: new Map(),
   unreachableShown: new Set(), // providers whose "cannot answer" was said (once each)
 };
@@ -1692,12 +1713,82 @@ function startNewChat() {
   $('composer-input').focus();
 }
 
-function renderMessages() {
+// The message list is windowed: a conversation of 10,000 messages renders
+// its latest WINDOW (and whatever was sent since), and earlier ones a step
+// at a time as the reader scrolls up to the "earlier messages" row, so
+// opening a large file costs the same as opening a small one.
+const WINDOW = 40;
+/** Messages added per step while scrolling up: small, so no frame waits long. */
+const SCROLL_STEP = 12;
+/** The branch the list was last rendered from (showEarlier re-uses it rather than walk 10,000 messages again). */
+let renderedBranch = { leaf: null, messages: null, count: -1, branch: [], tree: null };
+
+/** Which part of `branch` to render: from the window's first message (kept across re-renders), else the last WINDOW; `app.reveal` pulls an earlier message in. */
+function windowStart(branch) {
+  let start = app.windowFrom ? branch.findIndex((m) => m.id === app.windowFrom) : -1;
+  if (start < 0) start = Math.max(0, branch.length - WINDOW);
+  if (app.reveal) {
+    const i = branch.findIndex((m) => m.id === app.reveal);
+    if (i >= 0 && i < start) start = Math.max(0, i - 2);
+    app.reveal = null;
+  }
+  app.windowFrom = branch.length ? branch[start].id : null;
+  return start;
+}
+
+/** The row above the window: how many earlier messages there are, and a button (or scrolling up to it) that shows more. */
+function earlierRow(hidden) {
+  const li = h('li', { class: 'earlier-row', 'data-testid': 'earlier-messages' },
+    h('button', { type: 'button', class: 'small', 'data-testid': 'show-earlier', onclick: () => showEarlier() },
+      `Show ${Math.min(WINDOW, hidden)} earlier message${Math.min(WINDOW, hidden) === 1 ? '' : 's'} (${hidden} in all)`));
+  return li;
+}
+
+/** Renders WINDOW more messages above the first one shown (only those: the rest stay), keeping what is on screen where it is. */
+function showEarlier(step = WINDOW) {
   const list = $('messages');
-  const tree = buildTree();
+  const first = list.querySelector('[data-testid="message"]');
+  if (!first || !app.leaf) return;
+  let { tree, branch } = renderedBranch;
+  if (renderedBranch.leaf !== app.leaf || renderedBranch.messages !== app.state.messages
+    || renderedBranch.count !== app.state.messages.length || !tree) {
+    tree = buildTree();
+    branch = branchTo(app.leaf, tree);
+  }
+  const i = branch.findIndex((m) => m.id === first.dataset.id);
+  if (i <= 0) return;
+  const from = Math.max(0, i - step);
+  const top = first.getBoundingClientRect().top;
+  const hadFocus = document.activeElement?.dataset?.testid === 'show-earlier';
+  app.windowFrom = branch[from].id;
+  list.querySelector('.earlier-row')?.remove();
+  first.before(...branch.slice(from, i).map((m) => messageItem(m, tree)));
+  if (from > 0) list.prepend(earlierRow(from));
+  // Scroll anchoring may already have kept it in place; move only by what is left.
+  window.scrollBy(0, first.getBoundingClientRect().top - top);
+  if (hadFocus) (list.querySelector('[data-testid="show-earlier"]') || list.querySelector('[data-testid="message"] button'))?.focus();
+}
+
+/** On scrolling: once the reader, scrolled up (not following the stream), comes near the row, the earlier messages appear. */
+let earlierQueued = false;
+function showEarlierIfNear() {
+  if (earlierQueued || app.follow || app.streaming) return;
+  const row = $('messages').querySelector('.earlier-row');
+  if (!row || row.getBoundingClientRect().bottom < -400) return;
+  earlierQueued = true;
+  requestAnimationFrame(() => {
+    earlierQueued = false;
+    showEarlier(SCROLL_STEP);
+  });
+}
+
+function renderMessages(tree = buildTree()) {
+  const list = $('messages');
   if (!app.newChat && (!app.leaf || !tree.byId.has(app.leaf))) app.leaf = latestId();
   const branch = app.leaf ? branchTo(app.leaf, tree) : [];
-  list.replaceChildren(...branch.map((m) => messageItem(m, tree)));
+  renderedBranch = { leaf: app.leaf, messages: app.state.messages, count: app.state.messages.length, branch, tree };
+  const start = windowStart(branch);
+  list.replaceChildren(...(start > 0 ? [earlierRow(start)] : []), ...branch.slice(start).map((m) => messageItem(m, tree)));
   const empty = $('empty-hint');
   empty.hidden = branch.length > 0;
   empty.textContent = app.state.messages.length
@@ -2249,6 +2340,7 @@ function scrollToLatest() {
 function onScroll() {
   app.follow = atBottom();
   $('jump-latest').hidden = app.follow;
+  showEarlierIfNear();
 }
 
 function jumpToLatest() {
@@ -2280,6 +2372,7 @@ async function send(opts = null) {
   const fromBox = !opts;
   const text = fromBox ? input.value : opts.text;
   if (!text.trim() || app.streaming) return;
+  if (offlineRefusal()) return;
   clearAlert();
   const newConversation = fromBox ? app.newChat : !!opts.newConversation;
   const parent = newConversation ? null : (fromBox ? app.leaf || null : opts.parent);
@@ -2373,6 +2466,7 @@ async function send(opts = null) {
     for (const li of pending) li.remove();
     app.newChat = false;
     app.leaf = leafBelow(regenerating);
+    app.reveal = regenerating;
     if (failure && failure.status === 401) {
       showSignin();
       return;
@@ -2523,6 +2617,7 @@ async function jumpToMessage(id) {
   app.leaf = leafBelow(id);
   app.branchFrom = null;
   app.newChat = false;
+  app.reveal = id;
   renderAll();
   const el = document.getElementById(`msg-${id}`);
   if (el) {
@@ -3252,16 +3347,91 @@ function wire() {
   });
 }
 
+// ------------------------------------------------------ offline shell (PWA)
+
+/** localStorage key: the mode of the last server this page loaded from. */
+const MODE_KEY = 'wo_last_mode';
+
+/**
+ * Stateless mode: registers the service worker (sw.js), which keeps the
+ * page's own files so it opens offline. Local mode: removes any, since a
+ * stateless server may have run on this port before (the page of a local
+ * server always comes from it).
+ */
+function syncOfflineShell(mode) {
+  try { localStorage.setItem(MODE_KEY, mode); } catch { /* storage off: no offline start */ }
+  if (!('serviceWorker' in navigator)) return;
+  if (mode === 'stateless') {
+    navigator.serviceWorker.register('/sw.js', { scope: '/' }).catch(() => { /* the page works without it */ });
+  } else {
+    navigator.serviceWorker.getRegistrations()
+      .then((rs) => Promise.all(rs.map((r) => r.unregister())))
+      .catch(() => {});
+  }
+}
+
+/** Why nothing is sent while offline (the question stays in the box); false when online. */
+function offlineRefusal() {
+  if (navigator.onLine !== false && !app.offline) return false;
+  notify('You are offline: answering needs the WikiOracle server. Your question stays in the box; send it once you are back online.', 'error');
+  return true;
+}
+
+/**
+ * The server cannot be reached (no HTTP answer at all) and this page last
+ * came from a stateless server: the offline shell shows what this browser
+ * keeps, and says that chat needs the server. False when that does not
+ * apply (the caller then reports the failure as before).
+ */
+async function startOffline(e) {
+  let last = null;
+  try { last = localStorage.getItem(MODE_KEY); } catch { /* no storage */ }
+  if (last !== 'stateless' || e instanceof ApiError) return false;
+  app.mode = 'stateless';
+  app.offline = true;
+  document.body.dataset.mode = 'stateless';
+  document.body.dataset.offline = 'true';
+  $('mode-badge').textContent = 'offline';
+  $('mode-badge').title = 'Offline: your llm.json is in this browser; answering needs the server';
+  app.info = {};
+  app.providers = { default: '', providers: [] };
+  app.prefs = offeredPrefs(readPrefs());
+  await stateless.load();
+  fillSettings();
+  renderModelBadge();
+  enableUi();
+  restoreDraft();
+  app.leaf = latestId();
+  syncSidebarToggle();
+  renderAll();
+  notify('You are offline. Your conversations are here, but answering needs the WikiOracle server.', 'error');
+  // Back online (the network, or the server itself): start again from it.
+  const back = setInterval(async () => {
+    try {
+      await api('/api/health');
+    } catch {
+      return;
+    }
+    clearInterval(back);
+    location.reload();
+  }, 3000);
+  document.body.dataset.ready = 'true';
+  performance.mark('wo-ready');
+  return true;
+}
+
 async function start() {
   wire();
   let health;
   try {
     health = await api('/api/health');
   } catch (e) {
+    if (await startOffline(e)) return;
     notify(`The WikiOracle server does not answer (${e.message}).`, 'error');
     return;
   }
   app.mode = health.mode === 'stateless' ? 'stateless' : 'local';
+  syncOfflineShell(app.mode);
   document.body.dataset.mode = app.mode;
   $('mode-badge').textContent = app.mode === 'local' ? 'local' : 'stateless';
   $('mode-badge').title = app.mode === 'local'
@@ -3313,6 +3483,8 @@ async function start() {
   if (last) last.scrollIntoView({ block: 'end' });
   document.body.dataset.ready = 'true';
   checkProviders();
+  // The open time the browser benchmark reads (WO_BROWSER_BENCH=1).
+  performance.mark('wo-ready');
 }
 
 if (document.readyState === 'loading') document.addEventListener('DOMContentLoaded', start);

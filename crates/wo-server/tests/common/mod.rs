@@ -165,6 +165,8 @@ pub fn options(dir: &std::path::Path, upstream: &Upstream, stateless: bool) -> S
         username: "tester".into(),
         index_root: None,
         token: Some(TOKEN.into()),
+        token_dir: None,
+        new_token: false,
         store: wo_store::OpenOptions::default(),
         hosted: Default::default(),
         mcp_allow_write: false,
