@@ -24,8 +24,8 @@ pub use codec::{
 };
 pub use model::{
     EffectivePrefs, EffortStatus, Expires, Extra, Message, NEW_CONVERSATION_KEY, Provenance,
-    RetrievalPrefs, Role, SCHEMA_URL, State, Tombstone, Truth, TruthEdit, TruthEntry, TruthKind,
-    Usage,
+    RetrievalPrefs, Role, SCHEMA_URL, State, Tombstone, TranscriptVersion, Truth, TruthEdit,
+    TruthEntry, TruthKind, Usage,
 };
 pub use rawjson::RawJson;
 pub use timestamp::Timestamp;

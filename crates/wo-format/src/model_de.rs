@@ -414,6 +414,7 @@ fn visit_state<'de, A: MapAccess<'de>>(
         extra,
         clean_prefix: 0,
         save_token: 0,
+        transcript: crate::model::TranscriptLog::new(),
     })
 }
 
