@@ -23,6 +23,7 @@ use serde::Serialize;
 use wo_format::xhtml::to_plain_text;
 use wo_format::{EffectivePrefs, Message, Role, State, Timestamp};
 
+use crate::recall::RecallIndex;
 use crate::retrieve::{rank_truth, recall_messages};
 
 /// The system instructions used unless the caller gives others.
@@ -434,6 +435,21 @@ pub fn assemble(
     count: &dyn Fn(&str) -> usize,
     chunks: &[ChunkCandidate],
 ) -> Result<Assembled, AssembleError> {
+    assemble_indexed(state, None, query, opts, count, chunks)
+}
+
+/// [`assemble`] with the recall index kept beside `state` (a long-lived
+/// server's): earlier messages are recalled from its postings when it
+/// reflects `state`'s transcript as it is now, else by scanning. The
+/// prompt is the same either way.
+pub fn assemble_indexed(
+    state: &State,
+    index: Option<&RecallIndex>,
+    query: &str,
+    opts: &AssemblyOptions,
+    count: &dyn Fn(&str) -> usize,
+    chunks: &[ChunkCandidate],
+) -> Result<Assembled, AssembleError> {
     let mut budget = Budget {
         total: opts.context_window.saturating_sub(opts.reserve_for_answer),
         used: 0,
@@ -524,7 +540,8 @@ pub fn assemble(
     let mut skip = window_ids;
     skip.extend(&from_truth);
     let (recalled_ids, recalled) = recall_within(
-        state.messages(),
+        state,
+        index,
         query,
         &skip,
         &client_texts,
@@ -802,7 +819,8 @@ fn add_recent_turns(
 /// `a` and returns the ids taken and the section's text and tokens.
 #[allow(clippy::too_many_arguments)]
 fn recall_within<'a>(
-    messages: &'a [Message],
+    state: &'a State,
+    index: Option<&RecallIndex>,
     query: &str,
     window: &HashSet<&str>,
     client_texts: &HashSet<String>,
@@ -812,7 +830,11 @@ fn recall_within<'a>(
     a: &mut Assembled,
 ) -> (HashSet<&'a str>, Option<(String, usize)>) {
     let mut taken: HashSet<&'a str> = HashSet::new();
-    let hits = recall_messages(messages, query, window, limit.unwrap_or(usize::MAX));
+    let messages = state.messages();
+    let limit = limit.unwrap_or(usize::MAX);
+    let hits = index
+        .and_then(|index| index.recall(state, query, window, limit))
+        .unwrap_or_else(|| recall_messages(messages, query, window, limit));
     // Candidates: every hit at its score, and the turns before and after it
     // at a fraction of that score, so a strong hit's neighbours come before
     // weak hits and a weak hit's neighbours after strong ones.

@@ -7,6 +7,9 @@
 //!   with the directory index).
 //! * [`retrieve`] — ranking truth entries (relevance × certainty/recency
 //!   prior) and recalling earlier messages.
+//! * [`recall`] — the transcript's postings kept beside a long-lived
+//!   state (the local server), extended as messages are appended; recall
+//!   from it equals the scan.
 //! * [`assemble`] — building the prompt within a token budget, recording
 //!   what was included and what was dropped and why.
 //! * [`explain`] — the parts of an assembled prompt (kind, ids, referenced
@@ -29,6 +32,7 @@ pub mod context_update;
 pub mod explain;
 pub mod files;
 pub mod memory;
+pub mod recall;
 pub mod request;
 pub mod retrieve;
 pub mod synopsis;
@@ -38,4 +42,6 @@ pub use wo_text::bm25;
 
 pub use assemble::{
     Assembled, AssemblyOptions, ChunkCandidate, Dropped, Included, SourceKind, assemble,
+    assemble_indexed,
 };
+pub use recall::RecallIndex;
