@@ -172,6 +172,7 @@ fn main() {
             sources: a.sources.clone(),
             parent: None,
             new_conversation: false,
+            archive_after_days: None,
         };
         store.transact(|s| apply_turn(s, &turn)).unwrap();
         let t3 = Instant::now();

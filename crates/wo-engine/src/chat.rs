@@ -84,6 +84,9 @@ pub struct TurnRequest {
     /// The memory interpreter to run on the exchange once it is committed
     /// (product §7); `None` when `[interpreter] mode = "off"`.
     pub memory: Option<MemoryStep>,
+    /// `[memory] archive_after_days`: entries with `expires` unused this
+    /// long are archived when the turn is recorded; `None`: never.
+    pub archive_after_days: Option<u32>,
 }
 
 /// The memory interpreter a turn runs after its commit: which provider
@@ -606,6 +609,7 @@ fn completed_turn(
                 .or_else(|| state.messages().last().map(|m| m.id.clone()))
         },
         new_conversation: req.new_conversation,
+        archive_after_days: req.archive_after_days,
     }
 }
 

@@ -22,10 +22,13 @@
 //! * [`context_update`] — drafting a new context from new messages (diff,
 //!   apply with an audit entry).
 //! * [`files`] — file chunks from the directory index as context.
+//! * [`archive`] — expiring entries unused for the configured age leave
+//!   retrieval (marked, never deleted) and stay searchable on request.
 //! * [`memory`] — memory by conclusions: validated operations on truth with
 //!   provenance, the per-exchange journal and undo, one interpreter call.
 //! * [`synopsis`] — drafting the context synopsis from the index catalog.
 
+pub mod archive;
 pub mod assemble;
 pub mod chat;
 pub mod context_update;

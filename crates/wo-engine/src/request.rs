@@ -231,6 +231,7 @@ impl TurnParams {
             conversation: self.conversation,
             // The face adds it (`memory::step_for`): it knows the project.
             memory: None,
+            archive_after_days: cfg.memory.archive_after_days(),
         })
     }
 }

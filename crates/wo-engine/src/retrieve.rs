@@ -84,6 +84,10 @@ pub fn rank_truth<'a>(
                 "certainty {:.2} is below min_certainty {:.2}",
                 e.certainty, prefs.min_certainty
             ))
+        } else if let Some(at) = &e.archived {
+            Some(format!(
+                "archived {at} (unused; `wo memory search --archived` finds it)"
+            ))
         } else if superseded.contains(e.id.as_str()) {
             Some("superseded by a newer entry".to_owned())
         } else if is_expired(e, now) {

@@ -321,6 +321,14 @@ pub struct TruthEntry {
     /// Who made the entry from what, and when (memory, product §7).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub provenance: Option<Provenance>,
+    /// When the entry was archived: it had `expires` and went unused for
+    /// the configured age (`[memory] archive_after_days`), so it left
+    /// retrieval. Kept, never deleted; listed and searched on request.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub archived: Option<Timestamp>,
+    /// When a prompt last used it (the turn's time; `refs` counts uses).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub used: Option<Timestamp>,
     /// Unknown fields, kept as written.
     #[serde(flatten)]
     pub extra: Extra,
@@ -693,6 +701,8 @@ impl TruthEntry {
             updated: None,
             source: None,
             provenance: None,
+            archived: None,
+            used: None,
             extra: Extra::new(),
         };
         t.id = ids::truth_id(&t.title, t.timestamp.as_str(), &t.content);
