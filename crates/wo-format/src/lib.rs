@@ -7,6 +7,7 @@
 pub mod admit;
 pub mod codec;
 pub mod ids;
+mod links;
 pub mod merge;
 pub mod merge3;
 pub mod model;

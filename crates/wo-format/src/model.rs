@@ -48,6 +48,8 @@ pub struct State {
     /// Which transcript contents this state has had (see
     /// [`State::transcript_version`]).
     pub(crate) transcript: TranscriptLog,
+    /// Each message's next step in [`State::branch`], kept between walks.
+    pub(crate) links: crate::links::LinkCache,
 }
 
 /// Names the contents of a state's transcript at one moment: its first
@@ -740,6 +742,7 @@ impl State {
             clean_prefix: 0,
             save_token: 0,
             transcript: TranscriptLog::new(),
+            links: Default::default(),
         }
     }
 
@@ -767,6 +770,7 @@ impl State {
     pub fn messages_mut(&mut self) -> &mut Vec<Message> {
         self.clean_prefix = 0;
         self.transcript.changed_all();
+        self.links.clear();
         &mut self.messages
     }
 
@@ -795,6 +799,11 @@ impl State {
     pub(crate) fn insert_message_at(&mut self, pos: usize, message: Message) {
         self.clean_prefix = self.clean_prefix.min(pos);
         self.transcript.inserted(pos, self.messages.len());
+        if pos == self.messages.len() {
+            self.links.appending(&self.messages, &message);
+        } else {
+            self.links.clear();
+        }
         self.messages.insert(pos, message);
     }
 
@@ -853,6 +862,7 @@ impl State {
         if changed {
             self.clean_prefix = 0;
             self.transcript.changed_all();
+            self.links.clear();
         }
     }
 
@@ -932,7 +942,20 @@ impl State {
     /// are separate branches sharing their history. A message that
     /// [starts a conversation](Message::starts_conversation) ends the walk:
     /// it is a root. A cycle of hand-edited parents ends the walk.
+    ///
+    /// Each message's step is kept between calls (built on the first walk,
+    /// extended as messages are appended), so a walk costs its length, not
+    /// the transcript's.
     pub fn branch(&self, leaf: &str) -> Vec<&Message> {
+        match self.links.get(&self.messages) {
+            Some(links) => links.branch(&self.messages, leaf),
+            None => self.branch_uncached(leaf),
+        }
+    }
+
+    /// [`State::branch`] computed from scratch (the definition the cached
+    /// walk is held to).
+    pub fn branch_uncached(&self, leaf: &str) -> Vec<&Message> {
         let index: std::collections::HashMap<&str, usize> = self
             .messages
             .iter()

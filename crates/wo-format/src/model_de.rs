@@ -420,6 +420,7 @@ fn visit_state<'de, A: MapAccess<'de>>(
         clean_prefix: 0,
         save_token: 0,
         transcript: crate::model::TranscriptLog::new(),
+        links: Default::default(),
     })
 }
 
