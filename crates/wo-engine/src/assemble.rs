@@ -754,9 +754,16 @@ fn add_recent_turns(
     let mut unlisted = 0usize;
     let mut oldest_unlisted: Option<&str> = None;
     let too_old = "older than what fits the token budget";
+    // The branch may hold the whole transcript (100k messages): a cheap
+    // key of each recalled id filters the set lookups (ids are `m_` + hex,
+    // so their last eight bytes almost always tell them apart).
+    let mut recalled_keys: Vec<u64> = recalled_ids.iter().map(|id| tail_key(id)).collect();
+    recalled_keys.sort_unstable();
+    let recalled =
+        |id: &str| recalled_keys.binary_search(&tail_key(id)).is_ok() && recalled_ids.contains(id);
     for i in 0..window.branch.len() {
         let m = window.branch[i];
-        if m.id().is_some_and(|id| recalled_ids.contains(id)) {
+        if m.id().is_some_and(recalled) {
             continue;
         }
         if !cut {
@@ -808,6 +815,14 @@ fn add_recent_turns(
         });
         a.turns.push((role, window.take_text(i)));
     }
+}
+
+/// The last (up to) eight bytes of `id`, as a number: a cheap first test
+/// of set membership.
+fn tail_key(id: &str) -> u64 {
+    let b = id.as_bytes();
+    let tail = &b[b.len().saturating_sub(8)..];
+    tail.iter().fold(0u64, |k, &x| (k << 8) | u64::from(x))
 }
 
 /// Recalls earlier messages for `query` within `cap` tokens: hits and the
