@@ -17,8 +17,14 @@
 //! First token = the first `delta` event. Prints p50/p90 of each path and
 //! local minus stateless at p50.
 //!
+//! The provider's `context_window` is `CONTEXT_WINDOW` (default 8192, a
+//! typical local model's): the local server fills that budget with recalled
+//! and recent messages, so a 128k window makes it assemble — and send — a
+//! prompt sixteen times larger, which costs in proportion whatever the
+//! index does.
+//!
 //! Run: `cargo bench -p wo-server --bench chat_latency` (env `REQUESTS`,
-//! default 100; `WARMUP`, 10; `MESSAGES`, 100000).
+//! default 100; `WARMUP`, 10; `MESSAGES`, 100000; `CONTEXT_WINDOW`, 8192).
 
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
@@ -190,8 +196,9 @@ async fn server(
     up: SocketAddr,
     state_file: Option<std::path::PathBuf>,
 ) -> SocketAddr {
+    let window = env("CONTEXT_WINDOW", 8192);
     let text = format!(
-        "[defaults]\nprovider = \"up\"\n\n[providers.up]\nkind = \"openai\"\nbase_url = \"http://{up}/v1\"\nmodel = \"up\"\n\n[interpreter]\nmode = \"off\"\n"
+        "[defaults]\nprovider = \"up\"\n\n[providers.up]\nkind = \"openai\"\nbase_url = \"http://{up}/v1\"\nmodel = \"up\"\ncontext_window = {window}\n\n[interpreter]\nmode = \"off\"\n"
     );
     let config = wo_providers::Config::from_toml(
         &text,
