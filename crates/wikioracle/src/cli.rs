@@ -729,9 +729,9 @@ wo truth edit t_2c1d --content \"Deploys moved to Thursdays\"")]
 
 #[derive(Subcommand, Debug)]
 pub enum MemoryCommand {
-    /// Entries memory created, newest first.
+    /// Entries memory created, newest first (archived ones with --archived).
     #[command(
-        after_help = "Examples:\n  wo memory list\n  wo memory list --kind effort --status open\n  wo memory list --tag release --json"
+        after_help = "Examples:\n  wo memory list\n  wo memory list --kind effort --status open\n  wo memory list --tag release --json\n  wo memory list --archived"
     )]
     List {
         #[arg(long, value_enum)]
@@ -741,6 +741,29 @@ pub enum MemoryCommand {
         status: Option<StatusArg>,
         #[arg(long)]
         tag: Option<String>,
+        /// List archived entries instead (any entry with `expires` that went
+        /// unused for `[memory] archive_after_days`: kept, but no longer
+        /// sent to models).
+        #[arg(long)]
+        archived: bool,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Search what is known (truth entries, BM25 over title and text), best
+    /// first; archived entries only with --archived.
+    #[command(
+        after_help = "Examples:\n  wo memory search kiln schedule\n  wo memory search \"technician visit\" --archived\n  wo memory search glaze --json --limit 5"
+    )]
+    Search {
+        /// Words to look for.
+        #[arg(required = true, num_args = 1..)]
+        query: Vec<String>,
+        /// Search the archived entries (which retrieval no longer sends).
+        #[arg(long)]
+        archived: bool,
+        /// Show at most this many.
+        #[arg(long, default_value_t = 20)]
+        limit: usize,
         #[arg(long)]
         json: bool,
     },

@@ -28,8 +28,11 @@ use wo_providers::{
 };
 use wo_store::{Store, StoreError};
 
-use crate::assemble::{Assembled, AssemblyOptions, ChunkCandidate, assemble, estimate_tokens};
+use crate::assemble::{
+    Assembled, AssemblyOptions, ChunkCandidate, assemble_indexed, estimate_tokens,
+};
 use crate::memory::{Exchange, OpsError, Origin, Record};
+use crate::recall::RecallIndex;
 use crate::turn::{CompletedTurn, apply_turn};
 
 /// Tokens kept free for the answer when `max_tokens` is not given.
@@ -89,6 +92,9 @@ pub struct TurnRequest {
     /// [`STOPPED`]) and no memory step runs. Off, a cancellation commits
     /// nothing. The CLI's Ctrl-C sets it.
     pub keep_partial: bool,
+    /// `[memory] archive_after_days`: entries with `expires` unused this
+    /// long are archived when the turn is recorded; `None`: never.
+    pub archive_after_days: Option<u32>,
 }
 
 /// The finish reason of an answer stopped by its reader and kept
@@ -227,6 +233,18 @@ pub trait TurnState: Send {
         f: impl FnOnce(&State) -> Result<T, TurnError> + Send + 'static,
     ) -> impl Future<Output = Result<T, TurnError>> + Send;
 
+    /// Runs `f` on the current state and the recall index kept beside it,
+    /// if this face keeps one (the local server: brought up to date with
+    /// the state first, see [`crate::recall::RecallIndex::sync`]); by
+    /// default there is none, and recall scans the transcript. The prompt
+    /// is the same either way.
+    fn read_indexed<T: Send + 'static>(
+        &mut self,
+        f: impl FnOnce(&State, Option<&RecallIndex>) -> Result<T, TurnError> + Send + 'static,
+    ) -> impl Future<Output = Result<T, TurnError>> + Send {
+        self.read(move |state| f(state, None))
+    }
+
     /// Runs while the model answers; by default just awaits `answering`.
     /// The CLI's store uses the time to serialise its messages.
     fn while_answering<T>(
@@ -343,6 +361,7 @@ pub fn configured_models(cfg: &wo_providers::Config) -> Vec<String> {
 /// below are private: [`run_turn`] is the only code that sequences them.
 fn prepare(
     state: &State,
+    index: Option<&RecallIndex>,
     provider: &dyn Provider,
     req: &TurnRequest,
 ) -> Result<Assembled, TurnError> {
@@ -367,7 +386,8 @@ fn prepare(
             .count_tokens(text)
             .unwrap_or_else(|| estimate_tokens(text))
     };
-    assemble(state, &req.prompt, &opts, &count, &req.chunks).map_err(|e| TurnError::Assemble(e.0))
+    assemble_indexed(state, index, &req.prompt, &opts, &count, &req.chunks)
+        .map_err(|e| TurnError::Assemble(e.0))
 }
 
 /// The provider request for an assembled prompt.
@@ -453,13 +473,14 @@ async fn fetch_links(mut links: Vec<String>, policy: &wo_fetch::FetchPolicy) -> 
 /// skipped.
 fn prepare_with_links(
     state: &State,
+    index: Option<&RecallIndex>,
     provider: &dyn Provider,
     req: &TurnRequest,
     fetched: FetchedLinks,
 ) -> Result<Assembled, TurnError> {
     let mut req = req.clone();
     req.chunks.extend(fetched.pages);
-    let mut assembled = prepare(state, provider, &req)?;
+    let mut assembled = prepare(state, index, provider, &req)?;
     for (url, reason) in fetched.failures {
         assembled.dropped.push(crate::assemble::Dropped {
             kind: crate::assemble::SourceKind::Chunk,
@@ -648,6 +669,7 @@ fn completed_turn(
                 .or_else(|| state.messages().last().map(|m| m.id.clone()))
         },
         new_conversation: req.new_conversation,
+        archive_after_days: req.archive_after_days,
     }
 }
 
@@ -720,7 +742,7 @@ async fn assemble_turn(
     let (first, links) = {
         let (provider, req) = (provider.clone(), req.clone());
         state
-            .read(move |state| {
+            .read_indexed(move |state, index| {
                 if let Some(parent) = &req.parent
                     && state.message(parent).is_none()
                 {
@@ -730,7 +752,7 @@ async fn assemble_turn(
                     )
                     .into());
                 }
-                let first = prepare(state, provider.as_ref(), &req)?;
+                let first = prepare(state, index, provider.as_ref(), &req)?;
                 let links = match req.url_fetch {
                     Some(_) => links_to_fetch(state, &first, &req.prompt),
                     None => Vec::new(),
@@ -745,7 +767,9 @@ async fn assemble_turn(
     let fetched = fetch_links(links, policy).await;
     let (provider, req) = (provider.clone(), req.clone());
     state
-        .read(move |state| prepare_with_links(state, provider.as_ref(), &req, fetched))
+        .read_indexed(move |state, index| {
+            prepare_with_links(state, index, provider.as_ref(), &req, fetched)
+        })
         .await
 }
 

@@ -243,6 +243,7 @@ impl TurnParams {
             memory: None,
             // Each face decides (the CLI keeps a stopped answer).
             keep_partial: false,
+            archive_after_days: cfg.memory.archive_after_days(),
         })
     }
 }
