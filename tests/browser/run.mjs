@@ -1852,10 +1852,12 @@ for (const mode of ['local', 'stateless']) {
       const server = mode === 'local' ? await localServer() : await statelessServer();
       await withPage(server, { size, prefs: { max_tokens: ANSWER_TOKENS, provider: 'dead' } }, async (page, watch, context) => {
         // The remembered choice cannot answer: said once, with the reason in local mode.
-        await page.waitForFunction(() => /dead cannot answer/.test(document.querySelector('[data-testid="alert"]').textContent), null, { timeout: 30_000 });
-        const alertText = await page.textContent('[data-testid="alert"]');
-        assert(alertText.split('cannot answer').length === 2, `said more than once: ${alertText}`);
-        if (mode === 'local') assert(/dead cannot answer: \S/.test(alertText), `no reason given: ${alertText}`);
+        await page.waitForFunction(() => /dead cannot answer/.test(document.querySelector('[data-testid="provider-note"]').textContent), null, { timeout: 30_000 });
+        const noteText = await page.textContent('[data-testid="provider-note"]');
+        assert(noteText.split('cannot answer').length === 2, `said more than once: ${noteText}`);
+        if (mode === 'local') assert(/dead cannot answer: \S/.test(noteText), `no reason given: ${noteText}`);
+        // The note is the picker's: the page's error area stays for failures.
+        assert(!(await page.textContent('[data-testid="alert"]')), `the choice reported as an error: ${await page.textContent('[data-testid="alert"]')}`);
         const options = async () => page.$$eval('[data-testid="composer-provider"] option', (os) => os.map((o) => ({ text: o.textContent, disabled: o.disabled, selected: o.selected, value: o.value })));
         let opts = await options();
         const dead = opts.filter((o) => /^dead/.test(o.text));
@@ -1878,6 +1880,7 @@ for (const mode of ['local', 'stateless']) {
         await sleep(500);
         assert((await page.$eval('[data-testid="composer-provider"]', (s) => s.selectedOptions[0]?.textContent)) === 'llama · smollm2', 'the choice was not remembered');
         assert(!(await page.textContent('[data-testid="alert"]')), `an error after choosing a working provider: ${await page.textContent('[data-testid="alert"]')}`);
+        assert(await page.isHidden('[data-testid="provider-note"]'), 'the unreachable note stayed after choosing a working provider');
         if (size === 'phone') {
           const overflow = await page.evaluate(() => document.documentElement.scrollWidth - window.innerWidth);
           assert(overflow <= 1, `the composer with the picker is ${overflow}px wider than the phone`);

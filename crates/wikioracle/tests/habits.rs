@@ -48,17 +48,9 @@ struct Fake {
 
 impl Fake {
     fn start(answer: Answer, models: &'static [&'static str]) -> Fake {
-        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-        let port = listener.local_addr().unwrap().port();
         let seen = Arc::new(Mutex::new(Vec::new()));
         let log = seen.clone();
-        std::thread::spawn(move || {
-            for stream in listener.incoming() {
-                let Ok(stream) = stream else { continue };
-                let log = log.clone();
-                std::thread::spawn(move || serve(stream, answer, models, log));
-            }
-        });
+        let port = common::connection_server(move |s| serve(s, answer, models, log.clone()));
         Fake { port, seen }
     }
 
@@ -171,6 +163,23 @@ fn wo(p: &Project, cfg: &Path, args: &[&str]) -> Command {
 
 fn run(mut c: Command) -> Run {
     common::to_run(c.output().unwrap())
+}
+
+/// Reads `child`'s stdout until it has said `marker`, then sends it a real
+/// SIGINT (Ctrl-C) mid-answer; what it read.
+fn interrupt_after(child: &std::process::Child, stdout: &mut impl Read, marker: &str) -> Vec<u8> {
+    let mut got = Vec::new();
+    let mut buf = [0u8; 256];
+    while !String::from_utf8_lossy(&got).contains(marker) {
+        let n = stdout.read(&mut buf).unwrap();
+        assert!(n > 0, "stdout closed early");
+        got.extend_from_slice(&buf[..n]);
+    }
+    // SAFETY: kill(2) with a live child's pid and a valid signal number.
+    unsafe {
+        libc::kill(child.id() as i32, libc::SIGINT);
+    }
+    got
 }
 
 fn run_in(mut c: Command, input: &str) -> Run {
@@ -515,16 +524,7 @@ fn ctrl_c_keeps_the_question_and_the_partial_answer() {
         .unwrap();
     // Wait for the first words on stdout, then a real SIGINT.
     let mut stdout = child.stdout.take().unwrap();
-    let mut got = Vec::new();
-    let mut buf = [0u8; 256];
-    while !String::from_utf8_lossy(&got).contains("first half") {
-        let n = stdout.read(&mut buf).unwrap();
-        assert!(n > 0, "stdout closed early");
-        got.extend_from_slice(&buf[..n]);
-    }
-    unsafe {
-        libc::kill(child.id() as i32, libc::SIGINT);
-    }
+    let mut got = interrupt_after(&child, &mut stdout, "first half");
     let mut rest = Vec::new();
     stdout.read_to_end(&mut rest).unwrap();
     let out = child.wait_with_output().unwrap();
@@ -558,15 +558,7 @@ fn ctrl_c_keeps_the_question_and_the_partial_answer() {
     let mut stdin = child.stdin.take().unwrap();
     stdin.write_all(b"go on\n").unwrap();
     let mut stdout = child.stdout.take().unwrap();
-    let mut got = Vec::new();
-    while !String::from_utf8_lossy(&got).contains("first half") {
-        let n = stdout.read(&mut buf).unwrap();
-        assert!(n > 0, "stdout closed early");
-        got.extend_from_slice(&buf[..n]);
-    }
-    unsafe {
-        libc::kill(child.id() as i32, libc::SIGINT);
-    }
+    let mut got = interrupt_after(&child, &mut stdout, "first half");
     // Give the chat a moment to save, then leave.
     std::thread::sleep(Duration::from_millis(500));
     drop(stdin);
@@ -1057,34 +1049,29 @@ fn git_merges_llm_json_with_the_merge_driver() {
 /// JSON body (200); any other path is a 404. Records each request's path
 /// and headers (lowercased).
 fn json_routes(routes: &'static [(&'static str, &'static str)]) -> (u16, Arc<Mutex<Vec<String>>>) {
-    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-    let port = listener.local_addr().unwrap().port();
     let seen = Arc::new(Mutex::new(Vec::new()));
     let log = seen.clone();
-    std::thread::spawn(move || {
-        for stream in listener.incoming() {
-            let Ok(mut stream) = stream else { continue };
-            let mut reader = BufReader::new(stream.try_clone().unwrap());
-            let mut head = String::new();
-            loop {
-                let mut line = String::new();
-                if reader.read_line(&mut line).unwrap_or(0) == 0 || line == "\r\n" {
-                    break;
-                }
-                head.push_str(&line.to_ascii_lowercase());
+    let port = common::connection_server(move |mut stream| {
+        let mut reader = BufReader::new(stream.try_clone().unwrap());
+        let mut head = String::new();
+        loop {
+            let mut line = String::new();
+            if reader.read_line(&mut line).unwrap_or(0) == 0 || line == "\r\n" {
+                break;
             }
-            let path = head.split_whitespace().nth(1).unwrap_or("").to_owned();
-            log.lock().unwrap().push(head.clone());
-            let (status, body) = match routes.iter().find(|(p, _)| *p == path) {
-                Some((_, body)) => ("200 OK", *body),
-                None => ("404 Not Found", "{\"error\":\"not found\"}"),
-            };
-            let _ = write!(
-                stream,
-                "HTTP/1.1 {status}\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
-                body.len()
-            );
+            head.push_str(&line.to_ascii_lowercase());
         }
+        let path = head.split_whitespace().nth(1).unwrap_or("").to_owned();
+        log.lock().unwrap().push(head.clone());
+        let (status, body) = match routes.iter().find(|(p, _)| *p == path) {
+            Some((_, body)) => ("200 OK", *body),
+            None => ("404 Not Found", "{\"error\":\"not found\"}"),
+        };
+        let _ = write!(
+            stream,
+            "HTTP/1.1 {status}\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+            body.len()
+        );
     });
     (port, seen)
 }

@@ -212,18 +212,8 @@ fn drive_http(server: &Serving, scenario: &str, extra: &[&str]) -> Value {
 
 /// One raw HTTP/1.1 request to `wo serve`; (status, body).
 fn http(port: u16, request: &str) -> (u16, String) {
-    use std::io::{Read, Write};
-    let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
-    s.write_all(request.as_bytes()).unwrap();
-    let mut text = String::new();
-    let _ = s.read_to_string(&mut text);
-    let status = text
-        .split(' ')
-        .nth(1)
-        .and_then(|c| c.parse().ok())
-        .unwrap_or(0);
-    let body = text.split_once("\r\n\r\n").map_or("", |b| b.1).to_owned();
-    (status, body)
+    let (status, text) = common::raw_http(port, request);
+    (status, common::body_of(&text))
 }
 
 #[test]

@@ -28,70 +28,8 @@ fn median(mut v: Vec<Duration>) -> Duration {
     v[v.len() / 2]
 }
 
-/// A Zipf-distributed vocabulary of 5,000 made-up words plus the query's
-/// domain words, so that, as in real transcripts, common words are common
-/// and the query's words appear in a minority of messages.
-struct Corpus {
-    vocab: Vec<String>,
-    /// Cumulative Zipf weights.
-    cdf: Vec<f64>,
-}
-
-impl Corpus {
-    fn new() -> Self {
-        let domain: Vec<&str> =
-            "kiln glaze firing schedule cone reduction porcelain clay deploy release server cookie merge export context budget"
-                .split(' ')
-                .collect();
-        let syllables = [
-            "ka", "lo", "mi", "re", "su", "ten", "vo", "xi", "pra", "den", "ul", "gor",
-        ];
-        let mut vocab: Vec<String> = Vec::new();
-        for i in 0..5000usize {
-            let mut w = String::new();
-            let mut n = i + 7;
-            for _ in 0..(2 + i % 3) {
-                w.push_str(syllables[n % syllables.len()]);
-                n /= syllables.len();
-                n += i;
-            }
-            vocab.push(w);
-        }
-        // Domain words at mid-frequency ranks.
-        for (k, d) in domain.iter().enumerate() {
-            vocab[40 + k * 25] = (*d).to_owned();
-        }
-        let mut cdf = Vec::with_capacity(vocab.len());
-        let mut acc = 0.0;
-        for rank in 1..=vocab.len() {
-            acc += 1.0 / rank as f64;
-            cdf.push(acc);
-        }
-        Corpus { vocab, cdf }
-    }
-
-    fn sentence(&self, seed: usize, words: usize) -> String {
-        let total = *self.cdf.last().unwrap();
-        let mut x = seed as u64 ^ 0x9E37_79B9_7F4A_7C15;
-        (0..words)
-            .map(|_| {
-                x ^= x << 13;
-                x ^= x >> 7;
-                x ^= x << 17;
-                let r = (x % 1_000_000) as f64 / 1_000_000.0 * total;
-                let i = self
-                    .cdf
-                    .partition_point(|&c| c < r)
-                    .min(self.vocab.len() - 1);
-                self.vocab[i].as_str()
-            })
-            .collect::<Vec<_>>()
-            .join(" ")
-    }
-}
-
 fn build(messages: usize, truth: usize) -> State {
-    let corpus = Corpus::new();
+    let corpus = wo_testkit::ZipfText::new(&"kiln glaze firing schedule cone reduction porcelain clay deploy release server cookie merge export context budget".split(' ').collect::<Vec<_>>());
     let mut s = State::new(Timestamp::from_unix(1_800_000_000));
     s.context = "<div><p>This directory holds the kiln project and its notes.</p></div>".into();
     let mut list = Vec::with_capacity(messages);
@@ -153,19 +91,17 @@ fn main() {
         let a = assemble(store.state(), query, &opts, &estimate_tokens, &[]).unwrap();
         let t2 = Instant::now();
         let turn = CompletedTurn {
-            username: "alec".into(),
-            prompt: query.into(),
-            answer: "Cone 10 reduction, slow cooling.".into(),
-            answer_xhtml: wo_engine::turn::answer_xhtml("Cone 10 reduction, slow cooling."),
-            sent_at: Timestamp::from_unix(2_000_000_000 + i as i64 * 10),
-            finished_at: Timestamp::from_unix(2_000_000_001 + i as i64 * 10),
-            provider: "local".into(),
-            model: "smollm2".into(),
-            usage: None,
             sources: a.sources.clone(),
-            parent: None,
-            new_conversation: false,
-            archive_after_days: None,
+            ..CompletedTurn::new(
+                "alec",
+                query,
+                "Cone 10 reduction, slow cooling.",
+                ("local", "smollm2"),
+                (
+                    Timestamp::from_unix(2_000_000_000 + i as i64 * 10),
+                    Timestamp::from_unix(2_000_000_001 + i as i64 * 10),
+                ),
+            )
         };
         store.transact(|s| apply_turn(s, &turn)).unwrap();
         let t3 = Instant::now();

@@ -40,6 +40,37 @@ pub struct CompletedTurn {
     pub archive_after_days: Option<u32>,
 }
 
+impl CompletedTurn {
+    /// `username` asked `prompt` at `sent_at`; `model` of `provider`
+    /// answered `answer` at `finished_at` — no usage, sources or parent,
+    /// continuing the conversation, no archiving. Set what differs with
+    /// struct update syntax.
+    pub fn new(
+        username: impl Into<String>,
+        prompt: impl Into<String>,
+        answer: impl Into<String>,
+        (provider, model): (&str, &str),
+        (sent_at, finished_at): (Timestamp, Timestamp),
+    ) -> CompletedTurn {
+        let answer = answer.into();
+        CompletedTurn {
+            username: username.into(),
+            prompt: prompt.into(),
+            answer_xhtml: answer_xhtml(&answer),
+            answer,
+            sent_at,
+            finished_at,
+            provider: provider.to_owned(),
+            model: model.to_owned(),
+            usage: None,
+            sources: Vec::new(),
+            parent: None,
+            new_conversation: false,
+            archive_after_days: None,
+        }
+    }
+}
+
 /// A model's Markdown answer as the sanitised XHTML a message stores. Linear
 /// in the answer's length whatever its nesting; still, call it before taking
 /// the store's lock (as `chat::completed_turn` does).

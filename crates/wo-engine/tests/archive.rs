@@ -46,19 +46,15 @@ fn state() -> State {
 
 fn turn(sent: Timestamp, sources: Vec<String>, days: Option<u32>) -> CompletedTurn {
     CompletedTurn {
-        username: "ann".into(),
-        prompt: "when does the kiln technician come?".into(),
-        answer: "Friday.".into(),
-        answer_xhtml: "<p>Friday.</p>".into(),
-        finished_at: sent.clone(),
-        sent_at: sent,
-        provider: "fake".into(),
-        model: "fake-1".into(),
-        usage: None,
         sources,
-        parent: None,
-        new_conversation: false,
         archive_after_days: days,
+        ..CompletedTurn::new(
+            "ann",
+            "when does the kiln technician come?",
+            "Friday.",
+            ("fake", "fake-1"),
+            (sent.clone(), sent),
+        )
     }
 }
 

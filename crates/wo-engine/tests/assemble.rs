@@ -392,19 +392,14 @@ fn stored_sources_name_what_retrieval_added_not_the_whole_conversation() {
     // Stored, the answer's sources stay small and the file stays valid.
     let mut state = s.clone();
     let turn = wo_engine::turn::CompletedTurn {
-        username: "alec".into(),
-        prompt: "what firing schedule for the kiln?".into(),
-        answer: "Slowly.".into(),
-        answer_xhtml: wo_engine::turn::answer_xhtml("Slowly."),
-        sent_at: Timestamp::from_unix(NOW),
-        finished_at: Timestamp::from_unix(NOW + 1),
-        provider: "p".into(),
-        model: "smollm2".into(),
-        usage: None,
         sources: a.sources.clone(),
-        parent: None,
-        new_conversation: false,
-        archive_after_days: None,
+        ..wo_engine::turn::CompletedTurn::new(
+            "alec",
+            "what firing schedule for the kiln?",
+            "Slowly.",
+            ("p", "smollm2"),
+            (Timestamp::from_unix(NOW), Timestamp::from_unix(NOW + 1)),
+        )
     };
     let (_, answer) = wo_engine::turn::apply_turn(&mut state, &turn);
     let stored = state.message(&answer).unwrap().sources.clone().unwrap();

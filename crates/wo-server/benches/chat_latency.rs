@@ -32,118 +32,22 @@ use std::time::{Duration, Instant};
 #[global_allocator]
 static ALLOC: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
-use axum::body::Body;
-use axum::response::Response;
-use axum::routing::post;
+mod common;
+
+use common::{TOKEN, env, ms, pct, upstream};
 use serde_json::{Value, json};
 use wo_format::{Message, State, Timestamp, TruthEntry};
 
-const TOKEN: &str = "bench-token-0123456789-abcdefghijklmnop";
 const QUERY: &str = "What firing schedule did we settle on for the porcelain kiln?";
-
-fn env(name: &str, default: usize) -> usize {
-    std::env::var(name)
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(default)
-}
-
-/// An OpenAI-compatible upstream streaming 16 tokens with no delay.
-async fn upstream() -> SocketAddr {
-    let app = axum::Router::new().route(
-        "/v1/chat/completions",
-        post(|| async {
-            let mut text = String::new();
-            for i in 0..16 {
-                let chunk = json!({"id": "c", "object": "chat.completion.chunk", "created": 1,
-                    "model": "up", "choices": [{"index": 0, "delta": {"content": format!("tok{i} ")},
-                    "finish_reason": null}]});
-                text.push_str(&format!("data: {chunk}\n\n"));
-            }
-            let last = json!({"id": "c", "object": "chat.completion.chunk", "created": 1,
-                "model": "up", "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}],
-                "usage": {"prompt_tokens": 10, "completion_tokens": 16}});
-            text.push_str(&format!("data: {last}\n\ndata: [DONE]\n\n"));
-            Response::builder()
-                .header("content-type", "text/event-stream")
-                .body(Body::from(text))
-                .unwrap()
-        }),
-    );
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    tokio::spawn(async move {
-        let _ = axum::serve(listener, app).await;
-    });
-    addr
-}
-
-/// Sentences over a Zipf-distributed vocabulary of 5,000 made-up words and
-/// the query's domain words at mid-frequency ranks.
-struct Corpus {
-    vocab: Vec<String>,
-    cdf: Vec<f64>,
-}
-
-impl Corpus {
-    fn new() -> Self {
-        let domain = [
-            "kiln",
-            "glaze",
-            "firing",
-            "schedule",
-            "cone",
-            "porcelain",
-            "settle",
-            "clay",
-        ];
-        let syllables = [
-            "ka", "lo", "mi", "re", "su", "ten", "vo", "xi", "pra", "den", "ul", "gor",
-        ];
-        let mut vocab: Vec<String> = (0..5000usize)
-            .map(|i| {
-                let (mut w, mut n) = (String::new(), i + 7);
-                for _ in 0..(2 + i % 3) {
-                    w.push_str(syllables[n % syllables.len()]);
-                    n = n / syllables.len() + i;
-                }
-                w
-            })
-            .collect();
-        for (k, d) in domain.iter().enumerate() {
-            vocab[40 + k * 25] = (*d).to_owned();
-        }
-        let mut acc = 0.0;
-        let cdf = (1..=vocab.len())
-            .map(|rank| {
-                acc += 1.0 / rank as f64;
-                acc
-            })
-            .collect();
-        Corpus { vocab, cdf }
-    }
-
-    fn sentence(&self, seed: usize, words: usize) -> String {
-        let total = *self.cdf.last().unwrap();
-        let mut x = seed as u64 ^ 0x9E37_79B9_7F4A_7C15;
-        (0..words)
-            .map(|_| {
-                x ^= x << 13;
-                x ^= x >> 7;
-                x ^= x << 17;
-                let r = (x % 1_000_000) as f64 / 1_000_000.0 * total;
-                let i = self.cdf.partition_point(|&c| c < r);
-                self.vocab[i.min(self.vocab.len() - 1)].as_str()
-            })
-            .collect::<Vec<_>>()
-            .join(" ")
-    }
-}
 
 /// A state with `messages` stored turns (a chain of parent links, as the
 /// server writes them) and 50 truth entries.
 fn seeded(messages: usize) -> State {
-    let corpus = Corpus::new();
+    let corpus = wo_testkit::ZipfText::new(
+        &"kiln glaze firing schedule cone porcelain settle clay"
+            .split(' ')
+            .collect::<Vec<_>>(),
+    );
     let mut s = State::new(Timestamp::from_unix(1_800_000_000));
     for i in 0..50 {
         s.add_truth(TruthEntry::new(
@@ -208,35 +112,15 @@ async fn server(
     .unwrap();
     let local = state_file.is_some();
     let bound = wo_server::bind(wo_server::ServeOptions {
-        state_file,
-        addr: "127.0.0.1:0".parse().unwrap(),
-        allowed_hosts: Vec::new(),
-        rate_per_minute: 0,
-        limits: Default::default(),
-        config,
         username: "ann".into(),
-        index_root: None,
         token: local.then(|| TOKEN.into()),
-        token_dir: None,
-        new_token: false,
-        store: wo_store::OpenOptions::default(),
-        hosted: Default::default(),
-        mcp_allow_write: false,
+        ..wo_server::ServeOptions::new(state_file, config)
     })
     .await
     .unwrap();
     let addr = bound.addr;
     tokio::spawn(bound.serve(std::future::pending()));
     addr
-}
-
-fn pct(v: &mut [Duration], q: f64) -> Duration {
-    v.sort();
-    v[((v.len() - 1) as f64 * q) as usize]
-}
-
-fn ms(d: Duration) -> f64 {
-    d.as_secs_f64() * 1e3
 }
 
 fn main() {

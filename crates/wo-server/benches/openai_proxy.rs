@@ -13,54 +13,14 @@
 //! default 300; `WARMUP`, 30; `MESSAGES`, stored messages to start from,
 //! default 0; `TRUTH`, truth entries, default 50).
 
-use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use axum::body::Body;
-use axum::response::Response;
-use axum::routing::post;
+mod common;
+
+use common::{TOKEN, env, ms, pct, upstream};
 use serde_json::json;
 use wo_format::{Message, State, Timestamp, TruthEntry};
-
-const TOKEN: &str = "bench-token-0123456789-abcdefghijklmnop";
-
-fn env(name: &str, default: usize) -> usize {
-    std::env::var(name)
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(default)
-}
-
-/// An OpenAI-compatible upstream streaming 16 tokens with no delay.
-async fn upstream() -> SocketAddr {
-    let app = axum::Router::new().route(
-        "/v1/chat/completions",
-        post(|| async {
-            let mut text = String::new();
-            for i in 0..16 {
-                let chunk = json!({"id": "c", "object": "chat.completion.chunk", "created": 1,
-                    "model": "up", "choices": [{"index": 0, "delta": {"content": format!("tok{i} ")},
-                    "finish_reason": null}]});
-                text.push_str(&format!("data: {chunk}\n\n"));
-            }
-            let last = json!({"id": "c", "object": "chat.completion.chunk", "created": 1,
-                "model": "up", "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}],
-                "usage": {"prompt_tokens": 10, "completion_tokens": 16}});
-            text.push_str(&format!("data: {last}\n\ndata: [DONE]\n\n"));
-            Response::builder()
-                .header("content-type", "text/event-stream")
-                .body(Body::from(text))
-                .unwrap()
-        }),
-    );
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    tokio::spawn(async move {
-        let _ = axum::serve(listener, app).await;
-    });
-    addr
-}
 
 /// A state with `messages` stored turns and `truth` entries.
 fn seeded(messages: usize, truth: usize) -> State {
@@ -107,15 +67,6 @@ async fn first_token(client: &reqwest::Client, url: &str, bearer: Option<&str>) 
     at.unwrap_or_else(|| panic!("{url}: no answer text in {seen}"))
 }
 
-fn pct(v: &mut [Duration], q: f64) -> Duration {
-    v.sort();
-    v[((v.len() - 1) as f64 * q) as usize]
-}
-
-fn ms(d: Duration) -> f64 {
-    d.as_secs_f64() * 1e3
-}
-
 fn main() {
     let requests = env("REQUESTS", 300);
     let warmup = env("WARMUP", 30);
@@ -141,20 +92,9 @@ fn main() {
         )
         .unwrap();
         let bound = wo_server::bind(wo_server::ServeOptions {
-            state_file: Some(state.clone()),
-            addr: "127.0.0.1:0".parse().unwrap(),
-            allowed_hosts: Vec::new(),
-            rate_per_minute: 0,
-            limits: Default::default(),
-            config,
             username: "ann".into(),
-            index_root: None,
             token: Some(TOKEN.into()),
-            token_dir: None,
-            new_token: false,
-            store: wo_store::OpenOptions::default(),
-            hosted: Default::default(),
-            mcp_allow_write: false,
+            ..wo_server::ServeOptions::new(Some(state.clone()), config)
         })
         .await
         .unwrap();

@@ -92,6 +92,31 @@ pub struct ServeOptions {
     pub mcp_allow_write: bool,
 }
 
+impl ServeOptions {
+    /// Local mode on `state_file` (stateless with `None`) answering with
+    /// `config`'s providers, on a free loopback port, with the default
+    /// limits, no rate limit, no index, no MCP writes and a new token each
+    /// start; set what differs with struct update syntax.
+    pub fn new(state_file: Option<PathBuf>, config: wo_providers::Config) -> ServeOptions {
+        ServeOptions {
+            state_file,
+            addr: SocketAddr::from(([127, 0, 0, 1], 0)),
+            allowed_hosts: Vec::new(),
+            rate_per_minute: 0,
+            limits: Limits::default(),
+            config,
+            username: "you".into(),
+            index_root: None,
+            token: None,
+            token_dir: None,
+            new_token: false,
+            store: wo_store::OpenOptions::default(),
+            hosted: Hosted::default(),
+            mcp_allow_write: false,
+        }
+    }
+}
+
 /// Why the server did not start.
 #[derive(Debug, thiserror::Error)]
 pub enum ServeError {

@@ -343,13 +343,7 @@ async fn item_2_cookies_do_not_cross_ports() {
     sign_in_with(&a, &mut jar).await;
     sign_in_with(&b, &mut jar).await;
     for s in [&a, &b] {
-        let r = s
-            .client
-            .get(s.url("/api/state"))
-            .header("cookie", jar.header())
-            .send()
-            .await
-            .unwrap();
+        let r = s.get_with_cookie("/api/state", &jar.header()).await;
         check("both servers stay signed in", r.status() == StatusCode::OK);
     }
     // B's cookie (B's token, B's name) opens nothing on A; nor does A's
@@ -366,13 +360,7 @@ async fn item_2_cookies_do_not_cross_ports() {
         format!("wo_session_{}_ffffff={TOKEN}", b.addr.port()),
         format!("{name_b}={TOKEN}"),
     ] {
-        let r = a
-            .client
-            .get(a.url("/api/state"))
-            .header("cookie", &cookie)
-            .send()
-            .await
-            .unwrap();
+        let r = a.get_with_cookie("/api/state", &cookie).await;
         check(
             &format!("A refuses {cookie}"),
             r.status() == StatusCode::UNAUTHORIZED,
@@ -717,15 +705,7 @@ async fn item_11_hosted_clients_choose_only_what_the_operator_offers() {
     );
     // Anonymous clients see names, never URLs, paths or key sources.
     for path in ["/api/providers", "/api/providers?check=true", "/api/info"] {
-        let text = s
-            .client
-            .get(s.url(path))
-            .send()
-            .await
-            .unwrap()
-            .text()
-            .await
-            .unwrap();
+        let text = s.public_text(path).await;
         let leaks: Vec<&str> = [
             "http://",
             "/v1",

@@ -54,12 +54,8 @@ async fn the_api_needs_the_token() {
             "{path} with a wrong token"
         );
         let r = s
-            .client
-            .get(s.url(path))
-            .header("cookie", format!("{}=nope", s.session_cookie))
-            .send()
-            .await
-            .unwrap();
+            .get_with_cookie(path, &format!("{}=nope", s.session_cookie))
+            .await;
         assert_eq!(
             r.status(),
             StatusCode::UNAUTHORIZED,
@@ -107,13 +103,7 @@ async fn the_launch_url_becomes_a_strict_httponly_cookie() {
     for attr in ["HttpOnly", "SameSite=Strict", "Path=/"] {
         assert!(cookie.contains(attr), "{cookie} lacks {attr}");
     }
-    let r = s
-        .client
-        .get(s.url("/api/state"))
-        .header("cookie", s.cookie())
-        .send()
-        .await
-        .unwrap();
+    let r = s.get_with_cookie("/api/state", &s.cookie()).await;
     assert_eq!(r.status(), StatusCode::OK);
     // A wrong sign-in token sets nothing.
     let r = s.client.get(s.url("/?token=guess")).send().await.unwrap();
@@ -748,15 +738,7 @@ async fn the_pwa_files_are_served_typed_under_the_csp() {
         assert_eq!(m["start_url"], "/");
         assert_eq!(m["display"], "standalone");
         // The worker keeps only the shell: never the API or the sign-in link.
-        let sw = s
-            .client
-            .get(s.url("/sw.js"))
-            .send()
-            .await
-            .unwrap()
-            .text()
-            .await
-            .unwrap();
+        let sw = s.public_text("/sw.js").await;
         assert!(sw.contains("url.search") && !sw.contains("'/api"), "{sw}");
         // Only GET: a worker or manifest path takes no writes.
         let r = s

@@ -239,6 +239,64 @@ pub fn read_request(stream: &mut TcpStream) -> Vec<u8> {
     buf
 }
 
+/// Deterministic prose for benchmarks: a Zipf-distributed vocabulary of
+/// 5,000 made-up words with `domain` words at mid-frequency ranks, so that,
+/// as in real transcripts, common words are common and a query's words
+/// appear in a minority of messages.
+pub struct ZipfText {
+    vocab: Vec<String>,
+    /// Cumulative Zipf weights.
+    cdf: Vec<f64>,
+}
+
+impl ZipfText {
+    /// The vocabulary with `domain` placed at ranks 40, 65, 90, ….
+    pub fn new(domain: &[&str]) -> ZipfText {
+        let syllables = [
+            "ka", "lo", "mi", "re", "su", "ten", "vo", "xi", "pra", "den", "ul", "gor",
+        ];
+        let mut vocab: Vec<String> = (0..5000usize)
+            .map(|i| {
+                let (mut w, mut n) = (String::new(), i + 7);
+                for _ in 0..(2 + i % 3) {
+                    w.push_str(syllables[n % syllables.len()]);
+                    n = n / syllables.len() + i;
+                }
+                w
+            })
+            .collect();
+        for (k, d) in domain.iter().enumerate() {
+            vocab[40 + k * 25] = (*d).to_owned();
+        }
+        let mut acc = 0.0;
+        let cdf = (1..=vocab.len())
+            .map(|rank| {
+                acc += 1.0 / rank as f64;
+                acc
+            })
+            .collect();
+        ZipfText { vocab, cdf }
+    }
+
+    /// `words` words drawn from the distribution; the same `seed` gives
+    /// the same sentence.
+    pub fn sentence(&self, seed: usize, words: usize) -> String {
+        let total = *self.cdf.last().unwrap();
+        let mut x = seed as u64 ^ 0x9E37_79B9_7F4A_7C15;
+        (0..words)
+            .map(|_| {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                let r = (x % 1_000_000) as f64 / 1_000_000.0 * total;
+                let i = self.cdf.partition_point(|&c| c < r);
+                self.vocab[i.min(self.vocab.len() - 1)].as_str()
+            })
+            .collect::<Vec<_>>()
+            .join(" ")
+    }
+}
+
 /// The names of the entries of `dir`, sorted.
 pub fn sorted_names(dir: &Path) -> Vec<String> {
     let mut names: Vec<String> = std::fs::read_dir(dir)

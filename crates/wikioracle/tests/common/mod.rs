@@ -136,6 +136,47 @@ pub fn loopback_server(answer: impl Fn(std::net::TcpStream) + Send + 'static) ->
     port
 }
 
+/// Sends `request` (a whole HTTP/1.1 request, `Connection: close`) to the
+/// loopback `port` and reads to the end: the status and the whole response
+/// text (headers and body).
+pub fn raw_http(port: u16, request: &str) -> (u16, String) {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+    s.set_read_timeout(Some(std::time::Duration::from_secs(120)))
+        .unwrap();
+    s.write_all(request.as_bytes()).unwrap();
+    let mut out = Vec::new();
+    let _ = s.read_to_end(&mut out);
+    let text = String::from_utf8_lossy(&out).into_owned();
+    let status = text
+        .split_whitespace()
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .unwrap_or(0);
+    (status, text)
+}
+
+/// The body of a response text [`raw_http`] read.
+pub fn body_of(text: &str) -> String {
+    text.split_once("\r\n\r\n").map_or("", |b| b.1).to_owned()
+}
+
+/// A loopback server on a fresh port handing each connection, unread, to
+/// `answer` on a thread of its own. Returns the port.
+pub fn connection_server(answer: impl Fn(std::net::TcpStream) + Send + Sync + 'static) -> u16 {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let answer = std::sync::Arc::new(answer);
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(stream) = stream else { continue };
+            let answer = answer.clone();
+            std::thread::spawn(move || answer(stream));
+        }
+    });
+    port
+}
+
 /// A loopback port nobody listens on (bound, then released).
 pub fn dead_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0")

@@ -1161,6 +1161,7 @@ const app = {
   reveal: null, // an id the next render must include (a search hit, a regenerated answer)
   plainCache: new Map(),
   unreachableShown: new Set(), // providers whose "cannot answer" was said (once each)
+  followedY: 0, // where the page last scrolled to follow an answer
 };
 
 // ------------------------------------------------------------- mode backends
@@ -2335,6 +2336,21 @@ function atBottom() {
 
 function scrollToLatest() {
   window.scrollTo(0, document.documentElement.scrollHeight);
+  app.followedY = window.scrollY;
+}
+
+/**
+ * Follows the stream after new text, unless the reader has scrolled up
+ * since the page last followed it — even when that scroll's event has not
+ * been handled yet (a delta can arrive first; following then would undo
+ * the reader's scroll).
+ */
+function followStream() {
+  if (app.follow && window.scrollY + FOLLOW_SLACK_PX < (app.followedY ?? 0)) {
+    app.follow = false;
+    $('jump-latest').hidden = false;
+  }
+  if (app.follow) scrollToLatest();
 }
 
 function onScroll() {
@@ -2425,7 +2441,7 @@ async function send(opts = null) {
         const t = typeof d.text === 'string' ? d.text : '';
         streamed += t;
         answerText.append(document.createTextNode(t));
-        if (app.follow) scrollToLatest();
+        followStream();
       },
       done: (d) => {
         done = d;
@@ -2936,7 +2952,7 @@ function pickProvider(value) {
   }
   if (!Array.isArray(pair)) return;
   const [provider, model] = pair;
-  clearAlert(); // a "cannot answer" about the previous choice no longer applies
+  showProviderNote(''); // a "cannot answer" about the previous choice no longer applies
   const prov = (app.providers.providers || []).find((x) => x.name === provider);
   // The provider's default model is not pinned: a later change of the
   // server's default model is then followed.
@@ -2954,7 +2970,18 @@ function reportUnreachable() {
   if (!p || p.reachable !== false || app.unreachableShown.has(p.name)) return;
   app.unreachableShown.add(p.name);
   const why = p.detail ? `: ${p.detail}` : ' right now';
-  notify(`${p.name} cannot answer${why}. Pick another provider by the message box.`, 'error');
+  showProviderNote(`${p.name} cannot answer${why}. Pick another provider here.`);
+}
+
+/**
+ * The picker's own note, under the composer: about the choice, not an
+ * action, so it never doubles a failure shown where it happened (the
+ * alert, a message's note).
+ */
+function showProviderNote(text) {
+  const note = $('provider-note');
+  note.textContent = text;
+  note.hidden = !text;
 }
 
 /** Asks the server which providers answer (a request each), then refills the picker. */

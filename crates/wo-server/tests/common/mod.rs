@@ -152,24 +152,17 @@ pub struct Served {
 
 pub fn options(dir: &std::path::Path, upstream: &Upstream, stateless: bool) -> ServeOptions {
     ServeOptions {
-        state_file: (!stateless).then(|| dir.join("llm.json")),
-        addr: "127.0.0.1:0".parse().unwrap(),
-        allowed_hosts: Vec::new(),
-        rate_per_minute: 0,
         limits: Limits {
             body_bytes: 64 << 10,
             upload_bytes: 1 << 20,
             ..Limits::default()
         },
-        config: config_for(upstream.addr, dir),
         username: "tester".into(),
-        index_root: None,
         token: Some(TOKEN.into()),
-        token_dir: None,
-        new_token: false,
-        store: wo_store::OpenOptions::default(),
-        hosted: Default::default(),
-        mcp_allow_write: false,
+        ..ServeOptions::new(
+            (!stateless).then(|| dir.join("llm.json")),
+            config_for(upstream.addr, dir),
+        )
     }
 }
 
@@ -271,6 +264,18 @@ impl Served {
             .post(self.url(path))
             .header("origin", &self.base);
         r.json(body).send().await.unwrap()
+    }
+
+    /// `GET path` carrying `cookie` (whatever a browser jar would send).
+    pub async fn get_with_cookie(&self, path: &str, cookie: &str) -> reqwest::Response {
+        let r = self.client.get(self.url(path)).header("cookie", cookie);
+        r.send().await.unwrap()
+    }
+
+    /// `GET path` as anyone (no credentials), its body as text.
+    pub async fn public_text(&self, path: &str) -> String {
+        let r = self.client.get(self.url(path)).send().await.unwrap();
+        r.text().await.unwrap()
     }
 
     /// `GET path` as anyone (no credentials), its JSON body.
