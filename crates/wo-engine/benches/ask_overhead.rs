@@ -39,11 +39,7 @@ fn build(messages: usize, truth: usize) -> State {
             user,
             Timestamp::from_unix(1_700_000_000 + i as i64 * 5),
             format!("turn {i}"),
-            format!(
-                "<p>{}</p><p>{}</p>",
-                corpus.sentence(i, 24),
-                corpus.sentence(i + 7, 16)
-            ),
+            corpus.message_xhtml(i),
         ));
     }
     *s.messages_mut() = list;

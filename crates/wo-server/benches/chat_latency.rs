@@ -64,11 +64,7 @@ fn seeded(messages: usize) -> State {
             if i % 2 == 0 { "ann" } else { "up" },
             Timestamp::from_unix(1_700_000_000 + i as i64 * 5),
             format!("turn {i}"),
-            format!(
-                "<p>{}</p><p>{}</p>",
-                corpus.sentence(i, 24),
-                corpus.sentence(i + 7, 16)
-            ),
+            corpus.message_xhtml(i),
         );
         m.parent = parent.take();
         parent = Some(m.id.clone());
@@ -127,11 +123,7 @@ fn main() {
     let requests = env("REQUESTS", 100);
     let warmup = env("WARMUP", 10);
     let messages = env("MESSAGES", 100_000);
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap();
+    let rt = common::runtime();
     rt.block_on(async move {
         // SAFETY: set before the servers log anything, on this one thread.
         unsafe { std::env::set_var("WO_SERVE_QUIET", "1") };

@@ -72,11 +72,7 @@ fn main() {
     let warmup = env("WARMUP", 30);
     let messages = env("MESSAGES", 0);
     let truth = env("TRUTH", 50);
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap();
+    let rt = common::runtime();
     rt.block_on(async move {
         let up = upstream().await;
         let dir = tempfile::tempdir().unwrap();

@@ -278,6 +278,16 @@ impl ZipfText {
         ZipfText { vocab, cdf }
     }
 
+    /// The XHTML of the `i`th message of a generated transcript: two
+    /// paragraphs, of 24 and 16 words.
+    pub fn message_xhtml(&self, i: usize) -> String {
+        format!(
+            "<p>{}</p><p>{}</p>",
+            self.sentence(i, 24),
+            self.sentence(i + 7, 16)
+        )
+    }
+
     /// `words` words drawn from the distribution; the same `seed` gives
     /// the same sentence.
     pub fn sentence(&self, seed: usize, words: usize) -> String {

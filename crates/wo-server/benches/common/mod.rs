@@ -51,6 +51,15 @@ pub async fn upstream() -> SocketAddr {
     addr
 }
 
+/// The two-worker runtime the benchmarks measure in (the CI machine's cores).
+pub fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap()
+}
+
 /// The `q` quantile of `v` (sorted in place).
 pub fn pct(v: &mut [Duration], q: f64) -> Duration {
     v.sort();
