@@ -1,5 +1,6 @@
-//! What the binary serves besides the API: the web client (three files, no
-//! build step) and the OpenAPI document.
+//! What the binary serves besides the API: the web client (three files
+//! and the wasm package, no build step at `cargo build`) and the OpenAPI
+//! document.
 
 /// The web client's page.
 pub const INDEX_HTML: &str = include_str!("web/index.html");
@@ -7,10 +8,19 @@ pub const INDEX_HTML: &str = include_str!("web/index.html");
 pub const APP_JS: &str = include_str!("web/app.js");
 /// The web client's styles.
 pub const APP_CSS: &str = include_str!("web/app.css");
+/// wasm-bindgen's glue for the web client's wasm module (`GET /wasm/wo_wasm.js`):
+/// crates/wo-wasm built by `scripts/build-wasm.sh`, committed so that a
+/// `cargo build` needs no wasm toolchain (`--check` holds it to a fresh build).
+pub const WASM_JS: &str = include_str!("web/wasm/wo_wasm.js");
+/// The web client's wasm module (`GET /wasm/wo_wasm_bg.wasm`): wo-format and
+/// wo-wire compiled for the browser.
+pub const WASM_MODULE: &[u8] = include_bytes!("web/wasm/wo_wasm_bg.wasm");
 /// The API, documented (`GET /api/openapi.json`).
 pub const OPENAPI_JSON: &str = include_str!("openapi.json");
 
 /// The Content-Security-Policy of every response: the client loads nothing
 /// from anywhere but this server, and runs no inline script or style, so
-/// markup that slipped into content could not execute.
-pub const CSP: &str = "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; frame-ancestors 'none'; base-uri 'none'; form-action 'self'; object-src 'none'";
+/// markup that slipped into content could not execute. `'wasm-unsafe-eval'`
+/// lets the page compile its own wasm module (from `'self'`, as every
+/// script); it allows no JavaScript `eval`.
+pub const CSP: &str = "default-src 'self'; script-src 'self' 'wasm-unsafe-eval'; style-src 'self'; img-src 'self' data:; connect-src 'self'; frame-ancestors 'none'; base-uri 'none'; form-action 'self'; object-src 'none'";

@@ -405,6 +405,15 @@ fn common<M: Mode>() -> Router<Arc<M>> {
             get(|| static_file(assets::APP_CSS, "text/css; charset=utf-8")),
         )
         .route(
+            "/wasm/wo_wasm.js",
+            get(|| static_file(assets::WASM_JS, "text/javascript; charset=utf-8")),
+        )
+        .route(
+            "/wasm/wo_wasm_bg.wasm",
+            // application/wasm: what WebAssembly.instantiateStreaming requires.
+            get(|| static_file(assets::WASM_MODULE, "application/wasm")),
+        )
+        .route(
             path::OPENAPI_PATH,
             get(|| static_file(assets::OPENAPI_JSON, "application/json")),
         )
@@ -433,7 +442,7 @@ fn finish<M: Mode>(routes: Router<Arc<M>>, state: Arc<M>) -> Router {
         .with_state(state)
 }
 
-async fn static_file(body: &'static str, content_type: &'static str) -> Response {
+async fn static_file(body: impl IntoResponse + 'static, content_type: &'static str) -> Response {
     let mut resp = body.into_response();
     resp.headers_mut()
         .insert(header::CONTENT_TYPE, HeaderValue::from_static(content_type));
