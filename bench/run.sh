@@ -11,6 +11,8 @@ echo "== local provider vs llama.cpp (issue 3)"
 python3 bench/local_speed.py
 echo "== wo serve's OpenAI-compatible endpoint: added first-token latency (issue 14)"
 cargo bench -q -p wo-server --bench openai_proxy
+echo "== the web app opening a 10,000-message llm.json in Chromium (issue 16.8)"
+bench/web_open.sh
 if [ -x bench/serve/run.sh ]; then
   echo "== wo serve: added latency, throughput, concurrency, stateless req/s"
   bench/serve/run.sh

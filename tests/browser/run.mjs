@@ -8,15 +8,22 @@
 //   CHROMIUM            browser executable (default /usr/bin/chromium)
 //   WO_BROWSER_ONLY     optional: run only scenarios whose name contains this
 //   WO_KEEP_TMP         optional: keep the temporary directory
+//   WO_BROWSER_BENCH    1: run only the benchmark (opening and scrolling a
+//                       10,000-message llm.json, against fetching and parsing
+//                       the same state in the same page), instead of the tests
 //   WO_SCREENSHOTS      where to write a screenshot of each screen visited, at
 //                       desktop (1280×800) and phone (390×844) sizes
 //                       (default: target/browser-screenshots/)
+//
+// Every screen shot is also audited by axe-core (light and dark colour
+// schemes): a serious or critical violation fails the scenario.
 //
 // Prints `ok - NAME` or `not ok - NAME: REASON` per scenario and a closing
 // `N passed, N failed` line; exits 1 if any failed. Every server it starts
 // is killed on the way out.
 
 import { spawn, execFileSync } from 'node:child_process';
+import { createRequire } from 'node:module';
 import crypto from 'node:crypto';
 import fs from 'node:fs';
 import http from 'node:http';
@@ -33,10 +40,20 @@ try {
   console.log('0 passed, 1 failed');
   process.exit(1);
 }
+/** axe-core's source, evaluated in pages through the DevTools protocol (which the page's CSP does not govern). */
+let AXE_SOURCE;
+try {
+  AXE_SOURCE = fs.readFileSync(createRequire(import.meta.url).resolve('axe-core/axe.min.js'), 'utf8');
+} catch (e) {
+  console.log(`not ok - runner: cannot load axe-core (${e.message}); run \`npm ci\` in ${HERE}`);
+  console.log('0 passed, 1 failed');
+  process.exit(1);
+}
 const WO_BIN = process.env.WO_BIN;
 const BASE_URL = process.env.WO_OPENAI_BASE_URL;
 const CHROMIUM = process.env.CHROMIUM || '/usr/bin/chromium';
 const ONLY = process.env.WO_BROWSER_ONLY || '';
+const BENCH = process.env.WO_BROWSER_BENCH === '1';
 const SCENARIO_TIMEOUT_MS = 240_000;
 const SHOTS = process.env.WO_SCREENSHOTS || path.join(HERE, '..', '..', 'target', 'browser-screenshots');
 fs.mkdirSync(SHOTS, { recursive: true });
@@ -149,7 +166,19 @@ function serverEnv({ memory = false } = {}) {
 
 let serverCount = 0;
 /** Starts `wo serve`; resolves with {url, origin, file, dir, stop}. */
-async function startServer({ stateless = false, file = null, memory = false } = {}) {
+async function startServer({ stateless = false, file = null, memory = false, port = '0', newToken = false } = {}) {
+  // A port is reused right after a server on it stopped: retry while it is still taken.
+  for (let attempt = 0; ; attempt++) {
+    try {
+      return await startServerOnce({ stateless, file, memory, port, newToken });
+    } catch (e) {
+      if (port === '0' || attempt >= 20 || !/Address already in use|cannot listen/.test(e.message)) throw e;
+      await sleep(250);
+    }
+  }
+}
+
+async function startServerOnce({ stateless, file, memory, port, newToken }) {
   const n = ++serverCount;
   const dir = path.join(TMP, `server${n}`);
   fs.mkdirSync(dir, { recursive: true });
@@ -158,8 +187,8 @@ async function startServer({ stateless = false, file = null, memory = false } = 
   const args = stateless
     // Hosted servers offer only the default provider unless told: the
     // failure scenarios need `dead` too.
-    ? ['serve', '--stateless', '--allow-provider', 'llama', '--allow-provider', 'dead', '--port', '0', '--print-url-file', urlFile, ...EXTRA_ARGS]
-    : [STATE_FLAG, stateFile, 'serve', '--port', '0', '--print-url-file', urlFile, ...EXTRA_ARGS];
+    ? ['serve', '--stateless', '--allow-provider', 'llama', '--allow-provider', 'dead', '--port', String(port), '--print-url-file', urlFile, ...EXTRA_ARGS]
+    : [STATE_FLAG, stateFile, 'serve', '--port', String(port), '--print-url-file', urlFile, ...(newToken ? ['--new-token'] : []), ...EXTRA_ARGS];
   const log = fs.openSync(path.join(dir, 'server.log'), 'w');
   const child = spawn(WO_BIN, args, { cwd: dir, env: serverEnv({ memory }), stdio: ['ignore', log, log] });
   children.add(child);
@@ -401,11 +430,16 @@ function xssFixture() {
   const messages = [];
   const trust = [];
   let parent;
+  // Every fourth message also holds its payload as highlighted code, under
+  // a language class that is itself a payload every other time.
+  const esc = (t) => t.replace(/&/g, '&amp;').replace(/</g, '&lt;').replace(/>/g, '&gt;').replace(/"/g, '&quot;');
   PAYLOADS.forEach((p, i) => {
     const timestamp = stamp(base + i * 1000);
     const username = i % 5 === 0 ? p : (i % 2 ? 'smollm2' : 'alice');
     const title = i % 3 === 0 ? p : `payload ${i}`;
-    const m = { id: 'm_' + sha16(`${username}|${timestamp}|${p}`), title, username, timestamp, content: p, role: i % 2 ? 'assistant' : 'user' };
+    const lang = i % 8 === 1 ? `language-${esc(p)}` : 'language-js';
+    const content = i % 4 === 1 ? `${p}<pre><code class="${lang}">${esc(p)}</code></pre>` : p;
+    const m = { id: 'm_' + sha16(`${username}|${timestamp}|${content}`), title, username, timestamp, content, role: i % 2 ? 'assistant' : 'user' };
     if (parent) m.parent = parent;
     if (i % 2) m.sources = [];
     parent = m.id;
@@ -436,6 +470,7 @@ function scenario(name, fn) {
 
 async function runScenario({ name, fn }) {
   if (ONLY && !name.includes(ONLY)) return;
+  if (BENCH !== name.startsWith('bench:')) return;
   const started = Date.now();
   let timer;
   try {
@@ -933,7 +968,7 @@ scenario('stateless: export, import into a fresh browser, identical state', asyn
 // from the page's module: the same instance the page runs).
 scenario('stateless: app.js agrees with the Rust golden vectors', async () => {
   const golden = JSON.parse(fs.readFileSync(path.join(HERE, 'golden.json'), 'utf8'));
-  for (const part of ['ids', 'text_to_xhtml', 'merges', 'exports', 'patches', 'truth_ops']) {
+  for (const part of ['ids', 'text_to_xhtml', 'merges', 'exports', 'patches', 'truth_ops', 'renames']) {
     assert(Array.isArray(golden[part]) && golden[part].length, `golden.json has no ${part} vectors`);
   }
   const server = await statelessServer();
@@ -996,10 +1031,25 @@ scenario('stateless: app.js agrees with the Rust golden vectors', async () => {
         if (got !== v.after) return `truth_ops: "${v.name}": ${diff(got, v.after)}`;
         checked++;
       }
+      for (const v of g.renames) {
+        const st = await m.normalizeState(structuredClone(v.state));
+        let error = null;
+        try {
+          m.renameMessageIn(st, v.id, v.title);
+        } catch (e) {
+          error = e.message;
+        }
+        if (error !== (v.error ?? null)) return `renames: "${v.name}": app.js ${error ? `refuses (${error})` : 'accepts'}, Rust ${v.error ? `refuses (${v.error})` : 'accepts'}`;
+        if (!error) {
+          const got = m.canonicalStateText(st);
+          if (got !== v.after) return `renames: "${v.name}": ${diff(got, v.after)}`;
+        }
+        checked++;
+      }
       return { checked };
     }, golden);
     assert(typeof result === 'object', `app.js disagrees with Rust: ${result}`);
-    const total = ['ids', 'text_to_xhtml', 'merges', 'exports', 'patches', 'truth_ops'].reduce((n, k) => n + golden[k].length, 0);
+    const total = ['ids', 'text_to_xhtml', 'merges', 'exports', 'patches', 'truth_ops', 'renames'].reduce((n, k) => n + golden[k].length, 0);
     assert(result.checked === total, `only ${result.checked} of ${total} golden vectors were checked`);
   });
 });
@@ -1054,13 +1104,17 @@ async function domAudit(page) {
       || (el.tagName === 'BUTTON' && el.attributes.length === 4 && el.getAttribute('class') === 'small copy-code'
         && el.getAttribute('type') === 'button' && el.getAttribute('data-testid') === 'copy-code'
         && el.getAttribute('aria-label') === 'Copy this code' && el.childNodes.length === 1 && el.textContent === 'Copy');
+    // The highlighter's spans (text only) and the language it read.
+    const hl = (el) => (el.tagName === 'SPAN' && el.attributes.length === 1 && /^hl-(kw|str|num|com|fn|ty|lit)$/.test(el.getAttribute('class') || '') && !el.children.length);
+    const codeAttr = (el, a) => ((el.tagName === 'CODE' || el.tagName === 'PRE') && a.name === 'data-lang' && /^[A-Za-z0-9_+#.-]{1,32}$/.test(a.value))
+      || (el.tagName === 'CODE' && a.name === 'class' && a.value === 'hl');
     for (const root of roots) {
       for (const el of root.querySelectorAll('*')) {
-        if (ours(el)) continue;
+        if (ours(el) || hl(el)) continue;
         if (!ok.has(el.tagName) || el.namespaceURI !== 'http://www.w3.org/1999/xhtml') problems.push(`<${el.tagName.toLowerCase()}>`);
         for (const a of el.attributes) {
           const name = a.name.toLowerCase();
-          if (name === 'title') continue;
+          if (name === 'title' || codeAttr(el, a)) continue;
           if (el.tagName === 'A' && name === 'href' && /^(https?:|mailto:)/i.test(a.value)) continue;
           if (el.tagName === 'A' && name === 'rel' && a.value === 'noopener noreferrer nofollow') continue;
           if (el.tagName === 'A' && name === 'target' && a.value === '_blank') continue;
@@ -1073,7 +1127,7 @@ async function domAudit(page) {
       if (el.tagName === 'MARK' && !el.attributes.length && !el.children.length) continue; // the filter's highlight
       problems.push(`markup in text field: <${el.tagName}>`);
     }
-    if (document.querySelectorAll('iframe, object, embed, script:not([src="/app.js"]), base, meta[http-equiv], link:not([href="/app.css"]):not([rel="icon"][href="data:,"]), style').length) problems.push('active element in the document');
+    if (document.querySelectorAll('iframe, object, embed, script:not([src="/app.js"]), base, meta[http-equiv], link:not([href="/app.css"]):not([rel="icon"][href="/icon.svg"]):not([rel="apple-touch-icon"][href="/icon-192.png"]):not([rel="manifest"][href="/manifest.webmanifest"]), style').length) problems.push('active element in the document');
     return { problems, roots: roots.length, anchors: document.querySelectorAll('.rendered a[href]').length };
   });
 }
@@ -1084,6 +1138,13 @@ async function xssCheck(server, bypassCSP, load) {
     await page.addInitScript(() => { delete window.__xss; });
     await load(page);
     await page.waitForSelector('[data-testid="message"]');
+    // The list is windowed: bring every payload's message in.
+    for (let i = 0; i < 40; i++) {
+      const b = await page.$('[data-testid="show-earlier"]');
+      if (!b) break;
+      await b.click().catch(() => { /* replaced meanwhile */ });
+      await sleep(50);
+    }
     await openPanel(page, 'truth');
     await openPanel(page, 'context');
     for (const d of await page.$$('details.context-used')) await d.evaluate((e) => { e.open = true; });
@@ -1173,9 +1234,38 @@ scenario('both: the page works at phone width with keyboard only', async () => {
 
 // ------------------------------------------------- conversations, chat conventions, phones
 
-/** Writes a screenshot of the page as it is now to $WO_SCREENSHOTS. */
+/** Writes a screenshot of the page as it is now to $WO_SCREENSHOTS, and audits it with axe-core. */
 async function shot(page, name) {
   await page.screenshot({ path: path.join(SHOTS, `${name}.png`), fullPage: false });
+  await axeCheck(page, name);
+}
+
+/** Screens audited by axe-core, for the closing summary. */
+const axeAudited = [];
+
+/**
+ * Runs axe-core on the page as it is, in the light and the dark colour
+ * scheme; throws listing every serious or critical violation (rule, impact,
+ * the first elements) — lesser ones are printed as notes.
+ */
+async function axeCheck(page, name) {
+  const bad = [];
+  for (const scheme of ['light', 'dark']) {
+    await page.emulateMedia({ colorScheme: scheme });
+    if (!(await page.evaluate(() => typeof window.axe === 'object'))) await page.evaluate(AXE_SOURCE);
+    const found = await page.evaluate(async () => {
+      const r = await window.axe.run(document, { resultTypes: ['violations'] });
+      return r.violations.map((v) => ({ id: v.id, impact: v.impact, help: v.help, nodes: v.nodes.slice(0, 3).map((n) => `${n.target.join(' ')}${n.failureSummary ? ` [${n.failureSummary.replace(/\s+/g, ' ').slice(0, 160)}]` : ''}`) }));
+    });
+    for (const v of found) {
+      const line = `${scheme}: ${v.id} (${v.impact}: ${v.help}) at ${v.nodes.join(' | ')}`;
+      if (v.impact === 'serious' || v.impact === 'critical') bad.push(line);
+      else console.log(`# axe note on ${name}: ${line}`);
+    }
+  }
+  await page.emulateMedia({ colorScheme: null });
+  axeAudited.push(name);
+  assert(!bad.length, `axe-core on ${name}: ${bad.join(' ;; ')}`);
 }
 
 /** Waits for the turn in flight to end; throws with the note if it failed. */
@@ -1193,6 +1283,11 @@ async function openConversations(page, size) {
     await page.click('[data-testid="open-conversations"]');
     await page.waitForSelector('[data-testid="new-chat"]', { state: 'visible' });
   }
+}
+
+/** Lets the page write to the clipboard (Copy by keyboard). */
+async function context_grant(page, server) {
+  await page.context().grantPermissions(['clipboard-read', 'clipboard-write'], { origin: server.origin });
 }
 
 async function shownIds(page) {
@@ -1372,6 +1467,102 @@ for (const mode of ['local', 'stateless']) {
       }
     });
 
+    scenario(`${mode} ${size}: keyboard only: Tab reaches every tool, message action and Send, with focus visible; panels open and close by keyboard`, async () => {
+      const server = await fresh();
+      try {
+        await withPage(server, { size }, async (page) => {
+          const fx = codeFixture(`kbd-${mode}-${size}`);
+          await loadFixture(page, fx);
+          await page.fill('[data-testid="composer-input"]', 'a draft to send');
+          /** Tabs through the whole page once (until focus comes back round); what got focus, and where focus was not visible. */
+          const walk = async () => {
+            await page.evaluate(() => { document.activeElement?.blur(); window.scrollTo(0, 0); });
+            const seen = [];
+            const unseen = [];
+            let first = null;
+            for (let i = 0; i < 200; i++) {
+              await page.keyboard.press('Tab');
+              const f = await page.evaluate(() => {
+                const e = document.activeElement;
+                if (!e || e === document.body) return null;
+                const cs = getComputedStyle(e);
+                const r = e.getBoundingClientRect();
+                const key = `${e.dataset.testid || e.id || e.tagName}${e.closest('[data-testid="message"]') ? '@' + e.closest('[data-testid="message"]').dataset.id : ''}`;
+                return {
+                  key,
+                  testid: e.dataset.testid || e.id || e.tagName.toLowerCase(),
+                  // The ring of :focus-visible (an outline) or a shadow, on a box the user can see.
+                  shown: r.width > 0 && r.height > 0 && cs.visibility !== 'hidden' && Number(cs.opacity) > 0.5
+                    && ((cs.outlineStyle !== 'none' && parseFloat(cs.outlineWidth) >= 2) || cs.boxShadow !== 'none'),
+                };
+              });
+              if (!f) continue;
+              if (f.key === first) break;
+              first ||= f.key;
+              seen.push(f.testid);
+              if (!f.shown) unseen.push(f.key);
+            }
+            return { seen: new Set(seen), unseen };
+          };
+          let { seen, unseen } = await walk();
+          const need = ['composer-input', 'send', 'copy-message', 'regenerate', 'edit-resend', 'branch-from', 'copy-code']
+            .concat(size === 'phone' ? ['open-conversations', 'open-menu'] : ['new-chat', 'conversation-filter', 'search-input', 'open-settings', 'open-truth', 'open-context', 'export', 'import']);
+          const missing = need.filter((n) => !seen.has(n));
+          assert(!missing.length, `Tab never reached ${missing.join(', ')} (reached: ${[...seen].join(', ')})`);
+          assert(!unseen.length, `focus not visible on ${unseen.join(', ')}`);
+          if (size === 'phone') {
+            // The drawer and the menu open from the keyboard, and their contents are then reachable.
+            await page.focus('[data-testid="open-menu"]');
+            await page.keyboard.press('Enter');
+            await page.waitForSelector('[data-testid="tools"]', { state: 'visible' });
+            ({ seen } = await walk());
+            const inMenu = ['search-input', 'open-settings', 'open-truth', 'open-context', 'export', 'import'].filter((n) => !seen.has(n));
+            assert(!inMenu.length, `with the menu open, Tab never reached ${inMenu.join(', ')}`);
+            await page.keyboard.press('Escape');
+            await page.waitForSelector('[data-testid="tools"]', { state: 'hidden' });
+            await page.focus('[data-testid="open-conversations"]');
+            await page.keyboard.press('Enter');
+            await page.waitForSelector('[data-testid="new-chat"]', { state: 'visible' });
+            await shot(page, `${mode}-${size}-drawer-keyboard`);
+            ({ seen } = await walk());
+            assert(seen.has('new-chat') && seen.has('conversation-filter'), `with the drawer open, Tab reached only ${[...seen].join(', ')}`);
+            await page.focus('[data-testid="new-chat"]');
+            await page.keyboard.press('Escape');
+            await page.waitForSelector('[data-testid="new-chat"]', { state: 'hidden' });
+          }
+          // Each panel: Enter on its toggle opens it with focus inside; Escape closes it and gives focus back.
+          for (const which of ['settings', 'truth', 'context']) {
+            if (size === 'phone') {
+              await page.focus('[data-testid="open-menu"]');
+              await page.keyboard.press('Enter');
+              await page.waitForSelector('[data-testid="tools"]', { state: 'visible' });
+            }
+            await page.focus(`[data-testid="open-${which}"]`);
+            await page.keyboard.press('Enter');
+            await page.waitForSelector(`[data-testid="panel-${which}"]:not([hidden])`);
+            const inside = await page.evaluate((w) => document.querySelector(`[data-testid="panel-${w}"]`).contains(document.activeElement), which);
+            assert(inside, `opening ${which} left focus outside the panel`);
+            await page.keyboard.press('Tab');
+            const next = await page.evaluate((w) => document.querySelector(`[data-testid="panel-${w}"]`).contains(document.activeElement), which);
+            assert(next, `Tab from the ${which} panel's heading left the panel`);
+            await page.keyboard.press('Escape');
+            await page.waitForSelector(`[data-testid="panel-${which}"]`, { state: 'hidden' });
+            const back = await page.evaluate(() => document.activeElement?.dataset.testid);
+            const expect = size === 'phone' ? 'open-menu' : `open-${which}`;
+            assert(back === expect, `closing ${which} put focus on ${back}, expected ${expect}`);
+          }
+          // A message action by keyboard: Enter on Copy copies (the status says so).
+          const a = fx.messages[3];
+          await context_grant(page, server);
+          await page.focus(`#msg-${a.id} [data-testid="copy-message"]`);
+          await page.keyboard.press('Enter');
+          await waitStatus(page, /Markdown/);
+        });
+      } finally {
+        await server.stop();
+      }
+    });
+
     scenario(`${mode} ${size}: the header names provider and model in one row; panels slide over the conversation`, async () => {
       const server = await fresh();
       try {
@@ -1424,6 +1615,279 @@ for (const mode of ['local', 'stateless']) {
   }
 }
 
+// ------------------------------------------------- rename, highlighting, truth filters, efforts, context as Markdown, provider picker
+
+/** One id the way wo derives it (content-addressed). */
+const truthRecord = (title, timestamp, content, extra = {}) => ({ id: 't_' + sha16(`${title}|${timestamp}|${content}`), title, timestamp, certainty: 0.8, content, ...extra });
+
+/** A conversation whose answer holds Python code and an HTML payload as code, and truth of every kind and status. */
+function featureFixture(tag) {
+  const base = Date.UTC(2025, 3, 4, 5, 6, 7);
+  const code = 'def greet(name):\n    # say hi\n    return "hi " + name * 2\n';
+  const rows = [
+    ['ann', 'user', `<p>${tag}: how do I greet in Python?</p>`],
+    ['smollm2', 'assistant', `<p>Like this:</p><pre><code class="language-python">${code.replace(/&/g, '&amp;').replace(/</g, '&lt;').replace(/>/g, '&gt;')}</code></pre>`
+      + '<pre><code class="language-x&quot; onmouseover=&quot;window.__xss=7">&lt;img src=x onerror="window.__xss=5"&gt;</code></pre>'],
+  ];
+  const messages = [];
+  let parent;
+  rows.forEach(([username, role, content], i) => {
+    const timestamp = stamp(base + i * 1000);
+    const m = { id: 'm_' + sha16(`${username}|${timestamp}|${content}`), title: `${tag} ${i}`, username, timestamp, content, role };
+    if (parent) m.parent = parent;
+    else m.new_conversation = true;
+    if (role === 'assistant') { m.provider = 'llama'; m.model = 'smollm2'; }
+    parent = m.id;
+    messages.push(m);
+  });
+  const t = (i) => stamp(base + 60_000 + i * 1000);
+  const fact = truthRecord('Kiln fires to cone 6', t(0), '<p>Cone 6 is 1222 °C.</p>', { kind: 'fact', tags: ['kiln'] });
+  const old = truthRecord('Kiln fires to cone 5', t(1), '<p>Cone 5.</p>', { kind: 'fact', tags: ['kiln'] });
+  const newer = truthRecord('Kiln fires to cone 6 now', t(2), '<p>Cone 6 now.</p>', { kind: 'fact', supersedes: old.id });
+  const note = truthRecord('Glaze notes', t(3), '<p>Celadon likes reduction.</p>', { kind: 'note', tags: ['glaze'] });
+  const event = truthRecord('Studio opened', t(4), '<p>In March.</p>', { kind: 'event' });
+  const archived = truthRecord('Old price list', t(5), '<p>2019 prices.</p>', { kind: 'note', expires: '2020-01-01T00:00:00Z' });
+  const open = truthRecord('Fix the kiln vent', t(6), '<p>The vent rattles.</p>', { kind: 'effort', status: 'open' });
+  const resolved = truthRecord('Find the firing temperature', t(7), '<p>What cone?</p>', { kind: 'effort', status: 'resolved', resolution: fact.id });
+  return {
+    fixture: {
+      version: 1,
+      schema: 'https://raw.githubusercontent.com/arborrhythms/WikiOracle/main/spec/llm_state_v1.json',
+      date: stamp(base + 120_000), context: '<p>A test project.</p>', messages,
+      truth: { trust: [fact, old, newer, note, event, archived, open, resolved], retrieval_prefs: { max_entries: 8 } },
+    },
+    code, fact, old, newer, note, event, archived, open, resolved,
+  };
+}
+
+/** Visible truth entries' ids. */
+async function truthShown(page) {
+  return page.$$eval('[data-testid="truth-item"]', (els) => els.map((e) => e.dataset.id).sort());
+}
+
+/** Opens a panel from the toolbar (behind the ⋯ menu on phones). */
+async function openPanelAt(page, which, size) {
+  if (size === 'phone') {
+    // A panel slides over the ⋯ menu: close it first.
+    for (const close of await page.$$('.panel:not([hidden]) .panel-close')) await close.click();
+  }
+  if (size === 'phone' && !(await page.isVisible(`[data-testid="open-${which}"]`))) {
+    await page.click('[data-testid="open-menu"]');
+    await page.waitForSelector('[data-testid="tools"]', { state: 'visible' });
+  }
+  await openPanel(page, which);
+}
+
+/** Sets one truth filter (the list follows on input). */
+async function truthFilter(page, which, value) {
+  const sel = `[data-testid="truth-filter-${which}"]`;
+  if (which === 'tag') await page.fill(sel, value);
+  else await page.selectOption(sel, value);
+}
+
+for (const mode of ['local', 'stateless']) {
+  for (const size of ['desktop', 'phone']) {
+    scenario(`${mode} ${size}: rename a conversation, highlighted code, truth filters, the effort panel, context edited as Markdown`, async () => {
+      const server = await startServer({ stateless: mode === 'stateless' });
+      try {
+        await withPage(server, { size }, async (page, watch, context) => {
+          await context.grantPermissions(['clipboard-read', 'clipboard-write'], { origin: server.origin });
+          const fx = featureFixture(`feat-${mode}-${size}`);
+          await loadFixture(page, fx.fixture);
+          const [q, a] = fx.fixture.messages;
+
+          // Highlighted code: spans by kind, the language from the fence, the text unchanged.
+          const hl = await page.$eval(`#msg-${a.id}`, (el) => {
+            const code = el.querySelector('code[data-lang="python"]');
+            const of = (cls) => Array.from(code ? code.querySelectorAll(`.${cls}`) : []).map((s) => s.textContent);
+            return {
+              lang: !!code, text: code && code.textContent, kw: of('hl-kw'), str: of('hl-str'), com: of('hl-com'), fn: of('hl-fn'), num: of('hl-num'),
+              kwColor: code && code.querySelector('.hl-kw') ? getComputedStyle(code.querySelector('.hl-kw')).color : '',
+              plainColor: code ? getComputedStyle(code).color : '',
+              langs: Array.from(el.querySelectorAll('code')).map((c) => c.getAttribute('data-lang')),
+              payload: el.querySelectorAll('img').length,
+              payloadText: el.querySelectorAll('code')[1]?.textContent ?? '',
+            };
+          });
+          assert(hl.lang, 'the python code block lost its language');
+          assert(hl.text === fx.code, `highlighting changed the code's text: ${JSON.stringify(hl.text)}`);
+          assert(hl.kw.includes('def') && hl.kw.includes('return'), `keywords: ${JSON.stringify(hl.kw)}`);
+          assert(hl.str.includes('"hi "') && hl.com.includes('# say hi') && hl.fn.includes('greet') && hl.num.includes('2'), `highlighted: ${JSON.stringify(hl)}`);
+          assert(hl.kwColor && hl.kwColor !== hl.plainColor, `keywords are not coloured (${hl.kwColor})`);
+          assert(hl.langs[1] === null, `a language class carrying an attribute payload became ${hl.langs[1]}`);
+          assert(!hl.payload && /<img src=x onerror/.test(hl.payloadText), 'markup inside code was not kept as text');
+          await page.click(`#msg-${a.id} [data-testid="copy-code"] >> nth=0`);
+          await waitStatus(page, /copied/);
+          const copied = await page.evaluate(() => navigator.clipboard.readText());
+          assert(copied === fx.code, `copying highlighted code gave ${JSON.stringify(copied)}`);
+          await page.$eval(`#msg-${a.id} pre`, (e) => e.scrollIntoView({ block: 'center' }));
+          await shot(page, `${mode}-${size}-code-highlighted`);
+
+          // Rename: refusals say why and change nothing; the title is plain text.
+          const titleOf = async () => (await stateOf(server, page)).messages.find((m) => m.id === q.id);
+          const before = await titleOf();
+          await page.click('[data-testid="conversation-rename"]');
+          for (const [bad, says] of [['   ', /empty/], ['x'.repeat(201), /201 characters/]]) {
+            await page.fill('[data-testid="rename-input"]', bad);
+            await page.click('[data-testid="rename-save"]');
+            await page.waitForFunction((src) => new RegExp(src).test(document.querySelector('[data-testid="alert"]').textContent), says.source);
+            assert(await page.isVisible('[data-testid="rename-form"]'), 'a refused title closed the form');
+            const now = await titleOf();
+            assert(now.title === before.title, `a refused title changed the state: ${now.title}`);
+          }
+          await page.keyboard.press('Escape');
+          await page.waitForSelector('[data-testid="rename-form"]', { state: 'detached' });
+          assert(await page.isVisible('[data-testid="conversation-title"]'), 'Escape did not bring the title back');
+          const payload = '<img src=x onerror="window.__xss=1">';
+          await page.click('[data-testid="conversation-rename"]');
+          await page.fill('[data-testid="rename-input"]', `  ${payload}   Kiln   plans `);
+          await shot(page, `${mode}-${size}-rename`);
+          await page.click('[data-testid="rename-save"]');
+          await waitStatus(page, /renamed/);
+          const want = `${payload} Kiln plans`;
+          const shownTitle = await page.$eval('[data-testid="conversation-title"]', (e) => ({ text: e.textContent, children: e.children.length }));
+          assert(shownTitle.text === want && !shownTitle.children, `the header shows ${JSON.stringify(shownTitle)}`);
+          const after = await titleOf();
+          assert(after.title === want && after.content === q.content && after.id === q.id, `the stored root: ${JSON.stringify(after)}`);
+          const answer = (await stateOf(server, page)).messages.find((m) => m.id === a.id);
+          assert(answer.title === a.title, 'renaming touched another message');
+          await openConversations(page, size);
+          const listed = await page.$eval(`[data-testid="conversation"][data-root="${q.id}"] [data-testid="conversation-name"]`, (e) => ({ text: e.textContent, children: e.children.length }));
+          assert(listed.text === want && !listed.children, `the list shows ${JSON.stringify(listed)}`);
+          if (size === 'phone') await page.click('[data-testid="close-conversations"]');
+          await page.reload();
+          await page.waitForSelector('body[data-ready="true"]');
+          assert((await page.textContent('[data-testid="conversation-title"]')) === want, 'the new title did not survive a reload');
+
+          // Truth filters by kind, status and tag.
+          await openPanelAt(page, 'truth', size);
+          const all = fx.fixture.truth.trust.map((t) => t.id).sort();
+          assert(JSON.stringify(await truthShown(page)) === JSON.stringify(all), 'the unfiltered panel does not show every entry');
+          const expect = async (what, ids) => {
+            const want = ids.map((t) => t.id).sort();
+            await page.waitForFunction((w) => JSON.stringify(Array.from(document.querySelectorAll('[data-testid="truth-item"]')).map((e) => e.dataset.id).sort()) === w, JSON.stringify(want), { timeout: 5000 })
+              .catch(async () => { throw new Error(`${what}: shows ${JSON.stringify(await truthShown(page))}, want ${JSON.stringify(want)}`); });
+          };
+          await truthFilter(page, 'kind', 'effort');
+          await expect('kind effort', [fx.open, fx.resolved]);
+          await truthFilter(page, 'status', 'resolved');
+          await expect('effort + resolved', [fx.resolved]);
+          await truthFilter(page, 'kind', '');
+          await truthFilter(page, 'status', 'superseded');
+          await expect('superseded', [fx.old]);
+          await truthFilter(page, 'status', 'archived');
+          await expect('archived', [fx.archived]);
+          await truthFilter(page, 'status', 'open');
+          await truthFilter(page, 'tag', 'kiln');
+          await expect('open + tag kiln', [fx.fact]);
+          assert(/1 of 8/.test(await page.textContent('[data-testid="truth-filter-count"]')), 'the count does not follow the filters');
+          await truthFilter(page, 'kind', 'event');
+          await page.waitForSelector('[data-testid="truth-none"]');
+          await truthFilter(page, 'tag', '');
+          await truthFilter(page, 'status', '');
+          await expect('kind event', [fx.event]);
+          await shot(page, `${mode}-${size}-truth-filters`);
+          await truthFilter(page, 'kind', '');
+          // A truth entry is edited as Markdown too, never as its markup.
+          const noteItem = `[data-testid="truth-item"][data-id="${fx.note.id}"]`;
+          await page.click(`${noteItem} [data-testid="truth-edit"]`);
+          const noteText = await page.inputValue(`${noteItem} [data-testid="truth-edit-content"]`);
+          assert(noteText === 'Celadon likes reduction.', `the truth editor shows ${JSON.stringify(noteText)}`);
+          await page.fill(`${noteItem} [data-testid="truth-edit-content"]`, '**Celadon** likes *reduction*.');
+          await page.click(`${noteItem} [data-testid="truth-edit-save"]`);
+          await page.waitForSelector(`${noteItem} [data-testid="truth-content"] strong`);
+          const noteStored = (await stateOf(server, page)).truth.trust.find((t) => t.id === fx.note.id);
+          assert(/<strong>Celadon<\/strong> likes <em>reduction<\/em>/.test(noteStored.content), `stored: ${JSON.stringify(noteStored.content)}`);
+
+          // The effort panel: open and resolved, the resolution linked.
+          await openPanelAt(page, 'efforts', size);
+          const efforts = await page.evaluate(() => ({
+            open: Array.from(document.querySelectorAll('[data-testid="efforts-open"] [data-testid="effort"]')).map((e) => e.dataset.id),
+            resolved: Array.from(document.querySelectorAll('[data-testid="efforts-resolved"] [data-testid="effort"]')).map((e) => e.dataset.id),
+            resolution: document.querySelector('[data-testid="effort-resolution"]')?.textContent ?? '',
+          }));
+          assert(JSON.stringify(efforts.open) === JSON.stringify([fx.open.id]) && JSON.stringify(efforts.resolved) === JSON.stringify([fx.resolved.id]), `efforts: ${JSON.stringify(efforts)}`);
+          assert(efforts.resolution.includes(fx.fact.title), `the resolution does not name its entry: ${efforts.resolution}`);
+          await shot(page, `${mode}-${size}-efforts`);
+          await page.click('[data-testid="effort-resolution"] a');
+          await page.waitForSelector(`[data-testid="panel-truth"]:not([hidden]) #truth-${fx.fact.id}`);
+
+          // Context: shown and edited as Markdown, saved as sanitised XHTML, shown again as the same text.
+          await openPanelAt(page, 'context', size);
+          const shownMd = await page.inputValue('[data-testid="context-input"]');
+          // A local server keeps its own context in a merge (empty here); the
+          // browser's import replaces it with the fixture's.
+          const wantMd = (await stateOf(server, page)).context ? 'A test project.' : '';
+          assert(shownMd === wantMd, `the editor shows ${JSON.stringify(shownMd)}, not the text`);
+          const md = '# Studio\n\nWe fire to **cone 6**, see `kiln.md`.\n\n- glaze\n- kiln\n\n> quiet hours after 9';
+          await page.fill('[data-testid="context-input"]', md);
+          await page.click('[data-testid="context-save"]');
+          await waitStatus(page, /Context saved/);
+          let st = await stateOf(server, page);
+          assert(/<h1>Studio<\/h1>/.test(st.context) && /<strong>cone 6<\/strong>/.test(st.context) && /<li>glaze<\/li>/.test(st.context), `stored context: ${JSON.stringify(st.context)}`);
+          assert(await page.$('[data-testid="context-view"] h1'), 'the saved context is not shown rendered');
+          const again = await page.inputValue('[data-testid="context-input"]');
+          assert(again === md, `the round trip changed the text: ${JSON.stringify(again)}`);
+          await shot(page, `${mode}-${size}-context-markdown`);
+          // Hostile Markdown: stored sanitised, nothing runs.
+          await page.fill('[data-testid="context-input"]', 'Safe.\n\n<script>window.__xss=2</script>\n\n<img src=x onerror="window.__xss=3">\n\n[bad](javascript:window.__xss=4) [ok](https://example.org/)');
+          const previous = st.context;
+          await page.click('[data-testid="context-save"]');
+          // The first save's "Context saved." may still show: wait for the state.
+          for (let i = 0; i < 100 && (st = await stateOf(server, page)).context === previous; i++) await sleep(100);
+          assert(!(await page.textContent('[data-testid="alert"]')), `saving failed: ${await page.textContent('[data-testid="alert"]')}`);
+          assert(!/script|onerror|javascript|<img/i.test(st.context) && /href="https:\/\/example.org\/"/.test(st.context), `stored context: ${JSON.stringify(st.context)}`);
+          const editor = await page.inputValue('[data-testid="context-input"]');
+          assert(!/<[a-z]/i.test(editor), `the editor shows markup: ${editor}`);
+          const audit = await domAudit(page);
+          assert(!audit.problems.length, `unsafe markup rendered: ${audit.problems.slice(0, 8).join(', ')}`);
+          assert((await page.evaluate(() => window.__xss)) === undefined, 'a payload ran');
+        });
+      } finally {
+        await server.stop();
+      }
+    });
+
+    scenario(`${mode} ${size}: the provider picker offers only providers that answer, is remembered, and an unreachable choice says why once`, async () => {
+      const server = mode === 'local' ? await localServer() : await statelessServer();
+      await withPage(server, { size, prefs: { max_tokens: ANSWER_TOKENS, provider: 'dead' } }, async (page, watch, context) => {
+        // The remembered choice cannot answer: said once, with the reason in local mode.
+        await page.waitForFunction(() => /dead cannot answer/.test(document.querySelector('[data-testid="alert"]').textContent), null, { timeout: 30_000 });
+        const alertText = await page.textContent('[data-testid="alert"]');
+        assert(alertText.split('cannot answer').length === 2, `said more than once: ${alertText}`);
+        if (mode === 'local') assert(/dead cannot answer: \S/.test(alertText), `no reason given: ${alertText}`);
+        const options = async () => page.$$eval('[data-testid="composer-provider"] option', (os) => os.map((o) => ({ text: o.textContent, disabled: o.disabled, selected: o.selected, value: o.value })));
+        let opts = await options();
+        const dead = opts.filter((o) => /^dead/.test(o.text));
+        assert(dead.length === 1 && dead[0].disabled && dead[0].selected && /cannot answer/.test(dead[0].text), `the unreachable choice: ${JSON.stringify(opts)}`);
+        const llama = opts.find((o) => /^llama · smollm2$/.test(o.text));
+        assert(llama && !llama.disabled, `llama is not offered: ${JSON.stringify(opts)}`);
+        await shot(page, `${mode}-${size}-provider-unreachable`);
+        await page.selectOption('[data-testid="composer-provider"]', llama.value);
+        await waitStatus(page, /Answers now come from llama · smollm2/);
+        assert((await page.textContent('[data-testid="model-badge"]')) === 'llama · smollm2', 'the header does not name the provider and model');
+        opts = await options();
+        assert(!opts.some((o) => /^dead/.test(o.text)), `an unreachable provider is still offered: ${JSON.stringify(opts)}`);
+        const cookie = (await context.cookies(server.origin)).find((c) => c.name === prefsCookie(server));
+        const prefs = JSON.parse(b64urlDecode(cookie.value));
+        assert(prefs.provider === 'llama' && prefs.model === undefined, `remembered: ${JSON.stringify(prefs)}`);
+        // Remembered across a reload; the check runs again and says nothing.
+        await page.reload();
+        await page.waitForSelector('body[data-ready="true"]');
+        await page.waitForFunction(() => !Array.from(document.querySelectorAll('[data-testid="composer-provider"] option')).some((o) => /^dead/.test(o.textContent)));
+        await sleep(500);
+        assert((await page.$eval('[data-testid="composer-provider"]', (s) => s.selectedOptions[0]?.textContent)) === 'llama · smollm2', 'the choice was not remembered');
+        assert(!(await page.textContent('[data-testid="alert"]')), `an error after choosing a working provider: ${await page.textContent('[data-testid="alert"]')}`);
+        if (size === 'phone') {
+          const overflow = await page.evaluate(() => document.documentElement.scrollWidth - window.innerWidth);
+          assert(overflow <= 1, `the composer with the picker is ${overflow}px wider than the phone`);
+        }
+        await shot(page, `${mode}-${size}-provider-picker`);
+      });
+    });
+  }
+}
+
 scenario('local: the sign-in page at both sizes (screenshots)', async () => {
   const server = await localServer();
   for (const size of Object.keys(SIZES)) {
@@ -1433,6 +1897,369 @@ scenario('local: the sign-in page at both sizes (screenshots)', async () => {
     });
   }
 });
+
+scenario('both: axe-core fails a screen with a serious violation (the audit itself can fail)', async () => {
+  const server = await statelessServer();
+  await withPage(server, { size: 'desktop' }, async (page) => {
+    // An image without alternative text and a button without a name.
+    await page.evaluate(() => {
+      const img = document.createElement('img');
+      img.src = 'data:image/gif;base64,R0lGODlhAQABAAAAACw=';
+      const b = document.createElement('button');
+      document.querySelector('main').append(img, b);
+    });
+    let failed = null;
+    try { await axeCheck(page, 'planted-violations'); } catch (e) { failed = e.message; }
+    axeAudited.pop();
+    assert(failed && /image-alt/.test(failed) && /button-name/.test(failed), `axe-core did not fail the planted violations: ${failed}`);
+  });
+});
+
+scenario('local: the sign-in survives a server restart; --new-token sends the browser to a page saying how to sign in again', async () => {
+  const first = await startServer();
+  const port = new URL(first.origin).port;
+  const { context, page, watch } = await openPage(first, { size: 'desktop' });
+  let second = null;
+  let third = null;
+  try {
+    await sendMessage(page, 'Remember this before the restart.');
+    await first.stop();
+    // The same project on the same port again: same link, and the page's cookie still works.
+    second = await startServer({ file: first.file, port });
+    assert(second.url === first.url, `the sign-in link changed across the restart: ${first.url} → ${second.url}`);
+    await page.reload();
+    await page.waitForSelector('body[data-ready="true"]');
+    assert(await page.isHidden('[data-testid="signin"]'), 'the restart signed the browser out');
+    assert(/before the restart/.test(await page.textContent('[data-testid="messages"]')), 'the conversation is not shown after the restart');
+    await second.stop();
+    // --new-token: the old cookie and the old link are dead; both say how to sign in again.
+    third = await startServer({ file: first.file, port, newToken: true });
+    assert(third.url !== first.url, '--new-token printed the old link');
+    await page.reload();
+    await page.waitForSelector('[data-testid="signin"]:not([hidden])');
+    const text = await page.textContent('[data-testid="signin"]');
+    assert(/wo serve/.test(text) && /Nothing is lost/.test(text) && /--new-token/.test(text), `sign-in text: ${text}`);
+    const resp = await page.goto(first.url);
+    assert(resp.status() === 401, `the old link answered ${resp.status()}`);
+    await page.waitForSelector('[data-testid="signin-page"]');
+    const page401 = await page.textContent('[data-testid="signin-page"]');
+    assert(/wo serve/.test(page401) && /Nothing is lost/.test(page401), `stale-link page: ${page401}`);
+    const styled = await page.$eval('[data-testid="signin-page"]', (e) => getComputedStyle(e).borderStyle);
+    assert(styled !== 'none', 'the stale-link page is not styled (app.css not applied)');
+    await shot(page, 'local-desktop-stale-link');
+    await page.setViewportSize(SIZES.phone.viewport);
+    await shot(page, 'local-phone-stale-link');
+    // The new link signs in and shows everything kept.
+    await page.goto(third.url);
+    await page.waitForSelector('body[data-ready="true"]');
+    assert(/before the restart/.test(await page.textContent('[data-testid="messages"]')), 'the conversation is not shown after signing in again');
+    checkClean(watch);
+  } finally {
+    await context.close();
+    for (const s of [first, second, third]) if (s) await s.stop();
+  }
+});
+
+for (const mode of ['local', 'stateless']) {
+  for (const size of ['desktop', 'phone']) {
+    scenario(`${mode} ${size}: a 300-message conversation renders a window; scrolling up, Show earlier and a search hit bring in earlier messages`, async () => {
+      const fx = bigFixture(300, 300);
+      let server;
+      if (mode === 'local') {
+        const dir = path.join(TMP, `window-${mode}-${size}`);
+        fs.mkdirSync(dir, { recursive: true });
+        const file = path.join(dir, 'llm.json');
+        fs.writeFileSync(file, JSON.stringify(fx, null, 2));
+        server = await startServer({ file });
+      } else {
+        server = await startServer({ stateless: true });
+      }
+      try {
+        await withPage(server, { size }, async (page) => {
+          if (mode === 'stateless') {
+            await importFile(page, 'llm_2024.01.01.0000.json', JSON.stringify(fx));
+            await waitStatus(page, /Imported|Merged/);
+          }
+          const last = fx.messages[299].id;
+          await page.waitForSelector(`[data-testid="message"][data-id="${last}"]`);
+          let ids = await shownIds(page);
+          assert(ids.length >= 20 && ids.length <= 60, `${ids.length} messages rendered at once (a window is 40)`);
+          assert(ids[ids.length - 1] === last, 'the newest message is not the last shown');
+          const row = await page.textContent('[data-testid="earlier-messages"]');
+          assert(new RegExp(`${300 - ids.length} in all`).test(row), `the earlier row says ${row}`);
+          await shot(page, `${mode}-${size}-long-conversation`);
+          // Scrolling up to the row shows the previous messages, keeping the one on screen in place.
+          const anchor = ids[0];
+          await page.evaluate(() => window.scrollTo(0, document.documentElement.scrollHeight));
+          await page.mouse.move(SIZES[size].viewport.width / 2, SIZES[size].viewport.height / 2);
+          for (let i = 0; i < 80 && (await page.locator('[data-testid="message"]').count()) === ids.length; i++) {
+            await page.mouse.wheel(0, -800);
+            await sleep(50);
+          }
+          assert((await page.locator('[data-testid="message"]').count()) > ids.length, 'scrolling up to the top showed no earlier messages');
+          const top = await page.$eval(`#msg-${anchor}`, (e) => e.getBoundingClientRect().top);
+          const height = SIZES[size].viewport.height;
+          assert(top > -height && top < 2 * height, `the message that was first jumped to ${top}px`);
+          ids = await shownIds(page);
+          assert(ids.indexOf(anchor) > 0 && ids[ids.length - 1] === last, 'the earlier messages were not added above');
+          // The button, by keyboard, until the conversation's first message is shown.
+          for (let i = 0; i < 40; i++) {
+            const b = await page.$('[data-testid="show-earlier"]');
+            if (!b) break;
+            // Scrolling may replace the row meanwhile (it shows earlier messages too): then look again.
+            try {
+              await b.focus();
+              await page.keyboard.press('Enter');
+            } catch { /* detached */ }
+            await sleep(50);
+          }
+          ids = await shownIds(page);
+          assert(ids.length === 300 && ids[0] === fx.messages[0].id, `after Show earlier: ${ids.length} shown, first ${ids[0]}`);
+          // A fresh page, and a search hit far back: the window reaches it.
+          await page.reload();
+          await page.waitForSelector('body[data-ready="true"]');
+          assert((await shownIds(page)).length <= 60, 'the reload did not start from a window again');
+          if (size === 'phone') await page.click('[data-testid="open-menu"]');
+          await page.fill('[data-testid="search-input"]', 'zxaah');
+          await page.click('[data-testid="search-submit"]');
+          await page.waitForSelector('[data-testid="search-hit-message"]');
+          const hits = await page.locator('[data-testid="search-hit-message"]').count();
+          assert(hits === 1, `${hits} search hits for one message's word`);
+          await page.click('[data-testid="search-hit-message"]');
+          await page.waitForSelector(`#msg-${fx.messages[7].id}`);
+          const box = await page.$eval(`#msg-${fx.messages[7].id}`, (e) => { const r = e.getBoundingClientRect(); return { top: r.top, bottom: r.bottom }; });
+          assert(box.bottom > 0 && box.top < 844, `the search hit is off screen: ${JSON.stringify(box)}`);
+        });
+      } finally {
+        await server.stop();
+      }
+    });
+  }
+}
+
+// ------------------------------------------------------------------ PWA
+
+for (const size of ['desktop', 'phone']) {
+  scenario(`stateless ${size}: installable (manifest, icons, service worker) and the offline shell opens with the network off, saying chat needs the server`, async () => {
+    let server = await startServer({ stateless: true });
+    const port = new URL(server.origin).port;
+    // A persistent profile: Chromium never offers to install from an incognito-like context.
+    const profile = fs.mkdtempSync(path.join(TMP, `pwa-profile-${size}-`));
+    const context = await chromium.launchPersistentContext(profile, {
+      executablePath: CHROMIUM,
+      args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-background-networking'],
+      ...SIZES[size],
+    });
+    const page = context.pages()[0] || await context.newPage();
+    const watch = { dialogs: [], foreign: [], errors: [] };
+    page.on('dialog', (d) => { watch.dialogs.push(d.message()); d.dismiss().catch(() => {}); });
+    page.on('pageerror', (e) => watch.errors.push(String(e && e.message ? e.message : e)));
+    page.on('request', (r) => { if (!r.url().startsWith(server.origin) && !/^(data|blob):/.test(r.url())) watch.foreign.push(r.url()); });
+    page.setDefaultTimeout(30_000);
+    try {
+      await page.goto(server.url);
+      await page.waitForSelector('body[data-ready="true"]');
+      // What an installable app needs, with the right types and the CSP naming them.
+      const get = (p) => page.request.get(server.origin + p);
+      const man = await get('/manifest.webmanifest');
+      assert(man.status() === 200 && man.headers()['content-type'] === 'application/manifest+json', `manifest: ${man.status()} ${man.headers()['content-type']}`);
+      const m = await man.json();
+      assert(m.name === 'WikiOracle' && m.start_url === '/' && m.display === 'standalone', `manifest: ${JSON.stringify(m)}`);
+      for (const icon of m.icons) {
+        const r = await get(icon.src);
+        assert(r.status() === 200 && r.headers()['content-type'] === icon.type, `${icon.src}: ${r.status()} ${r.headers()['content-type']}`);
+      }
+      assert(['192x192', '512x512'].every((sz) => m.icons.some((i) => i.sizes === sz && i.type === 'image/png')), 'no 192 and 512 PNG icons');
+      const sw = await get('/sw.js');
+      assert(sw.status() === 200 && /javascript/.test(sw.headers()['content-type']), `sw.js: ${sw.status()}`);
+      const csp = (await get('/')).headers()['content-security-policy'] || '';
+      assert(/worker-src 'self'/.test(csp) && /manifest-src 'self'/.test(csp) && !/unsafe/.test(csp), `CSP: ${csp}`);
+      // The service worker registers and takes the page; Chromium finds the app installable.
+      await page.evaluate(() => navigator.serviceWorker.ready.then(() => true));
+      const cdp = await context.newCDPSession(page);
+      const { installabilityErrors } = await cdp.send('Page.getInstallabilityErrors');
+      assert(!installabilityErrors.length, `not installable: ${JSON.stringify(installabilityErrors)}`);
+      const manifest = await cdp.send('Page.getAppManifest');
+      assert(!manifest.errors.length, `manifest errors: ${JSON.stringify(manifest.errors)}`);
+      const fx = codeFixture(`pwa-${size}`);
+      await loadFixture(page, fx);
+      await page.reload();
+      await page.waitForSelector('body[data-ready="true"]');
+      assert(await page.evaluate(() => !!navigator.serviceWorker.controller), 'the service worker does not control the page');
+
+      // Offline, and the server gone too: the page comes from the worker's cache.
+      await server.stop();
+      await context.setOffline(true);
+      await page.reload();
+      await page.waitForSelector('body[data-ready="true"]');
+      assert(await page.evaluate(() => document.body.dataset.offline === 'true'), 'the page does not know it is offline');
+      await page.waitForSelector(`[data-testid="message"][data-id="${fx.messages[3].id}"]`);
+      const alert = await page.textContent('[data-testid="alert"]');
+      assert(/offline/i.test(alert) && /server/.test(alert), `the offline page says ${JSON.stringify(alert)}`);
+      assert((await page.textContent('[data-testid="mode-badge"]')) === 'offline', 'the badge does not say offline');
+      await shot(page, `stateless-${size}-offline`);
+      // Sending is refused, said once, and the question stays in the box.
+      await page.fill('[data-testid="composer-input"]', 'Are you there?');
+      await page.click('[data-testid="send"]');
+      await page.waitForFunction(() => /answering needs/.test(document.querySelector('[data-testid="alert"]').textContent))
+        .catch(async () => { throw new Error(`sending offline said ${JSON.stringify(await page.textContent('[data-testid="alert"]'))}`); });
+      assert((await page.inputValue('[data-testid="composer-input"]')) === 'Are you there?', 'the question left the box');
+      assert(!(await page.$('[data-testid="pending-question"]')), 'a question was sent offline');
+      // Back online with the server: the page starts again from it.
+      server = await startServer({ stateless: true, port });
+      await context.setOffline(false);
+      await page.waitForFunction(() => document.body.dataset.ready === 'true' && document.body.dataset.offline !== 'true' && document.querySelector('[data-testid="mode-badge"]').textContent === 'stateless', null, { timeout: 30_000 })
+        .catch(async () => { throw new Error(`back online, the page did not start again from the server (offline=${await page.evaluate(() => document.body.dataset.offline)}, badge ${await page.textContent('[data-testid="mode-badge"]')})`); });
+      checkClean(watch);
+    } finally {
+      await context.close();
+      await server.stop();
+    }
+  });
+}
+
+scenario('local: no service worker is registered (the page of a local server always comes from it)', async () => {
+  const server = await localServer();
+  await withPage(server, {}, async (page) => {
+    const n = await page.evaluate(async () => (await navigator.serviceWorker.getRegistrations()).length);
+    assert(n === 0, `${n} service workers registered in local mode`);
+    const shell = await page.evaluate(() => localStorage.getItem('wo_last_mode'));
+    assert(shell === 'local', `last mode: ${shell}`);
+  });
+});
+
+// ------------------------------------------------------------------ benchmark
+
+/**
+ * An llm.json of `n` messages in conversations of `per` messages (question,
+ * answer, …; roots marked `new_conversation`), ~300 bytes of XHTML each,
+ * a code block in every tenth answer.
+ */
+function bigFixture(n, per) {
+  const base = Date.UTC(2024, 0, 1, 0, 0, 0);
+  const messages = [];
+  let parent = null;
+  for (let i = 0; i < n; i++) {
+    const user = i % 2 === 0;
+    const username = user ? 'ann' : 'smollm2';
+    const timestamp = stamp(base + i * 1000);
+    // A word found in this message alone (search finds it): zx + i in base 26.
+    const code = 'zx' + [2, 1, 0].map((k) => String.fromCharCode(97 + (Math.floor(i / 26 ** k) % 26))).join('');
+    const words = `message ${i} (${code}) of conversation ${Math.floor(i / per)}: the quick brown fox jumps over the lazy dog while the model explains retrieval, memory and branches`;
+    const content = user
+      ? `<p>${words}?</p>`
+      : `<p>${words}.</p><p>A second paragraph with <strong>bold</strong> and <em>emphasis</em> to render.</p>${i % 10 === 1 ? '<pre><code>print("hello")</code></pre>' : ''}`;
+    const m = { id: 'm_' + sha16(`${username}|${timestamp}|${content}`), title: `message ${i}`, username, timestamp, content, role: user ? 'user' : 'assistant' };
+    if (i % per === 0) m.new_conversation = true;
+    else m.parent = parent;
+    if (!user) { m.provider = 'llama'; m.model = 'smollm2'; }
+    parent = m.id;
+    messages.push(m);
+  }
+  return {
+    version: 1,
+    schema: 'https://raw.githubusercontent.com/arborrhythms/WikiOracle/main/spec/llm_state_v1.json',
+    date: stamp(base + n * 1000), context: '<p>A benchmark project.</p>', messages,
+    truth: { trust: [], retrieval_prefs: { max_entries: 8 } },
+  };
+}
+
+const median = (xs) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
+
+/** Reloads `page` and returns the time from navigation to the app's `wo-ready` mark, in ms. */
+async function openTime(page) {
+  await page.reload();
+  await page.waitForSelector('body[data-ready="true"]', { timeout: 120_000 });
+  return page.evaluate(() => performance.getEntriesByName('wo-ready')[0].startTime);
+}
+
+/** Scrolls the conversation from the bottom to the top with the mouse wheel; frame times (ms) meanwhile. */
+async function scrollFrames(page) {
+  await page.evaluate(() => {
+    window.__frames = [];
+    let last = performance.now();
+    const tick = (t) => { window.__frames.push(t - last); last = t; if (window.__frames.length < 100000) window.__raf = requestAnimationFrame(tick); };
+    window.__raf = requestAnimationFrame(tick);
+  });
+  await page.mouse.move(400, 400);
+  for (let i = 0; i < 60; i++) {
+    await page.mouse.wheel(0, -600);
+    await sleep(16);
+  }
+  await sleep(200);
+  return page.evaluate(() => { cancelAnimationFrame(window.__raf); return window.__frames.slice(1); });
+}
+
+for (const shape of [{ name: 'one conversation of 10,000', per: 10_000 }, { name: '500 conversations of 20', per: 20 }]) {
+  for (const mode of ['local', 'stateless']) {
+    scenario(`bench: ${mode}, ${shape.name} messages: open and scroll`, async () => {
+      const fx = bigFixture(10_000, shape.per);
+      const text = JSON.stringify(fx, null, 2);
+      let server;
+      if (mode === 'local') {
+        const dir = path.join(TMP, `bench-${mode}-${shape.per}`);
+        fs.mkdirSync(dir, { recursive: true });
+        const file = path.join(dir, 'llm.json');
+        fs.writeFileSync(file, text);
+        server = await startServer({ file });
+      } else {
+        server = await startServer({ stateless: true });
+      }
+      try {
+        await withPage(server, { size: 'desktop' }, async (page) => {
+          if (mode === 'stateless') {
+            // Straight into IndexedDB, as an import leaves it.
+            await page.evaluate((t) => new Promise((resolve, reject) => {
+              const req = indexedDB.open('wikioracle', 1);
+              req.onupgradeneeded = () => req.result.createObjectStore('state');
+              req.onsuccess = () => {
+                const tx = req.result.transaction('state', 'readwrite');
+                tx.objectStore('state').put(JSON.parse(t), 'llm.json');
+                tx.oncomplete = () => { req.result.close(); resolve(); };
+                tx.onerror = () => reject(tx.error);
+              };
+              req.onerror = () => reject(req.error);
+            }), text);
+          }
+          const opens = [];
+          for (let i = 0; i < 5; i++) opens.push(await openTime(page));
+          const shown = await page.locator('[data-testid="message"]').count();
+          // The reference, in the same page: getting the same state and parsing it, rendering nothing.
+          const refs = [];
+          for (let i = 0; i < 5; i++) {
+            refs.push(await page.evaluate(async (m) => {
+              const t0 = performance.now();
+              if (m === 'local') {
+                await (await fetch('/api/export')).json();
+              } else {
+                await new Promise((resolve, reject) => {
+                  const req = indexedDB.open('wikioracle', 1);
+                  req.onsuccess = () => {
+                    const g = req.result.transaction('state', 'readonly').objectStore('state').get('llm.json');
+                    g.onsuccess = () => { req.result.close(); resolve(g.result); };
+                    g.onerror = () => reject(g.error);
+                  };
+                  req.onerror = () => reject(req.error);
+                });
+              }
+              return performance.now() - t0;
+            }, mode));
+          }
+          const frames = await scrollFrames(page);
+          const sorted = [...frames].sort((a, b) => a - b);
+          const p95 = sorted[Math.floor(sorted.length * 0.95)] || 0;
+          const long = frames.filter((f) => f > 50).length;
+          const open = median(opens);
+          const ref = median(refs);
+          console.log(`# bench ${mode}, ${shape.name}: open ${open.toFixed(0)} ms (runs ${opens.map((x) => x.toFixed(0)).join(', ')}); reference fetch+parse of the whole state ${ref.toFixed(0)} ms; open/reference ${(open / ref).toFixed(2)}x; ${shown} messages in the DOM; scroll to the top: ${frames.length} frames, p95 ${p95.toFixed(1)} ms, max ${(sorted[sorted.length - 1] || 0).toFixed(1)} ms, ${long} over 50 ms`);
+          assert(open < 1000, `opening took ${open.toFixed(0)} ms (goal < 1000 ms)`);
+        });
+      } finally {
+        await server.stop();
+      }
+    });
+  }
+}
 
 // ------------------------------------------------------------------ main
 
@@ -1450,6 +2277,7 @@ async function main() {
   }
   const failed = results.filter((r) => !r.ok).length;
   const passed = results.length - failed;
+  console.log(`# axe-core audited ${axeAudited.length} screens (light and dark): ${[...new Set(axeAudited)].join(', ')}`);
   console.log(`${passed} passed, ${failed} failed`);
   if (failed || process.env.WO_KEEP_TMP) console.log(`# temporary files (server logs): ${TMP}`);
   else fs.rmSync(TMP, { recursive: true, force: true });

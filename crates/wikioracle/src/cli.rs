@@ -46,19 +46,29 @@ pub enum Command {
     /// Ask a model one question; the answer streams and the turn is saved in llm.json.
     #[command(after_help = "Examples:\n  \
 wo ask \"What did we decide about deploys?\"\n  \
-git diff | wo ask \"Review this change\"          the prompt can come from stdin\n  \
-wo ask --provider openai --model gpt-4o-mini \"Summarise our notes\"\n  \
+git diff | wo ask \"Review this change\"          piped text is sent after the prompt\n  \
+wo ask -f src/main.rs -f Cargo.toml \"Why does this not build?\"   attach text files\n  \
+wo ask --new \"Plan the garden\"                 start a new conversation\n  \
+wo ask --conversation m_3f2a \"And the roses?\"  continue one (see wo log --conversations)\n  \
+wo ask -m openai/gpt-4o-mini \"Summarise our notes\"   provider/model (wo models lists them)\n  \
 wo ask --show-context \"Why?\"                  print what was sent, and what was left out and why\n  \
 wo ask --save answer.md --no-stream \"Draft a README intro\"\n\n\
+Without --new, --conversation or --parent, the question continues the conversation you last asked in\n\
+from this machine (remembered outside llm.json), so messages merged in from another machine never\n\
+take it over; the first time, the conversation of the newest message.\n\
 The offline default is the local SmolLM2 model (scripts/install-model.sh puts it in place).\n\
+Ctrl-C stops the answer and keeps what arrived, marked incomplete (usage.truncated.reason = stopped).\n\
 Exit codes: 0 ok; 1 provider or usage error (nothing saved); 2 llm.json could not be written; 130 interrupted.")]
     Ask(AskArgs),
     /// Talk to a model interactively; every turn is saved in llm.json.
     #[command(after_help = "Examples:\n  \
-wo chat\n  \
-wo chat --provider anthropic\n\n\
+wo chat                          continue the conversation you last used here\n  \
+wo chat --new                    start a new one\n  \
+wo chat --conversation m_3f2a    continue this one (wo log --conversations lists them)\n  \
+wo chat -m anthropic/claude-sonnet-4-5\n\n\
 In the chat: end a line with \\ to continue it; /sources shows what the last answer drew on;\n\
-/context shows what was sent; /branch ID continues from an earlier message; /exit or Ctrl-D leaves.")]
+/context shows what was sent; /branch ID continues from an earlier message; /new starts a new\n\
+conversation; /exit or Ctrl-D leaves. Ctrl-C stops an answer and keeps what arrived, marked incomplete.")]
     Chat(ChatArgs),
     /// List configured providers and whether each can answer now.
     #[command(after_help = "Examples:\n  \
@@ -120,8 +130,54 @@ A file that cannot be read changes nothing; the error names the file and where i
 wo log                              every message, oldest first\n  \
 wo log --grep \"rate limit\" --user alec\n  \
 wo log --since 2026-02-01 --until 2026-03-01\n  \
-wo log -n 5 --json                  the last five messages as JSON lines")]
+wo log --since 2d                   the last two days (also 3h, 1w, yesterday, today)\n  \
+wo log -n 5 --json                  the last five messages as JSON lines\n  \
+wo log --conversations              one line per conversation: id, last update, messages, title\n  \
+wo log --usage --since 1w           tokens per model, as the providers reported them")]
     Log(LogArgs),
+    /// List the models each configured provider offers (from its own model list where it has one).
+    #[command(after_help = "Examples:\n  \
+wo models                 every provider's models; the configured one is marked *\n  \
+wo models -p openai       one provider\n  \
+wo models --json\n\n\
+Asked from each provider's model list (OpenAI-compatible and Anthropic GET /v1/models, Ollama /api/tags);\n\
+a provider without one lists its configured model. A provider that cannot be reached says why and the\n\
+others are still listed (exit 1 if any failed); one not set up (no API key) is noted. Use one with -m PROVIDER/MODEL.")]
+    Models(ModelsArgs),
+    /// Print a shell completion script.
+    #[command(after_help = "Examples:\n  \
+wo completions bash > ~/.local/share/bash-completion/completions/wo\n  \
+wo completions zsh > \"${fpath[1]}/_wo\"\n  \
+wo completions fish > ~/.config/fish/completions/wo.fish")]
+    Completions {
+        /// The shell.
+        #[arg(value_enum)]
+        shell: clap_complete::Shell,
+    },
+    /// Print the manual page (roff), or write one page per command into a directory.
+    #[command(after_help = "Examples:\n  \
+wo man | man -l -\n  \
+wo man > ~/.local/share/man/man1/wo.1\n  \
+wo man --out-dir ~/.local/share/man/man1     wo.1, wo-ask.1, wo-log.1, … (then: man wo-ask)")]
+    Man {
+        /// Write wo.1 and a wo-COMMAND.1 page per command here instead (existing pages are replaced).
+        #[arg(long, value_name = "DIR")]
+        out_dir: Option<PathBuf>,
+    },
+    /// Git merge driver for llm.json: merges %A with %B (base %O) by wo's merge, into %A.
+    #[command(after_help = "Examples:\n  \
+wo git-setup        configure it (what it runs: wo merge-driver %O %A %B)\n\n\
+Messages and truth entries from both sides are kept (the merge wo merge uses); the result is written\n\
+to %A atomically. A side that is not a valid llm.json stops the merge (exit 1, %A unchanged),\n\
+and git reports a conflict.")]
+    MergeDriver(MergeDriverArgs),
+    /// Let git merge llm.json with wo: writes the .gitattributes line and the merge driver config.
+    #[command(after_help = "Examples:\n  \
+wo git-setup               in a repository holding llm.json (run again: changes nothing)\n\n\
+Writes `llm.json merge=wikioracle` to .gitattributes at the repository's top and sets\n\
+merge.wikioracle.name and merge.wikioracle.driver in its .git/config. Then two machines can share\n\
+llm.json through git: `git pull` merges both sides' messages.")]
+    GitSetup,
     /// List and curate truth entries (the knowledge retrieval draws on).
     #[command(subcommand)]
     Truth(TruthCommand),
@@ -164,6 +220,7 @@ The same index always gives byte-identical output.")]
     #[command(after_help = "Examples:\n  \
 wo serve                          http://127.0.0.1:8787/?token=… serves ./llm.json; open the printed URL\n  \
 wo serve --open                   and open it in the browser\n  \
+wo serve --new-token              a new sign-in link; the old one and signed-in browsers stop working\n  \
 wo serve --state ~/notes/llm.json --port 9000\n  \
 wo serve --stateless --bind 0.0.0.0 --allow-host wo.example.org   the hosted mode: browsers keep their own state\n  \
 wo serve --stateless --allow-provider openai --allow-model gpt-4o-mini --max-tokens 1024\n  \
@@ -173,6 +230,8 @@ POST /v1/chat/completions; the model is a provider's name) answers with your mem
 exchange; MCP over streamable HTTP at /mcp (writes only with --mcp-allow-write).\n\
 Local mode owns exactly one llm.json (llm_*.json exports beside it are merged first), binds loopback only,\n\
 and admits only the printed URL's token (then an HttpOnly cookie; programs send Authorization: Bearer).\n\
+The token is kept per project (0600, in $XDG_DATA_HOME/wikioracle/serve-tokens/), so the link and
+the browser's sign-in survive restarts; --new-token replaces it.\n\
 Stateless mode writes nothing and logs no content; provider keys stay on the server. Anonymous clients\n\
 may use only the default provider (or those named with --allow-provider), each provider's configured model\n\
 (or those named with --allow-model), and at most --max-tokens (default 4096) per answer.\n\
@@ -192,6 +251,26 @@ wo agents-md                 AGENTS.md in the current directory (created, or its
 wo agents-md --file CLAUDE.md\n\n\
 Only the text between the <!-- wikioracle:begin --> and <!-- wikioracle:end --> markers changes.")]
     AgentsMd(AgentsMdArgs),
+}
+
+#[derive(Args, Debug)]
+pub struct ModelsArgs {
+    /// Only this provider.
+    #[arg(long, short = 'p')]
+    pub provider: Option<String>,
+    /// One JSON object per provider.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Args, Debug)]
+pub struct MergeDriverArgs {
+    /// The common ancestor's version (git's %O).
+    pub base: PathBuf,
+    /// Our version (git's %A): the merge result is written here.
+    pub ours: PathBuf,
+    /// Their version (git's %B).
+    pub theirs: PathBuf,
 }
 
 #[derive(Args, Debug)]
@@ -281,6 +360,9 @@ pub struct ServeArgs {
     /// Let MCP clients at /mcp write: remember, resolve and log_exchange (off by default; local mode).
     #[arg(long)]
     pub mcp_allow_write: bool,
+    /// Replace this project's kept sign-in token: earlier links and browser sessions stop working (local mode).
+    #[arg(long, conflicts_with = "stateless")]
+    pub new_token: bool,
 }
 
 #[derive(Args, Debug)]
@@ -374,7 +456,7 @@ pub struct ModelOpts {
     /// Provider name from the config (default: the config's default, else `local`).
     #[arg(long, short = 'p')]
     pub provider: Option<String>,
-    /// Model name (default: the provider's).
+    /// Model name (default: the provider's); PROVIDER/MODEL also picks the provider (`wo models` lists them).
     #[arg(long, short = 'm')]
     pub model: Option<String>,
     /// Sampling temperature.
@@ -401,12 +483,28 @@ pub struct ModelOpts {
     pub index: Option<PathBuf>,
 }
 
+/// Which conversation a question goes to (ask and chat).
+#[derive(Args, Debug, Clone, Default)]
+pub struct ConversationOpts {
+    /// Start a new conversation.
+    #[arg(long, conflicts_with = "conversation")]
+    pub new: bool,
+    /// Continue this conversation (its id or a message's in it; a unique prefix is enough).
+    #[arg(long, short = 'c', value_name = "ID")]
+    pub conversation: Option<String>,
+}
+
 #[derive(Args, Debug)]
 pub struct AskArgs {
-    /// The question (default: read standard input).
+    /// The question; text piped in is added after it (alone, it is the question).
     pub prompt: Option<String>,
     #[command(flatten)]
     pub model: ModelOpts,
+    #[command(flatten)]
+    pub conv: ConversationOpts,
+    /// Attach a text file to the question (repeatable; at most 256 KiB each).
+    #[arg(long = "file", short = 'f', value_name = "PATH")]
+    pub files: Vec<PathBuf>,
     /// Print the answer only when it is complete.
     #[arg(long)]
     pub no_stream: bool,
@@ -420,7 +518,7 @@ pub struct AskArgs {
     #[arg(long)]
     pub show_context: bool,
     /// Continue from this message instead of the latest (branching).
-    #[arg(long, value_name = "ID")]
+    #[arg(long, value_name = "ID", conflicts_with_all = ["new", "conversation"])]
     pub parent: Option<String>,
 }
 
@@ -428,6 +526,8 @@ pub struct AskArgs {
 pub struct ChatArgs {
     #[command(flatten)]
     pub model: ModelOpts,
+    #[command(flatten)]
+    pub conv: ConversationOpts,
 }
 
 #[derive(Args, Debug)]
@@ -575,15 +675,21 @@ pub struct LogArgs {
     /// Only messages by this username.
     #[arg(long, short = 'u')]
     pub user: Option<String>,
-    /// Only messages at or after this date (YYYY-MM-DD or a full UTC timestamp).
+    /// Only messages at or after this time: YYYY-MM-DD, a UTC timestamp, 2d, 3h, 1w, yesterday, today.
     #[arg(long)]
     pub since: Option<String>,
-    /// Only messages before this date.
+    /// Only messages before this time (same forms as --since).
     #[arg(long)]
     pub until: Option<String>,
-    /// Show only the last N matching messages.
+    /// Show only the last N matching messages (or conversations).
     #[arg(long, short = 'n')]
     pub limit: Option<usize>,
+    /// List conversations instead of messages: id, last update, message count, title.
+    #[arg(long, conflicts_with = "usage")]
+    pub conversations: bool,
+    /// Token totals per model from what providers reported (answers without counts are counted apart).
+    #[arg(long)]
+    pub usage: bool,
     /// One JSON object per line (the stored message, plus `text`).
     #[arg(long)]
     pub json: bool,
@@ -623,9 +729,9 @@ wo truth edit t_2c1d --content \"Deploys moved to Thursdays\"")]
 
 #[derive(Subcommand, Debug)]
 pub enum MemoryCommand {
-    /// Entries memory created, newest first.
+    /// Entries memory created, newest first (archived ones with --archived).
     #[command(
-        after_help = "Examples:\n  wo memory list\n  wo memory list --kind effort --status open\n  wo memory list --tag release --json"
+        after_help = "Examples:\n  wo memory list\n  wo memory list --kind effort --status open\n  wo memory list --tag release --json\n  wo memory list --archived"
     )]
     List {
         #[arg(long, value_enum)]
@@ -635,6 +741,29 @@ pub enum MemoryCommand {
         status: Option<StatusArg>,
         #[arg(long)]
         tag: Option<String>,
+        /// List archived entries instead (any entry with `expires` that went
+        /// unused for `[memory] archive_after_days`: kept, but no longer
+        /// sent to models).
+        #[arg(long)]
+        archived: bool,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Search what is known (truth entries, BM25 over title and text), best
+    /// first; archived entries only with --archived.
+    #[command(
+        after_help = "Examples:\n  wo memory search kiln schedule\n  wo memory search \"technician visit\" --archived\n  wo memory search glaze --json --limit 5"
+    )]
+    Search {
+        /// Words to look for.
+        #[arg(required = true, num_args = 1..)]
+        query: Vec<String>,
+        /// Search the archived entries (which retrieval no longer sends).
+        #[arg(long)]
+        archived: bool,
+        /// Show at most this many.
+        #[arg(long, default_value_t = 20)]
+        limit: usize,
         #[arg(long)]
         json: bool,
     },
@@ -655,7 +784,7 @@ pub enum MemoryCommand {
         after_help = "Examples:\n  wo memory rebuild --dry-run\n  wo memory rebuild --since 2026-01-01 --yes\n  wo memory rebuild -p claude --yes"
     )]
     Rebuild {
-        /// Only answers given at or after this date (YYYY-MM-DD or a full UTC timestamp).
+        /// Only answers given at or after this time: YYYY-MM-DD, a UTC timestamp, 2d, 3h, 1w, yesterday.
         #[arg(long)]
         since: Option<String>,
         /// Print what would be interpreted and the estimated cost, and stop.

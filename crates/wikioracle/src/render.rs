@@ -171,9 +171,266 @@ pub fn stderr_text(text: &str) {
     let _ = write_safe(std::io::stderr().lock(), text);
 }
 
+/// Writes text that is already safe for a terminal (made so by [`term`],
+/// then styled by [`Markdown`]) as it is; errors (a closed pipe) are
+/// returned for the caller to stop on.
+pub fn write_raw(mut w: impl Write, text: &str) -> std::io::Result<()> {
+    w.write_all(text.as_bytes())?;
+    w.flush()
+}
+
+/// Whether what was printed so far left a line open (text after the last
+/// newline), so that a failure or a stop ends it — and prints no empty line
+/// when nothing was printed at all.
+#[derive(Default)]
+pub struct LineEnd {
+    open: bool,
+}
+
+impl LineEnd {
+    /// Notes `text` as printed.
+    pub fn saw(&mut self, text: &str) {
+        if let Some(last) = text.chars().last() {
+            self.open = last != '\n';
+        }
+    }
+
+    /// True when the last thing printed did not end its line.
+    pub fn open(&self) -> bool {
+        self.open
+    }
+}
+
+/// A spinner on standard error while waiting for a model's first token
+/// (indicatif draws only when standard error is a terminal; on a pipe it
+/// stays silent). Started when the request is sent, stopped at the first
+/// token, the end or a failure; stopping twice is harmless.
+pub struct Spinner {
+    bar: indicatif::ProgressBar,
+}
+
+impl Spinner {
+    /// A spinner naming `provider`, not yet drawn.
+    pub fn new(provider: &str) -> Self {
+        let bar = indicatif::ProgressBar::new_spinner();
+        bar.set_message(format!("waiting for {}…", term(provider)));
+        Spinner { bar }
+    }
+
+    /// Starts drawing (every 100 ms).
+    pub fn start(&self) {
+        if !self.bar.is_finished() {
+            self.bar
+                .enable_steady_tick(std::time::Duration::from_millis(100));
+        }
+    }
+
+    /// Stops and erases it.
+    pub fn stop(&self) {
+        if !self.bar.is_finished() {
+            self.bar.finish_and_clear();
+        }
+    }
+}
+
+impl Drop for Spinner {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+/// A model's Markdown answer rendered for a terminal as it streams: when
+/// standard output is a terminal (and `NO_COLOR` is not set), each finished
+/// line is styled — headings bold, `**bold**`, `*italic*`, `` `code` ``,
+/// fenced code blocks in colour with their fences dimmed, bullets as `•`,
+/// quotes behind a bar; otherwise the text passes through unchanged. Either
+/// way the output has passed [`term`] first, so the only escape sequences
+/// in it are the styles added here: print it with [`write_raw`].
+///
+/// Line by line, because a line is the smallest unit whose Markdown
+/// meaning is known (a `*` may open emphasis that closes later on the line).
+pub struct Markdown {
+    styled: bool,
+    pending: String,
+    in_fence: Option<String>,
+}
+
+const BOLD: &str = "\x1b[1m";
+const ITALIC: &str = "\x1b[3m";
+const DIM: &str = "\x1b[2m";
+const CODE: &str = "\x1b[36m";
+const HEADING: &str = "\x1b[1;4m";
+const RESET: &str = "\x1b[0m";
+
+impl Markdown {
+    /// Styled when standard output is a terminal and `NO_COLOR` is unset.
+    pub fn for_stdout() -> Self {
+        use std::io::IsTerminal;
+        let styled = std::io::stdout().is_terminal()
+            && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty());
+        Markdown::new(styled)
+    }
+
+    /// A renderer that styles (`true`) or passes text through.
+    pub fn new(styled: bool) -> Self {
+        Markdown {
+            styled,
+            pending: String::new(),
+            in_fence: None,
+        }
+    }
+
+    /// Takes the next piece of the answer; returns what can be printed now.
+    pub fn push(&mut self, text: &str) -> String {
+        if !self.styled {
+            return term(text).into_owned();
+        }
+        self.pending.push_str(text);
+        let Some(end) = self.pending.rfind('\n') else {
+            return String::new();
+        };
+        let done: String = self.pending.drain(..=end).collect();
+        let mut out = String::with_capacity(done.len() + 32);
+        for line in done.split_inclusive('\n') {
+            out.push_str(&self.line(line.trim_end_matches('\n')));
+            out.push('\n');
+        }
+        out
+    }
+
+    /// The rest, at the end of the answer.
+    pub fn finish(&mut self) -> String {
+        if !self.styled || self.pending.is_empty() {
+            return String::new();
+        }
+        let rest = std::mem::take(&mut self.pending);
+        self.line(&rest)
+    }
+
+    /// One whole line, styled.
+    fn line(&mut self, raw: &str) -> String {
+        let safe = term(raw);
+        let line: &str = &safe;
+        let trimmed = line.trim_start();
+        let fence: String = trimmed
+            .chars()
+            .take_while(|&c| c == '`' || c == '~')
+            .collect();
+        if fence.len() >= 3
+            && fence
+                .chars()
+                .all(|c| c == fence.chars().next().unwrap_or('`'))
+        {
+            match &self.in_fence {
+                Some(open)
+                    if fence.starts_with(open.as_str())
+                        && trimmed[fence.len()..].trim().is_empty() =>
+                {
+                    self.in_fence = None;
+                }
+                Some(_) => return format!("{CODE}{line}{RESET}"),
+                None => self.in_fence = Some(fence),
+            }
+            return format!("{DIM}{line}{RESET}");
+        }
+        if self.in_fence.is_some() {
+            return format!("{CODE}{line}{RESET}");
+        }
+        let indent = &line[..line.len() - trimmed.len()];
+        let hashes = trimmed.chars().take_while(|&c| c == '#').count();
+        if (1..=6).contains(&hashes) && trimmed[hashes..].starts_with(' ') {
+            return format!(
+                "{indent}{HEADING}{}{RESET}",
+                inline(trimmed[hashes..].trim())
+            );
+        }
+        if let Some(rest) = trimmed
+            .strip_prefix("> ")
+            .or_else(|| (trimmed == ">").then_some(""))
+        {
+            return format!("{indent}{DIM}│{RESET} {}", inline(rest));
+        }
+        for bullet in ["- ", "* ", "+ "] {
+            if let Some(rest) = trimmed.strip_prefix(bullet) {
+                return format!("{indent}• {}", inline(rest));
+            }
+        }
+        format!("{indent}{}", inline(trimmed))
+    }
+}
+
+/// Inline Markdown on one line: `code`, **bold**, *italic* (an `*` or `**`
+/// without its closing pair stays as typed; `_` is left alone, as it is in
+/// identifiers).
+fn inline(text: &str) -> String {
+    let mut out = String::with_capacity(text.len() + 16);
+    let mut rest = text;
+    while !rest.is_empty() {
+        if let Some(after) = rest.strip_prefix('`')
+            && let Some(end) = after.find('`')
+        {
+            out.push_str(CODE);
+            out.push_str(&after[..end]);
+            out.push_str(RESET);
+            rest = &after[end + 1..];
+            continue;
+        }
+        if let Some(after) = rest.strip_prefix("**")
+            && let Some(end) = after.find("**").filter(|&e| e > 0)
+        {
+            out.push_str(BOLD);
+            out.push_str(&inline(&after[..end]));
+            out.push_str(RESET);
+            rest = &after[end + 2..];
+            continue;
+        }
+        if let Some(after) = rest.strip_prefix('*')
+            && !after.starts_with([' ', '*'])
+            && let Some(end) = after.find('*').filter(|&e| e > 0)
+        {
+            out.push_str(ITALIC);
+            out.push_str(&after[..end]);
+            out.push_str(RESET);
+            rest = &after[end + 1..];
+            continue;
+        }
+        let c = rest.chars().next().unwrap_or(' ');
+        out.push(c);
+        rest = &rest[c.len_utf8()..];
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn markdown_is_styled_line_by_line_and_plain_text_passes() {
+        let mut md = Markdown::new(true);
+        let mut out = String::new();
+        for piece in [
+            "# Ti",
+            "tle\nSome **bo",
+            "ld** and `x` and *it*.\n- item\n```rust\nlet *a* = 1;\n```\nend",
+        ] {
+            out.push_str(&md.push(piece));
+        }
+        out.push_str(&md.finish());
+        assert_eq!(
+            out,
+            "\x1b[1;4mTitle\x1b[0m\nSome \x1b[1mbold\x1b[0m and \x1b[36mx\x1b[0m and \x1b[3mit\x1b[0m.\n• item\n\
+             \x1b[2m```rust\x1b[0m\n\x1b[36mlet *a* = 1;\x1b[0m\n\x1b[2m```\x1b[0m\nend"
+        );
+        // Control characters in the answer never reach the terminal raw,
+        // styled or not.
+        let mut md = Markdown::new(true);
+        let got = md.push("evil \x1b]52;c;aGk=\x07 2 * 3 ** 4\n");
+        assert_eq!(got, "evil \\u{1b}]52;c;aGk=\\u{7} 2 * 3 ** 4\n");
+        let mut plain = Markdown::new(false);
+        assert_eq!(plain.push("**x** \x1b[2J"), "**x** \\u{1b}[2J");
+        assert_eq!(plain.finish(), "");
+    }
 
     #[test]
     fn controls_become_visible_and_text_stays() {

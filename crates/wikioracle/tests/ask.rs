@@ -135,22 +135,10 @@ data: [DONE]\n\n";
     );
     assert_eq!(r.code, 0, "{}", r.stderr);
     assert_eq!(r.stdout.trim(), "Paris is **the** capital.");
-    assert!(
-        r.stderr.contains("── context sent") && r.stderr.contains("Geography notes"),
-        "{}",
-        r.stderr
-    );
-    assert!(
-        r.stderr.contains("Capital (certainty 0.90)"),
-        "{}",
-        r.stderr
-    );
+    r.says(&["── context sent", "Geography notes"]);
+    r.says(&["Capital (certainty 0.90)"]);
     // The parts as `wo context explain` lists them (one renderer).
-    assert!(
-        r.stderr.contains("── parts ──") && r.stderr.contains("+ artifact"),
-        "{}",
-        r.stderr
-    );
+    r.says(&["── parts ──", "+ artifact"]);
     assert_eq!(
         std::fs::read_to_string(p.path().join("answer.md")).unwrap(),
         "Paris is **the** capital."
@@ -205,11 +193,7 @@ fn ask_creates_the_state_file_and_merges_exports_beside_it() {
     let cfg = config(&p, "openai", port);
     let r = ask(&p, &cfg, &[]);
     assert_eq!(r.code, 0, "{}", r.stderr);
-    assert!(
-        r.stderr.contains("created") && r.stderr.contains("merged"),
-        "{}",
-        r.stderr
-    );
+    r.says(&["created", "merged"]);
     assert_eq!(p.state().messages().len(), 4);
     assert!(p.path().join("llm_2026.02.22.2241.json.merged").exists());
 }

@@ -7,7 +7,10 @@
 //! the stream with Jump to latest, Retry after a failure, conversations
 //! (New chat, the list and its filter), Copy / Regenerate / Edit & resend,
 //! the phone layout (1280×800 and 390×844), what memory remembered under an
-//! answer with Undo, an XSS corpus that must not run, and app.js's
+//! answer with Undo, keyboard-only use (Tab reaches every action, focus
+//! visible, panels by keyboard), the sign-in across a server restart and
+//! after `--new-token` (the stale-link page), axe-core on every screen shot
+//! (light and dark; serious or critical violations fail), an XSS corpus that must not run, and app.js's
 //! re-implementation of the format held to the Rust golden vectors
 //! (`tests/browser/golden.json`). It writes a screenshot of every screen it
 //! visits to `$WO_SCREENSHOTS` (default `target/browser-screenshots/`).

@@ -13,9 +13,16 @@ fn init_refuses_to_clobber_and_force_backs_up_invalid_files() {
             .contains("created")
     );
     assert_eq!(p.state().context, "<div><p>Garden notes</p></div>");
+    // A valid file: said so, success, untouched (issue 15.5).
+    let before = std::fs::read(p.state_path()).unwrap();
     let again = p.run(&["init"]);
-    assert_eq!(again.code, 1);
-    assert!(again.stderr.contains("already exists"), "{}", again.stderr);
+    assert_eq!(again.code, 0);
+    assert!(
+        again.stdout.contains("already exists and is valid"),
+        "{}",
+        again.stdout
+    );
+    assert_eq!(std::fs::read(p.state_path()).unwrap(), before);
 
     std::fs::write(p.state_path(), b"{\"version\": 1, oops").unwrap();
     let refused = p.run(&["init"]);
@@ -87,11 +94,7 @@ fn state_is_found_in_parent_directories_or_named_explicitly() {
     );
     let missing = p.run(&["--state", "nope.json", "log"]);
     assert_eq!(missing.code, 1);
-    assert!(
-        missing.stderr.contains("nope.json") && missing.stderr.contains("wo init"),
-        "{}",
-        missing.stderr
-    );
+    missing.says(&["nope.json", "wo init"]);
 }
 
 #[test]
@@ -175,11 +178,7 @@ fn truth_add_edit_rm_with_tombstones() {
 
     let ambiguous = p.run(&["truth", "rm", "t_"]);
     assert_eq!(ambiguous.code, 1);
-    assert!(
-        ambiguous.stderr.contains("ambiguous"),
-        "{}",
-        ambiguous.stderr
-    );
+    ambiguous.says(&["ambiguous"]);
     let before = std::fs::read(p.state_path()).unwrap();
     let bad = p.run(&["truth", "edit", &id, "--certainty", "1.5"]);
     assert_eq!(bad.code, 1);
@@ -240,11 +239,7 @@ fn merge_auto_detects_exports_dry_run_and_renames() {
     std::fs::write(p.path().join("llm_bad.json"), "[]").unwrap();
     let r = p.run(&["merge"]);
     assert_eq!(r.code, 1);
-    assert!(
-        r.stderr.contains("llm_bad.json") && r.stderr.contains("expected an object"),
-        "{}",
-        r.stderr
-    );
+    r.says(&["llm_bad.json", "expected an object"]);
 }
 
 #[test]
@@ -279,11 +274,7 @@ fn log_filters_and_json() {
     assert_eq!(dated.lines().count(), 2);
     let bad = p.run(&["log", "--since", "last tuesday"]);
     assert_eq!(bad.code, 1);
-    assert!(
-        bad.stderr.contains("--since") && bad.stderr.contains("YYYY-MM-DD"),
-        "{}",
-        bad.stderr
-    );
+    bad.says(&["--since", "YYYY-MM-DD"]);
 }
 
 #[test]
@@ -402,11 +393,7 @@ fn symlinked_state_is_refused_unless_allowed() {
     std::os::unix::fs::symlink(&real, p.state_path()).unwrap();
     let r = p.run(&["truth", "add", "a", "--content", "b"]);
     assert_eq!(r.code, 1);
-    assert!(
-        r.stderr.contains("symbolic link") && r.stderr.contains("--allow-symlink"),
-        "{}",
-        r.stderr
-    );
+    r.says(&["symbolic link", "--allow-symlink"]);
     p.ok(&["--allow-symlink", "truth", "add", "a", "--content", "b"]);
     let real_state = wo_format::parse(&std::fs::read(&real).unwrap()).unwrap();
     assert_eq!(real_state.truth.trust.len(), 1);
@@ -548,11 +535,7 @@ fn import_a_cli_chat_file_and_adopt_its_system_prompt() {
     std::fs::write(p.path().join("bad.json"), r#"{"conversation": 5}"#).unwrap();
     let r = p.run(&["import", "bad.json"]);
     assert_eq!(r.code, 1);
-    assert!(
-        r.stderr.contains("bad.json") && r.stderr.contains("/conversation"),
-        "{}",
-        r.stderr
-    );
+    r.says(&["bad.json", "/conversation"]);
 }
 
 #[test]

@@ -113,11 +113,7 @@ fn bad_input_is_named() {
     let (p, _) = project();
     let missing = p.run(&["context", "explain", "--queries", "nope.txt"]);
     assert_eq!(missing.code, 1);
-    assert!(
-        missing.stderr.contains("--queries nope.txt"),
-        "{}",
-        missing.stderr
-    );
+    missing.says(&["--queries nope.txt"]);
     let tiny = p.run(&[
         "context",
         "explain",

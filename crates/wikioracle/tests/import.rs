@@ -85,6 +85,19 @@ fn chatgpt_zip_dry_run_import_and_import_again() {
     );
     assert_eq!(p.state().messages(), state.messages());
 
+    // Each imported conversation stays its own (its first message is marked
+    // as starting one), not chained to the one imported before it.
+    let listed = p.ok(&["log", "--conversations"]);
+    let titles: Vec<&str> = listed
+        .lines()
+        .map(|l| l.rsplit("  ").next().unwrap())
+        .collect();
+    assert_eq!(
+        titles,
+        ["Rolling back a deploy", "Weeknight pasta"],
+        "{listed}"
+    );
+
     // `wo log` keeps the answer's code block fenced.
     let log = p.ok(&["log", "--grep", "helm rollback"]);
     assert!(
@@ -192,6 +205,11 @@ fn exports_markdown_jsonl_and_chatgpt_round_trip() {
         "--username",
         "alec",
     ]);
+
+    // An imported conversation is listed by its own title (x_import),
+    // not its first message's.
+    let listed = p.ok(&["log", "--conversations"]);
+    assert!(listed.contains("Rolling back a deploy"), "{listed}");
 
     let doc = p.ok(&["export", "--format", "markdown"]);
     assert!(doc.contains("## Rolling back a deploy"), "{doc}");
@@ -317,11 +335,7 @@ fn an_oversized_message_is_named_and_nothing_is_written() {
         .unwrap();
     let r = common::to_run(r);
     assert_eq!(r.code, 1, "{}", r.stdout);
-    assert!(
-        r.stderr.contains("message \"m1\" of conversation"),
-        "{}",
-        r.stderr
-    );
+    r.says(&["message \"m1\" of conversation"]);
     assert!(r.stderr.contains("WO_MAX_MESSAGE_BYTES"), "{}", r.stderr);
     assert_eq!(std::fs::read(p.state_path()).unwrap(), before);
 }

@@ -476,11 +476,7 @@ fn print_config_snippets_parse_in_each_clients_format() {
 
     let bad = p.run(&["mcp", "--print-config", "emacs"]);
     assert_ne!(bad.code, 0);
-    assert!(
-        bad.stderr.contains("emacs") && bad.stderr.contains("claude"),
-        "{}",
-        bad.stderr
-    );
+    bad.says(&["emacs", "claude"]);
 }
 
 #[test]
@@ -517,11 +513,7 @@ fn agents_md_is_written_then_updated_in_place() {
     std::fs::write(&path, broken).unwrap();
     let r = p.run(&["agents-md", "--file", "CLAUDE.md"]);
     assert_ne!(r.code, 0);
-    assert!(
-        r.stderr.contains("CLAUDE.md") && r.stderr.contains("unbalanced"),
-        "{}",
-        r.stderr
-    );
+    r.says(&["CLAUDE.md", "unbalanced"]);
     assert_eq!(std::fs::read_to_string(&path).unwrap(), broken);
 }
 
@@ -534,11 +526,7 @@ fn help_teaches_and_a_missing_state_file_is_named() {
     }
     let r = p.run(&["mcp"]);
     assert_ne!(r.code, 0, "no llm.json: nothing to serve");
-    assert!(
-        r.stderr.contains("llm.json") && r.stderr.contains("wo init"),
-        "{}",
-        r.stderr
-    );
+    r.says(&["llm.json", "wo init"]);
     assert!(
         r.stdout.is_empty(),
         "stdout is the protocol channel: {}",

@@ -79,6 +79,51 @@ fn memory_lists_filters_shows_and_undoes_an_exchange() {
 }
 
 #[test]
+fn archived_entries_are_listed_and_searched_only_on_request() {
+    let p = Project::new();
+    let (mut s, _, created) = learned();
+    // The fact expires when unused; 90 days on, a turn's clock archives it.
+    let fact = s
+        .truth
+        .trust
+        .iter_mut()
+        .find(|t| t.id == created[1])
+        .unwrap();
+    fact.expires = Some(wo_format::Expires::Flag(true));
+    let archived = wo_engine::archive::archive_unused(&mut s, &ts("2026-06-01T00:00:00Z"), 90);
+    assert_eq!(archived, [created[1].clone()]);
+    p.write_state("llm.json", &s);
+
+    let live = p.ok(&["memory", "list"]);
+    assert!(
+        live.contains("Ship v2") && !live.contains("Deploys on Fridays"),
+        "{live}"
+    );
+    let old = p.ok(&["memory", "list", "--archived"]);
+    assert!(
+        old.contains("Deploys on Fridays") && old.contains("(archived 2026-06-01T00:00:00Z)"),
+        "{old}"
+    );
+    assert!(!old.contains("Ship v2"), "{old}");
+
+    let found = p.run(&["memory", "search", "deploys", "rule"]);
+    assert_eq!(found.code, 0);
+    assert!(found.stdout.is_empty(), "{}", found.stdout);
+    assert!(found.stderr.contains("--archived"), "{}", found.stderr);
+    let found = p.ok(&["memory", "search", "deploys", "rule", "--archived"]);
+    assert!(found.contains(&created[1]), "{found}");
+    let json = p.ok(&["memory", "search", "ship", "--json"]);
+    let hit: serde_json::Value = serde_json::from_str(json.trim()).unwrap();
+    assert_eq!(hit["entry"]["id"], created[0].as_str());
+    assert!(hit["score"].as_f64().unwrap() > 0.0);
+    // The file was only read.
+    assert_eq!(p.state(), s);
+    let missing = p.run(&["memory", "search"]);
+    assert_eq!(missing.code, 1, "a usage error");
+    assert!(missing.stderr.contains("<QUERY>"), "{}", missing.stderr);
+}
+
+#[test]
 fn prompts_show_the_file_in_effect_and_write_the_default_once() {
     let p = Project::new();
     let home = tempfile::tempdir().unwrap();

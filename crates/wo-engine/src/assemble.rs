@@ -23,6 +23,7 @@ use serde::Serialize;
 use wo_format::xhtml::to_plain_text;
 use wo_format::{EffectivePrefs, Message, Role, State, Timestamp};
 
+use crate::recall::RecallIndex;
 use crate::retrieve::{rank_truth, recall_messages};
 
 /// The system instructions used unless the caller gives others.
@@ -434,6 +435,21 @@ pub fn assemble(
     count: &dyn Fn(&str) -> usize,
     chunks: &[ChunkCandidate],
 ) -> Result<Assembled, AssembleError> {
+    assemble_indexed(state, None, query, opts, count, chunks)
+}
+
+/// [`assemble`] with the recall index kept beside `state` (a long-lived
+/// server's): earlier messages are recalled from its postings when it
+/// reflects `state`'s transcript as it is now, else by scanning. The
+/// prompt is the same either way.
+pub fn assemble_indexed(
+    state: &State,
+    index: Option<&RecallIndex>,
+    query: &str,
+    opts: &AssemblyOptions,
+    count: &dyn Fn(&str) -> usize,
+    chunks: &[ChunkCandidate],
+) -> Result<Assembled, AssembleError> {
     let mut budget = Budget {
         total: opts.context_window.saturating_sub(opts.reserve_for_answer),
         used: 0,
@@ -524,7 +540,8 @@ pub fn assemble(
     let mut skip = window_ids;
     skip.extend(&from_truth);
     let (recalled_ids, recalled) = recall_within(
-        state.messages(),
+        state,
+        index,
         query,
         &skip,
         &client_texts,
@@ -737,9 +754,16 @@ fn add_recent_turns(
     let mut unlisted = 0usize;
     let mut oldest_unlisted: Option<&str> = None;
     let too_old = "older than what fits the token budget";
+    // The branch may hold the whole transcript (100k messages): a cheap
+    // key of each recalled id filters the set lookups (ids are `m_` + hex,
+    // so their last eight bytes almost always tell them apart).
+    let mut recalled_keys: Vec<u64> = recalled_ids.iter().map(|id| tail_key(id)).collect();
+    recalled_keys.sort_unstable();
+    let recalled =
+        |id: &str| recalled_keys.binary_search(&tail_key(id)).is_ok() && recalled_ids.contains(id);
     for i in 0..window.branch.len() {
         let m = window.branch[i];
-        if m.id().is_some_and(|id| recalled_ids.contains(id)) {
+        if m.id().is_some_and(recalled) {
             continue;
         }
         if !cut {
@@ -793,6 +817,14 @@ fn add_recent_turns(
     }
 }
 
+/// The last (up to) eight bytes of `id`, as a number: a cheap first test
+/// of set membership.
+fn tail_key(id: &str) -> u64 {
+    let b = id.as_bytes();
+    let tail = &b[b.len().saturating_sub(8)..];
+    tail.iter().fold(0u64, |k, &x| (k << 8) | u64::from(x))
+}
+
 /// Recalls earlier messages for `query` within `cap` tokens: hits and the
 /// turns before and after each (a question's answer, or what a reply
 /// answers; ranked at [`NEIGHBOUR_WEIGHT`] of the hit's score), best first,
@@ -802,7 +834,8 @@ fn add_recent_turns(
 /// `a` and returns the ids taken and the section's text and tokens.
 #[allow(clippy::too_many_arguments)]
 fn recall_within<'a>(
-    messages: &'a [Message],
+    state: &'a State,
+    index: Option<&RecallIndex>,
     query: &str,
     window: &HashSet<&str>,
     client_texts: &HashSet<String>,
@@ -812,7 +845,11 @@ fn recall_within<'a>(
     a: &mut Assembled,
 ) -> (HashSet<&'a str>, Option<(String, usize)>) {
     let mut taken: HashSet<&'a str> = HashSet::new();
-    let hits = recall_messages(messages, query, window, limit.unwrap_or(usize::MAX));
+    let messages = state.messages();
+    let limit = limit.unwrap_or(usize::MAX);
+    let hits = index
+        .and_then(|index| index.recall(state, query, window, limit))
+        .unwrap_or_else(|| recall_messages(messages, query, window, limit));
     // Candidates: every hit at its score, and the turns before and after it
     // at a fraction of that score, so a strong hit's neighbours come before
     // weak hits and a weak hit's neighbours after strong ones.

@@ -15,7 +15,9 @@
 //!   delta, the committed outcome, a failure): a terminal, or SSE frames.
 //!
 //! A provider failure, an empty answer or a cancellation commits nothing
-//! (product §2: provider errors are never saved as messages).
+//! (product §2: provider errors are never saved as messages) — except a
+//! cancellation of a request with [`TurnRequest::keep_partial`] after some
+//! of the answer arrived: that answer is kept, marked incomplete.
 
 use std::sync::Arc;
 
@@ -26,8 +28,11 @@ use wo_providers::{
 };
 use wo_store::{Store, StoreError};
 
-use crate::assemble::{Assembled, AssemblyOptions, ChunkCandidate, assemble, estimate_tokens};
+use crate::assemble::{
+    Assembled, AssemblyOptions, ChunkCandidate, assemble_indexed, estimate_tokens,
+};
 use crate::memory::{Exchange, OpsError, Origin, Record};
+use crate::recall::RecallIndex;
 use crate::turn::{CompletedTurn, apply_turn};
 
 /// Tokens kept free for the answer when `max_tokens` is not given.
@@ -81,7 +86,20 @@ pub struct TurnRequest {
     /// The memory interpreter to run on the exchange once it is committed
     /// (product §7); `None` when `[interpreter] mode = "off"`.
     pub memory: Option<MemoryStep>,
+    /// A cancellation once some of the answer has arrived keeps the words:
+    /// the question and the partial answer are committed, the answer marked
+    /// incomplete (`usage.truncated = {"reason": "stopped"}`, finish reason
+    /// [`STOPPED`]) and no memory step runs. Off, a cancellation commits
+    /// nothing. The CLI's Ctrl-C sets it.
+    pub keep_partial: bool,
+    /// `[memory] archive_after_days`: entries with `expires` unused this
+    /// long are archived when the turn is recorded; `None`: never.
+    pub archive_after_days: Option<u32>,
 }
+
+/// The finish reason of an answer stopped by its reader and kept
+/// ([`TurnRequest::keep_partial`]); also `usage.truncated.reason`.
+pub const STOPPED: &str = "stopped";
 
 /// The memory interpreter a turn runs after its commit: which provider
 /// interprets, with which prompt, and the name its operations are
@@ -215,6 +233,18 @@ pub trait TurnState: Send {
         f: impl FnOnce(&State) -> Result<T, TurnError> + Send + 'static,
     ) -> impl Future<Output = Result<T, TurnError>> + Send;
 
+    /// Runs `f` on the current state and the recall index kept beside it,
+    /// if this face keeps one (the local server: brought up to date with
+    /// the state first, see [`crate::recall::RecallIndex::sync`]); by
+    /// default there is none, and recall scans the transcript. The prompt
+    /// is the same either way.
+    fn read_indexed<T: Send + 'static>(
+        &mut self,
+        f: impl FnOnce(&State, Option<&RecallIndex>) -> Result<T, TurnError> + Send + 'static,
+    ) -> impl Future<Output = Result<T, TurnError>> + Send {
+        self.read(move |state| f(state, None))
+    }
+
     /// Runs while the model answers; by default just awaits `answering`.
     /// The CLI's store uses the time to serialise its messages.
     fn while_answering<T>(
@@ -265,6 +295,14 @@ pub struct TurnOutcome {
     /// True in the `Done` event when a memory step follows it (a
     /// `Remembered` event will come): a face can say "remembering…".
     pub memory_follows: bool,
+}
+
+impl TurnOutcome {
+    /// The answer was stopped by its reader and kept as far as it got
+    /// ([`TurnRequest::keep_partial`]).
+    pub fn stopped(&self) -> bool {
+        self.finish_reason.as_deref() == Some(STOPPED)
+    }
 }
 
 /// Why a turn failed. Nothing was appended in any case.
@@ -323,6 +361,7 @@ pub fn configured_models(cfg: &wo_providers::Config) -> Vec<String> {
 /// below are private: [`run_turn`] is the only code that sequences them.
 fn prepare(
     state: &State,
+    index: Option<&RecallIndex>,
     provider: &dyn Provider,
     req: &TurnRequest,
 ) -> Result<Assembled, TurnError> {
@@ -347,7 +386,8 @@ fn prepare(
             .count_tokens(text)
             .unwrap_or_else(|| estimate_tokens(text))
     };
-    assemble(state, &req.prompt, &opts, &count, &req.chunks).map_err(|e| TurnError::Assemble(e.0))
+    assemble_indexed(state, index, &req.prompt, &opts, &count, &req.chunks)
+        .map_err(|e| TurnError::Assemble(e.0))
 }
 
 /// The provider request for an assembled prompt.
@@ -380,9 +420,11 @@ struct FetchedLinks {
     pub skipped: Vec<String>,
 }
 
-/// The links in the truth entries a first assembly selected, in order.
-fn links_to_fetch(state: &State, first: &Assembled) -> Vec<String> {
-    let mut links: Vec<String> = Vec::new();
+/// The links written in the question, then those in the truth entries a
+/// first assembly selected, in order: both under the same `url_fetch`
+/// policy and the same [`MAX_FETCHED_LINKS`].
+fn links_to_fetch(state: &State, first: &Assembled, prompt: &str) -> Vec<String> {
+    let mut links: Vec<String> = wo_fetch::links_in_text(prompt);
     for id in &first.sources {
         if let Some(entry) = state.truth_entry(id) {
             for link in wo_fetch::links_in_xhtml(&entry.content) {
@@ -431,13 +473,14 @@ async fn fetch_links(mut links: Vec<String>, policy: &wo_fetch::FetchPolicy) -> 
 /// skipped.
 fn prepare_with_links(
     state: &State,
+    index: Option<&RecallIndex>,
     provider: &dyn Provider,
     req: &TurnRequest,
     fetched: FetchedLinks,
 ) -> Result<Assembled, TurnError> {
     let mut req = req.clone();
     req.chunks.extend(fetched.pages);
-    let mut assembled = prepare(state, provider, &req)?;
+    let mut assembled = prepare(state, index, provider, &req)?;
     for (url, reason) in fetched.failures {
         assembled.dropped.push(crate::assemble::Dropped {
             kind: crate::assemble::SourceKind::Chunk,
@@ -482,6 +525,20 @@ pub async fn stream_answer(
     provider: &dyn Provider,
     request: ChatRequest,
     cancel: CancellationToken,
+    on_delta: impl FnMut(&str),
+) -> Result<StreamedAnswer, TurnError> {
+    stream_answer_keeping(provider, request, cancel, false, on_delta).await
+}
+
+/// [`stream_answer`], and with `keep_partial` a cancellation after some
+/// text arrived ends the answer instead of failing it: what arrived is
+/// kept, marked `usage.truncated = {"reason": "stopped"}` with finish
+/// reason [`STOPPED`]. A cancellation before any text is still an error.
+pub async fn stream_answer_keeping(
+    provider: &dyn Provider,
+    request: ChatRequest,
+    cancel: CancellationToken,
+    keep_partial: bool,
     mut on_delta: impl FnMut(&str),
 ) -> Result<StreamedAnswer, TurnError> {
     let limits = provider.answer_limits();
@@ -513,7 +570,19 @@ pub async fn stream_answer(
                 break;
             }
         };
-        match event? {
+        let event = match event {
+            Ok(event) => event,
+            Err(e)
+                if keep_partial
+                    && e.kind() == wo_providers::ErrorKind::Cancelled
+                    && !out.answer.trim().is_empty() =>
+            {
+                truncated = Some(serde_json::json!({ "reason": STOPPED }));
+                break;
+            }
+            Err(e) => return Err(e.into()),
+        };
+        match event {
             StreamEvent::Delta(text) => {
                 let room = limits.max_bytes.saturating_sub(out.answer.len());
                 if text.len() > room {
@@ -552,7 +621,8 @@ pub async fn stream_answer(
         return Err(TurnError::EmptyAnswer);
     }
     if let Some(mark) = truncated {
-        out.finish_reason = Some("truncated".into());
+        let stopped = mark.get("reason").and_then(|r| r.as_str()) == Some(STOPPED);
+        out.finish_reason = Some(if stopped { STOPPED } else { "truncated" }.into());
         out.usage
             .get_or_insert_with(Default::default)
             .extra
@@ -599,6 +669,7 @@ fn completed_turn(
                 .or_else(|| state.messages().last().map(|m| m.id.clone()))
         },
         new_conversation: req.new_conversation,
+        archive_after_days: req.archive_after_days,
     }
 }
 
@@ -671,7 +742,7 @@ async fn assemble_turn(
     let (first, links) = {
         let (provider, req) = (provider.clone(), req.clone());
         state
-            .read(move |state| {
+            .read_indexed(move |state, index| {
                 if let Some(parent) = &req.parent
                     && state.message(parent).is_none()
                 {
@@ -681,9 +752,9 @@ async fn assemble_turn(
                     )
                     .into());
                 }
-                let first = prepare(state, provider.as_ref(), &req)?;
+                let first = prepare(state, index, provider.as_ref(), &req)?;
                 let links = match req.url_fetch {
-                    Some(_) => links_to_fetch(state, &first),
+                    Some(_) => links_to_fetch(state, &first, &req.prompt),
                     None => Vec::new(),
                 };
                 Ok((first, links))
@@ -696,14 +767,18 @@ async fn assemble_turn(
     let fetched = fetch_links(links, policy).await;
     let (provider, req) = (provider.clone(), req.clone());
     state
-        .read(move |state| prepare_with_links(state, provider.as_ref(), &req, fetched))
+        .read_indexed(move |state, index| {
+            prepare_with_links(state, index, provider.as_ref(), &req, fetched)
+        })
         .await
 }
 
 /// Runs one turn: assemble (with the `url_fetch` tool's pages), stream the
 /// answer, commit the exchange. `sink` sees every [`TurnEvent`] in order;
 /// the result is also returned. Nothing is committed when the provider
-/// fails, the answer is empty or `cancel` fires.
+/// fails, the answer is empty or `cancel` fires (unless
+/// [`TurnRequest::keep_partial`] and some of the answer arrived: then the
+/// partial answer is committed, marked [`STOPPED`], and no memory step runs).
 ///
 /// With a [`MemoryStep`], the interpreter runs after `Done` (the answer is
 /// already shown and saved): one call on a copy of the truth taken through
@@ -728,6 +803,9 @@ pub fn run_turn<'a>(
         let mut result = turn_steps(&mut state, provider, req, cancel, &mut sink).await;
         match &mut result {
             Ok(outcome) => {
+                // A stopped answer is kept as it is; its reader is leaving,
+                // so no interpreter call follows it.
+                let memory = memory.filter(|_| !outcome.stopped());
                 outcome.memory_follows = memory.is_some();
                 sink.event(TurnEvent::Done(outcome));
                 if let Some(step) = memory {
@@ -806,9 +884,13 @@ async fn turn_steps(
     sink.event(TurnEvent::Assembled(&assembled));
     let request = chat_request(&assembled, &req);
     let streamed = state
-        .while_answering(stream_answer(provider.as_ref(), request, cancel, |text| {
-            sink.event(TurnEvent::Delta(text))
-        }))
+        .while_answering(stream_answer_keeping(
+            provider.as_ref(),
+            request,
+            cancel,
+            req.keep_partial,
+            |text| sink.event(TurnEvent::Delta(text)),
+        ))
         .await?;
     let model = model_for(provider.as_ref(), &req);
     let committed = {

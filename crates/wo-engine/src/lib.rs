@@ -7,6 +7,9 @@
 //!   with the directory index).
 //! * [`retrieve`] — ranking truth entries (relevance × certainty/recency
 //!   prior) and recalling earlier messages.
+//! * [`recall`] — the transcript's postings kept beside a long-lived
+//!   state (the local server), extended as messages are appended; recall
+//!   from it equals the scan.
 //! * [`assemble`] — building the prompt within a token budget, recording
 //!   what was included and what was dropped and why.
 //! * [`explain`] — the parts of an assembled prompt (kind, ids, referenced
@@ -16,19 +19,27 @@
 //!   (assemble, fetch links, stream, commit), for every face.
 //! * [`request`] — one validation of a turn's inputs (with the config's
 //!   `[defaults]`), errors naming the field.
+//! * [`conversation`] — renaming a conversation: the one rule for a title
+//!   a person gives a message.
 //! * [`context_update`] — drafting a new context from new messages (diff,
 //!   apply with an audit entry).
 //! * [`files`] — file chunks from the directory index as context.
+//! * [`archive`] — expiring entries unused for the configured age leave
+//!   retrieval (marked, never deleted) and stay searchable on request.
 //! * [`memory`] — memory by conclusions: validated operations on truth with
 //!   provenance, the per-exchange journal and undo, one interpreter call.
 //! * [`synopsis`] — drafting the context synopsis from the index catalog.
 
+pub mod archive;
 pub mod assemble;
 pub mod chat;
 pub mod context_update;
+pub mod conversation;
 pub mod explain;
 pub mod files;
+pub mod input;
 pub mod memory;
+pub mod recall;
 pub mod request;
 pub mod retrieve;
 pub mod synopsis;
@@ -38,4 +49,6 @@ pub use wo_text::bm25;
 
 pub use assemble::{
     Assembled, AssemblyOptions, ChunkCandidate, Dropped, Included, SourceKind, assemble,
+    assemble_indexed,
 };
+pub use recall::RecallIndex;

@@ -127,6 +127,16 @@ pub fn unknown_provider(cfg: &Config, name: &str) -> Option<String> {
     ))
 }
 
+/// `-m PROVIDER/MODEL`: when no provider was named and `model` starts with
+/// a configured provider's name and a `/`, that provider and the rest as
+/// its model. Anything else (a model name with a `/` of its own, such as
+/// `meta-llama/Llama-3`) is left alone: `None`.
+pub fn split_provider_model(cfg: &Config, model: &str) -> Option<(String, String)> {
+    let (provider, rest) = model.split_once('/')?;
+    (cfg.providers.contains_key(provider) && !rest.trim().is_empty())
+        .then(|| (provider.to_owned(), rest.to_owned()))
+}
+
 /// A turn's inputs as a face received them, before validation.
 #[derive(Clone, Debug, Default)]
 pub struct TurnParams {
@@ -231,6 +241,9 @@ impl TurnParams {
             conversation: self.conversation,
             // The face adds it (`memory::step_for`): it knows the project.
             memory: None,
+            // Each face decides (the CLI keeps a stopped answer).
+            keep_partial: false,
+            archive_after_days: cfg.memory.archive_after_days(),
         })
     }
 }

@@ -15,6 +15,8 @@ use wo_format::{EffectivePrefs, Expires, Message, Timestamp, TruthEntry};
 
 use wo_text::bm25;
 
+use crate::recall::doc_of;
+
 /// Age at which recency halves (30 days).
 pub const RECENCY_HALF_LIFE_SECS: f64 = 30.0 * 86_400.0;
 
@@ -81,6 +83,10 @@ pub fn rank_truth<'a>(
             Some(format!(
                 "certainty {:.2} is below min_certainty {:.2}",
                 e.certainty, prefs.min_certainty
+            ))
+        } else if let Some(at) = &e.archived {
+            Some(format!(
+                "archived {at} (unused; `wo memory search --archived` finds it)"
             ))
         } else if superseded.contains(e.id.as_str()) {
             Some("superseded by a newer entry".to_owned())
@@ -179,13 +185,7 @@ pub fn recall_messages<'a>(
         .enumerate()
         .filter(|(_, m)| !skip.contains(m.id.as_str()))
         .collect();
-    let docs: Vec<bm25::Doc> = pool
-        .iter()
-        .map(|(_, m)| bm25::Doc {
-            plain: &m.username,
-            xhtml: &m.content,
-        })
-        .collect();
+    let docs: Vec<bm25::Doc> = pool.iter().map(|(_, m)| doc_of(m)).collect();
     let scores = bm25::scores_docs(&docs, query);
     let mut hits: Vec<Recalled> = pool
         .into_iter()
@@ -197,13 +197,18 @@ pub fn recall_messages<'a>(
             score,
         })
         .collect();
+    sort_recalled(&mut hits);
+    hits.truncate(limit);
+    hits
+}
+
+/// Recall's order: best score first, ties newer first.
+pub(crate) fn sort_recalled(hits: &mut [Recalled<'_>]) {
     hits.sort_by(|a, b| {
         b.score
             .total_cmp(&a.score)
             .then_with(|| b.message.order_key().cmp(&a.message.order_key()))
     });
-    hits.truncate(limit);
-    hits
 }
 
 #[cfg(test)]

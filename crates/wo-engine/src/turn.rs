@@ -35,6 +35,9 @@ pub struct CompletedTurn {
     /// The prompt starts a new conversation (stored marked as its root;
     /// `parent` is then `None`).
     pub new_conversation: bool,
+    /// Archive entries with `expires` unused for this many days, at the
+    /// turn's time ([`crate::archive::archive_unused`]); `None`: never.
+    pub archive_after_days: Option<u32>,
 }
 
 /// A model's Markdown answer as the sanitised XHTML a message stores. Linear
@@ -108,10 +111,16 @@ pub fn apply_turn(state: &mut State, turn: &CompletedTurn) -> (String, String) {
     let ids = (user.id.clone(), assistant.id.clone());
     state.push_message(user);
     state.push_message(assistant);
+    // Each entry sent counts the use and its time ("used" is what keeps an
+    // expiring entry from being archived).
     for entry in &mut state.truth.trust {
         if turn.sources.contains(&entry.id) {
             entry.refs = Some(entry.refs.unwrap_or(0) + 1);
+            entry.used = Some(turn.sent_at.clone());
         }
+    }
+    if let Some(days) = turn.archive_after_days {
+        crate::archive::archive_unused(state, &turn.sent_at, days);
     }
     ids
 }
@@ -150,6 +159,7 @@ mod tests {
             sources: vec![],
             parent: None,
             new_conversation: false,
+            archive_after_days: None,
         };
         let (_, a) = apply_turn(&mut state, &turn);
         assert_eq!(
@@ -187,6 +197,7 @@ mod tests {
             sources: vec![tid.clone()],
             parent: None,
             new_conversation: false,
+            archive_after_days: None,
         };
         let (u, a) = apply_turn(&mut state, &turn);
         let ms = state.messages();

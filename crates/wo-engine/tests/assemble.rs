@@ -404,6 +404,7 @@ fn stored_sources_name_what_retrieval_added_not_the_whole_conversation() {
         sources: a.sources.clone(),
         parent: None,
         new_conversation: false,
+        archive_after_days: None,
     };
     let (_, answer) = wo_engine::turn::apply_turn(&mut state, &turn);
     let stored = state.message(&answer).unwrap().sources.clone().unwrap();

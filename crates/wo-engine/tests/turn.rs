@@ -377,6 +377,58 @@ fn cancellation_commits_nothing() {
 }
 
 #[test]
+fn a_stopped_answer_is_kept_when_asked_marked_and_not_remembered() {
+    let s = Setup::new();
+    let cancel = Cancel::new();
+    let trigger = cancel.clone();
+    let provider = s.provider(Script::UntilCancelled);
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let mut events = Vec::new();
+    let req = TurnRequest {
+        keep_partial: true,
+        // A memory step that must not run for a stopped answer.
+        memory: Some(wo_engine::chat::MemoryStep::new(
+            s.provider(Script::UntilCancelled),
+            "interpret".into(),
+        )),
+        ..request("hi")
+    };
+    let result = rt.block_on(run_turn(
+        s.backend(false),
+        provider,
+        req,
+        cancel,
+        FnSink::new(|e: TurnEvent<'_>| match e {
+            TurnEvent::Delta(t) => {
+                events.push(format!("delta {t}"));
+                trigger.cancel();
+            }
+            TurnEvent::Failed(e) => events.push(format!("failed {e}")),
+            TurnEvent::Assembled(_) => events.push("assembled".into()),
+            TurnEvent::Done(o) => events.push(format!("done follows={}", o.memory_follows)),
+            TurnEvent::Remembered(_) => events.push("remembered".into()),
+        }),
+    ));
+    let outcome = result.expect("a stopped answer is a kept turn");
+    assert!(outcome.stopped());
+    assert_eq!(
+        outcome.finish_reason.as_deref(),
+        Some(wo_engine::chat::STOPPED)
+    );
+    assert_eq!(events, ["assembled", "delta Pa", "done follows=false"]);
+    assert_eq!(s.commits.load(Ordering::SeqCst), 1);
+    let state = s.state.lock().unwrap();
+    assert_eq!(state.messages().len(), 2);
+    let answer = &state.messages()[1];
+    assert_eq!(answer.content, "<p>Pa</p>");
+    let mark = answer.usage.as_ref().unwrap().extra["truncated"].to_value();
+    assert_eq!(mark, serde_json::json!({"reason": "stopped"}));
+}
+
+#[test]
 fn a_provider_error_commits_nothing() {
     let s = Setup::new();
     let (result, events) = run(

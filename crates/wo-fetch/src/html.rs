@@ -42,9 +42,15 @@ pub fn links_in_xhtml(xhtml: &str) -> Vec<String> {
     let _ = tokenizer.feed(&queue);
     tokenizer.end();
     let hrefs = tokenizer.sink.0.take();
+    web_urls(hrefs.iter().map(|h| h.trim()))
+}
+
+/// The candidates that parse as absolute `http`/`https` URLs with a host,
+/// normalised, each once, in order.
+fn web_urls<'a>(candidates: impl Iterator<Item = &'a str>) -> Vec<String> {
     let mut out: Vec<String> = Vec::new();
-    for href in hrefs {
-        let Ok(url) = url::Url::parse(href.trim()) else {
+    for candidate in candidates {
+        let Ok(url) = url::Url::parse(candidate) else {
             continue;
         };
         if !matches!(url.scheme(), "http" | "https") || url.host().is_none() {
@@ -58,9 +64,37 @@ pub fn links_in_xhtml(xhtml: &str) -> Vec<String> {
     out
 }
 
+/// Absolute `http`/`https` URLs written in plain text (a question typed on
+/// the command line), deduplicated, in order. A URL ends at whitespace or at
+/// a character that cannot end one in prose (`)`, `]`, `>`, quotes, and
+/// trailing sentence punctuation), the way terminals and chat apps find them.
+pub fn links_in_text(text: &str) -> Vec<String> {
+    let words = text.split(|c: char| c.is_whitespace() || matches!(c, '<' | '>' | '"' | '`'));
+    web_urls(words.filter_map(|word| {
+        let start = word.find("http://").or_else(|| word.find("https://"))?;
+        Some(word[start..].trim_end_matches(|c: char| {
+            matches!(
+                c,
+                '.' | ',' | ';' | ':' | '!' | '?' | ')' | ']' | '}' | '\''
+            )
+        }))
+    }))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn links_in_text_end_where_prose_does() {
+        let t = "Read https://example.org/a?x=1, then (see http://example.com/b). \
+                 Not ftp://example.com/ nor https:// alone; again https://example.org/a?x=1";
+        assert_eq!(
+            links_in_text(t),
+            vec!["https://example.org/a?x=1", "http://example.com/b"]
+        );
+        assert!(links_in_text("no links here").is_empty());
+    }
 
     #[test]
     fn links_are_absolute_http_deduplicated_in_order() {

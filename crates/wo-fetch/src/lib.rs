@@ -36,7 +36,7 @@ use url::{Host, Url};
 use wo_format::xhtml::{Whitespace, collapse_whitespace, html_to_text};
 
 pub use addr::refusal_reason as address_refusal_reason;
-pub use html::links_in_xhtml;
+pub use html::{links_in_text, links_in_xhtml};
 
 /// Limits and lists that govern one fetch.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -6,7 +6,9 @@
 
 pub mod admit;
 pub mod codec;
+pub mod conversation;
 pub mod ids;
+mod links;
 pub mod merge;
 pub mod merge3;
 pub mod model;
@@ -24,8 +26,8 @@ pub use codec::{
 };
 pub use model::{
     EffectivePrefs, EffortStatus, Expires, Extra, Message, NEW_CONVERSATION_KEY, Provenance,
-    RetrievalPrefs, Role, SCHEMA_URL, State, Tombstone, Truth, TruthEdit, TruthEntry, TruthKind,
-    Usage,
+    RetrievalPrefs, Role, SCHEMA_URL, State, Tombstone, TranscriptVersion, Truth, TruthEdit,
+    TruthEntry, TruthKind, Usage,
 };
 pub use rawjson::RawJson;
 pub use timestamp::Timestamp;

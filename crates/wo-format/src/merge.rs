@@ -337,8 +337,7 @@ fn merge_messages(base: &mut State, incoming: &State, report: &mut MergeReport) 
             let pos = base
                 .messages
                 .partition_point(|x| x.order_key() <= m.order_key());
-            base.clean_prefix = base.clean_prefix.min(pos);
-            base.messages.insert(pos, m);
+            base.insert_message_at(pos, m);
         }
     } else {
         let list = base.messages_mut();

@@ -45,6 +45,117 @@ pub struct State {
     pub(crate) clean_prefix: usize,
     /// Identifies the [`crate::codec::MessageCache`] filled by the last save.
     pub(crate) save_token: u64,
+    /// Which transcript contents this state has had (see
+    /// [`State::transcript_version`]).
+    pub(crate) transcript: TranscriptLog,
+    /// Each message's next step in [`State::branch`], kept between walks.
+    pub(crate) links: crate::links::LinkCache,
+}
+
+/// Names the contents of a state's transcript at one moment: its first
+/// `len` messages as they were then. A cache kept beside a state (the
+/// recall index of a long-lived server) records the version it reflects,
+/// and [`State::unchanged_since`] tells it later whether those messages are
+/// still exactly what it saw, so it only has to take in what was appended.
+/// Process-local: never stored.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct TranscriptVersion {
+    /// Messages covered (a prefix of the transcript).
+    pub len: usize,
+    /// Unique in this process: drawn afresh at every change.
+    stamp: u64,
+}
+
+/// The bookkeeping behind [`TranscriptVersion`]: `base` names the
+/// transcript as it was after the last change that could touch any message
+/// (a parse, [`State::messages_mut`], a re-sort); `log` holds the versions
+/// handed out since, each valid for the prefix it names, the current one
+/// last. Only versions someone took are kept (`observed`), so a merge that
+/// appends a thousand messages adds one entry, not a thousand. Clones keep
+/// the stamps they were cloned with and draw new ones for their own
+/// changes, so two diverging copies never share a version they do not both
+/// hold.
+#[derive(Debug)]
+pub(crate) struct TranscriptLog {
+    base: u64,
+    log: Vec<(usize, u64)>,
+    /// The current version was handed out by [`State::transcript_version`].
+    observed: std::sync::atomic::AtomicBool,
+}
+
+impl Clone for TranscriptLog {
+    fn clone(&self) -> Self {
+        TranscriptLog {
+            base: self.base,
+            log: self.log.clone(),
+            observed: std::sync::atomic::AtomicBool::new(
+                self.observed.load(std::sync::atomic::Ordering::Relaxed),
+            ),
+        }
+    }
+}
+
+/// Versions kept: a cache more this many taken versions behind rebuilds.
+const TRANSCRIPT_LOG_LEN: usize = 64;
+
+fn fresh_stamp() -> u64 {
+    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+    NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+}
+
+impl TranscriptLog {
+    pub(crate) fn new() -> Self {
+        TranscriptLog {
+            base: fresh_stamp(),
+            log: Vec::new(),
+            observed: std::sync::atomic::AtomicBool::new(false),
+        }
+    }
+
+    /// Any message may have changed: every earlier version is void.
+    fn changed_all(&mut self) {
+        self.base = fresh_stamp();
+        self.log.clear();
+        *self.observed.get_mut() = false;
+    }
+
+    /// One message was inserted at `pos` into a transcript of `len_before`
+    /// messages: versions covering more than `pos` messages are void.
+    fn inserted(&mut self, pos: usize, len_before: usize) {
+        let observed = std::mem::take(self.observed.get_mut());
+        if self.log.is_empty() {
+            if observed {
+                self.log.push((len_before, self.base));
+            }
+        } else if !observed {
+            // The current version (always last) was never handed out.
+            self.log.pop();
+        }
+        self.log.retain(|&(len, _)| len <= pos);
+        if self.log.len() >= TRANSCRIPT_LOG_LEN {
+            self.log.remove(0);
+        }
+        self.log.push((len_before + 1, fresh_stamp()));
+    }
+
+    fn current(&self, len: usize) -> TranscriptVersion {
+        self.observed
+            .store(true, std::sync::atomic::Ordering::Relaxed);
+        match self.log.last() {
+            Some(&(l, stamp)) if l == len => TranscriptVersion { len, stamp },
+            _ => TranscriptVersion {
+                len,
+                stamp: self.base,
+            },
+        }
+    }
+
+    fn holds(&self, v: &TranscriptVersion, len: usize) -> bool {
+        if self.log.is_empty() {
+            return v.len == len && v.stamp == self.base;
+        }
+        self.log.iter().any(|&(l, s)| l == v.len && s == v.stamp)
+    }
 }
 
 /// Who wrote a message.
@@ -212,6 +323,14 @@ pub struct TruthEntry {
     /// Who made the entry from what, and when (memory, product §7).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub provenance: Option<Provenance>,
+    /// When the entry was archived: it had `expires` and went unused for
+    /// the configured age (`[memory] archive_after_days`), so it left
+    /// retrieval. Kept, never deleted; listed and searched on request.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub archived: Option<Timestamp>,
+    /// When a prompt last used it (the turn's time; `refs` counts uses).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub used: Option<Timestamp>,
     /// Unknown fields, kept as written.
     #[serde(flatten)]
     pub extra: Extra,
@@ -584,6 +703,8 @@ impl TruthEntry {
             updated: None,
             source: None,
             provenance: None,
+            archived: None,
+            used: None,
             extra: Extra::new(),
         };
         t.id = ids::truth_id(&t.title, t.timestamp.as_str(), &t.content);
@@ -620,7 +741,22 @@ impl State {
             extra: Extra::new(),
             clean_prefix: 0,
             save_token: 0,
+            transcript: TranscriptLog::new(),
+            links: Default::default(),
         }
+    }
+
+    /// The transcript's contents now (see [`TranscriptVersion`]).
+    pub fn transcript_version(&self) -> TranscriptVersion {
+        self.transcript.current(self.messages.len())
+    }
+
+    /// True when the first `v.len` messages are exactly what they were when
+    /// `v` was taken from this state (or the state it was cloned from):
+    /// since then messages were at most inserted after them. False when
+    /// unsure (a change anywhere, a re-read, many insertions since).
+    pub fn unchanged_since(&self, v: &TranscriptVersion) -> bool {
+        v.len <= self.messages.len() && self.transcript.holds(v, self.messages.len())
     }
 
     /// The transcript, sorted by (timestamp, id).
@@ -633,6 +769,8 @@ impl State {
     /// save.
     pub fn messages_mut(&mut self) -> &mut Vec<Message> {
         self.clean_prefix = 0;
+        self.transcript.changed_all();
+        self.links.clear();
         &mut self.messages
     }
 
@@ -652,9 +790,21 @@ impl State {
         let pos = self
             .messages
             .partition_point(|m| m.order_key() <= message.order_key());
-        self.clean_prefix = self.clean_prefix.min(pos);
-        self.messages.insert(pos, message);
+        self.insert_message_at(pos, message);
         true
+    }
+
+    /// Inserts `message` at `pos` (its sorted place, which the caller has
+    /// found), keeping the save and transcript bookkeeping.
+    pub(crate) fn insert_message_at(&mut self, pos: usize, message: Message) {
+        self.clean_prefix = self.clean_prefix.min(pos);
+        self.transcript.inserted(pos, self.messages.len());
+        if pos == self.messages.len() {
+            self.links.appending(&self.messages, &message);
+        } else {
+            self.links.clear();
+        }
+        self.messages.insert(pos, message);
     }
 
     /// Number of leading messages unchanged since the last [`State::mark_saved`].
@@ -711,7 +861,25 @@ impl State {
         }
         if changed {
             self.clean_prefix = 0;
+            self.transcript.changed_all();
+            self.links.clear();
         }
+    }
+
+    /// Sets the title of the message `id` (its content, and so its id, stay
+    /// as they are); returns the message, or `None` when there is none.
+    /// Only that message's cached bytes are invalidated: the messages before
+    /// it keep the append fast path.
+    pub fn set_message_title(&mut self, id: &str, title: String) -> Option<&Message> {
+        let pos = self.messages.iter().position(|m| m.id == id)?;
+        if self.messages[pos].title != title {
+            self.messages[pos].title = title;
+            self.clean_prefix = self.clean_prefix.min(pos);
+            // A title is searched: a recall index kept beside this state
+            // must not take it for unchanged (see `unchanged_since`).
+            self.transcript.changed_all();
+        }
+        Some(&self.messages[pos])
     }
 
     /// Adds a truth entry unless one with its id exists; returns whether it
@@ -790,7 +958,20 @@ impl State {
     /// are separate branches sharing their history. A message that
     /// [starts a conversation](Message::starts_conversation) ends the walk:
     /// it is a root. A cycle of hand-edited parents ends the walk.
+    ///
+    /// Each message's step is kept between calls (built on the first walk,
+    /// extended as messages are appended), so a walk costs its length, not
+    /// the transcript's.
     pub fn branch(&self, leaf: &str) -> Vec<&Message> {
+        match self.links.get(&self.messages) {
+            Some(links) => links.branch(&self.messages, leaf),
+            None => self.branch_uncached(leaf),
+        }
+    }
+
+    /// [`State::branch`] computed from scratch (the definition the cached
+    /// walk is held to).
+    pub fn branch_uncached(&self, leaf: &str) -> Vec<&Message> {
         let index: std::collections::HashMap<&str, usize> = self
             .messages
             .iter()
@@ -825,5 +1006,97 @@ impl State {
         }
         path.reverse();
         path
+    }
+}
+
+#[cfg(test)]
+mod transcript_version_tests {
+    use super::*;
+
+    fn msg(i: i64) -> Message {
+        Message::new(
+            "u",
+            Timestamp::from_unix(1_800_000_000 + i),
+            "t",
+            format!("<p>m{i}</p>"),
+        )
+    }
+
+    fn state(n: i64) -> State {
+        let mut s = State::new(Timestamp::from_unix(1_800_000_000));
+        for i in 0..n {
+            s.push_message(msg(i * 10));
+        }
+        s
+    }
+
+    #[test]
+    fn appends_keep_earlier_versions_and_changes_void_them() {
+        let mut s = state(3);
+        let v = s.transcript_version();
+        assert_eq!(v.len, 3);
+        assert!(s.unchanged_since(&v));
+        assert_eq!(s.transcript_version(), v, "no change, same version");
+        s.push_message(msg(100));
+        let w = s.transcript_version();
+        assert_ne!(v, w);
+        assert!(s.unchanged_since(&v) && s.unchanged_since(&w));
+        // An insertion before the end voids what covered its place.
+        s.push_message(msg(15));
+        assert!(!s.unchanged_since(&w), "message 2 moved");
+        assert!(!s.unchanged_since(&v));
+        let x = s.transcript_version();
+        s.push_message(msg(200));
+        assert!(s.unchanged_since(&x));
+        // Any mutable access voids everything.
+        let _ = s.messages_mut();
+        assert!(!s.unchanged_since(&x));
+        let y = s.transcript_version();
+        assert!(s.unchanged_since(&y));
+        // A re-sort that changes nothing keeps the version.
+        s.normalize();
+        assert!(s.unchanged_since(&y));
+    }
+
+    #[test]
+    fn diverging_clones_and_reparses_share_no_version() {
+        let s = state(4);
+        let v = s.transcript_version();
+        let (mut a, mut b) = (s.clone(), s.clone());
+        a.push_message(msg(1000));
+        b.push_message(msg(2000));
+        let va = a.transcript_version();
+        assert!(a.unchanged_since(&v) && b.unchanged_since(&v));
+        assert!(!b.unchanged_since(&va), "b's fifth message is another");
+        // Unobserved intermediate versions are not kept, so a long run of
+        // appends still leaves the first version usable.
+        for i in 0..1000 {
+            a.push_message(msg(3000 + i));
+        }
+        assert!(a.unchanged_since(&v) && a.unchanged_since(&va));
+        // A state read from bytes is a new lineage, even when equal.
+        let reread = crate::parse(&crate::to_canonical_vec(&s)).unwrap();
+        assert_eq!(reread, s);
+        assert!(!reread.unchanged_since(&v));
+        // A version longer than the transcript never holds.
+        let short = state(2);
+        assert!(!short.unchanged_since(&v));
+    }
+
+    #[test]
+    fn merge_appends_keep_the_version() {
+        let mut base = state(3);
+        let v = base.transcript_version();
+        let mut other = state(3);
+        other.push_message(msg(500));
+        other.push_message(msg(600));
+        crate::merge::merge_into(&mut base, &other);
+        assert_eq!(base.messages().len(), 5);
+        assert!(base.unchanged_since(&v));
+        let w = base.transcript_version();
+        let mut early = State::new(Timestamp::from_unix(1_800_000_000));
+        early.push_message(msg(-5));
+        crate::merge::merge_into(&mut base, &early);
+        assert!(!base.unchanged_since(&w), "merged in before the start");
     }
 }

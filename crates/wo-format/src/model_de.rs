@@ -194,6 +194,7 @@ record!(TruthEntry, "a truth entry object", |map| {
     let (mut expires, mut refs, mut updated, mut source) =
         (None::<Expires>, None::<u64>, None::<Timestamp>, None);
     let mut provenance = None::<Provenance>;
+    let (mut archived, mut used) = (None::<Timestamp>, None::<Timestamp>);
     let mut extra = Extra::new();
     while let Some(Key(key)) = map.next_key::<Key<'de>>()? {
         match &*key {
@@ -212,6 +213,8 @@ record!(TruthEntry, "a truth entry object", |map| {
             "updated" => take(&mut map, &mut updated, "updated")?,
             "source" => take(&mut map, &mut source, "source")?,
             "provenance" => take(&mut map, &mut provenance, "provenance")?,
+            "archived" => take(&mut map, &mut archived, "archived")?,
+            "used" => take(&mut map, &mut used, "used")?,
             _ => take_extra(&mut map, &mut extra, key, ENTRY_DEPTH)?,
         }
     }
@@ -231,6 +234,8 @@ record!(TruthEntry, "a truth entry object", |map| {
         updated,
         source,
         provenance,
+        archived,
+        used,
         extra,
     })
 });
@@ -414,6 +419,8 @@ fn visit_state<'de, A: MapAccess<'de>>(
         extra,
         clean_prefix: 0,
         save_token: 0,
+        transcript: crate::model::TranscriptLog::new(),
+        links: Default::default(),
     })
 }
 

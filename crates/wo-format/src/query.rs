@@ -52,12 +52,46 @@ impl MessageFilter {
     }
 }
 
-/// Parses a date bound given by a user: a full timestamp, or `YYYY-MM-DD`
-/// (midnight UTC).
+/// Parses a date bound given by a user, relative to the clock now: see
+/// [`parse_date_bound_at`].
 pub fn parse_date_bound(text: &str) -> Option<Timestamp> {
-    Timestamp::parse(text)
+    parse_date_bound_at(text, &Timestamp::now())
+}
+
+/// What the `--since`/`--until` flags accept: a full timestamp, a date
+/// `YYYY-MM-DD` (midnight UTC), `today` or `yesterday` (midnight UTC), or a
+/// time before `now` — a number and a unit, `30m`, `3h`, `2d`, `1w` (also
+/// `2 days`, `3 hours ago`: `s`/`sec`, `m`/`min`, `h`/`hour`, `d`/`day`,
+/// `w`/`week`, singular or plural).
+pub fn parse_date_bound_at(text: &str, now: &Timestamp) -> Option<Timestamp> {
+    let text = text.trim();
+    if let Some(t) = Timestamp::parse(text)
         .ok()
         .or_else(|| Timestamp::parse(&format!("{text}T00:00:00Z")).ok())
+    {
+        return Some(t);
+    }
+    const DAY: i64 = 86_400;
+    let midnight = now.unix_seconds().div_euclid(DAY) * DAY;
+    let lower = text.to_ascii_lowercase();
+    match lower.as_str() {
+        "today" => return Some(Timestamp::from_unix(midnight)),
+        "yesterday" => return Some(Timestamp::from_unix(midnight - DAY)),
+        _ => {}
+    }
+    let rel = lower.strip_suffix("ago").unwrap_or(&lower).trim();
+    let digits = rel.find(|c: char| !c.is_ascii_digit())?;
+    let n: i64 = rel[..digits].parse().ok()?;
+    let unit = match rel[digits..].trim() {
+        "s" | "sec" | "secs" | "second" | "seconds" => 1,
+        "m" | "min" | "mins" | "minute" | "minutes" => 60,
+        "h" | "hr" | "hrs" | "hour" | "hours" => 3_600,
+        "d" | "day" | "days" => DAY,
+        "w" | "week" | "weeks" => 7 * DAY,
+        _ => return None,
+    };
+    let back = n.checked_mul(unit)?;
+    Some(Timestamp::from_unix(now.unix_seconds().checked_sub(back)?))
 }
 
 /// Truth entries ordered for display: by certainty (highest first), then
@@ -105,6 +139,36 @@ pub fn find_by_prefix<'a, T>(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn date_bounds_absolute_and_relative() {
+        let now = Timestamp::parse("2026-03-10T15:30:00Z").unwrap();
+        let at = |t: &str| parse_date_bound_at(t, &now).map(|t| t.as_str().to_owned());
+        assert_eq!(at("2026-02-01").as_deref(), Some("2026-02-01T00:00:00Z"));
+        assert_eq!(
+            at("2026-02-01T10:00:00Z").as_deref(),
+            Some("2026-02-01T10:00:00Z")
+        );
+        assert_eq!(at("2d").as_deref(), Some("2026-03-08T15:30:00Z"));
+        assert_eq!(at("3h").as_deref(), Some("2026-03-10T12:30:00Z"));
+        assert_eq!(at("45m").as_deref(), Some("2026-03-10T14:45:00Z"));
+        assert_eq!(at("1w").as_deref(), Some("2026-03-03T15:30:00Z"));
+        assert_eq!(at("2 days ago").as_deref(), Some("2026-03-08T15:30:00Z"));
+        assert_eq!(at("Yesterday").as_deref(), Some("2026-03-09T00:00:00Z"));
+        assert_eq!(at("today").as_deref(), Some("2026-03-10T00:00:00Z"));
+        for bad in [
+            "",
+            "2",
+            "d",
+            "2x",
+            "soon",
+            "-2d",
+            "99999999999999999999d",
+            "2026-13-01",
+        ] {
+            assert_eq!(at(bad), None, "{bad:?}");
+        }
+    }
 
     fn m(user: &str, secs: i64, html: &str) -> Message {
         Message::new(

@@ -4,6 +4,10 @@
 //! content: the first sentence or line of the text, whitespace collapsed,
 //! control characters dropped, at most [`MAX_TITLE_CHARS`] characters cut
 //! at a word boundary with `…`.
+//!
+//! A title a person gives (renaming a conversation) follows
+//! [`given_title`] instead: cleaned the same way, never cut, refused when
+//! empty or longer than [`MAX_GIVEN_TITLE_CHARS`].
 
 /// The longest title, in characters (the `…` of a cut included).
 pub const MAX_TITLE_CHARS: usize = 60;
@@ -74,6 +78,54 @@ fn first_sentence(text: &str) -> String {
 
 fn collapse(s: &str) -> String {
     s.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+/// The longest title a person may give, in characters (Unicode scalar
+/// values): longer than the automatic ones, since a person's title is never
+/// cut silently.
+pub const MAX_GIVEN_TITLE_CHARS: usize = 200;
+
+/// Why [`given_title`] refused a title; the message is written for the person.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum GivenTitleError {
+    /// Nothing visible is left once whitespace and control characters go.
+    #[error("the title is empty")]
+    Empty,
+    /// More than [`MAX_GIVEN_TITLE_CHARS`] characters.
+    #[error("the title has {chars} characters; at most {max} are allowed", max = MAX_GIVEN_TITLE_CHARS)]
+    TooLong {
+        /// How many characters the cleaned title has.
+        chars: usize,
+    },
+}
+
+/// The title a person typed, as kept: plain text (markup is text), runs of
+/// whitespace (Unicode `White_Space`, newlines included) one space and
+/// trimmed, other control characters (`Cc`) dropped; refused when empty or
+/// longer than [`MAX_GIVEN_TITLE_CHARS`]. The web client's stateless
+/// re-implementation is held to it by the golden vectors.
+pub fn given_title(raw: &str) -> Result<String, GivenTitleError> {
+    let mut out = String::with_capacity(raw.len());
+    let mut pending_space = false;
+    for c in raw.chars() {
+        if c.is_whitespace() {
+            pending_space = !out.is_empty();
+        } else if !c.is_control() {
+            if pending_space {
+                out.push(' ');
+                pending_space = false;
+            }
+            out.push(c);
+        }
+    }
+    if out.is_empty() {
+        return Err(GivenTitleError::Empty);
+    }
+    let chars = out.chars().count();
+    if chars > MAX_GIVEN_TITLE_CHARS {
+        return Err(GivenTitleError::TooLong { chars });
+    }
+    Ok(out)
 }
 
 #[cfg(test)]

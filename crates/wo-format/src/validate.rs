@@ -410,6 +410,8 @@ fn truth_entry(c: &mut Checker, v: &Value, at: &str) {
     });
     c.optional(e, at, "refs", Checker::non_negative_integer);
     c.optional(e, at, "updated", Checker::timestamp);
+    c.optional(e, at, "archived", Checker::timestamp);
+    c.optional(e, at, "used", Checker::timestamp);
 }
 
 /// Content rules: every XHTML field (context, message and truth content) must

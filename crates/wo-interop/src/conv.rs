@@ -391,6 +391,11 @@ fn build_one(
         m.provider = node.provider;
         m.model = node.model;
         m.usage = node.usage;
+        if is_start {
+            // Each imported conversation stays its own (spec/llm_state_v1.md:
+            // an unmarked parentless message would continue the one before).
+            m.mark_new_conversation();
+        }
 
         let mut x = Map::new();
         x.insert("from".into(), from.into());

@@ -85,8 +85,10 @@ pub fn conversations(state: &State) -> Vec<ConversationView<'_>> {
     out
 }
 
-/// A conversation's title: the imported one, else the root's.
-fn conversation_title(root: &Message) -> String {
+/// A conversation's title from its root message: the imported
+/// conversation's title (kept under `x_import`), else the root's own, else
+/// "Untitled". `wo log --conversations` lists conversations by it too.
+pub fn conversation_title(root: &Message) -> String {
     root.extra
         .get(X_IMPORT_KEY)
         .and_then(|x| {

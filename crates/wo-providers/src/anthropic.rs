@@ -349,6 +349,22 @@ impl Provider for AnthropicProvider {
         None
     }
 
+    async fn models(&self) -> Result<crate::ModelList, crate::ModelsError> {
+        if self.remote.cfg.api_key.is_none() {
+            return Err(crate::ModelsError::NotConfigured(format!(
+                "no API key ({})",
+                self.remote.cfg.key_source
+            )));
+        }
+        http::list_models(
+            &self.remote.client,
+            self.remote.url("models"),
+            None,
+            self.headers(),
+        )
+        .await
+    }
+
     crate::remote::settings_methods!();
 }
 

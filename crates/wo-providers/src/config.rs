@@ -254,6 +254,34 @@ pub struct InterpreterConfig {
     pub provider: Option<String>,
 }
 
+/// `[memory]`: what happens to memory over time (product §7).
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MemoryConfig {
+    /// Days an entry with `expires` may go unused before it is archived
+    /// (leaves retrieval, kept and searchable on request); 0: never.
+    /// Default [`DEFAULT_ARCHIVE_AFTER_DAYS`].
+    pub archive_after_days: Option<u32>,
+}
+
+/// Days an entry with `expires` may go unused before it is archived, when
+/// `[memory] archive_after_days` is not set.
+pub const DEFAULT_ARCHIVE_AFTER_DAYS: u32 = 90;
+
+impl MemoryConfig {
+    /// The age in days after which unused expiring entries are archived;
+    /// `None`: never.
+    pub fn archive_after_days(&self) -> Option<u32> {
+        match self
+            .archive_after_days
+            .unwrap_or(DEFAULT_ARCHIVE_AFTER_DAYS)
+        {
+            0 => None,
+            n => Some(n),
+        }
+    }
+}
+
 /// When the memory interpreter runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -358,6 +386,8 @@ struct RawFile {
     #[serde(default)]
     interpreter: InterpreterConfig,
     #[serde(default)]
+    memory: MemoryConfig,
+    #[serde(default)]
     providers: BTreeMap<String, toml::Spanned<ProviderConfig>>,
 }
 
@@ -429,6 +459,8 @@ pub struct Config {
     pub defaults: Defaults,
     /// `[interpreter]`.
     pub interpreter: InterpreterConfig,
+    /// `[memory]`.
+    pub memory: MemoryConfig,
     /// Providers by name: built-ins plus the file's entries.
     pub providers: BTreeMap<String, ProviderConfig>,
     /// The file read, or `None` when only built-ins are in use.
@@ -452,6 +484,7 @@ impl Config {
         Self {
             defaults: Defaults::default(),
             interpreter: InterpreterConfig::default(),
+            memory: MemoryConfig::default(),
             providers,
             source: None,
             warnings: Vec::new(),
@@ -576,6 +609,7 @@ impl Config {
         }
         cfg.defaults = raw.defaults;
         cfg.interpreter = raw.interpreter;
+        cfg.memory = raw.memory;
         if let Some(p) = &cfg.interpreter.provider
             && !cfg.providers.contains_key(p)
         {
@@ -900,6 +934,35 @@ pub async fn list_with_reachability(cfg: &Config) -> Vec<(ProviderInfo, Reachabi
     futures::future::join_all(checks).await
 }
 
+/// [`list`] (only `only`, when given) plus each provider's models
+/// ([`Provider::models`]: its own model list where it has one, else its
+/// configured model), asked concurrently; a provider that cannot be built
+/// or reached has the reason instead. `local` lists its configured model
+/// without loading it.
+pub async fn list_with_models(
+    cfg: &Config,
+    only: Option<&str>,
+) -> Vec<(ProviderInfo, Result<crate::ModelList, crate::ModelsError>)> {
+    let asks = list(cfg)
+        .into_iter()
+        .filter(|i| only.is_none_or(|o| o == i.name))
+        .map(|i| async move {
+            if i.kind == ProviderKind::Local {
+                let m = crate::ModelList::configured(&i.model);
+                return (i, Ok(m));
+            }
+            let r = match build(&i.name, cfg) {
+                Ok(p) => p.models().await,
+                Err(ProviderError::Config { message, .. }) => {
+                    Err(crate::ModelsError::NotConfigured(message))
+                }
+                Err(other) => Err(crate::ModelsError::Failed(other.to_string())),
+            };
+            (i, r)
+        });
+    futures::future::join_all(asks).await
+}
+
 /// Construct the provider called `name`.
 ///
 /// Fails with [`ProviderError::Config`] for an unknown name, an invalid
@@ -1197,5 +1260,42 @@ model_path = "models/a.gguf"
         .unwrap_err()
         .to_string();
         assert!(e.contains("sometimes") || e.contains("mode"), "{e}");
+    }
+
+    #[test]
+    fn memory_section_sets_the_archive_age() {
+        let c = Config::from_toml("", Path::new("/c.toml"), env()).unwrap();
+        assert_eq!(
+            c.memory.archive_after_days(),
+            Some(DEFAULT_ARCHIVE_AFTER_DAYS)
+        );
+        let c = Config::from_toml(
+            "[memory]\narchive_after_days = 30\n",
+            Path::new("/c.toml"),
+            env(),
+        )
+        .unwrap();
+        assert_eq!(c.memory.archive_after_days(), Some(30));
+        let c = Config::from_toml(
+            "[memory]\narchive_after_days = 0\n",
+            Path::new("/c.toml"),
+            env(),
+        )
+        .unwrap();
+        assert_eq!(c.memory.archive_after_days(), None, "0 = never");
+        for bad in [
+            "[memory]\narchive_after_days = -1\n",
+            "[memory]\narchive_after_days = \"soon\"\n",
+            "[memory]\narchive_after = 3\n",
+        ] {
+            let e = Config::from_toml(bad, Path::new("/c.toml"), env())
+                .unwrap_err()
+                .to_string();
+            // Named by key, or by where it is (file:line:column).
+            assert!(
+                e.contains("archive_after") || e.contains("c.toml:2:"),
+                "{bad}: {e}"
+            );
+        }
     }
 }

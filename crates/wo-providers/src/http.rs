@@ -736,6 +736,94 @@ pub(crate) fn drive<D: Decoder>(
     .boxed()
 }
 
+/// `Provider::models` for servers with a model list: GETs `url` (short
+/// timeouts, no retries) and reads the ids from `data[].id` (OpenAI,
+/// Anthropic) or `models[].name` (Ollama's `/api/tags`). On a 404 it tries
+/// `fallback` (Ollama's own list, for an Ollama without `/v1/models`).
+pub(crate) async fn list_models(
+    client: &Client,
+    url: reqwest::Url,
+    fallback: Option<reqwest::Url>,
+    headers: HeaderMap,
+) -> Result<crate::ModelList, crate::ModelsError> {
+    list_models_at(client, url, fallback, headers)
+        .await
+        .map_err(crate::ModelsError::Failed)
+}
+
+async fn list_models_at(
+    client: &Client,
+    url: reqwest::Url,
+    fallback: Option<reqwest::Url>,
+    headers: HeaderMap,
+) -> Result<crate::ModelList, String> {
+    let shown = display_url(&url);
+    let resp = client
+        .get(url)
+        .headers(headers.clone())
+        .timeout(Duration::from_secs(10))
+        .send()
+        .await
+        .map_err(|e| match redirect_refusal(&e) {
+            Some(why) => format!("GET {shown}: {why}"),
+            None => format!("GET {shown}: {}", describe_reqwest(&e)),
+        })?;
+    let status = resp.status().as_u16();
+    if status == 404
+        && let Some(next) = fallback
+    {
+        return Box::pin(list_models_at(client, next, None, headers)).await;
+    }
+    let body = resp
+        .bytes()
+        .await
+        .map_err(|e| format!("GET {shown}: {}", describe_reqwest(&e)))?;
+    match status {
+        200..=299 => {}
+        401 | 403 => return Err(format!("GET {shown} → {status}: the API key was refused")),
+        _ => {
+            return Err(format!(
+                "GET {shown} → HTTP {status}{}",
+                match error_detail(&body) {
+                    d if d.is_empty() => String::new(),
+                    d => format!(": {d}"),
+                }
+            ));
+        }
+    }
+    let v: serde_json::Value = serde_json::from_slice(&body)
+        .map_err(|e| format!("GET {shown}: not a model list (not JSON: {e})"))?;
+    let ids: Option<Vec<String>> = v
+        .get("data")
+        .and_then(|d| d.as_array())
+        .map(|a| {
+            a.iter()
+                .filter_map(|m| m.get("id").and_then(|i| i.as_str()).map(str::to_owned))
+                .collect()
+        })
+        .or_else(|| {
+            v.get("models").and_then(|d| d.as_array()).map(|a| {
+                a.iter()
+                    .filter_map(|m| {
+                        m.get("name")
+                            .or_else(|| m.get("model"))
+                            .and_then(|i| i.as_str())
+                            .map(str::to_owned)
+                    })
+                    .collect()
+            })
+        });
+    match ids {
+        Some(models) => Ok(crate::ModelList {
+            models,
+            source: shown,
+        }),
+        None => Err(format!(
+            "GET {shown}: not a model list (no data[] or models[] array)"
+        )),
+    }
+}
+
 /// A quick GET for `check()`: short timeouts, no retries.
 pub(crate) async fn probe(
     client: &Client,

@@ -117,4 +117,45 @@ pub trait Provider: Send + Sync {
     fn answer_limits(&self) -> AnswerLimits {
         AnswerLimits::default()
     }
+    /// The models this provider offers: from its own model list where it
+    /// has one (OpenAI-compatible servers and Anthropic: `GET /v1/models`;
+    /// Ollama's `/api/tags` when its `/v1/models` is missing), else just
+    /// its configured model. An error says why the list could not be had
+    /// (the URL and the status or cause).
+    async fn models(&self) -> Result<ModelList, ModelsError> {
+        Ok(ModelList::configured(self.default_model()))
+    }
+}
+
+/// Why [`Provider::models`] has no list.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum ModelsError {
+    /// The provider is not set up to be asked (no API key, a bad entry):
+    /// a note, not a failure.
+    #[error("not configured: {0}")]
+    NotConfigured(String),
+    /// It was asked and did not answer with a list (unreachable, refused,
+    /// not a model list): the URL and the status or cause.
+    #[error("{0}")]
+    Failed(String),
+}
+
+/// What [`Provider::models`] found.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+pub struct ModelList {
+    /// Model ids, as the provider names them (to use with `-m PROVIDER/MODEL`).
+    pub models: Vec<String>,
+    /// Where the list came from: the URL asked, or `"config"` when the
+    /// provider has no list and this is its configured model.
+    pub source: String,
+}
+
+impl ModelList {
+    /// A provider without a model list: its configured model.
+    pub fn configured(model: &str) -> Self {
+        ModelList {
+            models: vec![model.to_owned()],
+            source: "config".into(),
+        }
+    }
 }

@@ -239,6 +239,27 @@ impl Provider for OpenAiProvider {
         .await
     }
 
+    async fn models(&self) -> Result<crate::ModelList, crate::ModelsError> {
+        if self.is_openai_proper() && self.remote.cfg.api_key.is_none() {
+            return Err(crate::ModelsError::NotConfigured(format!(
+                "no API key ({})",
+                self.remote.cfg.key_source
+            )));
+        }
+        // An Ollama base URL ends in /v1; its own list is /api/tags beside it.
+        let base = self.remote.cfg.base_url.trim_end_matches('/');
+        let fallback = base
+            .strip_suffix("/v1")
+            .and_then(|root| http::join(root, "api/tags").ok());
+        http::list_models(
+            &self.remote.client,
+            self.remote.url("models"),
+            fallback,
+            self.auth_headers(),
+        )
+        .await
+    }
+
     /// Exact counts for OpenAI's own models (tiktoken's o200k/cl100k BPEs);
     /// other servers' models have their own vocabularies, so `None` there.
     fn count_tokens(&self, text: &str) -> Option<usize> {

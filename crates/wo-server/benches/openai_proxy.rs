@@ -150,6 +150,8 @@ fn main() {
             username: "ann".into(),
             index_root: None,
             token: Some(TOKEN.into()),
+            token_dir: None,
+            new_token: false,
             store: wo_store::OpenOptions::default(),
             hosted: Default::default(),
             mcp_allow_write: false,

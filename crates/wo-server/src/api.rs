@@ -381,6 +381,51 @@ pub async fn edit_truth(
     Ok(Json(out))
 }
 
+/// `PATCH /api/messages/{id}`: a person's title for a message (the web
+/// app renames a conversation by its root), by the engine's one rule
+/// (`wo_engine::conversation`); one store transaction, nothing written when
+/// the title is refused or unchanged.
+pub async fn rename_message(
+    State(app): AppState,
+    Path(id): Path<String>,
+    JsonBody(e): JsonBody<wire::MessageEdit>,
+) -> Result<Json<wire::MessageRenamed>, ApiError> {
+    use wo_engine::conversation::{RenameError, clean_title, rename};
+    let title =
+        clean_title(&e.title).map_err(|err| ApiError::bad_field("/title", err.to_string()))?;
+    let out = app
+        .with_store(move |store| {
+            let Some(current) = store.state().message(&id) else {
+                return Err(ApiError::not_found(format!("no message {id:?}")));
+            };
+            if current.title != title {
+                store
+                    .try_transact(|s| rename(s, &id, &title).map(|_| ()))?
+                    .map_err(|err| match err {
+                        // Removed by a hand edit since the check above.
+                        RenameError::NotFound(_) => ApiError::not_found(err.to_string()),
+                        other => ApiError::bad_field("/title", other.to_string()),
+                    })?;
+            }
+            Ok(wire::MessageRenamed { id, title })
+        })
+        .await?;
+    Ok(Json(out))
+}
+
+/// `POST /api/markdown` (both modes): Markdown → the sanitised XHTML a
+/// local server stores for it, so a stateless client keeps the context it
+/// edits as Markdown in the same form. Nothing is saved.
+pub async fn markdown<M: Mode>(
+    State(app): State<Arc<M>>,
+    JsonBody(body): JsonBody<wire::MarkdownRequest>,
+) -> Result<Json<wire::MarkdownConverted>, ApiError> {
+    let xhtml = app
+        .cpu(move || to_xhtml(&body.markdown, ContentFormat::Markdown))
+        .await?;
+    Ok(Json(wire::MarkdownConverted { xhtml }))
+}
+
 /// `POST /api/memory/undo`: undoes what the memory interpreter recorded
 /// for one exchange (as `wo memory undo` does).
 pub async fn memory_undo(

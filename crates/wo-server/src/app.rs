@@ -449,6 +449,9 @@ pub trait Mode: Deref<Target = App> + Send + Sync + 'static {
 pub struct Local {
     app: Arc<App>,
     store: Arc<Mutex<Store>>,
+    /// The transcript's recall postings, kept across turns (taken after
+    /// `store`, never before, by [`Local::read_indexed`]).
+    recall: Arc<Mutex<wo_engine::RecallIndex>>,
     /// The directory of the state file: the project whose prompts apply.
     project_dir: Option<PathBuf>,
     /// `/mcp`: the MCP server on this same store.
@@ -466,6 +469,19 @@ impl Local {
         let project_dir = store.path().parent().map(std::path::Path::to_path_buf);
         let state = store.path().to_path_buf();
         let store = Arc::new(Mutex::new(store));
+        let recall = Arc::new(Mutex::new(wo_engine::RecallIndex::new()));
+        // Built in the background, so the first turn finds it ready (a
+        // 100k-message transcript takes a moment to tokenise).
+        {
+            let (store, recall) = (store.clone(), recall.clone());
+            std::thread::spawn(move || {
+                let store = store.lock().unwrap_or_else(|p| p.into_inner());
+                recall
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .sync(store.state());
+            });
+        }
         // The same store, so `/mcp`, the API and the OpenAI endpoint never
         // race each other's writes inside this process.
         let mcp = wo_mcp::WikiOracleMcp::on_store(
@@ -481,6 +497,7 @@ impl Local {
             mcp: wo_mcp::http::service(mcp, MCP_IDLE),
             app,
             store,
+            recall,
             project_dir,
         }
     }
@@ -506,6 +523,26 @@ impl Local {
         })
         .await
         .map_err(|e| ApiError::internal(format!("a state operation panicked: {e}")))?
+    }
+}
+
+impl Local {
+    /// [`Local::with_store`] for reading with the recall index: the index is
+    /// brought up to date with the state (appended messages added, a
+    /// rebuild after other changes) and lent with it.
+    pub async fn read_indexed<T: Send + 'static>(
+        &self,
+        f: impl FnOnce(&wo_format::State, &wo_engine::RecallIndex) -> Result<T, ApiError>
+        + Send
+        + 'static,
+    ) -> Result<T, ApiError> {
+        let recall = self.recall.clone();
+        self.with_store(move |store| {
+            let mut index = recall.lock().unwrap_or_else(|p| p.into_inner());
+            index.sync(store.state());
+            f(store.state(), &index)
+        })
+        .await
     }
 }
 

@@ -2,8 +2,8 @@
 //!
 //! * **Local** (default): owns exactly the one state file named at startup
 //!   (after merging the `llm_*.json` exports beside it), binds a loopback
-//!   address, and admits only holders of a random token printed once in the
-//!   launch URL.
+//!   address, and admits only holders of a random token printed in the
+//!   launch URL; [`signin`] keeps that token per project across restarts.
 //! * **Stateless** (`--stateless`, the hosted deployment): keeps nothing; the
 //!   browser holds the state and sends what each turn needs.
 //!
@@ -18,7 +18,8 @@
 //! access and the SSE sink for the engine's one turn), [`openai`] (the
 //! OpenAI-compatible `/v1/`), [`mcp`] (MCP at `/mcp`), [`sse`] (streaming), [`app`] (the
 //! state of each mode), [`error`] (error bodies), [`assets`] (the web
-//! client and the OpenAPI document).
+//! client and the OpenAPI document), [`signin`] (the per-project token kept
+//! across restarts).
 //!
 //! A local server also faces other tools, with the bearer token: an
 //! OpenAI-compatible API (`/v1/models`, `/v1/chat/completions`: answers
@@ -33,6 +34,7 @@ pub mod extract;
 pub mod guard;
 pub mod mcp;
 pub mod openai;
+pub mod signin;
 pub mod sse;
 pub mod stateless;
 pub mod turn;
@@ -71,8 +73,16 @@ pub struct ServeOptions {
     pub username: String,
     /// The directory index used for retrieval and search; `None`: none.
     pub index_root: Option<PathBuf>,
-    /// A fixed token (tests, scripts); default: a fresh random one.
+    /// A fixed token (tests, scripts); default: the project's kept token
+    /// (`token_dir`), else a fresh random one.
     pub token: Option<String>,
+    /// Local mode: WikiOracle's data directory, where [`signin`] keeps the
+    /// project's token so sign-in links survive restarts; `None`: a new
+    /// token each start.
+    pub token_dir: Option<PathBuf>,
+    /// Local mode: replace the kept token (`wo serve --new-token`): every
+    /// earlier link and cookie stops working.
+    pub new_token: bool,
     /// How the state file is opened (symlinks, size limits, lock timeout).
     pub store: wo_store::OpenOptions,
     /// Stateless mode: the operator's allow-lists and caps.
@@ -102,6 +112,9 @@ pub enum ServeError {
     /// The state file could not be opened or its exports merged.
     #[error(transparent)]
     Store(#[from] wo_store::StoreError),
+    /// The project's sign-in token could not be kept.
+    #[error(transparent)]
+    Token(#[from] signin::TokenError),
 }
 
 /// A bound server, not yet serving.
@@ -114,6 +127,9 @@ pub struct Bound {
     pub launch_url: String,
     /// Exports merged at startup.
     pub merged: Vec<wo_store::exports::FileMerge>,
+    /// Local mode with a `token_dir`: where the token is kept and whether
+    /// it is an earlier start's (`origin`).
+    pub kept_token: Option<signin::ProjectToken>,
 }
 
 /// Opens the state (local mode), merges exports beside it, and binds.
@@ -156,6 +172,16 @@ pub async fn bind(opts: ServeOptions) -> Result<Bound, ServeError> {
             "--allow-provider {name}: {unknown}"
         )));
     }
+    if opts.new_token && (!local || opts.token.is_some()) {
+        return Err(ServeError::Refused(
+            if local {
+                "--new-token rotates the kept token; it cannot be combined with WO_SERVE_TOKEN (a token of your own)"
+            } else {
+                "--new-token is for local mode: a stateless server has no sign-in"
+            }
+            .into(),
+        ));
+    }
     if hosted.max_tokens == Some(0) {
         return Err(ServeError::Refused(
             "--max-tokens must be at least 1".into(),
@@ -171,7 +197,18 @@ pub async fn bind(opts: ServeOptions) -> Result<Bound, ServeError> {
         }
         None => (None, Vec::new()),
     };
-    let token = local.then(|| opts.token.clone().unwrap_or_else(guard::new_token));
+    // After the store is open, so the state file exists and its canonical
+    // path (the project's key) is what every later start will see.
+    let kept_token = match (&opts.state_file, &opts.token, &opts.token_dir) {
+        (Some(file), None, Some(dir)) => Some(signin::load_or_create(dir, file, opts.new_token)?),
+        _ => None,
+    };
+    let token = local.then(|| {
+        opts.token
+            .clone()
+            .or_else(|| kept_token.as_ref().map(|k| k.token.clone()))
+            .unwrap_or_else(guard::new_token)
+    });
     let listener = tokio::net::TcpListener::bind(opts.addr)
         .await
         .map_err(|source| ServeError::Bind {
@@ -191,7 +228,13 @@ pub async fn bind(opts: ServeOptions) -> Result<Bound, ServeError> {
         Some(t) => format!("http://{host}/?token={t}"),
         None => format!("http://{host}/"),
     };
-    let cookies = guard::CookieNames::new(addr.port(), &guard::new_instance_id());
+    // Local mode: the project's id, so a restart keeps the cookie's name
+    // (and the cookie keeps working); stateless servers set no session.
+    let instance = match &opts.state_file {
+        Some(file) => signin::cookie_id(file),
+        None => guard::new_instance_id(),
+    };
+    let cookies = guard::CookieNames::new(addr.port(), &instance);
     let app = Arc::new(App::new(local, token, cookies, &opts));
     let served = match store {
         Some(store) => Served::Local(Arc::new(Local::new(app, store, opts.mcp_allow_write))),
@@ -203,6 +246,7 @@ pub async fn bind(opts: ServeOptions) -> Result<Bound, ServeError> {
         addr,
         launch_url,
         merged,
+        kept_token,
     })
 }
 
@@ -364,6 +408,7 @@ pub fn router(served: &Served) -> Router {
                     path::TRUTH_ENTRY_PATH,
                     patch(api::edit_truth).delete(api::delete_truth),
                 )
+                .route(path::MESSAGE_PATH, patch(api::rename_message))
                 .route(path::CHAT_PATH, post(api::chat))
                 .route(path::MEMORY_UNDO_PATH, post(api::memory_undo))
                 .route(path::MERGE_PATH, post(api::merge))
@@ -414,12 +459,33 @@ fn common<M: Mode>() -> Router<Arc<M>> {
             get(|| static_file(assets::WASM_MODULE, "application/wasm")),
         )
         .route(
+            "/manifest.webmanifest",
+            get(|| static_file(assets::MANIFEST, "application/manifest+json")),
+        )
+        .route(
+            "/sw.js",
+            get(|| static_file(assets::SERVICE_WORKER, "text/javascript; charset=utf-8")),
+        )
+        .route(
+            "/icon.svg",
+            get(|| static_file(assets::ICON_SVG, "image/svg+xml")),
+        )
+        .route(
+            "/icon-192.png",
+            get(|| static_file(assets::ICON_192, "image/png")),
+        )
+        .route(
+            "/icon-512.png",
+            get(|| static_file(assets::ICON_512, "image/png")),
+        )
+        .route(
             path::OPENAPI_PATH,
             get(|| static_file(assets::OPENAPI_JSON, "application/json")),
         )
         .route(path::HEALTH_PATH, get(api::health::<M>))
         .route(path::INFO_PATH, get(api::info::<M>))
         .route(path::PROVIDERS_PATH, get(api::providers::<M>))
+        .route(path::MARKDOWN_PATH, post(api::markdown::<M>))
 }
 
 /// The 404 for unknown paths, the guard and the access log around a mode's
@@ -502,12 +568,15 @@ async fn index<M: Mode>(
             }
             resp
         }
-        Some(_) => (
-            StatusCode::UNAUTHORIZED,
-            [(header::CONTENT_TYPE, "text/plain; charset=utf-8")],
-            "This sign-in link is not valid for this server. Open the URL that `wo serve` printed when it started.\n",
-        )
-            .into_response(),
+        Some(_) => {
+            // A styled page saying what to run; the old cookie, if any, is
+            // left alone (it may still be this server's).
+            let mut resp = static_file(assets::SIGNIN_HTML, "text/html; charset=utf-8").await;
+            *resp.status_mut() = StatusCode::UNAUTHORIZED;
+            resp.headers_mut()
+                .insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+            resp
+        }
         None => static_file(assets::INDEX_HTML, "text/html; charset=utf-8").await,
     }
 }

@@ -63,6 +63,16 @@ impl TurnState for LocalTurn {
             .map_err(|e| refused(e, "storage"))?
     }
 
+    async fn read_indexed<T: Send + 'static>(
+        &mut self,
+        f: impl FnOnce(&State, Option<&wo_engine::RecallIndex>) -> Result<T, TurnError> + Send + 'static,
+    ) -> Result<T, TurnError> {
+        self.app
+            .read_indexed(move |state, index| Ok(f(state, Some(index))))
+            .await
+            .map_err(|e| refused(e, "storage"))?
+    }
+
     async fn commit(
         &mut self,
         record: impl FnOnce(&State) -> CompletedTurn + Send + 'static,
@@ -124,8 +134,9 @@ impl TurnState for StatelessTurn {
             .cpu(move || {
                 let mut state = Arc::try_unwrap(state).unwrap_or_else(|s| (*s).clone());
                 let turn = record(&state);
+                let before = state.truth.trust.clone();
                 let (user_id, assistant_id) = apply_turn(&mut state, &turn);
-                let state_patch = turn_patch(&state, &user_id, &assistant_id, &turn.sources);
+                let state_patch = turn_patch(&state, &user_id, &assistant_id, &before);
                 let committed = Committed {
                     user_id,
                     assistant_id,
@@ -197,21 +208,22 @@ pub(crate) fn changed_records<T: PartialEq + serde::Serialize>(
 }
 
 /// The patch that brings the client's state up to date after a turn: the
-/// new `date`, the two messages, and the `refs` of the truth entries used
-/// (see `wo_wire::apply_state_patch` for how arrays of records apply).
-fn turn_patch(state: &State, user_id: &str, assistant_id: &str, sources: &[String]) -> Value {
+/// new `date`, the two messages, and the truth entries the turn changed
+/// (`before`: the truth it started from) — those used (`refs`, `used`) and
+/// those it archived — in full (see `wo_wire::apply_state_patch` for how
+/// arrays of records apply).
+fn turn_patch(
+    state: &State,
+    user_id: &str,
+    assistant_id: &str,
+    before: &[wo_format::TruthEntry],
+) -> Value {
     let messages: Vec<Value> = [user_id, assistant_id]
         .iter()
         .filter_map(|id| state.message(id))
         .map(|m| serde_json::to_value(m).unwrap_or(Value::Null))
         .collect();
-    let refs: Vec<Value> = state
-        .truth
-        .trust
-        .iter()
-        .filter(|t| sources.contains(&t.id))
-        .map(|t| json!({"id": t.id, "refs": t.refs}))
-        .collect();
+    let refs = changed_records(before, &state.truth.trust, |e| e.id.as_str());
     let mut patch = json!({"date": Timestamp::now(), "messages": messages});
     if !refs.is_empty() {
         patch["truth"] = json!({"trust": refs});

@@ -1119,3 +1119,126 @@ async fn a_stateless_new_conversation_is_a_marked_root_and_needs_an_empty_window
     let e: Value = r.json().await.unwrap();
     assert_eq!(e["error"]["pointer"], "/window", "{e}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_conversation_is_renamed_by_its_roots_title_and_bad_titles_change_nothing() {
+    let s = serve(Script::says("Cone 6 is 1222 °C."), false).await;
+    let evs = chat(&s, json!({"message": "How hot is cone 6?"})).await;
+    let root = done(&evs)["user_message_id"].as_str().unwrap().to_owned();
+    let before = s.state_json();
+    let content = before["messages"][0]["content"].clone();
+    let rename = |id: String, body: Value| {
+        s.browser(Method::PATCH, &format!("/api/messages/{id}"))
+            .json(&body)
+            .send()
+    };
+    let r = rename(root.clone(), json!({"title": "  Kiln\n temperatures "}))
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::OK);
+    let out: wire::MessageRenamed = r.json().await.unwrap();
+    assert_eq!(out.id, root);
+    assert_eq!(out.title, "Kiln temperatures");
+    let state = s.state_json();
+    let msgs = state["messages"].as_array().unwrap();
+    // The root's title only; its id and content are as they were, and the
+    // answer keeps its own title.
+    assert_eq!(msgs[0]["id"], root.as_str());
+    assert_eq!(msgs[0]["title"], "Kiln temperatures");
+    assert_eq!(msgs[0]["content"], content);
+    assert_eq!(msgs[1]["title"], before["messages"][1]["title"]);
+
+    // Markup is text: stored as typed (JSON-escaped), never as elements.
+    let r = rename(
+        root.clone(),
+        json!({"title": "<img src=x onerror=alert(1)>"}),
+    )
+    .await
+    .unwrap();
+    assert_eq!(r.status(), StatusCode::OK);
+    assert_eq!(
+        s.state_json()["messages"][0]["title"],
+        "<img src=x onerror=alert(1)>"
+    );
+
+    // Refusals name the field and leave the file byte for byte.
+    let kept = s.state_bytes();
+    for (body, pointer, says) in [
+        (json!({"title": " \n\t "}), "/title", "empty"),
+        (
+            json!({"title": "x".repeat(201)}),
+            "/title",
+            "201 characters",
+        ),
+        (json!({"title": 5}), "/title", ""),
+        (json!({}), "", "title"),
+    ] {
+        let r = rename(root.clone(), body.clone()).await.unwrap();
+        assert_eq!(r.status(), StatusCode::BAD_REQUEST, "{body}");
+        let err: Value = r.json().await.unwrap();
+        assert_eq!(err["error"]["pointer"], pointer, "{body}: {err}");
+        assert!(
+            err["error"]["message"].as_str().unwrap().contains(says),
+            "{body}: {err}"
+        );
+    }
+    let r = rename("m_0000000000000000".into(), json!({"title": "x"}))
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::NOT_FOUND);
+    assert_eq!(s.state_bytes(), kept);
+    // Without the token: refused before the handler.
+    let r = s
+        .client
+        .patch(s.url(&format!("/api/messages/{root}")))
+        .header("origin", &s.base)
+        .json(&json!({"title": "stolen"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::UNAUTHORIZED);
+    assert_eq!(s.state_bytes(), kept);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn markdown_is_converted_and_sanitised_in_both_modes_and_saves_nothing() {
+    for stateless in [false, true] {
+        let s = serve(Script::says("x"), stateless).await;
+        let before = s.state_bytes();
+        let req = if stateless {
+            s.client
+                .post(s.url("/api/markdown"))
+                .header("origin", &s.base)
+        } else {
+            s.browser(Method::POST, "/api/markdown")
+        };
+        let r = req
+            .json(&json!({"markdown": "# Studio\n\nWe fire to **cone 6**.\n\n<script>alert(1)</script>\n\n[x](javascript:alert(1))"}))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), StatusCode::OK, "stateless: {stateless}");
+        let out: wire::MarkdownConverted = r.json().await.unwrap();
+        assert!(
+            out.xhtml
+                .starts_with("<h1>Studio</h1>\n<p>We fire to <strong>cone 6</strong>.</p>"),
+            "{}",
+            out.xhtml
+        );
+        assert!(
+            !out.xhtml.contains("script") && !out.xhtml.contains("javascript"),
+            "{}",
+            out.xhtml
+        );
+        let r = s
+            .browser(Method::POST, "/api/markdown")
+            .json(&json!({"markdown": ["not", "text"]}))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), StatusCode::BAD_REQUEST);
+        let err: Value = r.json().await.unwrap();
+        assert_eq!(err["error"]["pointer"], "/markdown");
+        assert_eq!(s.state_bytes(), before);
+    }
+}

@@ -266,6 +266,16 @@ async fn every_json_body_is_refused_with_a_pointer() {
             "/title",
         ),
         (
+            wo_wire::routes::MESSAGE_PATH,
+            json!({"title": ["x"]}),
+            "/title",
+        ),
+        (
+            wo_wire::routes::MARKDOWN_PATH,
+            json!({"markdown": 1}),
+            "/markdown",
+        ),
+        (
             wo_wire::routes::CHAT_PATH,
             json!({"message": "hi", "params": {"max_tokens": -1}}),
             "/params/max_tokens",

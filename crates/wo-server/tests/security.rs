@@ -67,13 +67,8 @@ async fn the_api_needs_the_token() {
         );
     }
     let r = s
-        .client
-        .post(s.url("/api/chat"))
-        .header("origin", &s.base)
-        .json(&serde_json::json!({"message": "hi"}))
-        .send()
-        .await
-        .unwrap();
+        .cookieless_post("/api/chat", &serde_json::json!({"message": "hi"}))
+        .await;
     assert_eq!(r.status(), StatusCode::UNAUTHORIZED);
     // Health and the API description are public; so is the page itself.
     for path in [
@@ -126,6 +121,208 @@ async fn the_launch_url_becomes_a_strict_httponly_cookie() {
     let r = s.client.get(s.url("/?token=guess")).send().await.unwrap();
     assert_eq!(r.status(), StatusCode::UNAUTHORIZED);
     assert!(r.headers().get("set-cookie").is_none());
+    // A styled page saying how to sign in again, under the same CSP.
+    assert_eq!(r.headers()["content-type"], "text/html; charset=utf-8");
+    assert!(
+        r.headers()["content-security-policy"]
+            .to_str()
+            .unwrap()
+            .contains("script-src 'self'")
+    );
+    let page = r.text().await.unwrap();
+    for needle in [
+        "/app.css",
+        "wo serve",
+        "--new-token",
+        "Nothing is lost",
+        "llm.json",
+    ] {
+        assert!(page.contains(needle), "the sign-in page lacks {needle:?}");
+    }
+    assert!(!page.contains("guess"), "the rejected token is not echoed");
+}
+
+/// A local server on `addr` keeping its token under `data`, for the
+/// restart tests; returns the bound server's launch URL, its session
+/// cookie name (after signing in), and a sender that stops it.
+async fn start_kept(
+    dir: &std::path::Path,
+    data: &std::path::Path,
+    addr: std::net::SocketAddr,
+    new_token: bool,
+    upstream: &common::Upstream,
+) -> (
+    String,
+    std::net::SocketAddr,
+    tokio::sync::oneshot::Sender<()>,
+) {
+    let mut opts = common::options(dir, upstream, false);
+    opts.token = None;
+    opts.token_dir = Some(data.to_path_buf());
+    opts.new_token = new_token;
+    opts.addr = addr;
+    let mut bound = None;
+    // The port of a server just stopped may take a moment to be free.
+    for _ in 0..50 {
+        match wo_server::bind(opts.clone()).await {
+            Ok(b) => {
+                bound = Some(b);
+                break;
+            }
+            Err(wo_server::ServeError::Bind { .. }) => {
+                tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+            }
+            Err(e) => panic!("{e}"),
+        }
+    }
+    let bound = bound.expect("the port came free");
+    let kept = bound.kept_token.as_ref().expect("a kept token");
+    assert!(
+        bound
+            .launch_url
+            .ends_with(&format!("?token={}", kept.token))
+    );
+    let (url, addr) = (bound.launch_url.clone(), bound.addr);
+    let (tx, rx) = tokio::sync::oneshot::channel::<()>();
+    tokio::spawn(bound.serve(async move {
+        let _ = rx.await;
+    }));
+    (url, addr, tx)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_sign_in_survives_a_restart_and_new_token_ends_it() {
+    use std::os::unix::fs::PermissionsExt as _;
+    let upstream = common::upstream(Script::says("ok")).await;
+    let dir = tempfile::tempdir().unwrap();
+    let data = tempfile::tempdir().unwrap();
+    let client = reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .unwrap();
+    let get_state = |addr: std::net::SocketAddr, cookie: String| {
+        let client = client.clone();
+        async move {
+            client
+                .get(format!("http://{addr}/api/state"))
+                .header("cookie", cookie)
+                .send()
+                .await
+                .unwrap()
+                .status()
+        }
+    };
+
+    let (url1, addr, stop1) = start_kept(
+        dir.path(),
+        data.path(),
+        "127.0.0.1:0".parse().unwrap(),
+        false,
+        &upstream,
+    )
+    .await;
+    let (name, value) = common::sign_in(&client, &url1).await;
+    assert_eq!(
+        get_state(addr, format!("{name}={value}")).await,
+        StatusCode::OK
+    );
+    // The token is kept 0600 in the data directory, never in the project.
+    let tokens: Vec<_> = std::fs::read_dir(data.path().join(wo_server::signin::TOKENS_DIR))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    assert_eq!(tokens.len(), 1);
+    let meta = std::fs::metadata(&tokens[0]).unwrap();
+    assert_eq!(meta.permissions().mode() & 0o777, 0o600);
+    assert_eq!(
+        std::fs::read_to_string(&tokens[0]).unwrap(),
+        format!("{value}\n")
+    );
+    for entry in std::fs::read_dir(dir.path()).unwrap() {
+        let text = std::fs::read(entry.unwrap().path()).unwrap_or_default();
+        assert!(
+            !String::from_utf8_lossy(&text).contains(&value),
+            "the token leaked into the project"
+        );
+    }
+    stop1.send(()).unwrap();
+
+    // A restart on the same port: the same link, and the browser's cookie
+    // (same name, same token) still signs it in.
+    let (url2, addr2, stop2) = start_kept(dir.path(), data.path(), addr, false, &upstream).await;
+    assert_eq!(addr2, addr);
+    assert_eq!(url2, url1, "the sign-in link survives the restart");
+    assert_eq!(
+        get_state(addr, format!("{name}={value}")).await,
+        StatusCode::OK
+    );
+    let (name2, _) = common::sign_in(&client, &url2).await;
+    assert_eq!(name2, name, "the cookie keeps its name across restarts");
+    // The CSRF guarantees hold for the kept cookie: no Origin, no write.
+    let r = client
+        .post(format!("http://{addr}/api/truth"))
+        .header("cookie", format!("{name}={value}"))
+        .json(&serde_json::json!({"title": "x", "content": "y", "certainty": 1}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::FORBIDDEN);
+    stop2.send(()).unwrap();
+
+    // --new-token: the old link and the old cookie are dead.
+    let (url3, _, stop3) = start_kept(dir.path(), data.path(), addr, true, &upstream).await;
+    assert_ne!(url3, url1);
+    assert_eq!(
+        get_state(addr, format!("{name}={value}")).await,
+        StatusCode::UNAUTHORIZED
+    );
+    let r = client.get(&url1).send().await.unwrap();
+    assert_eq!(r.status(), StatusCode::UNAUTHORIZED);
+    assert!(r.headers().get("set-cookie").is_none());
+    assert!(r.text().await.unwrap().contains("wo serve"));
+    let (_, value3) = common::sign_in(&client, &url3).await;
+    assert_eq!(
+        get_state(addr, format!("{name}={value3}")).await,
+        StatusCode::OK
+    );
+    let meta = std::fs::metadata(&tokens[0]).unwrap();
+    assert_eq!(meta.permissions().mode() & 0o777, 0o600);
+    stop3.send(()).unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stateless_server_keeps_no_token() {
+    let upstream = common::upstream(Script::says("ok")).await;
+    let dir = tempfile::tempdir().unwrap();
+    let data = tempfile::tempdir().unwrap();
+    let mut opts = common::options(dir.path(), &upstream, true);
+    opts.token = None;
+    opts.token_dir = Some(data.path().to_path_buf());
+    let bound = wo_server::bind(opts.clone()).await.unwrap();
+    assert!(bound.kept_token.is_none());
+    assert!(bound.launch_url.ends_with('/'), "{}", bound.launch_url);
+    drop(bound);
+    assert_eq!(
+        std::fs::read_dir(data.path()).unwrap().count(),
+        0,
+        "nothing written"
+    );
+    opts.new_token = true;
+    let Err(e) = wo_server::bind(opts).await else {
+        panic!("--new-token accepted in stateless mode")
+    };
+    assert!(
+        e.to_string().contains("--new-token is for local mode"),
+        "{e}"
+    );
+    // A fixed token and --new-token contradict each other.
+    let mut opts = common::options(dir.path(), &upstream, false);
+    opts.token_dir = Some(data.path().to_path_buf());
+    opts.new_token = true;
+    let Err(e) = wo_server::bind(opts).await else {
+        panic!("--new-token with a fixed token accepted")
+    };
+    assert!(e.to_string().contains("WO_SERVE_TOKEN"), "{e}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -438,4 +635,181 @@ async fn the_wasm_package_is_served_as_committed_with_its_types() {
             .status(),
         StatusCode::NOT_FOUND
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn renaming_a_conversation_has_every_write_defence_and_keeps_titles_as_text() {
+    let s = serve(Script::says("ok"), false).await;
+    let r = s
+        .program(Method::POST, "/api/chat")
+        .json(&serde_json::json!({"message": "hello"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::OK);
+    let _ = r.text().await.unwrap();
+    let state: serde_json::Value = s.state_json();
+    let id = state["messages"][0]["id"].as_str().unwrap().to_owned();
+    let path = format!("/api/messages/{id}");
+    let body = serde_json::json!({"title": "renamed by an attacker"});
+    let before = s.state_bytes();
+    // No token, a wrong token, another origin with the cookie, the cookie
+    // without an Origin, and the content types an HTML form can send.
+    let r = s
+        .client
+        .patch(s.url(&path))
+        .header("origin", &s.base)
+        .json(&body)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::UNAUTHORIZED);
+    let r = s
+        .client
+        .patch(s.url(&path))
+        .bearer_auth("wrong-token-0123456789-abcdefghijklmno")
+        .json(&body)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::UNAUTHORIZED);
+    for origin in [
+        Some("http://evil.example".to_owned()),
+        Some(format!("http://127.0.0.1:{}", s.addr.port() + 1)),
+        None,
+    ] {
+        let mut rb = s.client.patch(s.url(&path)).header("cookie", s.cookie());
+        if let Some(o) = &origin {
+            rb = rb.header("origin", o);
+        }
+        let r = rb.json(&body).send().await.unwrap();
+        assert_eq!(r.status(), StatusCode::FORBIDDEN, "origin {origin:?}");
+    }
+    for ct in [
+        "text/plain",
+        "application/x-www-form-urlencoded",
+        "multipart/form-data; boundary=x",
+    ] {
+        let r = s
+            .browser(Method::PATCH, &path)
+            .header("content-type", ct)
+            .body(body.to_string())
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), StatusCode::UNSUPPORTED_MEDIA_TYPE, "{ct}");
+    }
+    // The Markdown converter is behind the token in local mode too.
+    let r = s
+        .cookieless_post("/api/markdown", &serde_json::json!({"markdown": "x"}))
+        .await;
+    assert_eq!(r.status(), StatusCode::UNAUTHORIZED);
+    // A path is an id, never a file: traversal finds no message.
+    let r = s
+        .browser(Method::PATCH, "/api/messages/..%2F..%2Fetc%2Fpasswd")
+        .json(&body)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::NOT_FOUND);
+    assert_eq!(s.state_bytes(), before);
+    // From our own page, markup in a title is kept as text: the file holds
+    // the characters, the title never becomes content.
+    for payload in [
+        "<script>alert(1)</script>",
+        "<img src=x onerror=alert(1)>",
+        "\"><svg onload=alert(1)>",
+        "javascript:alert(1)",
+    ] {
+        let r = s
+            .browser(Method::PATCH, &path)
+            .json(&serde_json::json!({"title": payload}))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), StatusCode::OK, "{payload}");
+        let state = s.state_json();
+        assert_eq!(state["messages"][0]["title"], payload);
+        assert_eq!(state["messages"][0]["content"], before_content(&before));
+    }
+}
+
+/// The first message's content in a saved state.
+fn before_content(bytes: &[u8]) -> serde_json::Value {
+    let v: serde_json::Value = serde_json::from_slice(bytes).unwrap();
+    v["messages"][0]["content"].clone()
+}
+
+/// Issue 16, item 6: the PWA's files are public, typed, under the same
+/// headers, and the CSP allows only this server's worker and manifest.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_pwa_files_are_served_typed_under_the_csp() {
+    for stateless in [false, true] {
+        let s = serve(Script::says("ok"), stateless).await;
+        for (path, kind) in [
+            ("/manifest.webmanifest", "application/manifest+json"),
+            ("/sw.js", "text/javascript; charset=utf-8"),
+            ("/icon.svg", "image/svg+xml"),
+            ("/icon-192.png", "image/png"),
+            ("/icon-512.png", "image/png"),
+        ] {
+            // No cookie, no token: an installed app fetches these on its own.
+            let r = s.client.get(s.url(path)).send().await.unwrap();
+            assert_eq!(r.status(), StatusCode::OK, "{path}");
+            assert_eq!(r.headers()["content-type"], kind, "{path}");
+            assert_eq!(r.headers()["x-content-type-options"], "nosniff");
+            let csp = r.headers()["content-security-policy"]
+                .to_str()
+                .unwrap()
+                .to_owned();
+            for directive in [
+                "worker-src 'self'",
+                "manifest-src 'self'",
+                "script-src 'self'",
+            ] {
+                assert!(csp.contains(directive), "{path}: {csp}");
+            }
+            // 'wasm-unsafe-eval' (the page's wasm module) is the only one.
+            assert!(!csp.contains("'unsafe-"), "{csp}");
+            let body = r.bytes().await.unwrap();
+            if path.ends_with(".png") {
+                assert!(
+                    body.starts_with(b"\x89PNG\r\n\x1a\n"),
+                    "{path} is not a PNG"
+                );
+            }
+        }
+        let m: serde_json::Value = s
+            .client
+            .get(s.url("/manifest.webmanifest"))
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        assert_eq!(m["start_url"], "/");
+        assert_eq!(m["display"], "standalone");
+        // The worker keeps only the shell: never the API or the sign-in link.
+        let sw = s
+            .client
+            .get(s.url("/sw.js"))
+            .send()
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap();
+        assert!(sw.contains("url.search") && !sw.contains("'/api"), "{sw}");
+        // Only GET: a worker or manifest path takes no writes.
+        let r = s
+            .client
+            .post(s.url("/sw.js"))
+            .header("origin", &s.base)
+            .json(&serde_json::json!({}))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), StatusCode::METHOD_NOT_ALLOWED);
+    }
 }

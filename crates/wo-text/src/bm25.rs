@@ -8,7 +8,9 @@
 //! on its postings; chat retrieval asks one query per turn over documents
 //! that change between turns, so [`scores_docs`] builds no index: it scans
 //! each document once, counting only the query's terms and the document's
-//! length, and splits large sets across threads.
+//! length, and splits large sets across threads. A caller that keeps its
+//! documents between queries keeps a [`crate::postings::Postings`] instead,
+//! which scores the same, bit for bit.
 
 use std::collections::HashMap;
 
@@ -56,9 +58,9 @@ struct DocStats {
 }
 
 /// The query's distinct terms, their multiplicity, and a prefix filter.
-struct QueryTerms {
-    terms: Vec<String>,
-    tf: Vec<u32>,
+pub(crate) struct QueryTerms {
+    pub(crate) terms: Vec<String>,
+    pub(crate) tf: Vec<u32>,
     /// Bit set of the first two bytes (`b0 << 8 | b1`, `b1` = 0 for
     /// one-byte terms) of every ASCII term.
     prefixes: Vec<u64>,
@@ -73,7 +75,7 @@ fn prefix_key(b: &[u8]) -> usize {
 }
 
 impl QueryTerms {
-    fn new(query: &str) -> Self {
+    pub(crate) fn new(query: &str) -> Self {
         let mut q = QueryTerms {
             terms: Vec::new(),
             tf: Vec::new(),

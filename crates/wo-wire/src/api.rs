@@ -67,6 +67,40 @@ pub struct TruthEdit {
     pub certainty: Option<f64>,
 }
 
+/// `PATCH /api/messages/{id}`: a person's title for a message (the web app
+/// renames a conversation by its root). Plain text: whitespace runs become
+/// one space, control characters are dropped, and the result must be
+/// non-empty and at most 200 characters (`wo_engine::conversation`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct MessageEdit {
+    /// The new title.
+    pub title: String,
+}
+
+/// The answer to `PATCH /api/messages/{id}`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct MessageRenamed {
+    /// The message renamed (its id never changes).
+    pub id: String,
+    /// The title as saved.
+    pub title: String,
+}
+
+/// `POST /api/markdown`: text someone typed (Markdown; plain text is
+/// Markdown) to convert, e.g. the context before a stateless client keeps it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct MarkdownRequest {
+    /// The Markdown.
+    pub markdown: String,
+}
+
+/// The answer to `POST /api/markdown`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct MarkdownConverted {
+    /// The sanitised XHTML the server would store for it.
+    pub xhtml: String,
+}
+
 /// The answer to `DELETE /api/truth/{id}`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct TruthDeleted {

@@ -89,6 +89,10 @@ pub const TRUTH_PATH: &str = "/api/truth";
 pub const TRUTH_ENTRY_PATH: &str = "/api/truth/{id}";
 /// `POST`: a turn on the local server's state ([`crate::ChatRequest`], SSE).
 pub const CHAT_PATH: &str = "/api/chat";
+/// A message of the transcript (its title).
+pub const MESSAGE_PATH: &str = "/api/messages/{id}";
+/// Markdown → the sanitised XHTML the server stores.
+pub const MARKDOWN_PATH: &str = "/api/markdown";
 /// `POST`: an export to merge (a whole `llm.json`).
 pub const MERGE_PATH: &str = "/api/merge";
 /// `GET`: the whole state as a download.
@@ -149,6 +153,13 @@ pub const ROUTES: &[Route] = &[
     route(Get, PROVIDERS_PATH, Both, None, Some("ProviderList")),
     // The draft is the engine's record (`wo_engine::context_update::Draft`).
     route(Post, CONTEXT_DRAFT_PATH, Both, Some("DraftRequest"), None),
+    route(
+        Post,
+        MARKDOWN_PATH,
+        Both,
+        Some("MarkdownRequest"),
+        Some("MarkdownConverted"),
+    ),
     route(Get, STATE_PATH, Local, None, Some("StatePage")),
     route(
         Patch,
@@ -172,6 +183,13 @@ pub const ROUTES: &[Route] = &[
         Some("TruthEntry"),
     ),
     route(Delete, TRUTH_ENTRY_PATH, Local, None, Some("TruthDeleted")),
+    route(
+        Patch,
+        MESSAGE_PATH,
+        Local,
+        Some("MessageEdit"),
+        Some("MessageRenamed"),
+    ),
     route(
         Post,
         STATELESS_MEMORY_UNDO_PATH,

@@ -1,5 +1,5 @@
 //! Golden vectors for the web client (`crates/wo-server/src/web/app.js`),
-//! which computes ids, merges, state patches, truth edits and tombstones and
+//! which computes ids, merges, state patches, truth edits, tombstones, renames and
 //! exports in JavaScript until the wasm build replaces it: inputs and what
 //! wo-format and this crate make of them, written to
 //! `tests/browser/golden.json`; the browser suite (`tests/browser/run.mjs`,
@@ -363,6 +363,56 @@ fn truth_op_vectors() -> Vec<Value> {
         .collect()
 }
 
+/// A person's title for a message (renaming a conversation in stateless
+/// mode: app.js's `renameMessageIn`): `wo_format::title::given_title`'s
+/// cleaning and refusals, then `State::set_message_title`. Each case: the
+/// raw title and the canonical state after it, or the refusal.
+fn rename_vectors() -> Vec<Value> {
+    let before = r#"{"version":1,"schema":"wikioracle.llm_state","date":"2026-01-01T00:00:00Z","messages":[{"id":"m_1","title":"Old","username":"alec","timestamp":"2026-01-01T00:00:00Z","content":"<p>hi</p>","new_conversation":true},{"id":"m_2","title":"Answer","username":"model","timestamp":"2026-01-01T00:00:01Z","content":"<p>yo</p>","parent":"m_1"}],"truth":{"trust":[]}}"#;
+    let long = "é".repeat(wo_format::title::MAX_GIVEN_TITLE_CHARS);
+    let cases: Vec<(&str, &str, String)> = vec![
+        (
+            "m_1",
+            "whitespace runs become one space",
+            "  Kiln\n\t temps \r\n".to_owned(),
+        ),
+        (
+            "m_1",
+            "unicode whitespace and controls",
+            "a\u{3000}\u{2028}b\u{0}c\u{7f}\u{85}d\u{9f}e\u{feff}".to_owned(),
+        ),
+        (
+            "m_1",
+            "markup is text",
+            "<img src=x onerror=alert(1)> & \"q\"".to_owned(),
+        ),
+        ("m_1", "exactly the longest title", long.clone()),
+        ("m_1", "one character too long", format!("{long}x")),
+        ("m_1", "empty after cleaning", " \n\u{1} ".to_owned()),
+        ("m_9", "an unknown id", "x".to_owned()),
+        (
+            "m_2",
+            "any message, not only a root",
+            "Renamed answer".to_owned(),
+        ),
+    ];
+    cases
+        .into_iter()
+        .map(|(id, name, raw)| {
+            let mut st = state(before);
+            let mut out = json!({"name": name, "state": serde_json::from_str::<Value>(before).unwrap(), "id": id, "title": raw});
+            match wo_format::title::given_title(&raw) {
+                Err(e) => out["error"] = json!(e.to_string()),
+                Ok(title) => match st.set_message_title(id, title) {
+                    None => out["error"] = json!(format!("no message {id:?}")),
+                    Some(_) => out["after"] = json!(canonical(&st)),
+                },
+            }
+            out
+        })
+        .collect()
+}
+
 /// Plain text as the web client and Rust turn it into XHTML (app.js's
 /// `textToXhtml`): line ends, blank paragraphs, escapes, control characters.
 fn text_to_xhtml_vectors() -> Vec<Value> {
@@ -391,6 +441,7 @@ fn browser_golden_vectors_are_current() {
         "exports": export_vectors(),
         "patches": patch_vectors(),
         "truth_ops": truth_op_vectors(),
+        "renames": rename_vectors(),
         "text_to_xhtml": text_to_xhtml_vectors(),
     });
     let text = serde_json::to_string_pretty(&doc).unwrap() + "\n";

@@ -8,30 +8,46 @@ use wo_engine::chat::{FnSink, StoreTurn, TurnError, TurnEvent, run_turn};
 use wo_providers::{Cancel, ErrorKind};
 
 use super::session::{
-    open_for_chat, provider, render_context, retrieve_chunks, runtime, turn_request,
+    open_for_chat, placement, provider, remember_current, render_context, retrieve_chunks, runtime,
+    turn_request,
 };
 use crate::cli::{AskArgs, GlobalOpts};
 
 /// Exit code after Ctrl-C (128 + SIGINT), as shells expect.
 pub const EXIT_INTERRUPTED: u8 = 130;
 
-pub fn run(g: &GlobalOpts, args: AskArgs) -> Result<ExitCode> {
-    let prompt = match &args.prompt {
-        Some(p) => p.clone(),
-        None if std::io::stdin().is_terminal() => bail!(
-            "no question\nhint: wo ask \"your question\", or pipe it in: echo question | wo ask"
-        ),
-        None => {
-            let mut s = String::new();
-            std::io::stdin()
-                .read_to_string(&mut s)
-                .context("cannot read the question from standard input")?;
-            s
-        }
+pub fn run(g: &GlobalOpts, mut args: AskArgs) -> Result<ExitCode> {
+    // Text piped in is part of the question, after the prompt
+    // (`git diff | wo ask "Review this"`); on a terminal nothing is read.
+    let piped = if std::io::stdin().is_terminal() {
+        None
+    } else {
+        let mut s = String::new();
+        std::io::stdin()
+            .read_to_string(&mut s)
+            .context("cannot read the question from standard input")?;
+        Some(s)
     };
-    let (cfg, provider) = provider(&args.model)?;
-    let mut req = turn_request(&cfg, &args.model, prompt, args.parent.clone())?;
+    let files = args
+        .files
+        .iter()
+        .map(|f| wo_engine::input::read_attachment(f, wo_engine::input::MAX_ATTACHMENT_BYTES))
+        .collect::<Result<Vec<_>, _>>()?;
+    let Some(prompt) = wo_engine::input::compose(args.prompt.as_deref(), piped.as_deref(), &files)
+    else {
+        bail!("no question\nhint: wo ask \"your question\", or pipe it in: echo question | wo ask");
+    };
+    let (cfg, provider) = provider(&mut args.model)?;
     let mut store = open_for_chat(g)?;
+    // Checked before asking: a question too large to store would otherwise
+    // fail only after the model had answered.
+    store.limits().check_message(
+        store.path(),
+        "the question (prompt, piped text and --file attachments)",
+        wo_format::xhtml::text_to_xhtml(&prompt).len(),
+    )?;
+    let place = placement(&store, &args.conv, args.parent.as_deref())?;
+    let mut req = turn_request(&cfg, &args.model, prompt, &place)?;
     req.chunks = retrieve_chunks(&args.model, store.path(), &req.prompt)?;
 
     let rt = runtime()?;
@@ -42,6 +58,10 @@ pub fn run(g: &GlobalOpts, args: AskArgs) -> Result<ExitCode> {
     // references (the turn borrows the store while it runs).
     let before = show_context.then(|| store.state().clone());
     req.memory = super::session::memory_step(&cfg, &provider, store.path());
+    // What reached standard output, so a failure or a stop ends the line
+    // only when one was begun.
+    let mut printed = crate::render::LineEnd::default();
+    let spinner = crate::render::Spinner::new(provider.name());
     let outcome = rt.block_on(async {
         let watcher = cancel.clone();
         tokio::spawn(async move {
@@ -50,6 +70,7 @@ pub fn run(g: &GlobalOpts, args: AskArgs) -> Result<ExitCode> {
             }
         });
         let mut stdout = std::io::stdout();
+        let mut md = crate::render::Markdown::for_stdout();
         run_turn(
             StoreTurn(&mut store),
             provider,
@@ -61,25 +82,39 @@ pub fn run(g: &GlobalOpts, args: AskArgs) -> Result<ExitCode> {
                         eout!("{}", render_context(state, a));
                         eoutln!("── answer ──");
                     }
+                    spinner.start();
                 }
                 TurnEvent::Delta(text) => {
+                    spinner.stop();
                     if stream {
                         // Each delta on its own: `term` needs no state, so an
                         // escape sequence split across deltas is caught too.
-                        let _ = crate::render::write_safe(&mut stdout, text);
+                        let shown = md.push(text);
+                        printed.saw(&shown);
+                        let _ = crate::render::write_raw(&mut stdout, &shown);
                     }
                 }
                 // The answer is complete before the memory step runs.
                 TurnEvent::Done(outcome) => {
+                    spinner.stop();
                     if !stream {
-                        outln!("{}", outcome.answer.trim_end());
-                    } else if !outcome.answer.ends_with('\n') {
-                        outln!();
+                        let shown = md.push(&outcome.answer) + &md.finish();
+                        let _ = crate::render::write_raw(
+                            &mut stdout,
+                            &format!("{}\n", shown.trim_end()),
+                        );
+                    } else {
+                        let rest = md.finish();
+                        printed.saw(&rest);
+                        let _ = crate::render::write_raw(&mut stdout, &rest);
+                        if printed.open() {
+                            outln!();
+                        }
                     }
                 }
                 TurnEvent::Remembered(r) => super::session::report_memory(r),
                 // Reported below, from the result.
-                TurnEvent::Failed(_) => {}
+                TurnEvent::Failed(_) => spinner.stop(),
             }),
         )
         .await
@@ -87,7 +122,9 @@ pub fn run(g: &GlobalOpts, args: AskArgs) -> Result<ExitCode> {
     let outcome = match outcome {
         Ok(o) => o,
         Err(e) => {
-            if stream {
+            // End a begun line only: a failure before any answer prints
+            // nothing on standard output.
+            if printed.open() {
                 outln!();
             }
             if let TurnError::Provider(p) = &e
@@ -103,6 +140,13 @@ pub fn run(g: &GlobalOpts, args: AskArgs) -> Result<ExitCode> {
             return Ok(ExitCode::from(e.exit_code()));
         }
     };
+    remember_current(&store, &outcome.user_id);
+    if outcome.stopped() {
+        eoutln!(
+            "interrupted; the question and the answer so far were saved, marked incomplete (wo log shows them)"
+        );
+        return Ok(ExitCode::from(EXIT_INTERRUPTED));
+    }
     if outcome.finish_reason.as_deref() == Some("length") {
         eoutln!("note: the answer was cut at --max-tokens");
     }

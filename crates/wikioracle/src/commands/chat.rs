@@ -9,7 +9,8 @@ use wo_engine::chat::{FnSink, StoreTurn, TurnEvent, TurnOutcome, run_turn};
 use wo_providers::{Cancel, ErrorKind};
 
 use super::session::{
-    open_for_chat, provider, render_context, retrieve_chunks, runtime, turn_request,
+    Placement, open_for_chat, placement, provider, remember_current, render_context,
+    retrieve_chunks, runtime, turn_request,
 };
 use crate::cli::{ChatArgs, GlobalOpts};
 
@@ -17,13 +18,16 @@ const HELP: &str = "commands:
   /sources      what the last answer drew on (truth entries, messages, file chunks)
   /context      exactly what was sent for the last answer, and what was dropped
   /branch ID    continue from an earlier message (see `wo log`); /branch alone: from the latest
+  /new          start a new conversation
   /help         this list
   /exit         leave (or Ctrl-D)
-end a line with \\ to continue it on the next line; Ctrl-C stops an answer";
+end a line with \\ to continue it on the next line; Ctrl-C stops an answer (what arrived is kept)";
 
-pub fn run(g: &GlobalOpts, args: ChatArgs) -> Result<ExitCode> {
-    let (cfg, provider) = provider(&args.model)?;
+pub fn run(g: &GlobalOpts, mut args: ChatArgs) -> Result<ExitCode> {
+    let (cfg, provider) = provider(&mut args.model)?;
     let mut store = open_for_chat(g)?;
+    // Where the first question goes; each answer then moves it on.
+    let mut place = placement(&store, &args.conv, None)?;
     let rt = runtime()?;
     let mut editor = rustyline::DefaultEditor::new()?;
     let history = history_path();
@@ -39,7 +43,19 @@ pub fn run(g: &GlobalOpts, args: ChatArgs) -> Result<ExitCode> {
             .unwrap_or_else(|| provider.default_model().to_owned()),
         store.path().display()
     );
-    let mut parent: Option<String> = None;
+    // Say which conversation the first question goes to.
+    match place.parent.as_deref().and_then(|p| {
+        let root = wo_format::conversation::root_of(store.state(), p)?;
+        store.state().message(root)
+    }) {
+        _ if place.new => eoutln!("a new conversation (/new starts another)"),
+        Some(root) => eoutln!(
+            "continuing {} \"{}\" (/new starts a new conversation)",
+            root.id,
+            root.title
+        ),
+        None => {}
+    }
     let mut last: Option<(TurnOutcome, Assembled)> = None;
     loop {
         let prompt = match read_entry(&mut editor) {
@@ -83,8 +99,8 @@ pub fn run(g: &GlobalOpts, args: ChatArgs) -> Result<ExitCode> {
                 "branch" => {
                     let arg = arg.trim();
                     if arg.is_empty() {
-                        parent = None;
-                        outln!("  continuing from the latest message");
+                        place = placement(&store, &Default::default(), None)?;
+                        outln!("  continuing from the latest message of this conversation");
                     } else {
                         match wo_format::query::find_by_prefix(
                             store.state().messages(),
@@ -93,17 +109,27 @@ pub fn run(g: &GlobalOpts, args: ChatArgs) -> Result<ExitCode> {
                         ) {
                             Ok(m) => {
                                 outln!("  continuing after {} ({}: {})", m.id, m.username, m.title);
-                                parent = Some(m.id.clone());
+                                place = Placement {
+                                    parent: Some(m.id.clone()),
+                                    new: false,
+                                };
                             }
                             Err(e) => outln!("  {e}"),
                         }
                     }
                 }
+                "new" => {
+                    place = Placement {
+                        parent: None,
+                        new: true,
+                    };
+                    outln!("  the next question starts a new conversation");
+                }
                 other => outln!("  unknown command /{other}; /help lists them"),
             }
             continue;
         }
-        let mut req = match turn_request(&cfg, &args.model, text.to_owned(), parent.clone()) {
+        let mut req = match turn_request(&cfg, &args.model, text.to_owned(), &place) {
             Ok(req) => req,
             Err(e) => {
                 eoutln!("error: {e}");
@@ -120,6 +146,8 @@ pub fn run(g: &GlobalOpts, args: ChatArgs) -> Result<ExitCode> {
         req.memory = super::session::memory_step(&cfg, &provider, store.path());
         let cancel = Cancel::new();
         let mut assembled = None;
+        let spinner = crate::render::Spinner::new(provider.name());
+        let mut printed = crate::render::LineEnd::default();
         let result = rt.block_on(async {
             let watcher = cancel.clone();
             let ctrl_c = tokio::spawn(async move {
@@ -128,36 +156,59 @@ pub fn run(g: &GlobalOpts, args: ChatArgs) -> Result<ExitCode> {
                 }
             });
             let mut out = std::io::stdout();
+            let mut md = crate::render::Markdown::for_stdout();
             let r = run_turn(
                 StoreTurn(&mut store),
                 provider.clone(),
                 req,
                 cancel.clone(),
                 FnSink::new(|e| match e {
-                    TurnEvent::Assembled(a) => assembled = Some(a.clone()),
+                    TurnEvent::Assembled(a) => {
+                        assembled = Some(a.clone());
+                        spinner.start();
+                    }
                     TurnEvent::Delta(t) => {
-                        let _ = crate::render::write_safe(&mut out, t);
+                        spinner.stop();
+                        let shown = md.push(t);
+                        printed.saw(&shown);
+                        let _ = crate::render::write_raw(&mut out, &shown);
                     }
                     // The answer ends its line before the memory step's note.
-                    TurnEvent::Done(_) => outln!(),
+                    TurnEvent::Done(_) => {
+                        spinner.stop();
+                        let rest = md.finish();
+                        printed.saw(&rest);
+                        let _ = crate::render::write_raw(&mut out, &rest);
+                        if printed.open() {
+                            outln!();
+                        }
+                    }
                     TurnEvent::Remembered(r) => super::session::report_memory(r),
-                    TurnEvent::Failed(_) => {}
+                    TurnEvent::Failed(_) => spinner.stop(),
                 }),
             )
             .await;
             ctrl_c.abort();
             r
         });
-        if result.is_err() {
+        if result.is_err() && printed.open() {
             outln!();
         }
         match result {
             Ok(outcome) => {
-                if let Some(note) = crate::render::truncation_note(outcome.usage.as_ref()) {
+                remember_current(&store, &outcome.user_id);
+                if outcome.stopped() {
+                    eoutln!(
+                        "(stopped; the question and the answer so far were saved, marked incomplete)"
+                    );
+                } else if let Some(note) = crate::render::truncation_note(outcome.usage.as_ref()) {
                     eoutln!("{note}");
                 }
                 // The next turn follows this answer on the same branch.
-                parent = Some(outcome.assistant_id.clone());
+                place = Placement {
+                    parent: Some(outcome.assistant_id.clone()),
+                    new: false,
+                };
                 last = assembled.map(|a| (outcome, a));
             }
             Err(wo_engine::chat::TurnError::Provider(p)) if p.kind() == ErrorKind::Cancelled => {

@@ -62,9 +62,7 @@ pub fn index(args: IndexArgs) -> Result<ExitCode> {
         );
         return Ok(ExitCode::SUCCESS);
     }
-    for w in &report.warnings {
-        eoutln!("warning: {w}");
-    }
+    print_warnings(&report.warnings);
     if let Some(why) = &report.rebuilt_because {
         eoutln!("note: full rebuild: {why}");
     }
@@ -80,6 +78,26 @@ pub fn index(args: IndexArgs) -> Result<ExitCode> {
         report.index_path.display()
     );
     Ok(ExitCode::SUCCESS)
+}
+
+/// Index warnings on stderr, one line each — except the files skipped
+/// because `max_total_bytes` was reached, which are one summary line (a
+/// large tree would otherwise print one identical line per file).
+fn print_warnings(warnings: &[wo_index::Warning]) {
+    let (capped, others): (Vec<&wo_index::Warning>, Vec<&wo_index::Warning>) = warnings
+        .iter()
+        .partition(|w| w.kind == wo_index::WarningKind::TotalBytesExceeded);
+    for w in others {
+        eoutln!("warning: {w}");
+    }
+    if let Some(first) = capped.first() {
+        eoutln!(
+            "warning: {}; {} file(s) not indexed (first: {})\nhint: --max-total-bytes BYTES raises the cap (wo index --json lists every file)",
+            first.message.trim_end_matches("; skipped"),
+            capped.len(),
+            first.path
+        );
+    }
 }
 
 /// The index at `dir`, else the nearest one at or above the working directory.

@@ -2,7 +2,7 @@
 
 use std::process::ExitCode;
 
-use anyhow::{Context as _, Result, bail};
+use anyhow::{Context as _, Result};
 use wo_format::xhtml::text_to_xhtml;
 use wo_format::{State, Timestamp};
 use wo_store::{Store, StoreError};
@@ -51,10 +51,14 @@ pub fn run(g: &GlobalOpts, args: InitArgs) -> Result<ExitCode> {
     }
     let opts = open_options(g);
     match Store::open(&path, opts.clone()) {
-        Ok(_) => bail!(
-            "{}: already exists and is valid; nothing to do\nhint: `wo context edit` changes its context",
-            path.display()
-        ),
+        // Already there and valid: the goal of `wo init` holds, so this is
+        // success (scripts run it unconditionally); nothing is touched.
+        Ok(_) => {
+            outln!(
+                "{}: already exists and is valid; nothing to do (`wo context edit` changes its context)",
+                path.display()
+            );
+        }
         Err(StoreError::NotFound { .. }) => {
             Store::create(&path, state, opts)?;
             outln!("created {}", path.display());

@@ -1,35 +1,46 @@
-//! `wo log`.
+//! `wo log`: the transcript, its conversations (`--conversations`) or the
+//! token usage providers reported (`--usage`), filtered by text, user and
+//! time.
 
+use std::collections::BTreeMap;
 use std::process::ExitCode;
 
 use anyhow::{Result, anyhow};
 use wo_format::query::{MessageFilter, parse_date_bound};
 use wo_format::xhtml::to_plain_text;
+use wo_format::{Message, Role};
 
 use super::open_store;
 use crate::cli::{GlobalOpts, LogArgs};
 use crate::render;
 
+/// A `--since`/`--until` value, or an error naming the flag and the forms.
+pub fn date_flag(flag: &str, v: Option<&str>) -> Result<Option<wo_format::Timestamp>> {
+    v.map(|s| {
+        parse_date_bound(s).ok_or_else(|| {
+            anyhow!(
+                "{flag} {s:?} is not a time\nhint: use YYYY-MM-DD, YYYY-MM-DDTHH:MM:SSZ, a time ago (30m, 3h, 2d, 1w), yesterday or today"
+            )
+        })
+    })
+    .transpose()
+}
+
 pub fn run(g: &GlobalOpts, args: LogArgs) -> Result<ExitCode> {
-    let bound = |flag: &str, v: &Option<String>| {
-        v.as_deref()
-            .map(|s| {
-                parse_date_bound(s).ok_or_else(|| {
-                    anyhow!(
-                        "{flag} {s:?} is not a date\nhint: use YYYY-MM-DD or YYYY-MM-DDTHH:MM:SSZ"
-                    )
-                })
-            })
-            .transpose()
-    };
     let filter = MessageFilter {
         text: args.grep.clone(),
         username: args.user.clone(),
-        since: bound("--since", &args.since)?,
-        until: bound("--until", &args.until)?,
+        since: date_flag("--since", args.since.as_deref())?,
+        until: date_flag("--until", args.until.as_deref())?,
     };
     let store = open_store(g)?;
+    if args.conversations {
+        return conversations(store.state(), &filter, &args);
+    }
     let mut shown = filter.apply(store.state().messages());
+    if args.usage {
+        return usage(&shown, args.json);
+    }
     if let Some(n) = args.limit {
         let skip = shown.len().saturating_sub(n);
         shown.drain(..skip);
@@ -47,6 +58,143 @@ pub fn run(g: &GlobalOpts, args: LogArgs) -> Result<ExitCode> {
         if r.is_err() {
             break; // a closed pipe (`| head`) is not an error
         }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `--conversations`: one line each, least recently updated first; the
+/// filters keep a conversation when any of its messages matches.
+fn conversations(
+    state: &wo_format::State,
+    filter: &MessageFilter,
+    args: &LogArgs,
+) -> Result<ExitCode> {
+    let roots = wo_format::conversation::roots(state);
+    let mut matching = std::collections::HashSet::new();
+    for (i, m) in state.messages().iter().enumerate() {
+        if filter.matches(m) {
+            matching.insert(state.messages()[roots[i]].id.as_str());
+        }
+    }
+    let mut list: Vec<_> = wo_format::conversation::list(state)
+        .into_iter()
+        .filter(|c| matching.contains(c.root.id.as_str()))
+        .collect();
+    if let Some(n) = args.limit {
+        let skip = list.len().saturating_sub(n);
+        list.drain(..skip);
+    }
+    for c in list {
+        let title = wo_interop::export::conversation_title(c.root);
+        if args.json {
+            outln!(
+                "{}",
+                render::json(&serde_json::json!({
+                    "id": c.root.id, "title": title, "started": c.root.timestamp.as_str(),
+                    "updated": c.updated().as_str(), "messages": c.count, "latest": c.latest.id,
+                }))?
+            );
+        } else {
+            let updated = c.updated().as_str();
+            outln!(
+                "{}  {}  {:>4} msg  {}",
+                c.root.id,
+                updated.get(..16).unwrap_or(updated).replace('T', " "),
+                c.count,
+                title
+            );
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Token totals for one model.
+#[derive(Default, serde::Serialize)]
+struct Totals {
+    answers: u64,
+    answers_without_usage: u64,
+    prompt_tokens: u64,
+    completion_tokens: u64,
+}
+
+/// `--usage`: the token counts providers reported on answers
+/// (`usage.prompt_tokens`, `usage.completion_tokens`), per model.
+fn usage(messages: &[&Message], json: bool) -> Result<ExitCode> {
+    let mut by_model: BTreeMap<String, Totals> = BTreeMap::new();
+    for m in messages {
+        if m.effective_role() != Role::Assistant {
+            continue;
+        }
+        let name = match (&m.provider, &m.model) {
+            (Some(p), Some(model)) => format!("{p}/{model}"),
+            (None, Some(model)) => model.clone(),
+            _ => m.username.clone(),
+        };
+        let t = by_model.entry(name).or_default();
+        t.answers += 1;
+        match &m.usage {
+            Some(u) if u.prompt_tokens.is_some() || u.completion_tokens.is_some() => {
+                t.prompt_tokens += u.prompt_tokens.unwrap_or(0);
+                t.completion_tokens += u.completion_tokens.unwrap_or(0);
+            }
+            _ => t.answers_without_usage += 1,
+        }
+    }
+    if json {
+        for (model, t) in &by_model {
+            let mut v = serde_json::to_value(t)?;
+            v["model"] = model.clone().into();
+            v["total_tokens"] = (t.prompt_tokens + t.completion_tokens).into();
+            outln!("{}", render::json(&v)?);
+        }
+        return Ok(ExitCode::SUCCESS);
+    }
+    if by_model.is_empty() {
+        outln!("no answers in range");
+        return Ok(ExitCode::SUCCESS);
+    }
+    let width = by_model
+        .keys()
+        .map(|k| k.chars().count())
+        .max()
+        .unwrap_or(5)
+        .max(5);
+    outln!(
+        "{:<width$}  {:>7}  {:>10}  {:>10}  {:>10}",
+        "model",
+        "answers",
+        "prompt",
+        "completion",
+        "total"
+    );
+    let mut all = Totals::default();
+    let mut unreported = 0;
+    for (model, t) in &by_model {
+        outln!(
+            "{:<width$}  {:>7}  {:>10}  {:>10}  {:>10}",
+            model,
+            t.answers,
+            t.prompt_tokens,
+            t.completion_tokens,
+            t.prompt_tokens + t.completion_tokens
+        );
+        all.answers += t.answers;
+        all.prompt_tokens += t.prompt_tokens;
+        all.completion_tokens += t.completion_tokens;
+        unreported += t.answers_without_usage;
+    }
+    if by_model.len() > 1 {
+        outln!(
+            "{:<width$}  {:>7}  {:>10}  {:>10}  {:>10}",
+            "all",
+            all.answers,
+            all.prompt_tokens,
+            all.completion_tokens,
+            all.prompt_tokens + all.completion_tokens
+        );
+    }
+    if unreported > 0 {
+        outln!("({unreported} answer(s) came with no token counts: their providers reported none)");
     }
     Ok(ExitCode::SUCCESS)
 }

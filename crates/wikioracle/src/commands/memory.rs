@@ -5,6 +5,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::{Context as _, Result, bail};
+use wo_engine::archive::{Archived, search};
 use wo_engine::memory::{PROMPTS, PromptSource, prompt_in_effect, read_log, undo};
 use wo_format::{EffortStatus, Timestamp, TruthKind};
 
@@ -18,6 +19,7 @@ pub fn run(g: &GlobalOpts, cmd: MemoryCommand) -> Result<ExitCode> {
             kind,
             status,
             tag,
+            archived,
             json,
         } => {
             let store = open_store(g)?;
@@ -36,7 +38,12 @@ pub fn run(g: &GlobalOpts, cmd: MemoryCommand) -> Result<ExitCode> {
                 .truth
                 .trust
                 .iter()
-                .filter(|t| t.provenance.is_some())
+                // Archived: every entry that aged out, however it was made;
+                // else what memory learned and still uses.
+                .filter(|t| match archived {
+                    true => t.archived.is_some(),
+                    false => t.provenance.is_some() && t.archived.is_none(),
+                })
                 .filter(|t| kind.is_none_or(|k| t.kind == Some(k)))
                 .filter(|t| status.is_none_or(|s| t.status == Some(s)))
                 .filter(|t| {
@@ -49,7 +56,41 @@ pub fn run(g: &GlobalOpts, cmd: MemoryCommand) -> Result<ExitCode> {
                 if json {
                     outln!("{}", render::json(t)?);
                 } else {
-                    outln!("{}", render::truth_line(t));
+                    outln!("{}", entry_line(t));
+                }
+            }
+        }
+        MemoryCommand::Search {
+            query,
+            archived,
+            limit,
+            json,
+        } => {
+            let store = open_store(g)?;
+            let which = if archived {
+                Archived::Only
+            } else {
+                Archived::Exclude
+            };
+            let hits = search(store.state(), &query.join(" "), which);
+            if hits.is_empty() && !json {
+                eoutln!(
+                    "nothing matches{}",
+                    if archived {
+                        " among archived entries"
+                    } else {
+                        "\nhint: archived entries are searched with --archived"
+                    }
+                );
+            }
+            for (score, t) in hits.into_iter().take(limit) {
+                if json {
+                    outln!(
+                        "{}",
+                        render::json(&serde_json::json!({"score": score, "entry": t}))?
+                    );
+                } else {
+                    outln!("{:.3}  {}", score, entry_line(t));
                 }
             }
         }
@@ -124,6 +165,15 @@ pub fn run(g: &GlobalOpts, cmd: MemoryCommand) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
+/// One entry as `wo memory list`/`search` print it: the truth line, and
+/// when it was archived.
+fn entry_line(t: &wo_format::TruthEntry) -> String {
+    match &t.archived {
+        Some(at) => format!("{}  (archived {at})", render::truth_line(t)),
+        None => render::truth_line(t),
+    }
+}
+
 /// `wo memory rebuild`: the engine's `unremembered` exchanges, each
 /// interpreted by `remember` (one call, one transaction), with the cost
 /// shown first and a progress bar.
@@ -135,16 +185,7 @@ fn rebuild(
     provider: Option<String>,
 ) -> Result<ExitCode> {
     use std::io::IsTerminal;
-    let since = since
-        .as_deref()
-        .map(|s| {
-            wo_format::query::parse_date_bound(s).ok_or_else(|| {
-                anyhow::anyhow!(
-                    "--since {s:?} is not a date\nhint: use YYYY-MM-DD or YYYY-MM-DDTHH:MM:SSZ"
-                )
-            })
-        })
-        .transpose()?;
+    let since = super::log::date_flag("--since", since.as_deref())?;
     let cfg = wo_providers::Config::load()?;
     let name = provider
         .or_else(|| cfg.interpreter.provider.clone())

@@ -4,12 +4,14 @@
 mod ask;
 mod chat;
 mod context;
+mod git;
 mod index;
 mod init;
 mod log;
 mod mcp;
 mod memory;
 mod merge;
+mod models;
 mod persist;
 mod providers;
 mod serve;
@@ -50,7 +52,59 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
         Command::Serve(args) => serve::run(g, args),
         Command::Mcp(args) => mcp::run(g, args),
         Command::AgentsMd(args) => mcp::agents_md(args),
+        Command::Models(args) => models::run(args),
+        Command::MergeDriver(args) => git::merge_driver(args),
+        Command::GitSetup => git::git_setup(g),
+        Command::Completions { shell } => {
+            let mut cmd = <Cli as clap::CommandFactory>::command();
+            let mut out = Vec::new();
+            clap_complete::generate(shell, &mut cmd, "wo", &mut out);
+            // A closed pipe is not an error (render's rule).
+            let _ =
+                crate::render::write_raw(std::io::stdout().lock(), &String::from_utf8_lossy(&out));
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Man { out_dir } => man(out_dir.as_deref()),
     }
+}
+
+/// `wo man`: the top page on stdout, or every command's page written into
+/// `out_dir` (`wo.1`, `wo-ask.1`, `wo-truth-add.1`, …) by clap_mangen.
+fn man(out_dir: Option<&Path>) -> Result<ExitCode> {
+    let mut cmd = <Cli as clap::CommandFactory>::command();
+    cmd.build();
+    let Some(dir) = out_dir else {
+        let mut out = Vec::new();
+        clap_mangen::Man::new(cmd)
+            .render(&mut out)
+            .context("cannot render the manual page")?;
+        // A closed pipe (`wo man | head`) is not an error.
+        let _ = crate::render::write_raw(std::io::stdout().lock(), &String::from_utf8_lossy(&out));
+        return Ok(ExitCode::SUCCESS);
+    };
+    std::fs::create_dir_all(dir).with_context(|| format!("{}: cannot create it", dir.display()))?;
+    // Every command and subcommand, named as man(1) finds them.
+    let mut pending = vec![("wo".to_owned(), cmd)];
+    let mut written = 0;
+    while let Some((name, cmd)) = pending.pop() {
+        for sub in cmd.get_subcommands().filter(|s| s.get_name() != "help") {
+            let sub_name = format!("{name}-{}", sub.get_name());
+            pending.push((sub_name, sub.clone()));
+        }
+        let mut out = Vec::new();
+        clap_mangen::Man::new(cmd.clone())
+            .title(name.to_uppercase())
+            .render(&mut out)
+            .with_context(|| format!("cannot render the page of {name}"))?;
+        let path = dir.join(format!("{name}.1"));
+        wo_durable::write_atomic_with(&path, wo_durable::Mode::Keep { new: 0o666 }, |w| {
+            w.write_all(&out)
+        })
+        .with_context(|| format!("{}: cannot write it", path.display()))?;
+        written += 1;
+    }
+    outln!("wrote {written} manual pages to {}", dir.display());
+    Ok(ExitCode::SUCCESS)
 }
 
 /// The state file: `--state`, else `./llm.json`, else the nearest parent's.

@@ -58,6 +58,8 @@ pub fn run(g: &GlobalOpts, args: ServeArgs) -> Result<ExitCode> {
         token: std::env::var("WO_SERVE_TOKEN")
             .ok()
             .filter(|t| t.len() >= 16),
+        token_dir: wo_providers::config::data_dir(&wo_providers::config::Env::process()),
+        new_token: args.new_token,
         store: open_options(g),
         mcp_allow_write: args.mcp_allow_write,
     };
@@ -75,6 +77,20 @@ pub fn run(g: &GlobalOpts, args: ServeArgs) -> Result<ExitCode> {
             }
         }
         outln!("WikiOracle at {}", bound.launch_url);
+        if let Some(kept) = &bound.kept_token {
+            use wo_server::signin::TokenOrigin;
+            match &kept.origin {
+                TokenOrigin::Kept => eoutln!("the sign-in link is the same as last time (wo serve --new-token replaces it)"),
+                TokenOrigin::Created => eoutln!("the sign-in link stays the same across restarts (wo serve --new-token replaces it)"),
+                TokenOrigin::Rotated => eoutln!("a new sign-in link: earlier links and signed-in browsers no longer work"),
+                TokenOrigin::Replaced(why) => eoutln!(
+                    "warning: a new sign-in link: the kept token at {} was not trusted ({why})",
+                    kept.file.display()
+                ),
+            }
+        } else if state_file.is_some() && std::env::var_os("WO_SERVE_TOKEN").is_none() {
+            eoutln!("note: no data directory (set HOME or XDG_DATA_HOME): the sign-in link changes at each start");
+        }
         match &state_file {
             Some(f) => eoutln!(
                 "serving {} (local mode; the link above signs you in — keep it private). Ctrl-C stops.",

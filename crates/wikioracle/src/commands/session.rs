@@ -40,11 +40,22 @@ pub fn open_for_chat(g: &GlobalOpts) -> Result<Store> {
     Ok(store)
 }
 
-/// Loads the user config and builds the provider to use.
-pub fn provider(opts: &ModelOpts) -> Result<(Config, Arc<dyn Provider>)> {
+/// Loads the user config and builds the provider to use. `-m
+/// PROVIDER/MODEL` is split into `opts` here (see
+/// `wo_engine::request::split_provider_model`).
+pub fn provider(opts: &mut ModelOpts) -> Result<(Config, Arc<dyn Provider>)> {
     let cfg = Config::load()?;
     for w in &cfg.warnings {
         eoutln!("warning: {w}");
+    }
+    if opts.provider.is_none()
+        && let Some((p, m)) = opts
+            .model
+            .as_deref()
+            .and_then(|m| wo_engine::request::split_provider_model(&cfg, m))
+    {
+        opts.provider = Some(p);
+        opts.model = Some(m);
     }
     let name = opts
         .provider
@@ -70,9 +81,9 @@ pub fn turn_request(
     cfg: &Config,
     opts: &ModelOpts,
     prompt: String,
-    parent: Option<String>,
+    place: &Placement,
 ) -> Result<TurnRequest> {
-    TurnParams {
+    let mut req = TurnParams {
         message: prompt,
         username: opts.username.clone(),
         system: opts.system.clone(),
@@ -80,13 +91,17 @@ pub fn turn_request(
         model: opts.model.clone(),
         temperature: opts.temperature,
         max_tokens: opts.max_tokens,
-        parent,
+        parent: place.parent.clone(),
+        new_conversation: place.new,
         rag: !opts.no_rag,
         url_fetch: opts.url_fetch,
         ..TurnParams::default()
     }
     .build(cfg, wo_interop::default_username)
-    .map_err(|e| anyhow!(e.for_cli()))
+    .map_err(|e| anyhow!(e.for_cli()))?;
+    // Ctrl-C keeps what the model said so far (marked incomplete).
+    req.keep_partial = true;
+    Ok(req)
 }
 
 /// File chunks relevant to `query` from the directory index at `--index`
@@ -164,5 +179,103 @@ pub fn report_memory(remembered: &wo_engine::chat::Remembered) {
         ),
         Ok(_) => {}
         Err(e) => eoutln!("note: memory: nothing remembered: {e}"),
+    }
+}
+
+/// Where a question goes: the parent it follows and whether it starts a
+/// new conversation, from `--new` / `--conversation` / `--parent`, else
+/// the conversation this machine last used ([`wo_format::conversation::continue_from`]).
+pub struct Placement {
+    /// The message the question follows (`None` with `new`, or on an empty file).
+    pub parent: Option<String>,
+    /// It starts a new conversation.
+    pub new: bool,
+}
+
+/// Resolves where the next question goes (see [`Placement`]); a
+/// `--conversation` that names nothing, or more than one, is an error
+/// naming the flag.
+pub fn placement(
+    store: &Store,
+    conv: &crate::cli::ConversationOpts,
+    parent: Option<&str>,
+) -> Result<Placement> {
+    let state = store.state();
+    if conv.new {
+        return Ok(Placement {
+            parent: None,
+            new: true,
+        });
+    }
+    if let Some(p) = parent {
+        return Ok(Placement {
+            parent: Some(p.to_owned()),
+            new: false,
+        });
+    }
+    if let Some(prefix) = &conv.conversation {
+        let root = wo_format::conversation::find(state, prefix).map_err(|e| {
+            anyhow!("--conversation: {e}\nhint: `wo log --conversations` lists them")
+        })?;
+        let latest = wo_format::conversation::latest_of(state, root)
+            .map(|m| m.id.clone())
+            .ok_or_else(|| anyhow!("--conversation: {root} is not in the file"))?;
+        return Ok(Placement {
+            parent: Some(latest),
+            new: false,
+        });
+    }
+    let current = read_current(store.path());
+    Ok(Placement {
+        parent: wo_format::conversation::continue_from(state, current.as_deref())
+            .map(|m| m.id.clone()),
+        new: false,
+    })
+}
+
+/// The file that remembers, for one state file, the conversation this
+/// machine last asked in: `$XDG_STATE_HOME/wikioracle/conversations/<hash>`
+/// (default `~/.local/state`), the hash of the state file's canonical
+/// path. Kept outside llm.json on purpose: it is this machine's choice, and
+/// must not travel with the file to another one.
+fn current_file(state_file: &Path) -> Option<std::path::PathBuf> {
+    use sha2::Digest;
+    let base = std::env::var_os("XDG_STATE_HOME")
+        .filter(|v| !v.is_empty())
+        .map(std::path::PathBuf::from)
+        .or_else(|| {
+            std::env::var_os("HOME").map(|h| std::path::PathBuf::from(h).join(".local/state"))
+        })?;
+    let canonical = std::fs::canonicalize(state_file).unwrap_or_else(|_| state_file.to_owned());
+    let digest = sha2::Sha256::digest(canonical.as_os_str().as_encoded_bytes());
+    let name: String = digest[..12].iter().map(|b| format!("{b:02x}")).collect();
+    Some(base.join("wikioracle/conversations").join(name))
+}
+
+/// The root id of the conversation this machine last asked in, if recorded.
+fn read_current(state_file: &Path) -> Option<String> {
+    let text = std::fs::read_to_string(current_file(state_file)?).ok()?;
+    let id = text.trim();
+    (!id.is_empty()).then(|| id.to_owned())
+}
+
+/// Records the conversation of message `id` as this machine's current one.
+/// A failure is a note: the turn is saved either way.
+pub fn remember_current(store: &Store, id: &str) {
+    let Some(root) = wo_format::conversation::root_of(store.state(), id) else {
+        return;
+    };
+    let Some(file) = current_file(store.path()) else {
+        return;
+    };
+    let written = file
+        .parent()
+        .map_or(Ok(()), std::fs::create_dir_all)
+        .and_then(|()| wo_durable::write_atomic(&file, &[root.as_bytes(), b"\n"]).map(|_| ()));
+    if let Err(e) = written {
+        eoutln!(
+            "note: cannot remember the current conversation in {}: {e}",
+            file.display()
+        );
     }
 }

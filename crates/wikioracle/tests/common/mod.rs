@@ -13,6 +13,9 @@ pub fn wo_bin() -> PathBuf {
 /// A temporary project directory with helpers to run `wo` in it.
 pub struct Project {
     pub dir: tempfile::TempDir,
+    /// `$XDG_STATE_HOME` for the commands run here (where `wo ask` keeps
+    /// this machine's current conversation): never the tester's own.
+    pub state_home: tempfile::TempDir,
 }
 
 pub struct Run {
@@ -25,6 +28,7 @@ impl Project {
     pub fn new() -> Self {
         Project {
             dir: tempfile::tempdir().unwrap(),
+            state_home: tempfile::tempdir().unwrap(),
         }
     }
 
@@ -41,6 +45,7 @@ impl Project {
         c.args(args)
             .current_dir(self.dir.path())
             .env_remove("WO_STATE")
+            .env("XDG_STATE_HOME", self.state_home.path())
             .env_remove("EDITOR")
             .env_remove("VISUAL")
             .stdin(Stdio::null());
@@ -149,6 +154,19 @@ pub fn assert_success(out: &Output) {
     );
 }
 
+impl Run {
+    /// Asserts that stderr says each of `parts`.
+    pub fn says(&self, parts: &[&str]) {
+        for part in parts {
+            assert!(
+                self.stderr.contains(part),
+                "expected {part:?} in stderr:\n{}",
+                self.stderr
+            );
+        }
+    }
+}
+
 pub fn to_run(o: Output) -> Run {
     Run {
         code: o.status.code().unwrap_or(-1),
@@ -176,13 +194,24 @@ pub fn state_with_messages(user: &str, base: i64, n: usize, body: &str) -> State
 /// before the headers ended.
 #[allow(dead_code)] // not every test file runs a fake server
 pub fn drain_request(stream: &std::net::TcpStream) -> bool {
+    read_request(stream).is_some()
+}
+
+/// Reads one HTTP/1.1 request from a loopback fake server's connection:
+/// its request line and body (by `content-length`). `None` when the client
+/// hung up before the headers ended.
+pub fn read_request(stream: &std::net::TcpStream) -> Option<(String, Vec<u8>)> {
     use std::io::{BufRead, BufReader, Read};
     let mut reader = BufReader::new(stream);
+    let mut request_line = String::new();
+    if reader.read_line(&mut request_line).unwrap_or(0) == 0 {
+        return None;
+    }
     let mut len = 0usize;
     loop {
         let mut line = String::new();
         if reader.read_line(&mut line).unwrap_or(0) == 0 {
-            return false;
+            return None;
         }
         if let Some(v) = line.to_ascii_lowercase().strip_prefix("content-length:") {
             len = v.trim().parse().unwrap_or(0);
@@ -193,7 +222,7 @@ pub fn drain_request(stream: &std::net::TcpStream) -> bool {
     }
     let mut body = vec![0; len];
     let _ = reader.read_exact(&mut body);
-    true
+    Some((request_line, body))
 }
 
 /// A `wo serve` (local mode) running in a project, killed on drop.

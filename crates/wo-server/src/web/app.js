@@ -134,6 +134,12 @@ function copySafe(from, to, doc, allowed, forRender, depth) {
     const e = doc.createElement(tag);
     const title = n.getAttribute('title');
     if (title != null) e.setAttribute('title', title);
+    if (forRender && tag === 'code') {
+      // pulldown-cmark's `language-x` class names the code's language (for
+      // highlighting); no other class reaches the page.
+      const lang = /(?:^|\s)language-([A-Za-z0-9_+#.-]{1,32})(?:\s|$)/.exec(n.getAttribute('class') || '');
+      if (lang) e.setAttribute('data-lang', lang[1]);
+    }
     if (tag === 'a') {
       const href = safeHref(n.getAttribute('href'));
       if (href) {
@@ -218,6 +224,18 @@ function userInputForServer(input) {
   return String(input).trim();
 }
 
+/**
+ * For stateless mode: Markdown (plain text is Markdown) → the XHTML a
+ * local server would store, by the server's own converter (nothing is kept
+ * there), then held to this page's allowlist like any other input.
+ */
+async function markdownToXhtml(input) {
+  const text = String(input).trim();
+  if (!text) return '';
+  const { xhtml } = await api('/api/markdown', { method: 'POST', body: { markdown: text } });
+  return userInputToXhtml(String(xhtml ?? ''));
+}
+
 // ---------------------------------------------------------------- time, ids
 
 /** Whole-second UTC `YYYY-MM-DDTHH:MM:SSZ`. */
@@ -235,14 +253,28 @@ function stampKey(ts) {
   return Number.isNaN(ms) ? null : [ms, (m[2] || '').padEnd(9, '0')];
 }
 
+// Sorting 10,000 messages compares ~130,000 pairs: each timestamp is parsed
+// once, not at every comparison.
+const stampKeys = new Map();
+function cachedStampKey(ts) {
+  const k = String(ts ?? '');
+  let v = stampKeys.get(k);
+  if (v === undefined) {
+    if (stampKeys.size > 100_000) stampKeys.clear();
+    v = stampKey(k);
+    stampKeys.set(k, v);
+  }
+  return v;
+}
+
 /**
  * Timestamps ordered as wo-format's `Timestamp`: by instant (fractions of a
  * second included, whatever their length), then by text; text alone where
  * one does not parse.
  */
 function compareStamps(a, b) {
-  const x = stampKey(a);
-  const y = stampKey(b);
+  const x = cachedStampKey(a);
+  const y = cachedStampKey(b);
   if (x && y) {
     if (x[0] !== y[0]) return x[0] < y[0] ? -1 : 1;
     if (x[1] !== y[1]) return x[1] < y[1] ? -1 : 1;
@@ -274,12 +306,16 @@ function compareUtf8(a, b) {
   return x.length < y.length ? -1 : x.length > y.length ? 1 : 0;
 }
 
+// One formatter for every timestamp: `toLocaleString` with options builds a
+// new one per call, which was most of the time spent rendering a message.
+const TIME_FORMAT = new Intl.DateTimeFormat(undefined, {
+  year: 'numeric', month: 'short', day: 'numeric', hour: '2-digit', minute: '2-digit',
+});
+
 function formatTime(ts) {
   const ms = Date.parse(ts);
   if (Number.isNaN(ms)) return String(ts ?? '');
-  return new Date(ms).toLocaleString(undefined, {
-    year: 'numeric', month: 'short', day: 'numeric', hour: '2-digit', minute: '2-digit',
-  });
+  return TIME_FORMAT.format(ms);
 }
 
 /** `llm_YYYY.MM.DD.HHMM.json`, local time. */
@@ -1120,7 +1156,11 @@ const app = {
   memoryPending: new Set(), // answer ids whose memory step is running
   memoryNotes: new Map(), // answer id → why nothing was remembered
   streaming: null, // {controller}
+  offline: false, // started from the offline shell: nothing can be sent
+  windowFrom: null, // id of the first message rendered (the list is windowed: see WINDOW)
+  reveal: null, // an id the next render must include (a search hit, a regenerated answer)
   plainCache: new Map(),
+  unreachableShown: new Set(), // providers whose "cannot answer" was said (once each)
 };
 
 // ------------------------------------------------------------- mode backends
@@ -1172,6 +1212,10 @@ const local = {
   },
   async deleteTruth(id) {
     await api(`/api/truth/${encodeURIComponent(id)}`, { method: 'DELETE', body: {} });
+    await local.load();
+  },
+  async renameMessage(id, title) {
+    await api(`/api/messages/${encodeURIComponent(id)}`, { method: 'PATCH', body: { title } });
     await local.load();
   },
   async saveContext(text) {
@@ -1289,8 +1333,8 @@ const stateless = {
     await stateless.save();
   },
   async addTruth(t) {
+    const content = (await markdownToXhtml(t.content)) || '<p></p>';
     const timestamp = nowStamp();
-    const content = userInputToXhtml(t.content);
     const title = String(t.title).trim();
     const entry = { id: await truthId(title, timestamp, content), title, timestamp, certainty: t.certainty, content };
     if (t.kind) entry.kind = t.kind;
@@ -1300,7 +1344,7 @@ const stateless = {
   async editTruth(id, changes) {
     const edit = {};
     if ('title' in changes) edit.title = String(changes.title).trim();
-    if ('content' in changes) edit.content = userInputToXhtml(changes.content);
+    if ('content' in changes) edit.content = (await markdownToXhtml(changes.content)) || '<p></p>';
     if ('certainty' in changes) edit.certainty = changes.certainty;
     if (!editTruthIn(app.state, id, edit, nowStamp())) {
       throw new ApiError(404, 'not_found', 'That truth entry no longer exists.');
@@ -1311,8 +1355,12 @@ const stateless = {
     deleteTruthIn(app.state, id, nowStamp());
     await stateless.save();
   },
+  async renameMessage(id, title) {
+    renameMessageIn(app.state, id, title);
+    await stateless.save();
+  },
   async saveContext(text) {
-    app.state.context = text.trim() ? userInputToXhtml(text) : '';
+    app.state.context = await markdownToXhtml(text);
     await stateless.save();
   },
   async draftContext(params) {
@@ -1521,6 +1569,7 @@ function roleOf(m) {
 
 function renderAll() {
   renderMessages();
+  syncRenameButton();
   renderConversations();
   renderTruth();
   renderContext();
@@ -1664,12 +1713,82 @@ function startNewChat() {
   $('composer-input').focus();
 }
 
-function renderMessages() {
+// The message list is windowed: a conversation of 10,000 messages renders
+// its latest WINDOW (and whatever was sent since), and earlier ones a step
+// at a time as the reader scrolls up to the "earlier messages" row, so
+// opening a large file costs the same as opening a small one.
+const WINDOW = 40;
+/** Messages added per step while scrolling up: small, so no frame waits long. */
+const SCROLL_STEP = 12;
+/** The branch the list was last rendered from (showEarlier re-uses it rather than walk 10,000 messages again). */
+let renderedBranch = { leaf: null, messages: null, count: -1, branch: [], tree: null };
+
+/** Which part of `branch` to render: from the window's first message (kept across re-renders), else the last WINDOW; `app.reveal` pulls an earlier message in. */
+function windowStart(branch) {
+  let start = app.windowFrom ? branch.findIndex((m) => m.id === app.windowFrom) : -1;
+  if (start < 0) start = Math.max(0, branch.length - WINDOW);
+  if (app.reveal) {
+    const i = branch.findIndex((m) => m.id === app.reveal);
+    if (i >= 0 && i < start) start = Math.max(0, i - 2);
+    app.reveal = null;
+  }
+  app.windowFrom = branch.length ? branch[start].id : null;
+  return start;
+}
+
+/** The row above the window: how many earlier messages there are, and a button (or scrolling up to it) that shows more. */
+function earlierRow(hidden) {
+  const li = h('li', { class: 'earlier-row', 'data-testid': 'earlier-messages' },
+    h('button', { type: 'button', class: 'small', 'data-testid': 'show-earlier', onclick: () => showEarlier() },
+      `Show ${Math.min(WINDOW, hidden)} earlier message${Math.min(WINDOW, hidden) === 1 ? '' : 's'} (${hidden} in all)`));
+  return li;
+}
+
+/** Renders WINDOW more messages above the first one shown (only those: the rest stay), keeping what is on screen where it is. */
+function showEarlier(step = WINDOW) {
   const list = $('messages');
-  const tree = buildTree();
+  const first = list.querySelector('[data-testid="message"]');
+  if (!first || !app.leaf) return;
+  let { tree, branch } = renderedBranch;
+  if (renderedBranch.leaf !== app.leaf || renderedBranch.messages !== app.state.messages
+    || renderedBranch.count !== app.state.messages.length || !tree) {
+    tree = buildTree();
+    branch = branchTo(app.leaf, tree);
+  }
+  const i = branch.findIndex((m) => m.id === first.dataset.id);
+  if (i <= 0) return;
+  const from = Math.max(0, i - step);
+  const top = first.getBoundingClientRect().top;
+  const hadFocus = document.activeElement?.dataset?.testid === 'show-earlier';
+  app.windowFrom = branch[from].id;
+  list.querySelector('.earlier-row')?.remove();
+  first.before(...branch.slice(from, i).map((m) => messageItem(m, tree)));
+  if (from > 0) list.prepend(earlierRow(from));
+  // Scroll anchoring may already have kept it in place; move only by what is left.
+  window.scrollBy(0, first.getBoundingClientRect().top - top);
+  if (hadFocus) (list.querySelector('[data-testid="show-earlier"]') || list.querySelector('[data-testid="message"] button'))?.focus();
+}
+
+/** On scrolling: once the reader, scrolled up (not following the stream), comes near the row, the earlier messages appear. */
+let earlierQueued = false;
+function showEarlierIfNear() {
+  if (earlierQueued || app.follow || app.streaming) return;
+  const row = $('messages').querySelector('.earlier-row');
+  if (!row || row.getBoundingClientRect().bottom < -400) return;
+  earlierQueued = true;
+  requestAnimationFrame(() => {
+    earlierQueued = false;
+    showEarlier(SCROLL_STEP);
+  });
+}
+
+function renderMessages(tree = buildTree()) {
+  const list = $('messages');
   if (!app.newChat && (!app.leaf || !tree.byId.has(app.leaf))) app.leaf = latestId();
   const branch = app.leaf ? branchTo(app.leaf, tree) : [];
-  list.replaceChildren(...branch.map((m) => messageItem(m, tree)));
+  renderedBranch = { leaf: app.leaf, messages: app.state.messages, count: app.state.messages.length, branch, tree };
+  const start = windowStart(branch);
+  list.replaceChildren(...(start > 0 ? [earlierRow(start)] : []), ...branch.slice(start).map((m) => messageItem(m, tree)));
   const empty = $('empty-hint');
   empty.hidden = branch.length > 0;
   empty.textContent = app.state.messages.length
@@ -1677,6 +1796,13 @@ function renderMessages() {
     : 'No messages yet. Ask something below.';
   const root = branch[0];
   $('conversation-title').textContent = root ? (root.title || plainText(root.content).slice(0, 60) || 'Conversation') : 'New conversation';
+}
+
+/** The header's Rename button: shown for a conversation that exists (not a new chat). */
+function syncRenameButton() {
+  const tree = buildTree();
+  const renaming = !!document.querySelector('.rename-form');
+  $('conversation-rename').hidden = renaming || !currentRoot(tree);
 }
 
 // Icons drawn as SVG nodes (no markup strings, nothing fetched).
@@ -1710,6 +1836,7 @@ function iconButton(name, label, testid, onclick, extra = {}) {
 function renderedContent(m) {
   const frag = renderXhtml(m.content);
   for (const pre of Array.from(frag.querySelectorAll('pre'))) {
+    highlightCode(pre);
     const box = h('div', { class: 'code-block' });
     pre.replaceWith(box);
     box.append(pre, h('button', {
@@ -1973,12 +2100,19 @@ function renderReplyTo() {
 
 function renderTruth() {
   const list = $('truth-list');
-  const entries = [...app.state.truth.trust].sort((a, b) => (b.certainty ?? 0) - (a.certainty ?? 0) || String(a.title).localeCompare(String(b.title)));
-  list.replaceChildren(...entries.map(truthItem));
-  if (!entries.length) list.append(h('li', { class: 'empty-hint' }, 'No truth entries yet.'));
+  fillTagChoices();
+  renderEfforts();
+  const entries = filteredTruth().sort((a, b) => (b.certainty ?? 0) - (a.certainty ?? 0) || String(a.title).localeCompare(String(b.title)));
+  const sup = supersededIds();
+  list.replaceChildren(...entries.map((t) => truthItem(t, sup)));
+  if (!entries.length) {
+    list.append(h('li', { class: 'empty-hint', 'data-testid': 'truth-none' },
+      app.state.truth.trust.length ? 'No entry matches these filters.' : 'No truth entries yet.'));
+  }
+  $('truth-filter-count').textContent = `${entries.length} of ${app.state.truth.trust.length}`;
 }
 
-function truthItem(t) {
+function truthItem(t, sup = supersededIds()) {
   const item = h('li', { class: 'truth-item', id: `truth-${t.id}`, 'data-testid': 'truth-item', 'data-id': t.id });
   const certainty = typeof t.certainty === 'number' ? t.certainty : 0;
   const view = () => {
@@ -1990,6 +2124,7 @@ function truthItem(t) {
           ' ', h('span', { 'data-testid': 'truth-certainty' }, certainty.toFixed(2)))),
       h('p', { class: 'truth-meta' },
         t.kind ? h('span', { class: 'tag' }, String(t.kind)) : null,
+        ((st) => (st === 'open' ? null : h('span', { class: `tag status-${st}`, 'data-testid': 'truth-status' }, st)))(truthStatus(t, sup)),
         Array.isArray(t.tags) ? t.tags.map((g) => h('span', { class: 'tag' }, String(g))) : null,
         h('time', { datetime: t.updated || t.timestamp, title: t.updated || t.timestamp }, formatTime(t.updated || t.timestamp))),
       h('div', { class: 'rendered truth-content', 'data-testid': 'truth-content' }, renderXhtml(t.content)),
@@ -2010,11 +2145,12 @@ function truthItem(t) {
     const uid = t.id;
     const title = h('input', { id: `te-title-${uid}`, value: t.title ?? '', maxlength: 300, required: true, 'data-testid': 'truth-edit-title' });
     const content = h('textarea', { id: `te-content-${uid}`, rows: 4, 'data-testid': 'truth-edit-content' });
-    content.value = t.content ?? '';
+    const shownContent = xhtmlToMarkdown(t.content ?? ''); // edited as Markdown, never as markup
+    content.value = shownContent;
     const cert = h('input', { id: `te-cert-${uid}`, type: 'number', min: 0, max: 1, step: 0.05, value: certainty, required: true, inputmode: 'decimal', 'data-testid': 'truth-edit-certainty' });
     const form = h('form', { class: 'truth-form' },
       h('label', { for: title.id }, 'Title'), title,
-      h('label', { for: content.id }, 'Content (text, or XHTML)'), content,
+      h('label', { for: content.id }, 'Content (Markdown or plain text)'), content,
       h('label', { for: cert.id }, 'Certainty (0 to 1)'), cert,
       h('div', { class: 'row' },
         h('button', { type: 'submit', class: 'primary small', 'data-testid': 'truth-edit-save' }, 'Save'),
@@ -2023,7 +2159,7 @@ function truthItem(t) {
       ev.preventDefault();
       const changes = {};
       if (title.value.trim() !== (t.title ?? '')) changes.title = title.value.trim();
-      if (content.value !== (t.content ?? '')) changes.content = content.value;
+      if (content.value !== shownContent) changes.content = content.value;
       const c = Number(cert.value);
       if (!(c >= 0 && c <= 1)) { notify('Certainty must be between 0 and 1.', 'error'); return; }
       if (c !== certainty) changes.certainty = c;
@@ -2039,7 +2175,8 @@ function truthItem(t) {
 
 function renderContext() {
   $('context-view').replaceChildren(renderXhtml(app.state.context));
-  if (document.activeElement !== $('context-input')) $('context-input').value = app.state.context || '';
+  // Edited as Markdown, never as the stored markup (converted back on save).
+  if (document.activeElement !== $('context-input')) $('context-input').value = xhtmlToMarkdown(app.state.context || '');
 }
 
 // ------------------------------------------------------------------- actions
@@ -2203,6 +2340,7 @@ function scrollToLatest() {
 function onScroll() {
   app.follow = atBottom();
   $('jump-latest').hidden = app.follow;
+  showEarlierIfNear();
 }
 
 function jumpToLatest() {
@@ -2234,6 +2372,7 @@ async function send(opts = null) {
   const fromBox = !opts;
   const text = fromBox ? input.value : opts.text;
   if (!text.trim() || app.streaming) return;
+  if (offlineRefusal()) return;
   clearAlert();
   const newConversation = fromBox ? app.newChat : !!opts.newConversation;
   const parent = newConversation ? null : (fromBox ? app.leaf || null : opts.parent);
@@ -2327,6 +2466,7 @@ async function send(opts = null) {
     for (const li of pending) li.remove();
     app.newChat = false;
     app.leaf = leafBelow(regenerating);
+    app.reveal = regenerating;
     if (failure && failure.status === 401) {
       showSignin();
       return;
@@ -2477,6 +2617,7 @@ async function jumpToMessage(id) {
   app.leaf = leafBelow(id);
   app.branchFrom = null;
   app.newChat = false;
+  app.reveal = id;
   renderAll();
   const el = document.getElementById(`msg-${id}`);
   if (el) {
@@ -2551,6 +2692,369 @@ function closePanel(id) {
   syncScrim();
 }
 
+// ------------------------------------------------- renaming a conversation
+
+/** Unicode `White_Space` (Rust's `char::is_whitespace`), code point by code point. */
+const TITLE_SPACE = /^[\t\n\u000B\f\r \u0085\u00A0\u1680\u2000-\u200A\u2028\u2029\u202F\u205F\u3000]$/u;
+/** `Cc` (Rust's `char::is_control`). */
+const TITLE_CONTROL = /^[\u0000-\u001F\u007F-\u009F]$/u;
+const MAX_GIVEN_TITLE_CHARS = 200;
+
+/**
+ * A title a person typed, as kept (wo-format's `given_title`): plain text,
+ * whitespace runs one space and trimmed, control characters dropped;
+ * throws a 400 naming `/title` when empty or over 200 characters.
+ */
+function givenTitle(raw) {
+  let out = '';
+  let chars = 0;
+  let pendingSpace = false;
+  for (const c of String(raw ?? '')) {
+    if (TITLE_SPACE.test(c)) pendingSpace = out.length > 0;
+    else if (!TITLE_CONTROL.test(c)) {
+      if (pendingSpace) {
+        out += ' ';
+        chars++;
+        pendingSpace = false;
+      }
+      out += c;
+      chars++;
+    }
+  }
+  if (!out) throw new ApiError(400, 'bad_request', 'the title is empty', '/title');
+  if (chars > MAX_GIVEN_TITLE_CHARS) {
+    throw new ApiError(400, 'bad_request', `the title has ${chars} characters; at most ${MAX_GIVEN_TITLE_CHARS} are allowed`, '/title');
+  }
+  return out;
+}
+
+/**
+ * Renames the message `id` in a state held in this browser (stateless
+ * mode), as the server's `PATCH /api/messages/{id}` does: the title only
+ * (its content and id stay). Returns the message; throws a 400 or a 404.
+ */
+function renameMessageIn(state, id, raw) {
+  const title = givenTitle(raw);
+  const m = state.messages.find((x) => x.id === id);
+  if (!m) throw new ApiError(404, 'not_found', `no message ${JSON.stringify(id)}`);
+  m.title = title;
+  return m;
+}
+
+/** The header's title becomes a small form; Enter saves, Escape cancels. */
+function startRename() {
+  const tree = buildTree();
+  const rootId = currentRoot(tree);
+  if (!rootId || app.streaming) return;
+  const root = tree.byId.get(rootId);
+  const head = $('conversation-head');
+  const input = h('input', {
+    id: 'rename-input', value: root.title || '', autocomplete: 'off', 'data-testid': 'rename-input',
+    'aria-describedby': 'rename-hint',
+  });
+  const done = () => {
+    form.remove();
+    $('conversation-title').hidden = false;
+    $('conversation-rename').hidden = false;
+    $('conversation-rename').focus();
+  };
+  const form = h('form', { class: 'rename-form', 'data-testid': 'rename-form' },
+    h('label', { for: 'rename-input', class: 'visually-hidden' }, 'Conversation title'),
+    input,
+    h('span', { id: 'rename-hint', class: 'visually-hidden' }, 'Enter saves, Escape cancels; at most 200 characters.'),
+    h('button', { type: 'submit', class: 'primary small', 'data-testid': 'rename-save' }, 'Save'),
+    h('button', { type: 'button', class: 'small', 'data-testid': 'rename-cancel', onclick: done }, 'Cancel'));
+  form.addEventListener('submit', async (ev) => {
+    ev.preventDefault();
+    clearAlert();
+    try {
+      await backend().renameMessage(rootId, input.value);
+    } catch (e) {
+      reportError(e);
+      input.focus();
+      return;
+    }
+    done();
+    renderAll();
+    notify('Conversation renamed.');
+  });
+  input.addEventListener('keydown', (ev) => {
+    if (ev.key === 'Escape') {
+      ev.preventDefault();
+      ev.stopPropagation();
+      done();
+    }
+  });
+  $('conversation-title').hidden = true;
+  $('conversation-rename').hidden = true;
+  head.append(form);
+  input.focus();
+  input.select();
+}
+
+// ------------------------------------------------- syntax highlighting
+
+// Done here, on the rendered DOM, rather than in the stored XHTML: the
+// file keeps the plain code pulldown-cmark wrote (message ids hash the
+// content, and other tools read llm.json), and the same code looks the same
+// while it streams, in both modes. Only text nodes are made: the spans'
+// text is the code's text, so nothing in it is ever parsed as markup.
+
+const HL_KEYWORDS = new Set((
+  'as async await break case catch class const continue crate def default defer del do done elif else enum esac ' +
+  'except export extends extern fi finally fn for foreach from func function go goto if impl import in interface ' +
+  'is lambda let loop match mod module move mut namespace new not or and package pass private protected pub public ' +
+  'raise readonly ref return select self static struct super switch then this throw trait try type typeof union ' +
+  'unsafe use var void where while with yield local end begin elsif unless until echo export val object override ' +
+  'CREATE SELECT FROM WHERE INSERT INTO UPDATE DELETE JOIN ON GROUP BY ORDER LIMIT AND OR NOT NULL TABLE VALUES AS ' +
+  'create select from where insert into update delete join on group by order limit values table'
+).split(' '));
+const HL_LITERALS = new Set('true false null nil None True False undefined NaN Infinity Some Ok Err'.split(' '));
+/** Languages whose line comments start with `#`. */
+const HASH_COMMENTS = new Set(['python', 'py', 'sh', 'bash', 'shell', 'zsh', 'console', 'ruby', 'rb', 'yaml', 'yml', 'toml', 'perl', 'r', 'make', 'makefile', 'dockerfile', 'ini', 'conf', 'nix', 'elixir', 'powershell', 'ps1']);
+/** Languages whose line comments start with `--`. */
+const DASH_COMMENTS = new Set(['sql', 'lua', 'haskell', 'hs', 'elm', 'ada']);
+const HL_MAX_CHARS = 100_000;
+
+/** The code's tokens: [class or '', text] pairs whose texts join to `text`. */
+function codeTokens(text, lang) {
+  const l = String(lang || '').toLowerCase();
+  const hash = HASH_COMMENTS.has(l);
+  const dash = DASH_COMMENTS.has(l);
+  const slash = !hash || l === 'php';
+  const out = [];
+  const push = (cls, s) => {
+    if (!s) return;
+    const last = out[out.length - 1];
+    if (last && last[0] === cls) last[1] += s;
+    else out.push([cls, s]);
+  };
+  let i = 0;
+  const n = text.length;
+  while (i < n) {
+    const c = text[i];
+    const rest2 = text.slice(i, i + 2);
+    let j;
+    if ((slash && rest2 === '//') || (hash && c === '#') || (dash && rest2 === '--')) {
+      j = text.indexOf('\n', i);
+      if (j < 0) j = n;
+      push('hl-com', text.slice(i, j));
+    } else if (slash && rest2 === '/*') {
+      j = text.indexOf('*/', i + 2);
+      j = j < 0 ? n : j + 2;
+      push('hl-com', text.slice(i, j));
+    } else if (c === '"' || c === "'" || c === '`') {
+      // A quote in Rust lifetimes ('a) or English prose (don't) is not a
+      // string: a string ends on its line, or it is not one.
+      j = i + 1;
+      while (j < n && text[j] !== c && (text[j] !== '\n' || c === '`')) j += text[j] === '\\' ? 2 : 1;
+      if (j < n && text[j] === c) {
+        j++;
+        push('hl-str', text.slice(i, j));
+      } else {
+        j = i + 1;
+        push('', c);
+      }
+    } else if (/[0-9]/.test(c) && !(i > 0 && /[\w$]/.test(text[i - 1]))) {
+      const m = /^(?:0[xX][0-9a-fA-F_]+|0[bB][01_]+|[0-9][0-9_]*(?:\.[0-9_]+)?(?:[eE][+-]?[0-9]+)?)[a-zA-Z0-9_]*/.exec(text.slice(i, i + 64));
+      j = i + m[0].length;
+      push('hl-num', m[0]);
+    } else if (/[A-Za-z_$]/.test(c)) {
+      const m = /^[A-Za-z_$][\w$]*/.exec(text.slice(i, i + 256));
+      const word = m[0];
+      j = i + word.length;
+      let cls = '';
+      if (HL_KEYWORDS.has(word)) cls = 'hl-kw';
+      else if (HL_LITERALS.has(word)) cls = 'hl-lit';
+      else if (text[j] === '(' || (text[j] === '!' && text[j + 1] === '(')) cls = 'hl-fn';
+      else if (/^[A-Z][a-z0-9]\w*$/.test(word)) cls = 'hl-ty';
+      push(cls, word);
+    } else {
+      j = i + 1;
+      push('', c);
+    }
+    i = j;
+  }
+  return out;
+}
+
+/** Highlights one rendered `<pre>` (its `<code>`'s `data-lang`, if any) in place. */
+function highlightCode(pre) {
+  const code = pre.querySelector('code') || pre;
+  if (code.childElementCount) return; // already highlighted, or not plain code
+  const text = code.textContent || '';
+  if (!text || text.length > HL_MAX_CHARS) return;
+  const lang = code.getAttribute('data-lang') || '';
+  const parts = codeTokens(text, lang).map(([cls, s]) => (cls ? h('span', { class: cls }, s) : document.createTextNode(s)));
+  code.replaceChildren(...parts);
+  code.classList.add('hl');
+  if (lang) pre.setAttribute('data-lang', lang);
+}
+
+// ------------------------------------------------- provider/model picker
+
+/** The picker's value for a provider and model. */
+const pickValue = (provider, model) => JSON.stringify([provider, model]);
+
+/**
+ * The composer's picker: each provider's models, providers that a check
+ * found unable to answer left out (a chosen one stays, marked, so the
+ * choice is visible).
+ */
+function fillPicker() {
+  const sel = $('composer-provider');
+  if (!sel) return;
+  const { provider, model } = answering();
+  const options = [];
+  let chosen = false;
+  for (const p of app.providers.providers || []) {
+    const models = [...new Set([p.default_model, ...(p.models || [])].filter(Boolean))];
+    if (!models.length) models.push('');
+    const usable = p.reachable !== false;
+    for (const m of models) {
+      const isChoice = p.name === provider && m === model;
+      if (!usable && !isChoice) continue;
+      chosen = chosen || isChoice;
+      options.push(h('option', { value: pickValue(p.name, m), disabled: !usable, 'data-provider': p.name },
+        `${p.name}${m && m !== p.name ? ` · ${m}` : ''}${usable ? '' : ' (cannot answer)'}`));
+    }
+  }
+  if (!chosen && provider) {
+    options.unshift(h('option', { value: pickValue(provider, model) }, `${provider}${model ? ` · ${model}` : ''}`));
+  }
+  if (!options.length) options.push(h('option', { value: '' }, 'the server default model'));
+  sel.replaceChildren(...options);
+  sel.value = provider ? pickValue(provider, model) : '';
+}
+
+function pickProvider(value) {
+  let pair;
+  try {
+    pair = JSON.parse(value);
+  } catch {
+    return;
+  }
+  if (!Array.isArray(pair)) return;
+  const [provider, model] = pair;
+  clearAlert(); // a "cannot answer" about the previous choice no longer applies
+  const prov = (app.providers.providers || []).find((x) => x.name === provider);
+  // The provider's default model is not pinned: a later change of the
+  // server's default model is then followed.
+  savePrefs({ ...app.prefs, provider, model: prov && model === prov.default_model ? undefined : model || undefined });
+  fillSettings();
+  fillPicker();
+  notify(`Answers now come from ${modelLabel()}.`);
+  reportUnreachable();
+}
+
+/** Says once (per provider and page) why the chosen provider cannot answer. */
+function reportUnreachable() {
+  const { provider } = answering();
+  const p = (app.providers.providers || []).find((x) => x.name === provider);
+  if (!p || p.reachable !== false || app.unreachableShown.has(p.name)) return;
+  app.unreachableShown.add(p.name);
+  const why = p.detail ? `: ${p.detail}` : ' right now';
+  notify(`${p.name} cannot answer${why}. Pick another provider by the message box.`, 'error');
+}
+
+/** Asks the server which providers answer (a request each), then refills the picker. */
+async function checkProviders() {
+  let checked;
+  try {
+    checked = await api('/api/providers?check=true');
+  } catch {
+    return; // the picker keeps every configured provider
+  }
+  if (!checked || !Array.isArray(checked.providers)) return;
+  app.providers = checked;
+  fillPicker();
+  fillSettings();
+  renderModelBadge();
+  reportUnreachable();
+}
+
+// ------------------------------------------------- truth filters, efforts
+
+/**
+ * Where an entry stands: `superseded` (another entry replaces it),
+ * `archived` (its `expires` instant has passed: out of retrieval, never
+ * deleted), `resolved` (a resolved effort), else `open`.
+ */
+function truthStatus(t, supersededIds, now = nowStamp()) {
+  if (supersededIds.has(t.id)) return 'superseded';
+  if (typeof t.expires === 'string' && STAMP_RE.test(t.expires) && compareStamps(t.expires, now) <= 0) return 'archived';
+  if (t.status === 'resolved') return 'resolved';
+  return 'open';
+}
+
+function supersededIds() {
+  const out = new Set();
+  for (const t of app.state.truth.trust) if (typeof t.supersedes === 'string') out.add(t.supersedes);
+  return out;
+}
+
+/** The truth entries the panel's filters let through. */
+function filteredTruth() {
+  const kind = $('truth-filter-kind').value;
+  const status = $('truth-filter-status').value;
+  const tag = $('truth-filter-tag').value.trim().toLowerCase();
+  const sup = supersededIds();
+  const now = nowStamp();
+  return app.state.truth.trust.filter((t) => (!kind || (t.kind || 'fact') === kind)
+    && (!status || truthStatus(t, sup, now) === status)
+    && (!tag || (Array.isArray(t.tags) && t.tags.some((g) => String(g).toLowerCase() === tag))));
+}
+
+function fillTagChoices() {
+  const tags = new Set();
+  for (const t of app.state.truth.trust) if (Array.isArray(t.tags)) for (const g of t.tags) tags.add(String(g));
+  $('truth-tag-list').replaceChildren(...[...tags].sort().map((g) => h('option', { value: g })));
+}
+
+/** Open efforts first (newest first), then resolved ones with how they were resolved. */
+function renderEfforts() {
+  const list = $('effort-list');
+  if (!list) return;
+  const sup = supersededIds();
+  const now = nowStamp();
+  const efforts = app.state.truth.trust.filter((t) => t.kind === 'effort');
+  const newest = (a, b) => compareStamps(effectiveUpdate(b), effectiveUpdate(a));
+  const open = efforts.filter((t) => truthStatus(t, sup, now) === 'open').sort(newest);
+  const resolved = efforts.filter((t) => t.status === 'resolved').sort(newest);
+  const item = (t) => {
+    const byId = typeof t.resolution === 'string' ? app.state.truth.trust.find((e) => e.id === t.resolution.trim()) : null;
+    return h('li', { class: 'effort-item', 'data-testid': 'effort', 'data-id': t.id, 'data-status': t.status || 'open' },
+      h('a', { href: `#truth-${t.id}`, 'data-testid': 'effort-title', onclick: (ev) => { ev.preventDefault(); showTruth(t.id); } }, t.title || '(untitled)'),
+      ' ', h('time', { datetime: effectiveUpdate(t) }, formatTime(effectiveUpdate(t))),
+      t.status === 'resolved' && t.resolution ? h('p', { class: 'effort-resolution', 'data-testid': 'effort-resolution' },
+        'Resolved: ',
+        byId
+          ? h('a', { href: `#truth-${byId.id}`, onclick: (ev) => { ev.preventDefault(); showTruth(byId.id); } }, byId.title || byId.id)
+          : String(t.resolution)) : null);
+  };
+  list.replaceChildren(
+    h('li', { class: 'effort-group' }, h('h3', {}, `Open (${open.length})`),
+      h('ul', { 'data-testid': 'efforts-open' }, ...(open.length ? open.map(item) : [h('li', { class: 'empty-hint' }, 'No open efforts.')]))),
+    h('li', { class: 'effort-group' }, h('h3', {}, `Resolved (${resolved.length})`),
+      h('ul', { 'data-testid': 'efforts-resolved' }, ...(resolved.length ? resolved.map(item) : [h('li', { class: 'empty-hint' }, 'No resolved efforts.')]))));
+}
+
+/** Opens the Truth panel with its filters cleared and shows entry `id`. */
+function showTruth(id) {
+  for (const f of ['truth-filter-kind', 'truth-filter-status', 'truth-filter-tag']) $(f).value = '';
+  renderTruth();
+  jumpToTruth(id);
+}
+
+// ------------------------------------------------- context as Markdown
+
+/** Stored XHTML → the Markdown shown for editing (never the markup itself). */
+function xhtmlToMarkdown(xhtml) {
+  const holder = document.createElement('div');
+  holder.append(renderXhtml(xhtml));
+  return toMarkdown(holder).replace(/[ \t]+\n/g, '\n').replace(/\n{3,}/g, '\n\n').trim();
+}
+
 // ---------------------------------------------------------------- settings
 
 function fillSettings() {
@@ -2607,6 +3111,7 @@ function savePrefs(prefs) {
   app.prefs = cleanPrefs(prefs);
   writePrefs(app.prefs);
   renderModelBadge();
+  fillPicker();
 }
 
 /** The provider and model that will answer the next message: the settings, else the server's defaults. */
@@ -2716,6 +3221,9 @@ function wire() {
   $('reply-cancel').addEventListener('click', cancelBranch);
   $('load-earlier').addEventListener('click', () => run(() => local.loadEarlier()));
   $('new-chat').addEventListener('click', startNewChat);
+  $('conversation-rename').addEventListener('click', startRename);
+  $('composer-provider').addEventListener('change', (e) => pickProvider(e.target.value));
+  for (const f of ['truth-filter-kind', 'truth-filter-status', 'truth-filter-tag']) $(f).addEventListener('input', renderTruth);
   $('conversation-filter').addEventListener('input', (e) => {
     app.filter = e.target.value;
     renderConversations();
@@ -2839,16 +3347,91 @@ function wire() {
   });
 }
 
+// ------------------------------------------------------ offline shell (PWA)
+
+/** localStorage key: the mode of the last server this page loaded from. */
+const MODE_KEY = 'wo_last_mode';
+
+/**
+ * Stateless mode: registers the service worker (sw.js), which keeps the
+ * page's own files so it opens offline. Local mode: removes any, since a
+ * stateless server may have run on this port before (the page of a local
+ * server always comes from it).
+ */
+function syncOfflineShell(mode) {
+  try { localStorage.setItem(MODE_KEY, mode); } catch { /* storage off: no offline start */ }
+  if (!('serviceWorker' in navigator)) return;
+  if (mode === 'stateless') {
+    navigator.serviceWorker.register('/sw.js', { scope: '/' }).catch(() => { /* the page works without it */ });
+  } else {
+    navigator.serviceWorker.getRegistrations()
+      .then((rs) => Promise.all(rs.map((r) => r.unregister())))
+      .catch(() => {});
+  }
+}
+
+/** Why nothing is sent while offline (the question stays in the box); false when online. */
+function offlineRefusal() {
+  if (navigator.onLine !== false && !app.offline) return false;
+  notify('You are offline: answering needs the WikiOracle server. Your question stays in the box; send it once you are back online.', 'error');
+  return true;
+}
+
+/**
+ * The server cannot be reached (no HTTP answer at all) and this page last
+ * came from a stateless server: the offline shell shows what this browser
+ * keeps, and says that chat needs the server. False when that does not
+ * apply (the caller then reports the failure as before).
+ */
+async function startOffline(e) {
+  let last = null;
+  try { last = localStorage.getItem(MODE_KEY); } catch { /* no storage */ }
+  if (last !== 'stateless' || e instanceof ApiError) return false;
+  app.mode = 'stateless';
+  app.offline = true;
+  document.body.dataset.mode = 'stateless';
+  document.body.dataset.offline = 'true';
+  $('mode-badge').textContent = 'offline';
+  $('mode-badge').title = 'Offline: your llm.json is in this browser; answering needs the server';
+  app.info = {};
+  app.providers = { default: '', providers: [] };
+  app.prefs = offeredPrefs(readPrefs());
+  await stateless.load();
+  fillSettings();
+  renderModelBadge();
+  enableUi();
+  restoreDraft();
+  app.leaf = latestId();
+  syncSidebarToggle();
+  renderAll();
+  notify('You are offline. Your conversations are here, but answering needs the WikiOracle server.', 'error');
+  // Back online (the network, or the server itself): start again from it.
+  const back = setInterval(async () => {
+    try {
+      await api('/api/health');
+    } catch {
+      return;
+    }
+    clearInterval(back);
+    location.reload();
+  }, 3000);
+  document.body.dataset.ready = 'true';
+  performance.mark('wo-ready');
+  return true;
+}
+
 async function start() {
   wire();
   let health;
   try {
     health = await api('/api/health');
   } catch (e) {
+    if (await startOffline(e)) return;
     notify(`The WikiOracle server does not answer (${e.message}).`, 'error');
     return;
   }
   app.mode = health.mode === 'stateless' ? 'stateless' : 'local';
+  syncOfflineShell(app.mode);
   document.body.dataset.mode = app.mode;
   $('mode-badge').textContent = app.mode === 'local' ? 'local' : 'stateless';
   $('mode-badge').title = app.mode === 'local'
@@ -2889,6 +3472,7 @@ async function start() {
   }
   fillSettings();
   renderModelBadge();
+  fillPicker();
   enableUi();
   restoreDraft();
   // The most recent conversation, on its newest branch.
@@ -2898,6 +3482,9 @@ async function start() {
   const last = $('messages').lastElementChild;
   if (last) last.scrollIntoView({ block: 'end' });
   document.body.dataset.ready = 'true';
+  checkProviders();
+  // The open time the browser benchmark reads (WO_BROWSER_BENCH=1).
+  performance.mark('wo-ready');
 }
 
 if (document.readyState === 'loading') document.addEventListener('DOMContentLoaded', start);
@@ -2908,6 +3495,6 @@ else start();
 // the Rust golden vectors. Exports are not globals: nothing leaks into the
 // page.
 export {
-  applyStatePatch, canonicalStateText, canonicalXhtml, deleteTruthIn, editTruthIn, mergeStates,
-  messageId, normalizeState, sha256Fallback, sha256Hex, textToXhtml, truthId,
+  applyStatePatch, canonicalStateText, canonicalXhtml, codeTokens, deleteTruthIn, editTruthIn, givenTitle,
+  mergeStates, messageId, normalizeState, renameMessageIn, sha256Fallback, sha256Hex, textToXhtml, truthId,
 };

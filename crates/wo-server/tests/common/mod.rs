@@ -165,6 +165,8 @@ pub fn options(dir: &std::path::Path, upstream: &Upstream, stateless: bool) -> S
         username: "tester".into(),
         index_root: None,
         token: Some(TOKEN.into()),
+        token_dir: None,
+        new_token: false,
         store: wo_store::OpenOptions::default(),
         hosted: Default::default(),
         mcp_allow_write: false,
@@ -259,6 +261,16 @@ impl Served {
         body: &impl serde::Serialize,
     ) -> reqwest::Response {
         self.program(method, path).json(body).send().await.unwrap()
+    }
+
+    /// A same-origin JSON `POST` with no credentials (a page that is not
+    /// signed in).
+    pub async fn cookieless_post(&self, path: &str, body: &serde_json::Value) -> reqwest::Response {
+        let r = self
+            .client
+            .post(self.url(path))
+            .header("origin", &self.base);
+        r.json(body).send().await.unwrap()
     }
 
     /// `GET path` as anyone (no credentials), its JSON body.

@@ -1,0 +1,130 @@
+//! Renaming a conversation: a person's title for a message (the web app
+//! renames a conversation's root). The one rule for what such a title may
+//! be, shared by every face: `wo serve`'s `PATCH /api/messages/{id}` applies
+//! it to the store, and the web client's stateless re-implementation
+//! (`renameMessageIn` in `app.js`) is held to it by the golden vectors.
+//!
+//! The title follows `wo_format::title::given_title` (plain text,
+//! whitespace collapsed, control characters dropped, 1 to
+//! [`MAX_RENAME_CHARS`] characters). The message's content, and so its
+//! content-addressed id, never change.
+
+use wo_format::title::{GivenTitleError, given_title};
+use wo_format::{Message, State};
+
+/// The longest title a person may give, in characters.
+pub use wo_format::title::MAX_GIVEN_TITLE_CHARS as MAX_RENAME_CHARS;
+
+/// Why a rename was refused; the message is written for the person.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum RenameError {
+    /// The title is empty or too long.
+    #[error(transparent)]
+    Title(#[from] GivenTitleError),
+    /// No message has this id.
+    #[error("no message {0:?}")]
+    NotFound(String),
+}
+
+/// The title `raw` stands for (see `wo_format::title::given_title`).
+pub fn clean_title(raw: &str) -> Result<String, RenameError> {
+    Ok(given_title(raw)?)
+}
+
+/// Gives the message `id` the title `raw` (cleaned by [`clean_title`]);
+/// returns the message as changed. The state is unchanged on an error.
+pub fn rename<'s>(state: &'s mut State, id: &str, raw: &str) -> Result<&'s Message, RenameError> {
+    let title = clean_title(raw)?;
+    state
+        .set_message_title(id, title)
+        .ok_or_else(|| RenameError::NotFound(id.to_owned()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use wo_format::{Timestamp, to_canonical_vec};
+
+    fn state_with(n: usize) -> State {
+        let mut s = State::new(Timestamp::parse("2026-01-01T00:00:00Z").unwrap());
+        for i in 0..n {
+            let ts = Timestamp::parse(&format!("2026-01-01T00:00:0{i}Z")).unwrap();
+            s.push_message(Message::new(
+                "alice",
+                ts,
+                format!("m{i}"),
+                format!("<p>message {i}</p>"),
+            ));
+        }
+        s
+    }
+
+    #[test]
+    fn cleans_whitespace_and_control_characters() {
+        assert_eq!(clean_title("  Trip\n\tplans  ").unwrap(), "Trip plans");
+        assert_eq!(clean_title("a\u{0}b\u{7f}c\u{9f}d").unwrap(), "abcd");
+        assert_eq!(clean_title("a\u{3000}\u{2028}b").unwrap(), "a b");
+        // Markup is text: kept as typed, escaped wherever it is shown.
+        assert_eq!(
+            clean_title("<script>x</script>").unwrap(),
+            "<script>x</script>"
+        );
+        assert_eq!(clean_title("\u{feff}x").unwrap(), "\u{feff}x");
+    }
+
+    #[test]
+    fn refuses_empty_and_oversized_titles() {
+        assert_eq!(
+            clean_title(""),
+            Err(RenameError::Title(GivenTitleError::Empty))
+        );
+        assert_eq!(
+            clean_title(" \n\u{1}\u{85} "),
+            Err(RenameError::Title(GivenTitleError::Empty))
+        );
+        let long = "é".repeat(MAX_RENAME_CHARS);
+        assert_eq!(clean_title(&long).unwrap(), long);
+        let err = clean_title(&format!("{long}x")).unwrap_err();
+        assert_eq!(
+            err,
+            RenameError::Title(GivenTitleError::TooLong {
+                chars: MAX_RENAME_CHARS + 1
+            })
+        );
+        assert!(err.to_string().contains("201 characters"), "{err}");
+    }
+
+    #[test]
+    fn renames_one_message_and_keeps_its_id_and_content() {
+        let mut s = state_with(3);
+        let id = s.messages()[1].id.clone();
+        let content = s.messages()[1].content.clone();
+        let m = rename(&mut s, &id, " Holiday  plans ").unwrap();
+        assert_eq!(m.title, "Holiday plans");
+        assert_eq!(
+            (m.id.as_str(), m.content.as_str()),
+            (id.as_str(), content.as_str())
+        );
+        assert_eq!(s.messages()[0].title, "m0");
+        assert_eq!(s.messages()[2].title, "m2");
+        // The save re-serialises the renamed message, not a cached copy.
+        let text = String::from_utf8(to_canonical_vec(&s)).unwrap();
+        assert!(text.contains("\"title\": \"Holiday plans\""), "{text}");
+    }
+
+    #[test]
+    fn refusals_leave_the_state_unchanged() {
+        let mut s = state_with(2);
+        let before = to_canonical_vec(&s);
+        assert_eq!(
+            rename(&mut s, "m_nope", "x").unwrap_err(),
+            RenameError::NotFound("m_nope".into())
+        );
+        let id = s.messages()[0].id.clone();
+        assert_eq!(
+            rename(&mut s, &id, "\n").unwrap_err(),
+            RenameError::Title(GivenTitleError::Empty)
+        );
+        assert_eq!(to_canonical_vec(&s), before);
+    }
+}

@@ -1,0 +1,252 @@
+//! The recall index (issue 13 item 7) sends exactly what the scan sends:
+//! on random transcripts, queries, budgets and histories of changes
+//! (appends, merges, insertions before the end, edits in place, duplicate
+//! ids), the context assembled with the index kept beside the state equals
+//! the one assembled from scratch — every part, id, token count and drop
+//! reason — whether the index was synced after the change or not.
+
+use proptest::prelude::*;
+use wo_engine::assemble::estimate_tokens;
+use wo_engine::recall::Synced;
+use wo_engine::{Assembled, AssemblyOptions, RecallIndex, assemble, assemble_indexed};
+use wo_format::{Message, State, Timestamp, TruthEntry};
+
+const NOW: i64 = 1_800_000_000;
+const WORDS: &[&str] = &[
+    "kiln",
+    "glaze",
+    "firing",
+    "fired",
+    "cone",
+    "porcelain",
+    "clay",
+    "garden",
+    "tomato",
+    "deploy",
+    "release",
+    "Paintings",
+    "painted",
+    "support",
+    "group",
+    "the",
+    "and",
+    "of",
+    "HTTPServer",
+    "retrievalPrefs",
+    "zebra",
+    "étude",
+    "日本",
+];
+const NAMES: &[&str] = &["Caroline", "Melanie", "smollm2", "ann"];
+
+fn message(name: usize, words: &[usize], at: i64) -> Message {
+    let text: Vec<&str> = words.iter().map(|&w| WORDS[w % WORDS.len()]).collect();
+    let text = text.join(" ");
+    Message::new(
+        NAMES[name % NAMES.len()],
+        Timestamp::from_unix(NOW - 1_000_000 + at),
+        text.clone(),
+        format!("<p>{text}</p>"),
+    )
+}
+
+type Spec = (usize, Vec<usize>);
+
+fn spec() -> impl Strategy<Value = Spec> {
+    (
+        0..NAMES.len(),
+        proptest::collection::vec(0..WORDS.len(), 0..14),
+    )
+}
+
+/// A change made to the state between two turns.
+#[derive(Clone, Debug)]
+enum Change {
+    /// New messages after the last one (a turn, an appending merge).
+    Append(Vec<Spec>),
+    /// A message dated before others (a merge of another device's turn).
+    InsertEarly(Spec, i64),
+    /// A message's text edited in place (a hand edit taken in on refresh).
+    Edit(usize, Vec<usize>),
+    /// A message's title changed (a conversation renamed).
+    Rename(usize, Vec<usize>),
+    /// A second message with an existing id (a hand-edited file).
+    Duplicate(usize),
+    /// The whole transcript replaced by an equal copy read from bytes.
+    Reread,
+}
+
+fn change() -> impl Strategy<Value = Change> {
+    prop_oneof![
+        4 => proptest::collection::vec(spec(), 1..4).prop_map(Change::Append),
+        1 => (spec(), 0i64..2_000).prop_map(|(s, at)| Change::InsertEarly(s, at)),
+        1 => (0usize..1000, proptest::collection::vec(0..WORDS.len(), 0..8))
+            .prop_map(|(i, w)| Change::Edit(i, w)),
+        1 => (0usize..1000, proptest::collection::vec(0..WORDS.len(), 1..4))
+            .prop_map(|(i, w)| Change::Rename(i, w)),
+        1 => (0usize..1000).prop_map(Change::Duplicate),
+        1 => Just(Change::Reread),
+    ]
+}
+
+fn apply(state: &mut State, change: &Change, clock: &mut i64) {
+    match change {
+        Change::Append(specs) => {
+            for (name, words) in specs {
+                *clock += 10;
+                state.push_message(message(*name, words, *clock));
+            }
+        }
+        Change::InsertEarly((name, words), at) => {
+            state.push_message(message(*name, words, *at));
+        }
+        Change::Edit(i, words) => {
+            let n = state.messages().len();
+            if n > 0 {
+                let text: Vec<&str> = words.iter().map(|&w| WORDS[w]).collect();
+                state.messages_mut()[i % n].content = format!("<p>{}</p>", text.join(" "));
+            }
+        }
+        Change::Rename(i, words) => {
+            let n = state.messages().len();
+            if n > 0 {
+                let id = state.messages()[i % n].id.clone();
+                let title: Vec<&str> = words.iter().map(|&w| WORDS[w]).collect();
+                state.set_message_title(&id, title.join(" "));
+            }
+        }
+        Change::Duplicate(i) => {
+            let n = state.messages().len();
+            if n > 0 {
+                let mut copy = state.messages()[i % n].clone();
+                copy.content = "<p>kiln duplicate</p>".into();
+                *clock += 10;
+                copy.timestamp = Timestamp::from_unix(NOW - 1_000_000 + *clock);
+                let list = state.messages_mut();
+                list.push(copy);
+            }
+        }
+        Change::Reread => {
+            *state = wo_format::parse(&wo_format::to_canonical_vec(state)).unwrap();
+        }
+    }
+}
+
+fn same(a: &Assembled, b: &Assembled) -> Result<(), TestCaseError> {
+    prop_assert_eq!(&a.system, &b.system);
+    prop_assert_eq!(&a.turns, &b.turns);
+    prop_assert_eq!(&a.sources, &b.sources);
+    prop_assert_eq!(&a.included, &b.included);
+    prop_assert_eq!(&a.dropped, &b.dropped);
+    prop_assert_eq!(a.tokens, b.tokens);
+    Ok(())
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(120))]
+    #[test]
+    fn indexed_assembly_equals_the_scan(
+        start in proptest::collection::vec(spec(), 0..40),
+        changes in proptest::collection::vec((change(), any::<bool>()), 0..6),
+        query in proptest::collection::vec(0..WORDS.len(), 1..5),
+        asker in 0..NAMES.len(),
+        window in 120usize..900,
+        truth_from in proptest::option::of(0usize..40),
+        new_conversation in any::<bool>(),
+    ) {
+        let mut state = State::new(Timestamp::from_unix(NOW));
+        let mut clock = 0i64;
+        for (name, words) in &start {
+            clock += 10;
+            state.push_message(message(*name, words, clock));
+        }
+        if let Some(i) = truth_from.filter(|&i| i < state.messages().len()) {
+            // A truth entry distilled from a message: recall skips it.
+            let mut t = TruthEntry::new(
+                "kiln fact",
+                Timestamp::from_unix(NOW - 10),
+                0.9,
+                "<p>the kiln glaze fact</p>",
+            );
+            t.source = Some(state.messages()[i].id.clone());
+            state.truth.trust.push(t);
+        }
+        let q: Vec<&str> = query.iter().map(|&w| WORDS[w]).collect();
+        let query = format!("{} {}?", NAMES[asker], q.join(" "));
+        let mut index = RecallIndex::new();
+        index.sync(&state);
+        let check = |state: &State, index: &RecallIndex| -> Result<(), TestCaseError> {
+            let mut opts = AssemblyOptions::new(state, window, 64);
+            opts.now = Timestamp::from_unix(NOW);
+            opts.new_conversation = new_conversation;
+            let scan = assemble(state, &query, &opts, &estimate_tokens, &[]);
+            let indexed = assemble_indexed(state, Some(index), &query, &opts, &estimate_tokens, &[]);
+            match (scan, indexed) {
+                (Ok(a), Ok(b)) => same(&a, &b),
+                (Err(a), Err(b)) => {
+                    prop_assert_eq!(a, b);
+                    Ok(())
+                }
+                (a, b) => Err(TestCaseError::fail(format!("{a:?} vs {b:?}"))),
+            }
+        };
+        check(&state, &index)?;
+        for (c, sync) in &changes {
+            apply(&mut state, c, &mut clock);
+            // An index not synced since the change is never used for it.
+            if *sync {
+                let before = index.len();
+                match index.sync(&state) {
+                    Synced::Appended(n) => prop_assert_eq!(before + n, state.messages().len()),
+                    Synced::Rebuilt | Synced::Current => {}
+                }
+                prop_assert_eq!(index.len(), state.messages().len());
+                prop_assert!(index.is_current(&state));
+            }
+            check(&state, &index)?;
+        }
+    }
+}
+
+/// The server's common case is incremental: appending turns and merging
+/// appended messages never rebuilds, while an edit or a re-read does.
+#[test]
+fn appends_are_incremental_and_other_changes_rebuild() {
+    let mut state = State::new(Timestamp::from_unix(NOW));
+    let mut clock = 0;
+    for i in 0..20 {
+        clock += 10;
+        state.push_message(message(i % 3, &[i % 7, 3, 9], clock));
+    }
+    let mut index = RecallIndex::new();
+    assert_eq!(index.sync(&state), Synced::Rebuilt);
+    assert_eq!(index.sync(&state), Synced::Current);
+    apply(
+        &mut state,
+        &Change::Append(vec![(0, vec![0, 1]), (1, vec![2])]),
+        &mut clock,
+    );
+    assert_eq!(index.sync(&state), Synced::Appended(2));
+    let mut other = state.clone();
+    apply(&mut other, &Change::Append(vec![(2, vec![4])]), &mut clock);
+    wo_format::merge::merge_into(&mut state, &other);
+    assert_eq!(index.sync(&state), Synced::Appended(1));
+    apply(&mut state, &Change::Edit(3, vec![0]), &mut clock);
+    assert!(!index.is_current(&state));
+    assert_eq!(index.sync(&state), Synced::Rebuilt);
+    apply(&mut state, &Change::Reread, &mut clock);
+    assert_eq!(index.sync(&state), Synced::Rebuilt);
+    assert_eq!(index.len(), 23);
+    // An index synced with one state is not used for a diverging copy.
+    let mut copy = state.clone();
+    apply(&mut copy, &Change::Append(vec![(1, vec![0])]), &mut clock);
+    apply(&mut state, &Change::Append(vec![(2, vec![1])]), &mut clock);
+    index.sync(&state);
+    assert!(!index.is_current(&copy));
+    let none = std::collections::HashSet::new();
+    assert!(index.recall(&copy, "kiln", &none, 10).is_none());
+    let hits = index.recall(&state, "kiln", &none, 10).expect("current");
+    let scan = wo_engine::retrieve::recall_messages(state.messages(), "kiln", &none, 10);
+    assert!(!hits.is_empty());
+    assert_eq!(hits, scan);
+}

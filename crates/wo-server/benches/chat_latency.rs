@@ -1,0 +1,335 @@
+//! What a local server's memory costs the first token at scale (issue 13
+//! item 7's goal: at 100k stored messages, ≤ 5 ms over stateless). One
+//! loopback upstream that streams 16 OpenAI chunks at once, and three paths
+//! to it, alternating one request at a time, each on its own kept-alive
+//! connection:
+//! * **direct**: the upstream itself;
+//! * **stateless**: `POST /api/stateless/chat` of a stateless `wo serve`
+//!   (the reference: the same turn with no state kept between requests —
+//!   the client sends its recent window of 20 messages and the 50 truth
+//!   entries);
+//! * **local**: `POST /api/chat` of a local `wo serve` whose `llm.json`
+//!   holds `MESSAGES` messages (default 100,000: a Zipf vocabulary, so the
+//!   query's words are in a minority of messages, as in real transcripts)
+//!   and the same 50 truth entries: prompt assembly with recall over the
+//!   whole transcript, and the exchange recorded after the answer.
+//!
+//! First token = the first `delta` event. Prints p50/p90 of each path and
+//! local minus stateless at p50.
+//!
+//! The provider's `context_window` is `CONTEXT_WINDOW` (default 8192, a
+//! typical local model's): the local server fills that budget with recalled
+//! and recent messages, so a 128k window makes it assemble — and send — a
+//! prompt sixteen times larger, which costs in proportion whatever the
+//! index does.
+//!
+//! Run: `cargo bench -p wo-server --bench chat_latency` (env `REQUESTS`,
+//! default 100; `WARMUP`, 10; `MESSAGES`, 100000; `CONTEXT_WINDOW`, 8192).
+
+use std::net::SocketAddr;
+use std::time::{Duration, Instant};
+
+#[global_allocator]
+static ALLOC: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
+use axum::body::Body;
+use axum::response::Response;
+use axum::routing::post;
+use serde_json::{Value, json};
+use wo_format::{Message, State, Timestamp, TruthEntry};
+
+const TOKEN: &str = "bench-token-0123456789-abcdefghijklmnop";
+const QUERY: &str = "What firing schedule did we settle on for the porcelain kiln?";
+
+fn env(name: &str, default: usize) -> usize {
+    std::env::var(name)
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(default)
+}
+
+/// An OpenAI-compatible upstream streaming 16 tokens with no delay.
+async fn upstream() -> SocketAddr {
+    let app = axum::Router::new().route(
+        "/v1/chat/completions",
+        post(|| async {
+            let mut text = String::new();
+            for i in 0..16 {
+                let chunk = json!({"id": "c", "object": "chat.completion.chunk", "created": 1,
+                    "model": "up", "choices": [{"index": 0, "delta": {"content": format!("tok{i} ")},
+                    "finish_reason": null}]});
+                text.push_str(&format!("data: {chunk}\n\n"));
+            }
+            let last = json!({"id": "c", "object": "chat.completion.chunk", "created": 1,
+                "model": "up", "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}],
+                "usage": {"prompt_tokens": 10, "completion_tokens": 16}});
+            text.push_str(&format!("data: {last}\n\ndata: [DONE]\n\n"));
+            Response::builder()
+                .header("content-type", "text/event-stream")
+                .body(Body::from(text))
+                .unwrap()
+        }),
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move {
+        let _ = axum::serve(listener, app).await;
+    });
+    addr
+}
+
+/// Sentences over a Zipf-distributed vocabulary of 5,000 made-up words and
+/// the query's domain words at mid-frequency ranks.
+struct Corpus {
+    vocab: Vec<String>,
+    cdf: Vec<f64>,
+}
+
+impl Corpus {
+    fn new() -> Self {
+        let domain = [
+            "kiln",
+            "glaze",
+            "firing",
+            "schedule",
+            "cone",
+            "porcelain",
+            "settle",
+            "clay",
+        ];
+        let syllables = [
+            "ka", "lo", "mi", "re", "su", "ten", "vo", "xi", "pra", "den", "ul", "gor",
+        ];
+        let mut vocab: Vec<String> = (0..5000usize)
+            .map(|i| {
+                let (mut w, mut n) = (String::new(), i + 7);
+                for _ in 0..(2 + i % 3) {
+                    w.push_str(syllables[n % syllables.len()]);
+                    n = n / syllables.len() + i;
+                }
+                w
+            })
+            .collect();
+        for (k, d) in domain.iter().enumerate() {
+            vocab[40 + k * 25] = (*d).to_owned();
+        }
+        let mut acc = 0.0;
+        let cdf = (1..=vocab.len())
+            .map(|rank| {
+                acc += 1.0 / rank as f64;
+                acc
+            })
+            .collect();
+        Corpus { vocab, cdf }
+    }
+
+    fn sentence(&self, seed: usize, words: usize) -> String {
+        let total = *self.cdf.last().unwrap();
+        let mut x = seed as u64 ^ 0x9E37_79B9_7F4A_7C15;
+        (0..words)
+            .map(|_| {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                let r = (x % 1_000_000) as f64 / 1_000_000.0 * total;
+                let i = self.cdf.partition_point(|&c| c < r);
+                self.vocab[i.min(self.vocab.len() - 1)].as_str()
+            })
+            .collect::<Vec<_>>()
+            .join(" ")
+    }
+}
+
+/// A state with `messages` stored turns (a chain of parent links, as the
+/// server writes them) and 50 truth entries.
+fn seeded(messages: usize) -> State {
+    let corpus = Corpus::new();
+    let mut s = State::new(Timestamp::from_unix(1_800_000_000));
+    for i in 0..50 {
+        s.add_truth(TruthEntry::new(
+            format!("fact {i}"),
+            Timestamp::from_unix(1_700_000_000 + i as i64),
+            0.8,
+            format!("<p>{}</p>", corpus.sentence(i * 3 + 1, 20)),
+        ));
+    }
+    let mut list = Vec::with_capacity(messages);
+    let mut parent: Option<String> = None;
+    for i in 0..messages {
+        let mut m = Message::new(
+            if i % 2 == 0 { "ann" } else { "up" },
+            Timestamp::from_unix(1_700_000_000 + i as i64 * 5),
+            format!("turn {i}"),
+            format!(
+                "<p>{}</p><p>{}</p>",
+                corpus.sentence(i, 24),
+                corpus.sentence(i + 7, 16)
+            ),
+        );
+        m.parent = parent.take();
+        parent = Some(m.id.clone());
+        list.push(m);
+    }
+    *s.messages_mut() = list;
+    s.normalize();
+    s
+}
+
+/// Time until the first `delta` event of an `/api` chat stream.
+async fn first_token(req: reqwest::RequestBuilder) -> Duration {
+    let started = Instant::now();
+    let mut resp = req.send().await.expect("request sent");
+    assert!(resp.status().is_success(), "{}", resp.status());
+    let mut seen = String::new();
+    let mut at = None;
+    while let Some(chunk) = resp.chunk().await.expect("stream read") {
+        seen.push_str(&String::from_utf8_lossy(&chunk));
+        if at.is_none() && (seen.contains("event: delta") || seen.contains("\"content\":\"tok")) {
+            at = Some(started.elapsed());
+        }
+    }
+    at.unwrap_or_else(|| panic!("no answer text in {seen}"))
+}
+
+async fn server(
+    dir: &std::path::Path,
+    up: SocketAddr,
+    state_file: Option<std::path::PathBuf>,
+) -> SocketAddr {
+    let window = env("CONTEXT_WINDOW", 8192);
+    let text = format!(
+        "[defaults]\nprovider = \"up\"\n\n[providers.up]\nkind = \"openai\"\nbase_url = \"http://{up}/v1\"\nmodel = \"up\"\ncontext_window = {window}\n\n[interpreter]\nmode = \"off\"\n"
+    );
+    let config = wo_providers::Config::from_toml(
+        &text,
+        &dir.join("config.toml"),
+        wo_providers::config::Env::from_pairs([("HOME", dir.as_os_str().to_owned())]),
+    )
+    .unwrap();
+    let local = state_file.is_some();
+    let bound = wo_server::bind(wo_server::ServeOptions {
+        state_file,
+        addr: "127.0.0.1:0".parse().unwrap(),
+        allowed_hosts: Vec::new(),
+        rate_per_minute: 0,
+        limits: Default::default(),
+        config,
+        username: "ann".into(),
+        index_root: None,
+        token: local.then(|| TOKEN.into()),
+        token_dir: None,
+        new_token: false,
+        store: wo_store::OpenOptions::default(),
+        hosted: Default::default(),
+        mcp_allow_write: false,
+    })
+    .await
+    .unwrap();
+    let addr = bound.addr;
+    tokio::spawn(bound.serve(std::future::pending()));
+    addr
+}
+
+fn pct(v: &mut [Duration], q: f64) -> Duration {
+    v.sort();
+    v[((v.len() - 1) as f64 * q) as usize]
+}
+
+fn ms(d: Duration) -> f64 {
+    d.as_secs_f64() * 1e3
+}
+
+fn main() {
+    let requests = env("REQUESTS", 100);
+    let warmup = env("WARMUP", 10);
+    let messages = env("MESSAGES", 100_000);
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async move {
+        // SAFETY: set before the servers log anything, on this one thread.
+        unsafe { std::env::set_var("WO_SERVE_QUIET", "1") };
+        let up = upstream().await;
+        let dir = tempfile::tempdir_in(".").unwrap();
+        let state = seeded(messages);
+        let path = dir.path().join("llm.json");
+        std::fs::write(&path, wo_format::to_canonical_vec(&state)).unwrap();
+        let size = std::fs::metadata(&path).unwrap().len();
+        let local = server(dir.path(), up, Some(path.clone())).await;
+        let stateless = server(dir.path(), up, None).await;
+        // The stateless client's request: its recent window and the truth.
+        let state_json: Value =
+            serde_json::from_slice(&wo_format::to_canonical_vec(&state)).unwrap();
+        let all = state_json["messages"].as_array().unwrap();
+        let window: Vec<Value> = all[all.len().saturating_sub(20)..].to_vec();
+        let stateless_body = json!({
+            "message": QUERY, "username": "ann", "context": "",
+            "truth": state_json["truth"]["trust"], "window": window, "params": {}
+        });
+        drop(state);
+        let local_body = json!({"message": QUERY, "username": "ann", "params": {}});
+        let upstream_body = json!({"model": "up", "stream": true,
+            "messages": [{"role": "user", "content": QUERY}]});
+        let (c_direct, c_local, c_stateless) = (
+            reqwest::Client::new(),
+            reqwest::Client::new(),
+            reqwest::Client::new(),
+        );
+        let (mut direct, mut loc, mut stl) = (Vec::new(), Vec::new(), Vec::new());
+        for i in 0..warmup + requests {
+            let d = first_token(
+                c_direct
+                    .post(format!("http://{up}/v1/chat/completions"))
+                    .json(&upstream_body),
+            )
+            .await;
+            let s = first_token(
+                c_stateless
+                    .post(format!("http://{stateless}/api/stateless/chat"))
+                    .header("origin", format!("http://{stateless}"))
+                    .json(&stateless_body),
+            )
+            .await;
+            let l = first_token(
+                c_local
+                    .post(format!("http://{local}/api/chat"))
+                    .bearer_auth(TOKEN)
+                    .json(&local_body),
+            )
+            .await;
+            if i >= warmup {
+                direct.push(d);
+                stl.push(s);
+                loc.push(l);
+            }
+        }
+        let stored = wo_format::parse(&std::fs::read(&path).unwrap())
+            .unwrap()
+            .messages()
+            .len();
+        println!(
+            "chat_latency: {requests} requests per path after {warmup} warm-up; local llm.json {:.1} MB, {messages} → {stored} messages",
+            size as f64 / 1e6
+        );
+        let row = |name: &str, v: &mut Vec<Duration>| {
+            let (p50, p90) = (pct(v, 0.5), pct(v, 0.9));
+            println!(
+                "  {name:<28} p50 {:8.3} ms  p90 {:8.3} ms",
+                ms(p50),
+                ms(p90)
+            );
+            p50
+        };
+        row("direct (upstream)", &mut direct);
+        let s50 = row("stateless /api/stateless/chat", &mut stl);
+        let l50 = row("local /api/chat", &mut loc);
+        let added = ms(l50) - ms(s50);
+        println!(
+            "  local over stateless at p50: {added:+.3} ms (ratio {:.2}x); goal <= 5 ms: {}",
+            ms(l50) / ms(s50),
+            if added <= 5.0 { "met" } else { "NOT met" }
+        );
+    });
+}

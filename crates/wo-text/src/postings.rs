@@ -1,0 +1,251 @@
+//! An inverted index kept in memory and extended as documents arrive, for
+//! a caller that asks many queries over documents that mostly only grow
+//! (a long-lived server's transcript): each document is tokenised once,
+//! when it is added, instead of on every query.
+//!
+//! [`Postings::scores`] gives exactly what [`crate::bm25::scores_docs`]
+//! gives over the same documents less the excluded ones: the same terms
+//! ([`crate::terms`]), the same statistics (document count, average length
+//! and document frequencies computed without the excluded documents), the
+//! same formula evaluated in the same order — bit for bit, which a property
+//! test holds it to. So a caller may use either and send the same context.
+
+use std::collections::HashMap;
+
+use crate::bm25::{Doc, QueryTerms, idf, tf_weight};
+use crate::terms::{Scratch, for_each_word, for_each_word_in_xhtml, for_each_word_term};
+
+/// Words longer than this many bytes are not remembered in the word cache
+/// (they stand for nothing or are one-offs such as hashes; caching them
+/// would only grow the cache).
+const MAX_CACHED_WORD_BYTES: usize = 64;
+
+/// Documents numbered 0, 1, 2… in the order they were added, with the
+/// positions of every term in them.
+#[derive(Debug, Default)]
+pub struct Postings {
+    /// Term → its number.
+    terms: HashMap<Box<str>, u32>,
+    /// For each term number: (document, term frequency), documents ascending.
+    lists: Vec<Vec<(u32, u32)>>,
+    /// Each document's length in words.
+    lens: Vec<u32>,
+    /// Sum of `lens`.
+    total_len: u64,
+    /// The term numbers each word seen so far stands for, so a word is
+    /// tokenised once however often it occurs.
+    words: HashMap<Box<str>, Box<[u32]>>,
+    scratch: Scratch,
+    /// Reused while adding a document: its term numbers, with repeats.
+    doc_terms: Vec<u32>,
+}
+
+impl Postings {
+    /// An empty index.
+    pub fn new() -> Self {
+        Postings::default()
+    }
+
+    /// Documents added.
+    pub fn len(&self) -> usize {
+        self.lens.len()
+    }
+
+    /// True when no document was added.
+    pub fn is_empty(&self) -> bool {
+        self.lens.is_empty()
+    }
+
+    /// Adds `doc` as the next document; returns its number.
+    ///
+    /// # Panics
+    /// Past `u32::MAX` documents.
+    pub fn push(&mut self, doc: Doc<'_>) -> u32 {
+        let number = u32::try_from(self.lens.len()).expect("at most u32::MAX documents");
+        let mut doc_terms = std::mem::take(&mut self.doc_terms);
+        doc_terms.clear();
+        let mut len = 0u32;
+        let mut count = |word: &str| {
+            len += 1;
+            if let Some(ids) = self.words.get(word) {
+                doc_terms.extend_from_slice(ids);
+                return;
+            }
+            let mut ids = Vec::new();
+            let (terms, lists) = (&mut self.terms, &mut self.lists);
+            for_each_word_term(word, &mut self.scratch, |t| {
+                let next = terms.len() as u32;
+                let id = *terms.entry(t.into()).or_insert_with(|| {
+                    lists.push(Vec::new());
+                    next
+                });
+                ids.push(id);
+            });
+            doc_terms.extend_from_slice(&ids);
+            if word.len() <= MAX_CACHED_WORD_BYTES {
+                self.words.insert(word.into(), ids.into_boxed_slice());
+            }
+        };
+        for_each_word(doc.plain, &mut count);
+        for_each_word_in_xhtml(doc.xhtml, &mut count);
+        doc_terms.sort_unstable();
+        for run in doc_terms.chunk_by(|a, b| a == b) {
+            self.lists[run[0] as usize].push((number, run.len() as u32));
+        }
+        self.doc_terms = doc_terms;
+        self.lens.push(len);
+        self.total_len += u64::from(len);
+        number
+    }
+
+    /// BM25 of `query` over every document except those in `excluded`
+    /// (numbers not in the index are ignored): `(document, score)` for each
+    /// document sharing a term with the query, in document order. Equal,
+    /// bit for bit, to [`crate::bm25::scores_docs`] over the documents not
+    /// excluded.
+    pub fn scores(&self, query: &str, excluded: &[u32]) -> Vec<(u32, f64)> {
+        let q = QueryTerms::new(query);
+        let mut ex: Vec<u32> = excluded
+            .iter()
+            .copied()
+            .filter(|&d| (d as usize) < self.lens.len())
+            .collect();
+        ex.sort_unstable();
+        ex.dedup();
+        let n_docs = self.lens.len() - ex.len();
+        if n_docs == 0 || q.terms.is_empty() {
+            return Vec::new();
+        }
+        let is_excluded = |d: u32| !ex.is_empty() && ex.binary_search(&d).is_ok();
+        let n = n_docs as f64;
+        let total: u64 = self.total_len
+            - ex.iter()
+                .map(|&d| u64::from(self.lens[d as usize]))
+                .sum::<u64>();
+        let avg = total as f64 / n;
+        let empty: &[(u32, u32)] = &[];
+        let lists: Vec<&[(u32, u32)]> = q
+            .terms
+            .iter()
+            .map(|t| {
+                self.terms
+                    .get(t.as_str())
+                    .map_or(empty, |&id| &self.lists[id as usize])
+            })
+            .collect();
+        // One score per document, summed term by term in the query's term
+        // order from 0.0 — the order and start `scores_docs` sums in.
+        let mut score = vec![0.0_f64; self.lens.len()];
+        let mut hit = vec![false; self.lens.len()];
+        for (i, list) in lists.iter().enumerate() {
+            let excluded_here = ex
+                .iter()
+                .filter(|&&d| list.binary_search_by_key(&d, |p| p.0).is_ok())
+                .count();
+            let idf = idf(n, (list.len() - excluded_here) as f64);
+            for &(d, tf) in *list {
+                if is_excluded(d) {
+                    continue;
+                }
+                let len = f64::from(self.lens[d as usize]);
+                score[d as usize] += idf * tf_weight(f64::from(tf), len, avg) * f64::from(q.tf[i]);
+                hit[d as usize] = true;
+            }
+        }
+        hit.iter()
+            .enumerate()
+            .filter(|(_, h)| **h)
+            .map(|(d, _)| (d as u32, score[d]))
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::bm25::scores_docs;
+    use proptest::prelude::*;
+
+    fn docs<'a>(texts: &'a [(String, String)]) -> Vec<Doc<'a>> {
+        texts
+            .iter()
+            .map(|(p, x)| Doc { plain: p, xhtml: x })
+            .collect()
+    }
+
+    #[test]
+    fn scores_what_the_scan_scores() {
+        let texts: Vec<(String, String)> = vec![
+            ("Caroline".into(), "<p>I went to a support group</p>".into()),
+            ("Melanie".into(), "<p>I painted a lake sunrise</p>".into()),
+            (
+                "Melanie".into(),
+                "<p>glaze glaze kiln &amp; retrievalPrefs</p>".into(),
+            ),
+            ("Caroline".into(), "<p>kiln notes</p>".into()),
+        ];
+        let mut index = Postings::new();
+        for d in docs(&texts) {
+            index.push(d);
+        }
+        assert_eq!(index.len(), 4);
+        let scan = scores_docs(&docs(&texts), "kiln glaze painting retrieval");
+        let got = index.scores("kiln glaze painting retrieval", &[]);
+        let hits: Vec<u32> = got.iter().map(|h| h.0).collect();
+        assert_eq!(hits, [1, 2, 3]);
+        for (d, s) in got {
+            assert_eq!(s.to_bits(), scan[d as usize].to_bits());
+        }
+        // Excluding a document scores the rest as if it were not there.
+        let rest = scores_docs(&docs(&texts[..3]), "caroline kiln");
+        let got = index.scores("caroline kiln", &[3, 3, 99]);
+        assert_eq!(got.len(), 2);
+        for (d, s) in got {
+            assert_eq!(s.to_bits(), rest[d as usize].to_bits());
+        }
+        assert!(index.scores("", &[]).is_empty());
+        assert!(index.scores("kiln", &[0, 1, 2, 3]).is_empty());
+        assert!(Postings::new().scores("kiln", &[]).is_empty());
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(200))]
+        /// Whatever the documents, the query and the exclusions, the index
+        /// scores each remaining document exactly as the one-pass scan
+        /// over the remaining documents does.
+        #[test]
+        fn equals_the_scan_without_the_excluded(
+            texts in proptest::collection::vec(
+                ("(ann|bob|Ann|)", "(<p>|</p>|[a-e]{1,6}|kiln|Kilns|fired|fire|[ .,&;]|é|HTTPServer|x_y|日本){0,12}"),
+                0..24,
+            ),
+            query in "([a-e]{1,6}|kiln|firing|ann|Bob|[ ]|é|server|日本){0,6}",
+            excluded in proptest::collection::vec(0u32..30, 0..6),
+        ) {
+            let mut index = Postings::new();
+            for d in docs(&texts) {
+                index.push(d);
+            }
+            let kept: Vec<usize> = (0..texts.len())
+                .filter(|&i| !excluded.contains(&(i as u32)))
+                .collect();
+            let pool: Vec<Doc> = kept
+                .iter()
+                .map(|&i| Doc { plain: &texts[i].0, xhtml: &texts[i].1 })
+                .collect();
+            let scan = scores_docs(&pool, &query);
+            let expected: Vec<(u32, u64)> = kept
+                .iter()
+                .zip(&scan)
+                .filter(|(_, s)| **s > 0.0)
+                .map(|(&i, s)| (i as u32, s.to_bits()))
+                .collect();
+            let got: Vec<(u32, u64)> = index
+                .scores(&query, &excluded)
+                .into_iter()
+                .map(|(d, s)| (d, s.to_bits()))
+                .collect();
+            prop_assert_eq!(got, expected);
+        }
+    }
+}
