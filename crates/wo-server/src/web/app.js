@@ -282,6 +282,9 @@ function exportName(d = new Date()) {
   return `llm_${d.getFullYear()}.${p(d.getMonth() + 1)}.${p(d.getDate())}.${p(d.getHours())}${p(d.getMinutes())}.json`;
 }
 
+/** When a truth entry was last changed: `updated`, else `timestamp` (wo-format's `effective_update`). */
+const effectiveUpdate = (t) => t.updated ?? t.timestamp ?? '';
+
 /** Messages sort by (timestamp, id), as wo-format orders the transcript. */
 function compareMessages(a, b) {
   return compareStamps(a.timestamp, b.timestamp) || compareUtf8(String(a.id ?? ''), String(b.id ?? ''));
