@@ -945,6 +945,16 @@ scenario('stateless: export, import into a fresh browser, identical state', asyn
   const a = JSON.parse(exported.text);
   assert(exported.text.endsWith('}\n'), 'export does not end with a newline');
   assert(canonical(a) === canonical(before), 'the export differs from the stored state');
+  // Byte for byte what `wo export` writes for the same state (the browser's
+  // copy as IndexedDB holds it, not its export).
+  const dir = fs.mkdtempSync(path.join(TMP, 'wo-export-'));
+  fs.writeFileSync(path.join(dir, 'llm.json'), JSON.stringify(before));
+  fs.mkdirSync(path.join(dir, 'out'));
+  execFileSync(WO_BIN, ['export', '--state', path.join(dir, 'llm.json'), '--dir', path.join(dir, 'out')], { env: serverEnv(), encoding: 'utf8' });
+  const written = fs.readdirSync(path.join(dir, 'out'));
+  assert(written.length === 1, `wo export wrote ${written.join(', ') || 'nothing'}`);
+  const cli = fs.readFileSync(path.join(dir, 'out', written[0]), 'utf8');
+  assert(cli === exported.text, `the browser's export is not byte-identical to wo export's (${exported.text.length} vs ${cli.length} bytes)`);
   await withPage(server, {}, async (page) => {
     assert((await page.locator('[data-testid="message"]').count()) === 0, 'a new browser context is not empty');
     await importFile(page, exported.name, exported.text);
@@ -962,10 +972,11 @@ scenario('stateless: export, import into a fresh browser, identical state', asyn
   });
 });
 
-// app.js re-implements part of the format until the wasm build replaces it;
-// crates/wo-wire/tests/browser_golden.rs writes what Rust makes of a set of
-// inputs, and every one goes through app.js's own functions here (imported
-// from the page's module: the same instance the page runs).
+// app.js does the format's work by calling wo-format compiled to wasm
+// (crates/wo-wasm); crates/wo-wire/tests/browser_golden.rs writes what Rust
+// makes of a set of inputs natively, and every one goes through app.js's own
+// functions here (imported from the page's module: the same instance, and
+// the same wasm module, the page runs).
 scenario('stateless: app.js agrees with the Rust golden vectors', async () => {
   const golden = JSON.parse(fs.readFileSync(path.join(HERE, 'golden.json'), 'utf8'));
   for (const part of ['ids', 'text_to_xhtml', 'merges', 'exports', 'patches', 'truth_ops', 'renames']) {
@@ -985,14 +996,15 @@ scenario('stateless: app.js agrees with the Rust golden vectors', async () => {
         const from = Math.max(0, i - 60);
         return `first difference at character ${i}: app.js …${show(got.slice(from, i + 60))}… Rust …${show(want.slice(from, i + 60))}…`;
       };
+      // The page loaded the module it computes with (not a JavaScript copy).
+      const wasm = performance.getEntriesByType('resource').filter((e) => e.name.endsWith('/wasm/wo_wasm_bg.wasm'));
+      if (wasm.length !== 1) return `the page fetched /wasm/wo_wasm_bg.wasm ${wasm.length} times, not once`;
       let checked = 0;
       for (const v of g.ids) {
         const id = v.kind === 'message' ? m.messageId : m.truthId;
         const who = v.kind === 'message' ? v.username : v.title;
-        const got = await id(who, v.timestamp, v.content);
+        const got = id(who, v.timestamp, v.content);
         if (got !== v.id) return `ids: the ${v.kind} id of ${show(who)}, ${v.timestamp}, ${show(v.content)} is ${got} in app.js, ${v.id} in Rust`;
-        const hand = await id(who, v.timestamp, v.content, (text) => m.sha256Fallback(new TextEncoder().encode(text)));
-        if (hand !== v.id) return `ids: with the hand-written SHA-256 the ${v.kind} id of ${show(v.content)} is ${hand}, Rust ${v.id}`;
         checked++;
       }
       for (const v of g.text_to_xhtml) {
@@ -1001,35 +1013,44 @@ scenario('stateless: app.js agrees with the Rust golden vectors', async () => {
         checked++;
       }
       for (const v of g.exports) {
-        const got = m.canonicalStateText(await m.normalizeState(JSON.parse(v.input)));
+        // Through a JavaScript object and back, as the page keeps its state.
+        const got = m.canonicalStateText(m.normalizeState(JSON.parse(v.input)));
         if (got !== v.canonical) return `exports: ${diff(got, v.canonical)}`;
         checked++;
       }
       for (const v of g.merges) {
-        const base = await m.normalizeState(structuredClone(v.base));
-        m.mergeStates(base, await m.normalizeState(structuredClone(v.incoming)));
-        const got = m.canonicalStateText(base);
+        const { state } = m.mergeStates(m.normalizeState(v.base), m.normalizeState(v.incoming));
+        const got = m.canonicalStateText(state);
         if (got !== v.merged) return `merges: "${v.name}": ${diff(got, v.merged)}`;
         checked++;
       }
       for (const v of g.patches) {
-        const got = m.applyStatePatch(structuredClone(v.target), structuredClone(v.patch));
+        const got = m.applyStatePatch(v.target, v.patch);
         if (show(sorted(got)) !== show(sorted(v.patched))) {
           return `patches: "${v.name}": app.js gives ${show(sorted(got))}, Rust ${show(sorted(v.patched))}`;
         }
         checked++;
       }
       for (const v of g.truth_ops) {
-        const st = await m.normalizeState(structuredClone(v.state));
-        if (v.op.op === 'delete') m.deleteTruthIn(st, v.op.id, v.op.now);
+        const st = m.normalizeState(v.state);
+        let after;
+        if (v.op.op === 'delete') after = m.deleteTruthIn(st, v.op.id, v.op.now);
         else {
           const edit = {};
           for (const k of ['title', 'content', 'certainty']) if (k in v.op) edit[k] = v.op[k];
-          m.editTruthIn(st, v.op.id, edit, v.op.now);
+          after = m.editTruthIn(st, v.op.id, edit, v.op.now);
         }
-        const got = m.canonicalStateText(st);
+        if ((after === null) !== (v.op.id === 't_x')) return `truth_ops: "${v.name}": found is ${after !== null}`;
+        const got = m.canonicalStateText(after ?? st);
         if (got !== v.after) return `truth_ops: "${v.name}": ${diff(got, v.after)}`;
         checked++;
+      }
+      // A refusal names the argument and the JSON pointer.
+      try {
+        m.canonicalStateText({ version: 1, schema: 'wikioracle.llm_state', date: 'soon', messages: [] });
+        return 'an invalid state was written';
+      } catch (e) {
+        if (!(e instanceof Error) || !/`state`.*\/date/.test(e.message)) return `refusal: ${e && e.message}`;
       }
       for (const v of g.renames) {
         const st = await m.normalizeState(structuredClone(v.state));
@@ -1051,6 +1072,48 @@ scenario('stateless: app.js agrees with the Rust golden vectors', async () => {
     assert(typeof result === 'object', `app.js disagrees with Rust: ${result}`);
     const total = ['ids', 'text_to_xhtml', 'merges', 'exports', 'patches', 'truth_ops', 'renames'].reduce((n, k) => n + golden[k].length, 0);
     assert(result.checked === total, `only ${result.checked} of ${total} golden vectors were checked`);
+  });
+});
+
+// A saved state that wo-format refuses (an older client's, a hand edit) is
+// kept aside in IndexedDB, never overwritten, and the page starts afresh.
+scenario('stateless: a saved state wo-format refuses is kept aside, not lost', async () => {
+  const server = await statelessServer();
+  await withPage(server, {}, async (page) => {
+    const bad = {
+      version: 1, schema: 'wikioracle.llm_state', date: 'yesterday',
+      messages: [{ title: 't', username: 'u', timestamp: '2026-01-01T00:00:00Z', content: '<p>keep me</p>' }],
+    };
+    const idb = (op, arg) => page.evaluate(([op, arg]) => new Promise((resolve, reject) => {
+      const req = indexedDB.open('wikioracle', 1);
+      req.onerror = () => reject(req.error);
+      req.onsuccess = () => {
+        const db = req.result;
+        const store = db.transaction('state', op === 'put' ? 'readwrite' : 'readonly').objectStore('state');
+        const r = op === 'put' ? store.put(arg, 'llm.json') : store.getAllKeys();
+        r.onerror = () => reject(r.error);
+        r.onsuccess = () => {
+          if (op === 'put') { db.close(); resolve(null); return; }
+          const key = r.result.find((k) => String(k).startsWith('llm.json.bak-'));
+          if (!key) { db.close(); resolve(null); return; }
+          const g = store.get(key);
+          g.onsuccess = () => { db.close(); resolve({ key, value: g.result, keys: r.result.length }); };
+        };
+      };
+    }), [op, arg]);
+    await idb('put', bad);
+    await page.reload();
+    await page.waitForSelector('body[data-ready="true"]');
+    const alert = await page.textContent('[data-testid="alert"]');
+    assert(/not a valid llm\.json/.test(alert) && /\/date/.test(alert) && /llm\.json\.bak-/.test(alert), `alert: ${alert}`);
+    const kept = await idb('backup');
+    assert(kept && JSON.stringify(kept.value) === JSON.stringify(bad), `the refused state was not kept: ${JSON.stringify(kept)}`);
+    const fresh = await idbState(page);
+    assert(fresh && fresh.messages.length === 0 && /^\d{4}-/.test(fresh.date), `a fresh state is not saved: ${JSON.stringify(fresh)}`);
+    // Kept once: a reload finds a valid state and makes no second backup.
+    await page.reload();
+    await page.waitForSelector('body[data-ready="true"]');
+    assert((await idb('backup')).keys === 2, 'a second backup was made');
   });
 });
 
@@ -2076,7 +2139,7 @@ for (const size of ['desktop', 'phone']) {
       const sw = await get('/sw.js');
       assert(sw.status() === 200 && /javascript/.test(sw.headers()['content-type']), `sw.js: ${sw.status()}`);
       const csp = (await get('/')).headers()['content-security-policy'] || '';
-      assert(/worker-src 'self'/.test(csp) && /manifest-src 'self'/.test(csp) && !/unsafe/.test(csp), `CSP: ${csp}`);
+      assert(/worker-src 'self'/.test(csp) && /manifest-src 'self'/.test(csp) && !/'unsafe-/.test(csp), `CSP: ${csp}`); // 'wasm-unsafe-eval' only
       // The service worker registers and takes the page; Chromium finds the app installable.
       await page.evaluate(() => navigator.serviceWorker.ready.then(() => true));
       const cdp = await context.newCDPSession(page);

@@ -504,17 +504,7 @@ pub async fn merge(
             Ok(report)
         })
         .await?;
-    Ok(Json(wire::MergeReport {
-        messages_added: report.messages_added.len(),
-        messages_replaced: report.messages_replaced.len(),
-        messages_skipped: report.messages_skipped,
-        truth_added: report.truth_added.len(),
-        truth_updated: report.truth_updated.len(),
-        truth_skipped: report.truth_skipped,
-        truth_deleted: report.truth_deleted.len(),
-        tombstones_added: report.tombstones_added.len(),
-        sanitised,
-    }))
+    Ok(Json(wire::MergeReport::of(&report, sanitised)))
 }
 
 /// `GET /api/export`: the whole state as a download.

@@ -1,6 +1,7 @@
 //! What the binary serves besides the API: the web client (its page, script
-//! and styles, no build step; the stale sign-in page; the PWA's manifest,
-//! service worker and icons) and the OpenAPI document.
+//! and styles, no build step; its wasm package, committed; the stale sign-in
+//! page; the PWA's manifest, service worker and icons) and the OpenAPI
+//! document.
 
 /// The web client's page.
 pub const INDEX_HTML: &str = include_str!("web/index.html");
@@ -10,6 +11,13 @@ pub const APP_JS: &str = include_str!("web/app.js");
 pub const SIGNIN_HTML: &str = include_str!("web/signin.html");
 /// The web client's styles.
 pub const APP_CSS: &str = include_str!("web/app.css");
+/// wasm-bindgen's glue for the web client's wasm module (`GET /wasm/wo_wasm.js`):
+/// crates/wo-wasm built by `scripts/build-wasm.sh`, committed so that a
+/// `cargo build` needs no wasm toolchain (`--check` holds it to a fresh build).
+pub const WASM_JS: &str = include_str!("web/wasm/wo_wasm.js");
+/// The web client's wasm module (`GET /wasm/wo_wasm_bg.wasm`): wo-format and
+/// wo-wire compiled for the browser.
+pub const WASM_MODULE: &[u8] = include_bytes!("web/wasm/wo_wasm_bg.wasm");
 /// The web app's manifest (installable as a PWA).
 pub const MANIFEST: &str = include_str!("web/manifest.webmanifest");
 /// The service worker: the stateless mode's offline shell.
@@ -26,5 +34,7 @@ pub const OPENAPI_JSON: &str = include_str!("openapi.json");
 /// The Content-Security-Policy of every response: the client loads nothing
 /// from anywhere but this server, and runs no inline script or style, so
 /// markup that slipped into content could not execute. The service worker
-/// and the manifest come from this server too.
-pub const CSP: &str = "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; worker-src 'self'; manifest-src 'self'; frame-ancestors 'none'; base-uri 'none'; form-action 'self'; object-src 'none'";
+/// and the manifest come from this server too. `'wasm-unsafe-eval'` lets
+/// the page compile its own wasm module (from `'self'`, as every script);
+/// it allows no JavaScript `eval`.
+pub const CSP: &str = "default-src 'self'; script-src 'self' 'wasm-unsafe-eval'; style-src 'self'; img-src 'self' data:; connect-src 'self'; worker-src 'self'; manifest-src 'self'; frame-ancestors 'none'; base-uri 'none'; form-action 'self'; object-src 'none'";

@@ -475,6 +475,15 @@ fn common<M: Mode>() -> Router<Arc<M>> {
             get(|| static_file(assets::APP_CSS, "text/css; charset=utf-8")),
         )
         .route(
+            "/wasm/wo_wasm.js",
+            get(|| static_file(assets::WASM_JS, "text/javascript; charset=utf-8")),
+        )
+        .route(
+            "/wasm/wo_wasm_bg.wasm",
+            // application/wasm: what WebAssembly.instantiateStreaming requires.
+            get(|| static_file(assets::WASM_MODULE, "application/wasm")),
+        )
+        .route(
             "/manifest.webmanifest",
             get(|| static_file(assets::MANIFEST, "application/manifest+json")),
         )
@@ -488,11 +497,11 @@ fn common<M: Mode>() -> Router<Arc<M>> {
         )
         .route(
             "/icon-192.png",
-            get(|| static_bytes(assets::ICON_192, "image/png")),
+            get(|| static_file(assets::ICON_192, "image/png")),
         )
         .route(
             "/icon-512.png",
-            get(|| static_bytes(assets::ICON_512, "image/png")),
+            get(|| static_file(assets::ICON_512, "image/png")),
         )
         .route(
             path::OPENAPI_PATH,
@@ -524,16 +533,7 @@ fn finish<M: Mode>(routes: Router<Arc<M>>, state: Arc<M>) -> Router {
         .with_state(state)
 }
 
-async fn static_file(body: &'static str, content_type: &'static str) -> Response {
-    let mut resp = body.into_response();
-    resp.headers_mut()
-        .insert(header::CONTENT_TYPE, HeaderValue::from_static(content_type));
-    resp.headers_mut()
-        .insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
-    resp
-}
-
-async fn static_bytes(body: &'static [u8], content_type: &'static str) -> Response {
+async fn static_file(body: impl IntoResponse + 'static, content_type: &'static str) -> Response {
     let mut resp = body.into_response();
     resp.headers_mut()
         .insert(header::CONTENT_TYPE, HeaderValue::from_static(content_type));

@@ -73,6 +73,8 @@ async fn the_api_needs_the_token() {
         "/",
         "/app.js",
         "/app.css",
+        "/wasm/wo_wasm.js",
+        "/wasm/wo_wasm_bg.wasm",
     ] {
         let r = s.client.get(s.url(path)).send().await.unwrap();
         assert_eq!(r.status(), StatusCode::OK, "{path}");
@@ -468,11 +470,18 @@ async fn no_cors_headers_are_ever_sent() {
             "{:?}",
             resp.headers()
         );
+        let csp = resp.headers()["content-security-policy"].to_str().unwrap();
+        assert!(csp.contains("default-src 'self'"), "{csp}");
+        // Scripts from this server only; wasm may be compiled (the web
+        // client's module), JavaScript never evaluated from strings.
         assert!(
-            resp.headers()["content-security-policy"]
-                .to_str()
-                .unwrap()
-                .contains("default-src 'self'")
+            csp.split(';')
+                .any(|d| d.trim() == "script-src 'self' 'wasm-unsafe-eval'"),
+            "{csp}"
+        );
+        assert!(
+            !csp.contains("'unsafe-eval'") && !csp.contains("'unsafe-inline'"),
+            "{csp}"
         );
         assert_eq!(resp.headers()["x-frame-options"], "DENY");
     }
@@ -583,6 +592,39 @@ async fn no_path_is_taken_from_a_request() {
         );
         assert!(!text.contains("\"messages\""), "{path} leaked state");
     }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_wasm_package_is_served_as_committed_with_its_types() {
+    let s = seeded().await;
+    let web = concat!(env!("CARGO_MANIFEST_DIR"), "/src/web/wasm/");
+    for (name, content_type) in [
+        ("wo_wasm_bg.wasm", "application/wasm"),
+        ("wo_wasm.js", "text/javascript; charset=utf-8"),
+    ] {
+        let r = s
+            .client
+            .get(s.url(&format!("/wasm/{name}")))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), StatusCode::OK, "{name}");
+        // instantiateStreaming refuses any other type; nosniff keeps it.
+        assert_eq!(r.headers()["content-type"], content_type, "{name}");
+        assert_eq!(r.headers()["x-content-type-options"], "nosniff");
+        let body = r.bytes().await.unwrap();
+        let file = std::fs::read(format!("{web}{name}")).unwrap();
+        assert!(body == file, "/wasm/{name} is not the committed file");
+    }
+    assert_eq!(
+        s.client
+            .get(s.url("/wasm/wo_wasm.wasm"))
+            .send()
+            .await
+            .unwrap()
+            .status(),
+        StatusCode::NOT_FOUND
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -717,7 +759,8 @@ async fn the_pwa_files_are_served_typed_under_the_csp() {
             ] {
                 assert!(csp.contains(directive), "{path}: {csp}");
             }
-            assert!(!csp.contains("unsafe"), "{csp}");
+            // 'wasm-unsafe-eval' (the page's wasm module) is the only one.
+            assert!(!csp.contains("'unsafe-"), "{csp}");
             let body = r.bytes().await.unwrap();
             if path.ends_with(".png") {
                 assert!(

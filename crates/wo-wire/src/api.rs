@@ -165,6 +165,24 @@ pub struct MergeReport {
     pub sanitised: Vec<String>,
 }
 
+impl MergeReport {
+    /// The wire form of wo-format's report: counts, and the pointers of
+    /// what admission sanitised.
+    pub fn of(report: &wo_format::merge::MergeReport, sanitised: Vec<String>) -> MergeReport {
+        MergeReport {
+            messages_added: report.messages_added.len(),
+            messages_replaced: report.messages_replaced.len(),
+            messages_skipped: report.messages_skipped,
+            truth_added: report.truth_added.len(),
+            truth_updated: report.truth_updated.len(),
+            truth_skipped: report.truth_skipped,
+            truth_deleted: report.truth_deleted.len(),
+            tombstones_added: report.tombstones_added.len(),
+            sanitised,
+        }
+    }
+}
+
 /// The answer to `GET /api/health`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct Health {

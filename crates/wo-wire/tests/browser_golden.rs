@@ -1,10 +1,12 @@
 //! Golden vectors for the web client (`crates/wo-server/src/web/app.js`),
-//! which computes ids, merges, state patches, truth edits, tombstones, renames and
-//! exports in JavaScript until the wasm build replaces it: inputs and what
-//! wo-format and this crate make of them, written to
-//! `tests/browser/golden.json`; the browser suite (`tests/browser/run.mjs`,
-//! scenario "stateless: app.js agrees with the Rust golden vectors") runs
-//! every vector through app.js. It lives here, not in wo-format, because the
+//! which computes ids, merges, state patches, truth edits, tombstones and
+//! exports by calling this crate and wo-format compiled to wasm
+//! (`crates/wo-wasm`), and renames in JavaScript still: inputs and what the native build makes of them,
+//! written to `tests/browser/golden.json`; the browser suite
+//! (`tests/browser/run.mjs`, scenario "stateless: app.js agrees with the Rust
+//! golden vectors") runs every vector through app.js's calls into the wasm
+//! module, and `crates/wo-wasm/tests/exports.rs` through the same exports
+//! natively. It lives here, not in wo-format, because the
 //! patch rule is this crate's ([`wo_wire::apply_state_patch`]). The test
 //! fails when the checked-in file no longer matches; regenerate it with
 //! `WO_BLESS=1 cargo test -p wo-wire --test browser_golden` and review the
@@ -20,9 +22,9 @@ fn golden_path() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../tests/browser/golden.json")
 }
 
-/// Id inputs chosen for a hand-written SHA-256: empty fields, non-ASCII
-/// text, and hashed inputs of 55, 56, 63, 64 and 119 bytes (the padding
-/// edges of one and two 64-byte blocks).
+/// Id inputs: empty fields, non-ASCII text, and hashed inputs of 55, 56,
+/// 63, 64 and 119 bytes (the padding edges of one and two 64-byte blocks,
+/// kept from when the page hashed in JavaScript).
 fn id_vectors() -> Vec<Value> {
     let ts = "2026-01-01T00:00:00Z";
     let mut out = Vec::new();

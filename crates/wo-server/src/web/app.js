@@ -13,6 +13,19 @@
 //   ignore ports, so any page on this host can write it: what is read is
 //   checked against what the server offers before use (offeredPrefs).
 
+// The file format is Rust's: wo-format and wo-wire compiled to WebAssembly
+// (crates/wo-wasm, built by scripts/build-wasm.sh, served from /wasm/). It
+// is loaded once, before anything else runs. Local mode can do without it
+// (the server does the format's work); stateless mode cannot, and says so.
+import initRust, * as rust from './wasm/wo_wasm.js';
+
+let rustProblem = null;
+try {
+  await initRust();
+} catch (e) {
+  rustProblem = e;
+}
+
 const SCHEMA_URL =
   'https://raw.githubusercontent.com/arborrhythms/WikiOracle/main/spec/llm_state_v1.json';
 let prefsCookie = null; // set from /api/info before any read or write
@@ -71,12 +84,6 @@ const RENDER_ELEMENTS = new Set([
   'p', 'br', 'em', 'strong', 'b', 'i', 'u', 'code', 'pre', 'blockquote', 'ul', 'ol', 'li',
   'a', 'h1', 'h2', 'h3', 'h4', 'h5', 'h6', 'table', 'thead', 'tbody', 'tr', 'th', 'td',
   'span', 'div', 'hr', 'sub', 'sup', 'del', 'ins', 'dl', 'dt', 'dd',
-]);
-/** Elements kept when storing content written in this browser (product §1). */
-const STORE_ELEMENTS = new Set([
-  'a', 'b', 'i', 'em', 'strong', 'code', 'span', 'br', 'p', 'div', 'pre', 'blockquote',
-  'ul', 'ol', 'li', 'h1', 'h2', 'h3', 'h4', 'h5', 'h6', 'table', 'thead', 'tbody', 'tr',
-  'th', 'td', 'hr',
 ]);
 /** Elements dropped together with everything inside them. */
 const DROP_ELEMENTS = new Set([
@@ -172,51 +179,14 @@ function escText(s) {
     .replace(CONTROL_CHARS, '')
     .replace(/[&<>]/g, (c) => ({ '&': '&amp;', '<': '&lt;', '>': '&gt;' })[c]);
 }
-function escAttr(s) {
-  return String(s)
-    .replace(CONTROL_CHARS, '')
-    .replace(/[&<>"\n\t]/g, (c) =>
-      ({ '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;', '\n': '&#10;', '\t': '&#9;' })[c]);
-}
 
-/** Serialises safe nodes as canonical XHTML (sorted attributes, void elements self-closed). */
-function serializeXhtml(node) {
-  let out = '';
-  for (const n of node.childNodes) {
-    if (n.nodeType === Node.TEXT_NODE) out += escText(n.data);
-    else if (n.nodeType === Node.ELEMENT_NODE) {
-      const tag = n.localName;
-      const attrs = Array.from(n.attributes)
-        .map((a) => [a.name, a.value])
-        .sort((a, b) => (a[0] < b[0] ? -1 : a[0] > b[0] ? 1 : 0));
-      out += '<' + tag + attrs.map(([k, v]) => ` ${k}="${escAttr(v)}"`).join('');
-      out += VOID_ELEMENTS.has(tag) ? '/>' : '>' + serializeXhtml(n) + '</' + tag + '>';
-    }
-  }
-  return out;
-}
-
-/** Plain text → `<p>` paragraphs (blank lines) with `<br/>` (single newlines), as the Rust side does. */
-function textToXhtml(text) {
-  const t = String(text).replace(/\r\n?/g, '\n');
-  let out = '';
-  for (const para of t.split('\n\n')) {
-    const p = para.replace(/^\n+|\n+$/g, '');
-    if (!p.trim()) continue;
-    out += '<p>' + p.split('\n').map(escText).join('<br/>') + '</p>';
-  }
-  return out || '<p></p>';
-}
 
 /** What the user typed (text, or XHTML when it starts with a tag) → safe canonical XHTML. */
 function userInputToXhtml(input) {
   const s = String(input).trim();
   if (!/^<[a-zA-Z!]/.test(s)) return textToXhtml(s);
-  const doc = document.implementation.createHTMLDocument('');
-  const holder = doc.createElement('div');
-  copySafe(parseFragment(s), holder, doc, STORE_ELEMENTS, false, 0);
-  const out = serializeXhtml(holder);
-  return out || textToXhtml(plainText(s));
+  // wo-format's sanitiser, the one the server and `wo` use.
+  return callRust(rust.sanitizeHtml, s) || textToXhtml(plainText(s));
 }
 
 /** For local mode: the server reads input as Markdown (HTML included) and sanitises it. */
@@ -282,18 +252,6 @@ function compareStamps(a, b) {
   return compareUtf8(String(a ?? ''), String(b ?? ''));
 }
 
-/** The first whole microsecond after `ts` (wo-format's `Timestamp::next_micro`). */
-function nextMicro(ts) {
-  const [ms, nanos] = stampKey(ts);
-  let seconds = ms / 1000;
-  let micros = Number(nanos.slice(0, 6)) + 1;
-  if (micros === 1_000_000) {
-    seconds += 1;
-    micros = 0;
-  }
-  const whole = new Date(seconds * 1000).toISOString().slice(0, 19);
-  return `${whole}.${String(micros).padStart(6, '0')}Z`;
-}
 
 const utf8 = new TextEncoder();
 /** Strings ordered by their UTF-8 bytes, as Rust orders `str` (UTF-16 order differs above U+FFFF). */
@@ -324,125 +282,85 @@ function exportName(d = new Date()) {
   return `llm_${d.getFullYear()}.${p(d.getMonth() + 1)}.${p(d.getDate())}.${p(d.getHours())}${p(d.getMinutes())}.json`;
 }
 
+/** When a truth entry was last changed: `updated`, else `timestamp` (wo-format's `effective_update`). */
+const effectiveUpdate = (t) => t.updated ?? t.timestamp ?? '';
+
 /** Messages sort by (timestamp, id), as wo-format orders the transcript. */
 function compareMessages(a, b) {
   return compareStamps(a.timestamp, b.timestamp) || compareUtf8(String(a.id ?? ''), String(b.id ?? ''));
 }
 
-/** SHA-256 of a UTF-8 string as hex; WebCrypto where available (secure contexts), else in JS. */
-async function sha256Hex(text) {
-  const bytes = new TextEncoder().encode(text);
-  if (globalThis.crypto && crypto.subtle) {
-    const digest = new Uint8Array(await crypto.subtle.digest('SHA-256', bytes));
-    return Array.from(digest, (b) => b.toString(16).padStart(2, '0')).join('');
+// ------------------------------------------ the file format (Rust, as wasm)
+//
+// Each of these is one call into crates/wo-wasm: the same functions `wo`
+// runs, so ids, the canonical export, merges, state patches and truth edits
+// cannot disagree with the CLI and the server. States cross as JSON text; a
+// state handed back is wo-format's canonical text, parsed.
+
+/** Throws when the wasm module did not load (stateless mode cannot work without it). */
+function requireRust() {
+  if (rustProblem) {
+    throw new Error(`this browser could not load WikiOracle's WebAssembly module (${rustProblem.message || rustProblem})`);
   }
-  return sha256Fallback(bytes);
 }
 
-function sha256Fallback(bytes) {
-  const K = new Uint32Array([
-    0x428a2f98, 0x71374491, 0xb5c0fbcf, 0xe9b5dba5, 0x3956c25b, 0x59f111f1, 0x923f82a4, 0xab1c5ed5,
-    0xd807aa98, 0x12835b01, 0x243185be, 0x550c7dc3, 0x72be5d74, 0x80deb1fe, 0x9bdc06a7, 0xc19bf174,
-    0xe49b69c1, 0xefbe4786, 0x0fc19dc6, 0x240ca1cc, 0x2de92c6f, 0x4a7484aa, 0x5cb0a9dc, 0x76f988da,
-    0x983e5152, 0xa831c66d, 0xb00327c8, 0xbf597fc7, 0xc6e00bf3, 0xd5a79147, 0x06ca6351, 0x14292967,
-    0x27b70a85, 0x2e1b2138, 0x4d2c6dfc, 0x53380d13, 0x650a7354, 0x766a0abb, 0x81c2c92e, 0x92722c85,
-    0xa2bfe8a1, 0xa81a664b, 0xc24b8b70, 0xc76c51a3, 0xd192e819, 0xd6990624, 0xf40e3585, 0x106aa070,
-    0x19a4c116, 0x1e376c08, 0x2748774c, 0x34b0bcb5, 0x391c0cb3, 0x4ed8aa4a, 0x5b9cca4f, 0x682e6ff3,
-    0x748f82ee, 0x78a5636f, 0x84c87814, 0x8cc70208, 0x90befffa, 0xa4506ceb, 0xbef9a3f7, 0xc67178f2,
-  ]);
-  const H = new Uint32Array([
-    0x6a09e667, 0xbb67ae85, 0x3c6ef372, 0xa54ff53a, 0x510e527f, 0x9b05688c, 0x1f83d9ab, 0x5be0cd19,
-  ]);
-  const len = bytes.length;
-  const total = Math.ceil((len + 9) / 64) * 64;
-  const msg = new Uint8Array(total);
-  msg.set(bytes);
-  msg[len] = 0x80;
-  const view = new DataView(msg.buffer);
-  view.setUint32(total - 8, Math.floor(len / 0x20000000));
-  view.setUint32(total - 4, (len * 8) >>> 0);
-  const W = new Uint32Array(64);
-  const rotr = (x, n) => (x >>> n) | (x << (32 - n));
-  for (let off = 0; off < total; off += 64) {
-    for (let i = 0; i < 16; i++) W[i] = view.getUint32(off + i * 4);
-    for (let i = 16; i < 64; i++) {
-      const s0 = rotr(W[i - 15], 7) ^ rotr(W[i - 15], 18) ^ (W[i - 15] >>> 3);
-      const s1 = rotr(W[i - 2], 17) ^ rotr(W[i - 2], 19) ^ (W[i - 2] >>> 10);
-      W[i] = (W[i - 16] + s0 + W[i - 7] + s1) >>> 0;
-    }
-    let [a, b, c, d, e, f, g, hh] = H;
-    for (let i = 0; i < 64; i++) {
-      const S1 = rotr(e, 6) ^ rotr(e, 11) ^ rotr(e, 25);
-      const ch = (e & f) ^ (~e & g);
-      const t1 = (hh + S1 + ch + K[i] + W[i]) >>> 0;
-      const S0 = rotr(a, 2) ^ rotr(a, 13) ^ rotr(a, 22);
-      const maj = (a & b) ^ (a & c) ^ (b & c);
-      const t2 = (S0 + maj) >>> 0;
-      hh = g; g = f; f = e; e = (d + t1) >>> 0; d = c; c = b; b = a; a = (t1 + t2) >>> 0;
-    }
-    H[0] += a; H[1] += b; H[2] += c; H[3] += d; H[4] += e; H[5] += f; H[6] += g; H[7] += hh;
+/** Calls an export of the wasm module; what it throws (a message naming the argument) becomes an Error. */
+function callRust(fn, ...args) {
+  requireRust();
+  try {
+    return fn(...args);
+  } catch (e) {
+    throw new Error(typeof e === 'string' ? e : (e && e.message) || String(e));
   }
-  return Array.from(H, (x) => x.toString(16).padStart(8, '0')).join('');
 }
 
-// A start tag as well-formed XHTML writes it (quoted attribute values).
-const XML_START_TAG = /<[A-Za-z][^\s/>]*(?:\s+[^\s=/>]+(?:\s*=\s*(?:"[^"]*"|'[^']*'))?)*\s*\/?>/g;
-const asciiLower = (s) => s.replace(/[A-Z]/g, (c) => c.toLowerCase());
-
-/**
- * wo-format's `canonical_xhtml`, what content ids hash: the fragment's
- * tags re-serialised with names in lower case, attributes sorted, one
- * escaping style, `br`/`hr` self-closed and every other element closed
- * explicitly, comments dropped. Rust reads the tags with html5ever's
- * tokenizer and builds no tree; here well-formed XHTML (what a valid
- * llm.json holds) is read as XML, which sees the same tags — after
- * newlines are normalised as both do and tabs and newlines inside attribute
- * values are protected from XML's attribute normalisation. Anything else
- * (HTML that is not XML) goes through the browser's HTML parser, which
- * agrees on ordinary markup but builds a tree (it may close or move
- * misnested elements where the tokenizer does not): such content is not
- * valid in a state file, so only imports of invalid files can differ.
- */
-function canonicalXhtml(content) {
-  const s = String(content ?? '').replace(/\r\n?/g, '\n');
-  if (!/[<>&]/.test(s)) return escText(s);
-  if (!s.includes('<![CDATA[')) {
-    const src = s.replace(XML_START_TAG, (tag) => tag.replace(/"[^"]*"|'[^']*'/g,
-      (q) => q.replace(/\t/g, '&#9;').replace(/\n/g, '&#10;')));
-    const doc = new DOMParser().parseFromString(`<wo-root>${src}</wo-root>`, 'application/xml');
-    if (!doc.getElementsByTagName('parsererror').length) return canonicalNodes(doc.documentElement);
-  }
-  return canonicalNodes(parseFragment(s));
-}
-
-function canonicalNodes(parent) {
-  let out = '';
-  for (const n of parent.childNodes) {
-    if (n.nodeType === Node.TEXT_NODE) out += escText(n.data);
-    else if (n.nodeType === Node.ELEMENT_NODE) {
-      const tag = asciiLower(n.nodeName);
-      const attrs = Array.from(n.attributes, (a) => [asciiLower(a.name), a.value])
-        .sort((a, b) => compareUtf8(a[0], b[0]) || compareUtf8(a[1], b[1]));
-      out += '<' + tag + attrs.map(([k, v]) => ` ${k}="${escAttr(v)}"`).join('');
-      // A void element's end tag is dropped; what XML nests inside it follows it.
-      out += VOID_ELEMENTS.has(tag) ? '/>' + canonicalNodes(n) : '>' + canonicalNodes(n) + '</' + tag + '>';
-    }
-  }
-  return out;
-}
-
-/**
- * `prefix` + first 16 hex of sha256(`who|timestamp|canonical_xhtml(content)`)
- * (crates/wo-format/src/ids.rs). `hash` is for the tests, which hold the
- * hand-written SHA-256 to the same vectors.
- */
-async function contentId(prefix, who, timestamp, content, hash = sha256Hex) {
-  return prefix + (await hash(`${who}|${timestamp}|${canonicalXhtml(content)}`)).slice(0, 16);
-}
-/** `m_…` of a message: its username, timestamp and content. */
-const messageId = (username, timestamp, content, hash) => contentId('m_', username, timestamp, content, hash);
+/** Plain text → `<p>` paragraphs with `<br/>` (wo-format's `text_to_xhtml`). */
+const textToXhtml = (text) => callRust(rust.textToXhtml, String(text));
+/** `m_…` of a message: its username, timestamp and content (wo-format's `ids`). */
+const messageId = (username, timestamp, content) => callRust(rust.messageId, String(username), String(timestamp), String(content));
 /** `t_…` of a truth entry: its title, timestamp and content. */
-const truthId = (title, timestamp, content, hash) => contentId('t_', title, timestamp, content, hash);
+const truthId = (title, timestamp, content) => callRust(rust.truthId, String(title), String(timestamp), String(content));
+
+/** The canonical bytes of a state (wo-format's `to_canonical_vec`): what `wo export` writes. */
+function canonicalStateText(state) {
+  return callRust(rust.canonicalState, JSON.stringify(state));
+}
+
+/** A state as wo-format reads it: ids derived, messages sorted; throws naming the JSON pointer of a problem. */
+function normalizeState(state) {
+  return JSON.parse(canonicalStateText(state));
+}
+
+/** A file from outside through the one gate (wo-format's `admit`): `{ state, sanitised }`, or throws with pointers. */
+function admitState(text) {
+  return JSON.parse(callRust(rust.admitState, String(text)));
+}
+
+/** product §3 merge of `incoming` into `base` (wo-format's `merge_into`): `{ state, report }`. */
+function mergeStates(base, incoming) {
+  return JSON.parse(callRust(rust.mergeStates, JSON.stringify(base), JSON.stringify(incoming)));
+}
+
+/** A turn's or memory step's `state_patch` applied (wo-wire's `apply_state_patch`); returns the new state. */
+function applyStatePatch(target, patch) {
+  return JSON.parse(callRust(rust.applyStatePatch, JSON.stringify(target), JSON.stringify(patch)));
+}
+
+/**
+ * The state with truth entry `id` edited (`changes`: title, content as
+ * XHTML, certainty) and `updated` stamped `now` or just after the version
+ * edited (wo-format's `State::edit_truth`); null when there is no such entry.
+ */
+function editTruthIn(state, id, changes, now) {
+  const r = JSON.parse(callRust(rust.editTruth, JSON.stringify(state), String(id), JSON.stringify(changes), now));
+  return r.found ? r.state : null;
+}
+
+/** The state without truth entry `id`, with a tombstone that buries it (`State::delete_truth`); null when there is none. */
+function deleteTruthIn(state, id, now) {
+  const r = JSON.parse(callRust(rust.deleteTruth, JSON.stringify(state), String(id), now));
+  return r.found ? r.state : null;
+}
 
 // ---------------------------------------------------------------- preferences
 
@@ -668,12 +586,12 @@ async function idbGet() {
   }
 }
 
-async function idbPut(value) {
+async function idbPut(value, key = IDB_KEY) {
   const db = await idbOpen();
   try {
     await new Promise((resolve, reject) => {
       const tx = db.transaction(IDB_STORE, 'readwrite');
-      tx.objectStore(IDB_STORE).put(value, IDB_KEY);
+      tx.objectStore(IDB_STORE).put(value, key);
       tx.oncomplete = () => resolve();
       tx.onerror = () => reject(tx.error);
       tx.onabort = () => reject(tx.error || new Error('IndexedDB write aborted'));
@@ -683,62 +601,10 @@ async function idbPut(value) {
   }
 }
 
-// ------------------------------------------------------- state helpers (JS)
-
-const FORBIDDEN_KEYS = new Set(['__proto__', 'constructor', 'prototype']);
-const ID_ARRAYS = new Set(['messages', 'trust', 'deleted']);
+// ----------------------------------------------------------- state helpers
 
 const isObject = (v) => v !== null && typeof v === 'object' && !Array.isArray(v);
-const clone = (v) => (v === undefined ? v : JSON.parse(JSON.stringify(v)));
 
-function isIdArray(v) {
-  return Array.isArray(v) && v.every((r) => isObject(r) && typeof r.id === 'string');
-}
-
-/**
- * wo-wire's `apply_state_patch`: RFC 7396 merge patch, except that an array
- * whose elements are all records with a string `id` (messages, truth.trust,
- * truth.deleted) merges record by record: a known id is merge-patched in
- * place (plain RFC 7396 inside it), a new one appended — but a partial truth
- * record (no title or content, e.g. `{id, refs}`) for an entry this copy no
- * longer has is ignored. Keys that would reach an object's prototype are
- * skipped.
- */
-function applyStatePatch(target, patch) {
-  return patchValue(target, patch, true);
-}
-
-function isRecordList(v) {
-  return Array.isArray(v) && v.length > 0 && v.every((r) => isObject(r) && typeof r.id === 'string');
-}
-
-function patchValue(target, patch, recordsById) {
-  if (!isObject(patch)) return clone(patch);
-  const out = isObject(target) ? target : {};
-  for (const [k, v] of Object.entries(patch)) {
-    if (FORBIDDEN_KEYS.has(k)) continue;
-    if (v === null) {
-      delete out[k];
-    } else if (recordsById && isRecordList(v)) {
-      if (!Array.isArray(out[k])) out[k] = [];
-      const list = out[k];
-      const index = new Map();
-      list.forEach((r, i) => { if (isObject(r) && typeof r.id === 'string' && !index.has(r.id)) index.set(r.id, i); });
-      for (const rec of v) {
-        if (index.has(rec.id)) {
-          const i = index.get(rec.id);
-          list[i] = patchValue(list[i], rec, false);
-        } else if (k !== 'trust' || (typeof rec.title === 'string' && typeof rec.content === 'string')) {
-          index.set(rec.id, list.length);
-          list.push(clone(rec));
-        }
-      }
-    } else {
-      out[k] = patchValue(out[k], v, recordsById);
-    }
-  }
-  return out;
-}
 
 function freshState() {
   return {
@@ -757,354 +623,8 @@ function freshState() {
   };
 }
 
-/** Checks that a parsed file looks like an llm.json; returns a reason or null. */
-function llmJsonProblem(obj) {
-  if (!isObject(obj)) return 'the file is not a JSON object';
-  if (typeof obj.schema !== 'string') return 'it has no `schema`';
-  const last = obj.schema.split('/').pop();
-  if (last !== 'llm_state_v1.json' && obj.schema !== 'wikioracle.llm_state') {
-    return `unknown schema ${JSON.stringify(obj.schema.slice(0, 100))}`;
-  }
-  if (obj.version !== 1) return '`version` is not 1';
-  if (!Array.isArray(obj.messages)) return 'it has no `messages` array';
-  for (const [i, m] of obj.messages.entries()) {
-    if (!isObject(m) || typeof m.content !== 'string' || typeof m.timestamp !== 'string') {
-      return `messages[${i}] is not a message`;
-    }
-  }
-  if (obj.truth != null && !isObject(obj.truth)) return '`truth` is not an object';
-  if (obj.truth && obj.truth.trust != null && !Array.isArray(obj.truth.trust)) return '`truth.trust` is not an array';
-  return null;
-}
 
-/** Fills what a state needs to be used here (ids, truth lists) and sorts the messages. */
-async function normalizeState(obj) {
-  const s = obj;
-  if (typeof s.context !== 'string') s.context = '';
-  if (!isObject(s.truth)) s.truth = {};
-  if (!Array.isArray(s.truth.trust)) s.truth.trust = [];
-  if (s.truth.deleted != null && !Array.isArray(s.truth.deleted)) delete s.truth.deleted;
-  for (const m of s.messages) {
-    if (typeof m.id !== 'string' || !m.id) m.id = await messageId(String(m.username ?? ''), String(m.timestamp), String(m.content));
-    if (typeof m.title !== 'string') m.title = '';
-    if (typeof m.username !== 'string') m.username = '';
-  }
-  s.truth.trust = s.truth.trust.filter((t) => isObject(t));
-  for (const t of s.truth.trust) {
-    if (typeof t.id !== 'string' || !t.id) t.id = await truthId(String(t.title ?? ''), String(t.timestamp ?? ''), String(t.content ?? ''));
-  }
-  s.messages.sort(compareMessages);
-  return s;
-}
 
-// The canonical form of llm.json (wo-format's codec): keys in the model's
-// order, unknown keys after them sorted, optional fields left out when
-// absent, floats as serde_json writes them, two-space indentation.
-// `[key, kind]`; kind: 'f64' a float, a model name a nested record, '?' a
-// suffix for an optional field (anything else is written as it is).
-const MODEL = {
-  state: [['version'], ['schema'], ['date'], ['context'], ['messages', 'messages'], ['truth', 'truth']],
-  message: [['id'], ['title'], ['username'], ['timestamp'], ['content'], ['role', '?'], ['parent', '?'],
-    ['provider', '?'], ['model', '?'], ['usage', 'usage?'], ['sources', '?']],
-  usage: [['prompt_tokens', '?'], ['completion_tokens', '?']],
-  truth: [['trust', 'entries'], ['retrieval_prefs', 'prefs'], ['deleted', 'tombstones?']],
-  entry: [['id'], ['title'], ['timestamp'], ['certainty', 'f64'], ['content'], ['kind', '?'], ['status', '?'],
-    ['resolution', '?'], ['supersedes', '?'], ['tags', '?'], ['expires', '?'], ['refs', '?'], ['updated', '?'],
-    ['source', '?'], ['provenance', 'provenance?']],
-  provenance: [['messages'], ['by'], ['at'], ['exchange', '?']],
-  tombstone: [['id'], ['date']],
-  prefs: [['max_entries', '?'], ['min_certainty', 'f64?'], ['prefer_higher_certainty', '?'],
-    ['certainty_weight', 'f64?'], ['recency_weight', 'f64?']],
-};
-const LIST_OF = { messages: 'message', entries: 'entry', tombstones: 'tombstone' };
-const REQUIRED_DEFAULT = { version: 1, schema: '', date: '', context: '', id: '', title: '', username: '',
-  timestamp: '', content: '', certainty: 0, messages: [], by: '', at: '' };
-
-/** A float as serde_json (ryu) writes it: `1.0`, `0.1`, `1e-6`, `1e16`. */
-function f64Text(x) {
-  if (typeof x !== 'number') return JSON.stringify(x);
-  if (!Number.isFinite(x)) return 'null';
-  if (Object.is(x, -0)) return '-0.0';
-  const [mant, exp] = x.toExponential().split('e');
-  const neg = mant.startsWith('-');
-  const digits = mant.replace('-', '').replace('.', '');
-  const n = digits.length;
-  const kk = Number(exp) + 1; // where the decimal point goes after the digits' start
-  let out;
-  if (kk >= n && kk <= 16) out = digits + '0'.repeat(kk - n) + '.0';
-  else if (kk > 0 && kk <= 16) out = digits.slice(0, kk) + '.' + digits.slice(kk);
-  else if (kk > -5 && kk <= 0) out = '0.' + '0'.repeat(-kk) + digits;
-  else out = (n === 1 ? digits : digits[0] + '.' + digits.slice(1)) + 'e' + (kk - 1);
-  return (neg ? '-' : '') + out;
-}
-
-/** A JSON value of a field this client does not model: keys sorted (wo-format's `RawJson`). */
-function rawNode(v) {
-  if (Array.isArray(v)) return { items: v.map(rawNode) };
-  if (isObject(v)) return { entries: Object.keys(v).sort(compareUtf8).map((k) => [k, rawNode(v[k])]) };
-  return { text: JSON.stringify(v === undefined ? null : v) };
-}
-
-/** `v` as the model `kind` is serialised, as a tree of {text} | {items} | {entries}. */
-function modelNode(kind, v) {
-  if (LIST_OF[kind]) return { items: (Array.isArray(v) ? v : []).map((x) => modelNode(LIST_OF[kind], x)) };
-  if (kind === 'f64') return { text: f64Text(v) };
-  const fields = MODEL[kind];
-  if (!fields) return rawNode(v);
-  const obj = isObject(v) ? v : {};
-  const entries = [];
-  const known = new Set();
-  for (const [key, spec = ''] of fields) {
-    known.add(key);
-    const optional = spec.endsWith('?');
-    const sub = spec.replace('?', '');
-    let value = obj[key];
-    if (kind === 'truth' && key === 'deleted' && Array.isArray(value) && !value.length) value = undefined;
-    if (value === undefined || (optional && value === null)) {
-      if (optional) continue;
-      value = key === 'truth' || key === 'retrieval_prefs' ? {} : REQUIRED_DEFAULT[key] ?? null;
-      if (key === 'trust') value = [];
-    }
-    entries.push([key, sub ? modelNode(sub, value) : rawNode(value)]);
-  }
-  for (const k of Object.keys(obj).filter((k) => !known.has(k) && obj[k] !== undefined).sort(compareUtf8)) {
-    entries.push([k, rawNode(obj[k])]);
-  }
-  return { entries };
-}
-
-/** Writes a node compact (`indent` null) or pretty at `indent` spaces, as serde_json does. */
-function writeNode(node, indent = null) {
-  if (node.text !== undefined) return node.text;
-  const [open, close, parts] = node.items
-    ? ['[', ']', node.items.map((x) => writeNode(x, indent === null ? null : indent + 2))]
-    : ['{', '}', node.entries.map(([k, x]) => JSON.stringify(k) + (indent === null ? ':' : ': ')
-      + writeNode(x, indent === null ? null : indent + 2))];
-  if (!parts.length) return open + close;
-  if (indent === null) return open + parts.join(',') + close;
-  const pad = '\n' + ' '.repeat(indent + 2);
-  return open + pad + parts.join(',' + pad) + '\n' + ' '.repeat(indent) + close;
-}
-
-/** The canonical JSON text of one value of the model (compact), what merges compare. */
-const modelJson = (kind, v) => writeNode(modelNode(kind, v));
-
-/** The canonical bytes of a state (wo-format's `to_canonical_vec`), as an export writes them. */
-function canonicalStateText(state) {
-  const st = { ...state, messages: [...(state.messages || [])].sort(compareMessages) };
-  return writeNode(modelNode('state', st), 0) + '\n';
-}
-
-// ------------------------------------------------ merge (wo-format's merge)
-
-const effectiveUpdate = (t) => t.updated ?? t.timestamp ?? '';
-const modelKeys = (kind) => new Set(MODEL[kind].map(([k]) => k));
-const MESSAGE_KEYS = modelKeys('message');
-const ENTRY_KEYS = modelKeys('entry');
-const TOMBSTONE_KEYS = modelKeys('tombstone');
-const STATE_KEYS = modelKeys('state');
-
-/** Of two values of one field, the one with the larger canonical JSON (the first on a tie). */
-function larger(spec, a, b) {
-  const kind = spec.replace('?', '') || null;
-  const text = (v) => (kind ? modelJson(kind, v) : writeNode(rawNode(v)));
-  return compareUtf8(text(b), text(a)) > 0 ? b : a;
-}
-
-/** Unknown fields of two versions: the union of the keys, each the larger canonical text. */
-function joinExtra(a, b, known, out) {
-  for (const src of [a, b]) {
-    for (const [k, v] of Object.entries(src)) {
-      if (known.has(k) || FORBIDDEN_KEYS.has(k) || v === undefined) continue;
-      if (!Object.hasOwn(out, k) || compareUtf8(writeNode(rawNode(v)), writeNode(rawNode(out[k]))) > 0) out[k] = clone(v);
-    }
-  }
-  return out;
-}
-
-/** Two versions of one message joined field by field (wo-format's `join_message`). */
-function joinMessage(a, b) {
-  if (modelJson('message', a) === modelJson('message', b)) return a;
-  const out = {};
-  for (const [key, spec = ''] of MODEL.message) {
-    const x = a[key] ?? undefined;
-    const y = b[key] ?? undefined;
-    if (x === undefined && y === undefined) continue;
-    out[key] = clone(x === undefined ? y : y === undefined ? x : larger(spec, x, y));
-  }
-  return joinExtra(a, b, MESSAGE_KEYS, out);
-}
-
-/** A truth entry's own fields (no unknown ones) as canonical JSON. */
-function entryCoreJson(e) {
-  const core = {};
-  for (const k of ENTRY_KEYS) if (e[k] !== undefined) core[k] = e[k];
-  return modelJson('entry', core);
-}
-
-/** Two versions of one truth entry: the later edit whole; copies of one edit unite unknown fields. */
-function joinTruth(a, b) {
-  const order = compareStamps(effectiveUpdate(a), effectiveUpdate(b)) || compareUtf8(entryCoreJson(a), entryCoreJson(b));
-  if (order > 0) return a;
-  if (order < 0) return b;
-  const out = {};
-  for (const k of ENTRY_KEYS) if (a[k] !== undefined) out[k] = clone(a[k]);
-  return joinExtra(a, b, ENTRY_KEYS, out);
-}
-
-/** Two tombstones of one id: the latest date, unknown fields united. */
-function joinTombstone(a, b) {
-  const out = { id: a.id, date: compareStamps(b.date, a.date) >= 0 ? b.date : a.date };
-  return joinExtra(a, b, TOMBSTONE_KEYS, out);
-}
-
-const sameModel = (kind, a, b) => modelJson(kind, a) === modelJson(kind, b);
-
-/** Joins ids repeated within one list into their first occurrence. */
-function collapse(list, join) {
-  const first = new Map();
-  const out = [];
-  for (const item of list) {
-    if (first.has(item.id)) {
-      const i = first.get(item.id);
-      out[i] = join(out[i], item);
-    } else {
-      first.set(item.id, out.length);
-      out.push(item);
-    }
-  }
-  return out;
-}
-
-/**
- * product §3 merge of `incoming` into `base`, both normalised
- * (normalizeState): wo-format's `merge_into` — messages united by id, two
- * versions joined field by field; truth entries by id, the later edit winning;
- * tombstones united, burying every version not edited after them; the later
- * `date`; unknown top-level fields added where the base has none. Returns
- * the counts for mergeSummary.
- */
-function mergeStates(base, incoming) {
-  const report = { messages_added: 0, messages_replaced: 0, truth_added: 0, truth_updated: 0, truth_deleted: 0, tombstones_added: 0 };
-  if (!isObject(base.truth)) base.truth = {};
-  base.messages = collapse(base.messages, joinMessage);
-  base.truth.trust = collapse(base.truth.trust || [], joinTruth);
-  const hadDeleted = Array.isArray(base.truth.deleted);
-  const deleted = collapse(hadDeleted ? base.truth.deleted : [], joinTombstone);
-
-  const byId = new Map(base.messages.map((m, i) => [m.id, i]));
-  const replaced = new Set();
-  for (const m of incoming.messages) {
-    if (byId.has(m.id)) {
-      const i = byId.get(m.id);
-      const joined = joinMessage(base.messages[i], m);
-      if (!sameModel('message', joined, base.messages[i])) {
-        base.messages[i] = joined;
-        if (i < base.messages.length - report.messages_added) replaced.add(m.id);
-      }
-    } else {
-      byId.set(m.id, base.messages.length);
-      base.messages.push(clone(m));
-      report.messages_added++;
-    }
-  }
-  report.messages_replaced = replaced.size;
-  base.messages.sort(compareMessages);
-
-  const tombs = new Map(deleted.map((d, i) => [d.id, i]));
-  for (const d of (incoming.truth && incoming.truth.deleted) || []) {
-    if (!isObject(d) || typeof d.id !== 'string') continue;
-    if (tombs.has(d.id)) {
-      const i = tombs.get(d.id);
-      if (!sameModel('tombstone', deleted[i], d)) deleted[i] = joinTombstone(deleted[i], d);
-    } else {
-      tombs.set(d.id, deleted.length);
-      deleted.push(clone(d));
-      report.tombstones_added++;
-    }
-  }
-  deleted.sort((a, b) => compareUtf8(a.id, b.id));
-  if (deleted.length || hadDeleted) base.truth.deleted = deleted;
-  const tombOf = new Map(deleted.map((d) => [d.id, d]));
-  const buried = (e) => tombOf.has(e.id) && compareStamps(effectiveUpdate(e), tombOf.get(e.id).date) <= 0;
-
-  const trust = base.truth.trust;
-  const baseLen = trust.length;
-  const index = new Map(trust.map((t, i) => [t.id, i]));
-  const added = new Set();
-  const updated = new Set();
-  for (const e of (incoming.truth && incoming.truth.trust) || []) {
-    if (index.has(e.id)) {
-      const i = index.get(e.id);
-      const joined = joinTruth(trust[i], e);
-      if (!sameModel('entry', joined, trust[i])) {
-        if (i < baseLen) updated.add(e.id);
-        trust[i] = joined === e ? clone(e) : joined;
-      }
-    } else if (!buried(e)) {
-      index.set(e.id, trust.length);
-      added.add(e.id);
-      trust.push(clone(e));
-    }
-  }
-  base.truth.trust = trust.filter((e) => {
-    if (!buried(e)) return true;
-    if (!added.has(e.id)) {
-      report.truth_deleted++;
-      updated.delete(e.id);
-    }
-    return false;
-  });
-  report.truth_added = added.size;
-  report.truth_updated = updated.size;
-  if (compareStamps(incoming.date, base.date) > 0) base.date = incoming.date;
-  for (const [k, v] of Object.entries(incoming)) {
-    if (!STATE_KEYS.has(k) && !FORBIDDEN_KEYS.has(k) && !Object.hasOwn(base, k)) base[k] = clone(v);
-  }
-  return report;
-}
-
-// ------------------------------- truth edits and deletions (wo-format's State)
-
-/**
- * Edits the truth entry `id` of `state` (`changes`: title, content as
- * XHTML, certainty) and stamps `updated`: `now`, or a microsecond after the
- * version edited when the clock is not past it, so the edit always wins a
- * merge against it. Returns the entry, or null when there is none.
- */
-function editTruthIn(state, id, changes, now) {
-  const e = state.truth.trust.find((t) => t.id === id);
-  if (!e) return null;
-  if ('title' in changes) e.title = String(changes.title);
-  if ('content' in changes) e.content = String(changes.content);
-  if ('certainty' in changes) e.certainty = Math.min(1, Math.max(0, Number(changes.certainty)));
-  let edited = effectiveUpdate(e);
-  if (compareStamps(e.timestamp, edited) > 0) edited = e.timestamp;
-  e.updated = compareStamps(now, edited) > 0 ? now : nextMicro(edited);
-  return e;
-}
-
-/**
- * Removes the truth entry `id` and leaves a tombstone that buries it: dated
- * `now`, or the entry's last edit when the clock is behind it; an older
- * tombstone of the id is moved forward. Returns the removed entry or null.
- */
-function deleteTruthIn(state, id, now) {
-  const t = state.truth;
-  const pos = t.trust.findIndex((e) => e.id === id);
-  if (pos < 0) return null;
-  const [removed] = t.trust.splice(pos, 1);
-  const date = compareStamps(effectiveUpdate(removed), now) > 0 ? effectiveUpdate(removed) : now;
-  if (!Array.isArray(t.deleted)) t.deleted = [];
-  const have = t.deleted.find((d) => d.id === id);
-  if (have) {
-    if (compareStamps(date, have.date) > 0) have.date = date;
-  } else {
-    t.deleted.push({ id, date });
-    t.deleted.sort((a, b) => compareUtf8(a.id, b.id));
-  }
-  return removed;
-}
 
 function mergeSummary(r) {
   const parts = [];
@@ -1269,8 +789,22 @@ const stateless = {
     } catch (e) {
       notify(`Could not read this browser's saved state (${e.message}); starting empty.`, 'error');
     }
-    if (!st || llmJsonProblem(st)) st = freshState();
-    app.state = await normalizeState(st);
+    requireRust();
+    app.state = null;
+    if (st) {
+      try {
+        app.state = normalizeState(st);
+      } catch (e) {
+        // Never lost: the unreadable copy stays in IndexedDB under its own key.
+        const key = `${IDB_KEY}.bak-${nowStamp()}`;
+        await idbPut(st, key);
+        notify(`This browser's saved state is not a valid llm.json (${e.message}); it is kept in IndexedDB as ${key} and a new one is started.`, 'error');
+      }
+    }
+    if (!app.state) {
+      app.state = normalizeState(freshState());
+      if (st) await idbPut(app.state); // the backup above is made once
+    }
     app.offset = 0;
     app.total = app.state.messages.length;
   },
@@ -1306,18 +840,14 @@ const stateless = {
   },
   async afterDone(done) {
     if (done && isObject(done.state_patch)) {
-      app.state = applyStatePatch(app.state, done.state_patch);
-      normalizeLoaded(app.state);
-      await normalizeState(app.state);
+      app.state = normalizeState(applyStatePatch(app.state, done.state_patch));
     }
     app.total = app.state.messages.length;
     await idbPut(app.state);
   },
   async afterMemory(m) {
     if (isObject(m.state_patch)) {
-      app.state = applyStatePatch(app.state, m.state_patch);
-      normalizeLoaded(app.state);
-      await normalizeState(app.state);
+      app.state = normalizeState(applyStatePatch(app.state, m.state_patch));
     }
     if (isObject(m.record)) {
       if (!Array.isArray(app.state.memory_log)) app.state.memory_log = [];
@@ -1347,13 +877,13 @@ const stateless = {
     if ('title' in changes) edit.title = String(changes.title).trim();
     if ('content' in changes) edit.content = (await markdownToXhtml(changes.content)) || '<p></p>';
     if ('certainty' in changes) edit.certainty = changes.certainty;
-    if (!editTruthIn(app.state, id, edit, nowStamp())) {
-      throw new ApiError(404, 'not_found', 'That truth entry no longer exists.');
-    }
+    const edited = editTruthIn(app.state, id, edit, nowStamp());
+    if (!edited) throw new ApiError(404, 'not_found', 'That truth entry no longer exists.');
+    app.state = edited;
     await stateless.save();
   },
   async deleteTruth(id) {
-    deleteTruthIn(app.state, id, nowStamp());
+    app.state = deleteTruthIn(app.state, id, nowStamp()) ?? app.state;
     await stateless.save();
   },
   async renameMessage(id, title) {
@@ -1423,20 +953,27 @@ const stateless = {
     setTimeout(() => URL.revokeObjectURL(url), 10_000);
   },
   async importText(text, how) {
-    const obj = JSON.parse(text);
-    const problem = llmJsonProblem(obj);
-    if (problem) throw new ApiError(400, 'bad_request', `This is not an llm.json file: ${problem}.`);
-    const incoming = await normalizeState(obj);
+    // The gate every outside file passes in `wo` and the server: validated,
+    // content sanitised (and counted), or refused naming the JSON pointer.
+    let admitted;
+    try {
+      admitted = admitState(text);
+    } catch (e) {
+      throw new ApiError(400, 'bad_request', `This is not an llm.json file: ${e.message}.`);
+    }
+    const incoming = admitted.state;
+    const cleaned = admitted.sanitised.length ? ` (${admitted.sanitised.length} contents sanitised)` : '';
     if (how === 'drop') {
-      const report = mergeStates(app.state, incoming);
+      const { state, report } = mergeStates(app.state, incoming);
+      app.state = state;
       await idbPut(app.state);
       app.total = app.state.messages.length;
-      return `Merged: ${mergeSummary(report)}.`;
+      return `Merged: ${mergeSummary(report)}${cleaned}.`;
     }
     app.state = incoming;
     app.total = incoming.messages.length;
     await idbPut(app.state);
-    return `Imported: this browser's state was replaced (${incoming.messages.length} messages, ${incoming.truth.trust.length} truth entries).`;
+    return `Imported: this browser's state was replaced (${incoming.messages.length} messages, ${incoming.truth.trust.length} truth entries)${cleaned}.`;
   },
 };
 
@@ -2664,8 +2201,8 @@ async function importFile(file, how) {
   let text;
   try {
     text = await file.text();
-    const problem = llmJsonProblem(JSON.parse(text));
-    if (problem) throw new Error(`${file.name} is not an llm.json file: ${problem}.`);
+    // Only the syntax here; what an llm.json is, the server or wo-format says.
+    JSON.parse(text);
   } catch (e) {
     notify(e instanceof SyntaxError ? `${file.name} is not valid JSON.` : e.message, 'error');
     return;
@@ -3522,6 +3059,6 @@ else start();
 // the Rust golden vectors. Exports are not globals: nothing leaks into the
 // page.
 export {
-  applyStatePatch, canonicalStateText, canonicalXhtml, codeTokens, deleteTruthIn, editTruthIn, givenTitle,
-  mergeStates, messageId, normalizeState, renameMessageIn, sha256Fallback, sha256Hex, textToXhtml, truthId,
+  admitState, applyStatePatch, canonicalStateText, codeTokens, deleteTruthIn, editTruthIn, givenTitle,
+  mergeStates, messageId, normalizeState, renameMessageIn, textToXhtml, truthId,
 };

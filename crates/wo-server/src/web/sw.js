@@ -1,5 +1,6 @@
 // WikiOracle's service worker: the offline shell of a stateless server
-// (issue 16, item 6). It keeps the page, its script, styles, manifest and
+// (issue 16, item 6). It keeps the page, its script, its wasm module (the
+// file format: stateless mode cannot work without it), styles, manifest and
 // icons, and answers them from that cache only when the network fails, so
 // an online page always gets the server's current files. It never touches
 // the API (/api/, /v1/, /mcp), a request with a query (the local sign-in
@@ -7,8 +8,8 @@
 // app.js registers it in stateless mode only, and unregisters it in local
 // mode.
 
-const CACHE = 'wikioracle-shell-v1';
-const SHELL = ['/', '/app.js', '/app.css', '/manifest.webmanifest', '/icon.svg', '/icon-192.png', '/icon-512.png'];
+const CACHE = 'wikioracle-shell-v2';
+const SHELL = ['/', '/app.js', '/wasm/wo_wasm.js', '/wasm/wo_wasm_bg.wasm', '/app.css', '/manifest.webmanifest', '/icon.svg', '/icon-192.png', '/icon-512.png'];
 
 self.addEventListener('install', (event) => {
   event.waitUntil(caches.open(CACHE).then((c) => c.addAll(SHELL)).then(() => self.skipWaiting()));

@@ -1,0 +1,156 @@
+//! The wasm exports, natively: every golden vector of
+//! `tests/browser/golden.json` (written by wo-wire's `browser_golden` test
+//! from wo-format and wo-wire) goes through the same functions the web
+//! client calls, and bad arguments are refused with a message naming them.
+//! The browser suite runs the same vectors through the compiled module.
+
+use std::path::PathBuf;
+
+use serde_json::{Value, json};
+use wo_wasm::*;
+
+fn golden() -> Value {
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../tests/browser/golden.json");
+    serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
+}
+
+fn vectors(part: &str) -> Vec<Value> {
+    let list = golden()[part].as_array().cloned().unwrap_or_default();
+    assert!(!list.is_empty(), "golden.json has no {part} vectors");
+    list
+}
+
+fn s(v: &Value) -> &str {
+    v.as_str().unwrap()
+}
+
+/// The `state` member of an export's answer, as canonical text again.
+fn state_of(answer: &str) -> String {
+    let v: Value = serde_json::from_str(answer).expect("an answer is JSON");
+    canonical_state(&v["state"].to_string()).unwrap()
+}
+
+#[test]
+fn ids_and_xhtml_match_the_golden_vectors() {
+    for v in vectors("ids") {
+        let id = if v["kind"] == "message" {
+            message_id(s(&v["username"]), s(&v["timestamp"]), s(&v["content"]))
+        } else {
+            truth_id(s(&v["title"]), s(&v["timestamp"]), s(&v["content"]))
+        };
+        assert_eq!(id, s(&v["id"]), "{v}");
+    }
+    for v in vectors("text_to_xhtml") {
+        assert_eq!(text_to_xhtml(s(&v["text"])), s(&v["xhtml"]), "{v}");
+    }
+    assert_eq!(
+        canonical_xhtml("<P TITLE='t' class=\"c\">a<br></p><!-- x -->"),
+        r#"<p class="c" title="t">a<br/></p>"#
+    );
+    assert_eq!(
+        sanitize_html(r#"<p onclick="x()">a<script>alert(1)</script></p>"#),
+        "<p>a</p>"
+    );
+}
+
+#[test]
+fn exports_merges_patches_and_truth_ops_match_the_golden_vectors() {
+    for v in vectors("exports") {
+        assert_eq!(canonical_state(s(&v["input"])).unwrap(), s(&v["canonical"]));
+    }
+    for v in vectors("merges") {
+        let answer = merge_states(&v["base"].to_string(), &v["incoming"].to_string()).unwrap();
+        assert_eq!(state_of(&answer), s(&v["merged"]), "{}", v["name"]);
+    }
+    for v in vectors("patches") {
+        let got = apply_state_patch(&v["target"].to_string(), &v["patch"].to_string()).unwrap();
+        let got: Value = serde_json::from_str(&got).unwrap();
+        assert_eq!(got, v["patched"], "{}", v["name"]);
+    }
+    for v in vectors("truth_ops") {
+        let (state, op) = (v["state"].to_string(), &v["op"]);
+        let answer = if op["op"] == "delete" {
+            delete_truth(&state, s(&op["id"]), s(&op["now"])).unwrap()
+        } else {
+            let mut edit = serde_json::Map::new();
+            for k in ["title", "content", "certainty"] {
+                if let Some(x) = op.get(k) {
+                    edit.insert(k.to_owned(), x.clone());
+                }
+            }
+            edit_truth(
+                &state,
+                s(&op["id"]),
+                &Value::Object(edit).to_string(),
+                s(&op["now"]),
+            )
+            .unwrap()
+        };
+        let found: Value = serde_json::from_str(&answer).unwrap();
+        assert_eq!(found["found"], json!(op["id"] != "t_x"), "{}", v["name"]);
+        assert_eq!(state_of(&answer), s(&v["after"]), "{}", v["name"]);
+    }
+}
+
+#[test]
+fn the_state_handed_back_is_the_canonical_text_spliced_in() {
+    let v = &vectors("merges")[0];
+    let answer = merge_states(&v["base"].to_string(), &v["incoming"].to_string()).unwrap();
+    let expected = s(&v["merged"]);
+    assert!(
+        answer.ends_with(&format!("\"state\":{}}}", expected.trim_end())),
+        "{answer}"
+    );
+    let parsed: Value = serde_json::from_str(&answer).unwrap();
+    assert_eq!(parsed["report"]["messages_added"], 1);
+    assert_eq!(parsed["report"]["sanitised"], json!([]));
+}
+
+#[test]
+fn admission_sanitises_and_refuses_with_pointers() {
+    let file = r#"{"version":1,"schema":"wikioracle.llm_state","date":"2026-01-01T00:00:00Z","messages":[{"title":"t","username":"u","timestamp":"2026-01-01T00:00:00Z","content":"<p onclick=\"x()\">hi</p>"}]}"#;
+    let answer: Value = serde_json::from_str(&admit_state(file).unwrap()).unwrap();
+    assert_eq!(answer["sanitised"], json!(["/messages/0/content"]));
+    assert_eq!(answer["state"]["messages"][0]["content"], "<p>hi</p>");
+    let id = answer["state"]["messages"][0]["id"].as_str().unwrap();
+    assert!(id.starts_with("m_"), "{id}");
+
+    let bad = r#"{"version":1,"schema":"wikioracle.llm_state","date":"2026-01-01T00:00:00Z","messages":[{"title":"t","username":"u","timestamp":"yesterday","content":"<p>x</p>"}]}"#;
+    let err = admit_state(bad).unwrap_err();
+    assert!(err.contains("/messages/0/timestamp"), "{err}");
+    let err = admit_state(r#"{"hello":"world"}"#).unwrap_err();
+    assert!(err.starts_with("not a valid llm.json"), "{err}");
+}
+
+#[test]
+fn bad_arguments_are_refused_naming_them() {
+    let ok = s(&vectors("exports")[1]["input"]).to_owned();
+    let err = merge_states(&ok, "{").unwrap_err();
+    assert!(
+        err.starts_with("`incoming` is not a valid llm.json state"),
+        "{err}"
+    );
+    let err = merge_states("[]", &ok).unwrap_err();
+    assert!(err.starts_with("`base`"), "{err}");
+    let err = canonical_state(r#"{"version":2}"#).unwrap_err();
+    assert!(
+        err.starts_with("`state`") && err.contains("/version"),
+        "{err}"
+    );
+    let err = apply_state_patch("{}", "nope").unwrap_err();
+    assert!(err.starts_with("`patch` is not JSON"), "{err}");
+    let err = delete_truth(&ok, "t_1", "soon").unwrap_err();
+    assert!(
+        err.starts_with("`now` is not a timestamp (\"soon\")"),
+        "{err}"
+    );
+    let now = "2026-01-01T00:00:00Z";
+    let err = edit_truth(&ok, "t_1", r#"{"title":3}"#, now).unwrap_err();
+    assert_eq!(err, "`edit`: /title is not a string: 3");
+    let err = edit_truth(&ok, "t_1", r#"{"certainty":"high"}"#, now).unwrap_err();
+    assert_eq!(err, "`edit`: /certainty is not a number: \"high\"");
+    let err = edit_truth(&ok, "t_1", r#"{"refs":1}"#, now).unwrap_err();
+    assert_eq!(err, "`edit`: /refs is not a field an edit may change");
+    let err = edit_truth(&ok, "t_1", "[]", now).unwrap_err();
+    assert_eq!(err, "`edit` is not a JSON object");
+}

@@ -1,0 +1,116 @@
+#!/usr/bin/env bash
+# Builds crates/wo-wasm for the browser and writes the web client's copy of it:
+#   crates/wo-server/src/web/wasm/wo_wasm.js       (wasm-bindgen's glue, --target web)
+#   crates/wo-server/src/web/wasm/wo_wasm_bg.wasm  (the module)
+# Both are committed, so `cargo build` needs no wasm toolchain; wo-server
+# embeds them (assets.rs). `--check` builds into a temporary directory and
+# fails if the committed files differ from a fresh build (.ci/run runs it).
+#
+# The build is byte-reproducible: every tool is pinned below, no path or
+# time is embedded (paths are remapped, no debug info, producers and name
+# sections removed). Changing a version here changes the committed bytes:
+# rebuild and commit them together.
+#
+# Recipe (../shared/MACHINE-NOTES.md, "WebAssembly"): rustup has no std for
+# wasm32 here, Debian's rustc-web has its sources, so std is built with
+# -Zbuild-std; lld-22 is the rust-lld it links with; wasm-opt runs on
+# rustc's output before wasm-bindgen (never after), and wasm-bindgen-cli
+# must be the wasm-bindgen crate's version (Cargo.lock, crates/wo-wasm).
+#
+# Installs what is missing (apt, cargo install); quiet when all is present.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ROOT="$PWD"
+
+RUST_WEB_VERSION="1.96.0+dfsg1-1~deb12u2" # rustc-web, cargo-web, rust-web-src
+LLD_VERSION="1:22.1.8-1~deb12u1"          # lld-22
+BINARYEN_VERSION="108-1"                  # wasm-opt
+WASM_BINDGEN_VERSION="0.2.130"            # = the wasm-bindgen crate (Cargo.lock)
+
+OUT_DIR="crates/wo-server/src/web/wasm"
+FILES=(wo_wasm.js wo_wasm_bg.wasm)
+
+check=false
+case "${1:-}" in
+  --check) check=true ;;
+  "") ;;
+  *) echo "usage: scripts/build-wasm.sh [--check]" >&2; exit 2 ;;
+esac
+
+say() { echo "build-wasm: $*" >&2; }
+
+# --- tools -----------------------------------------------------------------
+apt_need=()
+for pkg in rustc-web cargo-web rust-web-src lld-22 binaryen; do
+  case "$pkg" in
+    lld-22) want="$LLD_VERSION" ;;
+    binaryen) want="$BINARYEN_VERSION" ;;
+    *) want="$RUST_WEB_VERSION" ;;
+  esac
+  have="$(dpkg-query -W -f='${Version}' "$pkg" 2>/dev/null || true)"
+  [ "$have" = "$want" ] || apt_need+=("$pkg=$want")
+done
+if [ ${#apt_need[@]} -gt 0 ]; then
+  say "installing ${apt_need[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get install -y -qq --allow-downgrades "${apt_need[@]}" >/dev/null ||
+    { apt-get update -qq && apt-get install -y -qq --allow-downgrades "${apt_need[@]}" >/dev/null; } ||
+    { say "could not install ${apt_need[*]} (pinned versions; see the top of $0)"; exit 1; }
+fi
+
+BINDGEN="${CARGO_HOME:-$HOME/.cargo}/bin/wasm-bindgen"
+if [ "$("$BINDGEN" --version 2>/dev/null || true)" != "wasm-bindgen $WASM_BINDGEN_VERSION" ]; then
+  say "installing wasm-bindgen-cli $WASM_BINDGEN_VERSION (a few minutes)"
+  # Not --locked: its lock file pins a webpki-roots that no longer resolves.
+  cargo install --quiet --force wasm-bindgen-cli --version "$WASM_BINDGEN_VERSION"
+fi
+locked="$(grep -A1 '^name = "wasm-bindgen"$' Cargo.lock | sed -n 's/^version = "\(.*\)"$/\1/p')"
+if [ "$locked" != "$WASM_BINDGEN_VERSION" ]; then
+  say "Cargo.lock has wasm-bindgen $locked but this script pins $WASM_BINDGEN_VERSION: make them equal"
+  exit 1
+fi
+
+# --- build -----------------------------------------------------------------
+WORK="$(mktemp -d)"
+trap 'rm -rf "$WORK"' EXIT
+CARGO_HOME_DIR="${CARGO_HOME:-$HOME/.cargo}"
+# No machine's paths in the module: panic locations name sources relative
+# to these prefixes.
+REMAP="--remap-path-prefix=$ROOT=/wikioracle --remap-path-prefix=$CARGO_HOME_DIR=/cargo --remap-path-prefix=/usr/lib/rustlib/src/rust=/rust"
+say "compiling wo-wasm for wasm32-unknown-unknown"
+# Debian's rustc (it has std's sources for -Zbuild-std); RUSTC_BOOTSTRAP
+# lets its stable cargo take -Z. The profile is Cargo.toml's wasm-release.
+env RUSTC=/usr/bin/rustc RUSTDOC=/usr/bin/rustdoc RUSTC_BOOTSTRAP=1 \
+  CARGO_ENCODED_RUSTFLAGS="$(printf '%s' "$REMAP" | tr ' ' '\037')" \
+  /usr/bin/cargo build --quiet --locked -p wo-wasm --profile wasm-release \
+  --target wasm32-unknown-unknown -Zbuild-std=std,panic_abort \
+  --target-dir "$ROOT/target/wasm"
+RAW="$ROOT/target/wasm/wasm32-unknown-unknown/wasm-release/wo_wasm.wasm"
+
+say "optimising (wasm-opt -Os)"
+wasm-opt -Os --enable-bulk-memory --enable-sign-ext --enable-nontrapping-float-to-int \
+  --enable-mutable-globals --enable-reference-types --enable-multivalue \
+  "$RAW" -o "$WORK/wo_wasm.wasm"
+
+say "generating the JS glue (wasm-bindgen --target web)"
+"$BINDGEN" --target web --no-typescript --remove-name-section --remove-producers-section \
+  --out-dir "$WORK/pkg" --out-name wo_wasm "$WORK/wo_wasm.wasm"
+
+# --- install or compare ----------------------------------------------------
+if $check; then
+  stale=()
+  for f in "${FILES[@]}"; do
+    cmp -s "$WORK/pkg/$f" "$OUT_DIR/$f" || stale+=("$OUT_DIR/$f")
+  done
+  if [ ${#stale[@]} -gt 0 ]; then
+    say "stale: ${stale[*]} differ from a fresh build; run scripts/build-wasm.sh and commit them"
+    exit 1
+  fi
+  say "the committed wasm assets are current"
+else
+  mkdir -p "$OUT_DIR"
+  for f in "${FILES[@]}"; do
+    cp "$WORK/pkg/$f" "$OUT_DIR/$f"
+  done
+  say "wrote ${FILES[*]/#/$OUT_DIR/} ($(wc -c <"$OUT_DIR/wo_wasm_bg.wasm") bytes, $(gzip -9 -c "$OUT_DIR/wo_wasm_bg.wasm" | wc -c) gzipped)"
+fi
