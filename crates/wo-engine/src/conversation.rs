@@ -1,8 +1,8 @@
 //! Renaming a conversation: a person's title for a message (the web app
 //! renames a conversation's root). The one rule for what such a title may
 //! be, shared by every face: `wo serve`'s `PATCH /api/messages/{id}` applies
-//! it to the store, and the web client's stateless re-implementation
-//! (`renameMessageIn` in `app.js`) is held to it by the golden vectors.
+//! it to the store, and the web client's stateless mode
+//! calls the same `wo_format` functions through wo-wasm (`renameMessage`).
 //!
 //! The title follows `wo_format::title::given_title` (plain text,
 //! whitespace collapsed, control characters dropped, 1 to
@@ -10,7 +10,7 @@
 //! content-addressed id, never change.
 
 use wo_format::title::{GivenTitleError, given_title};
-use wo_format::{Message, State};
+use wo_format::{Message, State, Timestamp};
 
 /// The longest title a person may give, in characters.
 pub use wo_format::title::MAX_GIVEN_TITLE_CHARS as MAX_RENAME_CHARS;
@@ -31,12 +31,19 @@ pub fn clean_title(raw: &str) -> Result<String, RenameError> {
     Ok(given_title(raw)?)
 }
 
-/// Gives the message `id` the title `raw` (cleaned by [`clean_title`]);
-/// returns the message as changed. The state is unchanged on an error.
-pub fn rename<'s>(state: &'s mut State, id: &str, raw: &str) -> Result<&'s Message, RenameError> {
+/// Gives the message `id` the title `raw` (cleaned by [`clean_title`]) at
+/// `now` (the rename's stamp, so it wins a merge against older copies:
+/// `State::set_message_title`); returns the message as changed. The state
+/// is unchanged on an error.
+pub fn rename<'s>(
+    state: &'s mut State,
+    id: &str,
+    raw: &str,
+    now: Timestamp,
+) -> Result<&'s Message, RenameError> {
     let title = clean_title(raw)?;
     state
-        .set_message_title(id, title)
+        .set_message_title(id, title, now)
         .ok_or_else(|| RenameError::NotFound(id.to_owned()))
 }
 
@@ -99,7 +106,7 @@ mod tests {
         let mut s = state_with(3);
         let id = s.messages()[1].id.clone();
         let content = s.messages()[1].content.clone();
-        let m = rename(&mut s, &id, " Holiday  plans ").unwrap();
+        let m = rename(&mut s, &id, " Holiday  plans ", at("2026-02-01T00:00:00Z")).unwrap();
         assert_eq!(m.title, "Holiday plans");
         assert_eq!(
             (m.id.as_str(), m.content.as_str()),
@@ -110,6 +117,42 @@ mod tests {
         // The save re-serialises the renamed message, not a cached copy.
         let text = String::from_utf8(to_canonical_vec(&s)).unwrap();
         assert!(text.contains("\"title\": \"Holiday plans\""), "{text}");
+        assert!(
+            text.contains("\"retitled\": \"2026-02-01T00:00:00Z\""),
+            "{text}"
+        );
+    }
+
+    fn at(text: &str) -> Timestamp {
+        Timestamp::parse(text).unwrap()
+    }
+
+    /// The reason a rename is stamped: merging an older export back (it
+    /// still has the old title, which may sort larger) keeps the new one,
+    /// in either order, and of two renames the later wins wherever merged.
+    #[test]
+    fn a_rename_survives_merging_older_copies_back() {
+        let old = state_with(2);
+        let id = old.messages()[1].id.clone();
+        let mut home = old.clone();
+        rename(&mut home, &id, "A trip", at("2026-02-01T00:00:00Z")).unwrap();
+        for (base, incoming) in [(&home, &old), (&old, &home)] {
+            let mut merged = base.clone();
+            wo_format::merge::merge_into(&mut merged, incoming);
+            assert_eq!(merged.message(&id).unwrap().title, "A trip");
+        }
+        let mut phone = old.clone();
+        rename(&mut phone, &id, "Zoo visit", at("2026-01-15T00:00:00Z")).unwrap();
+        for (base, incoming) in [(&home, &phone), (&phone, &home)] {
+            let mut merged = base.clone();
+            wo_format::merge::merge_into(&mut merged, incoming);
+            let m = merged.message(&id).unwrap();
+            assert_eq!(m.title, "A trip");
+            assert_eq!(m.retitled(), Some(at("2026-02-01T00:00:00Z")));
+        }
+        // A clock behind the last rename still moves the stamp forward.
+        rename(&mut home, &id, "Again", at("2026-01-01T00:00:00Z")).unwrap();
+        assert!(home.message(&id).unwrap().retitled() > Some(at("2026-02-01T00:00:00Z")));
     }
 
     #[test]
@@ -117,12 +160,12 @@ mod tests {
         let mut s = state_with(2);
         let before = to_canonical_vec(&s);
         assert_eq!(
-            rename(&mut s, "m_nope", "x").unwrap_err(),
+            rename(&mut s, "m_nope", "x", at("2026-02-01T00:00:00Z")).unwrap_err(),
             RenameError::NotFound("m_nope".into())
         );
         let id = s.messages()[0].id.clone();
         assert_eq!(
-            rename(&mut s, &id, "\n").unwrap_err(),
+            rename(&mut s, &id, "\n", at("2026-02-01T00:00:00Z")).unwrap_err(),
             RenameError::Title(GivenTitleError::Empty)
         );
         assert_eq!(to_canonical_vec(&s), before);

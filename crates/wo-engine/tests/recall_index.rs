@@ -112,7 +112,11 @@ fn apply(state: &mut State, change: &Change, clock: &mut i64) {
             if n > 0 {
                 let id = state.messages()[i % n].id.clone();
                 let title: Vec<&str> = words.iter().map(|&w| WORDS[w]).collect();
-                state.set_message_title(&id, title.join(" "));
+                state.set_message_title(
+                    &id,
+                    title.join(" "),
+                    wo_format::Timestamp::from_unix(1_900_000_000),
+                );
             }
         }
         Change::Duplicate(i) => {

@@ -5,7 +5,9 @@
 //!
 //! * a **message** has no edit time (its id hashes its author, time and
 //!   content), so each field is the one copy's value or, when both set it
-//!   differently, the value with the larger canonical JSON;
+//!   differently, the value with the larger canonical JSON — except its
+//!   title, which a person may rename: the title and its `retitled` stamp
+//!   come together from the later rename;
 //! * a **truth entry** is edited, and can be deleted: its own fields (title,
 //!   content, certainty, `updated`, …) come together from the version with
 //!   the later `updated` (else `timestamp`), ties going to the larger
@@ -30,7 +32,8 @@ use std::collections::HashMap;
 
 use serde::Serialize;
 
-use crate::model::{Extra, Message, State, Tombstone, TruthEntry};
+use crate::model::{Extra, Message, RETITLED_KEY, State, Tombstone, TruthEntry};
+use crate::rawjson::RawJson;
 
 /// What a merge did, for `wo merge` and the server to print.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -122,9 +125,15 @@ pub fn join_message(a: &Message, b: &Message) -> Message {
     if a == b {
         return a.clone();
     }
+    let (title, retitled) = join_title(a, b);
+    let mut extra = join_extra(&a.extra, &b.extra);
+    match retitled {
+        Some(stamp) => extra.insert(RETITLED_KEY.to_owned(), stamp),
+        None => extra.remove(RETITLED_KEY),
+    };
     Message {
         id: a.id.clone(),
-        title: larger(&a.title, &b.title).clone(),
+        title,
         username: larger(&a.username, &b.username).clone(),
         timestamp: larger(&a.timestamp, &b.timestamp).clone(),
         content: larger(&a.content, &b.content).clone(),
@@ -134,8 +143,29 @@ pub fn join_message(a: &Message, b: &Message) -> Message {
         model: join_opt(&a.model, &b.model),
         usage: join_opt(&a.usage, &b.usage),
         sources: join_opt(&a.sources, &b.sources),
-        extra: join_extra(&a.extra, &b.extra),
+        extra,
     }
+}
+
+/// A message's title travels with its rename stamp ([`RETITLED_KEY`]) as
+/// one value: the later rename wins (a copy never renamed, or whose stamp
+/// is not a timestamp, is older than any rename), then the larger stamp
+/// text, then the larger title. One total order over the pair, so the
+/// join stays commutative, associative and idempotent.
+fn join_title(a: &Message, b: &Message) -> (String, Option<RawJson>) {
+    let key = |m: &Message| {
+        let raw = m.extra.get(RETITLED_KEY);
+        (
+            m.retitled(),
+            raw.map(|r| r.as_str().as_bytes().to_vec()),
+            canonical_json(&m.title),
+        )
+    };
+    let winner = if key(b) > key(a) { b } else { a };
+    (
+        winner.title.clone(),
+        winner.extra.get(RETITLED_KEY).cloned(),
+    )
 }
 
 /// The canonical JSON of a truth entry's own fields (without `extra`).

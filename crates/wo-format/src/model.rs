@@ -529,6 +529,15 @@ impl Message {
                 .is_some_and(|v| v.as_str() == "true")
     }
 
+    /// When a person last renamed this message ([`RETITLED_KEY`]); `None`
+    /// when never, or when the field is not a timestamp (`wo validate`
+    /// reports that).
+    pub fn retitled(&self) -> Option<Timestamp> {
+        let raw = self.extra.get(RETITLED_KEY)?;
+        let text: String = serde_json::from_str(raw.as_str()).ok()?;
+        Timestamp::parse(&text).ok()
+    }
+
     /// Marks this message as the start of a conversation (see
     /// [`Message::starts_conversation`]); it must have no `parent`.
     pub fn mark_new_conversation(&mut self) {
@@ -538,6 +547,11 @@ impl Message {
         );
     }
 }
+
+/// The message field that says when a person last renamed the message
+/// (`llm_state_v1.md`, Message): of two copies with different titles, the
+/// later rename wins a merge. A message never renamed has none.
+pub const RETITLED_KEY: &str = "retitled";
 
 /// The message field that makes a parentless message the root of a new
 /// conversation (`llm_state_v1.md`, Message). Without it a parentless
@@ -866,14 +880,31 @@ impl State {
         }
     }
 
-    /// Sets the title of the message `id` (its content, and so its id, stay
-    /// as they are); returns the message, or `None` when there is none.
-    /// Only that message's cached bytes are invalidated: the messages before
-    /// it keep the append fast path.
-    pub fn set_message_title(&mut self, id: &str, title: String) -> Option<&Message> {
+    /// Renames the message `id` at `now`: sets its title (its content, and
+    /// so its id, stay as they are) and stamps [`RETITLED_KEY`] with `now`,
+    /// or a microsecond after the rename it replaces when the clock is not
+    /// past it, so the new title wins a merge against every older copy
+    /// (see `merge::join_message`). Returns the message, or `None` when
+    /// there is none. Only that message's cached bytes are invalidated: the
+    /// messages before it keep the append fast path.
+    pub fn set_message_title(
+        &mut self,
+        id: &str,
+        title: String,
+        now: Timestamp,
+    ) -> Option<&Message> {
         let pos = self.messages.iter().position(|m| m.id == id)?;
-        if self.messages[pos].title != title {
-            self.messages[pos].title = title;
+        let m = &mut self.messages[pos];
+        if m.title != title {
+            let stamp = match m.retitled() {
+                Some(before) if now <= before => before.next_micro(),
+                _ => now,
+            };
+            m.title = title;
+            m.extra.insert(
+                RETITLED_KEY.to_owned(),
+                RawJson::from(serde_json::Value::String(stamp.as_str().to_owned())),
+            );
             self.clean_prefix = self.clean_prefix.min(pos);
             // A title is searched: a recall index kept beside this state
             // must not take it for unchanged (see `unchanged_since`).

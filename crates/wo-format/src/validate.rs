@@ -296,6 +296,7 @@ fn message(c: &mut Checker, v: &Value, at: &str) {
         c.one_of(v, at, &["user", "assistant", "system"])
     });
     c.optional(m, at, "parent", Checker::id);
+    c.optional(m, at, "retitled", Checker::timestamp);
     for field in ["provider", "model"] {
         c.optional(m, at, field, |c, v, at| {
             c.string(v, at);

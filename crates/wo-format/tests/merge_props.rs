@@ -87,7 +87,8 @@ fn core(t: &TruthEntry) -> Vec<u8> {
 
 /// product §3 stated directly over all inputs at once: messages united by id,
 /// each field of a repeated id the larger canonical JSON of its values (a
-/// missing field is the least), sorted by (timestamp, id); truth united by
+/// missing field is the least) but the title, which comes with its
+/// `retitled` stamp from the copy renamed last, sorted by (timestamp, id); truth united by
 /// id, the version with the later `updated` (else `timestamp`) winning, ties
 /// to the larger canonical JSON of its own fields, and the extension fields
 /// of every copy of that winning version united key by key; tombstones
@@ -103,9 +104,24 @@ fn oracle(states: &[&State]) -> Collections {
             .map(|(k, v)| (k.clone(), v.as_str().to_owned()))
             .collect()
     };
+    // A message's title comes with its rename stamp, from the copy renamed
+    // last (never renamed: the least; ties: stamp text, then title).
+    let mut titles: BTreeMap<String, &Message> = BTreeMap::new();
+    let title_key = |m: &Message| {
+        let raw = m.extra.get(wo_format::model::RETITLED_KEY);
+        (
+            m.retitled(),
+            raw.map(|r| r.as_str().to_owned()),
+            json(&m.title),
+        )
+    };
     for s in states {
         for m in s.messages() {
             join_fields(messages.entry(m.id.clone()).or_default(), &fields(m));
+            let best = titles.entry(m.id.clone()).or_insert(m);
+            if title_key(m) > title_key(best) {
+                *best = m;
+            }
         }
         for t in &s.truth.trust {
             let e = trust
@@ -145,6 +161,14 @@ fn oracle(states: &[&State]) -> Collections {
             .get(id)
             .is_none_or(|d| *t.effective_update() > d.date)
     });
+    for (id, f) in &mut messages {
+        let m = titles[id];
+        f.insert("title".into(), String::from_utf8(json(&m.title)).unwrap());
+        match m.extra.get(wo_format::model::RETITLED_KEY) {
+            Some(raw) => f.insert("retitled".into(), raw.as_str().to_owned()),
+            None => f.remove("retitled"),
+        };
+    }
     let mut messages: Vec<Message> = messages.values().map(from_fields).collect();
     messages.sort_by(|a, b| a.order_key().cmp(&b.order_key()));
     Collections {

@@ -400,7 +400,7 @@ pub async fn rename_message(
             };
             if current.title != title {
                 store
-                    .try_transact(|s| rename(s, &id, &title).map(|_| ()))?
+                    .try_transact(|s| rename(s, &id, &title, Timestamp::now()).map(|_| ()))?
                     .map_err(|err| match err {
                         // Removed by a hand edit since the check above.
                         RenameError::NotFound(_) => ApiError::not_found(err.to_string()),

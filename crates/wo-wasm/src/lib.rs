@@ -17,6 +17,7 @@
 
 use serde_json::Value;
 use wasm_bindgen::prelude::wasm_bindgen;
+use wo_format::title::given_title;
 use wo_format::{State, Timestamp, TruthEdit, ids, merge, parse, to_canonical_vec, xhtml};
 
 /// What a failed call throws: a message naming the argument at fault.
@@ -114,6 +115,25 @@ pub fn edit_truth(state: &str, id: &str, edit: &str, now: &str) -> Result<String
 pub fn delete_truth(state: &str, id: &str, now: &str) -> Result<String, Failure> {
     let mut st = state_arg("state", state)?;
     let found = st.delete_truth(id, now_arg(now)?).is_some();
+    Ok(with_state(&[("found", Value::Bool(found))], &st))
+}
+
+/// Renames the message `id` (a conversation's root, in stateless mode) as
+/// `wo serve`'s `PATCH /api/messages/{id}` does: the title `raw` cleaned by
+/// `wo_format::title::given_title`, then `State::set_message_title` at
+/// `now`. `{"found": bool, "state": <canonical state>}`, or, when the title
+/// is refused, `{"title_error": <the reason, for the person>}`.
+#[wasm_bindgen(js_name = renameMessage)]
+pub fn rename_message(state: &str, id: &str, raw: &str, now: &str) -> Result<String, Failure> {
+    let mut st = state_arg("state", state)?;
+    let now = now_arg(now)?;
+    let title = match given_title(raw) {
+        Ok(title) => title,
+        Err(e) => {
+            return Ok(serde_json::json!({ "title_error": e.to_string() }).to_string());
+        }
+    };
+    let found = st.set_message_title(id, title, now).is_some();
     Ok(with_state(&[("found", Value::Bool(found))], &st))
 }
 

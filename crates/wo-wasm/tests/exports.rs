@@ -92,6 +92,30 @@ fn exports_merges_patches_and_truth_ops_match_the_golden_vectors() {
     }
 }
 
+/// Renames (stateless mode's conversation titles): the same cleaning,
+/// refusals and stamped state as `wo serve`'s rename.
+#[test]
+fn renames_match_the_golden_vectors() {
+    for v in vectors("renames") {
+        let answer = rename_message(
+            &v["state"].to_string(),
+            s(&v["id"]),
+            s(&v["title"]),
+            s(&v["now"]),
+        )
+        .unwrap();
+        let got: Value = serde_json::from_str(&answer).unwrap();
+        match (v.get("error"), got.get("title_error")) {
+            (Some(want), Some(err)) => assert_eq!(err, want, "{}", v["name"]),
+            (Some(want), None) if got["found"] == json!(false) => {
+                assert!(s(want).starts_with("no message"), "{}", v["name"]);
+            }
+            (None, None) => assert_eq!(state_of(&answer), s(&v["after"]), "{}", v["name"]),
+            other => panic!("{}: {other:?}", v["name"]),
+        }
+    }
+}
+
 #[test]
 fn the_state_handed_back_is_the_canonical_text_spliced_in() {
     let v = &vectors("merges")[0];

@@ -1,7 +1,7 @@
 //! Golden vectors for the web client (`crates/wo-server/src/web/app.js`),
 //! which computes ids, merges, state patches, truth edits, tombstones and
 //! exports by calling this crate and wo-format compiled to wasm
-//! (`crates/wo-wasm`), and renames in JavaScript still: inputs and what the native build makes of them,
+//! (`crates/wo-wasm`), renames included: inputs and what the native build makes of them,
 //! written to `tests/browser/golden.json`; the browser suite
 //! (`tests/browser/run.mjs`, scenario "stateless: app.js agrees with the Rust
 //! golden vectors") runs every vector through app.js's calls into the wasm
@@ -366,9 +366,9 @@ fn truth_op_vectors() -> Vec<Value> {
 }
 
 /// A person's title for a message (renaming a conversation in stateless
-/// mode: app.js's `renameMessageIn`): `wo_format::title::given_title`'s
-/// cleaning and refusals, then `State::set_message_title`. Each case: the
-/// raw title and the canonical state after it, or the refusal.
+/// mode: wo-wasm's `renameMessage`): `wo_format::title::given_title`'s
+/// cleaning and refusals, then `State::set_message_title` at `now`. Each
+/// case: the raw title and the canonical state after it, or the refusal.
 fn rename_vectors() -> Vec<Value> {
     let before = r#"{"version":1,"schema":"wikioracle.llm_state","date":"2026-01-01T00:00:00Z","messages":[{"id":"m_1","title":"Old","username":"alec","timestamp":"2026-01-01T00:00:00Z","content":"<p>hi</p>","new_conversation":true},{"id":"m_2","title":"Answer","username":"model","timestamp":"2026-01-01T00:00:01Z","content":"<p>yo</p>","parent":"m_1"}],"truth":{"trust":[]}}"#;
     let long = "é".repeat(wo_format::title::MAX_GIVEN_TITLE_CHARS);
@@ -402,10 +402,11 @@ fn rename_vectors() -> Vec<Value> {
         .into_iter()
         .map(|(id, name, raw)| {
             let mut st = state(before);
-            let mut out = json!({"name": name, "state": serde_json::from_str::<Value>(before).unwrap(), "id": id, "title": raw});
+            let now = "2026-03-01T12:00:00Z";
+            let mut out = json!({"name": name, "state": serde_json::from_str::<Value>(before).unwrap(), "id": id, "title": raw, "now": now});
             match wo_format::title::given_title(&raw) {
                 Err(e) => out["error"] = json!(e.to_string()),
-                Ok(title) => match st.set_message_title(id, title) {
+                Ok(title) => match st.set_message_title(id, title, Timestamp::parse(now).unwrap()) {
                     None => out["error"] = json!(format!("no message {id:?}")),
                     Some(_) => out["after"] = json!(canonical(&st)),
                 },

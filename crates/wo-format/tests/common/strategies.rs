@@ -95,22 +95,27 @@ pub fn message() -> impl Strategy<Value = Value> {
         pick(CONTENTS),
         prop::option::weighted(0.3, pick(&["user", "assistant", "system"])),
         prop::option::weighted(0.2, pick(MESSAGE_IDS)),
+        // A rename's stamp: copies of one message renamed at different times.
+        prop::option::weighted(0.3, pick(TIMESTAMPS)),
         extra(),
     )
-        .prop_map(|(id, title, username, ts, content, role, parent, extra)| {
-            object(
-                vec![
-                    ("id", id.map(Value::from)),
-                    ("title", Some(title.into())),
-                    ("username", Some(username.into())),
-                    ("timestamp", Some(ts.into())),
-                    ("content", Some(content.into())),
-                    ("role", role.map(Value::from)),
-                    ("parent", parent.map(Value::from)),
-                ],
-                extra,
-            )
-        })
+        .prop_map(
+            |(id, title, username, ts, content, role, parent, retitled, extra)| {
+                object(
+                    vec![
+                        ("id", id.map(Value::from)),
+                        ("title", Some(title.into())),
+                        ("username", Some(username.into())),
+                        ("timestamp", Some(ts.into())),
+                        ("content", Some(content.into())),
+                        ("role", role.map(Value::from)),
+                        ("parent", parent.map(Value::from)),
+                        ("retitled", retitled.map(Value::from)),
+                    ],
+                    extra,
+                )
+            },
+        )
 }
 
 pub fn truth_entry() -> impl Strategy<Value = Value> {

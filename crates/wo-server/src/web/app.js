@@ -887,7 +887,7 @@ const stateless = {
     await stateless.save();
   },
   async renameMessage(id, title) {
-    renameMessageIn(app.state, id, title);
+    app.state = renameMessageIn(app.state, id, title, nowStamp());
     await stateless.save();
   },
   async saveContext(text) {
@@ -2247,51 +2247,18 @@ function closePanel(id) {
 
 // ------------------------------------------------- renaming a conversation
 
-/** Unicode `White_Space` (Rust's `char::is_whitespace`), code point by code point. */
-const TITLE_SPACE = /^[\t\n\u000B\f\r \u0085\u00A0\u1680\u2000-\u200A\u2028\u2029\u202F\u205F\u3000]$/u;
-/** `Cc` (Rust's `char::is_control`). */
-const TITLE_CONTROL = /^[\u0000-\u001F\u007F-\u009F]$/u;
-const MAX_GIVEN_TITLE_CHARS = 200;
-
-/**
- * A title a person typed, as kept (wo-format's `given_title`): plain text,
- * whitespace runs one space and trimmed, control characters dropped;
- * throws a 400 naming `/title` when empty or over 200 characters.
- */
-function givenTitle(raw) {
-  let out = '';
-  let chars = 0;
-  let pendingSpace = false;
-  for (const c of String(raw ?? '')) {
-    if (TITLE_SPACE.test(c)) pendingSpace = out.length > 0;
-    else if (!TITLE_CONTROL.test(c)) {
-      if (pendingSpace) {
-        out += ' ';
-        chars++;
-        pendingSpace = false;
-      }
-      out += c;
-      chars++;
-    }
-  }
-  if (!out) throw new ApiError(400, 'bad_request', 'the title is empty', '/title');
-  if (chars > MAX_GIVEN_TITLE_CHARS) {
-    throw new ApiError(400, 'bad_request', `the title has ${chars} characters; at most ${MAX_GIVEN_TITLE_CHARS} are allowed`, '/title');
-  }
-  return out;
-}
-
 /**
  * Renames the message `id` in a state held in this browser (stateless
- * mode), as the server's `PATCH /api/messages/{id}` does: the title only
- * (its content and id stay). Returns the message; throws a 400 or a 404.
+ * mode), as the server's `PATCH /api/messages/{id}` does, with wo-format's
+ * own rule (wo-wasm's `renameMessage`): the title cleaned, only the title
+ * and its rename stamp change. Returns the renamed state; throws a 400
+ * naming `/title` or a 404.
  */
-function renameMessageIn(state, id, raw) {
-  const title = givenTitle(raw);
-  const m = state.messages.find((x) => x.id === id);
-  if (!m) throw new ApiError(404, 'not_found', `no message ${JSON.stringify(id)}`);
-  m.title = title;
-  return m;
+function renameMessageIn(state, id, raw, now) {
+  const r = JSON.parse(callRust(rust.renameMessage, JSON.stringify(state), String(id), String(raw ?? ''), now));
+  if (r.title_error) throw new ApiError(400, 'bad_request', r.title_error, '/title');
+  if (!r.found) throw new ApiError(404, 'not_found', `no message ${JSON.stringify(id)}`);
+  return r.state;
 }
 
 /** The header's title becomes a small form; Enter saves, Escape cancels. */
@@ -3059,6 +3026,6 @@ else start();
 // the Rust golden vectors. Exports are not globals: nothing leaks into the
 // page.
 export {
-  admitState, applyStatePatch, canonicalStateText, codeTokens, deleteTruthIn, editTruthIn, givenTitle,
+  admitState, applyStatePatch, canonicalStateText, codeTokens, deleteTruthIn, editTruthIn,
   mergeStates, messageId, normalizeState, renameMessageIn, textToXhtml, truthId,
 };

@@ -271,6 +271,54 @@ export function messageId(username, timestamp, content) {
 }
 
 /**
+ * Renames the message `id` (a conversation's root, in stateless mode) as
+ * `wo serve`'s `PATCH /api/messages/{id}` does: the title `raw` cleaned by
+ * `wo_format::title::given_title`, then `State::set_message_title` at
+ * `now`. `{"found": bool, "state": <canonical state>}`, or, when the title
+ * is refused, `{"title_error": <the reason, for the person>}`.
+ * @param {string} state
+ * @param {string} id
+ * @param {string} raw
+ * @param {string} now
+ * @returns {string}
+ */
+export function renameMessage(state, id, raw, now) {
+    let deferred6_0;
+    let deferred6_1;
+    try {
+        let ptr0, len0, ptr1, len1, ptr2, len2, ptr3, len3;
+        try {
+            ptr0 = passStringToWasm0(state, wasm.__wbindgen_export, wasm.__wbindgen_export2);
+            len0 = WASM_VECTOR_LEN;
+            ptr1 = passStringToWasm0(id, wasm.__wbindgen_export, wasm.__wbindgen_export2);
+            len1 = WASM_VECTOR_LEN;
+            ptr2 = passStringToWasm0(raw, wasm.__wbindgen_export, wasm.__wbindgen_export2);
+            len2 = WASM_VECTOR_LEN;
+            ptr3 = passStringToWasm0(now, wasm.__wbindgen_export, wasm.__wbindgen_export2);
+            len3 = WASM_VECTOR_LEN;
+        } catch (e) {
+            if (ptr3) { wasm.__wbindgen_export3(ptr3, len3 * 1, 1); }
+            if (ptr2) { wasm.__wbindgen_export3(ptr2, len2 * 1, 1); }
+            if (ptr1) { wasm.__wbindgen_export3(ptr1, len1 * 1, 1); }
+            if (ptr0) { wasm.__wbindgen_export3(ptr0, len0 * 1, 1); }
+            throw e;
+        }
+        const ret = wasm.renameMessage(ptr0, len0, ptr1, len1, ptr2, len2, ptr3, len3);
+        var ptr5 = ret[0];
+        var len5 = ret[1];
+        if (ret[3]) {
+            ptr5 = 0; len5 = 0;
+            throw takeFromExternrefTable0(ret[2]);
+        }
+        deferred6_0 = ptr5;
+        deferred6_1 = len5;
+        return getStringFromWasm0(ptr5, len5);
+    } finally {
+        wasm.__wbindgen_export3(deferred6_0, deferred6_1, 1);
+    }
+}
+
+/**
  * Untrusted HTML → allowlisted XHTML (`wo_format::xhtml::sanitize_html`).
  * @param {string} html
  * @returns {string}
