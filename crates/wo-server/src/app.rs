@@ -449,6 +449,9 @@ pub trait Mode: Deref<Target = App> + Send + Sync + 'static {
 pub struct Local {
     app: Arc<App>,
     store: Arc<Mutex<Store>>,
+    /// Turns' commits go through it: the turns that finish while a write
+    /// is in progress share the next write and its fsync.
+    group: Arc<wo_store::GroupCommit>,
     /// The transcript's recall postings, kept across turns (taken after
     /// `store`, never before, by [`Local::read_indexed`]).
     recall: Arc<Mutex<wo_engine::RecallIndex>>,
@@ -468,6 +471,7 @@ impl Local {
         debug_assert!(app.local && app.token.is_some());
         let project_dir = store.path().parent().map(std::path::Path::to_path_buf);
         let state = store.path().to_path_buf();
+        let group = Arc::new(wo_store::GroupCommit::new(&store));
         let store = Arc::new(Mutex::new(store));
         let recall = Arc::new(Mutex::new(wo_engine::RecallIndex::new()));
         // Built in the background, so the first turn finds it ready (a
@@ -497,6 +501,7 @@ impl Local {
             mcp: wo_mcp::http::service(mcp, MCP_IDLE),
             app,
             store,
+            group,
             recall,
             project_dir,
         }
@@ -527,6 +532,28 @@ impl Local {
 }
 
 impl Local {
+    /// Applies `change` and writes it durably, in one write with the other
+    /// changes committed this way meanwhile ([`wo_store::GroupCommit`]):
+    /// returns once that write is durable, or with its error (every change
+    /// of a failed write fails). The store's lock is held only by the
+    /// write, never while a caller waits for its turn.
+    pub async fn commit_grouped<T: Send + 'static>(
+        &self,
+        change: impl FnOnce(&mut wo_format::State) -> T + Send + 'static,
+    ) -> Result<T, ApiError> {
+        let (store, group) = (self.store.clone(), self.group.clone());
+        let busy = Busy::new(&self.app.busy);
+        tokio::task::spawn_blocking(move || {
+            let _busy = busy;
+            group
+                .commit(&store, change)
+                .map(|(value, _)| value)
+                .map_err(ApiError::from)
+        })
+        .await
+        .map_err(|e| ApiError::internal(format!("a state operation panicked: {e}")))?
+    }
+
     /// [`Local::with_store`] for reading with the recall index: the index is
     /// brought up to date with the state (appended messages added, a
     /// rebuild after other changes) and lent with it.
