@@ -452,6 +452,10 @@ pub struct Local {
     /// Turns' commits go through it: the turns that finish while a write
     /// is in progress share the next write and its fsync.
     group: Arc<wo_store::GroupCommit>,
+    /// Taken (asynchronously) before a store operation takes a blocking
+    /// thread: operations wait their turn here, not each on a thread of
+    /// its own blocked on the store's mutex.
+    turnstile: Arc<tokio::sync::Mutex<()>>,
     /// The transcript's recall postings, kept across turns (taken after
     /// `store`, never before, by [`Local::read_indexed`]).
     recall: Arc<Mutex<wo_engine::RecallIndex>>,
@@ -502,6 +506,7 @@ impl Local {
             app,
             store,
             group,
+            turnstile: Arc::new(tokio::sync::Mutex::new(())),
             recall,
             project_dir,
         }
@@ -520,6 +525,7 @@ impl Local {
     ) -> Result<T, ApiError> {
         let store = self.store.clone();
         let busy = Busy::new(&self.app.busy);
+        let _turn = self.turnstile.lock().await;
         tokio::task::spawn_blocking(move || {
             let _busy = busy;
             let mut guard = store.lock().unwrap_or_else(|p| p.into_inner());
@@ -541,17 +547,23 @@ impl Local {
         &self,
         change: impl FnOnce(&mut wo_format::State) -> T + Send + 'static,
     ) -> Result<T, ApiError> {
-        let (store, group) = (self.store.clone(), self.group.clone());
         let busy = Busy::new(&self.app.busy);
-        tokio::task::spawn_blocking(move || {
-            let _busy = busy;
-            group
-                .commit(&store, change)
-                .map(|(value, _)| value)
-                .map_err(ApiError::from)
-        })
-        .await
-        .map_err(|e| ApiError::internal(format!("a state operation panicked: {e}")))?
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        // Queued without holding a thread; only the leader of a batch
+        // takes one (profile: a blocking thread per waiting turn meant a
+        // hundred threads, each faulting in fresh heap pages).
+        let must_lead = self.group.submit(change, move |verdict| {
+            let _ = tx.send(verdict);
+        });
+        if must_lead {
+            let (store, group) = (self.store.clone(), self.group.clone());
+            tokio::task::spawn_blocking(move || group.lead(&store));
+        }
+        let verdict = rx
+            .await
+            .map_err(|_| ApiError::internal("the write holding this change was abandoned"))?;
+        drop(busy);
+        verdict.map(|(value, _)| value).map_err(ApiError::from)
     }
 
     /// [`Local::with_store`] for reading with the recall index: the index is

@@ -13,9 +13,11 @@
 //! How (the classic leader/follower scheme): a committer queues its change
 //! and, if no write is in progress, becomes the leader — it takes every
 //! queued change, applies them in arrival order inside one
-//! `Store::transact` and hands each committer the one outcome. Committers
-//! that queued meanwhile wait; when the leader is done one of them leads
-//! the next batch. Every member of a batch gets the same verdict: if the
+//! `Store::transact` and hands each committer the one outcome, then does
+//! the same for what queued meanwhile, until nothing is left. Committers
+//! either block for their verdict ([`GroupCommit::commit`]) or, from async
+//! code, queue with [`GroupCommit::submit`] and await it: only the leader
+//! holds a thread, so a hundred waiting turns do not hold a hundred. Every member of a batch gets the same verdict: if the
 //! write or its fsync fails, every change of the batch fails (none is
 //! acknowledged as durable), with the error the store reported.
 //!
@@ -40,13 +42,13 @@ trait Member: Send {
     fn finish(self: Box<Self>, verdict: &Result<SaveOutcome, StoreError>);
 }
 
-/// A committer's verdict, filled by the leader of its batch.
-type Slot<T> = Arc<Mutex<Option<Result<(T, SaveOutcome), StoreError>>>>;
+/// Where a committer's verdict goes (a slot it waits on, or a channel).
+type Deliver<T> = Box<dyn FnOnce(Result<(T, SaveOutcome), StoreError>) + Send>;
 
 struct Pending<T, F> {
     change: Option<F>,
     value: Option<T>,
-    slot: Slot<T>,
+    deliver: Option<Deliver<T>>,
     path: PathBuf,
 }
 
@@ -65,7 +67,9 @@ impl<T: Send, F: FnOnce(&mut State) -> T + Send> Member for Pending<T, F> {
             // before it writes); reported, never a silent success.
             (Ok(_), None) => Err(aborted(&self.path)),
         };
-        *lock(&self.slot) = Some(result);
+        if let Some(deliver) = self.deliver.take() {
+            deliver(result);
+        }
     }
 }
 
@@ -73,9 +77,8 @@ impl<T, F> Drop for Pending<T, F> {
     /// A member dropped without a verdict (its batch panicked) is told it
     /// failed, so its committer never waits forever nor reports success.
     fn drop(&mut self) {
-        let mut slot = lock(&self.slot);
-        if slot.is_none() {
-            *slot = Some(Err(aborted(&self.path)));
+        if let Some(deliver) = self.deliver.take() {
+            deliver(Err(aborted(&self.path)));
         }
     }
 }
@@ -139,14 +142,91 @@ impl GroupCommit {
         lock(&self.queue).waiting.len()
     }
 
+    /// Queues `change` for the next write; `deliver` gets its verdict (the
+    /// change's value with the outcome once the write holding it is
+    /// durable, or the error of that write). Returns true when no write is
+    /// in progress: the caller must then run [`GroupCommit::lead`] (on a
+    /// thread that may block), which writes this change and everything
+    /// queued behind it. Never blocks: an async caller queues, starts a
+    /// leader when told to, and awaits its verdict without holding a
+    /// thread.
+    pub fn submit<T, F>(
+        &self,
+        change: F,
+        deliver: impl FnOnce(Result<(T, SaveOutcome), StoreError>) + Send + 'static,
+    ) -> bool
+    where
+        T: Send + 'static,
+        F: FnOnce(&mut State) -> T + Send + 'static,
+    {
+        let mut queue = lock(&self.queue);
+        queue.waiting.push(Box::new(Pending {
+            change: Some(change),
+            value: None,
+            deliver: Some(Box::new(deliver)),
+            path: self.path.clone(),
+        }));
+        !std::mem::replace(&mut queue.leading, true)
+    }
+
+    /// Writes batches to `store` until nothing is queued: each batch is
+    /// every change queued when it starts, in one `transact`. Call it only
+    /// when [`GroupCommit::submit`] said so (one leader at a time). A
+    /// panic in a change fails its batch's members and is re-raised here,
+    /// after leadership is handed back (the next submitter leads).
+    pub fn lead(&self, store: &Mutex<Store>) {
+        loop {
+            let batch = {
+                let mut queue = lock(&self.queue);
+                // Wakes the blocking committers of the batch just written
+                // (under the queue lock: none is between its check and
+                // its wait).
+                self.done.notify_all();
+                if queue.waiting.is_empty() {
+                    queue.leading = false;
+                    return;
+                }
+                std::mem::take(&mut queue.waiting)
+            };
+            if let Err(payload) = write_batch(store, batch) {
+                let mut queue = lock(&self.queue);
+                queue.leading = false;
+                let orphans = !queue.waiting.is_empty();
+                self.done.notify_all();
+                drop(queue);
+                if orphans {
+                    // Changes queued meanwhile still need a leader.
+                    self.lead_after_panic(store);
+                }
+                resume_unwind(payload);
+            }
+        }
+    }
+
+    /// After a panicking batch: writes what was queued behind it, if no
+    /// one else leads.
+    fn lead_after_panic(&self, store: &Mutex<Store>) {
+        let must_lead = {
+            let mut queue = lock(&self.queue);
+            !std::mem::replace(&mut queue.leading, true)
+        };
+        if must_lead {
+            // A second panic here would be a second broken change: let it
+            // propagate from the thread that found it.
+            let _ = catch_unwind(AssertUnwindSafe(|| self.lead(store)));
+        }
+    }
+
     /// Applies `change` to `store`'s state and writes it durably, in one
     /// write with every other change committed through this queue at the
     /// same time. Blocks until the write that holds this change is durable
     /// (or failed: then this change is reported failed, like every other
-    /// change of its batch). Call it from a thread that may block.
+    /// change of its batch). Call it from a thread that may block; when no
+    /// write is in progress this thread writes, and keeps writing what
+    /// queues behind it until nothing is left.
     ///
-    /// `change` runs on whichever committer's thread leads the batch, after
-    /// the changes queued before it, on the state as refreshed from disk.
+    /// `change` runs on whichever thread leads the batch, after the
+    /// changes queued before it, on the state as refreshed from disk.
     pub fn commit<T, F>(
         &self,
         store: &Mutex<Store>,
@@ -156,36 +236,19 @@ impl GroupCommit {
         T: Send + 'static,
         F: FnOnce(&mut State) -> T + Send + 'static,
     {
+        type Slot<T> = Arc<Mutex<Option<Result<(T, SaveOutcome), StoreError>>>>;
         let slot: Slot<T> = Arc::new(Mutex::new(None));
-        let path = self.path.clone();
+        let filled = slot.clone();
+        let must_lead = self.submit(change, move |verdict| *lock(&filled) = Some(verdict));
+        if must_lead {
+            self.lead(store);
+        }
+        // The verdict is set before the leader takes the queue lock to
+        // wake waiters, so checking it under that lock misses no wake-up.
         let mut queue = lock(&self.queue);
-        queue.waiting.push(Box::new(Pending {
-            change: Some(change),
-            value: None,
-            slot: slot.clone(),
-            path,
-        }));
         loop {
-            // The verdict is set before the leader takes the queue lock to
-            // wake us, so checking it under that lock misses no wake-up.
             if let Some(verdict) = lock(&slot).take() {
                 return verdict;
-            }
-            if !queue.leading {
-                // Our change is still queued (a finished batch would have
-                // set our verdict): lead the next batch.
-                queue.leading = true;
-                let batch = std::mem::take(&mut queue.waiting);
-                drop(queue);
-                let panicked = write_batch(store, batch);
-                queue = lock(&self.queue);
-                queue.leading = false;
-                self.done.notify_all();
-                if let Err(payload) = panicked {
-                    drop(queue);
-                    resume_unwind(payload);
-                }
-                continue;
             }
             queue = self.done.wait(queue).unwrap_or_else(|p| p.into_inner());
         }

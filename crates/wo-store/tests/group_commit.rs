@@ -298,20 +298,23 @@ fn a_change_that_panics_fails_its_batch_not_the_queue() {
     let broken = spawn(2);
     wait_queued(&group, 1);
     let good = spawn(3);
-    first.join().unwrap().unwrap();
-    // The panic surfaces in the thread that led the batch; the other
-    // member is told its change was not confirmed. Neither succeeds.
-    let outcomes = [broken.join(), good.join()];
-    let panics = outcomes.iter().filter(|o| o.is_err()).count();
-    assert_eq!(panics, 1, "the panic is re-raised once");
-    for o in outcomes.into_iter().flatten() {
-        let e = o.expect_err("a member of a batch that panicked was acknowledged");
+    // The first committer leads on until the queue is empty, so the
+    // panic surfaces in its thread (after its own change was written); both
+    // members of the broken batch are told their change was not confirmed.
+    assert!(
+        first.join().is_err(),
+        "the panic is re-raised by the leader"
+    );
+    for o in [broken.join(), good.join()] {
+        let e = o
+            .expect("a member is told, not panicked")
+            .expect_err("a member of a batch that panicked was acknowledged");
         assert!(e.to_string().contains("not confirmed written"), "{e}");
     }
     assert_eq!(
         disk(&path).messages().len(),
         1,
-        "nothing of that batch written"
+        "only the first batch was written"
     );
     // The queue goes on.
     group.commit(&store, |s| s.push_message(msg(4))).unwrap();
@@ -321,4 +324,39 @@ fn a_change_that_panics_fails_its_batch_not_the_queue() {
         .map(|m| m.content.clone())
         .collect();
     assert!(texts.contains(&"<p>message 4</p>".to_owned()), "{texts:?}");
+}
+
+#[test]
+fn submitted_changes_are_written_by_one_leader_and_each_is_told() {
+    let dir = tempfile::tempdir().unwrap();
+    let (store, group) = shared_store(dir.path());
+    let before = writes(dir.path());
+    let (tx, rx) = std::sync::mpsc::channel();
+    let mut leaders = 0;
+    for k in 1..=10 {
+        let tx = tx.clone();
+        let must_lead = group.submit(
+            move |s: &mut State| {
+                s.push_message(msg(k));
+                k
+            },
+            move |verdict| tx.send(verdict.map(|(v, _)| v)).unwrap(),
+        );
+        leaders += usize::from(must_lead);
+    }
+    assert_eq!(leaders, 1, "only the first submitter is told to lead");
+    assert!(
+        rx.try_recv().is_err(),
+        "nothing is acknowledged before the write"
+    );
+    group.lead(&store);
+    let mut told: Vec<i64> = rx.try_iter().map(Result::unwrap).collect();
+    told.sort();
+    assert_eq!(told, (1..=10).collect::<Vec<_>>());
+    assert_eq!(writes(dir.path()) - before, 1, "one write for all ten");
+    assert_eq!(disk(&dir.path().join("llm.json")).messages().len(), 10);
+    // Leadership was handed back: the next submitter leads again.
+    assert!(group.submit(|s: &mut State| s.push_message(msg(11)), |_| {}));
+    group.lead(&store);
+    assert_eq!(disk(&dir.path().join("llm.json")).messages().len(), 11);
 }
