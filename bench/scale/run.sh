@@ -157,7 +157,9 @@ for n in $INSTANCES; do
     --target "direct=openai:$OUT/upstream.url" --target "proxy-$n=wo-stateless:$OUT/proxy.url" \
     --iters "$LAT_ITERS" --warmup 20 --tokens "$LAT_TOKENS" --model bench \
     --json "$OUT/latency-$n.json" | tee "$OUT/latency-$n.txt"
+  # One instance without the proxy too, to tell the proxy's cost from the instances'.
   timeout 600 "$H" rps --target "direct=openai:$OUT/upstream.url" \
+    --target "wo1-alone=wo-stateless:$OUT/wo1.url" \
     --target "proxy-$n=wo-stateless:$OUT/proxy.url" --clients "$RPS_CLIENTS" \
     --duration "$RPS_SECONDS" --rounds 1 --tokens "$RPS_TOKENS" --model bench \
     --threads "$RPS_THREADS" --json "$OUT/rps-$n.json" | tee "$OUT/rps-$n.txt"
@@ -173,16 +175,16 @@ def load(name):
     p = os.path.join(out, name)
     return json.load(open(p)) if os.path.exists(p) else None
 base = None
-print("instances | req/s through HAProxy | × 1 instance | upstream direct req/s | first token p50 through HAProxy (direct) | continuity")
+print("instances | req/s through HAProxy | × 1 instance | one instance without the proxy, req/s | upstream direct req/s | first token p50 through HAProxy (direct) | continuity")
 for n in counts:
     r, l, c = load(f"rps-{n}.json"), load(f"latency-{n}.json"), load(f"continuity-{n}.json")
     def rps_of(name):
         for t in r.get("summary", []):
             if t.get("name") == name:
                 return t.get("req_per_s_median")
-    via, direct = rps_of(f"proxy-{n}"), rps_of("direct")
+    via, direct, alone = rps_of(f"proxy-{n}"), rps_of("direct"), rps_of("wo1-alone")
     base = base or via
     ttft = {t["name"]: t.get("ttft_ms", {}).get("p50") for t in l.get("targets", [])}
     cont = "—" if c is None else ("ok" if c.get("ok") else "FAILED")
-    print(f"{n} | {via:.0f} | {via / base:.2f}× | {direct:.0f} | {ttft.get(f'proxy-{n}')} ms ({ttft.get('direct')} ms) | {cont}")
+    print(f"{n} | {via:.0f} | {via / base:.2f}× | {alone:.0f} | {direct:.0f} | {ttft.get(f'proxy-{n}')} ms ({ttft.get('direct')} ms) | {cont}")
 PY
