@@ -1016,7 +1016,15 @@ fn concurrent(opts: &Opts) -> Res<()> {
         None => None,
     };
     let (outs, wall) = concurrent_load(
-        &target, clients, turns, tokens, threads, &model, &run_id, grace, own_threads,
+        &target,
+        clients,
+        turns,
+        tokens,
+        threads,
+        &model,
+        &run_id,
+        grace,
+        own_threads,
     );
     let errors: Vec<&String> = outs
         .iter()
@@ -1182,7 +1190,10 @@ fn continuity(opts: &Opts) -> Res<()> {
     // The public name the instances were told to accept (`--allow-host`), as a browser on
     // that site would send it, and the Origin that goes with it.
     let host = opts.get("host").unwrap_or(hostport).to_owned();
-    let served_by = opts.get("served-by-header").unwrap_or("x-served-by").to_owned();
+    let served_by = opts
+        .get("served-by-header")
+        .unwrap_or("x-served-by")
+        .to_owned();
     let instances: usize = opts.num("instances", 2)?;
     let nonce = format!(
         "{:x}",
@@ -1283,11 +1294,18 @@ fn continuity(opts: &Opts) -> Res<()> {
         Ok::<_, String>((checks, servers))
     });
     let (checks, servers) = report?;
-    println!("continuity: ok ({} instances seen: {})", servers.len(), servers.join(", "));
+    println!(
+        "continuity: ok ({} instances seen: {})",
+        servers.len(),
+        servers.join(", ")
+    );
     for c in &checks {
         println!("  {c}");
     }
-    write_json(opts, &json!({"ok": true, "checks": checks, "servers": servers}))
+    write_json(
+        opts,
+        &json!({"ok": true, "checks": checks, "servers": servers}),
+    )
 }
 
 // ---- verify llm.json ---------------------------------------------------------------------
