@@ -24,7 +24,9 @@
 #                   removed at exit]: outside any indexed tree, since local mode uses the index
 #                   above its llm.json
 #   TP_ITERS        throughput requests per path [50]; TP_TOKENS [4096]
-#   CONC_CLIENTS    concurrent clients [100]; CONC_TURNS turns each [3]; CONC_TOKENS [32]
+#   CONC_CLIENTS    concurrent clients [100]; CONC_TURNS turns each [3]; CONC_TOKENS [32];
+#                   CONC_MODEL the upstream's pacing [bench@1000: ~2 ms a token; bench: none]. The
+#                   same load is first run against the upstream directly, for the ratios.
 #   RPS_CLIENTS     [48]; RPS_SECONDS per phase [10]; RPS_ROUNDS [2]; RPS_TOKENS [8]
 #   SKIP            words among: latency throughput concurrent rps
 set -euo pipefail
@@ -36,6 +38,7 @@ LAT_ITERS="${LAT_ITERS:-300}" LAT_WARMUP="${LAT_WARMUP:-30}" LAT_TOKENS="${LAT_T
 LAT_DELAY_US="${LAT_DELAY_US:-1000}" SEED_MESSAGES="${SEED_MESSAGES:-10000}"
 TP_ITERS="${TP_ITERS:-50}" TP_TOKENS="${TP_TOKENS:-4096}"
 CONC_CLIENTS="${CONC_CLIENTS:-100}" CONC_TURNS="${CONC_TURNS:-3}" CONC_TOKENS="${CONC_TOKENS:-32}"
+CONC_MODEL="${CONC_MODEL:-bench@1000}"
 RPS_CLIENTS="${RPS_CLIENTS:-48}" RPS_SECONDS="${RPS_SECONDS:-10}" RPS_ROUNDS="${RPS_ROUNDS:-2}"
 RPS_TOKENS="${RPS_TOKENS:-8}" SKIP="${SKIP:-}" INDEXED="${INDEXED:-1}" NODELAY_SHIM="${NODELAY_SHIM:-0}"
 
@@ -188,11 +191,12 @@ fi
 
 # ---- 2. concurrent chats -------------------------------------------------------------------
 if ! skip concurrent; then
-  say "2. ${CONC_CLIENTS} concurrent clients × ${CONC_TURNS} turns (local mode), then llm.json is checked"
+  say "2. ${CONC_CLIENTS} concurrent clients × ${CONC_TURNS} turns (local mode, model $CONC_MODEL), then llm.json is checked"
   mkdir -p "$ST/conc" "$RUN/conc"
   serve local-conc --state "$ST/conc/llm.json"
   timeout 600 "$H" concurrent --target "local=wo-local:$RUN/local-conc.url" \
-    --clients "$CONC_CLIENTS" --turns "$CONC_TURNS" --tokens "$CONC_TOKENS" --model "bench@1000" \
+    --reference "$DIRECT" \
+    --clients "$CONC_CLIENTS" --turns "$CONC_TURNS" --tokens "$CONC_TOKENS" --model "$CONC_MODEL" \
     --run-id "$(date +%s)" --ids-out "$RUN/conc/turns.json" --json "$RUN/concurrent.json" |
     tee "$RUN/concurrent.txt"
   # The server is stopped first (graceful), so the check reads what it left on disk.

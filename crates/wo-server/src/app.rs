@@ -449,6 +449,13 @@ pub trait Mode: Deref<Target = App> + Send + Sync + 'static {
 pub struct Local {
     app: Arc<App>,
     store: Arc<Mutex<Store>>,
+    /// Turns' commits go through it: the turns that finish while a write
+    /// is in progress share the next write and its fsync.
+    group: Arc<wo_store::GroupCommit>,
+    /// Taken (asynchronously) before a store operation takes a blocking
+    /// thread: operations wait their turn here, not each on a thread of
+    /// its own blocked on the store's mutex.
+    turnstile: Arc<tokio::sync::Mutex<()>>,
     /// The transcript's recall postings, kept across turns (taken after
     /// `store`, never before, by [`Local::read_indexed`]).
     recall: Arc<Mutex<wo_engine::RecallIndex>>,
@@ -468,6 +475,7 @@ impl Local {
         debug_assert!(app.local && app.token.is_some());
         let project_dir = store.path().parent().map(std::path::Path::to_path_buf);
         let state = store.path().to_path_buf();
+        let group = Arc::new(wo_store::GroupCommit::new(&store));
         let store = Arc::new(Mutex::new(store));
         let recall = Arc::new(Mutex::new(wo_engine::RecallIndex::new()));
         // Built in the background, so the first turn finds it ready (a
@@ -497,6 +505,8 @@ impl Local {
             mcp: wo_mcp::http::service(mcp, MCP_IDLE),
             app,
             store,
+            group,
+            turnstile: Arc::new(tokio::sync::Mutex::new(())),
             recall,
             project_dir,
         }
@@ -515,6 +525,7 @@ impl Local {
     ) -> Result<T, ApiError> {
         let store = self.store.clone();
         let busy = Busy::new(&self.app.busy);
+        let _turn = self.turnstile.lock().await;
         tokio::task::spawn_blocking(move || {
             let _busy = busy;
             let mut guard = store.lock().unwrap_or_else(|p| p.into_inner());
@@ -527,6 +538,34 @@ impl Local {
 }
 
 impl Local {
+    /// Applies `change` and writes it durably, in one write with the other
+    /// changes committed this way meanwhile ([`wo_store::GroupCommit`]):
+    /// returns once that write is durable, or with its error (every change
+    /// of a failed write fails). The store's lock is held only by the
+    /// write, never while a caller waits for its turn.
+    pub async fn commit_grouped<T: Send + 'static>(
+        &self,
+        change: impl FnOnce(&mut wo_format::State) -> T + Send + 'static,
+    ) -> Result<T, ApiError> {
+        let busy = Busy::new(&self.app.busy);
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        // Queued without holding a thread; only the leader of a batch
+        // takes one (profile: a blocking thread per waiting turn meant a
+        // hundred threads, each faulting in fresh heap pages).
+        let must_lead = self.group.submit(change, move |verdict| {
+            let _ = tx.send(verdict);
+        });
+        if must_lead {
+            let (store, group) = (self.store.clone(), self.group.clone());
+            tokio::task::spawn_blocking(move || group.lead(&store));
+        }
+        let verdict = rx
+            .await
+            .map_err(|_| ApiError::internal("the write holding this change was abandoned"))?;
+        drop(busy);
+        verdict.map(|(value, _)| value).map_err(ApiError::from)
+    }
+
     /// [`Local::with_store`] for reading with the recall index: the index is
     /// brought up to date with the state (appended messages added, a
     /// rebuild after other changes) and lent with it.

@@ -77,11 +77,13 @@ impl TurnState for LocalTurn {
         &mut self,
         record: impl FnOnce(&State) -> CompletedTurn + Send + 'static,
     ) -> Result<Committed, TurnError> {
+        // Grouped: turns finishing together share one durable write; each
+        // is acknowledged (`done`) only after that write's fsync.
         self.app
-            .with_store(move |store| {
-                let turn = record(store.state());
-                let ((user_id, assistant_id), _) = store.transact(|s| apply_turn(s, &turn))?;
-                Ok(Committed::kept(user_id, assistant_id))
+            .commit_grouped(move |state| {
+                let turn = record(state);
+                let (user_id, assistant_id) = apply_turn(state, &turn);
+                Committed::kept(user_id, assistant_id)
             })
             .await
             .map_err(|e| refused(e, "storage"))
@@ -92,10 +94,7 @@ impl TurnState for LocalTurn {
         apply: impl FnOnce(&mut State) -> Result<Record, OpsError> + Send + 'static,
     ) -> Result<(Result<Record, OpsError>, Value), TurnError> {
         self.app
-            .with_store(move |store| {
-                let (applied, _) = store.transact(apply)?;
-                Ok((applied, Value::Null))
-            })
+            .commit_grouped(move |state| (apply(state), Value::Null))
             .await
             .map_err(|e| refused(e, "storage"))
     }

@@ -9,16 +9,21 @@
 //!   three-way merge), and it looks again right before the rename.
 //! * Invalid files are never overwritten: [`backup_invalid`] copies them to
 //!   `llm.json.bak-<UTC>` before anyone starts fresh.
+//! * [`GroupCommit`] lets many threads commit to one shared store with one
+//!   write (and one fsync) for the changes that arrive together; each is
+//!   acknowledged only once that write is durable.
 //! * [`exports`] finds `llm_*.json` exports beside the state file, merges them
 //!   and renames each to `*.merged`.
 
 pub mod discover;
 pub mod durable;
 pub mod exports;
+mod group;
 mod store;
 
 pub use discover::{STATE_FILE_NAME, discover_state, discover_state_path};
 pub use durable::{backup_invalid, write_atomic};
+pub use group::GroupCommit;
 pub use store::{
     LOCK_TIMEOUT_ENV, Limits, MAX_MESSAGE_BYTES_ENV, OpenOptions, SaveOutcome, Store, StoreError,
 };

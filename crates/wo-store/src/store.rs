@@ -253,6 +253,81 @@ fn render(issues: &[Issue]) -> String {
 }
 
 impl StoreError {
+    /// The same error again, for each member of a group commit that shares
+    /// one failed write ([`crate::GroupCommit`]). I/O errors are copied by
+    /// kind and message (`io::Error` is not `Clone`).
+    pub fn duplicate(&self) -> StoreError {
+        fn io(e: &io::Error) -> io::Error {
+            io::Error::new(e.kind(), e.to_string())
+        }
+        use StoreError::*;
+        match self {
+            NotFound { path } => NotFound { path: path.clone() },
+            Symlink { path } => Symlink { path: path.clone() },
+            NotAFile { path } => NotAFile { path: path.clone() },
+            TooLarge { path, size, limit } => TooLarge {
+                path: path.clone(),
+                size: *size,
+                limit: *limit,
+            },
+            Invalid { path, issues } => Invalid {
+                path: path.clone(),
+                issues: issues.clone(),
+            },
+            ContentTooLarge {
+                path,
+                what,
+                size,
+                limit,
+            } => ContentTooLarge {
+                path: path.clone(),
+                what: what.clone(),
+                size: *size,
+                limit: *limit,
+            },
+            Read { path, source } => Read {
+                path: path.clone(),
+                source: io(source),
+            },
+            LockTimeout {
+                path,
+                lock,
+                waited,
+                holder,
+            } => LockTimeout {
+                path: path.clone(),
+                lock: lock.clone(),
+                waited: *waited,
+                holder: *holder,
+            },
+            BadLock { path, lock } => BadLock {
+                path: path.clone(),
+                lock: lock.clone(),
+            },
+            Write { path, source } => Write {
+                path: path.clone(),
+                source: io(source),
+            },
+            NotDurable { path, source } => NotDurable {
+                path: path.clone(),
+                source: io(source),
+            },
+            Busy { path, attempts } => Busy {
+                path: path.clone(),
+                attempts: *attempts,
+            },
+            Backup { path, source } => Backup {
+                path: path.clone(),
+                source: io(source),
+            },
+            Exists { path } => Exists { path: path.clone() },
+            ForeignOwner { path, owner } => ForeignOwner {
+                path: path.clone(),
+                owner: *owner,
+            },
+        }
+    }
+
     /// False only when the file was changed despite the error
     /// ([`StoreError::NotDurable`]: the new version is in place). Faces
     /// must not say "unchanged" when this is false.

@@ -10,6 +10,10 @@
 //!   throughput, and the ratios against the first target.
 //! * `concurrent`: N clients at once against local mode, each sending K turns; errors, wall
 //!   time, and the ids of every turn for `verify`.
+//! * `continuity`: through a load balancer in front of several `wo serve --stateless`: a
+//!   client's second turn, served by another instance than its first, continues the
+//!   conversation (the client carries its state); the guard's Host/Origin checks still hold
+//!   through the proxy. Fails (exit 1) on any violation.
 //! * `verify`: every recorded turn is in llm.json: the user message (with its text) and an
 //!   assistant reply whose parent is it; 2 messages per turn.
 //! * `rps`: closed-loop load for a fixed time, alternating targets in rounds: req/s, errors,
@@ -47,7 +51,7 @@ fn main() {
     let mut args: Vec<String> = std::env::args().skip(1).collect();
     if args.is_empty() {
         eprintln!(
-            "usage: wo-serve-bench upstream|latency|concurrent|verify|rps|fsync-floor|summary [--flag value]…"
+            "usage: wo-serve-bench upstream|latency|concurrent|continuity|verify|rps|fsync-floor|summary [--flag value]…"
         );
         std::process::exit(2);
     }
@@ -57,6 +61,7 @@ fn main() {
         "upstream" => upstream(&opts),
         "latency" => latency(&opts),
         "concurrent" => concurrent(&opts),
+        "continuity" => continuity(&opts),
         "verify" => verify(&opts),
         "rps" => rps(&opts),
         "fsync-floor" => fsync_floor(&opts),
@@ -242,8 +247,30 @@ async fn upstream_handle(
         .unwrap_or(0);
     let m = serde_json::to_string(&model).unwrap_or_else(|_| "\"bench\"".into());
     let id = r#""id":"chatcmpl-bench","object":"chat.completion.chunk","created":1700000000"#;
+    // Model `echo…`: the first chunk says what the prompt held (every message's role and
+    // content), so a check can see which earlier turns a server sent (`continuity`).
+    let first = if model.starts_with("echo") {
+        let seen: Vec<String> = v["messages"]
+            .as_array()
+            .map(|a| {
+                a.iter()
+                    .map(|m| {
+                        format!(
+                            "{}: {}",
+                            m["role"].as_str().unwrap_or("?"),
+                            m["content"].as_str().unwrap_or("")
+                        )
+                    })
+                    .collect()
+            })
+            .unwrap_or_default();
+        format!("echo [{}] ", seen.join(" | "))
+    } else {
+        String::new()
+    };
+    let first = serde_json::to_string(&first).unwrap_or_else(|_| "\"\"".into());
     let head = format!(
-        "data: {{{id},\"model\":{m},\"choices\":[{{\"index\":0,\"delta\":{{\"role\":\"assistant\",\"content\":\"\"}},\"finish_reason\":null}}]}}\n\n"
+        "data: {{{id},\"model\":{m},\"choices\":[{{\"index\":0,\"delta\":{{\"role\":\"assistant\",\"content\":{first}}},\"finish_reason\":null}}]}}\n\n"
     );
     let tok = format!(
         "data: {{{id},\"model\":{m},\"choices\":[{{\"index\":0,\"delta\":{{\"content\":\"tok \"}},\"finish_reason\":null}}]}}\n\n"
@@ -879,28 +906,29 @@ fn latency(opts: &Opts) -> Res<()> {
 
 // ---- 100 concurrent chats ------------------------------------------------------------------
 
-fn concurrent(opts: &Opts) -> Res<()> {
-    let target = parse_target(opts.need("target")?)?;
-    let clients: usize = opts.num("clients", 100)?;
-    let turns: usize = opts.num("turns", 1)?;
-    let tokens: u32 = opts.num("tokens", 32)?;
-    let threads: usize = opts.num("threads", 1)?;
-    let model = opts.get("model").unwrap_or("bench").to_owned();
-    let run_id = opts.get("run-id").unwrap_or("run").to_owned();
-    let grace = Duration::from_millis(opts.num("eof-grace-ms", 0u64)?);
-    // --threads-per-client 1 (default): each client's later turns follow its own previous answer
-    // (`parent`), i.e. 100 separate conversations in one llm.json; 0: every turn goes on the
-    // latest message (one shared conversation).
-    let own_threads = opts.num("threads-per-client", 1u32)? == 1;
+/// One concurrent load: `clients` clients start together, each sending `turns` turns. Returns
+/// each turn's (message, parent, outcome) and the wall time.
+#[allow(clippy::too_many_arguments)]
+fn concurrent_load(
+    target: &Target,
+    clients: usize,
+    turns: usize,
+    tokens: u32,
+    threads: usize,
+    model: &str,
+    run_id: &str,
+    grace: Duration,
+    own_threads: bool,
+) -> (Vec<(String, Option<String>, Outcome)>, f64) {
     let rt = runtime(threads);
-    let (outs, wall) = rt.block_on(async {
+    rt.block_on(async {
         let barrier = Arc::new(tokio::sync::Barrier::new(clients + 1));
         let mut handles = Vec::new();
         for c in 0..clients {
             let target = target.clone();
             let barrier = barrier.clone();
-            let model = model.clone();
-            let run_id = run_id.clone();
+            let model = model.to_owned();
+            let run_id = run_id.to_owned();
             handles.push(tokio::spawn(async move {
                 let mut client = Client::new(target);
                 client.grace = grace;
@@ -943,7 +971,61 @@ fn concurrent(opts: &Opts) -> Res<()> {
             outs.extend(h.await.unwrap_or_default());
         }
         (outs, t0.elapsed().as_secs_f64())
-    });
+    })
+}
+
+fn concurrent(opts: &Opts) -> Res<()> {
+    let target = parse_target(opts.need("target")?)?;
+    let clients: usize = opts.num("clients", 100)?;
+    let turns: usize = opts.num("turns", 1)?;
+    let tokens: u32 = opts.num("tokens", 32)?;
+    let threads: usize = opts.num("threads", 1)?;
+    let model = opts.get("model").unwrap_or("bench").to_owned();
+    let run_id = opts.get("run-id").unwrap_or("run").to_owned();
+    let grace = Duration::from_millis(opts.num("eof-grace-ms", 0u64)?);
+    // --threads-per-client 1 (default): each client's later turns follow its own previous answer
+    // (`parent`), i.e. 100 separate conversations in one llm.json; 0: every turn goes on the
+    // latest message (one shared conversation).
+    let own_threads = opts.num("threads-per-client", 1u32)? == 1;
+    // --reference NAME=openai:URL_FILE: the same load against the upstream called directly,
+    // first, for the throughput and first-token ratios of this run.
+    let reference = match opts.get("reference") {
+        Some(spec) => {
+            let r = parse_target(spec)?;
+            let (outs, wall) = concurrent_load(
+                &r, clients, turns, tokens, threads, &model, &run_id, grace, false,
+            );
+            let ok: Vec<&Outcome> = outs.iter().map(|(_, _, o)| o).filter(|o| o.ok).collect();
+            let first = sorted(ok.iter().filter_map(|o| o.first).collect());
+            let errors = outs.len() - ok.len();
+            println!(
+                "\nconcurrent reference {}: {} turns, {errors} errors, wall {wall:.3} s ({:.1} turns/s); first token p50 {:.2} ms p99 {:.2} ms",
+                r.name,
+                outs.len(),
+                outs.len() as f64 / wall,
+                pct(&first, 50.0) * 1e3,
+                pct(&first, 99.0) * 1e3
+            );
+            Some(json!({
+                "name": r.name, "turns": outs.len(), "errors": errors,
+                "wall_s": (wall * 1000.0).round() / 1000.0,
+                "turns_per_s": (outs.len() as f64 / wall * 10.0).round() / 10.0,
+                "ttft_ms": {"p50": ms(pct(&first, 50.0)), "p99": ms(pct(&first, 99.0))},
+            }))
+        }
+        None => None,
+    };
+    let (outs, wall) = concurrent_load(
+        &target,
+        clients,
+        turns,
+        tokens,
+        threads,
+        &model,
+        &run_id,
+        grace,
+        own_threads,
+    );
     let errors: Vec<&String> = outs
         .iter()
         .filter_map(|(_, _, o)| o.error.as_ref())
@@ -976,6 +1058,16 @@ fn concurrent(opts: &Opts) -> Res<()> {
     for e in errors.iter().take(5) {
         println!("  error: {e}");
     }
+    let turns_per_s = outs.len() as f64 / wall;
+    if let Some(r) = &reference {
+        println!(
+            "  vs {} at the same load: throughput {:.3}× (turns/s), first token p50 {:.2} ms vs {:.2} ms",
+            r["name"].as_str().unwrap_or("reference"),
+            turns_per_s / r["turns_per_s"].as_f64().unwrap_or(f64::NAN),
+            pct(&first, 50.0) * 1e3,
+            r["ttft_ms"]["p50"].as_f64().unwrap_or(f64::NAN)
+        );
+    }
     let recorded: Vec<Value> = outs
         .iter()
         .filter(|(_, _, o)| o.ok)
@@ -999,7 +1091,220 @@ fn concurrent(opts: &Opts) -> Res<()> {
             "ttft_ms": {"p50": ms(pct(&first, 50.0)), "p99": ms(pct(&first, 99.0))},
             "turn_ms": {"p50": ms(pct(&total, 50.0)), "p99": ms(pct(&total, 99.0)), "max": ms(pct(&total, 100.0))},
             "save_ms": {"p50": ms(pct(&save, 50.0)), "p99": ms(pct(&save, 99.0))},
+            "reference": reference,
+            "throughput_ratio": reference.as_ref().map(|r| ((turns_per_s / r["turns_per_s"].as_f64().unwrap_or(f64::NAN)) * 1000.0).round() / 1000.0),
         }),
+    )
+}
+
+// ---- continuity across stateless instances ------------------------------------------------
+
+/// One request with the whole response read (a stateless answer ends after `done`): status,
+/// the headers asked for, body.
+async fn exchange(
+    addr: SocketAddr,
+    method: &str,
+    path: &str,
+    headers: &[(&str, String)],
+    body: Option<Value>,
+    want: &[&str],
+) -> Res<(u16, Vec<Option<String>>, String)> {
+    let s = TcpStream::connect(addr)
+        .await
+        .map_err(|e| format!("connect {addr}: {e}"))?;
+    let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(s))
+        .await
+        .map_err(|e| e.to_string())?;
+    tokio::spawn(async move {
+        let _ = conn.await;
+    });
+    let mut b = Request::builder().method(method).uri(path);
+    for (k, v) in headers {
+        b = b.header(*k, v.as_str());
+    }
+    let bytes = body.map_or_else(Bytes::new, |v| Bytes::from(v.to_string()));
+    let req = b.body(Full::new(bytes)).map_err(|e| e.to_string())?;
+    let resp = tokio::time::timeout(Duration::from_secs(30), sender.send_request(req))
+        .await
+        .map_err(|_| "no answer in 30 s".to_owned())?
+        .map_err(|e| format!("request: {e}"))?;
+    let status = resp.status().as_u16();
+    let got = want
+        .iter()
+        .map(|h| {
+            resp.headers()
+                .get(*h)
+                .and_then(|v| v.to_str().ok())
+                .map(str::to_owned)
+        })
+        .collect();
+    let body = tokio::time::timeout(Duration::from_secs(30), resp.into_body().collect())
+        .await
+        .map_err(|_| "body not finished in 30 s".to_owned())?
+        .map_err(|e| format!("body: {e}"))?
+        .to_bytes();
+    Ok((status, got, String::from_utf8_lossy(&body).into_owned()))
+}
+
+/// The `done` event's data of an SSE body.
+fn done_event(body: &str) -> Res<Value> {
+    for block in body.split("\n\n") {
+        let mut name = "";
+        let mut data = "";
+        for line in block.lines() {
+            if let Some(v) = line.strip_prefix("event:") {
+                name = v.trim();
+            } else if let Some(v) = line.strip_prefix("data:") {
+                data = v.trim_start();
+            }
+        }
+        if name == "done" {
+            return serde_json::from_str(data).map_err(|e| format!("done event: {e}"));
+        }
+        if name == "error" {
+            return Err(format!("error event: {data}"));
+        }
+    }
+    Err(format!(
+        "no done event in: {}",
+        body.chars().take(400).collect::<String>()
+    ))
+}
+
+/// A message of the `state_patch` by id.
+fn patch_message(done: &Value, id: &str) -> Res<Value> {
+    done["state_patch"]["messages"]
+        .as_array()
+        .and_then(|ms| ms.iter().find(|m| m["id"] == id))
+        .cloned()
+        .ok_or_else(|| format!("message {id} not in the state_patch: {done}"))
+}
+
+fn continuity(opts: &Opts) -> Res<()> {
+    let url = read_url_file(opts.need("url-file")?)?;
+    let hostport = url
+        .strip_prefix("http://")
+        .ok_or_else(|| format!("{url}: not http://"))?
+        .trim_end_matches('/');
+    let addr: SocketAddr = hostport.parse().map_err(|e| format!("{hostport}: {e}"))?;
+    // The public name the instances were told to accept (`--allow-host`), as a browser on
+    // that site would send it, and the Origin that goes with it.
+    let host = opts.get("host").unwrap_or(hostport).to_owned();
+    let served_by = opts
+        .get("served-by-header")
+        .unwrap_or("x-served-by")
+        .to_owned();
+    let instances: usize = opts.num("instances", 2)?;
+    let nonce = format!(
+        "{:x}",
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos())
+    );
+    let rt = runtime(1);
+    let report = rt.block_on(async move {
+        let browser = |origin: &str| {
+            vec![
+                ("host", host.clone()),
+                ("origin", origin.to_owned()),
+                ("content-type", "application/json".to_owned()),
+                ("accept", "text/event-stream".to_owned()),
+            ]
+        };
+        let origin = format!("http://{host}");
+        let turn = |message: String, window: Vec<Value>| {
+            json!({
+                "message": message,
+                "window": window,
+                "params": {"model": "echo", "max_tokens": 2},
+            })
+        };
+        let mut checks = Vec::new();
+        // Health through the proxy.
+        let (st, _, body) = exchange(addr, "GET", "/api/health", &[("host", host.clone())], None, &[]).await?;
+        if st != 200 {
+            return Err(format!("GET /api/health through the proxy: HTTP {st}: {body}"));
+        }
+        checks.push("health through the proxy: 200".to_owned());
+        // Turn 1.
+        let q1 = format!("first question {nonce}");
+        let (st, got, body) = exchange(addr, "POST", "/api/stateless/chat", &browser(&origin), Some(turn(q1.clone(), vec![])), &[&served_by]).await?;
+        if st != 200 {
+            return Err(format!("turn 1: HTTP {st}: {body}"));
+        }
+        let first_server = got[0].clone().ok_or_else(|| format!("turn 1: no {served_by} header"))?;
+        let d1 = done_event(&body)?;
+        let u1 = d1["user_message_id"].as_str().ok_or("turn 1: no user_message_id")?.to_owned();
+        let a1 = d1["assistant_message_id"].as_str().ok_or("turn 1: no assistant_message_id")?.to_owned();
+        // The client's state after turn 1: its two messages, from the patch.
+        let window = vec![patch_message(&d1, &u1)?, patch_message(&d1, &a1)?];
+        let a1_text = window[1]["content"].as_str().unwrap_or("").to_owned();
+        checks.push(format!("turn 1 served by {first_server}"));
+        // Turn 2, carrying that state, until another instance serves it.
+        let q2 = format!("second question {nonce}");
+        let mut second = None;
+        let mut servers = vec![first_server.clone()];
+        for _ in 0..(4 * instances.max(2)) {
+            let (st, got, body) = exchange(addr, "POST", "/api/stateless/chat", &browser(&origin), Some(turn(q2.clone(), window.clone())), &[&served_by]).await?;
+            if st != 200 {
+                return Err(format!("turn 2: HTTP {st}: {body}"));
+            }
+            let server = got[0].clone().ok_or_else(|| format!("turn 2: no {served_by} header"))?;
+            if !servers.contains(&server) {
+                servers.push(server.clone());
+            }
+            if server != first_server {
+                second = Some((server, done_event(&body)?));
+                break;
+            }
+        }
+        let (second_server, d2) = second.ok_or_else(|| format!("every turn 2 was served by {first_server}: is the balancer spreading requests?"))?;
+        let u2 = d2["user_message_id"].as_str().ok_or("turn 2: no user_message_id")?.to_owned();
+        let a2 = d2["assistant_message_id"].as_str().ok_or("turn 2: no assistant_message_id")?.to_owned();
+        let m2 = patch_message(&d2, &u2)?;
+        if m2["parent"] != json!(a1) {
+            return Err(format!("turn 2's question does not follow turn 1's answer {a1}: parent {}", m2["parent"]));
+        }
+        // What the second instance sent the model: turn 1's question and answer, then turn 2's.
+        let answer2 = patch_message(&d2, &a2)?["content"].as_str().unwrap_or("").to_owned();
+        for (what, text) in [("turn 1's question", q1.as_str()), ("turn 2's question", q2.as_str())] {
+            if !answer2.contains(text) {
+                return Err(format!("{second_server} did not send {what} ({text:?}) to the model; it saw: {answer2}"));
+            }
+        }
+        // Turn 1's answer echoed turn 1's question; sent back as the assistant's turn, it
+        // puts that question in the prompt a second time.
+        if !a1_text.contains(&q1) || !answer2.contains("assistant: echo [") || answer2.matches(&q1).count() < 2 {
+            return Err(format!("{second_server} did not send turn 1's answer to the model; it saw: {answer2}"));
+        }
+        checks.push(format!("turn 2 served by {second_server}: follows turn 1's answer (parent {a1}); the model got turn 1's question and answer"));
+        // The guard still works behind the proxy: a foreign Origin and an unknown Host are refused.
+        let (st, _, _) = exchange(addr, "POST", "/api/stateless/chat", &browser("http://evil.example"), Some(turn("x".into(), vec![])), &[]).await?;
+        if st != 403 {
+            return Err(format!("a foreign Origin through the proxy got HTTP {st}, not 403"));
+        }
+        checks.push("foreign Origin through the proxy: 403".to_owned());
+        let mut wrong = browser("http://evil.example");
+        wrong[0].1 = "evil.example".to_owned();
+        let (st, _, _) = exchange(addr, "POST", "/api/stateless/chat", &wrong, Some(turn("x".into(), vec![])), &[]).await?;
+        if st != 403 {
+            return Err(format!("an unknown Host through the proxy got HTTP {st}, not 403"));
+        }
+        checks.push("unknown Host through the proxy: 403".to_owned());
+        Ok::<_, String>((checks, servers))
+    });
+    let (checks, servers) = report?;
+    println!(
+        "continuity: ok ({} instances seen: {})",
+        servers.len(),
+        servers.join(", ")
+    );
+    for c in &checks {
+        println!("  {c}");
+    }
+    write_json(
+        opts,
+        &json!({"ok": true, "checks": checks, "servers": servers}),
     )
 }
 
@@ -1479,6 +1784,16 @@ fn summary(opts: &Opts) -> Res<()> {
             c["turn_ms"]["p99"],
             c["save_ms"]["p50"]
         );
+        if !c["reference"].is_null() {
+            println!(
+                "    same load on the upstream directly: {} turns/s, first token p50 {} ms — throughput ratio {}× (goal ≥ 0.8×: {}); first token p50 goal ≤ 20 ms: {}",
+                c["reference"]["turns_per_s"],
+                c["reference"]["ttft_ms"]["p50"],
+                c["throughput_ratio"],
+                yes(c["throughput_ratio"].as_f64().is_some_and(|r| r >= 0.8)),
+                yes(c["ttft_ms"]["p50"].as_f64().is_some_and(|t| t <= 20.0))
+            );
+        }
         println!(
             "    llm.json: {} messages ({} bytes) for {} turns, {} problems — errors 0 and every turn saved: {}",
             v["messages"],
