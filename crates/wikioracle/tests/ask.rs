@@ -183,6 +183,46 @@ data: [DONE]\n\n";
     );
 }
 
+/// `wo ask` keeps the recall sidecar beside llm.json: written (private) on
+/// the first run, and a damaged one is rebuilt — the question still answered
+/// and saved.
+#[test]
+fn ask_keeps_the_recall_sidecar_and_rebuilds_a_damaged_one() {
+    let response: &'static [u8] = b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n\r\n\
+data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"Cone 10.\"},\"finish_reason\":null}]}\n\n\
+data: {\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"stop\"}]}\n\n\
+data: [DONE]\n\n";
+    let p = Project::new();
+    p.ok(&["init"]);
+    let port = canned_server(response);
+    let cfg = config(&p, "openai", port);
+    let sidecar = p.path().join(".llm.json.recall");
+    let r = ask(&p, &cfg, &[]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let first = std::fs::read(&sidecar).expect("the first ask writes the sidecar");
+    assert!(first.starts_with(wo_engine::recall_file::MAGIC));
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let mode = std::fs::metadata(&sidecar).unwrap().permissions().mode();
+        assert_eq!(mode & 0o777, 0o600);
+    }
+    // Damaged: the next ask answers as before and writes a good one.
+    std::fs::write(&sidecar, b"WORECAL1 not really").unwrap();
+    let r = ask(&p, &cfg, &[]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert_eq!(p.state().messages().len(), 4);
+    let rebuilt = std::fs::read(&sidecar).unwrap();
+    assert!(rebuilt.starts_with(wo_engine::recall_file::MAGIC));
+    assert_ne!(rebuilt, b"WORECAL1 not really");
+    // A run that appends only reads it: no rewrite for two messages.
+    let r = ask(&p, &cfg, &[]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert_eq!(std::fs::read(&sidecar).unwrap(), rebuilt);
+    // Nothing else is left beside the file (no temp files).
+    let names = wo_testkit::sorted_names(p.path());
+    assert!(!names.iter().any(|n| n.ends_with(".tmp")), "{names:?}");
+}
+
 #[test]
 fn ask_creates_the_state_file_and_merges_exports_beside_it() {
     let response: &'static [u8] = b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n\r\ndata: {\"choices\":[{\"delta\":{\"content\":\"ok\"}}]}\n\ndata: {\"choices\":[{\"delta\":{},\"finish_reason\":\"stop\"}]}\n\ndata: [DONE]\n\n";

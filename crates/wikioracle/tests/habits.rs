@@ -987,7 +987,18 @@ fn git_merges_llm_json_with_the_merge_driver() {
     assert_eq!(std::fs::read(repo.join(".gitattributes")).unwrap(), attrs);
     let driver = g(&["config", "--get", "merge.wikioracle.driver"]).stdout;
     assert!(driver.contains("merge-driver %O %A %B"), "{driver}");
+    // The recall sidecar (a cache of this machine) and its temp files are
+    // ignored: `git add .` leaves them out, and status stays clean below.
+    let ignore = std::fs::read_to_string(repo.join(".gitignore")).unwrap();
+    assert_eq!(
+        ignore.lines().collect::<Vec<_>>(),
+        [".llm.json.recall", ".recall-*.tmp"]
+    );
+    std::fs::write(repo.join(".llm.json.recall"), b"cache").unwrap();
+    std::fs::write(repo.join(".recall-x1.tmp"), b"cache").unwrap();
     g(&["add", "."]);
+    let tracked = g(&["ls-files"]).stdout;
+    assert!(!tracked.contains("recall"), "{tracked}");
     g(&["commit", "-q", "-m", "base"]);
     // Two machines each add messages on their own branch.
     g(&["checkout", "-q", "-b", "laptop"]);

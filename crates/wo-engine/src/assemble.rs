@@ -23,8 +23,8 @@ use serde::Serialize;
 use wo_format::xhtml::to_plain_text;
 use wo_format::{EffectivePrefs, Message, Role, State, Timestamp};
 
-use crate::recall::RecallIndex;
-use crate::retrieve::{rank_truth, recall_messages};
+use crate::recall::{Candidates, RankedHits, RecallIndex};
+use crate::retrieve::{rank_truth, scan_hits};
 
 /// The system instructions used unless the caller gives others.
 pub const DEFAULT_SYSTEM: &str = "You are WikiOracle, a helpful assistant. Use the context, \
@@ -847,39 +847,28 @@ fn recall_within<'a>(
     let mut taken: HashSet<&'a str> = HashSet::new();
     let messages = state.messages();
     let limit = limit.unwrap_or(usize::MAX);
-    let hits = index
-        .and_then(|index| index.recall(state, query, window, limit))
-        .unwrap_or_else(|| recall_messages(messages, query, window, limit));
+    let hits = match index.and_then(|ix| Some((ix, ix.hits(state, query, window)?))) {
+        Some((ix, found)) => RankedHits::new(found, limit, Some(ix)),
+        None => RankedHits::new(scan_hits(messages, query, window), limit, None),
+    };
     // Candidates: every hit at its score, and the turns before and after it
     // at a fraction of that score, so a strong hit's neighbours come before
-    // weak hits and a weak hit's neighbours after strong ones.
-    // (score, transcript position, the hit it neighbours)
-    let mut candidates: Vec<(f64, usize, Option<usize>)> = Vec::with_capacity(hits.len() * 3);
-    for (rank, hit) in hits.iter().enumerate() {
-        candidates.push((hit.score, hit.index, None));
-        let w = hit.score * NEIGHBOUR_WEIGHT;
-        if let Some(before) = hit.index.checked_sub(1) {
-            candidates.push((w, before, Some(rank)));
-        }
-        if hit.index + 1 < messages.len() {
-            candidates.push((w, hit.index + 1, Some(rank)));
-        }
-    }
-    candidates.sort_by(|x, y| {
-        y.0.total_cmp(&x.0)
-            .then_with(|| x.2.is_some().cmp(&y.2.is_some()))
-            .then_with(|| x.1.cmp(&y.1))
-    });
+    // weak hits and a weak hit's neighbours after strong ones; taken best
+    // first, lazily, until the budget is spent.
+    let mut candidates = Candidates::new(hits, messages.len(), NEIGHBOUR_WEIGHT);
     // (transcript position, line, tokens, hit it neighbours)
     let mut chosen: Vec<(usize, String, usize, Option<&'a str>)> = Vec::new();
     let mut spent = 0;
     let mut misses = 0;
     // Hits left out because the client sends the same text itself.
     let mut client_sends: HashSet<&str> = HashSet::new();
-    for &(_, idx, neighbour_of) in &candidates {
+    loop {
         if misses >= RECALL_MISSES || cap.saturating_sub(spent) < RECALL_MIN_LINE_TOKENS {
             break;
         }
+        let Some((idx, neighbour_of)) = candidates.next() else {
+            break;
+        };
         let m = &messages[idx];
         if taken.contains(m.id.as_str()) || window.contains(m.id.as_str()) {
             continue;
@@ -911,21 +900,13 @@ fn recall_within<'a>(
         misses = 0;
         spent += t;
         taken.insert(m.id.as_str());
-        chosen.push((
-            idx,
-            line,
-            t,
-            neighbour_of.map(|r| hits[r].message.id.as_str()),
-        ));
+        chosen.push((idx, line, t, neighbour_of.map(|m| m.id.as_str())));
     }
-    let listed: HashSet<&str> = a.dropped.iter().filter_map(|d| d.id.as_deref()).collect();
-    let unlisted = hits
-        .iter()
-        .filter(|h| {
-            let id = h.message.id.as_str();
-            !taken.contains(id) && !listed.contains(id) && !client_sends.contains(id)
-        })
-        .count();
+    // Hits neither sent, nor listed as dropped, nor sent by the client.
+    let mut accounted: HashSet<&str> = a.dropped.iter().filter_map(|d| d.id.as_deref()).collect();
+    accounted.extend(&taken);
+    accounted.extend(&client_sends);
+    let unlisted = candidates.hits().count_outside(&accounted);
     if unlisted > 0 {
         a.dropped.push(Dropped {
             kind: SourceKind::EarlierMessage,

@@ -696,8 +696,11 @@ fn overlap_with_cache_warming<T>(
 }
 
 /// A store held for the whole turn (the CLI: one process, one turn, the
-/// store's file lock taken only for the commit's transaction).
-pub struct StoreTurn<'a>(pub &'a mut Store);
+/// store's file lock taken only for the commit's transaction), and the
+/// recall index kept beside it, if any (`wo ask` reads it from the recall
+/// sidecar, [`crate::recall_file`]; `wo chat` keeps it across turns): it is
+/// synced with the state before each use.
+pub struct StoreTurn<'a>(pub &'a mut Store, pub Option<&'a mut RecallIndex>);
 
 impl TurnState for StoreTurn<'_> {
     async fn read<T: Send + 'static>(
@@ -705,6 +708,18 @@ impl TurnState for StoreTurn<'_> {
         f: impl FnOnce(&State) -> Result<T, TurnError> + Send + 'static,
     ) -> Result<T, TurnError> {
         f(self.0.state())
+    }
+
+    async fn read_indexed<T: Send + 'static>(
+        &mut self,
+        f: impl FnOnce(&State, Option<&RecallIndex>) -> Result<T, TurnError> + Send + 'static,
+    ) -> Result<T, TurnError> {
+        let state = self.0.state();
+        let index = self.1.as_deref_mut().map(|index| {
+            index.sync(state);
+            &*index
+        });
+        f(state, index)
     }
 
     async fn while_answering<T>(&mut self, answering: impl Future<Output = T> + Send) -> T {

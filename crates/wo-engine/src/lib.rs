@@ -40,6 +40,7 @@ pub mod files;
 pub mod input;
 pub mod memory;
 pub mod recall;
+pub mod recall_file;
 pub mod request;
 pub mod retrieve;
 pub mod synopsis;

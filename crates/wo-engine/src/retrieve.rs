@@ -180,6 +180,19 @@ pub fn recall_messages<'a>(
     if limit == 0 {
         return Vec::new();
     }
+    let mut hits = scan_hits(messages, query, skip);
+    sort_recalled(&mut hits);
+    hits.truncate(limit);
+    hits
+}
+
+/// Every message sharing a term with `query`, except those in `skip`, with
+/// its score, in transcript order (unranked).
+pub(crate) fn scan_hits<'a>(
+    messages: &'a [Message],
+    query: &str,
+    skip: &HashSet<&str>,
+) -> Vec<Recalled<'a>> {
     let pool: Vec<(usize, &Message)> = messages
         .iter()
         .enumerate()
@@ -187,8 +200,7 @@ pub fn recall_messages<'a>(
         .collect();
     let docs: Vec<bm25::Doc> = pool.iter().map(|(_, m)| doc_of(m)).collect();
     let scores = bm25::scores_docs(&docs, query);
-    let mut hits: Vec<Recalled> = pool
-        .into_iter()
+    pool.into_iter()
         .zip(scores)
         .filter(|(_, s)| *s > 0.0)
         .map(|((index, message), score)| Recalled {
@@ -196,10 +208,7 @@ pub fn recall_messages<'a>(
             index,
             score,
         })
-        .collect();
-    sort_recalled(&mut hits);
-    hits.truncate(limit);
-    hits
+        .collect()
 }
 
 /// Recall's order: best score first, ties newer first.

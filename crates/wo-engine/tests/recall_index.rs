@@ -3,7 +3,10 @@
 //! (appends, merges, insertions before the end, edits in place, duplicate
 //! ids), the context assembled with the index kept beside the state equals
 //! the one assembled from scratch — every part, id, token count and drop
-//! reason — whether the index was synced after the change or not.
+//! reason — whether the index was synced after the change or not, with or
+//! without a cap on the hits recalled. (Both paths take recall's
+//! candidates lazily; `recall.rs`' unit tests hold that to sorting them
+//! all.)
 
 use proptest::prelude::*;
 use wo_engine::assemble::estimate_tokens;
@@ -157,6 +160,7 @@ proptest! {
         window in 120usize..900,
         truth_from in proptest::option::of(0usize..40),
         new_conversation in any::<bool>(),
+        recall_limit in proptest::option::of(0usize..12),
     ) {
         let mut state = State::new(Timestamp::from_unix(NOW));
         let mut clock = 0i64;
@@ -183,6 +187,7 @@ proptest! {
             let mut opts = AssemblyOptions::new(state, window, 64);
             opts.now = Timestamp::from_unix(NOW);
             opts.new_conversation = new_conversation;
+            opts.recall_limit = recall_limit;
             let scan = assemble(state, &query, &opts, &estimate_tokens, &[]);
             let indexed = assemble_indexed(state, Some(index), &query, &opts, &estimate_tokens, &[]);
             match (scan, indexed) {

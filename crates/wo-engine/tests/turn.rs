@@ -503,7 +503,7 @@ fn the_cli_store_backend_appends_the_exchange_to_the_file() {
     let mut events = Vec::new();
     let outcome = rt
         .block_on(run_turn(
-            StoreTurn(&mut store),
+            StoreTurn(&mut store, None),
             s.provider(Script::Answer),
             request("capital of France?"),
             Cancel::new(),

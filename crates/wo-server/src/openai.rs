@@ -15,6 +15,11 @@
 //!   [`LocalTurn`]): the exchange is appended to `llm.json` as a web turn's
 //!   is, and nothing is appended when the upstream fails or the client
 //!   goes away mid-answer.
+//! * **Memory**: with an interpreter configured, the turn's memory step
+//!   runs as a web turn's does, after the commit — but the client's answer
+//!   (the completion, or the stream, closed after `[DONE]`) is complete at
+//!   `done`: the step finishes in the turn's task, so an OpenAI client that
+//!   reads to the end of the stream is not kept waiting for it.
 //! * **Streaming**: [`ChunkSink`] writes `chat.completion.chunk` frames;
 //!   the response starts with the first piece of the answer, so a failure
 //!   before it (a bad field, the upstream refusing) is an HTTP error.
@@ -378,7 +383,9 @@ impl Answer {
 /// content); a failure before it goes to `started` as an HTTP error, one
 /// after it is a last `data: {"error": …}` frame (and no `[DONE]`).
 pub struct ChunkSink {
-    events: sse::EventSink,
+    /// The stream's frames; dropped after `[DONE]`, which ends the stream
+    /// while the turn's memory step goes on.
+    events: Option<sse::EventSink>,
     started: Option<Started>,
     answer: Answer,
     include_usage: bool,
@@ -386,10 +393,17 @@ pub struct ChunkSink {
 }
 
 impl ChunkSink {
+    /// Sends a `data:` frame while the stream is open.
+    fn data<T: serde::Serialize>(&self, data: &T) {
+        if let Some(events) = &self.events {
+            events.data(data);
+        }
+    }
+
     fn begin(&mut self) {
         if let Some(started) = self.started.take() {
             let _ = started.send(Ok(()));
-            self.events.data(&self.answer.chunk(
+            self.data(&self.answer.chunk(
                 OpenAiDelta {
                     role: Some("assistant".into()),
                     content: Some(String::new()),
@@ -403,12 +417,12 @@ impl ChunkSink {
 impl TurnSink for ChunkSink {
     fn event(&mut self, event: TurnEvent<'_>) {
         match event {
-            // The OpenAI face runs no memory step (its request has none):
-            // a client reads until the stream ends, and it would wait for it.
+            // The memory step's outcome has no place in OpenAI's stream,
+            // which ended at `done` (see below).
             TurnEvent::Assembled(_) | TurnEvent::Remembered(_) => {}
             TurnEvent::Delta(text) => {
                 self.begin();
-                self.events.data(&self.answer.chunk(
+                self.data(&self.answer.chunk(
                     OpenAiDelta {
                         role: None,
                         content: Some(text.to_owned()),
@@ -418,7 +432,7 @@ impl TurnSink for ChunkSink {
             }
             TurnEvent::Done(outcome) => {
                 self.begin();
-                self.events.data(&self.answer.chunk(
+                self.data(&self.answer.chunk(
                     OpenAiDelta::default(),
                     Some(finish_reason(outcome.finish_reason.as_deref())),
                 ));
@@ -428,9 +442,16 @@ impl TurnSink for ChunkSink {
                     let mut last = self.answer.chunk(OpenAiDelta::default(), None);
                     last.choices.clear();
                     last.usage = Some(usage);
-                    self.events.data(&last);
+                    self.data(&last);
                 }
-                self.events.raw(DONE_FRAME);
+                // The turn is committed: end the stream here (dropping the
+                // only sender), so a client reading to the end is not kept
+                // waiting for the memory step, which goes on in the turn's
+                // task (the stream's end fires the turn's cancellation,
+                // which the memory step does not watch).
+                if let Some(events) = self.events.take() {
+                    events.raw(DONE_FRAME);
+                }
             }
             TurnEvent::Failed(e) => {
                 let error = turn_error(e, &self.request);
@@ -438,7 +459,7 @@ impl TurnSink for ChunkSink {
                     Some(started) => {
                         let _ = started.send(Err(error));
                     }
-                    None => self.events.data(&openai_error(&error)),
+                    None => self.data(&openai_error(&error)),
                 }
             }
         }
@@ -485,21 +506,43 @@ async fn completions(
     .build(&app.config, || app.username.clone())
     .map_err(|e| bad(field_pointer(e.field, &body), e.message))?;
     req.chunks = crate::api::index_chunks(&app, req.prompt.clone()).await;
+    req.memory = app.memory_step(&provider, app.project_dir()).await;
     let answer = Answer::new(provider.as_ref(), &req);
     let body = Arc::new(body);
 
     if body.stream != Some(true) {
-        // The handler runs the turn: a client that goes away drops it, and
-        // with it the upstream's answer (nothing is committed).
-        let outcome = run_turn(
+        // The turn runs in its own task and the answer is returned at
+        // `done` (committed), while its memory step goes on there. A
+        // client that goes away before then cancels it (the guard),
+        // and with it the upstream's answer: nothing is committed.
+        let cancel = wo_providers::Cancel::new();
+        let guard = cancel.clone().drop_guard();
+        let (done_tx, done_rx) = tokio::sync::oneshot::channel::<TurnOutcome>();
+        let mut done_tx = Some(done_tx);
+        let turn = tokio::spawn(run_turn(
             LocalTurn { app },
             provider,
             req,
-            wo_providers::Cancel::new(),
-            FnSink::new(|_: TurnEvent<'_>| {}),
-        )
-        .await
-        .map_err(|e| turn_error(&e, &body))?;
+            cancel,
+            FnSink::new(move |event: TurnEvent<'_>| {
+                if let TurnEvent::Done(outcome) = event
+                    && let Some(tx) = done_tx.take()
+                {
+                    let _ = tx.send(outcome.clone());
+                }
+            }),
+        ));
+        let outcome = match done_rx.await {
+            Ok(outcome) => outcome,
+            // No `done`: the turn failed (or panicked) before its commit.
+            Err(_) => {
+                return Err(match turn.await {
+                    Ok(Err(e)) => turn_error(&e, &body),
+                    Ok(Ok(_)) | Err(_) => ApiError::internal("the turn ended without an answer"),
+                });
+            }
+        };
+        guard.disarm();
         return Ok(Json(OpenAiChatCompletion {
             id: answer.id,
             object: OBJECT_COMPLETION.into(),
@@ -527,7 +570,7 @@ async fn completions(
         .unwrap_or(false);
     crate::turn::respond_with(
         |events, started| ChunkSink {
-            events,
+            events: Some(events),
             started: Some(started),
             answer,
             include_usage,

@@ -214,10 +214,12 @@ async fn a_stream_is_openai_s_chunk_format() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn models_list_the_providers_and_choose_one() {
+    // The memory step off (this is about choosing models): each chat is one
+    // upstream call (the memory step's own is tested below).
     let s = serve_with(Script::says("ok"), false, |o| {
         let base = o.config.providers["fake"].base_url.clone().unwrap();
         let text = format!(
-            "[defaults]\nprovider = \"fake\"\n\n[providers.another]\nkind = \"openai\"\nbase_url = \"{base}\"\nmodel = \"m2\"\n\n[providers.fake]\nkind = \"openai\"\nbase_url = \"{base}\"\nmodel = \"fake-1\"\n\n[providers.keyless]\nkind = \"openai\"\nbase_url = \"http://127.0.0.1:9/v1\"\nmodel = \"m3\"\napi_key_env = \"WO_TEST_UNSET_KEY_VAR\"\n"
+            "[defaults]\nprovider = \"fake\"\n\n[providers.another]\nkind = \"openai\"\nbase_url = \"{base}\"\nmodel = \"m2\"\n\n[providers.fake]\nkind = \"openai\"\nbase_url = \"{base}\"\nmodel = \"fake-1\"\n\n[providers.keyless]\nkind = \"openai\"\nbase_url = \"http://127.0.0.1:9/v1\"\nmodel = \"m3\"\napi_key_env = \"WO_TEST_UNSET_KEY_VAR\"\n\n[interpreter]\nmode = \"off\"\n"
         );
         o.config = wo_providers::Config::from_toml(
             &text,
@@ -431,6 +433,82 @@ async fn an_upstream_failure_is_an_error_and_records_nothing() {
         );
     }
     assert_eq!(s.state_bytes(), before);
+}
+
+const REMEMBER_QUILLIBRIX: &str = r#"{"ops":[{"op":"add","kind":"fact","title":"Cat's bed","content":"Quillibrix sleeps on the server rack.","certainty":0.9}]}"#;
+
+/// The interpreter's reply is held this long: the client's answer must
+/// come well before it.
+const INTERPRETER_DELAY: Duration = Duration::from_millis(1500);
+
+/// The turn's memory step runs after the answer, in the background: the
+/// completion (or the stream, read to its end) comes before the slow
+/// interpreter has answered, and the exchange is remembered after it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_exchange_is_remembered_after_the_answer_is_returned() {
+    for stream in [false, true] {
+        let s = common::serve_with(
+            Script {
+                memory_delay: INTERPRETER_DELAY,
+                ..Script::says("It sleeps on the rack.").remembering(REMEMBER_QUILLIBRIX)
+            },
+            false,
+            |o| o.config.interpreter.mode = Some(wo_providers::config::InterpreterMode::After),
+        )
+        .await;
+        let started = std::time::Instant::now();
+        let r = s.program_json(Method::POST, CHAT, &chat_body(stream)).await;
+        assert_eq!(r.status(), StatusCode::OK);
+        let text = r.text().await.unwrap();
+        let answered = started.elapsed();
+        if stream {
+            let frames = data_frames(&text);
+            assert_eq!(frames.last().map(String::as_str), Some("[DONE]"), "{text}");
+        } else {
+            let c: OpenAiChatCompletion = serde_json::from_str(&text).unwrap();
+            assert_eq!(c.choices[0].message.content, "It sleeps on the rack.");
+        }
+        assert!(
+            answered < INTERPRETER_DELAY,
+            "stream {stream}: the answer waited for the interpreter ({answered:?})"
+        );
+        // The exchange is durable when the answer arrives …
+        let stored = messages(&s);
+        assert_eq!(stored.len(), 2, "stream {stream}");
+        // … and the memory step lands after it.
+        let deadline = std::time::Instant::now() + Duration::from_secs(20);
+        let state = loop {
+            let state = s.state_json();
+            if state["memory_log"]
+                .as_array()
+                .is_some_and(|l| !l.is_empty())
+            {
+                break state;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "stream {stream}: nothing remembered: {state}"
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        };
+        let fact = state["truth"]["trust"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|t| t["title"] == "Cat's bed")
+            .unwrap_or_else(|| panic!("stream {stream}: {state}"))
+            .clone();
+        assert_eq!(
+            fact["provenance"]["messages"],
+            json!([stored[0]["id"], stored[1]["id"]]),
+            "stream {stream}"
+        );
+        assert_eq!(state["memory_log"][0]["exchange"], stored[1]["id"]);
+        // The interpreter asked for structured output.
+        let bodies = s.upstream.bodies.lock().unwrap().clone();
+        assert_eq!(bodies.len(), 2);
+        assert_eq!(bodies[1]["response_format"]["type"], "json_schema");
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -160,6 +160,160 @@ impl Postings {
     }
 }
 
+/// Why [`Postings::from_bytes`] refused its input.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("recall postings at byte {at}: {what}")]
+pub struct BytesError {
+    /// Offset of the problem in the input.
+    pub at: usize,
+    /// What is wrong there.
+    pub what: &'static str,
+}
+
+/// Reads the little-endian numbers of [`Postings::to_bytes`]' layout,
+/// each read checked against the end of the input.
+struct Reader<'b> {
+    bytes: &'b [u8],
+    at: usize,
+}
+
+impl<'b> Reader<'b> {
+    fn take(&mut self, n: usize) -> Result<&'b [u8], BytesError> {
+        let end = self
+            .at
+            .checked_add(n)
+            .filter(|&e| e <= self.bytes.len())
+            .ok_or(BytesError {
+                at: self.at,
+                what: "ends early",
+            })?;
+        let out = &self.bytes[self.at..end];
+        self.at = end;
+        Ok(out)
+    }
+
+    fn u32(&mut self) -> Result<u32, BytesError> {
+        Ok(u32::from_le_bytes(
+            self.take(4)?.try_into().expect("4 bytes"),
+        ))
+    }
+
+    fn u64(&mut self) -> Result<u64, BytesError> {
+        Ok(u64::from_le_bytes(
+            self.take(8)?.try_into().expect("8 bytes"),
+        ))
+    }
+
+    fn fail<T>(&self, what: &'static str) -> Result<T, BytesError> {
+        Err(BytesError { at: self.at, what })
+    }
+}
+
+impl Postings {
+    /// The index as bytes, for a cache kept on disk (`wo ask`'s recall
+    /// sidecar): document lengths, then each term with its list. The word
+    /// cache is not kept (it refills as documents are added).
+    ///
+    /// Layout, all numbers little-endian: `u32` documents, `u64` total
+    /// length, a `u32` length per document, `u32` terms, then per term (in
+    /// term-number order) `u32` byte length, its UTF-8 bytes, `u32` list
+    /// length and that many (`u32` document, `u32` frequency) pairs.
+    pub fn to_bytes(&self) -> Vec<u8> {
+        let pairs: usize = self.lists.iter().map(Vec::len).sum();
+        let mut out =
+            Vec::with_capacity(16 + 4 * self.lens.len() + 8 * pairs + 16 * self.terms.len());
+        out.extend_from_slice(&(self.lens.len() as u32).to_le_bytes());
+        out.extend_from_slice(&self.total_len.to_le_bytes());
+        for len in &self.lens {
+            out.extend_from_slice(&len.to_le_bytes());
+        }
+        let mut by_number: Vec<&str> = vec![""; self.terms.len()];
+        for (term, &id) in &self.terms {
+            by_number[id as usize] = term;
+        }
+        out.extend_from_slice(&(by_number.len() as u32).to_le_bytes());
+        for (term, list) in by_number.iter().zip(&self.lists) {
+            out.extend_from_slice(&(term.len() as u32).to_le_bytes());
+            out.extend_from_slice(term.as_bytes());
+            out.extend_from_slice(&(list.len() as u32).to_le_bytes());
+            for &(d, tf) in list {
+                out.extend_from_slice(&d.to_le_bytes());
+                out.extend_from_slice(&tf.to_le_bytes());
+            }
+        }
+        out
+    }
+
+    /// The index [`Self::to_bytes`] wrote, checked: every read within the
+    /// input, terms UTF-8 and distinct, lists ascending by document and
+    /// within the documents, frequencies at least 1, the total length the
+    /// sum of the lengths, nothing after the last list. Whatever the input,
+    /// an index that scores like the one written or an error — never a
+    /// panic.
+    pub fn from_bytes(bytes: &[u8]) -> Result<Postings, BytesError> {
+        let mut r = Reader { bytes, at: 0 };
+        let n_docs = r.u32()?;
+        let total_len = r.u64()?;
+        // Each length takes four bytes: a count the input cannot hold is
+        // refused before anything is allocated for it.
+        if (n_docs as usize).saturating_mul(4) > bytes.len() {
+            return r.fail("more documents than the input holds");
+        }
+        let lens: Vec<u32> = r
+            .take(4 * n_docs as usize)?
+            .chunks_exact(4)
+            .map(|c| u32::from_le_bytes(c.try_into().expect("4 bytes")))
+            .collect();
+        if lens.iter().map(|&l| u64::from(l)).sum::<u64>() != total_len {
+            return r.fail("the total length is not the sum of the lengths");
+        }
+        let n_terms = r.u32()?;
+        if (n_terms as usize).saturating_mul(8) > bytes.len() - r.at {
+            return r.fail("more terms than the input holds");
+        }
+        let mut terms = HashMap::with_capacity(n_terms as usize);
+        let mut lists = Vec::with_capacity(n_terms as usize);
+        for number in 0..n_terms {
+            let len = r.u32()? as usize;
+            let Ok(term) = std::str::from_utf8(r.take(len)?) else {
+                return r.fail("a term is not UTF-8");
+            };
+            if terms.insert(Box::<str>::from(term), number).is_some() {
+                return r.fail("a term repeats");
+            }
+            let n = r.u32()? as usize;
+            let raw = r.take(n.checked_mul(8).ok_or(BytesError {
+                at: r.at,
+                what: "a list is too long",
+            })?)?;
+            let mut list = Vec::with_capacity(n);
+            let mut last: Option<u32> = None;
+            for pair in raw.chunks_exact(8) {
+                let d = u32::from_le_bytes(pair[..4].try_into().expect("4 bytes"));
+                let tf = u32::from_le_bytes(pair[4..].try_into().expect("4 bytes"));
+                if d >= n_docs || last.is_some_and(|l| l >= d) || tf == 0 {
+                    return r.fail(
+                        "a list entry is out of order, past the last document or of frequency 0",
+                    );
+                }
+                last = Some(d);
+                list.push((d, tf));
+            }
+            lists.push(list);
+        }
+        if r.at != bytes.len() {
+            return r.fail("bytes after the last list");
+        }
+        Ok(Postings {
+            terms,
+            lists,
+            lens,
+            total_len,
+            ..Postings::default()
+        })
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -208,11 +362,61 @@ mod tests {
         assert!(Postings::new().scores("kiln", &[]).is_empty());
     }
 
+    #[test]
+    fn bytes_round_trip_and_damage_is_refused() {
+        let texts: Vec<(String, String)> = vec![
+            ("Caroline".into(), "<p>I went to a kiln group</p>".into()),
+            ("Melanie".into(), "<p>glaze glaze kiln 日本</p>".into()),
+        ];
+        let mut index = Postings::new();
+        for d in docs(&texts) {
+            index.push(d);
+        }
+        let bytes = index.to_bytes();
+        let mut back = Postings::from_bytes(&bytes).unwrap();
+        assert_eq!(
+            back.scores("kiln glaze 日本", &[1]),
+            index.scores("kiln glaze 日本", &[1])
+        );
+        // It grows as the original would.
+        let more = ("ann".to_owned(), "<p>kiln again</p>".to_owned());
+        index.push(Doc {
+            plain: &more.0,
+            xhtml: &more.1,
+        });
+        back.push(Doc {
+            plain: &more.0,
+            xhtml: &more.1,
+        });
+        assert_eq!(back.scores("kiln ann", &[]), index.scores("kiln ann", &[]));
+        assert_eq!(back.to_bytes(), index.to_bytes());
+        // Cut anywhere, or one byte too many: refused, never a panic.
+        for cut in 0..bytes.len() {
+            assert!(Postings::from_bytes(&bytes[..cut]).is_err(), "cut at {cut}");
+        }
+        let mut longer = bytes.clone();
+        longer.push(0);
+        assert_eq!(
+            Postings::from_bytes(&longer).unwrap_err().what,
+            "bytes after the last list"
+        );
+        // A document count the input cannot hold allocates nothing.
+        let mut huge = bytes.clone();
+        huge[..4].copy_from_slice(&u32::MAX.to_le_bytes());
+        assert!(Postings::from_bytes(&huge).is_err());
+    }
+
     proptest! {
         #![proptest_config(ProptestConfig::with_cases(200))]
         /// Whatever the documents, the query and the exclusions, the index
         /// scores each remaining document exactly as the one-pass scan
         /// over the remaining documents does.
+        /// Random bytes are refused or read, never a panic.
+        #[test]
+        fn any_bytes_are_read_or_refused(bytes in proptest::collection::vec(any::<u8>(), 0..200)) {
+            let _ = Postings::from_bytes(&bytes);
+        }
+
         #[test]
         fn equals_the_scan_without_the_excluded(
             texts in proptest::collection::vec(

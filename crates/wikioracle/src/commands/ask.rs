@@ -58,6 +58,10 @@ pub fn run(g: &GlobalOpts, mut args: AskArgs) -> Result<ExitCode> {
     // references (the turn borrows the store while it runs).
     let before = show_context.then(|| store.state().clone());
     req.memory = super::session::memory_step(&cfg, &provider, store.path());
+    // Recall reads the transcript's postings from the sidecar beside the
+    // file (rebuilt when missing or stale) instead of tokenising it all.
+    let sidecar = wo_engine::recall_file::sidecar_path(store.path());
+    let (mut recall, loaded) = wo_engine::recall_file::load(&sidecar, store.state());
     // What reached standard output, so a failure or a stop ends the line
     // only when one was begun.
     let mut printed = crate::render::LineEnd::default();
@@ -72,7 +76,7 @@ pub fn run(g: &GlobalOpts, mut args: AskArgs) -> Result<ExitCode> {
         let mut stdout = std::io::stdout();
         let mut md = crate::render::Markdown::for_stdout();
         run_turn(
-            StoreTurn(&mut store),
+            StoreTurn(&mut store, Some(&mut recall)),
             provider,
             req,
             cancel.clone(),
@@ -119,6 +123,9 @@ pub fn run(g: &GlobalOpts, mut args: AskArgs) -> Result<ExitCode> {
         )
         .await
     });
+    // A cache: a failure to write it (a read-only directory) only means the
+    // next run rebuilds it.
+    let _ = wo_engine::recall_file::save(&sidecar, &mut recall, store.state(), &loaded);
     let outcome = match outcome {
         Ok(o) => o,
         Err(e) => {

@@ -26,6 +26,9 @@ end a line with \\ to continue it on the next line; Ctrl-C stops an answer (what
 pub fn run(g: &GlobalOpts, mut args: ChatArgs) -> Result<ExitCode> {
     let (cfg, provider) = provider(&mut args.model)?;
     let mut store = open_for_chat(g)?;
+    // The transcript's postings, from the recall sidecar, kept across turns.
+    let sidecar = wo_engine::recall_file::sidecar_path(store.path());
+    let (mut recall, loaded) = wo_engine::recall_file::load(&sidecar, store.state());
     // Where the first question goes; each answer then moves it on.
     let mut place = placement(&store, &args.conv, None)?;
     let rt = runtime()?;
@@ -158,7 +161,7 @@ pub fn run(g: &GlobalOpts, mut args: ChatArgs) -> Result<ExitCode> {
             let mut out = std::io::stdout();
             let mut md = crate::render::Markdown::for_stdout();
             let r = run_turn(
-                StoreTurn(&mut store),
+                StoreTurn(&mut store, Some(&mut recall)),
                 provider.clone(),
                 req,
                 cancel.clone(),
@@ -227,6 +230,8 @@ pub fn run(g: &GlobalOpts, mut args: ChatArgs) -> Result<ExitCode> {
         }
         let _ = editor.save_history(h);
     }
+    // A cache: failing to write it only means the next run rebuilds it.
+    let _ = wo_engine::recall_file::save(&sidecar, &mut recall, store.state(), &loaded);
     Ok(ExitCode::SUCCESS)
 }
 

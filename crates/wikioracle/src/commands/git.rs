@@ -76,6 +76,37 @@ fn shell_quote(s: &str) -> String {
     format!("'{}'", s.replace('\'', r"'\''"))
 }
 
+/// Adds `line` to the file at `path` (created if missing) unless a line
+/// with the same words is there; says which.
+fn ensure_line(path: &Path, line: &str) -> Result<()> {
+    let existing = match std::fs::read_to_string(path) {
+        Ok(text) => text,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => String::new(),
+        Err(e) => {
+            return Err(anyhow!("{}: cannot read it: {e}", path.display()));
+        }
+    };
+    if existing
+        .lines()
+        .any(|l| l.split_whitespace().eq(line.split_whitespace()))
+    {
+        outln!("{}: already has `{line}`", path.display());
+        return Ok(());
+    }
+    let mut text = existing;
+    if !text.is_empty() && !text.ends_with('\n') {
+        text.push('\n');
+    }
+    text.push_str(line);
+    text.push('\n');
+    wo_durable::write_atomic_with(path, wo_durable::Mode::Keep { new: 0o666 }, |w| {
+        w.write_all(text.as_bytes())
+    })
+    .with_context(|| format!("{}: cannot write it", path.display()))?;
+    outln!("{}: added `{line}`", path.display());
+    Ok(())
+}
+
 pub fn git_setup(g: &GlobalOpts) -> Result<ExitCode> {
     let state = super::state_path(g)?;
     let dir = super::state_dir(&state);
@@ -90,33 +121,21 @@ pub fn git_setup(g: &GlobalOpts) -> Result<ExitCode> {
         .file_name()
         .and_then(|n| n.to_str())
         .unwrap_or(wo_store::STATE_FILE_NAME);
-    let line = format!("{name} merge={DRIVER}");
-    let attributes = top.join(".gitattributes");
-    let existing = match std::fs::read_to_string(&attributes) {
-        Ok(text) => text,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => String::new(),
-        Err(e) => {
-            return Err(anyhow!("{}: cannot read it: {e}", attributes.display()));
-        }
-    };
-    if existing
-        .lines()
-        .any(|l| l.split_whitespace().eq(line.split_whitespace()))
-    {
-        outln!("{}: already has `{line}`", attributes.display());
-    } else {
-        let mut text = existing.clone();
-        if !text.is_empty() && !text.ends_with('\n') {
-            text.push('\n');
-        }
-        text.push_str(&line);
-        text.push('\n');
-        wo_durable::write_atomic_with(&attributes, wo_durable::Mode::Keep { new: 0o666 }, |w| {
-            w.write_all(text.as_bytes())
-        })
-        .with_context(|| format!("{}: cannot write it", attributes.display()))?;
-        outln!("{}: added `{line}`", attributes.display());
+    ensure_line(
+        &top.join(".gitattributes"),
+        &format!("{name} merge={DRIVER}"),
+    )?;
+    // The recall sidecar beside the state file is a cache of this machine
+    // (`wo_engine::recall_file`), rebuilt whenever it is missing: never
+    // committed, nor its temp files.
+    let sidecar = wo_engine::recall_file::sidecar_path(&state);
+    if let Some(sidecar) = sidecar.file_name().and_then(|n| n.to_str()) {
+        ensure_line(&top.join(".gitignore"), sidecar)?;
     }
+    ensure_line(
+        &top.join(".gitignore"),
+        wo_engine::recall_file::TEMP_PATTERN,
+    )?;
     // The driver runs this very binary, so it works whether or not `wo` is
     // on git's PATH.
     let exe = std::env::current_exe().context("cannot find the wo binary's path")?;

@@ -25,6 +25,8 @@ pub struct Script {
     /// What the memory interpreter's calls (those asking for structured
     /// output, `response_format`) are answered instead of `tokens`.
     pub memory_reply: Option<String>,
+    /// How long the memory interpreter's calls wait before answering.
+    pub memory_delay: Duration,
 }
 
 impl Script {
@@ -34,6 +36,7 @@ impl Script {
             delay: Duration::ZERO,
             fail_status: None,
             memory_reply: None,
+            memory_delay: Duration::ZERO,
         }
     }
 
@@ -63,13 +66,16 @@ pub async fn upstream(script: Script) -> Upstream {
         post(move |body: axum::body::Bytes| {
             let mut script = script.clone();
             r.fetch_add(1, Ordering::SeqCst);
+            let mut wait = Duration::ZERO;
             if let Ok(v) = serde_json::from_slice::<serde_json::Value>(&body) {
                 if let (Some(reply), Some(_)) = (&script.memory_reply, v.get("response_format")) {
                     script.tokens = vec![reply.clone()];
+                    wait = script.memory_delay;
                 }
                 b.lock().unwrap().push(v);
             }
             async move {
+                tokio::time::sleep(wait).await;
                 if let Some(status) = script.fail_status {
                     return Response::builder()
                         .status(status)

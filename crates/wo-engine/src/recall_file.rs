@@ -1,0 +1,235 @@
+//! The recall sidecar: a one-shot process (`wo ask`) reads the transcript's
+//! postings from a file beside `llm.json` instead of tokenising 100k
+//! messages to answer one question.
+//!
+//! It is a cache, never the source of truth. Each indexed message is keyed
+//! by a checksum of what recall scores (speaker and content) and the
+//! content's length; [`load`] takes the file only when those keys match the
+//! state's first messages one for one, and then adds the messages appended
+//! since (the common case: the turns `wo ask` itself wrote). A missing,
+//! stale (a hand edit, an insertion, a re-sort), truncated or damaged file,
+//! one written by another tokenizer ([`terms_probe`]) or another layout,
+//! is rebuilt from the transcript — the recall result is the same either
+//! way (`tests/recall_file.rs`). [`save`] replaces the file atomically
+//! (temp file, rename; not fsynced: a torn file after a crash fails its
+//! checksum and is rebuilt), only when it was rebuilt or more than
+//! [`REWRITE_AFTER`] messages were appended since it was written.
+//!
+//! The file is `.<state file name>.recall` (a dot file: invisible to `ls`;
+//! `wo git-setup` adds it to `.gitignore`). Layout, little-endian:
+//! [`MAGIC`], `u32` tokenizer probe, `u32` messages indexed, a `u64` key
+//! per message, the postings ([`wo_text::postings::Postings::to_bytes`]),
+//! and a CRC-32 of everything before it.
+
+use std::io::Write as _;
+use std::path::{Path, PathBuf};
+
+use wo_format::{Message, State};
+use wo_text::postings::Postings;
+
+use crate::recall::RecallIndex;
+
+/// The file's first bytes; the last digit is the layout's version.
+pub const MAGIC: &[u8; 8] = b"WORECAL1";
+
+/// After this many messages appended since the file was written, [`save`]
+/// rewrites it (below it, [`load`] tokenises them: a few milliseconds).
+pub const REWRITE_AFTER: usize = 1024;
+
+/// What the names of the sidecar's temp files match (a glob, for
+/// `.gitignore`): one left by a crash between create and rename.
+pub const TEMP_PATTERN: &str = ".recall-*.tmp";
+
+/// The sidecar of the state file at `state_path`.
+pub fn sidecar_path(state_path: &Path) -> PathBuf {
+    let name = state_path
+        .file_name()
+        .map_or_else(|| "llm.json".into(), |n| n.to_string_lossy().into_owned());
+    state_path.with_file_name(format!(".{name}.recall"))
+}
+
+/// Why [`load`] built the index from the transcript instead of reading it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Rebuilt {
+    /// There was no file.
+    Missing,
+    /// The file could not be read, or is not a sidecar this build wrote
+    /// (damaged, truncated, another layout or tokenizer): what is wrong.
+    Unreadable(String),
+    /// The file is intact but indexes messages the state no longer has
+    /// as they were.
+    Stale,
+}
+
+/// How [`load`] got its index.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Loaded {
+    /// Read from the file, which covered this many messages; the rest were
+    /// added.
+    Read {
+        /// Messages the file indexed.
+        covered: usize,
+    },
+    /// Built from the whole transcript.
+    Rebuilt(Rebuilt),
+}
+
+/// A number that changes whenever the tokenizer's terms do (stopwords,
+/// stems, identifier splitting): the terms of a fixed text, checksummed. A
+/// file written by a `wo` that tokenised differently is rebuilt.
+pub fn terms_probe() -> u32 {
+    const PROBE: &str = "The running kilns' glazes were FIRED retrievalPrefs HTTPServer \
+                         x_y generously dying skies étude 日本 news ugly 3.14 a I";
+    let mut crc = crc32fast::Hasher::new();
+    wo_text::terms::for_each_term(PROBE, |t| {
+        crc.update(t.as_bytes());
+        crc.update(&[0xff]);
+    });
+    crc.finalize()
+}
+
+/// The key of one indexed message: a CRC-32 of its speaker and content (the
+/// text recall scores; 0xFF, never in UTF-8, between them) and the
+/// content's length.
+fn key(m: &Message) -> u64 {
+    let mut crc = crc32fast::Hasher::new();
+    crc.update(m.username.as_bytes());
+    crc.update(&[0xff]);
+    crc.update(m.content.as_bytes());
+    (u64::from(crc.finalize()) << 32) | (m.content.len() as u64 & 0xffff_ffff)
+}
+
+/// The recall index of `state`: from the sidecar at `path` when it indexes
+/// the state's first messages as they are (plus the ones appended since),
+/// else built from the whole transcript. Never fails: a file that cannot be
+/// used is rebuilt (see [`Loaded`]).
+pub fn load(path: &Path, state: &State) -> (RecallIndex, Loaded) {
+    let bytes = match std::fs::read(path) {
+        Ok(b) => b,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            return (built(state), Loaded::Rebuilt(Rebuilt::Missing));
+        }
+        Err(e) => {
+            return (
+                built(state),
+                Loaded::Rebuilt(Rebuilt::Unreadable(format!("{}: {e}", path.display()))),
+            );
+        }
+    };
+    match read(&bytes, state) {
+        Ok(Some((postings, covered))) => (
+            RecallIndex::adopt(postings, state),
+            Loaded::Read { covered },
+        ),
+        Ok(None) => (built(state), Loaded::Rebuilt(Rebuilt::Stale)),
+        Err(why) => (
+            built(state),
+            Loaded::Rebuilt(Rebuilt::Unreadable(format!("{}: {why}", path.display()))),
+        ),
+    }
+}
+
+fn built(state: &State) -> RecallIndex {
+    let mut index = RecallIndex::new();
+    index.sync(state);
+    index
+}
+
+/// The postings in `bytes` and how many messages they cover, when they
+/// index `state`'s first messages as they are (`None`: stale); an error
+/// when `bytes` is not an intact sidecar of this layout and tokenizer.
+fn read(bytes: &[u8], state: &State) -> Result<Option<(Postings, usize)>, String> {
+    let Some((body, sum)) = bytes.split_last_chunk::<4>() else {
+        return Err("shorter than its header".into());
+    };
+    if crc32fast::hash(body) != u32::from_le_bytes(*sum) {
+        return Err("checksum mismatch (damaged or cut short)".into());
+    }
+    let Some((magic, rest)) = body.split_first_chunk::<8>() else {
+        return Err("shorter than its header".into());
+    };
+    if magic != MAGIC {
+        return Err("not a recall sidecar of this version".into());
+    }
+    let word = |b: &[u8], at: usize| -> Result<u32, String> {
+        b.get(at..at + 4)
+            .map(|w| u32::from_le_bytes(w.try_into().expect("4 bytes")))
+            .ok_or_else(|| "shorter than its header".to_owned())
+    };
+    if word(rest, 0)? != terms_probe() {
+        return Err("written by a build that tokenises differently".into());
+    }
+    let covered = word(rest, 4)? as usize;
+    let keys_end = covered
+        .checked_mul(8)
+        .and_then(|n| n.checked_add(8))
+        .filter(|&e| e <= rest.len())
+        .ok_or("more messages than the file holds")?;
+    let keys = &rest[8..keys_end];
+    let messages = state.messages();
+    if covered > messages.len() {
+        return Ok(None);
+    }
+    let same = keys
+        .chunks_exact(8)
+        .zip(messages)
+        .all(|(k, m)| u64::from_le_bytes(k.try_into().expect("8 bytes")) == key(m));
+    if !same {
+        return Ok(None);
+    }
+    let postings = Postings::from_bytes(&rest[keys_end..]).map_err(|e| e.to_string())?;
+    if postings.len() != covered {
+        return Err("the postings and the keys disagree on the message count".into());
+    }
+    Ok(Some((postings, covered)))
+}
+
+/// Writes `index` (synced with `state`) to the sidecar at `path` when it
+/// needs to be: after a rebuild, or when more than [`REWRITE_AFTER`]
+/// messages were added to what the file covered. Returns whether it wrote.
+/// The caller may ignore a failure (a read-only directory): the next run
+/// rebuilds.
+pub fn save(
+    path: &Path,
+    index: &mut RecallIndex,
+    state: &State,
+    loaded: &Loaded,
+) -> std::io::Result<bool> {
+    index.sync(state);
+    let needed = match loaded {
+        Loaded::Read { covered } => state.messages().len().saturating_sub(*covered) > REWRITE_AFTER,
+        Loaded::Rebuilt(_) => true,
+    };
+    if !needed || !index.is_current(state) {
+        return Ok(false);
+    }
+    write(path, index.postings(), state.messages())?;
+    Ok(true)
+}
+
+/// Replaces the file at `path` with the sidecar of `postings` over
+/// `messages`: a new temp file beside it (created exclusively, 0600), then
+/// a rename, so a reader sees the old file or the new one whole.
+fn write(path: &Path, postings: &Postings, messages: &[Message]) -> std::io::Result<()> {
+    let mut out = Vec::with_capacity(16 + 8 * messages.len());
+    out.extend_from_slice(MAGIC);
+    out.extend_from_slice(&terms_probe().to_le_bytes());
+    out.extend_from_slice(&(messages.len() as u32).to_le_bytes());
+    for m in messages {
+        out.extend_from_slice(&key(m).to_le_bytes());
+    }
+    out.extend_from_slice(&postings.to_bytes());
+    let sum = crc32fast::hash(&out);
+    out.extend_from_slice(&sum.to_le_bytes());
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => Path::new("."),
+    };
+    let mut tmp = tempfile::Builder::new()
+        .prefix(".recall-")
+        .suffix(".tmp")
+        .tempfile_in(dir)?;
+    tmp.write_all(&out)?;
+    tmp.persist(path).map_err(|e| e.error)?;
+    Ok(())
+}
