@@ -152,7 +152,11 @@ fn read_when_it_fits_rebuilt_when_it_does_not() {
     // A title change is not scored: still read.
     let mut titled = edited.clone();
     let id = titled.messages()[5].id.clone();
-    titled.set_message_title(&id, "kiln notes".into());
+    titled.set_message_title(
+        &id,
+        "kiln notes".into(),
+        Timestamp::from_unix(1_900_000_000),
+    );
     assert_eq!(
         load_and_check(&path, &titled).1,
         Loaded::Read { covered: 62 }
