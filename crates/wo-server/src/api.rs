@@ -184,7 +184,8 @@ pub async fn index_chunks(
 /// `POST /api/chat`: one turn on the server's state, run by the engine
 /// ([`crate::turn::LocalTurn`]: the store is locked only to assemble the
 /// prompt and to append the turn, never while the model answers, so many
-/// chats run at once).
+/// chats run at once). A client that goes away mid-answer leaves the
+/// question and the answer so far in the file, marked `stopped`.
 pub async fn chat(
     State(app): AppState,
     JsonBody(body): JsonBody<wo_wire::ChatRequest>,
@@ -202,6 +203,10 @@ pub async fn chat(
         req.chunks = index_chunks(&app, req.prompt.clone()).await;
     }
     req.memory = app.memory_step(&provider, app.project_dir()).await;
+    // Stop, or the tab closing, ends the stream: the question and the
+    // answer so far are kept, marked incomplete (issue 16.4), even when no
+    // word had come yet.
+    req.keep_partial = true;
     let name = provider.name().to_owned();
     crate::turn::respond(&name, |cancel, sink| {
         crate::turn::run(LocalTurn { app }, provider, req, cancel, sink)

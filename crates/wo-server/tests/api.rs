@@ -132,30 +132,89 @@ async fn a_failing_provider_ends_the_stream_with_an_error_and_saves_nothing() {
     assert_eq!(s.state_bytes(), before);
 }
 
+/// Sends a chat, reads the stream until it has seen `until`, then goes
+/// away as Stop (or a closed tab) does; returns once the server has kept
+/// the turn (or after 5 s) with the messages in the file.
+async fn leave_mid_turn(s: &common::Served, until: &str) -> Vec<Value> {
+    let mut r = s
+        .program_json(Method::POST, "/api/chat", &json!({"message": "talk"}))
+        .await;
+    assert_eq!(r.status(), StatusCode::OK);
+    let mut seen = String::new();
+    while !seen.contains(until) {
+        let chunk = r.chunk().await.unwrap().expect("the stream ended early");
+        seen.push_str(&String::from_utf8_lossy(&chunk));
+    }
+    drop(r); // the browser's Stop button
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    loop {
+        let messages = s.state_json()["messages"].as_array().unwrap().clone();
+        if !messages.is_empty() || std::time::Instant::now() > deadline {
+            return messages;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// The kept exchange: the question, then an answer to it marked stopped.
+fn assert_kept_stopped(messages: &[Value]) -> String {
+    assert_eq!(messages.len(), 2, "{messages:?}");
+    let (q, a) = (&messages[0], &messages[1]);
+    assert_eq!(q["content"], "<p>talk</p>");
+    assert_eq!(a["parent"], q["id"]);
+    assert_eq!(a["role"], "assistant");
+    assert_eq!(a["usage"]["truncated"], json!({"reason": "stopped"}), "{a}");
+    a["content"].as_str().unwrap().to_owned()
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn stopping_mid_answer_saves_nothing() {
-    let s = serve(
+async fn stopping_mid_answer_keeps_the_question_and_the_answer_so_far() {
+    // With the memory step on, to show it does not run for this exchange.
+    let s = common::serve_with(
         Script {
             delay: Duration::from_millis(50),
-            ..Script::says(&"word ".repeat(100))
+            ..Script::says(&"word ".repeat(100)).remembering(REMEMBER_PARIS)
+        },
+        false,
+        remembering,
+    )
+    .await;
+    let messages = leave_mid_turn(&s, "event: delta").await;
+    let answer = assert_kept_stopped(&messages);
+    assert!(answer.starts_with("<p>word"), "{answer}");
+    assert!(
+        answer.matches("word").count() < 100,
+        "only the words before the stop are kept: {answer}"
+    );
+    // It is durable: a fresh read of the file has it (state_json reads the
+    // file), and the server is still fine.
+    wo_format::parse(&s.state_bytes()).expect("the kept exchange is valid");
+    let r = s.program(Method::GET, "/api/state").send().await.unwrap();
+    assert_eq!(r.status(), StatusCode::OK);
+    // No interpretation of an exchange its reader stopped: the only call
+    // upstream was the answer's.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(s.upstream.requests.load(Ordering::SeqCst), 1);
+    let state = s.state_json();
+    assert!(state.get("memory_log").is_none(), "{state}");
+    assert!(state["truth"]["trust"].as_array().unwrap().is_empty());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn leaving_before_the_first_word_keeps_the_question() {
+    let s = serve(
+        Script {
+            first_delay: Duration::from_secs(30),
+            ..Script::says("too late")
         },
         false,
     )
     .await;
-    let before = s.state_bytes();
-    let mut r = s
-        .program_json(Method::POST, "/api/chat", &json!({"message": "talk"}))
-        .await;
-    let mut seen = String::new();
-    while !seen.contains("event: delta") {
-        seen.push_str(&String::from_utf8_lossy(&r.chunk().await.unwrap().unwrap()));
-    }
-    drop(r); // the browser's Stop button
-    tokio::time::sleep(Duration::from_millis(400)).await;
-    assert_eq!(s.state_bytes(), before, "a stopped turn is not saved");
-    // The server is still fine.
-    let r = s.program(Method::GET, "/api/state").send().await.unwrap();
-    assert_eq!(r.status(), StatusCode::OK);
+    // The `context` event comes once the prompt is built; the model has
+    // not said a word when the client goes.
+    let messages = leave_mid_turn(&s, "event: context").await;
+    let answer = assert_kept_stopped(&messages);
+    assert_eq!(answer, "", "no word had come");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

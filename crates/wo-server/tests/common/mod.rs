@@ -19,7 +19,10 @@ use wo_server::app::Limits;
 #[derive(Clone)]
 pub struct Script {
     pub tokens: Vec<String>,
+    /// Between two frames.
     pub delay: Duration,
+    /// Before the first frame (a model slow to start).
+    pub first_delay: Duration,
     /// Answer this HTTP status instead of a stream.
     pub fail_status: Option<u16>,
     /// What the memory interpreter's calls (those asking for structured
@@ -32,6 +35,7 @@ impl Script {
         Script {
             tokens: text.split_inclusive(' ').map(str::to_owned).collect(),
             delay: Duration::ZERO,
+            first_delay: Duration::ZERO,
             fail_status: None,
             memory_reply: None,
         }
@@ -86,6 +90,9 @@ pub async fn upstream(script: Script) -> Upstream {
                         }
                         if i > 0 && !script.delay.is_zero() {
                             tokio::time::sleep(script.delay).await;
+                        }
+                        if i == 0 && !script.first_delay.is_zero() {
+                            tokio::time::sleep(script.first_delay).await;
                         }
                         let frame = if i < n {
                             format!(
