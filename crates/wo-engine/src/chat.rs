@@ -702,6 +702,27 @@ fn completed_turn(
     }
 }
 
+/// The exchange a client keeps itself when its reader stopped the turn
+/// (the stateless web client: Stop, or a tab closed mid-answer, so the
+/// server's commit never reached it): the question as a turn stores it and
+/// `answer` as far as it got — possibly empty —, marked as [`run_turn`]
+/// marks a stopped answer ([`STOPPED`]). `state` gives the default parent,
+/// as for a commit.
+pub fn stopped_turn(
+    state: &State,
+    provider: &dyn Provider,
+    req: &TurnRequest,
+    sent_at: Timestamp,
+    sources: Vec<String>,
+    answer: String,
+) -> CompletedTurn {
+    let streamed = stopped_answer(StreamedAnswer {
+        answer,
+        ..StreamedAnswer::default()
+    });
+    completed_turn(state, provider, req, sent_at, sources, &streamed)
+}
+
 /// Drives `streamed` to completion while another thread serialises the
 /// state's messages, so the save after the answer only writes bytes (on a
 /// 100k-message file that moves ~100 ms off the critical path). Needs the

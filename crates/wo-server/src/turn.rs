@@ -212,7 +212,7 @@ pub(crate) fn changed_records<T: PartialEq + serde::Serialize>(
 /// (`before`: the truth it started from) — those used (`refs`, `used`) and
 /// those it archived — in full (see `wo_wire::apply_state_patch` for how
 /// arrays of records apply).
-fn turn_patch(
+pub(crate) fn turn_patch(
     state: &State,
     user_id: &str,
     assistant_id: &str,

@@ -1301,3 +1301,98 @@ async fn markdown_is_converted_and_sanitised_in_both_modes_and_saves_nothing() {
         assert_eq!(s.state_bytes(), before);
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stateless_client_keeps_a_stopped_turn_through_the_engine() {
+    // Bodies up to 1 MiB: an answer over the provider's cap still arrives.
+    let s = common::serve_with(Script::says("unused"), true, |o| {
+        o.limits.body_bytes = 1 << 20
+    })
+    .await;
+    let stopped = |body: Value| {
+        let s = &s;
+        async move { s.cookieless_post("/api/stateless/stopped", &body).await }
+    };
+    let r = stopped(json!({
+        "message": "Tell me *everything*",
+        "answer": "**Paris** is the capital, and",
+        "parent": "m_0123456789abcdef",
+        "sent_at": "2026-11-26T00:00:00Z",
+        "sources": ["t_00000000000000aa"],
+        "params": {}
+    }))
+    .await;
+    assert_eq!(r.status(), StatusCode::OK);
+    let kept: wire::StatelessKept = r.json().await.unwrap();
+    let messages = kept.state_patch["messages"].as_array().unwrap();
+    assert_eq!(messages.len(), 2);
+    let (q, a) = (&messages[0], &messages[1]);
+    assert_eq!(q["id"], kept.user_message_id.as_str());
+    assert_eq!(a["id"], kept.assistant_message_id.as_str());
+    // The question as a turn stores it (plain text, not Markdown), where
+    // it was asked, when it was sent.
+    assert_eq!(q["content"], "<p>Tell me *everything*</p>");
+    assert_eq!(q["parent"], "m_0123456789abcdef");
+    assert_eq!(q["timestamp"], "2026-11-26T00:00:00Z");
+    // The answer so far, converted as a finished answer is, marked stopped.
+    assert_eq!(
+        a["content"],
+        "<p><strong>Paris</strong> is the capital, and</p>"
+    );
+    assert_eq!(a["parent"], q["id"]);
+    assert_eq!(a["provider"], "fake");
+    assert_eq!(a["model"], "fake-1");
+    assert_eq!(a["usage"]["truncated"], json!({"reason": "stopped"}));
+    assert_eq!(a["sources"], json!(["t_00000000000000aa"]));
+    // Applied as a turn's patch is, it makes a valid state.
+    let fresh = wo_format::State::new(wo_format::Timestamp::now());
+    let mut state: Value = serde_json::from_slice(&wo_format::to_canonical_vec(&fresh)).unwrap();
+    wo_wire::apply_state_patch(&mut state, &kept.state_patch);
+    wo_format::parse(state.to_string().as_bytes()).expect("a valid llm.json");
+
+    // Stopped before any word, in a new conversation: the question is kept.
+    let r = stopped(json!({
+        "message": "hello?",
+        "new_conversation": true,
+        "sent_at": "2026-11-26T00:00:01Z"
+    }))
+    .await;
+    assert_eq!(r.status(), StatusCode::OK);
+    let kept: wire::StatelessKept = r.json().await.unwrap();
+    let messages = kept.state_patch["messages"].as_array().unwrap();
+    assert_eq!(messages[0]["new_conversation"], true);
+    assert_eq!(messages[1]["content"], "");
+    assert_eq!(messages[1]["usage"]["truncated"]["reason"], "stopped");
+
+    // Bad input is named by its pointer.
+    for (body, pointer) in [
+        (json!({"message": "q", "sent_at": "yesterday"}), "/sent_at"),
+        (
+            json!({"message": "q", "sent_at": "2026-11-26T00:00:00Z", "parent": "not an id!"}),
+            "/parent",
+        ),
+        (
+            json!({"message": "q", "sent_at": "2026-11-26T00:00:00Z", "sources": ["a b"]}),
+            "/sources/0",
+        ),
+        (
+            json!({"message": "q", "sent_at": "2026-11-26T00:00:00Z", "answer": "x".repeat(200_000)}),
+            "/answer",
+        ),
+        (
+            json!({"message": "q", "sent_at": "2026-11-26T00:00:00Z", "parent": "m_1", "new_conversation": true}),
+            "/parent",
+        ),
+    ] {
+        let r = stopped(body.clone()).await;
+        assert_eq!(r.status(), StatusCode::BAD_REQUEST, "{pointer}");
+        let e: Value = r.json().await.unwrap();
+        assert_eq!(e["error"]["pointer"], pointer, "{e}");
+    }
+    // A provider this server does not offer is refused.
+    let r = stopped(
+        json!({"message": "q", "sent_at": "2026-11-26T00:00:00Z", "params": {"provider": "nope"}}),
+    )
+    .await;
+    assert_eq!(r.status(), StatusCode::BAD_REQUEST);
+}

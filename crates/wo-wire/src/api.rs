@@ -363,6 +363,51 @@ pub struct StatelessMemoryUndone {
     pub memory_log: Vec<Value>,
 }
 
+/// The body of `POST /api/stateless/stopped`: a stateless turn its reader
+/// stopped (Stop, or the tab closed mid-answer), which the client keeps
+/// itself — the server's commit never reached it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct StatelessStopped {
+    /// The question, as sent in the turn.
+    pub message: String,
+    /// The answer as far as it streamed (Markdown, as the model wrote it);
+    /// empty when no word had come.
+    #[serde(default)]
+    pub answer: String,
+    /// The message the question followed; none: a conversation's first
+    /// question (with `new_conversation`) or, without, it follows nothing.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub parent: Option<String>,
+    /// The question started a new conversation. Refused together with
+    /// `parent`.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub new_conversation: bool,
+    /// Who asked; default: the server's user name.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub username: Option<String>,
+    /// When the question was sent (UTC timestamp): the question's time.
+    pub sent_at: String,
+    /// The `sources` of the turn's `context` event, if it came.
+    #[serde(default)]
+    pub sources: Vec<String>,
+    /// The turn's provider and model (the turn's `params`).
+    #[serde(default)]
+    pub params: crate::ChatParams,
+}
+
+/// The answer to `POST /api/stateless/stopped`: the patch that adds the
+/// question and the stopped answer to the client's state.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct StatelessKept {
+    /// The id of the question.
+    pub user_message_id: String,
+    /// The id of the answer, marked `usage.truncated = {"reason": "stopped"}`.
+    pub assistant_message_id: String,
+    /// `{"date", "messages": [question, answer]}`, applied as a turn's
+    /// `state_patch` is.
+    pub state_patch: Value,
+}
+
 /// The answer to `POST /api/memory/undo`: what the undo changed.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct MemoryUndone {
