@@ -567,13 +567,8 @@ async fn stateless_turns_end_with_a_patch_and_write_nothing() {
         "params": {}
     });
     let r = s
-        .client
-        .post(s.url("/api/stateless/chat"))
-        .header("origin", &s.base)
-        .json(&req)
-        .send()
-        .await
-        .unwrap();
+        .cookieless(Method::POST, "/api/stateless/chat", &req)
+        .await;
     assert_eq!(r.status(), StatusCode::OK);
     let evs = events(r).await;
     let d = done(&evs).clone();
@@ -838,14 +833,10 @@ const REMEMBER_PARIS: &str = r#"{"ops":[{"op":"add","kind":"fact","title":"Capit
 /// A stateless turn asking the capital of France with nothing sent along;
 /// its events.
 async fn stateless_capital_question(s: &common::Served) -> Vec<(String, Value)> {
+    let body = json!({"message": "What is the capital of France?", "truth": [], "window": [], "params": {}});
     let r = s
-        .client
-        .post(s.url("/api/stateless/chat"))
-        .header("origin", &s.base)
-        .json(&json!({"message": "What is the capital of France?", "truth": [], "window": [], "params": {}}))
-        .send()
-        .await
-        .unwrap();
+        .cookieless(Method::POST, "/api/stateless/chat", &body)
+        .await;
     assert_eq!(r.status(), StatusCode::OK);
     events(r).await
 }
@@ -972,32 +963,24 @@ async fn a_stateless_turn_is_remembered_in_the_patch_and_undone_by_the_client() 
         d["assistant_message_id"]
     );
     // The client's undo: the server runs it on what the client sends.
+    let body = json!({
+        "exchange": m["exchange"],
+        "memory_log": client_state["memory_log"],
+        "truth": trust,
+    });
     let r = s
-        .client
-        .post(s.url("/api/stateless/memory/undo"))
-        .header("origin", &s.base)
-        .json(&json!({
-            "exchange": m["exchange"],
-            "memory_log": client_state["memory_log"],
-            "truth": trust,
-        }))
-        .send()
-        .await
-        .unwrap();
+        .cookieless(Method::POST, "/api/stateless/memory/undo", &body)
+        .await;
     assert_eq!(r.status(), StatusCode::OK);
     let u: Value = r.json().await.unwrap();
     assert_eq!(u["undone"]["removed"], json!([trust[0]["id"]]));
     assert_eq!(u["deleted"][0]["id"], trust[0]["id"]);
     assert!(u["memory_log"][0]["undone"].is_string(), "{u}");
     // An exchange the journal does not have is named.
+    let body = json!({"exchange": "m_nope", "memory_log": [], "truth": []});
     let r = s
-        .client
-        .post(s.url("/api/stateless/memory/undo"))
-        .header("origin", &s.base)
-        .json(&json!({"exchange": "m_nope", "memory_log": [], "truth": []}))
-        .send()
-        .await
-        .unwrap();
+        .cookieless(Method::POST, "/api/stateless/memory/undo", &body)
+        .await;
     assert_eq!(r.status(), StatusCode::BAD_REQUEST);
     let e: Value = r.json().await.unwrap();
     assert_eq!(e["error"]["pointer"], "/exchange");
@@ -1036,14 +1019,10 @@ async fn a_hosted_server_interprets_with_the_operators_provider_even_if_clients_
     );
     assert_eq!(scribe.requests.load(Ordering::SeqCst), 1, "the interpreter");
     // A client still cannot choose the interpreter's provider for a turn.
+    let body = json!({"message": "hi", "params": {"provider": "scribe"}});
     let r = s
-        .client
-        .post(s.url("/api/stateless/chat"))
-        .header("origin", &s.base)
-        .json(&json!({"message": "hi", "params": {"provider": "scribe"}}))
-        .send()
-        .await
-        .unwrap();
+        .cookieless(Method::POST, "/api/stateless/chat", &body)
+        .await;
     assert_eq!(r.status(), StatusCode::BAD_REQUEST);
 }
 
@@ -1148,15 +1127,13 @@ async fn new_conversation_starts_a_root_that_follows_nothing() {
 async fn a_stateless_new_conversation_is_a_marked_root_and_needs_an_empty_window() {
     let s = serve(Script::says("The Tagus."), true).await;
     let post = |body: Value| {
-        s.client
-            .post(s.url("/api/stateless/chat"))
-            .header("origin", &s.base)
-            .json(&body)
-            .send()
+        let s = &s;
+        async move {
+            s.cookieless(Method::POST, "/api/stateless/chat", &body)
+                .await
+        }
     };
-    let r = post(json!({"message": "Name a river.", "new_conversation": true}))
-        .await
-        .unwrap();
+    let r = post(json!({"message": "Name a river.", "new_conversation": true})).await;
     assert_eq!(r.status(), StatusCode::OK);
     let evs = events(r).await;
     let d = done(&evs).clone();
@@ -1171,9 +1148,7 @@ async fn a_stateless_new_conversation_is_a_marked_root_and_needs_an_empty_window
     assert_eq!(q["new_conversation"], true);
 
     let window = json!([{"id": "m_aaaaaaaaaaaaaaaa", "title": "q", "username": "ann", "timestamp": "2026-01-01T00:00:00Z", "content": "<p>Earlier.</p>", "role": "user"}]);
-    let r = post(json!({"message": "hi", "new_conversation": true, "window": window}))
-        .await
-        .unwrap();
+    let r = post(json!({"message": "hi", "new_conversation": true, "window": window})).await;
     assert_eq!(r.status(), StatusCode::BAD_REQUEST);
     let e: Value = r.json().await.unwrap();
     assert_eq!(e["error"]["pointer"], "/window", "{e}");
@@ -1248,13 +1223,12 @@ async fn a_conversation_is_renamed_by_its_roots_title_and_bad_titles_change_noth
     assert_eq!(s.state_bytes(), kept);
     // Without the token: refused before the handler.
     let r = s
-        .client
-        .patch(s.url(&format!("/api/messages/{root}")))
-        .header("origin", &s.base)
-        .json(&json!({"title": "stolen"}))
-        .send()
-        .await
-        .unwrap();
+        .cookieless(
+            Method::PATCH,
+            &format!("/api/messages/{root}"),
+            &json!({"title": "stolen"}),
+        )
+        .await;
     assert_eq!(r.status(), StatusCode::UNAUTHORIZED);
     assert_eq!(s.state_bytes(), kept);
 }
@@ -1264,18 +1238,12 @@ async fn markdown_is_converted_and_sanitised_in_both_modes_and_saves_nothing() {
     for stateless in [false, true] {
         let s = serve(Script::says("x"), stateless).await;
         let before = s.state_bytes();
-        let req = if stateless {
-            s.client
-                .post(s.url("/api/markdown"))
-                .header("origin", &s.base)
+        let body = json!({"markdown": "# Studio\n\nWe fire to **cone 6**.\n\n<script>alert(1)</script>\n\n[x](javascript:alert(1))"});
+        let r = if stateless {
+            s.cookieless(Method::POST, "/api/markdown", &body).await
         } else {
-            s.browser(Method::POST, "/api/markdown")
+            s.browser_json(Method::POST, "/api/markdown", &body).await
         };
-        let r = req
-            .json(&json!({"markdown": "# Studio\n\nWe fire to **cone 6**.\n\n<script>alert(1)</script>\n\n[x](javascript:alert(1))"}))
-            .send()
-            .await
-            .unwrap();
         assert_eq!(r.status(), StatusCode::OK, "stateless: {stateless}");
         let out: wire::MarkdownConverted = r.json().await.unwrap();
         assert!(
@@ -1311,7 +1279,10 @@ async fn a_stateless_client_keeps_a_stopped_turn_through_the_engine() {
     .await;
     let stopped = |body: Value| {
         let s = &s;
-        async move { s.cookieless_post("/api/stateless/stopped", &body).await }
+        async move {
+            s.cookieless(Method::POST, "/api/stateless/stopped", &body)
+                .await
+        }
     };
     let r = stopped(json!({
         "message": "Tell me *everything*",

@@ -263,12 +263,17 @@ impl Served {
         self.program(method, path).json(body).send().await.unwrap()
     }
 
-    /// A same-origin JSON `POST` with no credentials (a page that is not
-    /// signed in).
-    pub async fn cookieless_post(&self, path: &str, body: &serde_json::Value) -> reqwest::Response {
+    /// A same-origin JSON request (`POST`, `PATCH`…) with no credentials:
+    /// a page that is not signed in, or any stateless client.
+    pub async fn cookieless(
+        &self,
+        method: reqwest::Method,
+        path: &str,
+        body: &serde_json::Value,
+    ) -> reqwest::Response {
         let r = self
             .client
-            .post(self.url(path))
+            .request(method, self.url(path))
             .header("origin", &self.base);
         r.json(body).send().await.unwrap()
     }
