@@ -370,43 +370,83 @@ fn no_state_access_is_held_while_the_model_answers() {
     );
 }
 
-#[test]
-fn cancellation_commits_nothing() {
-    let s = Setup::new();
+/// When a test's reader stops the turn.
+#[derive(Clone, Copy, Debug)]
+enum StopAt {
+    /// Once the prompt is built, before the request is sent.
+    Assembled,
+    /// Once the first delta arrived (the sink sees it first).
+    FirstDelta,
+    /// From another thread, 50 ms in, while the model is silent.
+    AfterRequest,
+}
+
+/// Runs `req` on a provider following `script`, stopped at `at`; the
+/// result and the events as short names.
+fn run_stopped(
+    s: &Setup,
+    script: Script,
+    req: TurnRequest,
+    at: StopAt,
+) -> (Result<wo_engine::chat::TurnOutcome, TurnError>, Vec<String>) {
     let cancel = Cancel::new();
     let trigger = cancel.clone();
-    let provider = s.provider(Script::UntilCancelled);
-    // Cancel once the first delta arrived: the sink sees it first.
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .unwrap();
+    if let StopAt::AfterRequest = at {
+        let trigger = trigger.clone();
+        std::thread::spawn(move || {
+            std::thread::sleep(std::time::Duration::from_millis(50));
+            trigger.cancel();
+        });
+    }
     let mut events = Vec::new();
     let result = rt.block_on(run_turn(
         s.backend(false),
-        provider,
-        request("hi"),
+        s.provider(script),
+        req,
         cancel,
         FnSink::new(|e: TurnEvent<'_>| match e {
+            TurnEvent::Assembled(_) => {
+                events.push("assembled".to_owned());
+                if let StopAt::Assembled = at {
+                    trigger.cancel();
+                }
+            }
             TurnEvent::Delta(t) => {
                 events.push(format!("delta {t}"));
-                trigger.cancel();
+                if let StopAt::FirstDelta = at {
+                    trigger.cancel();
+                }
             }
-            TurnEvent::Failed(e) => events.push(format!("failed {e}")),
-            TurnEvent::Assembled(_) => events.push("assembled".into()),
-            TurnEvent::Done(_) => events.push("done".into()),
+            TurnEvent::Done(o) => {
+                events.push(format!("done {:?} follows={}", o.answer, o.memory_follows))
+            }
             TurnEvent::Remembered(_) => events.push("remembered".into()),
+            TurnEvent::Failed(_) => events.push("failed".into()),
         }),
     ));
+    (result, events)
+}
+
+#[test]
+fn cancellation_commits_nothing() {
+    let s = Setup::new();
+    let (result, events) = run_stopped(
+        &s,
+        Script::UntilCancelled,
+        request("hi"),
+        StopAt::FirstDelta,
+    );
     match result {
         Err(TurnError::Provider(p)) => {
             assert_eq!(p.kind(), wo_providers::ErrorKind::Cancelled)
         }
         other => panic!("expected a cancelled turn, got {other:?}"),
     }
-    assert_eq!(events.len(), 3, "{events:?}");
-    assert_eq!(events[..2], ["assembled", "delta Pa"]);
-    assert!(events[2].starts_with("failed"), "{events:?}");
+    assert_eq!(events, ["assembled", "delta Pa", "failed"]);
     assert_eq!(s.commits.load(Ordering::SeqCst), 0);
     assert!(s.state.lock().unwrap().messages().is_empty());
 }
@@ -414,14 +454,6 @@ fn cancellation_commits_nothing() {
 #[test]
 fn a_stopped_answer_is_kept_when_asked_marked_and_not_remembered() {
     let s = Setup::new();
-    let cancel = Cancel::new();
-    let trigger = cancel.clone();
-    let provider = s.provider(Script::UntilCancelled);
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
-    let mut events = Vec::new();
     let req = TurnRequest {
         keep_partial: true,
         // A memory step that must not run for a stopped answer.
@@ -431,29 +463,17 @@ fn a_stopped_answer_is_kept_when_asked_marked_and_not_remembered() {
         )),
         ..request("hi")
     };
-    let result = rt.block_on(run_turn(
-        s.backend(false),
-        provider,
-        req,
-        cancel,
-        FnSink::new(|e: TurnEvent<'_>| match e {
-            TurnEvent::Delta(t) => {
-                events.push(format!("delta {t}"));
-                trigger.cancel();
-            }
-            TurnEvent::Failed(e) => events.push(format!("failed {e}")),
-            TurnEvent::Assembled(_) => events.push("assembled".into()),
-            TurnEvent::Done(o) => events.push(format!("done follows={}", o.memory_follows)),
-            TurnEvent::Remembered(_) => events.push("remembered".into()),
-        }),
-    ));
+    let (result, events) = run_stopped(&s, Script::UntilCancelled, req, StopAt::FirstDelta);
     let outcome = result.expect("a stopped answer is a kept turn");
     assert!(outcome.stopped());
     assert_eq!(
         outcome.finish_reason.as_deref(),
         Some(wo_engine::chat::STOPPED)
     );
-    assert_eq!(events, ["assembled", "delta Pa", "done follows=false"]);
+    assert_eq!(
+        events,
+        ["assembled", "delta Pa", "done \"Pa\" follows=false"]
+    );
     assert_eq!(s.commits.load(Ordering::SeqCst), 1);
     let state = s.state.lock().unwrap();
     assert_eq!(state.messages().len(), 2);
@@ -463,64 +483,30 @@ fn a_stopped_answer_is_kept_when_asked_marked_and_not_remembered() {
     assert_eq!(mark, serde_json::json!({"reason": "stopped"}));
 }
 
-/// Runs a turn of [`Script::SilentUntilCancelled`] with `keep_partial`
-/// that is stopped before any text: on `Assembled` (before the request is
-/// sent) or, with `after_request`, from another thread while it waits.
+/// A turn of [`Script::SilentUntilCancelled`] stopped before any text.
 fn stopped_before_any_text(
     s: &Setup,
     keep_partial: bool,
-    after_request: bool,
+    at: StopAt,
 ) -> (Result<wo_engine::chat::TurnOutcome, TurnError>, Vec<String>) {
-    let cancel = Cancel::new();
-    let trigger = cancel.clone();
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
-    let mut events = Vec::new();
     let req = TurnRequest {
         keep_partial,
         ..request("are you there?")
     };
-    if after_request {
-        let trigger = trigger.clone();
-        std::thread::spawn(move || {
-            std::thread::sleep(std::time::Duration::from_millis(50));
-            trigger.cancel();
-        });
-    }
-    let result = rt.block_on(run_turn(
-        s.backend(false),
-        s.provider(Script::SilentUntilCancelled),
-        req,
-        cancel,
-        FnSink::new(|e: TurnEvent<'_>| match e {
-            TurnEvent::Assembled(_) => {
-                events.push("assembled".to_owned());
-                if !after_request {
-                    trigger.cancel();
-                }
-            }
-            TurnEvent::Delta(t) => events.push(format!("delta {t}")),
-            TurnEvent::Done(o) => events.push(format!("done {:?}", o.answer)),
-            TurnEvent::Remembered(_) => events.push("remembered".into()),
-            TurnEvent::Failed(_) => events.push("failed".into()),
-        }),
-    ));
-    (result, events)
+    run_stopped(s, Script::SilentUntilCancelled, req, at)
 }
 
 #[test]
 fn a_turn_stopped_before_any_text_keeps_the_question_with_an_empty_stopped_answer() {
-    for after_request in [false, true] {
+    for at in [StopAt::Assembled, StopAt::AfterRequest] {
         let s = Setup::new();
-        let (result, events) = stopped_before_any_text(&s, true, after_request);
+        let (result, events) = stopped_before_any_text(&s, true, at);
         let outcome = result.expect("a stopped turn is kept, even without text");
-        assert!(outcome.stopped(), "after_request={after_request}");
-        assert_eq!(events, ["assembled", "done \"\""]);
+        assert!(outcome.stopped(), "{at:?}");
+        assert_eq!(events, ["assembled", "done \"\" follows=false"]);
         let state = s.state.lock().unwrap();
         let msgs = state.messages();
-        assert_eq!(msgs.len(), 2, "after_request={after_request}");
+        assert_eq!(msgs.len(), 2, "{at:?}");
         assert_eq!(msgs[0].content, "<p>are you there?</p>");
         assert_eq!(msgs[1].parent.as_deref(), Some(msgs[0].id.as_str()));
         assert_eq!(msgs[1].content, "");
@@ -532,7 +518,7 @@ fn a_turn_stopped_before_any_text_keeps_the_question_with_an_empty_stopped_answe
     }
     // Without keep_partial the same stop keeps nothing.
     let s = Setup::new();
-    let (result, events) = stopped_before_any_text(&s, false, true);
+    let (result, events) = stopped_before_any_text(&s, false, StopAt::AfterRequest);
     assert!(matches!(result, Err(TurnError::Provider(_))), "{result:?}");
     assert_eq!(events, ["assembled", "failed"]);
     assert!(s.state.lock().unwrap().messages().is_empty());
@@ -541,7 +527,7 @@ fn a_turn_stopped_before_any_text_keeps_the_question_with_an_empty_stopped_answe
 #[test]
 fn an_empty_stopped_answer_is_not_sent_again() {
     let s = Setup::new();
-    let (first, _) = stopped_before_any_text(&s, true, false);
+    let (first, _) = stopped_before_any_text(&s, true, StopAt::Assembled);
     let first = first.unwrap();
     let (_, turns) = run_capturing(
         &s,

@@ -150,6 +150,19 @@ pub fn turn_request(
     .map_err(|e| ApiError::bad_field(e.field.pointer(), e.message))
 }
 
+/// [`turn_request`] for a local chat's body (`POST /api/chat`, and the
+/// turn a stateless client stopped).
+pub fn chat_turn_request(app: &App, body: wo_wire::ChatRequest) -> Result<TurnRequest, ApiError> {
+    turn_request(
+        app,
+        body.message,
+        body.username,
+        body.parent,
+        body.new_conversation,
+        &body.params,
+    )
+}
+
 /// The `context` event: what the prompt included and dropped, and why.
 pub fn context_report(
     a: &wo_engine::Assembled,
@@ -191,14 +204,7 @@ pub async fn chat(
     JsonBody(body): JsonBody<wo_wire::ChatRequest>,
 ) -> Result<Response, ApiError> {
     let provider = app.provider(body.params.provider.as_deref()).await?;
-    let mut req = turn_request(
-        &app,
-        body.message,
-        body.username,
-        body.parent,
-        body.new_conversation,
-        &body.params,
-    )?;
+    let mut req = chat_turn_request(&app, body)?;
     if !req.no_rag {
         req.chunks = index_chunks(&app, req.prompt.clone()).await;
     }

@@ -190,12 +190,15 @@ pub async fn stopped(
     State(app): State<Arc<Stateless>>,
     JsonBody(body): JsonBody<wo_wire::api::StatelessStopped>,
 ) -> Result<axum::Json<wo_wire::api::StatelessKept>, ApiError> {
-    let provider = app.provider(body.params.provider.as_deref()).await?;
-    if let Some(parent) = body.parent.as_deref()
+    let provider = app
+        .provider(body.turn.params.provider.as_deref())
+        .await
+        .map_err(|e| e.within("/turn"))?;
+    if let Some(parent) = body.turn.parent.as_deref()
         && !wo_format::validate::is_valid_id(parent)
     {
         return Err(ApiError::bad_field(
-            "/parent",
+            "/turn/parent",
             format!("{parent:?} is not a message id"),
         ));
     }
@@ -230,14 +233,7 @@ pub async fn stopped(
     }
     // The same checks as the turn itself: message size, provider and model
     // allowed here, `parent` and `new_conversation` not both.
-    let req = turn_request(
-        &app,
-        body.message,
-        body.username,
-        body.parent,
-        body.new_conversation,
-        &body.params,
-    )?;
+    let req = crate::api::chat_turn_request(&app, body.turn).map_err(|e| e.within("/turn"))?;
     let (answer, sources) = (body.answer, body.sources);
     let kept = app
         .cpu(move || {

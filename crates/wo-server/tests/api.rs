@@ -1285,12 +1285,10 @@ async fn a_stateless_client_keeps_a_stopped_turn_through_the_engine() {
         }
     };
     let r = stopped(json!({
-        "message": "Tell me *everything*",
+        "turn": {"message": "Tell me *everything*", "parent": "m_0123456789abcdef", "params": {}},
         "answer": "**Paris** is the capital, and",
-        "parent": "m_0123456789abcdef",
         "sent_at": "2026-11-26T00:00:00Z",
-        "sources": ["t_00000000000000aa"],
-        "params": {}
+        "sources": ["t_00000000000000aa"]
     }))
     .await;
     assert_eq!(r.status(), StatusCode::OK);
@@ -1323,8 +1321,7 @@ async fn a_stateless_client_keeps_a_stopped_turn_through_the_engine() {
 
     // Stopped before any word, in a new conversation: the question is kept.
     let r = stopped(json!({
-        "message": "hello?",
-        "new_conversation": true,
+        "turn": {"message": "hello?", "new_conversation": true},
         "sent_at": "2026-11-26T00:00:01Z"
     }))
     .await;
@@ -1337,22 +1334,25 @@ async fn a_stateless_client_keeps_a_stopped_turn_through_the_engine() {
 
     // Bad input is named by its pointer.
     for (body, pointer) in [
-        (json!({"message": "q", "sent_at": "yesterday"}), "/sent_at"),
         (
-            json!({"message": "q", "sent_at": "2026-11-26T00:00:00Z", "parent": "not an id!"}),
-            "/parent",
+            json!({"turn": {"message": "q"}, "sent_at": "yesterday"}),
+            "/sent_at",
         ),
         (
-            json!({"message": "q", "sent_at": "2026-11-26T00:00:00Z", "sources": ["a b"]}),
+            json!({"sent_at": "2026-11-26T00:00:00Z", "turn": {"message": "q", "parent": "not an id!"}}),
+            "/turn/parent",
+        ),
+        (
+            json!({"turn": {"message": "q"}, "sent_at": "2026-11-26T00:00:00Z", "sources": ["a b"]}),
             "/sources/0",
         ),
         (
-            json!({"message": "q", "sent_at": "2026-11-26T00:00:00Z", "answer": "x".repeat(200_000)}),
+            json!({"turn": {"message": "q"}, "sent_at": "2026-11-26T00:00:00Z", "answer": "x".repeat(200_000)}),
             "/answer",
         ),
         (
-            json!({"message": "q", "sent_at": "2026-11-26T00:00:00Z", "parent": "m_1", "new_conversation": true}),
-            "/parent",
+            json!({"sent_at": "2026-11-26T00:00:00Z", "turn": {"message": "q", "parent": "m_1", "new_conversation": true}}),
+            "/turn/parent",
         ),
     ] {
         let r = stopped(body.clone()).await;
@@ -1362,7 +1362,7 @@ async fn a_stateless_client_keeps_a_stopped_turn_through_the_engine() {
     }
     // A provider this server does not offer is refused.
     let r = stopped(
-        json!({"message": "q", "sent_at": "2026-11-26T00:00:00Z", "params": {"provider": "nope"}}),
+        json!({"sent_at": "2026-11-26T00:00:00Z", "turn": {"message": "q", "params": {"provider": "nope"}}}),
     )
     .await;
     assert_eq!(r.status(), StatusCode::BAD_REQUEST);

@@ -297,7 +297,7 @@ async fn every_json_body_is_refused_with_a_pointer() {
         ),
         (
             wo_wire::routes::STATELESS_STOPPED_PATH,
-            json!({"message": "hi", "sent_at": "2026-11-26T00:00:00Z", "sources": [1]}),
+            json!({"turn": {"message": "hi"}, "sent_at": "2026-11-26T00:00:00Z", "sources": [1]}),
             "/sources/0",
         ),
         (

@@ -368,31 +368,20 @@ pub struct StatelessMemoryUndone {
 /// itself — the server's commit never reached it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct StatelessStopped {
-    /// The question, as sent in the turn.
-    pub message: String,
+    /// The turn as a local chat sends it: the question (`message`), where
+    /// it goes (`parent` — the message it followed, taken as it is —, or
+    /// `new_conversation`), `username`, and the `params` naming the
+    /// provider and model that answered.
+    pub turn: crate::ChatRequest,
     /// The answer as far as it streamed (Markdown, as the model wrote it);
     /// empty when no word had come.
     #[serde(default)]
     pub answer: String,
-    /// The message the question followed; none: a conversation's first
-    /// question (with `new_conversation`) or, without, it follows nothing.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub parent: Option<String>,
-    /// The question started a new conversation. Refused together with
-    /// `parent`.
-    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
-    pub new_conversation: bool,
-    /// Who asked; default: the server's user name.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub username: Option<String>,
     /// When the question was sent (UTC timestamp): the question's time.
     pub sent_at: String,
     /// The `sources` of the turn's `context` event, if it came.
     #[serde(default)]
     pub sources: Vec<String>,
-    /// The turn's provider and model (the turn's `params`).
-    #[serde(default)]
-    pub params: crate::ChatParams,
 }
 
 /// The answer to `POST /api/stateless/stopped`: the patch that adds the

@@ -894,7 +894,7 @@ const stateless = {
    */
   async keepStopped(turn) {
     savePendingTurn(turn);
-    const kept = await api('/api/stateless/stopped', { method: 'POST', body: turn });
+    const kept = await api('/api/stateless/stopped', { method: 'POST', body: stoppedBody(turn) });
     app.state = normalizeState(applyStatePatch(app.state, kept.state_patch));
     app.total = app.state.messages.length;
     await idbPut(app.state);
@@ -1940,6 +1940,15 @@ function savePendingTurn(turn) {
   } catch {
     // Storage unavailable: Stop still keeps the turn; a closed tab cannot.
   }
+}
+
+/** `POST /api/stateless/stopped`'s body for a turn record: the chat body as sent, the answer so far, when, and its sources. */
+function stoppedBody(turn) {
+  const chat = { message: turn.message, params: isObject(turn.params) ? turn.params : {} };
+  if (turn.parent) chat.parent = turn.parent;
+  else if (turn.new_conversation) chat.new_conversation = true;
+  if (turn.username) chat.username = turn.username;
+  return { turn: chat, answer: String(turn.answer || ''), sent_at: turn.sent_at, sources: Array.isArray(turn.sources) ? turn.sources : [] };
 }
 
 function readPendingTurn() {
