@@ -2178,7 +2178,9 @@ async function send(opts = null) {
     }
     return;
   }
-  backend().turnEnded();
+  // A failed turn keeps nothing (its question goes back to the box); a
+  // finished one is forgotten once its patch is saved (`afterDone`).
+  if (!done) backend().turnEnded();
 
   if (regenerating && failure) {
     // The original answer stays, and says once, under it, what happened.
