@@ -707,9 +707,17 @@ for (const mode of ['local', 'stateless']) {
       await page.waitForFunction((n) => (document.querySelector('[data-testid="streaming-answer"]')?.textContent.length ?? 0) > n + 20
         || !document.querySelector('[data-testid="streaming-answer"]'), len, { timeout: 120_000 });
       assert((await page.evaluate(() => window.scrollY)) === 0, 'the page scrolled away from where the user was reading');
-      // A DOM click: the button's visibility was checked above; Playwright's
-      // actionability wait timed out here on a loaded CI machine while the
-      // saved answer re-rendered the list under it.
+      // What a reader's tap would hit: the button itself, not something over
+      // it. (Probed frame by frame while the saved answer re-rendered the
+      // list: the button stayed put and on top, in both modes; Playwright's
+      // actionability wait timing out here on a loaded CI run was the load,
+      // so the click itself goes through the DOM.)
+      const hit = await page.$eval('[data-testid="jump-latest"]', (b) => {
+        const r = b.getBoundingClientRect();
+        const at = document.elementFromPoint(r.x + r.width / 2, r.y + r.height / 2);
+        return at === b || b.contains(at) ? 'button' : (at ? at.id || at.dataset.testid || at.tagName : 'nothing');
+      });
+      assert(hit === 'button', `Jump to latest is covered by ${hit}`);
       await page.$eval('[data-testid="jump-latest"]', (b) => b.click());
       assert((await gap()) <= 48, 'Jump to latest did not reach the bottom');
       assert(await page.isHidden('[data-testid="jump-latest"]'), 'Jump to latest still shown at the bottom');
