@@ -90,6 +90,17 @@ pub fn merge_report(r: &MergeReport) -> String {
     )
 }
 
+/// What a stopped turn kept, for the notice after Ctrl-C: the question and
+/// the answer so far, or the question alone when no word had arrived (its
+/// answer is kept empty, marked incomplete).
+pub fn stopped_note(outcome: &wo_engine::chat::TurnOutcome) -> &'static str {
+    if outcome.answer.trim().is_empty() {
+        "the question was saved, before any answer"
+    } else {
+        "the question and the answer so far were saved"
+    }
+}
+
 /// The notice for an answer cut short by the provider's answer caps
 /// (`usage.truncated`, set by `wo_engine::chat::stream_answer`), if it was.
 pub fn truncation_note(usage: Option<&wo_format::Usage>) -> Option<String> {

@@ -370,7 +370,7 @@ fn url_fetch_refuses_private_targets_and_says_so() {
 }
 
 #[test]
-fn ctrl_c_stops_cleanly_and_saves_nothing() {
+fn ctrl_c_before_any_answer_keeps_the_question_marked_incomplete() {
     // A server that accepts and then never answers.
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
     let port = listener.local_addr().unwrap().port();
@@ -399,10 +399,21 @@ fn ctrl_c_stops_cleanly_and_saves_nothing() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(130), "{stderr}");
     assert!(
-        stderr.contains("interrupted; nothing was saved"),
+        stderr
+            .contains("interrupted; the question was saved, before any answer, marked incomplete"),
         "{stderr}"
     );
-    assert_eq!(std::fs::read(p.state_path()).unwrap(), before);
+    // The question is never lost (issue 16.4): it is kept with an empty
+    // answer marked stopped.
+    assert_ne!(std::fs::read(p.state_path()).unwrap(), before);
+    let state = wo_format::parse(&std::fs::read(p.state_path()).unwrap()).unwrap();
+    let msgs = state.messages();
+    assert_eq!(msgs.len(), 2);
+    assert_eq!(msgs[0].content, "<p>hello</p>");
+    assert_eq!(msgs[1].content, "");
+    assert_eq!(msgs[1].parent.as_deref(), Some(msgs[0].id.as_str()));
+    let mark = msgs[1].usage.as_ref().unwrap().extra["truncated"].to_value();
+    assert_eq!(mark, serde_json::json!({"reason": "stopped"}));
 }
 
 #[test]

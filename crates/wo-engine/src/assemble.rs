@@ -806,6 +806,13 @@ fn add_recent_turns(
     // answer repeat the ids of the whole conversation (~5 KB each).
     for (i, t) in taken.into_iter().rev() {
         let m = window.branch[i];
+        let text = window.take_text(i);
+        // An answer stopped before its first word is kept empty (marked
+        // `stopped`): there is nothing to send, and some servers refuse an
+        // empty message.
+        if text.trim().is_empty() {
+            continue;
+        }
         let role = m.role(&opts.known_models);
         a.included.push(Included {
             kind: SourceKind::RecentTurn,
@@ -813,7 +820,7 @@ fn add_recent_turns(
             label: m.label(),
             tokens: t,
         });
-        a.turns.push((role, window.take_text(i)));
+        a.turns.push((role, text));
     }
 }
 

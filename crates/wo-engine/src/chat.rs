@@ -16,8 +16,9 @@
 //!
 //! A provider failure, an empty answer or a cancellation commits nothing
 //! (product §2: provider errors are never saved as messages) — except a
-//! cancellation of a request with [`TurnRequest::keep_partial`] after some
-//! of the answer arrived: that answer is kept, marked incomplete.
+//! cancellation of a request with [`TurnRequest::keep_partial`]: the
+//! question and the answer as far as it got (possibly nothing yet) are
+//! kept, the answer marked incomplete.
 
 use std::sync::Arc;
 
@@ -86,11 +87,14 @@ pub struct TurnRequest {
     /// The memory interpreter to run on the exchange once it is committed
     /// (product §7); `None` when `[interpreter] mode = "off"`.
     pub memory: Option<MemoryStep>,
-    /// A cancellation once some of the answer has arrived keeps the words:
-    /// the question and the partial answer are committed, the answer marked
+    /// A cancellation keeps the exchange: the question and the answer as far
+    /// as it got are committed — an empty answer when it came before the
+    /// first word, so the question is never lost —, the answer marked
     /// incomplete (`usage.truncated = {"reason": "stopped"}`, finish reason
-    /// [`STOPPED`]) and no memory step runs. Off, a cancellation commits
-    /// nothing. The CLI's Ctrl-C sets it.
+    /// [`STOPPED`]) and no memory step runs (the reader stopped it: an
+    /// interpretation of half an answer would remember what was never
+    /// said). Off, a cancellation commits nothing. The CLI's Ctrl-C and the
+    /// local server's chat set it.
     pub keep_partial: bool,
     /// `[memory] archive_after_days`: entries with `expires` unused this
     /// long are archived when the turn is recorded; `None`: never.
@@ -530,10 +534,11 @@ pub async fn stream_answer(
     stream_answer_keeping(provider, request, cancel, false, on_delta).await
 }
 
-/// [`stream_answer`], and with `keep_partial` a cancellation after some
-/// text arrived ends the answer instead of failing it: what arrived is
-/// kept, marked `usage.truncated = {"reason": "stopped"}` with finish
-/// reason [`STOPPED`]. A cancellation before any text is still an error.
+/// [`stream_answer`], and with `keep_partial` a cancellation ends the
+/// answer instead of failing it: what arrived is kept — nothing at all if
+/// it came before the first word, so that the question is still kept —
+/// marked `usage.truncated = {"reason": "stopped"}` with finish reason
+/// [`STOPPED`].
 pub async fn stream_answer_keeping(
     provider: &dyn Provider,
     request: ChatRequest,
@@ -552,10 +557,19 @@ pub async fn stream_answer_keeping(
             after: limits.max_duration,
         })
     };
-    let mut stream = tokio::time::timeout_at(deadline, provider.stream(request, cancel))
-        .await
-        .map_err(|_| time_cap())??;
     let mut out = StreamedAnswer::default();
+    let stopped =
+        |e: &ProviderError| keep_partial && e.kind() == wo_providers::ErrorKind::Cancelled;
+    let mut stream = match tokio::time::timeout_at(deadline, provider.stream(request, cancel))
+        .await
+        .map_err(|_| time_cap())?
+    {
+        Ok(stream) => stream,
+        // Stopped before the request was even answered: the question is
+        // kept all the same, with an empty answer marked stopped.
+        Err(e) if stopped(&e) => return Ok(stopped_answer(out)),
+        Err(e) => return Err(e.into()),
+    };
     let mut truncated: Option<serde_json::Value> = None;
     loop {
         let event = match tokio::time::timeout_at(deadline, stream.next()).await {
@@ -572,11 +586,7 @@ pub async fn stream_answer_keeping(
         };
         let event = match event {
             Ok(event) => event,
-            Err(e)
-                if keep_partial
-                    && e.kind() == wo_providers::ErrorKind::Cancelled
-                    && !out.answer.trim().is_empty() =>
-            {
+            Err(e) if stopped(&e) => {
                 truncated = Some(serde_json::json!({ "reason": STOPPED }));
                 break;
             }
@@ -617,18 +627,37 @@ pub async fn stream_answer_keeping(
     }
     // Stop reading now: the upstream may still be sending.
     drop(stream);
+    let stopped = truncated
+        .as_ref()
+        .and_then(|mark| mark.get("reason"))
+        .and_then(|r| r.as_str())
+        == Some(STOPPED);
+    if stopped {
+        return Ok(stopped_answer(out));
+    }
     if out.answer.trim().is_empty() {
         return Err(TurnError::EmptyAnswer);
     }
     if let Some(mark) = truncated {
-        let stopped = mark.get("reason").and_then(|r| r.as_str()) == Some(STOPPED);
-        out.finish_reason = Some(if stopped { STOPPED } else { "truncated" }.into());
+        out.finish_reason = Some("truncated".into());
         out.usage
             .get_or_insert_with(Default::default)
             .extra
             .insert(wo_providers::TRUNCATED_FIELD.into(), mark.into());
     }
     Ok(out)
+}
+
+/// `out` as an answer stopped by its reader: kept as far as it got — even
+/// empty, so that the question is never lost (issue 16.4) — with finish
+/// reason [`STOPPED`] and `usage.truncated = {"reason": "stopped"}`.
+fn stopped_answer(mut out: StreamedAnswer) -> StreamedAnswer {
+    out.finish_reason = Some(STOPPED.into());
+    out.usage.get_or_insert_with(Default::default).extra.insert(
+        wo_providers::TRUNCATED_FIELD.into(),
+        serde_json::json!({ "reason": STOPPED }).into(),
+    );
+    out
 }
 
 /// The model that answers `req` on `provider`.
@@ -671,6 +700,27 @@ fn completed_turn(
         new_conversation: req.new_conversation,
         archive_after_days: req.archive_after_days,
     }
+}
+
+/// The exchange a client keeps itself when its reader stopped the turn
+/// (the stateless web client: Stop, or a tab closed mid-answer, so the
+/// server's commit never reached it): the question as a turn stores it and
+/// `answer` as far as it got — possibly empty —, marked as [`run_turn`]
+/// marks a stopped answer ([`STOPPED`]). `state` gives the default parent,
+/// as for a commit.
+pub fn stopped_turn(
+    state: &State,
+    provider: &dyn Provider,
+    req: &TurnRequest,
+    sent_at: Timestamp,
+    sources: Vec<String>,
+    answer: String,
+) -> CompletedTurn {
+    let streamed = stopped_answer(StreamedAnswer {
+        answer,
+        ..StreamedAnswer::default()
+    });
+    completed_turn(state, provider, req, sent_at, sources, &streamed)
 }
 
 /// Drives `streamed` to completion while another thread serialises the
@@ -792,8 +842,8 @@ async fn assemble_turn(
 /// answer, commit the exchange. `sink` sees every [`TurnEvent`] in order;
 /// the result is also returned. Nothing is committed when the provider
 /// fails, the answer is empty or `cancel` fires (unless
-/// [`TurnRequest::keep_partial`] and some of the answer arrived: then the
-/// partial answer is committed, marked [`STOPPED`], and no memory step runs).
+/// [`TurnRequest::keep_partial`]: then the question and the answer so far,
+/// possibly empty, are committed, marked [`STOPPED`], and no memory step runs).
 ///
 /// With a [`MemoryStep`], the interpreter runs after `Done` (the answer is
 /// already shown and saved): one call on a copy of the truth taken through

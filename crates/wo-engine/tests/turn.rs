@@ -27,14 +27,26 @@ enum Script {
     Answer,
     /// One delta, then waits until cancelled.
     UntilCancelled,
+    /// No text: waits until cancelled (refuses at once when asked after
+    /// the cancellation, as a request aborted before it was sent).
+    SilentUntilCancelled,
     /// Fails before any text.
     Fail,
+    /// Its scripted replies in turn, one a call, then fails (the memory
+    /// interpreter).
+    Replies,
 }
 
 /// A provider that, while answering, checks that the turn's state is not
-/// locked (it tries the lock the fake state takes for every access).
+/// locked (it tries the lock the fake state takes for every access). One
+/// shape for the answering model and for the memory interpreter.
 struct Fake {
     script: Script,
+    /// Its name and model (`fake`, or `interp` for the interpreter).
+    name: &'static str,
+    model: &'static str,
+    /// [`Script::Replies`]' replies, first first.
+    replies: Mutex<Vec<String>>,
     state: Arc<Mutex<State>>,
     /// Times the lock was found free while answering.
     free_while_answering: Arc<AtomicUsize>,
@@ -43,10 +55,10 @@ struct Fake {
 #[async_trait::async_trait]
 impl Provider for Fake {
     fn name(&self) -> &str {
-        "fake"
+        self.name
     }
     fn default_model(&self) -> &str {
-        "fake-model"
+        self.model
     }
     fn context_window(&self) -> usize {
         8192
@@ -59,35 +71,55 @@ impl Provider for Fake {
         if self.state.try_lock().is_ok() {
             self.free_while_answering.fetch_add(1, Ordering::SeqCst);
         }
+        let provider = self.name.to_owned();
+        let cancelled = move || ProviderError::Cancelled { provider };
+        let done = || {
+            Ok(StreamEvent::Done {
+                finish_reason: Some("stop".into()),
+                usage: None,
+            })
+        };
         match self.script {
             Script::Fail => Err(ProviderError::Config {
-                provider: "fake".into(),
+                provider: self.name.into(),
                 message: "scripted failure".into(),
             }),
             Script::Answer => Ok(futures::stream::iter([
                 Ok(StreamEvent::Delta("Par".into())),
                 Ok(StreamEvent::Delta("is".into())),
-                Ok(StreamEvent::Done {
-                    finish_reason: Some("stop".into()),
-                    usage: None,
-                }),
+                done(),
             ])
             .boxed()),
             Script::UntilCancelled => {
                 let first = futures::stream::iter([Ok(StreamEvent::Delta("Pa".into()))]);
                 let rest = futures::stream::once(async move {
                     cancel.cancelled().await;
-                    Err(ProviderError::Cancelled {
-                        provider: "fake".into(),
-                    })
+                    Err(cancelled())
                 });
                 Ok(first.chain(rest).boxed())
+            }
+            Script::SilentUntilCancelled if cancel.is_cancelled() => Err(cancelled()),
+            Script::SilentUntilCancelled => Ok(futures::stream::once(async move {
+                cancel.cancelled().await;
+                Err(cancelled())
+            })
+            .boxed()),
+            Script::Replies => {
+                let mut replies = self.replies.lock().unwrap();
+                if replies.is_empty() {
+                    return Err(ProviderError::Config {
+                        provider: self.name.into(),
+                        message: "no more scripted replies".into(),
+                    });
+                }
+                let reply = replies.remove(0);
+                Ok(futures::stream::iter([Ok(StreamEvent::Delta(reply)), done()]).boxed())
             }
         }
     }
     async fn check(&self) -> Reachability {
         Reachability::Reachable {
-            detail: "fake".into(),
+            detail: self.name.into(),
         }
     }
     fn count_tokens(&self, _text: &str) -> Option<usize> {
@@ -152,6 +184,9 @@ impl Setup {
     fn provider(&self, script: Script) -> Arc<dyn Provider> {
         Arc::new(Fake {
             script,
+            name: "fake",
+            model: "fake-model",
+            replies: Mutex::new(Vec::new()),
             state: self.state.clone(),
             free_while_answering: self.free_while_answering.clone(),
         })
@@ -335,43 +370,83 @@ fn no_state_access_is_held_while_the_model_answers() {
     );
 }
 
-#[test]
-fn cancellation_commits_nothing() {
-    let s = Setup::new();
+/// When a test's reader stops the turn.
+#[derive(Clone, Copy, Debug)]
+enum StopAt {
+    /// Once the prompt is built, before the request is sent.
+    Assembled,
+    /// Once the first delta arrived (the sink sees it first).
+    FirstDelta,
+    /// From another thread, 50 ms in, while the model is silent.
+    AfterRequest,
+}
+
+/// Runs `req` on a provider following `script`, stopped at `at`; the
+/// result and the events as short names.
+fn run_stopped(
+    s: &Setup,
+    script: Script,
+    req: TurnRequest,
+    at: StopAt,
+) -> (Result<wo_engine::chat::TurnOutcome, TurnError>, Vec<String>) {
     let cancel = Cancel::new();
     let trigger = cancel.clone();
-    let provider = s.provider(Script::UntilCancelled);
-    // Cancel once the first delta arrived: the sink sees it first.
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .unwrap();
+    if let StopAt::AfterRequest = at {
+        let trigger = trigger.clone();
+        std::thread::spawn(move || {
+            std::thread::sleep(std::time::Duration::from_millis(50));
+            trigger.cancel();
+        });
+    }
     let mut events = Vec::new();
     let result = rt.block_on(run_turn(
         s.backend(false),
-        provider,
-        request("hi"),
+        s.provider(script),
+        req,
         cancel,
         FnSink::new(|e: TurnEvent<'_>| match e {
+            TurnEvent::Assembled(_) => {
+                events.push("assembled".to_owned());
+                if let StopAt::Assembled = at {
+                    trigger.cancel();
+                }
+            }
             TurnEvent::Delta(t) => {
                 events.push(format!("delta {t}"));
-                trigger.cancel();
+                if let StopAt::FirstDelta = at {
+                    trigger.cancel();
+                }
             }
-            TurnEvent::Failed(e) => events.push(format!("failed {e}")),
-            TurnEvent::Assembled(_) => events.push("assembled".into()),
-            TurnEvent::Done(_) => events.push("done".into()),
+            TurnEvent::Done(o) => {
+                events.push(format!("done {:?} follows={}", o.answer, o.memory_follows))
+            }
             TurnEvent::Remembered(_) => events.push("remembered".into()),
+            TurnEvent::Failed(_) => events.push("failed".into()),
         }),
     ));
+    (result, events)
+}
+
+#[test]
+fn cancellation_commits_nothing() {
+    let s = Setup::new();
+    let (result, events) = run_stopped(
+        &s,
+        Script::UntilCancelled,
+        request("hi"),
+        StopAt::FirstDelta,
+    );
     match result {
         Err(TurnError::Provider(p)) => {
             assert_eq!(p.kind(), wo_providers::ErrorKind::Cancelled)
         }
         other => panic!("expected a cancelled turn, got {other:?}"),
     }
-    assert_eq!(events.len(), 3, "{events:?}");
-    assert_eq!(events[..2], ["assembled", "delta Pa"]);
-    assert!(events[2].starts_with("failed"), "{events:?}");
+    assert_eq!(events, ["assembled", "delta Pa", "failed"]);
     assert_eq!(s.commits.load(Ordering::SeqCst), 0);
     assert!(s.state.lock().unwrap().messages().is_empty());
 }
@@ -379,14 +454,6 @@ fn cancellation_commits_nothing() {
 #[test]
 fn a_stopped_answer_is_kept_when_asked_marked_and_not_remembered() {
     let s = Setup::new();
-    let cancel = Cancel::new();
-    let trigger = cancel.clone();
-    let provider = s.provider(Script::UntilCancelled);
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
-    let mut events = Vec::new();
     let req = TurnRequest {
         keep_partial: true,
         // A memory step that must not run for a stopped answer.
@@ -396,29 +463,17 @@ fn a_stopped_answer_is_kept_when_asked_marked_and_not_remembered() {
         )),
         ..request("hi")
     };
-    let result = rt.block_on(run_turn(
-        s.backend(false),
-        provider,
-        req,
-        cancel,
-        FnSink::new(|e: TurnEvent<'_>| match e {
-            TurnEvent::Delta(t) => {
-                events.push(format!("delta {t}"));
-                trigger.cancel();
-            }
-            TurnEvent::Failed(e) => events.push(format!("failed {e}")),
-            TurnEvent::Assembled(_) => events.push("assembled".into()),
-            TurnEvent::Done(o) => events.push(format!("done follows={}", o.memory_follows)),
-            TurnEvent::Remembered(_) => events.push("remembered".into()),
-        }),
-    ));
+    let (result, events) = run_stopped(&s, Script::UntilCancelled, req, StopAt::FirstDelta);
     let outcome = result.expect("a stopped answer is a kept turn");
     assert!(outcome.stopped());
     assert_eq!(
         outcome.finish_reason.as_deref(),
         Some(wo_engine::chat::STOPPED)
     );
-    assert_eq!(events, ["assembled", "delta Pa", "done follows=false"]);
+    assert_eq!(
+        events,
+        ["assembled", "delta Pa", "done \"Pa\" follows=false"]
+    );
     assert_eq!(s.commits.load(Ordering::SeqCst), 1);
     let state = s.state.lock().unwrap();
     assert_eq!(state.messages().len(), 2);
@@ -426,6 +481,63 @@ fn a_stopped_answer_is_kept_when_asked_marked_and_not_remembered() {
     assert_eq!(answer.content, "<p>Pa</p>");
     let mark = answer.usage.as_ref().unwrap().extra["truncated"].to_value();
     assert_eq!(mark, serde_json::json!({"reason": "stopped"}));
+}
+
+/// A turn of [`Script::SilentUntilCancelled`] stopped before any text.
+fn stopped_before_any_text(
+    s: &Setup,
+    keep_partial: bool,
+    at: StopAt,
+) -> (Result<wo_engine::chat::TurnOutcome, TurnError>, Vec<String>) {
+    let req = TurnRequest {
+        keep_partial,
+        ..request("are you there?")
+    };
+    run_stopped(s, Script::SilentUntilCancelled, req, at)
+}
+
+#[test]
+fn a_turn_stopped_before_any_text_keeps_the_question_with_an_empty_stopped_answer() {
+    for at in [StopAt::Assembled, StopAt::AfterRequest] {
+        let s = Setup::new();
+        let (result, events) = stopped_before_any_text(&s, true, at);
+        let outcome = result.expect("a stopped turn is kept, even without text");
+        assert!(outcome.stopped(), "{at:?}");
+        assert_eq!(events, ["assembled", "done \"\" follows=false"]);
+        let state = s.state.lock().unwrap();
+        let msgs = state.messages();
+        assert_eq!(msgs.len(), 2, "{at:?}");
+        assert_eq!(msgs[0].content, "<p>are you there?</p>");
+        assert_eq!(msgs[1].parent.as_deref(), Some(msgs[0].id.as_str()));
+        assert_eq!(msgs[1].content, "");
+        let mark = msgs[1].usage.as_ref().unwrap().extra["truncated"].to_value();
+        assert_eq!(mark, serde_json::json!({"reason": "stopped"}));
+        // The file it makes is valid.
+        let bytes = wo_format::to_canonical_vec(&state);
+        wo_format::parse(&bytes).expect("the kept exchange is a valid llm.json");
+    }
+    // Without keep_partial the same stop keeps nothing.
+    let s = Setup::new();
+    let (result, events) = stopped_before_any_text(&s, false, StopAt::AfterRequest);
+    assert!(matches!(result, Err(TurnError::Provider(_))), "{result:?}");
+    assert_eq!(events, ["assembled", "failed"]);
+    assert!(s.state.lock().unwrap().messages().is_empty());
+}
+
+#[test]
+fn an_empty_stopped_answer_is_not_sent_again() {
+    let s = Setup::new();
+    let (first, _) = stopped_before_any_text(&s, true, StopAt::Assembled);
+    let first = first.unwrap();
+    let (_, turns) = run_capturing(
+        &s,
+        TurnRequest {
+            parent: Some(first.assistant_id.clone()),
+            ..request("hello?")
+        },
+    );
+    // The question stays in the conversation; the empty answer is not a turn.
+    assert_eq!(turns, ["are you there?", "hello?"]);
 }
 
 #[test]
@@ -528,63 +640,13 @@ fn the_cli_store_backend_appends_the_exchange_to_the_file() {
     );
 }
 
-/// The interpreter: replies with the scripted texts in turn (then fails),
-/// checking like [`Fake`] that the turn's state is not locked meanwhile.
-struct Interpreter {
-    replies: Mutex<Vec<String>>,
-    state: Arc<Mutex<State>>,
-    free_while_answering: Arc<AtomicUsize>,
-}
-
-#[async_trait::async_trait]
-impl Provider for Interpreter {
-    fn name(&self) -> &str {
-        "interp"
-    }
-    fn default_model(&self) -> &str {
-        "interp-model"
-    }
-    fn context_window(&self) -> usize {
-        8192
-    }
-    async fn stream(
-        &self,
-        _req: ChatRequest,
-        _cancel: Cancel,
-    ) -> Result<EventStream, ProviderError> {
-        if self.state.try_lock().is_ok() {
-            self.free_while_answering.fetch_add(1, Ordering::SeqCst);
-        }
-        let mut replies = self.replies.lock().unwrap();
-        if replies.is_empty() {
-            return Err(ProviderError::Config {
-                provider: "interp".into(),
-                message: "no more scripted replies".into(),
-            });
-        }
-        let reply = replies.remove(0);
-        Ok(futures::stream::iter([
-            Ok(StreamEvent::Delta(reply)),
-            Ok(StreamEvent::Done {
-                finish_reason: Some("stop".into()),
-                usage: None,
-            }),
-        ])
-        .boxed())
-    }
-    async fn check(&self) -> Reachability {
-        Reachability::Reachable {
-            detail: "interp".into(),
-        }
-    }
-    fn count_tokens(&self, _text: &str) -> Option<usize> {
-        None
-    }
-}
-
 fn with_memory(setup: &Setup, replies: &[&str]) -> (TurnRequest, Arc<AtomicUsize>) {
     let free = Arc::new(AtomicUsize::new(0));
-    let interp = Interpreter {
+    // The interpreter counts its own unlocked calls, apart from the answer's.
+    let interp = Fake {
+        script: Script::Replies,
+        name: "interp",
+        model: "interp-model",
         replies: Mutex::new(replies.iter().map(|r| r.to_string()).collect()),
         state: setup.state.clone(),
         free_while_answering: free.clone(),

@@ -150,6 +150,19 @@ pub fn turn_request(
     .map_err(|e| ApiError::bad_field(e.field.pointer(), e.message))
 }
 
+/// [`turn_request`] for a local chat's body (`POST /api/chat`, and the
+/// turn a stateless client stopped).
+pub fn chat_turn_request(app: &App, body: wo_wire::ChatRequest) -> Result<TurnRequest, ApiError> {
+    turn_request(
+        app,
+        body.message,
+        body.username,
+        body.parent,
+        body.new_conversation,
+        &body.params,
+    )
+}
+
 /// The `context` event: what the prompt included and dropped, and why.
 pub fn context_report(
     a: &wo_engine::Assembled,
@@ -184,24 +197,22 @@ pub async fn index_chunks(
 /// `POST /api/chat`: one turn on the server's state, run by the engine
 /// ([`crate::turn::LocalTurn`]: the store is locked only to assemble the
 /// prompt and to append the turn, never while the model answers, so many
-/// chats run at once).
+/// chats run at once). A client that goes away mid-answer leaves the
+/// question and the answer so far in the file, marked `stopped`.
 pub async fn chat(
     State(app): AppState,
     JsonBody(body): JsonBody<wo_wire::ChatRequest>,
 ) -> Result<Response, ApiError> {
     let provider = app.provider(body.params.provider.as_deref()).await?;
-    let mut req = turn_request(
-        &app,
-        body.message,
-        body.username,
-        body.parent,
-        body.new_conversation,
-        &body.params,
-    )?;
+    let mut req = chat_turn_request(&app, body)?;
     if !req.no_rag {
         req.chunks = index_chunks(&app, req.prompt.clone()).await;
     }
     req.memory = app.memory_step(&provider, app.project_dir()).await;
+    // Stop, or the tab closing, ends the stream: the question and the
+    // answer so far are kept, marked incomplete (issue 16.4), even when no
+    // word had come yet.
+    req.keep_partial = true;
     let name = provider.name().to_owned();
     crate::turn::respond(&name, |cancel, sink| {
         crate::turn::run(LocalTurn { app }, provider, req, cancel, sink)

@@ -47,6 +47,29 @@ impl ApiError {
         }
     }
 
+    /// The same error about a part of a larger body found at `prefix`
+    /// (a pointer `/parent` becomes `/turn/parent`).
+    pub fn within(self, prefix: &str) -> Self {
+        match &self.pointer {
+            Some(pointer) => {
+                let message = self
+                    .message
+                    .strip_prefix(&format!(
+                        "{}: ",
+                        if pointer.is_empty() { "body" } else { pointer }
+                    ))
+                    .unwrap_or(&self.message)
+                    .to_owned();
+                ApiError {
+                    status: self.status,
+                    kind: self.kind,
+                    ..Self::bad_field(format!("{prefix}{pointer}"), message)
+                }
+            }
+            None => self,
+        }
+    }
+
     /// 404: no such path, message, entry or provider.
     pub fn not_found(message: impl Into<String>) -> Self {
         Self::new(StatusCode::NOT_FOUND, "not_found", message)

@@ -455,7 +455,8 @@ pub fn router(served: &Served) -> Router {
                     post(crate::stateless::memory_undo),
                 )
                 .route(path::CONTEXT_DRAFT_PATH, post(api::context_draft_stateless))
-                .route(path::STATELESS_CHAT_PATH, post(stateless::chat)),
+                .route(path::STATELESS_CHAT_PATH, post(stateless::chat))
+                .route(path::STATELESS_STOPPED_PATH, post(stateless::stopped)),
             stateless.clone(),
         ),
     }

@@ -1,7 +1,8 @@
 //! Streaming a turn to the client as Server-Sent Events: a channel of
 //! frames becomes the response body; when the client goes away (the body is
-//! dropped), the turn's cancellation token fires so the model stops and
-//! nothing is saved.
+//! dropped), the turn's cancellation token fires so the model stops (the
+//! local chat then keeps the question and the answer so far, marked
+//! stopped; other turns save nothing).
 
 use axum::body::Body;
 use axum::http::{HeaderValue, header};

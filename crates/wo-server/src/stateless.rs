@@ -175,3 +175,85 @@ pub async fn memory_undo(
         .await??;
     Ok(axum::Json(out))
 }
+
+/// Most `sources` a stopped turn may name (a turn sends far fewer).
+const MAX_STOPPED_SOURCES: usize = 1000;
+
+/// `POST /api/stateless/stopped`: the patch that keeps a turn its reader
+/// stopped — Stop, or the tab closed mid-answer — which the client keeps
+/// itself, since the turn's own `state_patch` never reached it. The two
+/// messages are the engine's ([`wo_engine::chat::stopped_turn`]): the
+/// question as a turn stores it, the answer so far (possibly empty)
+/// marked `usage.truncated = {"reason": "stopped"}`, as the local server
+/// keeps a stopped turn. Nothing is written anywhere.
+pub async fn stopped(
+    State(app): State<Arc<Stateless>>,
+    JsonBody(body): JsonBody<wo_wire::api::StatelessStopped>,
+) -> Result<axum::Json<wo_wire::api::StatelessKept>, ApiError> {
+    let provider = app
+        .provider(body.turn.params.provider.as_deref())
+        .await
+        .map_err(|e| e.within("/turn"))?;
+    if let Some(parent) = body.turn.parent.as_deref()
+        && !wo_format::validate::is_valid_id(parent)
+    {
+        return Err(ApiError::bad_field(
+            "/turn/parent",
+            format!("{parent:?} is not a message id"),
+        ));
+    }
+    let sent_at = Timestamp::parse(&body.sent_at).map_err(|e| {
+        ApiError::bad_field(
+            "/sent_at",
+            format!("{:?} is not a timestamp: {e}", body.sent_at),
+        )
+    })?;
+    let cap = provider.answer_limits().max_bytes;
+    if body.answer.len() > cap {
+        return Err(ApiError::bad_field(
+            "/answer",
+            format!("longer than this provider's answers ({cap} bytes)"),
+        ));
+    }
+    if body.sources.len() > MAX_STOPPED_SOURCES {
+        return Err(ApiError::bad_field(
+            "/sources",
+            format!("more than {MAX_STOPPED_SOURCES} sources"),
+        ));
+    }
+    if let Some(i) = body
+        .sources
+        .iter()
+        .position(|id| !wo_format::validate::is_valid_id(id))
+    {
+        return Err(ApiError::bad_field(
+            format!("/sources/{i}"),
+            format!("{:?} is not an id", body.sources[i]),
+        ));
+    }
+    // The same checks as the turn itself: message size, provider and model
+    // allowed here, `parent` and `new_conversation` not both.
+    let req = crate::api::chat_turn_request(&app, body.turn).map_err(|e| e.within("/turn"))?;
+    let (answer, sources) = (body.answer, body.sources);
+    let kept = app
+        .cpu(move || {
+            let mut state = wo_format::State::new(Timestamp::now());
+            let turn = wo_engine::chat::stopped_turn(
+                &state,
+                provider.as_ref(),
+                &req,
+                sent_at,
+                sources,
+                answer,
+            );
+            let (user_id, assistant_id) = wo_engine::turn::apply_turn(&mut state, &turn);
+            let state_patch = crate::turn::turn_patch(&state, &user_id, &assistant_id, &[]);
+            wo_wire::api::StatelessKept {
+                user_message_id: user_id,
+                assistant_message_id: assistant_id,
+                state_patch,
+            }
+        })
+        .await?;
+    Ok(axum::Json(kept))
+}

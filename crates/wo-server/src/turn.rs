@@ -211,7 +211,7 @@ pub(crate) fn changed_records<T: PartialEq + serde::Serialize>(
 /// (`before`: the truth it started from) — those used (`refs`, `used`) and
 /// those it archived — in full (see `wo_wire::apply_state_patch` for how
 /// arrays of records apply).
-fn turn_patch(
+pub(crate) fn turn_patch(
     state: &State,
     user_id: &str,
     assistant_id: &str,
@@ -298,8 +298,9 @@ impl TurnSink for SseSink {
 /// with its SSE stream once the prompt is assembled, or with the HTTP error
 /// that stopped it before. The handler drives the turn itself until then
 /// (no task hop before the headers, as when it assembled the prompt
-/// itself); the rest runs in its own task. The client going away fires the
-/// token: nothing is committed.
+/// itself); the rest runs in its own task, which the client going away
+/// does not end: it fires the token, and the turn commits what its
+/// request's `keep_partial` says (the stopped exchange, or nothing).
 ///
 /// `run` is a closure rather than a generic state so that the future's
 /// type is concrete at the call site, where it is known to be `Send`.

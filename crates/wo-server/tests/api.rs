@@ -132,30 +132,89 @@ async fn a_failing_provider_ends_the_stream_with_an_error_and_saves_nothing() {
     assert_eq!(s.state_bytes(), before);
 }
 
+/// Sends a chat, reads the stream until it has seen `until`, then goes
+/// away as Stop (or a closed tab) does; returns once the server has kept
+/// the turn (or after 5 s) with the messages in the file.
+async fn leave_mid_turn(s: &common::Served, until: &str) -> Vec<Value> {
+    let mut r = s
+        .program_json(Method::POST, "/api/chat", &json!({"message": "talk"}))
+        .await;
+    assert_eq!(r.status(), StatusCode::OK);
+    let mut seen = String::new();
+    while !seen.contains(until) {
+        let chunk = r.chunk().await.unwrap().expect("the stream ended early");
+        seen.push_str(&String::from_utf8_lossy(&chunk));
+    }
+    drop(r); // the browser's Stop button
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    loop {
+        let messages = s.state_json()["messages"].as_array().unwrap().clone();
+        if !messages.is_empty() || std::time::Instant::now() > deadline {
+            return messages;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// The kept exchange: the question, then an answer to it marked stopped.
+fn assert_kept_stopped(messages: &[Value]) -> String {
+    assert_eq!(messages.len(), 2, "{messages:?}");
+    let (q, a) = (&messages[0], &messages[1]);
+    assert_eq!(q["content"], "<p>talk</p>");
+    assert_eq!(a["parent"], q["id"]);
+    assert_eq!(a["role"], "assistant");
+    assert_eq!(a["usage"]["truncated"], json!({"reason": "stopped"}), "{a}");
+    a["content"].as_str().unwrap().to_owned()
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn stopping_mid_answer_saves_nothing() {
-    let s = serve(
+async fn stopping_mid_answer_keeps_the_question_and_the_answer_so_far() {
+    // With the memory step on, to show it does not run for this exchange.
+    let s = common::serve_with(
         Script {
             delay: Duration::from_millis(50),
-            ..Script::says(&"word ".repeat(100))
+            ..Script::says(&"word ".repeat(100)).remembering(REMEMBER_PARIS)
+        },
+        false,
+        remembering,
+    )
+    .await;
+    let messages = leave_mid_turn(&s, "event: delta").await;
+    let answer = assert_kept_stopped(&messages);
+    assert!(answer.starts_with("<p>word"), "{answer}");
+    assert!(
+        answer.matches("word").count() < 100,
+        "only the words before the stop are kept: {answer}"
+    );
+    // It is durable: a fresh read of the file has it (state_json reads the
+    // file), and the server is still fine.
+    wo_format::parse(&s.state_bytes()).expect("the kept exchange is valid");
+    let r = s.program(Method::GET, "/api/state").send().await.unwrap();
+    assert_eq!(r.status(), StatusCode::OK);
+    // No interpretation of an exchange its reader stopped: the only call
+    // upstream was the answer's.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(s.upstream.requests.load(Ordering::SeqCst), 1);
+    let state = s.state_json();
+    assert!(state.get("memory_log").is_none(), "{state}");
+    assert!(state["truth"]["trust"].as_array().unwrap().is_empty());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn leaving_before_the_first_word_keeps_the_question() {
+    let s = serve(
+        Script {
+            first_delay: Duration::from_secs(30),
+            ..Script::says("too late")
         },
         false,
     )
     .await;
-    let before = s.state_bytes();
-    let mut r = s
-        .program_json(Method::POST, "/api/chat", &json!({"message": "talk"}))
-        .await;
-    let mut seen = String::new();
-    while !seen.contains("event: delta") {
-        seen.push_str(&String::from_utf8_lossy(&r.chunk().await.unwrap().unwrap()));
-    }
-    drop(r); // the browser's Stop button
-    tokio::time::sleep(Duration::from_millis(400)).await;
-    assert_eq!(s.state_bytes(), before, "a stopped turn is not saved");
-    // The server is still fine.
-    let r = s.program(Method::GET, "/api/state").send().await.unwrap();
-    assert_eq!(r.status(), StatusCode::OK);
+    // The `context` event comes once the prompt is built; the model has
+    // not said a word when the client goes.
+    let messages = leave_mid_turn(&s, "event: context").await;
+    let answer = assert_kept_stopped(&messages);
+    assert_eq!(answer, "", "no word had come");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -508,13 +567,8 @@ async fn stateless_turns_end_with_a_patch_and_write_nothing() {
         "params": {}
     });
     let r = s
-        .client
-        .post(s.url("/api/stateless/chat"))
-        .header("origin", &s.base)
-        .json(&req)
-        .send()
-        .await
-        .unwrap();
+        .cookieless(Method::POST, "/api/stateless/chat", &req)
+        .await;
     assert_eq!(r.status(), StatusCode::OK);
     let evs = events(r).await;
     let d = done(&evs).clone();
@@ -779,14 +833,10 @@ const REMEMBER_PARIS: &str = r#"{"ops":[{"op":"add","kind":"fact","title":"Capit
 /// A stateless turn asking the capital of France with nothing sent along;
 /// its events.
 async fn stateless_capital_question(s: &common::Served) -> Vec<(String, Value)> {
+    let body = json!({"message": "What is the capital of France?", "truth": [], "window": [], "params": {}});
     let r = s
-        .client
-        .post(s.url("/api/stateless/chat"))
-        .header("origin", &s.base)
-        .json(&json!({"message": "What is the capital of France?", "truth": [], "window": [], "params": {}}))
-        .send()
-        .await
-        .unwrap();
+        .cookieless(Method::POST, "/api/stateless/chat", &body)
+        .await;
     assert_eq!(r.status(), StatusCode::OK);
     events(r).await
 }
@@ -913,32 +963,24 @@ async fn a_stateless_turn_is_remembered_in_the_patch_and_undone_by_the_client() 
         d["assistant_message_id"]
     );
     // The client's undo: the server runs it on what the client sends.
+    let body = json!({
+        "exchange": m["exchange"],
+        "memory_log": client_state["memory_log"],
+        "truth": trust,
+    });
     let r = s
-        .client
-        .post(s.url("/api/stateless/memory/undo"))
-        .header("origin", &s.base)
-        .json(&json!({
-            "exchange": m["exchange"],
-            "memory_log": client_state["memory_log"],
-            "truth": trust,
-        }))
-        .send()
-        .await
-        .unwrap();
+        .cookieless(Method::POST, "/api/stateless/memory/undo", &body)
+        .await;
     assert_eq!(r.status(), StatusCode::OK);
     let u: Value = r.json().await.unwrap();
     assert_eq!(u["undone"]["removed"], json!([trust[0]["id"]]));
     assert_eq!(u["deleted"][0]["id"], trust[0]["id"]);
     assert!(u["memory_log"][0]["undone"].is_string(), "{u}");
     // An exchange the journal does not have is named.
+    let body = json!({"exchange": "m_nope", "memory_log": [], "truth": []});
     let r = s
-        .client
-        .post(s.url("/api/stateless/memory/undo"))
-        .header("origin", &s.base)
-        .json(&json!({"exchange": "m_nope", "memory_log": [], "truth": []}))
-        .send()
-        .await
-        .unwrap();
+        .cookieless(Method::POST, "/api/stateless/memory/undo", &body)
+        .await;
     assert_eq!(r.status(), StatusCode::BAD_REQUEST);
     let e: Value = r.json().await.unwrap();
     assert_eq!(e["error"]["pointer"], "/exchange");
@@ -977,14 +1019,10 @@ async fn a_hosted_server_interprets_with_the_operators_provider_even_if_clients_
     );
     assert_eq!(scribe.requests.load(Ordering::SeqCst), 1, "the interpreter");
     // A client still cannot choose the interpreter's provider for a turn.
+    let body = json!({"message": "hi", "params": {"provider": "scribe"}});
     let r = s
-        .client
-        .post(s.url("/api/stateless/chat"))
-        .header("origin", &s.base)
-        .json(&json!({"message": "hi", "params": {"provider": "scribe"}}))
-        .send()
-        .await
-        .unwrap();
+        .cookieless(Method::POST, "/api/stateless/chat", &body)
+        .await;
     assert_eq!(r.status(), StatusCode::BAD_REQUEST);
 }
 
@@ -1089,15 +1127,13 @@ async fn new_conversation_starts_a_root_that_follows_nothing() {
 async fn a_stateless_new_conversation_is_a_marked_root_and_needs_an_empty_window() {
     let s = serve(Script::says("The Tagus."), true).await;
     let post = |body: Value| {
-        s.client
-            .post(s.url("/api/stateless/chat"))
-            .header("origin", &s.base)
-            .json(&body)
-            .send()
+        let s = &s;
+        async move {
+            s.cookieless(Method::POST, "/api/stateless/chat", &body)
+                .await
+        }
     };
-    let r = post(json!({"message": "Name a river.", "new_conversation": true}))
-        .await
-        .unwrap();
+    let r = post(json!({"message": "Name a river.", "new_conversation": true})).await;
     assert_eq!(r.status(), StatusCode::OK);
     let evs = events(r).await;
     let d = done(&evs).clone();
@@ -1112,9 +1148,7 @@ async fn a_stateless_new_conversation_is_a_marked_root_and_needs_an_empty_window
     assert_eq!(q["new_conversation"], true);
 
     let window = json!([{"id": "m_aaaaaaaaaaaaaaaa", "title": "q", "username": "ann", "timestamp": "2026-01-01T00:00:00Z", "content": "<p>Earlier.</p>", "role": "user"}]);
-    let r = post(json!({"message": "hi", "new_conversation": true, "window": window}))
-        .await
-        .unwrap();
+    let r = post(json!({"message": "hi", "new_conversation": true, "window": window})).await;
     assert_eq!(r.status(), StatusCode::BAD_REQUEST);
     let e: Value = r.json().await.unwrap();
     assert_eq!(e["error"]["pointer"], "/window", "{e}");
@@ -1189,13 +1223,12 @@ async fn a_conversation_is_renamed_by_its_roots_title_and_bad_titles_change_noth
     assert_eq!(s.state_bytes(), kept);
     // Without the token: refused before the handler.
     let r = s
-        .client
-        .patch(s.url(&format!("/api/messages/{root}")))
-        .header("origin", &s.base)
-        .json(&json!({"title": "stolen"}))
-        .send()
-        .await
-        .unwrap();
+        .cookieless(
+            Method::PATCH,
+            &format!("/api/messages/{root}"),
+            &json!({"title": "stolen"}),
+        )
+        .await;
     assert_eq!(r.status(), StatusCode::UNAUTHORIZED);
     assert_eq!(s.state_bytes(), kept);
 }
@@ -1205,18 +1238,12 @@ async fn markdown_is_converted_and_sanitised_in_both_modes_and_saves_nothing() {
     for stateless in [false, true] {
         let s = serve(Script::says("x"), stateless).await;
         let before = s.state_bytes();
-        let req = if stateless {
-            s.client
-                .post(s.url("/api/markdown"))
-                .header("origin", &s.base)
+        let body = json!({"markdown": "# Studio\n\nWe fire to **cone 6**.\n\n<script>alert(1)</script>\n\n[x](javascript:alert(1))"});
+        let r = if stateless {
+            s.cookieless(Method::POST, "/api/markdown", &body).await
         } else {
-            s.browser(Method::POST, "/api/markdown")
+            s.browser_json(Method::POST, "/api/markdown", &body).await
         };
-        let r = req
-            .json(&json!({"markdown": "# Studio\n\nWe fire to **cone 6**.\n\n<script>alert(1)</script>\n\n[x](javascript:alert(1))"}))
-            .send()
-            .await
-            .unwrap();
         assert_eq!(r.status(), StatusCode::OK, "stateless: {stateless}");
         let out: wire::MarkdownConverted = r.json().await.unwrap();
         assert!(
@@ -1241,4 +1268,102 @@ async fn markdown_is_converted_and_sanitised_in_both_modes_and_saves_nothing() {
         assert_eq!(err["error"]["pointer"], "/markdown");
         assert_eq!(s.state_bytes(), before);
     }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stateless_client_keeps_a_stopped_turn_through_the_engine() {
+    // Bodies up to 1 MiB: an answer over the provider's cap still arrives.
+    let s = common::serve_with(Script::says("unused"), true, |o| {
+        o.limits.body_bytes = 1 << 20
+    })
+    .await;
+    let stopped = |body: Value| {
+        let s = &s;
+        async move {
+            s.cookieless(Method::POST, "/api/stateless/stopped", &body)
+                .await
+        }
+    };
+    let r = stopped(json!({
+        "turn": {"message": "Tell me *everything*", "parent": "m_0123456789abcdef", "params": {}},
+        "answer": "**Paris** is the capital, and",
+        "sent_at": "2026-11-26T00:00:00Z",
+        "sources": ["t_00000000000000aa"]
+    }))
+    .await;
+    assert_eq!(r.status(), StatusCode::OK);
+    let kept: wire::StatelessKept = r.json().await.unwrap();
+    let messages = kept.state_patch["messages"].as_array().unwrap();
+    assert_eq!(messages.len(), 2);
+    let (q, a) = (&messages[0], &messages[1]);
+    assert_eq!(q["id"], kept.user_message_id.as_str());
+    assert_eq!(a["id"], kept.assistant_message_id.as_str());
+    // The question as a turn stores it (plain text, not Markdown), where
+    // it was asked, when it was sent.
+    assert_eq!(q["content"], "<p>Tell me *everything*</p>");
+    assert_eq!(q["parent"], "m_0123456789abcdef");
+    assert_eq!(q["timestamp"], "2026-11-26T00:00:00Z");
+    // The answer so far, converted as a finished answer is, marked stopped.
+    assert_eq!(
+        a["content"],
+        "<p><strong>Paris</strong> is the capital, and</p>"
+    );
+    assert_eq!(a["parent"], q["id"]);
+    assert_eq!(a["provider"], "fake");
+    assert_eq!(a["model"], "fake-1");
+    assert_eq!(a["usage"]["truncated"], json!({"reason": "stopped"}));
+    assert_eq!(a["sources"], json!(["t_00000000000000aa"]));
+    // Applied as a turn's patch is, it makes a valid state.
+    let fresh = wo_format::State::new(wo_format::Timestamp::now());
+    let mut state: Value = serde_json::from_slice(&wo_format::to_canonical_vec(&fresh)).unwrap();
+    wo_wire::apply_state_patch(&mut state, &kept.state_patch);
+    wo_format::parse(state.to_string().as_bytes()).expect("a valid llm.json");
+
+    // Stopped before any word, in a new conversation: the question is kept.
+    let r = stopped(json!({
+        "turn": {"message": "hello?", "new_conversation": true},
+        "sent_at": "2026-11-26T00:00:01Z"
+    }))
+    .await;
+    assert_eq!(r.status(), StatusCode::OK);
+    let kept: wire::StatelessKept = r.json().await.unwrap();
+    let messages = kept.state_patch["messages"].as_array().unwrap();
+    assert_eq!(messages[0]["new_conversation"], true);
+    assert_eq!(messages[1]["content"], "");
+    assert_eq!(messages[1]["usage"]["truncated"]["reason"], "stopped");
+
+    // Bad input is named by its pointer.
+    for (body, pointer) in [
+        (
+            json!({"turn": {"message": "q"}, "sent_at": "yesterday"}),
+            "/sent_at",
+        ),
+        (
+            json!({"sent_at": "2026-11-26T00:00:00Z", "turn": {"message": "q", "parent": "not an id!"}}),
+            "/turn/parent",
+        ),
+        (
+            json!({"turn": {"message": "q"}, "sent_at": "2026-11-26T00:00:00Z", "sources": ["a b"]}),
+            "/sources/0",
+        ),
+        (
+            json!({"turn": {"message": "q"}, "sent_at": "2026-11-26T00:00:00Z", "answer": "x".repeat(200_000)}),
+            "/answer",
+        ),
+        (
+            json!({"sent_at": "2026-11-26T00:00:00Z", "turn": {"message": "q", "parent": "m_1", "new_conversation": true}}),
+            "/turn/parent",
+        ),
+    ] {
+        let r = stopped(body.clone()).await;
+        assert_eq!(r.status(), StatusCode::BAD_REQUEST, "{pointer}");
+        let e: Value = r.json().await.unwrap();
+        assert_eq!(e["error"]["pointer"], pointer, "{e}");
+    }
+    // A provider this server does not offer is refused.
+    let r = stopped(
+        json!({"sent_at": "2026-11-26T00:00:00Z", "turn": {"message": "q", "params": {"provider": "nope"}}}),
+    )
+    .await;
+    assert_eq!(r.status(), StatusCode::BAD_REQUEST);
 }

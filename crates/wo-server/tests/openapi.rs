@@ -296,6 +296,11 @@ async fn every_json_body_is_refused_with_a_pointer() {
             "/window/0/content",
         ),
         (
+            wo_wire::routes::STATELESS_STOPPED_PATH,
+            json!({"turn": {"message": "hi"}, "sent_at": "2026-11-26T00:00:00Z", "sources": [1]}),
+            "/sources/0",
+        ),
+        (
             wo_wire::routes::MEMORY_UNDO_PATH,
             json!({"exchange": 7}),
             "/exchange",

@@ -63,7 +63,11 @@ async fn the_api_needs_the_token() {
         );
     }
     let r = s
-        .cookieless_post("/api/chat", &serde_json::json!({"message": "hi"}))
+        .cookieless(
+            Method::POST,
+            "/api/chat",
+            &serde_json::json!({"message": "hi"}),
+        )
         .await;
     assert_eq!(r.status(), StatusCode::UNAUTHORIZED);
     // Health and the API description are public; so is the page itself.
@@ -645,14 +649,7 @@ async fn renaming_a_conversation_has_every_write_defence_and_keeps_titles_as_tex
     let before = s.state_bytes();
     // No token, a wrong token, another origin with the cookie, the cookie
     // without an Origin, and the content types an HTML form can send.
-    let r = s
-        .client
-        .patch(s.url(&path))
-        .header("origin", &s.base)
-        .json(&body)
-        .send()
-        .await
-        .unwrap();
+    let r = s.cookieless(Method::PATCH, &path, &body).await;
     assert_eq!(r.status(), StatusCode::UNAUTHORIZED);
     let r = s
         .client
@@ -691,7 +688,11 @@ async fn renaming_a_conversation_has_every_write_defence_and_keeps_titles_as_tex
     }
     // The Markdown converter is behind the token in local mode too.
     let r = s
-        .cookieless_post("/api/markdown", &serde_json::json!({"markdown": "x"}))
+        .cookieless(
+            Method::POST,
+            "/api/markdown",
+            &serde_json::json!({"markdown": "x"}),
+        )
         .await;
     assert_eq!(r.status(), StatusCode::UNAUTHORIZED);
     // A path is an id, never a file: traversal finds no message.
@@ -785,13 +786,8 @@ async fn the_pwa_files_are_served_typed_under_the_csp() {
         assert!(sw.contains("url.search") && !sw.contains("'/api"), "{sw}");
         // Only GET: a worker or manifest path takes no writes.
         let r = s
-            .client
-            .post(s.url("/sw.js"))
-            .header("origin", &s.base)
-            .json(&serde_json::json!({}))
-            .send()
-            .await
-            .unwrap();
+            .cookieless(Method::POST, "/sw.js", &serde_json::json!({}))
+            .await;
         assert_eq!(r.status(), StatusCode::METHOD_NOT_ALLOWED);
     }
 }

@@ -363,6 +363,40 @@ pub struct StatelessMemoryUndone {
     pub memory_log: Vec<Value>,
 }
 
+/// The body of `POST /api/stateless/stopped`: a stateless turn its reader
+/// stopped (Stop, or the tab closed mid-answer), which the client keeps
+/// itself — the server's commit never reached it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct StatelessStopped {
+    /// The turn as a local chat sends it: the question (`message`), where
+    /// it goes (`parent` — the message it followed, taken as it is —, or
+    /// `new_conversation`), `username`, and the `params` naming the
+    /// provider and model that answered.
+    pub turn: crate::ChatRequest,
+    /// The answer as far as it streamed (Markdown, as the model wrote it);
+    /// empty when no word had come.
+    #[serde(default)]
+    pub answer: String,
+    /// When the question was sent (UTC timestamp): the question's time.
+    pub sent_at: String,
+    /// The `sources` of the turn's `context` event, if it came.
+    #[serde(default)]
+    pub sources: Vec<String>,
+}
+
+/// The answer to `POST /api/stateless/stopped`: the patch that adds the
+/// question and the stopped answer to the client's state.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct StatelessKept {
+    /// The id of the question.
+    pub user_message_id: String,
+    /// The id of the answer, marked `usage.truncated = {"reason": "stopped"}`.
+    pub assistant_message_id: String,
+    /// `{"date", "messages": [question, answer]}`, applied as a turn's
+    /// `state_patch` is.
+    pub state_patch: Value,
+}
+
 /// The answer to `POST /api/memory/undo`: what the undo changed.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct MemoryUndone {

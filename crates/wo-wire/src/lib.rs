@@ -63,6 +63,8 @@ pub fn schemas() -> Vec<(&'static str, schemars::Schema)> {
             "StatelessMemoryUndone",
             schema_for!(api::StatelessMemoryUndone),
         ),
+        ("StatelessStopped", schema_for!(api::StatelessStopped)),
+        ("StatelessKept", schema_for!(api::StatelessKept)),
         ("DraftRequest", schema_for!(api::DraftRequest)),
         ("ApplyRequest", schema_for!(api::ApplyRequest)),
         ("ContextApplied", schema_for!(api::ContextApplied)),

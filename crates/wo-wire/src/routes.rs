@@ -110,6 +110,9 @@ pub const MEMORY_UNDO_PATH: &str = "/api/memory/undo";
 /// `POST`: a stateless client's undo of one exchange's memory operations
 /// ([`crate::api::StatelessMemoryUndo`]).
 pub const STATELESS_MEMORY_UNDO_PATH: &str = "/api/stateless/memory/undo";
+/// `POST`: the patch that keeps a stateless turn its reader stopped
+/// ([`crate::api::StatelessStopped`]).
+pub const STATELESS_STOPPED_PATH: &str = "/api/stateless/stopped";
 /// `POST`: a stateless turn ([`crate::StatelessChatRequest`], SSE).
 pub const STATELESS_CHAT_PATH: &str = "/api/stateless/chat";
 /// `GET`: the models an OpenAI client may name
@@ -224,6 +227,13 @@ pub const ROUTES: &[Route] = &[
         Stateless,
         Some("StatelessChatRequest"),
         Some(STREAM),
+    ),
+    route(
+        Post,
+        STATELESS_STOPPED_PATH,
+        Stateless,
+        Some("StatelessStopped"),
+        Some("StatelessKept"),
     ),
     route(
         Get,

@@ -150,7 +150,8 @@ pub fn run(g: &GlobalOpts, mut args: AskArgs) -> Result<ExitCode> {
     remember_current(&store, &outcome.user_id);
     if outcome.stopped() {
         eoutln!(
-            "interrupted; the question and the answer so far were saved, marked incomplete (wo log shows them)"
+            "interrupted; {}, marked incomplete (wo log shows them)",
+            crate::render::stopped_note(&outcome)
         );
         return Ok(ExitCode::from(EXIT_INTERRUPTED));
     }

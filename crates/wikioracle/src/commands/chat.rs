@@ -202,7 +202,8 @@ pub fn run(g: &GlobalOpts, mut args: ChatArgs) -> Result<ExitCode> {
                 remember_current(&store, &outcome.user_id);
                 if outcome.stopped() {
                     eoutln!(
-                        "(stopped; the question and the answer so far were saved, marked incomplete)"
+                        "(stopped; {}, marked incomplete)",
+                        crate::render::stopped_note(&outcome)
                     );
                 } else if let Some(note) = crate::render::truncation_note(outcome.usage.as_ref()) {
                     eoutln!("{note}");

@@ -714,6 +714,31 @@ const local = {
   async afterDone() {
     await local.load();
   },
+  // The server keeps a turn whose client went away (its `keep_partial`):
+  // nothing to hold here while it streams.
+  turnStarted() {},
+  turnProgress() {},
+  turnEnded() {},
+  /**
+   * The stopped turn as the server kept it (question + answer so far,
+   * marked `stopped`): it commits once it sees the connection close, so
+   * the state is read again until the new stopped answer is there.
+   * Returns its id.
+   */
+  async keepStopped(turn) {
+    const known = new Set(app.state.messages.map((m) => m.id));
+    for (let i = 0; i < 40; i++) {
+      await local.load();
+      // New stopped answers (another tab may have stopped one too): the one
+      // whose question reads as this turn's, else the newest.
+      const fresh = app.state.messages.filter((m) => !known.has(m.id) && isStopped(m));
+      const asked = (m) => plainText(app.state.messages.find((q) => q.id === m.parent)?.content ?? '').trim();
+      const kept = fresh.find((m) => asked(m) === turn.message.trim()) || fresh[fresh.length - 1];
+      if (kept) return kept.id;
+      await new Promise((resolve) => setTimeout(resolve, 250));
+    }
+    throw new Error('the server has not saved it (reload the page to look again)');
+  },
   async afterMemory() {
     await local.load();
   },
@@ -844,6 +869,37 @@ const stateless = {
     }
     app.total = app.state.messages.length;
     await idbPut(app.state);
+    savePendingTurn(null);
+  },
+  // The state is in this browser: the turn streaming now is kept in
+  // localStorage as it streams (the question at once, the answer at most
+  // every PENDING_SAVE_MS and when the page is hidden), so that Stop, a
+  // closed tab or a lost connection cannot lose it.
+  turnStarted(turn) {
+    savePendingTurn(turn);
+  },
+  turnProgress(turn, now = false) {
+    if (now || Date.now() - pendingSavedAt >= PENDING_SAVE_MS) savePendingTurn(turn);
+  },
+  turnEnded() {
+    savePendingTurn(null);
+  },
+  /**
+   * Keeps a turn that never reached `done` (`turn`: what the page had when
+   * it stopped, or the record a closed tab left): the server's engine makes
+   * the two messages — the question, the answer so far marked `stopped`,
+   * as the local server keeps them — and they are added to this browser's
+   * state as a turn's patch is. Returns the answer's id. The record stays
+   * until they are saved, so a failure here is retried on the next load.
+   */
+  async keepStopped(turn) {
+    savePendingTurn(turn);
+    const kept = await api('/api/stateless/stopped', { method: 'POST', body: stoppedBody(turn) });
+    app.state = normalizeState(applyStatePatch(app.state, kept.state_patch));
+    app.total = app.state.messages.length;
+    await idbPut(app.state);
+    savePendingTurn(null);
+    return kept.assistant_message_id;
   },
   async afterMemory(m) {
     if (isObject(m.state_patch)) {
@@ -1409,17 +1465,24 @@ function messageItem(m, tree) {
   }
   const who = m.username || (role === 'assistant' ? 'the model' : 'you');
   const error = app.answerErrors.get(m.id);
+  const stopped = role === 'assistant' && isStopped(m);
   return h('li', {
     class: `msg msg-${role}${app.branchFrom && app.branchFrom.id === m.id ? ' reply-target' : ''}`,
     id: `msg-${m.id}`, 'data-testid': 'message', 'data-id': m.id, 'data-role': role, 'data-title': m.title || '',
   },
-  h('article', { 'aria-label': `${role === 'assistant' ? 'Answer' : role === 'system' ? 'System message' : 'Message'} from ${who}` },
+  h('article', { 'aria-label': `${role === 'assistant' ? 'Answer' : role === 'system' ? 'System message' : 'Message'} from ${who}${stopped ? ' (incomplete)' : ''}` },
     h('header', { class: 'msg-head' },
       h('span', { class: 'msg-meta' },
         h('span', { class: 'msg-username', 'data-testid': 'message-username' }, m.username || ''),
         ' · ',
-        h('time', { datetime: m.timestamp, title: m.timestamp, 'data-testid': 'message-time' }, formatTime(m.timestamp)))),
+        h('time', { datetime: m.timestamp, title: m.timestamp, 'data-testid': 'message-time' }, formatTime(m.timestamp))),
+      stopped ? h('span', { class: 'msg-badge incomplete', 'data-testid': 'incomplete-mark' },
+        h('span', { 'aria-hidden': 'true' }, '\u25D0 '), 'Incomplete') : null),
     h('div', { class: 'msg-content rendered', 'data-testid': 'message-content' }, renderedContent(m)),
+    stopped ? h('p', { class: 'msg-note incomplete-note', 'data-testid': 'incomplete-note' },
+      plainText(m.content).trim()
+        ? 'Stopped before the answer finished. Regenerate for a whole answer.'
+        : 'Stopped before any answer came. Regenerate to ask again.') : null,
     contextDetails(m),
     memoryDetails(m),
     error ? h('p', { class: 'msg-note warn', role: 'alert', 'data-testid': 'regenerate-error' },
@@ -1857,6 +1920,63 @@ function restoreDraft() {
   if (text && !input.value) input.value = text;
 }
 
+// ---------------------------------------------------------------- stopped turns
+
+/** True for an answer its reader stopped (`usage.truncated.reason = "stopped"`, as wo-engine marks it). */
+function isStopped(m) {
+  return isObject(m.usage) && isObject(m.usage.truncated) && m.usage.truncated.reason === 'stopped';
+}
+
+/** Stateless mode's record of the turn streaming now (see `stateless.turnStarted`). */
+const PENDING_KEY = 'wo_pending_turn_stateless';
+const PENDING_SAVE_MS = 250;
+let pendingSavedAt = 0;
+
+function savePendingTurn(turn) {
+  pendingSavedAt = Date.now();
+  try {
+    if (turn) localStorage.setItem(PENDING_KEY, JSON.stringify(turn));
+    else localStorage.removeItem(PENDING_KEY);
+  } catch {
+    // Storage unavailable: Stop still keeps the turn; a closed tab cannot.
+  }
+}
+
+/** `POST /api/stateless/stopped`'s body for a turn record: the chat body as sent, the answer so far, when, and its sources. */
+function stoppedBody(turn) {
+  const chat = { message: turn.message, params: isObject(turn.params) ? turn.params : {} };
+  if (turn.parent) chat.parent = turn.parent;
+  else if (turn.new_conversation) chat.new_conversation = true;
+  if (turn.username) chat.username = turn.username;
+  return { turn: chat, answer: String(turn.answer || ''), sent_at: turn.sent_at, sources: Array.isArray(turn.sources) ? turn.sources : [] };
+}
+
+function readPendingTurn() {
+  try {
+    const turn = JSON.parse(localStorage.getItem(PENDING_KEY) || 'null');
+    return isObject(turn) && typeof turn.message === 'string' && typeof turn.sent_at === 'string' ? turn : null;
+  } catch {
+    return null;
+  }
+}
+
+/**
+ * On load in stateless mode: a turn the page was streaming when it closed
+ * is kept now, marked incomplete. Returns its answer's id, or null.
+ */
+async function keepInterruptedTurn() {
+  const turn = app.mode === 'stateless' ? readPendingTurn() : null;
+  if (!turn) return null;
+  try {
+    const id = await stateless.keepStopped(turn);
+    notify('The answer that was streaming when this page closed is kept, marked incomplete.');
+    return id;
+  } catch (e) {
+    notify(`The turn that was streaming when this page closed could not be kept yet (${e.message}); it stays in this browser and is tried again on the next load.`, 'error');
+    return null;
+  }
+}
+
 // ---------------------------------------------------------------- following the answer
 
 /**
@@ -1961,6 +2081,16 @@ async function send(opts = null) {
   scrollToLatest();
   if (fromBox) input.value = '';
 
+  // The question now travels with the turn: a stopped or interrupted turn
+  // keeps it (below), a failed one puts it back as the draft.
+  if (fromBox) saveDraft('');
+  const turn = { message: text, answer: '', sent_at: new Date().toISOString(), sources: [], params };
+  if (parent) turn.parent = parent;
+  else if (newConversation) turn.new_conversation = true;
+  if (app.prefs.username) turn.username = app.prefs.username;
+  app.streaming.turn = turn;
+  backend().turnStarted(turn);
+
   let report = null;
   let done = null;
   let failure = null;
@@ -1973,10 +2103,15 @@ async function send(opts = null) {
   try {
     const body = await backend().chatBody(text, parent, params, newConversation);
     const streaming = postSse(backend().chatPath, body, {
-      context: (r) => { report = r; },
+      context: (r) => {
+        report = r;
+        if (Array.isArray(r?.sources)) turn.sources = r.sources.filter((x) => typeof x === 'string');
+      },
       delta: (d) => {
         const t = typeof d.text === 'string' ? d.text : '';
         streamed += t;
+        turn.answer = streamed;
+        backend().turnProgress(turn);
         answerText.append(document.createTextNode(t));
         followStream();
       },
@@ -2004,8 +2139,6 @@ async function send(opts = null) {
           if (app.follow) scrollToLatest();
         }
       }));
-    } else if (!failure) {
-      failure = new ApiError(0, 'internal', 'The connection closed before the answer finished; nothing was saved.');
     }
   } catch (e) {
     failure = e;
@@ -2014,7 +2147,42 @@ async function send(opts = null) {
   app.streaming = null;
   setBusy(false);
 
-  if (regenerating && (failure || controller.signal.aborted)) {
+  // Stopped, the tab's connection lost, or the stream cut before `done`:
+  // the question and the answer so far are kept, marked incomplete
+  // (issue 16 item 4) — by the server in local mode, by this browser in
+  // stateless mode — and shown in place of the provisional bubbles.
+  if (!done && (controller.signal.aborted || !failure || failure.name === 'AbortError')) {
+    note.textContent = 'Stopped; keeping the question and the answer so far…';
+    try {
+      const kept = await backend().keepStopped(turn);
+      for (const li of pending) li.remove();
+      if (fromBox) saveDraft($('composer-input').value);
+      app.leaf = leafBelow(kept);
+      app.branchFrom = null;
+      app.newChat = false;
+      app.reveal = kept;
+      renderAll();
+      // Where the provisional answer was: the kept one, marked incomplete.
+      document.getElementById(`msg-${kept}`)?.scrollIntoView({ block: 'end' });
+      notify(controller.signal.aborted
+        ? 'Stopped. The question and the answer so far are kept, marked incomplete.'
+        : 'The connection closed before the answer finished; the question and the answer so far are kept, marked incomplete.');
+    } catch (e) {
+      note.textContent = `Stopped, but the turn could not be kept yet: ${e.message}`;
+      note.classList.add('warn');
+      note.setAttribute('role', 'alert');
+      if (fromBox && !$('composer-input').value) {
+        input.value = text;
+        saveDraft(text);
+      }
+    }
+    return;
+  }
+  // A failed turn keeps nothing (its question goes back to the box); a
+  // finished one is forgotten once its patch is saved (`afterDone`).
+  if (!done) backend().turnEnded();
+
+  if (regenerating && failure) {
     // The original answer stays, and says once, under it, what happened.
     for (const li of pending) li.remove();
     app.newChat = false;
@@ -2024,17 +2192,9 @@ async function send(opts = null) {
       showSignin();
       return;
     }
-    if (failure) app.answerErrors.set(regenerating, failure);
+    app.answerErrors.set(regenerating, failure);
     renderAll();
     document.getElementById(`msg-${regenerating}`)?.scrollIntoView({ block: 'center' });
-    if (!failure) notify('Stopped; nothing was saved.');
-    return;
-  }
-  if (controller.signal.aborted) {
-    note.textContent = 'Stopped. Nothing was saved for this turn.';
-    note.classList.add('warn');
-    input.value = text;
-    notify('Stopped; nothing was saved.');
     return;
   }
   if (failure) {
@@ -2047,7 +2207,10 @@ async function send(opts = null) {
     note.textContent = `Failed: ${failure.message}`;
     note.classList.add('warn');
     note.setAttribute('role', 'alert');
-    if (fromBox) input.value = text;
+    if (fromBox) {
+      input.value = text;
+      saveDraft(text);
+    }
     // Retry sends the same question again; the failed bubbles go, so the
     // error is shown once rather than piling up a copy per attempt.
     note.append(' ', h('button', {
@@ -2738,6 +2901,11 @@ function wire() {
     }
   });
   $('composer-input').addEventListener('input', (e) => saveDraft(e.target.value));
+  // The tab closing mid-answer: the answer so far is kept (stateless mode
+  // holds it here; the local server keeps it when the connection drops).
+  window.addEventListener('pagehide', () => {
+    if (app.streaming && app.streaming.turn) backend().turnProgress(app.streaming.turn, true);
+  });
   $('stop-button').addEventListener('click', stop);
   $('jump-latest').addEventListener('click', jumpToLatest);
   window.addEventListener('scroll', onScroll, { passive: true });
@@ -3006,8 +3174,10 @@ async function start() {
   fillPicker();
   enableUi();
   restoreDraft();
-  // The most recent conversation, on its newest branch.
-  app.leaf = latestId();
+  const interrupted = await keepInterruptedTurn();
+  // The most recent conversation, on its newest branch (or the turn that
+  // was interrupted, now kept).
+  app.leaf = interrupted ? leafBelow(interrupted) : latestId();
   syncSidebarToggle();
   renderAll();
   const last = $('messages').lastElementChild;

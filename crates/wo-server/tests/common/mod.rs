@@ -19,7 +19,10 @@ use wo_server::app::Limits;
 #[derive(Clone)]
 pub struct Script {
     pub tokens: Vec<String>,
+    /// Between two frames.
     pub delay: Duration,
+    /// Before the first frame (a model slow to start).
+    pub first_delay: Duration,
     /// Answer this HTTP status instead of a stream.
     pub fail_status: Option<u16>,
     /// What the memory interpreter's calls (those asking for structured
@@ -34,6 +37,7 @@ impl Script {
         Script {
             tokens: text.split_inclusive(' ').map(str::to_owned).collect(),
             delay: Duration::ZERO,
+            first_delay: Duration::ZERO,
             fail_status: None,
             memory_reply: None,
             memory_delay: Duration::ZERO,
@@ -92,6 +96,9 @@ pub async fn upstream(script: Script) -> Upstream {
                         }
                         if i > 0 && !script.delay.is_zero() {
                             tokio::time::sleep(script.delay).await;
+                        }
+                        if i == 0 && !script.first_delay.is_zero() {
+                            tokio::time::sleep(script.first_delay).await;
                         }
                         let frame = if i < n {
                             format!(
@@ -262,12 +269,17 @@ impl Served {
         self.program(method, path).json(body).send().await.unwrap()
     }
 
-    /// A same-origin JSON `POST` with no credentials (a page that is not
-    /// signed in).
-    pub async fn cookieless_post(&self, path: &str, body: &serde_json::Value) -> reqwest::Response {
+    /// A same-origin JSON request (`POST`, `PATCH`…) with no credentials:
+    /// a page that is not signed in, or any stateless client.
+    pub async fn cookieless(
+        &self,
+        method: reqwest::Method,
+        path: &str,
+        body: &serde_json::Value,
+    ) -> reqwest::Response {
         let r = self
             .client
-            .post(self.url(path))
+            .request(method, self.url(path))
             .header("origin", &self.base);
         r.json(body).send().await.unwrap()
     }
