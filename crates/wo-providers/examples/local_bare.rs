@@ -10,6 +10,8 @@
 //! only — the figure llama-cpp-python's reference reports) and the wall
 //! time per token from the first sampled token to the last (decode plus the
 //! greedy pick, the same span `local_speed` measures through the stream).
+//! It also prints how long creating the context took (the provider makes
+//! one per answer, and its time to first token includes it).
 //! The flags exist to try context settings against each other; by default
 //! the context is set up like llama.cpp's defaults with the provider's
 //! context size (prompt plus answer).
@@ -121,7 +123,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         if let Some(f) = args.flash_attn {
             params = params.with_flash_attention_policy(f);
         }
+        let made = Instant::now();
         let mut ctx = model.new_context(&backend, params)?;
+        let ctx_ms = made.elapsed().as_secs_f64() * 1000.0;
         ctx.reset_timings();
         let mut batch = LlamaBatch::new(BATCH, 1);
         let last = tokens.len() - 1;
@@ -157,7 +161,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         let wall = (end - first.unwrap_or(end)).as_secs_f64();
         println!(
             "round {round}: prompt {} tok at {:.0} tok/s (counter), {} tok generated: \
-             counter {} decodes at {:.0} tok/s, wall {:.0} tok/s",
+             counter {} decodes at {:.0} tok/s, wall {:.0} tok/s; context created in {ctx_ms:.1} ms",
             t.n_p_eval(),
             f64::from(t.n_p_eval()) / (t.t_p_eval_ms() / 1000.0).max(1e-9),
             generated,
