@@ -126,10 +126,12 @@ pub(crate) fn read_index_file(root: &Path) -> Result<IndexFile> {
 
 /// Permissions of new cache files: as shareable as any file the user makes (0666 less the
 /// umask), like the project files the index is made of; a replaced file keeps its own.
+#[cfg(not(target_arch = "wasm32"))]
 const CACHE_MODE: wo_durable::Mode = wo_durable::Mode::Keep { new: 0o666 };
 
 /// Replaces `path` with `bytes` atomically and durably (`wo_durable`: temp file, fsync,
 /// rename, fsync of the directory), so readers never see a torn file.
+#[cfg(not(target_arch = "wasm32"))]
 pub(crate) fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
     wo_durable::write_atomic_with(path, CACHE_MODE, |w| w.write_all(bytes))
         .map(drop)
@@ -590,12 +592,25 @@ fn build<'b>(
 /// Streams `value` as compact JSON to `path`, atomically and durably like [`write_atomic`];
 /// returns the size. Streaming avoids holding a second, serialised copy of a large index in
 /// memory.
+#[cfg(not(target_arch = "wasm32"))]
 fn write_json_atomic<T: Serialize>(path: &Path, value: &T) -> Result<u64> {
     wo_durable::write_atomic_with(path, CACHE_MODE, |w| {
         serde_json::to_writer(w, value).map_err(std::io::Error::from)
     })
     .map(|meta| meta.len())
     .map_err(|e| IndexError::io(path, e))
+}
+
+/// In the browser there is no file system (wo-durable is Unix-only): writes fail as
+/// `std::fs` does there, Unsupported; the browser's entry points never write.
+#[cfg(target_arch = "wasm32")]
+pub(crate) fn write_atomic(path: &Path, _bytes: &[u8]) -> Result<()> {
+    Err(IndexError::io(path, std::io::ErrorKind::Unsupported.into()))
+}
+
+#[cfg(target_arch = "wasm32")]
+fn write_json_atomic<T: Serialize>(path: &Path, _value: &T) -> Result<u64> {
+    Err(IndexError::io(path, std::io::ErrorKind::Unsupported.into()))
 }
 
 fn write_stat(cache: &Path, stat: &StatCache) -> Result<()> {

@@ -39,6 +39,9 @@ pub use ingest::{
 };
 pub use model::{Chunk, FileMeta, INDEX_VERSION, IndexFile, Kind, Stats, Warning, WarningKind};
 pub use options::{ChunkingConfig, IndexOptions};
-pub use search::{ChunkRecord, Hit, Index, OutlineEntry, Query, SymbolEntry, chunk_label};
+pub use search::{
+    CHUNKS_PER_TURN, ChunkRecord, ContextChunk, Hit, Index, OutlineEntry, Query, SymbolEntry,
+    chunk_label,
+};
 pub use tokens::{TOKENIZER, TokenCounter, count_tokens};
 pub use util::{chunk_id, chunk_ref, sha256_hex};
