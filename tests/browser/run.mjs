@@ -1195,6 +1195,131 @@ scenario('stateless: a saved state wo-format refuses is kept aside, not lost', a
   });
 });
 
+/** Copies tests/browser/fixtures/ingest to `dir`, plus the files its .gitignore drops (not committed). */
+function ingestFixture(dir) {
+  fs.cpSync(path.join(HERE, 'fixtures', 'ingest'), dir, { recursive: true });
+  fs.mkdirSync(path.join(dir, 'build'), { recursive: true });
+  fs.writeFileSync(path.join(dir, 'build', 'out.js'), 'function ignoredBuild() {}\n');
+  fs.writeFileSync(path.join(dir, 'debug.log'), 'ignored log\n');
+  fs.mkdirSync(path.join(dir, '.hidden'), { recursive: true });
+  fs.writeFileSync(path.join(dir, '.hidden', 'secret.md'), '# never read\n');
+}
+
+/** Clicks the ingestion page's download button for `name`; the downloaded bytes. */
+async function downloadExport(page, name) {
+  // A real click: Chromium blocks a page's second download without a user gesture.
+  await page.locator('#exports-card details').evaluate((d) => { d.open = true; });
+  const [dl] = await Promise.all([
+    page.waitForEvent('download', { timeout: 10_000 }),
+    page.locator(`[data-export="${name}"]`).click(),
+  ]).catch(async (e) => {
+    throw new Error(`downloading ${name}: ${e.message.split('\n')[0]} (page says: ${await page.locator('[data-testid="error"]').textContent()})`);
+  });
+  return fs.readFileSync(await dl.path());
+}
+
+/** The files under `dir`, relative paths sorted. */
+function filesUnder(dir, prefix = '') {
+  return fs.readdirSync(dir, { withFileTypes: true }).flatMap((e) => (e.isDirectory()
+    ? filesUnder(path.join(dir, e.name), `${prefix}${e.name}/`)
+    : [`${prefix}${e.name}`])).sort();
+}
+
+scenario('stateless: a folder indexed in the page equals wo index and wo pack byte for byte; re-ingesting reuses unchanged files; chat turns carry its chunks', async () => {
+  const root = path.join(TMP, 'ingest');
+  const dir = path.join(root, 'fixture'); // the same name on both sides: it titles llms.txt and AGENTS.md
+  ingestFixture(dir);
+  const server = await statelessServer();
+  const { context, page, watch } = await openPage(server, {});
+  try {
+    // The chat page links to the ingestion page.
+    await page.locator('[data-testid="open-ingest"]').click();
+    await page.waitForSelector('body[data-loaded="true"]');
+    await page.setInputFiles('[data-testid="folder-input"]', dir);
+    await page.waitForSelector('body[data-ready="true"]');
+    const summary = await page.locator('[data-testid="summary"]').textContent();
+    assert(/8 files/.test(summary), `summary: ${summary}`);
+
+    const compare = async (what) => {
+      execFileSync(WO_BIN, ['index', dir], { env: serverEnv(), encoding: 'utf8' });
+      const out = path.join(root, `pack-${what}`);
+      execFileSync(WO_BIN, ['pack', dir, '--out', out, '--layout', 'full'], { env: serverEnv(), encoding: 'utf8' });
+      const native = fs.readFileSync(path.join(dir, '.wo-index', 'index.json'));
+      const browser = await downloadExport(page, 'index.json');
+      assert(browser.equals(native), `${what}: index.json differs from wo index's (${browser.length} vs ${native.length} bytes)`);
+      // What the buttons download (a real download for a few; every file's bytes read in the page).
+      for (const n of ['llm.md', 'export.zip']) {
+        assert((await downloadExport(page, n)).equals(fs.readFileSync(path.join(out, n))), `${what}: the downloaded ${n} differs from wo pack's`);
+      }
+      const names = filesUnder(out);
+      for (const n of ['llm.md', 'manifest.llm.tsv', 'export.zip', 'chunks/c0001.md']) assert(names.includes(n), `${what}: wo pack wrote no ${n}`);
+      const shown = await page.locator('[data-export]').evaluateAll((bs) => bs.map((b) => b.dataset.export).filter((n) => n !== 'index.json').sort());
+      assert(JSON.stringify(shown) === JSON.stringify(names), `${what}: the page offers ${shown.join(',')}, wo pack wrote ${names.join(',')}`);
+      for (const n of names) {
+        const mine = Buffer.from(await page.evaluate((name) => Array.from(window.woIngest.exportBytes(name)), n));
+        assert(mine.equals(fs.readFileSync(path.join(out, n))), `${what}: ${n} differs from wo pack's`);
+      }
+      fs.rmSync(path.join(dir, '.wo-index'), { recursive: true, force: true });
+    };
+    await compare('first');
+
+    // Change one file and pick the folder again: the other seven are reused.
+    fs.writeFileSync(path.join(dir, 'notes.txt'), 'Plain notes.\n\nThe archive moved to new storage in April.\n');
+    await page.evaluate(() => { delete document.body.dataset.ready; });
+    await page.setInputFiles('[data-testid="folder-input"]', dir);
+    await page.waitForSelector('body[data-ready="true"]');
+    const [reused, chunked] = await page.evaluate(() => [document.body.dataset.reused, document.body.dataset.chunked]);
+    assert(reused === '7' && chunked === '1', `second ingestion: ${reused} reused, ${chunked} chunked`);
+    await compare('second');
+
+    // Search with a filter, in the page.
+    await page.locator('[data-testid="ingest-q"]').fill('parseInvoice');
+    await page.locator('[data-testid="ingest-kind"]').selectOption('typescript');
+    await page.locator('[data-testid="ingest-search"]').click();
+    const hit = await page.locator('[data-testid="ingest-hits"] li').first().textContent();
+    assert(/src\/invoice\.ts/.test(hit), `search: ${hit}`);
+
+    // A reload finds the stored index (IndexedDB).
+    await page.reload();
+    await page.waitForSelector('body[data-ready="true"]');
+    // Screenshots (README) and axe-core at both sizes.
+    await shot(page, 'ingest-desktop');
+    await page.setViewportSize(SIZES.phone.viewport);
+    await shot(page, 'ingest-phone');
+    const wide = await page.evaluate(() => document.documentElement.scrollWidth);
+    assert(wide <= 390, `the ingestion page scrolls sideways at 390 px (${wide} px wide)`);
+    await page.setViewportSize({ width: 1200, height: 900 });
+
+    // The chat page sends the index's chunks with a turn (in the request).
+    await page.goto(server.origin + '/');
+    await page.waitForSelector('body[data-ready="true"]');
+    const bodies = [];
+    page.on('request', (r) => { if (r.url().endsWith('/api/stateless/chat')) bodies.push(r.postDataJSON()); });
+    await sendMessage(page, 'How do I call parseInvoice?');
+    assert(bodies.length === 1, `${bodies.length} chat requests`);
+    const chunks = bodies[0].chunks || [];
+    assert(chunks.length > 0 && chunks.every((c) => /^chunk:[0-9a-f]{12}$/.test(c.id)), `chunks sent: ${JSON.stringify(chunks).slice(0, 300)}`);
+    assert(chunks.some((c) => c.label.startsWith('src/invoice.ts:')), `no invoice.ts chunk among ${chunks.map((c) => c.label).join(', ')}`);
+    checkClean(watch);
+  } finally {
+    await context.close();
+  }
+});
+
+scenario('local: the ingestion page is served and indexes a folder', async () => {
+  const dir = path.join(TMP, 'ingest-local', 'fixture');
+  ingestFixture(dir);
+  const server = await localServer();
+  await withPage(server, {}, async (page) => {
+    await page.goto(server.origin + '/ingest.html');
+    await page.waitForSelector('body[data-loaded="true"]');
+    await page.setInputFiles('[data-testid="folder-input"]', dir);
+    await page.waitForSelector('body[data-ready="true"]');
+    const summary = await page.locator('[data-testid="summary"]').textContent();
+    assert(/8 files/.test(summary), `summary: ${summary}`);
+  });
+});
+
 scenario('stateless: reload keeps the conversation (IndexedDB)', async () => {
   const server = await statelessServer();
   await withPage(server, {}, async (page) => {

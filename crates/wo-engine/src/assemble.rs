@@ -103,6 +103,16 @@ pub struct ChunkCandidate {
     pub text: String,
 }
 
+impl From<wo_index::ContextChunk> for ChunkCandidate {
+    fn from(c: wo_index::ContextChunk) -> Self {
+        Self {
+            id: c.id,
+            label: c.label,
+            text: c.text,
+        }
+    }
+}
+
 /// What a part of the prompt is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]

@@ -838,12 +838,17 @@ pub fn render_catalog(index: &Index) -> Result<String> {
 /// Marker line that identifies a directory as a previous export (safe to overwrite).
 const LLM_MD_HEAD: &str = "# llm.md\n";
 
-/// Writes the exports for `index` into `out_dir`.
-///
-/// `out_dir` must be empty, missing, or a previous export (it has our `llm.md`); its `chunks/`
-/// and `images/` folders are replaced so stale chunk files never survive a re-export.
-pub fn pack(index: &Index, out_dir: &Path, opts: &PackOptions) -> Result<PackReport> {
-    check_out_dir(out_dir)?;
+/// Renders the exports of `index` in memory — no file system, no clock: the artifacts
+/// [`pack`] writes, in the same order and bytes. `counter` gives BPE token counts (cached or
+/// not: [`TokenCounter::in_memory`]); `read_image` gives an image chunk's bytes (a failure
+/// becomes a report warning and the image is left out). Without
+/// [`PackOptions::project_name`] the title is the index root's directory name.
+pub fn render_pack(
+    index: &Index,
+    opts: &PackOptions,
+    counter: &mut TokenCounter,
+    read_image: &dyn Fn(&Chunk) -> std::result::Result<Vec<u8>, String>,
+) -> Result<RenderedPack> {
     let data = index.data();
     let layout = match opts.layout {
         Layout::Auto if data.chunks.len() < AUTO_ARCHIVE_MAX_CHUNKS => Layout::Archive,
@@ -860,13 +865,9 @@ pub fn pack(index: &Index, out_dir: &Path, opts: &PackOptions) -> Result<PackRep
         },
         ..opts.clone()
     };
-    let mut counter = TokenCounter::load(&index.cache_dir());
     let tokens = counter.count_chunks(&data.chunks)?;
-    // A read-only cache directory only costs speed next time.
-    let _ = counter.save(&data.chunks);
     let tables = Tables::build(index, tokens, opts);
     let mut report = PackReport {
-        out_dir: out_dir.to_path_buf(),
         layout,
         source_files: data.files.len(),
         source_bytes: data.stats.total_bytes,
@@ -892,7 +893,7 @@ pub fn pack(index: &Index, out_dir: &Path, opts: &PackOptions) -> Result<PackRep
     let mut images: Vec<(String, Vec<u8>)> = Vec::new();
     for c in &data.chunks {
         if let Some(asset) = &c.asset_path {
-            match std::fs::read(index.root().join(&c.path)) {
+            match read_image(c) {
                 Ok(bytes) => images.push((asset.clone(), bytes)),
                 Err(e) => report
                     .warnings
@@ -960,7 +961,7 @@ pub fn pack(index: &Index, out_dir: &Path, opts: &PackOptions) -> Result<PackRep
         ];
         full.extend(full_chunks.iter().map(|(n, b)| (n.clone(), b.as_bytes())));
         full.extend(images.iter().map(|(n, b)| (n.clone(), b.as_slice())));
-        let zip_full = build_zip(&full, &out_dir.join("export.zip"))?;
+        let zip_full = build_zip(&full, Path::new("export.zip"))?;
 
         let mut small: Vec<(String, &[u8])> = vec![
             ("llm.md".into(), llm.as_bytes()),
@@ -971,13 +972,48 @@ pub fn pack(index: &Index, out_dir: &Path, opts: &PackOptions) -> Result<PackRep
         ];
         small.extend(compact.iter().map(|(n, b)| (n.clone(), b.as_bytes())));
         small.extend(images.iter().map(|(n, b)| (n.clone(), b.as_slice())));
-        let zip_small = build_zip(&small, &out_dir.join("export.compact.zip"))?;
+        let zip_small = build_zip(&small, Path::new("export.compact.zip"))?;
         report.zip_bytes = zip_full.len() as u64;
         report.compact_zip_bytes = zip_small.len() as u64;
         dir_files.push(("export.zip".into(), zip_full));
         dir_files.push(("export.compact.zip".into(), zip_small));
     }
 
+    Ok(RenderedPack {
+        files: dir_files,
+        report,
+    })
+}
+
+/// Exports rendered in memory by [`render_pack`]: what [`pack`] writes, as `(name, bytes)`.
+#[derive(Debug, Clone)]
+pub struct RenderedPack {
+    /// Artifacts in write order, names relative to the output directory (`llm.md`,
+    /// `chunks/c0001.md`, `export.zip`, …).
+    pub files: Vec<(String, Vec<u8>)>,
+    /// The report, less what only writing knows (`out_dir`, `export_files`, `export_bytes`).
+    pub report: PackReport,
+}
+
+/// Writes the exports for `index` into `out_dir`.
+///
+/// `out_dir` must be empty, missing, or a previous export (it has our `llm.md`); its `chunks/`
+/// and `images/` folders are replaced so stale chunk files never survive a re-export. The
+/// artifacts are those of [`render_pack`] (images read from the project root), with the
+/// token counts cached in the index's cache directory.
+pub fn pack(index: &Index, out_dir: &Path, opts: &PackOptions) -> Result<PackReport> {
+    check_out_dir(out_dir)?;
+    let mut counter = TokenCounter::load(&index.cache_dir());
+    let root = index.root().to_path_buf();
+    let read_image = |c: &Chunk| std::fs::read(root.join(&c.path)).map_err(|e| e.to_string());
+    let rendered = render_pack(index, opts, &mut counter, &read_image)?;
+    // A read-only cache directory only costs speed next time.
+    let _ = counter.save(&index.data().chunks);
+    let RenderedPack {
+        files: dir_files,
+        mut report,
+    } = rendered;
+    report.out_dir = out_dir.to_path_buf();
     for sub in ["chunks", "images"] {
         let p = out_dir.join(sub);
         if p.is_dir() {

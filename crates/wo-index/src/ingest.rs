@@ -9,6 +9,7 @@
 //! A separate `stat.json` remembers (size, mtime, hash) per file so unchanged files need not be
 //! re-read; it is machine-specific and never exported.
 
+use std::borrow::Cow;
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -120,36 +121,44 @@ pub(crate) fn read_index_file(root: &Path) -> Result<IndexFile> {
         }
         Err(e) => return Err(IndexError::io(path, e)),
     };
-    let file: IndexFile = serde_json::from_slice(&bytes).map_err(|e| IndexError::Corrupt {
-        path: path.clone(),
-        reason: e.to_string(),
-    })?;
-    if file.version != INDEX_VERSION {
-        return Err(IndexError::Corrupt {
-            path,
-            reason: format!(
-                "index version {} (this build reads {INDEX_VERSION}); run `wo index` to rebuild it",
-                file.version
-            ),
-        });
-    }
-    Ok(file)
+    parse_index_file(&bytes, &path)
 }
 
 /// Permissions of new cache files: as shareable as any file the user makes (0666 less the
 /// umask), like the project files the index is made of; a replaced file keeps its own.
+#[cfg(not(target_arch = "wasm32"))]
 const CACHE_MODE: wo_durable::Mode = wo_durable::Mode::Keep { new: 0o666 };
 
 /// Replaces `path` with `bytes` atomically and durably (`wo_durable`: temp file, fsync,
 /// rename, fsync of the directory), so readers never see a torn file.
+#[cfg(not(target_arch = "wasm32"))]
 pub(crate) fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
     wo_durable::write_atomic_with(path, CACHE_MODE, |w| w.write_all(bytes))
         .map(drop)
         .map_err(|e| IndexError::io(path, e))
 }
 
+/// The previous index to build on, or why there is none to use (`None` reason: no index yet).
+fn usable_previous(
+    previous: Result<IndexFile>,
+    opts: &IndexOptions,
+) -> (Option<IndexFile>, Option<String>) {
+    if opts.full_rebuild {
+        return (None, Some("full rebuild requested".to_string()));
+    }
+    match previous {
+        Ok(prev) if prev.chunking == opts.chunking => (Some(prev), None),
+        Ok(_) => (None, Some("chunking caps changed".to_string())),
+        Err(IndexError::NoIndex { .. }) => (None, None),
+        Err(e) => (None, Some(e.to_string())),
+    }
+}
+
 /// Indexes the directory tree at `root` into `<root>/.wo-index/`, reusing the previous index
 /// for files whose content is unchanged. Problems with individual files become warnings.
+///
+/// The index itself is built by the same core as [`index_files`] (the in-memory entry point
+/// the browser uses); this function adds the walk, the stat cache and the writes.
 pub fn index_directory(
     root: &Path,
     opts: &IndexOptions,
@@ -166,14 +175,14 @@ pub fn index_directory(
     }
     let cache = cache_dir(root);
     let (previous, mut rebuilt_because) = if opts.full_rebuild {
-        (None, Some("full rebuild requested".to_string()))
+        usable_previous(
+            Err(IndexError::NoIndex {
+                path: cache.clone(),
+            }),
+            opts,
+        )
     } else {
-        match read_index_file(root) {
-            Ok(prev) if prev.chunking == opts.chunking => (Some(prev), None),
-            Ok(_) => (None, Some("chunking caps changed".to_string())),
-            Err(IndexError::NoIndex { .. }) => (None, None),
-            Err(e) => (None, Some(e.to_string())),
-        }
+        usable_previous(read_index_file(root), opts)
     };
     let stat_cache: StatCache = if previous.is_some() {
         std::fs::read(cache.join(STAT_FILE))
@@ -190,8 +199,224 @@ pub fn index_directory(
         total: 0,
         path: None,
     });
-    let (candidates, mut warnings) = walk(root, opts);
+    let (candidates, warnings) = walk(root, opts);
+    let read = |cand: &Candidate| std::fs::read(&cand.abs).ok().map(Cow::Owned);
+    let built = build(
+        candidates,
+        warnings,
+        previous,
+        &stat_cache,
+        opts,
+        &read,
+        progress,
+        true,
+    );
+    let new_stat = StatCache {
+        built_at_ns: run_start_ns,
+        files: built.stat,
+    };
+    let file = match built.index {
+        Built::Unchanged { index_id, bytes } => {
+            let index_path = cache.join(INDEX_FILE);
+            write_stat(&cache, &new_stat)?;
+            return Ok(IndexReport {
+                index_bytes: std::fs::metadata(&index_path).map_or(0, |m| m.len()),
+                index_path,
+                index_id,
+                files: built.files,
+                files_chunked: 0,
+                files_reused: built.reused,
+                files_removed: 0,
+                chunks: built.chunks,
+                bytes,
+                warnings: built.warnings,
+                rebuilt_because,
+                elapsed: started.elapsed(),
+            });
+        }
+        Built::New(file) => *file,
+    };
+    if !built.had_previous && rebuilt_because.is_none() && cache.join(INDEX_FILE).exists() {
+        rebuilt_because = Some("previous index unreadable".to_string());
+    }
 
+    progress(&Progress {
+        phase: Phase::Writing,
+        done: 0,
+        total: 0,
+        path: None,
+    });
+    std::fs::create_dir_all(&cache).map_err(|e| IndexError::io(&cache, e))?;
+    // Keep the cache out of version control without touching the project's own .gitignore.
+    let ignore_file = cache.join(".gitignore");
+    if !ignore_file.exists() {
+        std::fs::write(&ignore_file, "*\n").map_err(|e| IndexError::io(&ignore_file, e))?;
+    }
+    let index_path = cache.join(INDEX_FILE);
+    let index_bytes = write_json_atomic(&index_path, &file)?;
+    write_stat(&cache, &new_stat)?;
+
+    Ok(IndexReport {
+        index_path,
+        index_id: file.index_id.clone(),
+        files: file.files.len(),
+        files_chunked: built.chunked,
+        files_reused: built.reused,
+        files_removed: built.removed,
+        chunks: file.chunks.len(),
+        bytes: file.stats.total_bytes,
+        index_bytes,
+        warnings: file.warnings,
+        rebuilt_because,
+        elapsed: started.elapsed(),
+    })
+}
+
+/// What [`index_files`] did (the in-memory counterpart of [`IndexReport`]: no paths, no clock).
+#[derive(Debug, Clone, Serialize)]
+pub struct BuildReport {
+    /// The new index id.
+    pub index_id: String,
+    /// Files in the index.
+    pub files: usize,
+    /// Files (re)chunked in this run.
+    pub files_chunked: usize,
+    /// Files whose chunks were reused from the previous index.
+    pub files_reused: usize,
+    /// Files of the previous index that are gone.
+    pub files_removed: usize,
+    /// Chunks in the index.
+    pub chunks: usize,
+    /// Bytes of source indexed.
+    pub bytes: u64,
+    /// Skipped/truncated file notices (also stored in the index).
+    pub warnings: Vec<Warning>,
+    /// Why the previous index given could not be reused, if one was given.
+    pub rebuilt_because: Option<String>,
+}
+
+/// Indexes files given in memory — `(path relative to the root, bytes)` — with no file system
+/// and no clock: the browser's entry point (`crates/wo-index-wasm`).
+///
+/// The files go through the same selection as the directory walk ([`walk::select`]: hidden
+/// names, `.gitignore`/`.ignore` files among them, the cache and `.git` folders; bad paths
+/// become warnings) and the same core as [`index_directory`], so the same tree gives the same
+/// `index.json` bytes either way. With `previous` (an index of an earlier version of the
+/// tree, e.g. read with [`parse_index_file`]) unchanged files reuse their chunks and postings
+/// by content hash, the rule the native index follows.
+pub fn index_files(
+    files: &[(String, Vec<u8>)],
+    previous: Option<IndexFile>,
+    opts: &IndexOptions,
+    progress: &(dyn Fn(&Progress<'_>) + Sync),
+) -> (IndexFile, BuildReport) {
+    let (previous, rebuilt_because) = match previous {
+        Some(prev) => usable_previous(Ok(prev), opts),
+        None => (None, None),
+    };
+    progress(&Progress {
+        phase: Phase::Walking,
+        done: 0,
+        total: 0,
+        path: None,
+    });
+    let (selected, warnings) =
+        crate::walk::select(files.iter().map(|(p, b)| (p.as_str(), b.as_slice())), opts);
+    let by_path: HashMap<&str, &[u8]> = files
+        .iter()
+        .map(|(p, b)| (p.as_str(), b.as_slice()))
+        .collect();
+    let read = |cand: &Candidate| by_path.get(cand.rel.as_str()).map(|b| Cow::Borrowed(*b));
+    let built = build(
+        selected,
+        warnings,
+        previous,
+        &StatCache::default(),
+        opts,
+        &read,
+        progress,
+        false,
+    );
+    let Built::New(file) = built.index else {
+        unreachable!("build() reassembles when asked not to keep an unchanged index")
+    };
+    let report = BuildReport {
+        index_id: file.index_id.clone(),
+        files: file.files.len(),
+        files_chunked: built.chunked,
+        files_reused: built.reused,
+        files_removed: built.removed,
+        chunks: file.chunks.len(),
+        bytes: file.stats.total_bytes,
+        warnings: file.warnings.clone(),
+        rebuilt_because,
+    };
+    (*file, report)
+}
+
+/// Parses `index.json` bytes (as written by [`index_directory`] or serialised from
+/// [`index_files`]); `name` is what errors call the file.
+pub fn parse_index_file(bytes: &[u8], name: &Path) -> Result<IndexFile> {
+    let file: IndexFile = serde_json::from_slice(bytes).map_err(|e| IndexError::Corrupt {
+        path: name.to_path_buf(),
+        reason: e.to_string(),
+    })?;
+    if file.version != INDEX_VERSION {
+        return Err(IndexError::Corrupt {
+            path: name.to_path_buf(),
+            reason: format!(
+                "index version {} (this build reads {INDEX_VERSION}); run `wo index` to rebuild it",
+                file.version
+            ),
+        });
+    }
+    Ok(file)
+}
+
+/// The index a [`build`] produced.
+enum Built {
+    /// Nothing changed and the caller keeps the previous index as it is.
+    Unchanged {
+        /// Its id.
+        index_id: String,
+        /// Its source bytes.
+        bytes: u64,
+    },
+    /// A new (or reassembled) index (boxed: it is large, the other variant small).
+    New(Box<IndexFile>),
+}
+
+/// What [`build`] did.
+struct BuildOutcome {
+    index: Built,
+    had_previous: bool,
+    files: usize,
+    chunks: usize,
+    chunked: usize,
+    reused: usize,
+    removed: usize,
+    /// The warnings (those of the new index, when one was assembled).
+    warnings: Vec<Warning>,
+    /// path -> (size, mtime_ns, sha256) for the stat cache.
+    stat: BTreeMap<String, (u64, u128, String)>,
+}
+
+/// The core both entry points share: caps in path order → per file (in parallel) reuse by
+/// content hash or read, sniff, decode and chunk → assemble. `read` gives a file's bytes
+/// (`None`: unreadable); `stat_cache` lets the native run skip reading files whose size and
+/// mtime are unchanged. With `keep_unchanged`, a run that changed nothing returns
+/// [`Built::Unchanged`] instead of reassembling the same index.
+#[allow(clippy::too_many_arguments)]
+fn build<'b>(
+    candidates: Vec<Candidate>,
+    mut warnings: Vec<Warning>,
+    previous: Option<IndexFile>,
+    stat_cache: &StatCache,
+    opts: &IndexOptions,
+    read: &(dyn Fn(&Candidate) -> Option<Cow<'b, [u8]>> + Sync),
+    progress: &(dyn Fn(&Progress<'_>) + Sync),
+    keep_unchanged: bool,
+) -> BuildOutcome {
     // Caps are applied sequentially in path order so the same files are kept every time.
     let mut accepted: Vec<Candidate> = Vec::with_capacity(candidates.len());
     let mut total_bytes = 0u64;
@@ -255,7 +480,7 @@ pub fn index_directory(
     let total = accepted.len();
     let done = AtomicUsize::new(0);
     let process = |cand: &Candidate| -> Option<FileResult> {
-        let result = process_file(cand, opts, &stat_cache, &prev_files, &prev_warnings);
+        let result = process_file(cand, opts, stat_cache, read, &prev_files, &prev_warnings);
         let n = done.fetch_add(1, Ordering::Relaxed) + 1;
         progress(&Progress {
             phase: Phase::Chunking,
@@ -293,10 +518,7 @@ pub fn index_directory(
     });
     let mut files = Vec::new();
     let mut chunks = Vec::new();
-    let mut new_stat = StatCache {
-        built_at_ns: run_start_ns,
-        files: BTreeMap::new(),
-    };
+    let mut new_stat: BTreeMap<String, (u64, u128, String)> = BTreeMap::new();
     let (mut reused, mut chunked) = (0usize, 0usize);
     for result in results {
         match result {
@@ -310,7 +532,7 @@ pub fn index_directory(
                         chunked += 1;
                         chunks.extend(fr.chunks);
                     }
-                    new_stat.files.insert(meta.path.clone(), fr.stat);
+                    new_stat.insert(meta.path.clone(), fr.stat);
                     files.push(meta);
                 }
             }
@@ -324,80 +546,71 @@ pub fn index_directory(
             .filter(|p| !now.contains(p.as_str()))
             .count()
     };
-    if prev_summary.is_none() && rebuilt_because.is_none() && cache.join(INDEX_FILE).exists() {
-        rebuilt_because = Some("previous index unreadable".to_string());
-    }
     warnings.sort();
     warnings.dedup();
 
-    // Nothing changed: the index on disk is already exactly what `assemble` would produce, so
-    // skip rebuilding postings and rewriting it (the common "re-index an unchanged tree" case).
-    if let Some((index_id, prev_warns, prev_bytes)) = &prev_summary
+    // Nothing changed: the previous index is already exactly what `assemble` would produce, so
+    // a caller that still has it skips rebuilding postings and rewriting it (the common
+    // "re-index an unchanged tree" case).
+    let had_previous = prev_summary.is_some();
+    if keep_unchanged
+        && let Some((index_id, prev_warns, prev_bytes)) = prev_summary
         && chunked == 0
         && removed == 0
-        && *prev_warns == warnings
+        && prev_warns == warnings
     {
-        let index_path = cache.join(INDEX_FILE);
-        write_stat(&cache, &new_stat)?;
-        return Ok(IndexReport {
-            index_bytes: std::fs::metadata(&index_path).map_or(0, |m| m.len()),
-            index_path,
-            index_id: index_id.clone(),
+        return BuildOutcome {
+            index: Built::Unchanged {
+                index_id,
+                bytes: prev_bytes,
+            },
+            had_previous,
             files: files.len(),
-            files_chunked: 0,
-            files_reused: reused,
-            files_removed: 0,
             chunks: chunks.len(),
-            bytes: *prev_bytes,
+            chunked: 0,
+            reused,
+            removed: 0,
             warnings,
-            rebuilt_because,
-            elapsed: started.elapsed(),
-        });
+            stat: new_stat,
+        };
     }
-
+    let (nfiles, nchunks) = (files.len(), chunks.len());
     let file = assemble(files, chunks, warnings, opts, prev_postings);
-
-    progress(&Progress {
-        phase: Phase::Writing,
-        done: 0,
-        total: 0,
-        path: None,
-    });
-    std::fs::create_dir_all(&cache).map_err(|e| IndexError::io(&cache, e))?;
-    // Keep the cache out of version control without touching the project's own .gitignore.
-    let ignore_file = cache.join(".gitignore");
-    if !ignore_file.exists() {
-        std::fs::write(&ignore_file, "*\n").map_err(|e| IndexError::io(&ignore_file, e))?;
+    BuildOutcome {
+        warnings: file.warnings.clone(),
+        index: Built::New(Box::new(file)),
+        had_previous,
+        files: nfiles,
+        chunks: nchunks,
+        chunked,
+        reused,
+        removed,
+        stat: new_stat,
     }
-    let index_path = cache.join(INDEX_FILE);
-    let index_bytes = write_json_atomic(&index_path, &file)?;
-    write_stat(&cache, &new_stat)?;
-
-    Ok(IndexReport {
-        index_path,
-        index_id: file.index_id.clone(),
-        files: file.files.len(),
-        files_chunked: chunked,
-        files_reused: reused,
-        files_removed: removed,
-        chunks: file.chunks.len(),
-        bytes: file.stats.total_bytes,
-        index_bytes,
-        warnings: file.warnings,
-        rebuilt_because,
-        elapsed: started.elapsed(),
-    })
 }
 
 /// Streams `value` as compact JSON to `path`, atomically and durably like [`write_atomic`];
 /// returns the size. Streaming avoids holding a second, serialised copy of a large index in
 /// memory.
+#[cfg(not(target_arch = "wasm32"))]
 fn write_json_atomic<T: Serialize>(path: &Path, value: &T) -> Result<u64> {
     wo_durable::write_atomic_with(path, CACHE_MODE, |w| {
         serde_json::to_writer(w, value).map_err(std::io::Error::from)
     })
     .map(|meta| meta.len())
     .map_err(|e| IndexError::io(path, e))
+}
+
+/// In the browser there is no file system (wo-durable is Unix-only): writes fail as
+/// `std::fs` does there, Unsupported; the browser's entry points never write.
+#[cfg(target_arch = "wasm32")]
+pub(crate) fn write_atomic(path: &Path, _bytes: &[u8]) -> Result<()> {
+    Err(IndexError::io(path, std::io::ErrorKind::Unsupported.into()))
+}
+
+#[cfg(target_arch = "wasm32")]
+fn write_json_atomic<T: Serialize>(path: &Path, _value: &T) -> Result<u64> {
+    Err(IndexError::io(path, std::io::ErrorKind::Unsupported.into()))
 }
 
 fn write_stat(cache: &Path, stat: &StatCache) -> Result<()> {
@@ -426,10 +639,11 @@ fn is_content_warning(kind: WarningKind) -> bool {
     )
 }
 
-fn process_file(
+fn process_file<'b>(
     cand: &Candidate,
     opts: &IndexOptions,
     stat_cache: &StatCache,
+    read: &(dyn Fn(&Candidate) -> Option<Cow<'b, [u8]>> + Sync),
     prev_files: &HashMap<String, FileMeta>,
     prev_warnings: &HashMap<String, Vec<Warning>>,
 ) -> Option<FileResult> {
@@ -460,7 +674,7 @@ fn process_file(
             return Some(result);
         }
     }
-    let bytes = std::fs::read(&cand.abs).ok()?;
+    let bytes = read(cand)?;
     let hash = sha256_hex(&bytes);
     if let Some(result) = reuse(&hash) {
         return Some(result);

@@ -29,10 +29,19 @@ pub mod walk;
 
 pub use chunk::{ChunkOutput, Piece, chunk_text};
 pub use error::{IndexError, Result};
-pub use export::{AUTO_ARCHIVE_MAX_CHUNKS, Layout, PackOptions, PackReport, pack, render_catalog};
-pub use ingest::{INDEX_FILE, IndexReport, Phase, Progress, cache_dir, index_directory};
+pub use export::{
+    AUTO_ARCHIVE_MAX_CHUNKS, Layout, PackOptions, PackReport, RenderedPack, pack, render_catalog,
+    render_pack,
+};
+pub use ingest::{
+    BuildReport, INDEX_FILE, IndexReport, Phase, Progress, cache_dir, index_directory, index_files,
+    parse_index_file,
+};
 pub use model::{Chunk, FileMeta, INDEX_VERSION, IndexFile, Kind, Stats, Warning, WarningKind};
 pub use options::{ChunkingConfig, IndexOptions};
-pub use search::{ChunkRecord, Hit, Index, OutlineEntry, Query, SymbolEntry, chunk_label};
+pub use search::{
+    CHUNKS_PER_TURN, ChunkRecord, ContextChunk, Hit, Index, OutlineEntry, Query, SymbolEntry,
+    chunk_label,
+};
 pub use tokens::{TOKENIZER, TokenCounter, count_tokens};
 pub use util::{chunk_id, chunk_ref, sha256_hex};

@@ -118,6 +118,21 @@ pub struct SymbolEntry {
     pub end_line: usize,
 }
 
+/// Chunks a chat turn is offered at most ([`Index::context_chunks`]).
+pub const CHUNKS_PER_TURN: usize = 5;
+
+/// A chunk offered to a chat turn as context: what `wo ask`, `wo serve` and the browser's
+/// in-page index all send for a question (`wo_engine::files` turns it into a candidate).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, serde::Deserialize)]
+pub struct ContextChunk {
+    /// `chunk:<short id>`, recorded in a turn's `sources`.
+    pub id: String,
+    /// `path:start-end label`, shown to the model and the user.
+    pub label: String,
+    /// The chunk's text.
+    pub text: String,
+}
+
 /// The label used for a chunk in search results and exports.
 pub fn chunk_label(chunk: &Chunk) -> String {
     if let Some(sym) = chunk.symbol.as_deref().filter(|s| !s.trim().is_empty()) {
@@ -224,6 +239,26 @@ impl Index {
                 .path
                 .strip_prefix(path)
                 .is_some_and(|rest| rest.starts_with('/'))
+    }
+
+    /// The [`CHUNKS_PER_TURN`] chunks most relevant to `question`, as chat context.
+    pub fn context_chunks(&self, question: &str) -> Vec<ContextChunk> {
+        let mut q = Query::new(question);
+        q.limit = CHUNKS_PER_TURN;
+        self.search(&q)
+            .into_iter()
+            .filter_map(|hit| {
+                let rec = self.get_chunk(&hit.chunk_ref)?;
+                Some(ContextChunk {
+                    id: format!("chunk:{}", rec.chunk.short_id),
+                    label: format!(
+                        "{}:{}-{} {}",
+                        hit.path, hit.start_line, hit.end_line, hit.label
+                    ),
+                    text: rec.chunk.content.clone(),
+                })
+            })
+            .collect()
     }
 
     /// Headings of the file (or every file under the directory) `path`, in order.

@@ -135,6 +135,153 @@ pub fn walk(root: &Path, opts: &IndexOptions) -> (Vec<Candidate>, Vec<Warning>) 
     (files, warnings)
 }
 
+/// Selects, from files given in memory (`(relative path, bytes)`), those the directory walk
+/// would index, with the walk's rules: names starting with `.` skipped unless
+/// `include_hidden`; the cache folder and `.git` never; with `respect_gitignore`, the
+/// `.gitignore` and `.ignore` files among the inputs applied per directory as the walk applies
+/// them (deeper files win within a kind, any `.ignore` match beats any `.gitignore` match, an
+/// ignored directory hides everything below it), plus a root `.git/info/exclude` if given.
+/// A path that is not relative and `/`-separated (empty, absolute, `.`/`..` or empty parts, a
+/// backslash) is a [`WarningKind::BadPath`] warning. The result is sorted by path, duplicates
+/// dropped like the walk's. Files given in memory have no parent directories, so ignore files
+/// above the root (which the walk also reads) do not apply.
+pub fn select<'p>(
+    files: impl IntoIterator<Item = (&'p str, &'p [u8])>,
+    opts: &IndexOptions,
+) -> (Vec<Candidate>, Vec<Warning>) {
+    let files: Vec<(&str, &[u8])> = files.into_iter().collect();
+    let mut warnings = Vec::new();
+    let mut valid: Vec<(&str, &[u8])> = Vec::with_capacity(files.len());
+    for (path, bytes) in files {
+        match bad_path(path) {
+            Some(reason) => warnings.push(Warning {
+                path: path.to_string(),
+                kind: WarningKind::BadPath,
+                message: format!("{reason}; skipped"),
+            }),
+            None => valid.push((path, bytes)),
+        }
+    }
+    let rules = if opts.respect_gitignore {
+        IgnoreRules::new(&valid)
+    } else {
+        IgnoreRules::default()
+    };
+    let mut out: Vec<Candidate> = valid
+        .into_iter()
+        .filter(|(path, _)| {
+            let parts: Vec<&str> = path.split('/').collect();
+            let skipped_name = |name: &str| {
+                name == CACHE_DIR
+                    || name == ".git"
+                    || (!opts.include_hidden && name.starts_with('.'))
+            };
+            if parts.iter().any(|p| skipped_name(p)) {
+                return false;
+            }
+            // Each directory on the way down, then the file, as the walk meets them.
+            (1..=parts.len()).all(|n| !rules.ignored(&parts[..n], n < parts.len()))
+        })
+        .map(|(path, bytes)| Candidate {
+            rel: path.to_string(),
+            abs: PathBuf::from(path),
+            size: bytes.len() as u64,
+            mtime_ns: 0,
+        })
+        .collect();
+    out.sort_by(|a, b| a.rel.cmp(&b.rel));
+    out.dedup_by(|a, b| a.rel == b.rel);
+    (out, warnings)
+}
+
+/// Why `path` is not a relative, `/`-separated path, if it is not.
+fn bad_path(path: &str) -> Option<&'static str> {
+    if path.is_empty() {
+        Some("empty path")
+    } else if path.starts_with('/') {
+        Some("absolute path (paths are relative to the folder indexed)")
+    } else if path.contains('\\') {
+        Some("path contains a backslash (paths are `/`-separated)")
+    } else if path.contains('\0') {
+        Some("path contains a NUL character")
+    } else if path
+        .split('/')
+        .any(|p| p.is_empty() || p == "." || p == "..")
+    {
+        Some("path has an empty, `.` or `..` part")
+    } else {
+        None
+    }
+}
+
+/// The ignore files found among in-memory inputs, by the directory they sit in.
+#[derive(Default)]
+struct IgnoreRules {
+    /// `.ignore` matchers by directory (`""` = root).
+    dot_ignore: std::collections::HashMap<String, ignore::gitignore::Gitignore>,
+    /// `.gitignore` matchers by directory.
+    gitignore: std::collections::HashMap<String, ignore::gitignore::Gitignore>,
+    /// The root's `.git/info/exclude`.
+    exclude: Option<ignore::gitignore::Gitignore>,
+}
+
+impl IgnoreRules {
+    fn new(files: &[(&str, &[u8])]) -> Self {
+        let mut rules = Self::default();
+        for (path, bytes) in files {
+            let (dir, name) = path.rsplit_once('/').unwrap_or(("", path));
+            let build = || {
+                let mut builder = ignore::gitignore::GitignoreBuilder::new("");
+                for line in String::from_utf8_lossy(bytes).lines() {
+                    // A bad glob is skipped, as the walk skips it.
+                    let _ = builder.add_line(None, line);
+                }
+                builder.build().ok()
+            };
+            match name {
+                ".ignore" => {
+                    if let Some(m) = build() {
+                        rules.dot_ignore.insert(dir.to_string(), m);
+                    }
+                }
+                ".gitignore" => {
+                    if let Some(m) = build() {
+                        rules.gitignore.insert(dir.to_string(), m);
+                    }
+                }
+                "exclude" if dir == ".git/info" => rules.exclude = build(),
+                _ => {}
+            }
+        }
+        rules
+    }
+
+    /// Whether the entry `parts` (a directory when `is_dir`) is ignored by the files of its
+    /// ancestors: the walk's precedence (`.ignore`, then `.gitignore`, then the exclude file;
+    /// within one kind the deepest directory with a match decides).
+    fn ignored(&self, parts: &[&str], is_dir: bool) -> bool {
+        for matchers in [&self.dot_ignore, &self.gitignore] {
+            for depth in (0..parts.len()).rev() {
+                let dir = parts[..depth].join("/");
+                let Some(m) = matchers.get(&dir) else {
+                    continue;
+                };
+                let rel = parts[depth..].join("/");
+                let verdict = m.matched(Path::new(&rel), is_dir);
+                if verdict.is_ignore() {
+                    return true;
+                }
+                if verdict.is_whitelist() {
+                    return false;
+                }
+            }
+        }
+        self.exclude
+            .as_ref()
+            .is_some_and(|m| m.matched(Path::new(&parts.join("/")), is_dir).is_ignore())
+    }
+}
+
 fn relative(root: &Path, path: &Path) -> Option<String> {
     let rel = path.strip_prefix(root).unwrap_or(path);
     let mut out = String::new();

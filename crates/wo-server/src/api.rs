@@ -194,6 +194,23 @@ pub async fn index_chunks(
     .unwrap_or_default()
 }
 
+/// The chunks a client retrieved from its own folder index, checked
+/// (`wo_engine::files::client_chunks`); a fault names its JSON pointer.
+pub fn client_chunks(
+    given: Vec<wo_wire::FileChunk>,
+) -> Result<Vec<wo_engine::assemble::ChunkCandidate>, ApiError> {
+    let given = given
+        .into_iter()
+        .map(|c| wo_index::ContextChunk {
+            id: c.id,
+            label: c.label,
+            text: c.text,
+        })
+        .collect();
+    wo_engine::files::client_chunks(given)
+        .map_err(|e| ApiError::bad_field(e.pointer("/chunks"), e.message))
+}
+
 /// `POST /api/chat`: one turn on the server's state, run by the engine
 /// ([`crate::turn::LocalTurn`]: the store is locked only to assemble the
 /// prompt and to append the turn, never while the model answers, so many
@@ -207,6 +224,8 @@ pub async fn chat(
     let mut req = chat_turn_request(&app, body)?;
     if !req.no_rag {
         req.chunks = index_chunks(&app, req.prompt.clone()).await;
+        // The browser's own folder index (the ingestion page) adds its chunks.
+        req.chunks.extend(client_chunks(body.chunks)?);
     }
     req.memory = app.memory_step(&provider, app.project_dir()).await;
     // Stop, or the tab closing, ends the stream: the question and the

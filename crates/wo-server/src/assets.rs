@@ -18,6 +18,25 @@ pub const WASM_JS: &str = include_str!("web/wasm/wo_wasm.js");
 /// The web client's wasm module (`GET /wasm/wo_wasm_bg.wasm`): wo-format and
 /// wo-wire compiled for the browser.
 pub const WASM_MODULE: &[u8] = include_bytes!("web/wasm/wo_wasm_bg.wasm");
+/// The ingestion page (`GET /ingest.html`): pick a folder, index it in the
+/// browser, search it, download the exports. Its assets are named
+/// relatively, so the `web/` folder also works from a static file server.
+pub const INGEST_HTML: &str = include_str!("web/ingest.html");
+/// The ingestion page's script.
+pub const INGEST_JS: &str = include_str!("web/ingest.js");
+/// The in-browser index's storage and retrieval, shared by the ingestion
+/// page and the chat page's retrieval hook.
+pub const INGEST_LIB_JS: &str = include_str!("web/ingest-lib.js");
+/// The ingestion page's styles.
+pub const INGEST_CSS: &str = include_str!("web/ingest.css");
+/// wasm-bindgen's glue for the index's wasm module
+/// (`GET /wasm/wo_index_wasm.js`): crates/wo-index-wasm built by
+/// `scripts/build-wasm.sh`, committed like the chat page's.
+pub const INDEX_WASM_JS: &str = include_str!("web/wasm/wo_index_wasm.js");
+/// The index's wasm module (`GET /wasm/wo_index_wasm_bg.wasm`): wo-index
+/// with tree-sitter, loaded only by the ingestion page (and by the chat page
+/// once a folder has been indexed in this browser).
+pub const INDEX_WASM_MODULE: &[u8] = include_bytes!("web/wasm/wo_index_wasm_bg.wasm");
 /// The web app's manifest (installable as a PWA).
 pub const MANIFEST: &str = include_str!("web/manifest.webmanifest");
 /// The service worker: the stateless mode's offline shell.

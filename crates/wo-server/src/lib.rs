@@ -485,6 +485,30 @@ fn common<M: Mode>() -> Router<Arc<M>> {
             get(|| static_file(assets::WASM_MODULE, "application/wasm")),
         )
         .route(
+            "/ingest.html",
+            get(|| static_file(assets::INGEST_HTML, "text/html; charset=utf-8")),
+        )
+        .route(
+            "/ingest.js",
+            get(|| static_file(assets::INGEST_JS, "text/javascript; charset=utf-8")),
+        )
+        .route(
+            "/ingest-lib.js",
+            get(|| static_file(assets::INGEST_LIB_JS, "text/javascript; charset=utf-8")),
+        )
+        .route(
+            "/ingest.css",
+            get(|| static_file(assets::INGEST_CSS, "text/css; charset=utf-8")),
+        )
+        .route(
+            "/wasm/wo_index_wasm.js",
+            get(|| static_file(assets::INDEX_WASM_JS, "text/javascript; charset=utf-8")),
+        )
+        .route(
+            "/wasm/wo_index_wasm_bg.wasm",
+            get(|| static_file(assets::INDEX_WASM_MODULE, "application/wasm")),
+        )
+        .route(
             "/manifest.webmanifest",
             get(|| static_file(assets::MANIFEST, "application/manifest+json")),
         )

@@ -118,6 +118,12 @@ pub async fn chat(
         body.new_conversation,
         &body.params,
     )?;
+    // No index here: the file chunks are those the browser's own folder
+    // index retrieved (the ingestion page), checked, then assembled like a
+    // local server's.
+    if !req.no_rag {
+        req.chunks = crate::api::client_chunks(body.chunks)?;
+    }
     // No project here: the operator's prompt or the built-in one.
     req.memory = app.memory_step(&provider, None).await;
     let state = StatelessTurn {

@@ -1367,3 +1367,61 @@ async fn a_stateless_client_keeps_a_stopped_turn_through_the_engine() {
     .await;
     assert_eq!(r.status(), StatusCode::BAD_REQUEST);
 }
+
+/// The chunks a browser's own folder index retrieved (the ingestion page)
+/// reach the prompt and the turn's `sources` in both modes, as the
+/// server's own index chunks do; bad ones are refused with a pointer and
+/// cost no model call.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_browser_index_sends_its_chunks_with_a_turn() {
+    let chunk = json!({"id": "chunk:0123456789ab", "label": "notes.txt:1-3 notes", "text": "The archive moves to new storage in March."});
+    for stateless in [true, false] {
+        let s = serve(Script::says("In March."), stateless).await;
+        let path = if stateless {
+            "/api/stateless/chat"
+        } else {
+            "/api/chat"
+        };
+        let post = |body: Value| {
+            s.client
+                .post(s.url(path))
+                .header("origin", &s.base)
+                .header("cookie", s.cookie())
+                .json(&body)
+                .send()
+        };
+        let r = post(json!({"message": "When does the archive move?", "chunks": [chunk]}))
+            .await
+            .unwrap();
+        assert_eq!(r.status(), StatusCode::OK, "stateless={stateless}");
+        let evs = events(r).await;
+        let sources = done(&evs)["sources"].as_array().unwrap().clone();
+        assert!(
+            sources.contains(&json!("chunk:0123456789ab")),
+            "{sources:?}"
+        );
+        let prompt = s.upstream.bodies.lock().unwrap()[0]["messages"].to_string();
+        assert!(prompt.contains("new storage in March"), "{prompt}");
+        assert!(prompt.contains("notes.txt:1-3"), "{prompt}");
+
+        // Refused, naming the field; no model call.
+        let calls = s.upstream.requests.load(Ordering::SeqCst);
+        for (bad, pointer) in [
+            (
+                json!([{"id": "m_0123456789ab", "label": "", "text": ""}]),
+                "/chunks/0/id",
+            ),
+            (
+                json!([chunk, {"id": "chunk:0123456789ab", "label": "", "text": "x".repeat(8_001)}]),
+                "/chunks/1/text",
+            ),
+            (json!(vec![chunk.clone(); 6]), "/chunks"),
+        ] {
+            let r = post(json!({"message": "hi", "chunks": bad})).await.unwrap();
+            assert_eq!(r.status(), StatusCode::BAD_REQUEST, "{pointer}");
+            let e: Value = r.json().await.unwrap();
+            assert_eq!(e["error"]["pointer"], pointer, "{e}");
+        }
+        assert_eq!(s.upstream.requests.load(Ordering::SeqCst), calls);
+    }
+}

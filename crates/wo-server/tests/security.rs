@@ -79,6 +79,12 @@ async fn the_api_needs_the_token() {
         "/app.css",
         "/wasm/wo_wasm.js",
         "/wasm/wo_wasm_bg.wasm",
+        "/ingest.html",
+        "/ingest.js",
+        "/ingest-lib.js",
+        "/ingest.css",
+        "/wasm/wo_index_wasm.js",
+        "/wasm/wo_index_wasm_bg.wasm",
     ] {
         let r = s.client.get(s.url(path)).send().await.unwrap();
         assert_eq!(r.status(), StatusCode::OK, "{path}");
@@ -605,6 +611,8 @@ async fn the_wasm_package_is_served_as_committed_with_its_types() {
     for (name, content_type) in [
         ("wo_wasm_bg.wasm", "application/wasm"),
         ("wo_wasm.js", "text/javascript; charset=utf-8"),
+        ("wo_index_wasm_bg.wasm", "application/wasm"),
+        ("wo_index_wasm.js", "text/javascript; charset=utf-8"),
     ] {
         let r = s
             .client

@@ -103,6 +103,11 @@ pub struct ChatRequest {
     /// Provider and sampling parameters.
     #[serde(default)]
     pub params: ChatParams,
+    /// File chunks the client retrieved from its own folder index (the
+    /// ingestion page's, in the browser), sent as context beside the
+    /// server's index chunks.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub chunks: Vec<FileChunk>,
 }
 
 /// Payload of `event: context`: what the prompt included and dropped, and
@@ -146,12 +151,29 @@ pub struct StatelessChatRequest {
     /// be empty.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub new_conversation: bool,
+    /// File chunks the client retrieved from its own folder index (the
+    /// ingestion page's, in the browser): the file context of this turn.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub chunks: Vec<FileChunk>,
     /// Provider and sampling parameters.
     #[serde(default)]
     pub params: ChatParams,
     /// Fields from newer clients, kept as-is.
     #[serde(flatten)]
     pub extra: Map<String, Value>,
+}
+
+/// A file chunk a client retrieved from its own folder index
+/// (`wo_index::Index::context_chunks` in the browser): what a server's
+/// own index would have offered the turn.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default, JsonSchema)]
+pub struct FileChunk {
+    /// `chunk:<12 hex digits>` (the chunk's short id), recorded in `sources`.
+    pub id: String,
+    /// `path:start-end label`, shown to the model.
+    pub label: String,
+    /// The chunk's text.
+    pub text: String,
 }
 
 /// A truth entry as in `llm.json` (`truth.trust[]`).

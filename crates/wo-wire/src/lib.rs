@@ -22,8 +22,8 @@ pub mod routes;
 
 pub use chat::{
     ChatParams, ChatRequest, ChatRole, ContextReport, DeltaEvent, DoneEvent, EVENT_CONTEXT,
-    EVENT_DELTA, EVENT_DONE, EVENT_ERROR, EVENT_MEMORY, ErrorEvent, MemoryEvent, ServerEvent,
-    StatelessChatRequest, TruthEntry, Usage, WindowMessage,
+    EVENT_DELTA, EVENT_DONE, EVENT_ERROR, EVENT_MEMORY, ErrorEvent, FileChunk, MemoryEvent,
+    ServerEvent, StatelessChatRequest, TruthEntry, Usage, WindowMessage,
 };
 pub use error::{ErrorBody, ErrorDetail};
 pub use patch::{apply_merge_patch, apply_state_patch};
@@ -38,6 +38,7 @@ pub fn schemas() -> Vec<(&'static str, schemars::Schema)> {
         ("Error", schema_for!(ErrorBody)),
         ("TruthEntry", schema_for!(chat::TruthEntry)),
         ("WindowMessage", schema_for!(chat::WindowMessage)),
+        ("FileChunk", schema_for!(chat::FileChunk)),
         ("ChatParams", schema_for!(ChatParams)),
         ("ChatRequest", schema_for!(ChatRequest)),
         ("StatelessChatRequest", schema_for!(StatelessChatRequest)),

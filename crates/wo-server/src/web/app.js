@@ -709,6 +709,8 @@ const local = {
     if (parent) body.parent = parent;
     else if (newConversation) body.new_conversation = true;
     if (app.prefs.username) body.username = app.prefs.username;
+    const chunks = await browserChunks(message, params);
+    if (chunks.length) body.chunks = chunks;
     return body;
   },
   async afterDone() {
@@ -791,6 +793,23 @@ const local = {
   },
 };
 
+/**
+ * The chunks of the folder indexed in this browser (the ingestion page,
+ * /ingest.html) relevant to `message`, sent with a turn as the server's own
+ * index chunks would be (`chunks` of the request). ingest-lib.js is loaded
+ * only here, and loads the index's wasm module only when a folder has been
+ * indexed; any failure costs the chunks, never the turn.
+ */
+async function browserChunks(message, params) {
+  if (params && params.rag === false) return [];
+  try {
+    const lib = await import('/ingest-lib.js');
+    return await lib.contextChunks(message);
+  } catch {
+    return [];
+  }
+}
+
 function countReport(r) {
   const n = (v) => (Array.isArray(v) ? v.length : Number(v) || 0);
   const out = {};
@@ -861,6 +880,8 @@ const stateless = {
     };
     if (newConversation && !parent) body.new_conversation = true;
     if (app.prefs.username) body.username = app.prefs.username;
+    const chunks = await browserChunks(message, params);
+    if (chunks.length) body.chunks = chunks;
     return body;
   },
   async afterDone(done) {
