@@ -218,14 +218,15 @@ pub fn client_chunks(
 /// question and the answer so far in the file, marked `stopped`.
 pub async fn chat(
     State(app): AppState,
-    JsonBody(body): JsonBody<wo_wire::ChatRequest>,
+    JsonBody(mut body): JsonBody<wo_wire::ChatRequest>,
 ) -> Result<Response, ApiError> {
     let provider = app.provider(body.params.provider.as_deref()).await?;
+    // The browser's own folder index (the ingestion page) adds its chunks.
+    let browser_chunks = client_chunks(std::mem::take(&mut body.chunks))?;
     let mut req = chat_turn_request(&app, body)?;
     if !req.no_rag {
         req.chunks = index_chunks(&app, req.prompt.clone()).await;
-        // The browser's own folder index (the ingestion page) adds its chunks.
-        req.chunks.extend(client_chunks(body.chunks)?);
+        req.chunks.extend(browser_chunks);
     }
     req.memory = app.memory_step(&provider, app.project_dir()).await;
     // Stop, or the tab closing, ends the stream: the question and the
