@@ -9,21 +9,11 @@ use std::sync::{Arc, Barrier, Mutex};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use wo_format::{Message, State, Timestamp};
+mod common;
+
+use common::{msg, ts};
+use wo_format::State;
 use wo_store::{GroupCommit, OpenOptions, Store, StoreError};
-
-fn ts(secs: i64) -> Timestamp {
-    Timestamp::from_unix(1_800_000_000 + secs)
-}
-
-fn msg(n: i64) -> Message {
-    Message::new(
-        "alec",
-        ts(n),
-        format!("m{n}"),
-        format!("<p>message {n}</p>"),
-    )
-}
 
 fn shared_store(dir: &Path) -> (Arc<Mutex<Store>>, Arc<GroupCommit>) {
     let store = Store::create(

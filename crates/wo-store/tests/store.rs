@@ -5,22 +5,12 @@ use std::fs;
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 
-use wo_format::{Message, State, Timestamp, TruthEntry};
+use wo_format::{Message, State, TruthEntry};
 use wo_store::exports::{auto_merge, export_file_name, find_exports, write_export};
 use wo_store::{Limits, OpenOptions, Store, StoreError};
 
-fn ts(secs: i64) -> Timestamp {
-    Timestamp::from_unix(1_800_000_000 + secs)
-}
-
-fn msg(n: i64) -> Message {
-    Message::new(
-        "alec",
-        ts(n),
-        format!("m{n}"),
-        format!("<p>message {n}</p>"),
-    )
-}
+mod common;
+use common::{msg, ts};
 
 fn new_store(dir: &Path) -> Store {
     Store::create(
