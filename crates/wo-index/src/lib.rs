@@ -23,6 +23,8 @@ mod ingest;
 mod model;
 mod options;
 mod search;
+#[cfg(not(target_arch = "wasm32"))]
+mod sidecar;
 mod tokens;
 mod util;
 pub mod walk;
@@ -43,5 +45,7 @@ pub use search::{
     CHUNKS_PER_TURN, ChunkRecord, ContextChunk, Hit, Index, OutlineEntry, Query, SymbolEntry,
     chunk_label,
 };
+#[cfg(not(target_arch = "wasm32"))]
+pub use sidecar::{SIDECAR_FILE, SIDECAR_VERSION, SidecarUse, build_sidecar, search_root};
 pub use tokens::{TOKENIZER, TokenCounter, count_tokens};
 pub use util::{chunk_id, chunk_ref, sha256_hex};

@@ -9,6 +9,7 @@
 //! heading path adds a fraction of its IDF, so definitions and sections about a term outrank
 //! passing mentions.
 
+use std::borrow::Cow;
 use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
 
@@ -135,21 +136,36 @@ pub struct ContextChunk {
 
 /// The label used for a chunk in search results and exports.
 pub fn chunk_label(chunk: &Chunk) -> String {
-    if let Some(sym) = chunk.symbol.as_deref().filter(|s| !s.trim().is_empty()) {
+    label_of(
+        chunk.symbol.as_deref(),
+        &chunk.heading_path,
+        chunk.address.as_deref(),
+        &chunk.slug,
+    )
+}
+
+/// [`chunk_label`] from the fields it reads (the sidecar's build has no [`Chunk`]).
+pub(crate) fn label_of(
+    symbol: Option<&str>,
+    heading_path: &[String],
+    address: Option<&str>,
+    slug: &str,
+) -> String {
+    if let Some(sym) = symbol.filter(|s| !s.trim().is_empty()) {
         return single_line(sym);
     }
-    if !chunk.heading_path.is_empty() {
-        let n = chunk.heading_path.len();
-        let parts: Vec<&str> = chunk.heading_path[n.saturating_sub(2)..]
+    if !heading_path.is_empty() {
+        let n = heading_path.len();
+        let parts: Vec<&str> = heading_path[n.saturating_sub(2)..]
             .iter()
             .map(String::as_str)
             .collect();
         return single_line(&parts.join(" > "));
     }
-    if let Some(addr) = chunk.address.as_deref() {
+    if let Some(addr) = address {
         return single_line(addr);
     }
-    chunk.slug.clone()
+    slug.to_string()
 }
 
 /// A loaded index, ready for queries.
@@ -321,182 +337,285 @@ impl Index {
         out
     }
 
-    fn passes(&self, chunk: &Chunk, q: &Query) -> bool {
-        if let Some(p) = &q.path_prefix
-            && !path_matches(&chunk.path, p)
-        {
-            return false;
-        }
-        if let Some(k) = q.kind
-            && chunk.kind != k
-        {
-            return false;
-        }
-        if let Some(h) = &q.heading_prefix
-            && !chunk.heading_path.iter().any(|x| starts_with_ci(x, h))
-        {
-            return false;
-        }
-        if let Some(s) = &q.symbol_prefix {
-            let hit = chunk.symbol.iter().chain(&chunk.symbols).any(|sym| {
-                let bare = sym.rsplit([':', '.']).next().unwrap_or(sym);
-                starts_with_ci(sym, s) || starts_with_ci(bare, s)
-            });
-            if !hit {
-                return false;
-            }
-        }
-        true
-    }
-
     /// Ranks chunks for `query`. Ties are broken by ref, so results are deterministic.
     pub fn search(&self, query: &Query) -> Vec<Hit> {
-        let limit = if query.limit == 0 { 10 } else { query.limit };
-        let chunks = &self.file.chunks;
-        let mut qtf: Vec<(String, f64)> = Vec::new();
-        for t in terms(&query.text) {
-            match qtf.iter_mut().find(|(x, _)| *x == t) {
-                Some(e) => e.1 += 1.0,
-                None => qtf.push((t, 1.0)),
-            }
-        }
-        let mut scored: Vec<(usize, f64)> = if qtf.is_empty() {
-            (0..chunks.len())
-                .filter(|&i| self.passes(&chunks[i], query))
-                .map(|i| (i, 0.0))
-                .collect()
-        } else {
-            self.bm25(&qtf, query)
-        };
-        let order = |a: &(usize, f64), b: &(usize, f64)| {
-            b.1.partial_cmp(&a.1)
-                .unwrap_or(std::cmp::Ordering::Equal)
-                .then(a.0.cmp(&b.0))
-        };
-        // Only the best `limit` need ordering.
-        if scored.len() > limit {
-            scored.select_nth_unstable_by(limit - 1, order);
-            scored.truncate(limit);
-        }
-        scored.sort_by(order);
-        let query_terms: HashSet<&str> = qtf.iter().map(|(t, _)| t.as_str()).collect();
-        scored
-            .into_iter()
-            .map(|(i, score)| {
-                let c = &chunks[i];
-                Hit {
-                    chunk_ref: self.ref_at(i).to_string(),
-                    id: c.id.clone(),
-                    path: c.path.clone(),
-                    kind: c.kind,
-                    start_line: c.start_line,
-                    end_line: c.end_line,
-                    label: chunk_label(c),
-                    score: (score * 1e4).round() / 1e4,
-                    snippet: snippet(&c.content, &query_terms),
-                }
-            })
-            .collect()
-    }
-
-    /// BM25 over the postings of the query terms, plus symbol and heading
-    /// boosts. Scores and filter verdicts live in dense per-chunk arrays
-    /// (a query touching most chunks, like `src`, would otherwise hash
-    /// every candidate twice), and boosts are found without allocating.
-    fn bm25(&self, qtf: &[(String, f64)], query: &Query) -> Vec<(usize, f64)> {
-        const UNKNOWN: u8 = 0;
-        const PASSES: u8 = 1;
-        const FILTERED: u8 = 2;
-        let chunks = &self.file.chunks;
-        let n = chunks.len() as f64;
-        let avgdl = self.file.stats.avg_doc_len;
-        let filtered = query.path_prefix.is_some()
-            || query.kind.is_some()
-            || query.heading_prefix.is_some()
-            || query.symbol_prefix.is_some();
-        let mut scores: Vec<f64> = vec![0.0; chunks.len()];
-        let mut verdict: Vec<u8> = if filtered {
-            vec![UNKNOWN; chunks.len()]
-        } else {
-            Vec::new()
-        };
-        let mut touched: Vec<usize> = Vec::new();
-        let mut idfs: Vec<(&str, f64, f64)> = Vec::new();
-        for (term, weight) in qtf {
-            let Some(postings) = self.file.inverted_index.get(term) else {
-                continue;
-            };
-            let df = (postings.len() / 2) as f64;
-            let idf = bm25::idf(n, df);
-            idfs.push((term, idf, *weight));
-            let mut pos = 0usize;
-            for (k, pair) in postings.chunks_exact(2).enumerate() {
-                pos = if k == 0 {
-                    pair[0] as usize
-                } else {
-                    pos + pair[0] as usize
-                };
-                let doc = pos;
-                let Some(chunk) = chunks.get(doc) else {
-                    continue;
-                };
-                if filtered {
-                    if verdict[doc] == UNKNOWN {
-                        verdict[doc] = if self.passes(chunk, query) {
-                            PASSES
-                        } else {
-                            FILTERED
-                        };
-                    }
-                    if verdict[doc] == FILTERED {
-                        continue;
-                    }
-                }
-                let tf = f64::from(pair[1]);
-                let dl = f64::from(self.file.doc_lens.get(doc).copied().unwrap_or(0));
-                let norm = bm25::tf_weight(tf, dl, avgdl);
-                if scores[doc] == 0.0 {
-                    touched.push(doc);
-                }
-                scores[doc] += weight * idf * norm;
-            }
-        }
-        // Query terms are few: which of them a chunk's symbols and headings
-        // contain fits in a bit mask.
-        let idfs = &idfs[..idfs.len().min(64)];
-        let mask_of = |texts: &mut dyn Iterator<Item = &String>| -> u64 {
-            let mut mask = 0u64;
-            for text in texts {
-                for_each_term(text, |t| {
-                    if let Some(i) = idfs.iter().position(|(term, _, _)| *term == t) {
-                        mask |= 1 << i;
-                    }
-                });
-            }
-            mask
-        };
-        touched
-            .into_iter()
-            .map(|doc| {
-                let c = &chunks[doc];
-                let mut score = scores[doc];
-                let sym = mask_of(&mut c.symbol.iter().chain(&c.symbols));
-                let head = mask_of(&mut c.heading_path.iter());
-                for (i, (_, idf, weight)) in idfs.iter().enumerate() {
-                    if sym & (1 << i) != 0 {
-                        score += weight * idf * SYMBOL_BOOST;
-                    }
-                    if head & (1 << i) != 0 {
-                        score += weight * idf * HEADING_BOOST;
-                    }
-                }
-                (doc, score)
-            })
-            .collect()
+        let Ok(hits) = run(self, query);
+        hits
     }
 }
 
-fn snippet(content: &str, query_terms: &HashSet<&str>) -> String {
+/// Whether a chunk with these fields passes the query's filters.
+pub(crate) fn passes_fields<'a>(
+    path: &str,
+    kind: Kind,
+    mut headings: impl Iterator<Item = &'a str>,
+    mut symbols: impl Iterator<Item = &'a str>,
+    q: &Query,
+) -> bool {
+    if let Some(p) = &q.path_prefix
+        && !path_matches(path, p)
+    {
+        return false;
+    }
+    if let Some(k) = q.kind
+        && kind != k
+    {
+        return false;
+    }
+    if let Some(h) = &q.heading_prefix
+        && !headings.any(|x| starts_with_ci(x, h))
+    {
+        return false;
+    }
+    if let Some(s) = &q.symbol_prefix {
+        let hit = symbols.any(|sym| {
+            let bare = sym.rsplit([':', '.']).next().unwrap_or(sym);
+            starts_with_ci(sym, s) || starts_with_ci(bare, s)
+        });
+        if !hit {
+            return false;
+        }
+    }
+    true
+}
+
+/// Which query terms (a bit each) some text of a chunk contains: the boosts' test.
+pub(crate) type MaskOf<'q> = dyn Fn(&mut dyn Iterator<Item = &str>) -> u64 + 'q;
+
+/// What ranking reads of an index: the loaded [`Index`], or the postings sidecar
+/// (`crate::sidecar`), which reads only the postings of the query's terms and the records of
+/// the chunks they touch. One ranking ([`run`]) serves both, so their answers are the same by
+/// construction (and a property test holds them to it).
+pub(crate) trait Corpus {
+    /// Why an answer could not be read (a damaged sidecar); the loaded index never fails.
+    type Error;
+    /// Chunks in the index (BM25's N; positions at or past it are skipped).
+    fn doc_count(&self) -> usize;
+    /// `stats.avg_doc_len` (BM25's avgdl).
+    fn avg_doc_len(&self) -> f64;
+    /// The flat postings of `term` as `index.json` stores them, if the term is indexed.
+    fn postings(&self, term: &str) -> Result<Option<Cow<'_, [u32]>>, Self::Error>;
+    /// `doc_lens[doc]`, 0 where the index has none.
+    fn doc_len(&self, doc: usize) -> u32;
+    /// Whether chunk `doc` passes the query's filters ([`passes_fields`]).
+    fn passes(&self, doc: usize, q: &Query) -> Result<bool, Self::Error>;
+    /// `mask_of` over chunk `doc`'s symbols (main one first), then over its heading path.
+    fn boost_masks(&self, doc: usize, mask_of: &MaskOf<'_>) -> Result<(u64, u64), Self::Error>;
+    /// The hit for chunk `doc` with its (rounded) score.
+    fn hit(&self, doc: usize, score: f64, query_terms: &HashSet<&str>) -> Result<Hit, Self::Error>;
+}
+
+fn filtered(query: &Query) -> bool {
+    query.path_prefix.is_some()
+        || query.kind.is_some()
+        || query.heading_prefix.is_some()
+        || query.symbol_prefix.is_some()
+}
+
+/// Ranks chunks of `corpus` for `query`: the one search. Ties are broken by position (= ref
+/// order), so results are deterministic.
+pub(crate) fn run<C: Corpus>(corpus: &C, query: &Query) -> std::result::Result<Vec<Hit>, C::Error> {
+    let limit = if query.limit == 0 { 10 } else { query.limit };
+    let mut qtf: Vec<(String, f64)> = Vec::new();
+    for t in terms(&query.text) {
+        match qtf.iter_mut().find(|(x, _)| *x == t) {
+            Some(e) => e.1 += 1.0,
+            None => qtf.push((t, 1.0)),
+        }
+    }
+    let mut scored: Vec<(usize, f64)> = if qtf.is_empty() {
+        // No filter passes every chunk: the sidecar need not read a record to say so.
+        let mut all = Vec::new();
+        let check = filtered(query);
+        for i in 0..corpus.doc_count() {
+            if !check || corpus.passes(i, query)? {
+                all.push((i, 0.0));
+            }
+        }
+        all
+    } else {
+        bm25_scores(corpus, &qtf, query)?
+    };
+    let order = |a: &(usize, f64), b: &(usize, f64)| {
+        b.1.partial_cmp(&a.1)
+            .unwrap_or(std::cmp::Ordering::Equal)
+            .then(a.0.cmp(&b.0))
+    };
+    // Only the best `limit` need ordering.
+    if scored.len() > limit {
+        scored.select_nth_unstable_by(limit - 1, order);
+        scored.truncate(limit);
+    }
+    scored.sort_by(order);
+    let query_terms: HashSet<&str> = qtf.iter().map(|(t, _)| t.as_str()).collect();
+    scored
+        .into_iter()
+        .map(|(i, score)| corpus.hit(i, (score * 1e4).round() / 1e4, &query_terms))
+        .collect()
+}
+
+/// BM25 over the postings of the query terms, plus symbol and heading
+/// boosts. Scores and filter verdicts live in dense per-chunk arrays
+/// (a query touching most chunks, like `src`, would otherwise hash
+/// every candidate twice), and boosts are found without allocating.
+fn bm25_scores<C: Corpus>(
+    corpus: &C,
+    qtf: &[(String, f64)],
+    query: &Query,
+) -> std::result::Result<Vec<(usize, f64)>, C::Error> {
+    const UNKNOWN: u8 = 0;
+    const PASSES: u8 = 1;
+    const FILTERED: u8 = 2;
+    let docs = corpus.doc_count();
+    let n = docs as f64;
+    let avgdl = corpus.avg_doc_len();
+    let filtered = filtered(query);
+    let mut scores: Vec<f64> = vec![0.0; docs];
+    let mut verdict: Vec<u8> = if filtered {
+        vec![UNKNOWN; docs]
+    } else {
+        Vec::new()
+    };
+    let mut touched: Vec<usize> = Vec::new();
+    let mut idfs: Vec<(&str, f64, f64)> = Vec::new();
+    for (term, weight) in qtf {
+        let Some(postings) = corpus.postings(term)? else {
+            continue;
+        };
+        let df = (postings.len() / 2) as f64;
+        let idf = bm25::idf(n, df);
+        idfs.push((term, idf, *weight));
+        let mut pos = 0usize;
+        for (k, pair) in postings.chunks_exact(2).enumerate() {
+            pos = if k == 0 {
+                pair[0] as usize
+            } else {
+                pos.saturating_add(pair[0] as usize)
+            };
+            let doc = pos;
+            if doc >= docs {
+                continue;
+            }
+            if filtered {
+                if verdict[doc] == UNKNOWN {
+                    verdict[doc] = if corpus.passes(doc, query)? {
+                        PASSES
+                    } else {
+                        FILTERED
+                    };
+                }
+                if verdict[doc] == FILTERED {
+                    continue;
+                }
+            }
+            let tf = f64::from(pair[1]);
+            let dl = f64::from(corpus.doc_len(doc));
+            let norm = bm25::tf_weight(tf, dl, avgdl);
+            if scores[doc] == 0.0 {
+                touched.push(doc);
+            }
+            scores[doc] += weight * idf * norm;
+        }
+    }
+    // Query terms are few: which of them a chunk's symbols and headings
+    // contain fits in a bit mask.
+    let idfs = &idfs[..idfs.len().min(64)];
+    let mask_of = |texts: &mut dyn Iterator<Item = &str>| -> u64 {
+        let mut mask = 0u64;
+        for text in texts {
+            for_each_term(text, |t| {
+                if let Some(i) = idfs.iter().position(|(term, _, _)| *term == t) {
+                    mask |= 1 << i;
+                }
+            });
+        }
+        mask
+    };
+    touched
+        .into_iter()
+        .map(|doc| {
+            let mut score = scores[doc];
+            let (sym, head) = corpus.boost_masks(doc, &mask_of)?;
+            for (i, (_, idf, weight)) in idfs.iter().enumerate() {
+                if sym & (1 << i) != 0 {
+                    score += weight * idf * SYMBOL_BOOST;
+                }
+                if head & (1 << i) != 0 {
+                    score += weight * idf * HEADING_BOOST;
+                }
+            }
+            Ok((doc, score))
+        })
+        .collect()
+}
+
+impl Corpus for Index {
+    type Error = std::convert::Infallible;
+
+    fn doc_count(&self) -> usize {
+        self.file.chunks.len()
+    }
+
+    fn avg_doc_len(&self) -> f64 {
+        self.file.stats.avg_doc_len
+    }
+
+    fn postings(&self, term: &str) -> std::result::Result<Option<Cow<'_, [u32]>>, Self::Error> {
+        Ok(self
+            .file
+            .inverted_index
+            .get(term)
+            .map(|p| Cow::Borrowed(p.as_slice())))
+    }
+
+    fn doc_len(&self, doc: usize) -> u32 {
+        self.file.doc_lens.get(doc).copied().unwrap_or(0)
+    }
+
+    fn passes(&self, doc: usize, q: &Query) -> std::result::Result<bool, Self::Error> {
+        let c = &self.file.chunks[doc];
+        Ok(passes_fields(
+            &c.path,
+            c.kind,
+            c.heading_path.iter().map(String::as_str),
+            c.symbol.iter().chain(&c.symbols).map(String::as_str),
+            q,
+        ))
+    }
+
+    fn boost_masks(
+        &self,
+        doc: usize,
+        mask_of: &MaskOf<'_>,
+    ) -> std::result::Result<(u64, u64), Self::Error> {
+        let c = &self.file.chunks[doc];
+        let sym = mask_of(&mut c.symbol.iter().chain(&c.symbols).map(String::as_str));
+        let head = mask_of(&mut c.heading_path.iter().map(String::as_str));
+        Ok((sym, head))
+    }
+
+    fn hit(
+        &self,
+        doc: usize,
+        score: f64,
+        query_terms: &HashSet<&str>,
+    ) -> std::result::Result<Hit, Self::Error> {
+        let c = &self.file.chunks[doc];
+        Ok(Hit {
+            chunk_ref: self.ref_at(doc).to_string(),
+            id: c.id.clone(),
+            path: c.path.clone(),
+            kind: c.kind,
+            start_line: c.start_line,
+            end_line: c.end_line,
+            label: chunk_label(c),
+            score,
+            snippet: snippet(&c.content, query_terms),
+        })
+    }
+}
+
+pub(crate) fn snippet(content: &str, query_terms: &HashSet<&str>) -> String {
     let mut first_nonempty = None;
     for line in content.lines() {
         if line.trim().is_empty() {
