@@ -80,6 +80,49 @@ fn index_search_pack_round() {
 }
 
 #[test]
+fn search_reads_through_its_sidecar_and_never_believes_a_bad_one() {
+    let p = project_with_files();
+    p.ok(&["index"]);
+    let sidecar = p.path().join(".wo-index/search.bin");
+    let args = ["search", "kiln cone", "--json"];
+    let first = p.ok(&args);
+    assert!(sidecar.is_file(), "the first search writes the sidecar");
+    assert!(first.contains("src/kiln.rs"), "{first}");
+    let human = p.ok(&["search", "kiln cone"]);
+    assert_eq!(
+        p.ok(&args),
+        first,
+        "read back from the sidecar: the same answer"
+    );
+    // Damaged, truncated or foreign: the same answer, and a good sidecar again.
+    let good = std::fs::read(&sidecar).unwrap();
+    let mut flipped = good.clone();
+    let mid = flipped.len() / 2;
+    flipped[mid] ^= 0xff;
+    for bad in [
+        flipped,
+        good[..good.len() / 3].to_vec(),
+        b"not a sidecar".to_vec(),
+    ] {
+        std::fs::write(&sidecar, &bad).unwrap();
+        assert_eq!(p.ok(&args), first);
+        assert_eq!(p.ok(&["search", "kiln cone"]), human);
+    }
+    // A changed tree: the next index makes the sidecar stale; the answer is the new index's.
+    std::fs::write(
+        p.path().join("docs/kilns.md"),
+        "# Kilns\n\nEvery kiln needs a cone pack: kiln cone kiln cone.\n",
+    )
+    .unwrap();
+    p.ok(&["index"]);
+    let after = p.ok(&args);
+    assert!(after.contains("docs/kilns.md"), "{after}");
+    // The cache's .gitignore keeps the sidecar out of git, with the rest of the cache.
+    let ignore = std::fs::read_to_string(p.path().join(".wo-index/.gitignore")).unwrap();
+    assert_eq!(ignore.trim(), "*");
+}
+
+#[test]
 fn init_drafts_the_synopsis_and_answers_cite_chunks() {
     let p = project_with_files();
     let out = p.ok(&["init", "--index", "--context", "Pottery project"]);

@@ -102,7 +102,12 @@ fn print_warnings(warnings: &[wo_index::Warning]) {
 
 /// The index at `dir`, else the nearest one at or above the working directory.
 fn open_index(dir: Option<PathBuf>) -> Result<Index> {
-    let root = match dir {
+    Ok(Index::open(&index_root(dir)?)?)
+}
+
+/// The root of the index at `dir`, else of the nearest one at or above the working directory.
+fn index_root(dir: Option<PathBuf>) -> Result<PathBuf> {
+    Ok(match dir {
         Some(d) => d,
         None => {
             let cwd = std::env::current_dir()?;
@@ -113,11 +118,13 @@ fn open_index(dir: Option<PathBuf>) -> Result<Index> {
                 )
             })?
         }
-    };
-    Ok(Index::open(&root)?)
+    })
 }
 
 pub fn search(args: SearchArgs) -> Result<ExitCode> {
+    if args.get.is_none() && args.outline.is_none() && args.symbols.is_none() {
+        return query(args);
+    }
     let index = open_index(args.dir.clone())?;
     if let Some(key) = &args.get {
         let rec = index
@@ -179,6 +186,15 @@ pub fn search(args: SearchArgs) -> Result<ExitCode> {
         }
         return Ok(ExitCode::SUCCESS);
     }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `wo search TEXT`: ranked through the index's search sidecar, which reads only the
+/// postings of the query's terms and the chunks returned (`wo_index::search_root`; built or
+/// rebuilt from `index.json` when missing, stale or damaged) — the same hits as loading the
+/// whole index.
+fn query(args: SearchArgs) -> Result<ExitCode> {
+    let root = index_root(args.dir.clone())?;
     let mut q = Query::new(args.query.as_deref().unwrap_or_default());
     q.limit = args.limit;
     q.path_prefix = args.path.clone();
@@ -189,7 +205,7 @@ pub fn search(args: SearchArgs) -> Result<ExitCode> {
             anyhow!("--kind {k:?} is not a kind\nhint: markdown, json, javascript, typescript, rust, python, go, html, text, image")
         })?);
     }
-    let hits = index.search(&q);
+    let (hits, _sidecar) = wo_index::search_root(&root, &q)?;
     if args.json {
         outln!("{}", crate::render::json(&hits)?);
         return Ok(ExitCode::SUCCESS);
