@@ -8,6 +8,9 @@
 //! they occur in the query. A query term that also appears in the chunk's symbol names or
 //! heading path adds a fraction of its IDF, so definitions and sections about a term outrank
 //! passing mentions.
+//!
+//! The ranking (`run`) reads an index through `Corpus`: the loaded [`Index`] here, or the
+//! search sidecar (`crate::sidecar`) that one-shot searches read instead of the whole file.
 
 use std::borrow::Cow;
 use std::collections::{HashMap, HashSet};

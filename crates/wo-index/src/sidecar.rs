@@ -429,10 +429,34 @@ impl Span {
     }
 }
 
+/// What ranking reads of every chunk a query touches (filters and boosts), first in each record
+/// so the rest need not be read for them.
+struct RecordHead<'a> {
+    kind: Kind,
+    path: &'a str,
+    headings: StrList<'a>,
+    symbols: StrList<'a>,
+}
+
+impl<'a> RecordHead<'a> {
+    fn read(c: &mut Cursor<'a>) -> std::result::Result<Self, Damaged> {
+        let kind = c.u8()?;
+        let kind = *Kind::ALL
+            .get(usize::from(kind))
+            .ok_or_else(|| damaged(format!("chunk record: kind {kind}")))?;
+        Ok(Self {
+            kind,
+            path: c.str()?,
+            headings: c.list()?,
+            symbols: c.list()?,
+        })
+    }
+}
+
 /// One record's fields as the sidecar stores them (`index.json`'s chunk, reduced to what a
 /// search reads).
 struct Record<'a> {
-    kind: Kind,
+    head: RecordHead<'a>,
     start_line: usize,
     end_line: usize,
     content_off: u64,
@@ -440,21 +464,14 @@ struct Record<'a> {
     content_crc: u32,
     chunk_ref: &'a str,
     id: &'a str,
-    path: &'a str,
     label: &'a str,
-    headings: StrList<'a>,
-    symbols: StrList<'a>,
 }
 
 impl<'a> Record<'a> {
     fn read(bytes: &'a [u8]) -> std::result::Result<Self, Damaged> {
         let mut c = Cursor::new(bytes, "chunk record");
-        let kind = c.u8()?;
-        let kind = *Kind::ALL
-            .get(usize::from(kind))
-            .ok_or_else(|| damaged(format!("chunk record: kind {kind}")))?;
         Ok(Self {
-            kind,
+            head: RecordHead::read(&mut c)?,
             start_line: c.usize()?,
             end_line: c.usize()?,
             content_off: c.u64()?,
@@ -462,10 +479,7 @@ impl<'a> Record<'a> {
             content_crc: c.u32()?,
             chunk_ref: c.str()?,
             id: c.str()?,
-            path: c.str()?,
             label: c.str()?,
-            headings: c.list()?,
-            symbols: c.list()?,
         })
     }
 }
@@ -612,12 +626,8 @@ impl<'a> Sidecar<'a> {
         Ok(block)
     }
 
-    /// Calls `f` with chunk `doc`'s record.
-    fn with_record<R>(
-        &self,
-        doc: usize,
-        f: impl FnOnce(&Record<'_>) -> R,
-    ) -> std::result::Result<R, Damaged> {
+    /// Where chunk `doc`'s record lies: its block, and the range within it.
+    fn locate(&self, doc: usize) -> std::result::Result<(Rc<[u8]>, usize, usize), Damaged> {
         let block = self.block(doc / META_BLOCK)?;
         let mut c = Cursor::new(&block, "record block");
         let count = c.u32()? as usize;
@@ -632,10 +642,36 @@ impl<'a> Sidecar<'a> {
         } else {
             block.len()
         };
+        Ok((block, start, end))
+    }
+
+    /// Calls `f` with chunk `doc`'s record.
+    fn with_record<R>(
+        &self,
+        doc: usize,
+        f: impl FnOnce(&Record<'_>) -> R,
+    ) -> std::result::Result<R, Damaged> {
+        let (block, start, end) = self.locate(doc)?;
         let bytes = block
             .get(start..end)
             .ok_or_else(|| damaged(format!("record {doc} out of its block")))?;
         Ok(f(&Record::read(bytes)?))
+    }
+
+    /// Calls `f` with the head of chunk `doc`'s record (what filters and boosts read).
+    fn with_head<R>(
+        &self,
+        doc: usize,
+        f: impl FnOnce(&RecordHead<'_>) -> R,
+    ) -> std::result::Result<R, Damaged> {
+        let (block, start, end) = self.locate(doc)?;
+        let bytes = block
+            .get(start..end)
+            .ok_or_else(|| damaged(format!("record {doc} out of its block")))?;
+        Ok(f(&RecordHead::read(&mut Cursor::new(
+            bytes,
+            "chunk record",
+        ))?))
     }
 }
 
@@ -678,7 +714,7 @@ impl Corpus for Sidecar<'_> {
     }
 
     fn passes(&self, doc: usize, q: &Query) -> std::result::Result<bool, Damaged> {
-        self.with_record(doc, |r| {
+        self.with_head(doc, |r| {
             passes_fields(r.path, r.kind, r.headings.iter(), r.symbols.iter(), q)
         })
     }
@@ -688,7 +724,7 @@ impl Corpus for Sidecar<'_> {
         doc: usize,
         mask_of: &MaskOf<'_>,
     ) -> std::result::Result<(u64, u64), Damaged> {
-        self.with_record(doc, |r| {
+        self.with_head(doc, |r| {
             (
                 mask_of(&mut r.symbols.iter()),
                 mask_of(&mut r.headings.iter()),
@@ -714,8 +750,8 @@ impl Corpus for Sidecar<'_> {
             Ok(Hit {
                 chunk_ref: r.chunk_ref.to_string(),
                 id: r.id.to_string(),
-                path: r.path.to_string(),
-                kind: r.kind,
+                path: r.head.path.to_string(),
+                kind: r.head.kind,
                 start_line: r.start_line,
                 end_line: r.end_line,
                 label: r.label.to_string(),
@@ -834,7 +870,17 @@ fn build(bytes: &[u8], key: &Key) -> std::result::Result<Vec<u8>, BuildError> {
                 .filter(|o| o + text.len() <= bytes.len())
                 .ok_or_else(|| BuildError::Unplaceable("chunk text outside the file".into()))?;
             let kind = Kind::ALL.iter().position(|k| *k == c.kind).unwrap_or(0) as u8;
+            // The head (what filters and boosts read), then what only a hit needs.
             record.push(kind);
+            put_str(&mut record, &c.path);
+            put_list(&mut record, c.heading_path.iter().map(String::as_str));
+            let symbols: Vec<&str> = c
+                .symbol
+                .iter()
+                .chain(&c.symbols)
+                .map(String::as_str)
+                .collect();
+            put_list(&mut record, symbols.into_iter());
             record.extend_from_slice(&(c.start_line as u64).to_le_bytes());
             record.extend_from_slice(&(c.end_line as u64).to_le_bytes());
             record.extend_from_slice(&(off as u64).to_le_bytes());
@@ -845,7 +891,6 @@ fn build(bytes: &[u8], key: &Key) -> std::result::Result<Vec<u8>, BuildError> {
                 raw.chunk_refs.get(&c.id).map_or("", String::as_str),
             );
             put_str(&mut record, &c.id);
-            put_str(&mut record, &c.path);
             put_str(
                 &mut record,
                 &label_of(
@@ -855,14 +900,6 @@ fn build(bytes: &[u8], key: &Key) -> std::result::Result<Vec<u8>, BuildError> {
                     &c.slug,
                 ),
             );
-            put_list(&mut record, c.heading_path.iter().map(String::as_str));
-            let symbols: Vec<&str> = c
-                .symbol
-                .iter()
-                .chain(&c.symbols)
-                .map(String::as_str)
-                .collect();
-            put_list(&mut record, symbols.into_iter());
             records.extend_from_slice(&record);
         }
         for o in offsets {
