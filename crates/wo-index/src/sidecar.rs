@@ -9,7 +9,7 @@
 //! - a header: format version, `INDEX_VERSION`, N, avgdl, and the key of the `index.json` it
 //!   was built from (size, mtime, ctime, inode, device, and a CRC of its first 4 KiB);
 //! - the term dictionary in hash buckets (FNV-1a), each bucket checksummed, each term's
-//!   postings (the exact `u32`s of `inverted_index`) checksummed;
+//!   postings (the exact `u32`s of `inverted_index`, as LEB128 varints) checksummed;
 //! - `doc_lens`;
 //! - one record per chunk (ref, id, path, kind, lines, label, headings, symbols, and where its
 //!   text lies in `index.json`), in blocks of [`META_BLOCK`], each block checksummed.
@@ -395,6 +395,41 @@ fn put_list<'a>(out: &mut Vec<u8>, items: impl ExactSizeIterator<Item = &'a str>
     }
 }
 
+/// Appends `v` as LEB128: postings are gaps and term counts, mostly under 128, so most take
+/// one byte instead of four.
+fn put_varint(out: &mut Vec<u8>, mut v: u32) {
+    while v >= 0x80 {
+        out.push((v as u8) | 0x80);
+        v >>= 7;
+    }
+    out.push(v as u8);
+}
+
+/// Reads exactly `count` LEB128 `u32`s filling `bytes`; anything else is damage.
+fn read_varints(bytes: &[u8], count: usize) -> std::result::Result<Vec<u32>, Damaged> {
+    let bad = || damaged("postings: malformed numbers");
+    let mut out = Vec::with_capacity(count.min(bytes.len()));
+    let mut v: u32 = 0;
+    let mut shift = 0u32;
+    for &b in bytes {
+        if shift == 28 && b > 0x0f {
+            return Err(bad());
+        }
+        v |= u32::from(b & 0x7f) << shift;
+        if b & 0x80 == 0 {
+            out.push(v);
+            v = 0;
+            shift = 0;
+        } else {
+            shift += 7;
+        }
+    }
+    if shift != 0 || out.len() != count {
+        return Err(bad());
+    }
+    Ok(out)
+}
+
 /// FNV-1a: a fixed hash, so the bucket of a term is the same in every build.
 fn fnv1a(bytes: &[u8]) -> u64 {
     let mut h: u64 = 0xcbf2_9ce4_8422_2325;
@@ -694,16 +729,13 @@ impl Corpus for Sidecar<'_> {
             let t = c.str()?;
             let span = Span {
                 off: c.u64()?,
-                len: u64::from(c.u32()?) * 4,
+                len: u64::from(c.u32()?),
                 crc: c.u32()?,
             };
+            let count = c.u32()? as usize;
             if t == term {
                 let raw = checked(&self.file, span, "postings")?;
-                let list = raw
-                    .chunks_exact(4)
-                    .map(|b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]))
-                    .collect();
-                return Ok(Some(Cow::Owned(list)));
+                return Ok(Some(Cow::Owned(read_varints(&raw, count)?)));
             }
         }
         Ok(None)
@@ -832,17 +864,19 @@ fn build(bytes: &[u8], key: &Key) -> std::result::Result<Vec<u8>, BuildError> {
     for (term, list) in &raw.inverted_index {
         let off = out.len() as u64;
         let start = out.len();
-        for v in list {
-            out.extend_from_slice(&v.to_le_bytes());
+        for &v in list {
+            put_varint(&mut out, v);
         }
         let crc = crc32fast::hash(&out[start..]);
-        let count = u32::try_from(list.len())
-            .map_err(|_| BuildError::Unplaceable(format!("postings of {term:?} too long")))?;
+        let too_long = || BuildError::Unplaceable(format!("postings of {term:?} too long"));
+        let len = u32::try_from(out.len() - start).map_err(|_| too_long())?;
+        let count = u32::try_from(list.len()).map_err(|_| too_long())?;
         let b = &mut bucket_bytes[(fnv1a(term.as_bytes()) % n_buckets as u64) as usize];
         put_str(b, term);
         b.extend_from_slice(&off.to_le_bytes());
-        b.extend_from_slice(&count.to_le_bytes());
+        b.extend_from_slice(&len.to_le_bytes());
         b.extend_from_slice(&crc.to_le_bytes());
+        b.extend_from_slice(&count.to_le_bytes());
     }
     let mut bucket_table = Vec::with_capacity(n_buckets * 16);
     for b in &bucket_bytes {

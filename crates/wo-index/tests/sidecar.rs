@@ -349,6 +349,8 @@ fn odd_but_readable_indexes_answer_alike() {
     file.doc_lens.truncate(file.doc_lens.len() / 2);
     file.inverted_index
         .insert("kiln".into(), vec![0, 3, 5, 1, 100_000, 2, 7]);
+    file.inverted_index
+        .insert("parser".into(), vec![1, u32::MAX, u32::MAX, 2, 0, 0]);
     file.chunks[0].content = "quote \" backslash \\ tab \t newline \n kiln é 😀 \u{1}".into();
     put_index(root, &file);
     for q in queries() {
