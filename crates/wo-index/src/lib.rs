@@ -46,6 +46,6 @@ pub use search::{
     chunk_label,
 };
 #[cfg(not(target_arch = "wasm32"))]
-pub use sidecar::{SIDECAR_FILE, SIDECAR_VERSION, SidecarUse, build_sidecar, search_root};
+pub use sidecar::{SIDECAR_FILE, SIDECAR_VERSION, SidecarUse, search_root};
 pub use tokens::{TOKENIZER, TokenCounter, count_tokens};
 pub use util::{chunk_id, chunk_ref, sha256_hex};

@@ -33,7 +33,7 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use std::fs::File;
 use std::io::Read as _;
 use std::os::unix::fs::{FileExt as _, MetadataExt as _};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::rc::Rc;
 
 use serde::Deserialize;
@@ -166,42 +166,6 @@ pub fn search_root(root: &Path, query: &Query) -> Result<(Vec<Hit>, SidecarUse)>
         },
     };
     Ok((hits, used))
-}
-
-/// Builds (or rebuilds) the sidecar of `root`'s index now, e.g. right after `wo index`.
-pub fn build_sidecar(root: &Path) -> Result<PathBuf> {
-    let index_path = cache_dir(root).join(INDEX_FILE);
-    let mut index = match File::open(&index_path) {
-        Ok(f) => f,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            return Err(IndexError::NoIndex { path: index_path });
-        }
-        Err(e) => return Err(IndexError::io(index_path, e)),
-    };
-    let key = Key::of(&index).map_err(|e| IndexError::io(&index_path, e))?;
-    let mut bytes = Vec::new();
-    index
-        .read_to_end(&mut bytes)
-        .map_err(|e| IndexError::io(&index_path, e))?;
-    let built = match build(&bytes, &key) {
-        Ok(b) => b,
-        Err(BuildError::Refused) => {
-            parse_index_file(&bytes, &index_path)?;
-            return Err(IndexError::Corrupt {
-                path: index_path,
-                reason: "not readable as an index".into(),
-            });
-        }
-        Err(BuildError::Unplaceable(why)) => {
-            return Err(IndexError::Corrupt {
-                path: index_path,
-                reason: why,
-            });
-        }
-    };
-    let path = cache_dir(root).join(SIDECAR_FILE);
-    write_atomic(&path, &built)?;
-    Ok(path)
 }
 
 /// Why a sidecar cannot answer: missing, stale, or damaged (what and where).
