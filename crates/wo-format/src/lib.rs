@@ -29,6 +29,7 @@ pub use model::{
     RetrievalPrefs, Role, SCHEMA_URL, State, Tombstone, TranscriptVersion, Truth, TruthEdit,
     TruthEntry, TruthKind, Usage,
 };
+pub use links::BranchWalk;
 pub use rawjson::RawJson;
 pub use timestamp::Timestamp;
 pub use validate::Issue;
