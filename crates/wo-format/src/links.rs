@@ -22,8 +22,8 @@
 //! recent window reads a few dozen turns of a 100k-message branch.
 
 use std::collections::{HashMap, HashSet};
-use std::iter::Rev;
 use std::hash::{BuildHasher, BuildHasherDefault, DefaultHasher};
+use std::iter::Rev;
 use std::sync::OnceLock;
 
 use crate::model::Message;
@@ -374,7 +374,10 @@ impl<'m> Iterator for BranchWalk<'m> {
     fn next(&mut self) -> Option<&'m Message> {
         match &mut self.0 {
             Walk::Lazy {
-                messages, next, cur, ..
+                messages,
+                next,
+                cur,
+                ..
             } => {
                 if *cur == NONE {
                     return None;
@@ -533,7 +536,7 @@ mod walk_tests {
     #[test]
     fn a_long_appended_chain_is_walked_lazily_and_counted() {
         let mut s = State::new(Timestamp::from_unix(1_800_000_000));
-        let mut ids = Vec::new();
+        let mut ids: Vec<String> = Vec::new();
         for i in 0..2_000 {
             let mut m = Message::new(
                 "u",
@@ -564,7 +567,11 @@ mod walk_tests {
             .map(String::as_str)
             .collect();
         let (left, oldest) = walk.rest_excluding(&skip);
-        assert_eq!(left, 497 + 1001 - 2, "ids 0 and 700 are left, 1200 is off the branch");
+        assert_eq!(
+            left,
+            497 + 1001 - 2,
+            "ids 0 and 700 are left, 1200 is off the branch"
+        );
         assert_eq!(oldest.map(|m| m.id.as_str()), Some(ids[1].as_str()));
         assert_eq!(walk.count(), 497 + 1001);
     }
