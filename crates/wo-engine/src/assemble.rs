@@ -16,12 +16,11 @@
 //! window's place, and the stored transcript is reached by recall only
 //! (skipping messages whose text the client already sends).
 
-use std::cell::OnceCell;
 use std::collections::HashSet;
 
 use serde::Serialize;
 use wo_format::xhtml::to_plain_text;
-use wo_format::{EffectivePrefs, Message, Role, State, Timestamp};
+use wo_format::{BranchWalk, EffectivePrefs, Message, Role, State, Timestamp};
 
 use crate::recall::{Candidates, RankedHits, RecallIndex};
 use crate::retrieve::{rank_truth, scan_hits};
@@ -397,28 +396,58 @@ impl<'a> WindowTurn<'a> {
     }
 }
 
-/// The conversation this turn continues, newest first, with each turn's
-/// plain text and token cost (text plus [`MESSAGE_OVERHEAD_TOKENS`])
-/// computed at most once: both passes over the recent window read them,
-/// and a long branch past the cut is never converted at all.
+/// The conversation this turn continues, newest first, read only as far
+/// as the assembly looks: the stored branch is walked lazily (a
+/// [`BranchWalk`]: a 100k-message branch costs the few dozen turns that fit
+/// or are listed, the rest counted from the links cache), and each turn's
+/// plain text and token cost (text plus [`MESSAGE_OVERHEAD_TOKENS`]) is
+/// computed at most once: both passes over the recent window read them.
 struct Window<'a> {
-    branch: Vec<WindowTurn<'a>>,
-    rendered: Vec<OnceCell<(String, usize)>>,
+    /// The turns read so far, newest first (a client's: all of them).
+    turns: Vec<WindowTurn<'a>>,
+    rendered: Vec<Option<(String, usize)>>,
+    /// The stored branch beyond `turns`, not yet walked.
+    rest: Option<BranchWalk<'a>>,
 }
 
 impl<'a> Window<'a> {
-    fn new(branch: Vec<WindowTurn<'a>>) -> Self {
-        let rendered = branch.iter().map(|_| OnceCell::new()).collect();
-        Window { branch, rendered }
+    fn client(turns: Vec<WindowTurn<'a>>) -> Self {
+        let rendered = turns.iter().map(|_| None).collect();
+        Window {
+            turns,
+            rendered,
+            rest: None,
+        }
     }
 
-    /// The plain text and token cost of the `i`th newest turn.
-    fn turn(&self, i: usize, count: &dyn Fn(&str) -> usize) -> &(String, usize) {
-        self.rendered[i].get_or_init(|| {
-            let text = self.branch[i].plain_text();
-            let t = count(&text) + MESSAGE_OVERHEAD_TOKENS;
-            (text, t)
-        })
+    fn stored(walk: Option<BranchWalk<'a>>) -> Self {
+        Window {
+            turns: Vec::new(),
+            rendered: Vec::new(),
+            rest: walk,
+        }
+    }
+
+    /// The `i`th newest turn, walking the branch to it if need be.
+    fn get(&mut self, i: usize) -> Option<WindowTurn<'a>> {
+        while self.turns.len() <= i {
+            let m = self.rest.as_mut()?.next()?;
+            self.turns.push(WindowTurn::Stored(m));
+            self.rendered.push(None);
+        }
+        Some(self.turns[i])
+    }
+
+    /// The token cost of the `i`th newest turn (read by [`Window::get`]).
+    fn tokens(&mut self, i: usize, count: &dyn Fn(&str) -> usize) -> usize {
+        let turn = self.turns[i];
+        self.rendered[i]
+            .get_or_insert_with(|| {
+                let text = turn.plain_text();
+                let t = count(&text) + MESSAGE_OVERHEAD_TOKENS;
+                (text, t)
+            })
+            .1
     }
 
     /// Takes the rendered text of the `i`th newest turn (each is sent
@@ -428,6 +457,20 @@ impl<'a> Window<'a> {
             .take()
             .map(|(text, _)| text)
             .unwrap_or_default()
+    }
+
+    /// When every turn read so far has been visited (`from` of them): the
+    /// stored turns not yet walked whose id is not in `skip` — how many,
+    /// and the id of the oldest — counted without walking them. `None`
+    /// while turns read are left to visit, and for a client's turns.
+    fn rest_excluding(
+        &self,
+        from: usize,
+        skip: &HashSet<&str>,
+    ) -> Option<(usize, Option<&'a str>)> {
+        let rest = self.rest.as_ref().filter(|_| from == self.turns.len())?;
+        let (left, oldest) = rest.rest_excluding(skip);
+        Some((left, oldest.map(|m| m.id.as_str())))
     }
 }
 
@@ -478,17 +521,19 @@ pub fn assemble_indexed(
     add_context(&mut a, &mut budget, state, count);
     let flexible = budget.left();
 
-    let mut window = Window::new(match &opts.conversation {
-        Some(turns) => turns
-            .iter()
-            .enumerate()
-            .rev()
-            .map(|(i, (role, text))| WindowTurn::Client {
-                role: *role,
-                text,
-                number: i + 1,
-            })
-            .collect(),
+    let mut window = match &opts.conversation {
+        Some(turns) => Window::client(
+            turns
+                .iter()
+                .enumerate()
+                .rev()
+                .map(|(i, (role, text))| WindowTurn::Client {
+                    role: *role,
+                    text,
+                    number: i + 1,
+                })
+                .collect(),
+        ),
         None => {
             let leaf = if opts.new_conversation {
                 None
@@ -497,15 +542,13 @@ pub fn assemble_indexed(
                     .as_deref()
                     .or(state.messages().last().map(|m| m.id.as_str()))
             };
-            match leaf {
-                Some(leaf) => branch_or_transcript(state, leaf)
-                    .into_iter()
-                    .map(WindowTurn::Stored)
-                    .collect(),
-                None => Vec::new(),
-            }
+            // The branch ending at `leaf`, newest first ([`State::branch`]:
+            // parentless messages chain in transcript order, so a legacy or
+            // imported transcript is kept whole when new turns with parents
+            // follow it).
+            Window::stored(leaf.map(|leaf| state.branch_walk(leaf)))
         }
-    });
+    };
     // What the client already sends, so recall does not send it again.
     let client_texts: HashSet<String> = opts
         .conversation
@@ -524,13 +567,15 @@ pub fn assemble_indexed(
     let recent_cap = share_of(flexible, RECENT_SHARE);
     let mut window_ids: HashSet<&str> = HashSet::new();
     let mut window_tokens = 0;
-    for i in 0..window.branch.len() {
-        let t = window.turn(i, count).1;
+    let mut i = 0;
+    while let Some(turn) = window.get(i) {
+        let t = window.tokens(i, count);
         if window_tokens + t > recent_cap {
             break;
         }
         window_tokens += t;
-        window_ids.extend(window.branch[i].id());
+        window_ids.extend(turn.id());
+        i += 1;
     }
 
     // Earlier messages recalled by relevance, with the turns around each
@@ -764,20 +809,29 @@ fn add_recent_turns(
     let mut unlisted = 0usize;
     let mut oldest_unlisted: Option<&str> = None;
     let too_old = "older than what fits the token budget";
-    // The branch may hold the whole transcript (100k messages): a cheap
-    // key of each recalled id filters the set lookups (ids are `m_` + hex,
-    // so their last eight bytes almost always tell them apart).
-    let mut recalled_keys: Vec<u64> = recalled_ids.iter().map(|id| tail_key(id)).collect();
-    recalled_keys.sort_unstable();
-    let recalled =
-        |id: &str| recalled_keys.binary_search(&tail_key(id)).is_ok() && recalled_ids.contains(id);
-    for i in 0..window.branch.len() {
-        let m = window.branch[i];
-        if m.id().is_some_and(recalled) {
+    let mut next = 0;
+    loop {
+        // The branch may hold the whole transcript (100k messages): once
+        // the nearest turns past the cut are listed, the rest are counted
+        // from the links cache, not walked.
+        if cut
+            && a.dropped.len() >= dropped_before_turns + DROPPED_TURNS_LISTED
+            && let Some((left, oldest)) = window.rest_excluding(next, recalled_ids)
+        {
+            unlisted += left;
+            oldest_unlisted = oldest.or(oldest_unlisted);
+            break;
+        }
+        let Some(m) = window.get(next) else {
+            break;
+        };
+        let i = next;
+        next += 1;
+        if m.id().is_some_and(|id| recalled_ids.contains(id)) {
             continue;
         }
         if !cut {
-            let t = window.turn(i, count).1;
+            let t = window.tokens(i, count);
             if t <= budget.left() {
                 budget.spend(t);
                 taken.push((i, t));
@@ -815,7 +869,7 @@ fn add_recent_turns(
     // own history (its parent chain), and listing them made every stored
     // answer repeat the ids of the whole conversation (~5 KB each).
     for (i, t) in taken.into_iter().rev() {
-        let m = window.branch[i];
+        let m = window.turns[i];
         let text = window.take_text(i);
         // An answer stopped before its first word is kept empty (marked
         // `stopped`): there is nothing to send, and some servers refuse an
@@ -832,14 +886,6 @@ fn add_recent_turns(
         });
         a.turns.push((role, text));
     }
-}
-
-/// The last (up to) eight bytes of `id`, as a number: a cheap first test
-/// of set membership.
-fn tail_key(id: &str) -> u64 {
-    let b = id.as_bytes();
-    let tail = &b[b.len().saturating_sub(8)..];
-    tail.iter().fold(0u64, |k, &x| (k << 8) | u64::from(x))
 }
 
 /// Recalls earlier messages for `query` within `cap` tokens: hits and the
@@ -954,15 +1000,6 @@ fn recall_within<'a>(
         });
     }
     (taken, Some((text, spent)))
-}
-
-/// The branch ending at `leaf`, newest first ([`State::branch`]: parentless
-/// messages chain in transcript order, so a legacy or imported transcript
-/// is kept whole when new turns with parents follow it).
-fn branch_or_transcript<'a>(state: &'a State, leaf: &str) -> Vec<&'a Message> {
-    let mut path = state.branch(leaf);
-    path.reverse();
-    path
 }
 
 /// The longest prefix of `text` (cut at a word boundary) within `cap` tokens.

@@ -179,9 +179,10 @@ impl RecallIndex {
             .iter()
             .filter_map(|id| self.positions.get(*id).copied())
             .collect();
+        // A list of a sidecar read lazily that turns out malformed: scan.
+        let scores = self.postings.scores(query, &excluded).ok()?;
         Some(
-            self.postings
-                .scores(query, &excluded)
+            scores
                 .into_iter()
                 .map(|(d, score)| Recalled {
                     message: &messages[d as usize],

@@ -18,8 +18,12 @@
 //! The file is `.<state file name>.recall` (a dot file: invisible to `ls`;
 //! `wo git-setup` adds it to `.gitignore`). Layout, little-endian:
 //! [`MAGIC`], `u32` tokenizer probe, `u32` messages indexed, a `u64` key
-//! per message, the postings ([`wo_text::postings::Postings::to_bytes`]),
-//! and a CRC-32 of everything before it.
+//! per message, the postings ([`wo_text::postings::Postings::to_bytes`]:
+//! a term directory, then the lists), and a CRC-32 of everything before it.
+//! The postings are read lazily ([`Postings::read_lazy`]): the directory at
+//! once, a term's list when the question (or an appended message) needs it,
+//! checked then; a malformed one makes recall scan instead (the same
+//! context either way).
 
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
@@ -30,7 +34,7 @@ use wo_text::postings::Postings;
 use crate::recall::RecallIndex;
 
 /// The file's first bytes; the last digit is the layout's version.
-pub const MAGIC: &[u8; 8] = b"WORECAL1";
+pub const MAGIC: &[u8; 8] = b"WORECAL2";
 
 /// After this many messages appended since the file was written, [`save`]
 /// rewrites it (below it, [`load`] tokenises them: a few milliseconds).
@@ -116,7 +120,7 @@ pub fn load(path: &Path, state: &State) -> (RecallIndex, Loaded) {
             );
         }
     };
-    match read(&bytes, state) {
+    match read(bytes, state) {
         Ok(Some((postings, covered))) => (
             RecallIndex::adopt(postings, state),
             Loaded::Read { covered },
@@ -138,7 +142,7 @@ fn built(state: &State) -> RecallIndex {
 /// The postings in `bytes` and how many messages they cover, when they
 /// index `state`'s first messages as they are (`None`: stale); an error
 /// when `bytes` is not an intact sidecar of this layout and tokenizer.
-fn read(bytes: &[u8], state: &State) -> Result<Option<(Postings, usize)>, String> {
+fn read(bytes: Vec<u8>, state: &State) -> Result<Option<(Postings, usize)>, String> {
     let Some((body, sum)) = bytes.split_last_chunk::<4>() else {
         return Err("shorter than its header".into());
     };
@@ -177,7 +181,9 @@ fn read(bytes: &[u8], state: &State) -> Result<Option<(Postings, usize)>, String
     if !same {
         return Ok(None);
     }
-    let postings = Postings::from_bytes(&rest[keys_end..]).map_err(|e| e.to_string())?;
+    // `rest` starts after the magic; the checksum follows the postings.
+    let (start, end) = (MAGIC.len() + keys_end, body.len());
+    let postings = Postings::read_lazy(bytes, start..end).map_err(|e| e.to_string())?;
     if postings.len() != covered {
         return Err("the postings and the keys disagree on the message count".into());
     }

@@ -284,3 +284,58 @@ proptest! {
         prop_assert_eq!(scan.dropped, indexed.dropped);
     }
 }
+
+/// The postings are read lazily, each list checked when first read: a file
+/// whose checksum is right but whose lists are malformed (written by a
+/// broken or hostile program) is read, and whichever list a question
+/// touches that is malformed makes recall scan — the context is still the
+/// scan's, for questions naming any word of the transcript, before and
+/// after turns are appended to the lists.
+#[test]
+fn a_malformed_list_behind_a_valid_checksum_never_changes_the_context() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = recall_file::sidecar_path(&dir.path().join("llm.json"));
+    let mut state = state_of(&specs(40));
+    let (mut index, loaded) = recall_file::load(&path, &state);
+    assert!(recall_file::save(&path, &mut index, &state, &loaded).unwrap());
+    let good = std::fs::read(&path).unwrap();
+    // Every pair of the lists (the bytes before the checksum, back to the
+    // end of the directory) in turn: its document set past the last one,
+    // the checksum recomputed.
+    let body = good.len() - 4;
+    let questions: Vec<String> = WORDS
+        .iter()
+        .chain(&["Caroline", "smollm2", "ann"])
+        .map(|w| format!("{w}?"))
+        .chain([QUERY.to_owned()])
+        .collect();
+    for pair in 1..=12 {
+        let at = body - 8 * pair;
+        let mut bad = good[..body].to_vec();
+        bad[at..at + 4].copy_from_slice(&u32::MAX.to_le_bytes());
+        let sum = crc32fast::hash(&bad);
+        bad.extend_from_slice(&sum.to_le_bytes());
+        std::fs::write(&path, &bad).unwrap();
+        let mut grown = state.clone();
+        grown.push_message(message(40, &[0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12]));
+        for s in [&state, &grown] {
+            let (index, loaded) = recall_file::load(&path, s);
+            assert_eq!(loaded, Loaded::Read { covered: 40 });
+            let mut opts = AssemblyOptions::new(s, 700, 64);
+            opts.now = Timestamp::from_unix(NOW);
+            for q in &questions {
+                let scan = assemble(s, q, &opts, &estimate_tokens, &[]).unwrap();
+                let read =
+                    assemble_indexed(s, Some(&index), q, &opts, &estimate_tokens, &[]).unwrap();
+                assert_eq!(scan.system, read.system, "pair {pair}, {q}");
+                assert_eq!(scan.included, read.included, "pair {pair}, {q}");
+                assert_eq!(scan.dropped, read.dropped, "pair {pair}, {q}");
+            }
+        }
+    }
+    state.push_message(message(41, &[1]));
+    assert_eq!(
+        recall_file::load(&path, &state).1,
+        Loaded::Read { covered: 40 }
+    );
+}

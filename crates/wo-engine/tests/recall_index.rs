@@ -7,9 +7,21 @@
 //! without a cap on the hits recalled. (Both paths take recall's
 //! candidates lazily; `recall.rs`' unit tests hold that to sorting them
 //! all.)
+//!
+//! Both paths also read the recent window lazily (`State::branch_walk`:
+//! the turns that fit and the 50 listed past the cut, the rest counted from
+//! the links cache), so every assembly's recent turns are held to their
+//! definition over `State::branch_uncached`: the newest turns of the branch
+//! not recalled, as many as fit, then the next 50 listed, then one entry
+//! counting the rest back to the oldest — on long branches with forks, new
+//! conversations, any leaf, and the changes that make the walk eager
+//! (repeated ids).
+
+use std::collections::HashSet;
 
 use proptest::prelude::*;
 use wo_engine::assemble::estimate_tokens;
+use wo_engine::assemble::{DROPPED_TURNS_LISTED, SourceKind};
 use wo_engine::recall::Synced;
 use wo_engine::{Assembled, AssemblyOptions, RecallIndex, assemble, assemble_indexed};
 use wo_format::{Message, State, Timestamp, TruthEntry};
@@ -149,6 +161,103 @@ fn same(a: &Assembled, b: &Assembled) -> Result<(), TestCaseError> {
     Ok(())
 }
 
+/// The recent turns of `a` are their definition: over the branch to the
+/// leaf from scratch, newest first, less the recalled messages, a prefix is
+/// sent (oldest first, empty answers left out), the next
+/// [`DROPPED_TURNS_LISTED`] are listed as dropped, and one entry counts the
+/// rest, naming the oldest.
+fn window_is_the_definition(
+    state: &State,
+    opts: &AssemblyOptions,
+    a: &Assembled,
+) -> Result<(), TestCaseError> {
+    let leaf = if opts.new_conversation {
+        None
+    } else {
+        opts.leaf
+            .clone()
+            .or(state.messages().last().map(|m| m.id.clone()))
+    };
+    let recalled: HashSet<&str> = a
+        .included
+        .iter()
+        .filter(|p| p.kind == SourceKind::EarlierMessage)
+        .filter_map(|p| p.id.as_deref())
+        .collect();
+    let rest: Vec<&Message> = leaf
+        .map(|leaf| state.branch_uncached(&leaf))
+        .unwrap_or_default()
+        .into_iter()
+        .rev()
+        .filter(|m| !recalled.contains(m.id.as_str()))
+        .collect();
+    let dropped: Vec<_> = a
+        .dropped
+        .iter()
+        .filter(|d| d.kind == SourceKind::RecentTurn)
+        .collect();
+    // Where the cut is: past the listed drops, one entry counts the rest.
+    let counted: usize = if dropped.len() > DROPPED_TURNS_LISTED {
+        let label = &dropped[dropped.len() - 1].label;
+        label
+            .split(' ')
+            .next()
+            .and_then(|n| n.parse().ok())
+            .ok_or_else(|| TestCaseError::fail(format!("no count in {label:?}")))?
+    } else {
+        0
+    };
+    let listed_drops = dropped.len().min(DROPPED_TURNS_LISTED);
+    prop_assert!(
+        listed_drops + counted <= rest.len(),
+        "more dropped than the branch holds"
+    );
+    let taken = rest.len() - listed_drops - counted;
+    let listed = (rest.len() - taken).min(DROPPED_TURNS_LISTED);
+    let want_listed: Vec<Option<&str>> = rest[taken..taken + listed]
+        .iter()
+        .map(|m| Some(m.id.as_str()))
+        .collect();
+    let got_listed: Vec<Option<&str>> = dropped
+        .iter()
+        .take(listed)
+        .map(|d| d.id.as_deref())
+        .collect();
+    prop_assert_eq!(got_listed, want_listed);
+    let unlisted = rest.len() - taken - listed;
+    if unlisted > 0 {
+        prop_assert_eq!(dropped.len(), listed + 1);
+        let last = dropped[listed];
+        prop_assert_eq!(last.id.as_deref(), rest.last().map(|m| m.id.as_str()));
+        prop_assert!(
+            last.label
+                .starts_with(&format!("{unlisted} older messages")),
+            "{}",
+            last.label
+        );
+    } else {
+        prop_assert_eq!(dropped.len(), listed);
+    }
+    let want_sent: Vec<&str> = rest[..taken]
+        .iter()
+        .rev()
+        .filter(|m| {
+            !wo_format::xhtml::to_plain_text(&m.content)
+                .trim()
+                .is_empty()
+        })
+        .map(|m| m.id.as_str())
+        .collect();
+    let got_sent: Vec<&str> = a
+        .included
+        .iter()
+        .filter(|p| p.kind == SourceKind::RecentTurn)
+        .filter_map(|p| p.id.as_deref())
+        .collect();
+    prop_assert_eq!(got_sent, want_sent);
+    Ok(())
+}
+
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(120))]
     #[test]
@@ -191,7 +300,10 @@ proptest! {
             let scan = assemble(state, &query, &opts, &estimate_tokens, &[]);
             let indexed = assemble_indexed(state, Some(index), &query, &opts, &estimate_tokens, &[]);
             match (scan, indexed) {
-                (Ok(a), Ok(b)) => same(&a, &b),
+                (Ok(a), Ok(b)) => {
+                    window_is_the_definition(state, &opts, &a)?;
+                    same(&a, &b)
+                }
                 (Err(a), Err(b)) => {
                     prop_assert_eq!(a, b);
                     Ok(())
@@ -258,4 +370,66 @@ fn appends_are_incremental_and_other_changes_rebuild() {
     let scan = wo_engine::retrieve::recall_messages(state.messages(), "kiln", &none, 10);
     assert!(!hits.is_empty());
     assert_eq!(hits, scan);
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(40))]
+    /// Branches longer than the listed drops (the lazy window counts the
+    /// rest from the links cache): explicit parents with forks and new
+    /// conversations, any leaf, the cache built early and extended by the
+    /// appends after it, then changes (a repeated id makes the walk eager).
+    #[test]
+    fn long_branches_send_and_count_the_window_exactly(
+        n in 60usize..400,
+        forks in proptest::collection::vec((0usize..400, 0usize..400, any::<bool>()), 0..8),
+        leaf_at in proptest::option::of(0usize..400),
+        changes in proptest::collection::vec(change(), 0..3),
+        window in 150usize..1200,
+        query in proptest::collection::vec(0..WORDS.len(), 1..4),
+    ) {
+        let mut state = State::new(Timestamp::from_unix(NOW));
+        let mut clock = 0i64;
+        let mut ids: Vec<String> = Vec::new();
+        for i in 0..n {
+            clock += 10;
+            let mut m = message(i % NAMES.len(), &[i % WORDS.len(), (i * 7) % WORDS.len()], clock);
+            m.parent = ids.last().cloned();
+            for &(at, to, new_conversation) in &forks {
+                if i > 0 && at % n == i {
+                    if new_conversation {
+                        m.parent = None;
+                        m.mark_new_conversation();
+                    } else {
+                        m.parent = Some(ids[to % i].clone());
+                    }
+                }
+            }
+            m.id = wo_format::ids::message_id(&m.username, m.timestamp.as_str(), &m.content);
+            ids.push(m.id.clone());
+            state.push_message(m);
+            if i == 5 {
+                state.branch(&ids[0]); // the cache, extended from here on
+            }
+        }
+        let q: Vec<&str> = query.iter().map(|&w| WORDS[w]).collect();
+        let query = q.join(" ");
+        let mut index = RecallIndex::new();
+        let check = |state: &State, index: &RecallIndex| -> Result<(), TestCaseError> {
+            let mut opts = AssemblyOptions::new(state, window, 64);
+            opts.now = Timestamp::from_unix(NOW);
+            opts.leaf = leaf_at.map(|i| state.messages()[i % state.messages().len()].id.clone());
+            let scan = assemble(state, &query, &opts, &estimate_tokens, &[]).expect("fits");
+            let indexed = assemble_indexed(state, Some(index), &query, &opts, &estimate_tokens, &[])
+                .expect("fits");
+            window_is_the_definition(state, &opts, &scan)?;
+            same(&scan, &indexed)
+        };
+        index.sync(&state);
+        check(&state, &index)?;
+        for c in &changes {
+            apply(&mut state, c, &mut clock);
+            index.sync(&state);
+            check(&state, &index)?;
+        }
+    }
 }

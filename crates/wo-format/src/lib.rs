@@ -24,6 +24,7 @@ pub use codec::{
     CanonicalParts, MessageCache, ParseError, canonical_parts, parse, to_canonical_vec,
     validate_bytes, write_canonical,
 };
+pub use links::BranchWalk;
 pub use model::{
     EffectivePrefs, EffortStatus, Expires, Extra, Message, NEW_CONVERSATION_KEY, Provenance,
     RetrievalPrefs, Role, SCHEMA_URL, State, Tombstone, TranscriptVersion, Truth, TruthEdit,

@@ -11,9 +11,19 @@
 //! an append would change an earlier message's step (its id repeats one, or
 //! it is the missing parent of an earlier message). A proptest holds the
 //! cached walk to the uncached one.
+//!
+//! When the steps form a forest (no cycle, no repeated id — every file the
+//! tools write), the cache also keeps each message's depth (the length of
+//! its branch) and one jump pointer (Myers' skew-binary scheme: O(1) per
+//! appended message, the ancestor at any depth in O(log n) steps), so a
+//! [`BranchWalk`] — the branch newest first, walked only as far as a caller
+//! reads — can count what it has not walked (how many messages, which of a
+//! few ids are among them, the oldest) without walking it: the prompt's
+//! recent window reads a few dozen turns of a 100k-message branch.
 
 use std::collections::{HashMap, HashSet};
 use std::hash::{BuildHasher, BuildHasherDefault, DefaultHasher};
+use std::iter::Rev;
 use std::sync::OnceLock;
 
 use crate::model::Message;
@@ -77,17 +87,101 @@ pub(crate) struct Links {
     /// Hashes of parents that name no message: appending a message with
     /// such an id changes an earlier message's step.
     dangling: HashSet<u64>,
+    /// Depths and jump pointers; `None` when the steps are not a forest
+    /// (a cycle, or an id repeated, so an id does not name one message).
+    tree: Option<Tree>,
+}
+
+/// Each message's depth (messages on its branch, itself included: a root
+/// has 1) and jump pointer (an ancestor, or itself for a root), indexed like
+/// [`Links::next`].
+#[derive(Debug, Default)]
+struct Tree {
+    depth: Vec<u32>,
+    jump: Vec<u32>,
+}
+
+impl Tree {
+    /// Records message `v` whose step is `parent` (already recorded).
+    fn add(&mut self, v: u32, parent: u32) {
+        let (depth, jump) = if parent == NONE {
+            (1, v)
+        } else {
+            let p = parent as usize;
+            let j = self.jump[p] as usize;
+            let jj = self.jump[j] as usize;
+            // Skew-binary jumps: two equal jumps above combine into one.
+            let jump = if self.depth[p] - self.depth[j] == self.depth[j] - self.depth[jj] {
+                jj as u32
+            } else {
+                parent
+            };
+            (self.depth[p] + 1, jump)
+        };
+        let v = v as usize;
+        if self.depth.len() <= v {
+            self.depth.resize(v + 1, 0);
+            self.jump.resize(v + 1, 0);
+        }
+        self.depth[v] = depth;
+        self.jump[v] = jump;
+    }
+
+    /// The ancestor of `v` (or `v`) at `depth` (1 ..= depth of `v`).
+    fn ancestor_at(&self, next: &[u32], mut v: u32, depth: u32) -> u32 {
+        while self.depth[v as usize] > depth {
+            let j = self.jump[v as usize];
+            v = if self.depth[j as usize] >= depth {
+                j
+            } else {
+                next[v as usize]
+            };
+        }
+        v
+    }
+
+    /// Depths and jumps for `next`, or `None` if it has a cycle. Each
+    /// message is recorded after its parent (steps may point forward in a
+    /// hand-edited file).
+    fn build(next: &[u32]) -> Option<Tree> {
+        let n = next.len();
+        let mut tree = Tree {
+            depth: vec![0; n],
+            jump: vec![0; n],
+        };
+        // 0: not reached, 1: on the chain being followed, 2: recorded.
+        let mut mark = vec![0u8; n];
+        let mut chain = Vec::new();
+        for start in 0..n {
+            let mut v = start as u32;
+            while v != NONE && mark[v as usize] == 0 {
+                mark[v as usize] = 1;
+                chain.push(v);
+                v = next[v as usize];
+            }
+            if v != NONE && mark[v as usize] == 1 {
+                return None; // a cycle
+            }
+            while let Some(u) = chain.pop() {
+                tree.add(u, next[u as usize]);
+                mark[u as usize] = 2;
+            }
+        }
+        Some(tree)
+    }
 }
 
 impl Links {
     fn build(messages: &[Message]) -> Option<Links> {
         let n = u32::try_from(messages.len()).ok().filter(|&n| n < NONE)?;
         let mut by_id: HashMap<u64, u32> = HashMap::with_capacity(n as usize);
+        let mut repeated = false;
         for (i, m) in messages.iter().enumerate() {
-            if let Some(&j) = by_id.get(&id_hash(&m.id))
-                && messages[j as usize].id != m.id
-            {
-                return None; // two ids share a hash: walk uncached
+            if let Some(&j) = by_id.get(&id_hash(&m.id)) {
+                if messages[j as usize].id != m.id {
+                    return None; // two ids share a hash: walk uncached
+                }
+                repeated = true;
             }
             by_id.insert(id_hash(&m.id), i as u32);
         }
@@ -96,6 +190,7 @@ impl Links {
             next: Vec::with_capacity(n as usize),
             last_parentless: None,
             dangling: HashSet::new(),
+            tree: None,
         };
         for (i, m) in messages.iter().enumerate() {
             let step = links.step(messages, m);
@@ -103,6 +198,9 @@ impl Links {
             if m.parent.is_none() {
                 links.last_parentless = Some(i as u32);
             }
+        }
+        if !repeated {
+            links.tree = Tree::build(&links.next);
         }
         Some(links)
     }
@@ -154,6 +252,11 @@ impl Links {
         if message.parent.is_none() {
             self.last_parentless = Some(n);
         }
+        if step == n {
+            self.tree = None; // its own parent: a cycle
+        } else if let Some(tree) = &mut self.tree {
+            tree.add(n, step);
+        }
         true
     }
 
@@ -173,10 +276,125 @@ impl Links {
         path.reverse();
         path
     }
+
+    /// [`BranchWalk`] over these links, lazy when they form a forest.
+    pub(crate) fn walk<'m>(&'m self, messages: &'m [Message], leaf: &str) -> BranchWalk<'m> {
+        match &self.tree {
+            Some(tree) => BranchWalk(Walk::Lazy {
+                messages,
+                next: &self.next,
+                tree,
+                links: self,
+                cur: self.position(messages, leaf).unwrap_or(NONE),
+            }),
+            None => BranchWalk::eager(self.branch(messages, leaf)),
+        }
+    }
+}
+
+/// The branch to a leaf, newest first (the leaf, its parent, …): the
+/// messages of [`crate::State::branch`] in reverse, walked only as far as
+/// it is read. What is left can be counted without walking it
+/// ([`BranchWalk::rest_excluding`]).
+pub struct BranchWalk<'m>(Walk<'m>);
+
+enum Walk<'m> {
+    /// Over the cached links of a forest.
+    Lazy {
+        messages: &'m [Message],
+        next: &'m [u32],
+        tree: &'m Tree,
+        links: &'m Links,
+        /// The next message to yield ([`NONE`]: the walk is over).
+        cur: u32,
+    },
+    /// The whole branch, walked already (no cache, or not a forest).
+    Eager(Rev<std::vec::IntoIter<&'m Message>>),
+}
+
+impl<'m> BranchWalk<'m> {
+    /// A walk over `branch` (oldest first, as `State::branch` gives it).
+    pub(crate) fn eager(branch: Vec<&'m Message>) -> Self {
+        BranchWalk(Walk::Eager(branch.into_iter().rev()))
+    }
+
+    /// The messages not yet walked whose id is not in `skip`: how many, and
+    /// the oldest of them. From the links' depths and jumps when cached
+    /// (O(|skip| log n)), else by reading the rest of the branch.
+    pub fn rest_excluding(&self, skip: &HashSet<&str>) -> (usize, Option<&'m Message>) {
+        match &self.0 {
+            Walk::Lazy {
+                messages,
+                next,
+                tree,
+                links,
+                cur,
+            } => {
+                if *cur == NONE {
+                    return (0, None);
+                }
+                let depth = tree.depth[*cur as usize];
+                // Ids are unique in a forest: each skipped id is at most
+                // one message, left to walk if it is an ancestor of `cur`.
+                let on_rest = |p: u32| {
+                    let d = tree.depth[p as usize];
+                    d <= depth && tree.ancestor_at(next, *cur, d) == p
+                };
+                let skipped = skip
+                    .iter()
+                    .filter_map(|id| links.position(messages, id))
+                    .filter(|&p| on_rest(p))
+                    .count();
+                let left = depth as usize - skipped;
+                let oldest = (left > 0)
+                    .then(|| {
+                        (1..=depth)
+                            .map(|d| &messages[tree.ancestor_at(next, *cur, d) as usize])
+                            .find(|m| !skip.contains(m.id.as_str()))
+                    })
+                    .flatten();
+                (left, oldest)
+            }
+            Walk::Eager(rest) => {
+                let mut left = 0;
+                let mut oldest = None;
+                for m in rest.clone().filter(|m| !skip.contains(m.id.as_str())) {
+                    left += 1;
+                    oldest = Some(m);
+                }
+                (left, oldest)
+            }
+        }
+    }
+}
+
+impl<'m> Iterator for BranchWalk<'m> {
+    type Item = &'m Message;
+
+    fn next(&mut self) -> Option<&'m Message> {
+        match &mut self.0 {
+            Walk::Lazy {
+                messages,
+                next,
+                cur,
+                ..
+            } => {
+                if *cur == NONE {
+                    return None;
+                }
+                let m = &messages[*cur as usize];
+                *cur = next[*cur as usize];
+                Some(m)
+            }
+            Walk::Eager(rest) => rest.next(),
+        }
+    }
 }
 
 #[cfg(test)]
 mod tests {
+    use std::collections::HashSet;
+
     use crate::model::{Message, State};
     use crate::timestamp::Timestamp;
     use proptest::prelude::*;
@@ -247,7 +465,36 @@ mod tests {
                 for leaf in &leaves {
                     let a: Vec<*const Message> = s.branch(leaf).into_iter().map(|m| m as *const _).collect();
                     let b: Vec<*const Message> = s.branch_uncached(leaf).into_iter().map(|m| m as *const _).collect();
-                    prop_assert_eq!(a, b, "leaf {}", leaf);
+                    prop_assert_eq!(&a, &b, "leaf {}", leaf);
+                    // The lazy walk is the branch newest first; what it has
+                    // not walked is counted as reading it would count it,
+                    // after every prefix and for several sets of skipped ids.
+                    let walked: Vec<*const Message> = s.branch_walk(leaf).map(|m| m as *const _).collect();
+                    let newest_first: Vec<*const Message> = b.iter().rev().copied().collect();
+                    prop_assert_eq!(&walked, &newest_first, "walk from {}", leaf);
+                    let rev: Vec<&Message> = s.branch_uncached(leaf).into_iter().rev().collect();
+                    for k in 0..=rev.len() {
+                        let mut walk = s.branch_walk(leaf);
+                        for _ in 0..k {
+                            walk.next();
+                        }
+                        for modulus in [1usize, 2, 3, 7] {
+                            let skip: HashSet<&str> = s.messages().iter().enumerate()
+                                .filter(|(i, _)| i % modulus == 1 % modulus)
+                                .map(|(_, m)| m.id.as_str())
+                                .chain(["m_nosuch"])
+                                .collect();
+                            let rest: Vec<&Message> = rev[k..].iter().copied()
+                                .filter(|m| !skip.contains(m.id.as_str())).collect();
+                            let (left, oldest) = walk.rest_excluding(&skip);
+                            prop_assert_eq!(left, rest.len(), "leaf {} after {}", leaf, k);
+                            prop_assert_eq!(
+                                oldest.map(|m| m as *const Message),
+                                rest.last().map(|m| *m as *const Message),
+                                "oldest, leaf {} after {}", leaf, k
+                            );
+                        }
+                    }
                 }
                 Ok(())
             };
@@ -272,5 +519,60 @@ mod tests {
             let copy = s.clone();
             check(&copy)?;
         }
+    }
+}
+
+#[cfg(test)]
+mod walk_tests {
+    use std::collections::HashSet;
+
+    use super::Walk;
+    use crate::model::{Message, State};
+    use crate::timestamp::Timestamp;
+
+    /// A long chain with a fork, built by appending as a server does: the
+    /// walk is lazy (the forest's depths kept through every append), and
+    /// the rest is counted without walking it.
+    #[test]
+    fn a_long_appended_chain_is_walked_lazily_and_counted() {
+        let mut s = State::new(Timestamp::from_unix(1_800_000_000));
+        let mut ids: Vec<String> = Vec::new();
+        for i in 0..2_000 {
+            let mut m = Message::new(
+                "u",
+                Timestamp::from_unix(1_800_000_001 + i),
+                "t",
+                format!("<p>m{i}</p>"),
+            );
+            // One chain, except message 1500 which forks from 1000.
+            m.parent = match i {
+                0 => None,
+                1500 => Some(ids[1000].clone()),
+                _ => Some(ids[i as usize - 1].clone()),
+            };
+            m.id = crate::ids::message_id(&m.username, m.timestamp.as_str(), &m.content);
+            ids.push(m.id.clone());
+            assert!(s.push_message(m));
+            if i == 10 {
+                s.branch(&ids[0]); // builds the cache; later appends extend it
+            }
+        }
+        let mut walk = s.branch_walk(&ids[1999]);
+        assert!(matches!(walk.0, Walk::Lazy { .. }));
+        let newest: Vec<&str> = walk.by_ref().take(3).map(|m| m.id.as_str()).collect();
+        assert_eq!(newest, [&ids[1999], &ids[1998], &ids[1997]]);
+        // Left: 1996 ..= 1500, then 1000 ..= 0: 497 + 1001 messages.
+        let skip: HashSet<&str> = [&ids[0], &ids[1200], &ids[700], &ids[1998]]
+            .into_iter()
+            .map(String::as_str)
+            .collect();
+        let (left, oldest) = walk.rest_excluding(&skip);
+        assert_eq!(
+            left,
+            497 + 1001 - 2,
+            "ids 0 and 700 are left, 1200 is off the branch"
+        );
+        assert_eq!(oldest.map(|m| m.id.as_str()), Some(ids[1].as_str()));
+        assert_eq!(walk.count(), 497 + 1001);
     }
 }

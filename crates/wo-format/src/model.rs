@@ -1000,6 +1000,17 @@ impl State {
         }
     }
 
+    /// The branch to `leaf` newest first — [`State::branch`] reversed —
+    /// walked lazily over the cached links: a caller that reads the newest
+    /// few messages of a long branch pays for those, and counts the rest
+    /// with [`crate::BranchWalk::rest_excluding`].
+    pub fn branch_walk(&self, leaf: &str) -> crate::links::BranchWalk<'_> {
+        match self.links.get(&self.messages) {
+            Some(links) => links.walk(&self.messages, leaf),
+            None => crate::links::BranchWalk::eager(self.branch_uncached(leaf)),
+        }
+    }
+
     /// [`State::branch`] computed from scratch (the definition the cached
     /// walk is held to).
     pub fn branch_uncached(&self, leaf: &str) -> Vec<&Message> {

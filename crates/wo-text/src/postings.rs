@@ -9,7 +9,15 @@
 //! and document frequencies computed without the excluded documents), the
 //! same formula evaluated in the same order — bit for bit, which a property
 //! test holds it to. So a caller may use either and send the same context.
+//!
+//! Kept on disk ([`Postings::to_bytes`]), the index is read back lazily
+//! ([`Postings::read_lazy`]): the term directory at once, each term's list
+//! only when a query or an appended document touches it, checked then — a
+//! one-shot process (`wo ask`) pays for the few lists its question names,
+//! not for all of them. A list found malformed makes [`Postings::scores`]
+//! refuse to answer (the caller scans instead), never a wrong score.
 
+use std::borrow::Cow;
 use std::collections::HashMap;
 
 use crate::bm25::{Doc, QueryTerms, idf, tf_weight};
@@ -20,14 +28,28 @@ use crate::terms::{Scratch, for_each_word, for_each_word_in_xhtml, for_each_word
 /// would only grow the cache).
 const MAX_CACHED_WORD_BYTES: usize = 64;
 
+/// One term's list: (document, term frequency), documents ascending.
+#[derive(Debug)]
+enum List {
+    /// In memory.
+    Owned(Vec<(u32, u32)>),
+    /// Not read yet: `n` pairs at byte `at` of [`Postings::stored`].
+    Stored { at: usize, n: usize },
+}
+
 /// Documents numbered 0, 1, 2… in the order they were added, with the
 /// positions of every term in them.
 #[derive(Debug, Default)]
 pub struct Postings {
     /// Term → its number.
     terms: HashMap<Box<str>, u32>,
-    /// For each term number: (document, term frequency), documents ascending.
-    lists: Vec<Vec<(u32, u32)>>,
+    /// For each term number, its list.
+    lists: Vec<List>,
+    /// The bytes [`List::Stored`] lists are read from ([`Self::read_lazy`]).
+    stored: Vec<u8>,
+    /// A stored list was malformed when an appended document needed it:
+    /// [`Self::scores`] refuses to answer from then on.
+    damaged: bool,
     /// Each document's length in words.
     lens: Vec<u32>,
     /// Sum of `lens`.
@@ -76,7 +98,7 @@ impl Postings {
             for_each_word_term(word, &mut self.scratch, |t| {
                 let next = terms.len() as u32;
                 let id = *terms.entry(t.into()).or_insert_with(|| {
-                    lists.push(Vec::new());
+                    lists.push(List::Owned(Vec::new()));
                     next
                 });
                 ids.push(id);
@@ -90,7 +112,18 @@ impl Postings {
         for_each_word_in_xhtml(doc.xhtml, &mut count);
         doc_terms.sort_unstable();
         for run in doc_terms.chunk_by(|a, b| a == b) {
-            self.lists[run[0] as usize].push((number, run.len() as u32));
+            let id = run[0] as usize;
+            if let List::Stored { at, n } = self.lists[id] {
+                // Read now, checked against the documents before this one.
+                let list = decode(&self.stored, at, n, number).unwrap_or_else(|_| {
+                    self.damaged = true;
+                    Vec::new()
+                });
+                self.lists[id] = List::Owned(list);
+            }
+            if let List::Owned(list) = &mut self.lists[id] {
+                list.push((number, run.len() as u32));
+            }
         }
         self.doc_terms = doc_terms;
         self.lens.push(len);
@@ -102,8 +135,15 @@ impl Postings {
     /// (numbers not in the index are ignored): `(document, score)` for each
     /// document sharing a term with the query, in document order. Equal,
     /// bit for bit, to [`crate::bm25::scores_docs`] over the documents not
-    /// excluded.
-    pub fn scores(&self, query: &str, excluded: &[u32]) -> Vec<(u32, f64)> {
+    /// excluded. An error when a list read from disk is malformed (the
+    /// index must then not be used).
+    pub fn scores(&self, query: &str, excluded: &[u32]) -> Result<Vec<(u32, f64)>, BytesError> {
+        if self.damaged {
+            return Err(BytesError {
+                at: 0,
+                what: "a list read for an appended document is malformed",
+            });
+        }
         let q = QueryTerms::new(query);
         let mut ex: Vec<u32> = excluded
             .iter()
@@ -114,7 +154,7 @@ impl Postings {
         ex.dedup();
         let n_docs = self.lens.len() - ex.len();
         if n_docs == 0 || q.terms.is_empty() {
-            return Vec::new();
+            return Ok(Vec::new());
         }
         let is_excluded = |d: u32| !ex.is_empty() && ex.binary_search(&d).is_ok();
         let n = n_docs as f64;
@@ -123,16 +163,14 @@ impl Postings {
                 .map(|&d| u64::from(self.lens[d as usize]))
                 .sum::<u64>();
         let avg = total as f64 / n;
-        let empty: &[(u32, u32)] = &[];
-        let lists: Vec<&[(u32, u32)]> = q
+        let lists: Vec<Cow<'_, [(u32, u32)]>> = q
             .terms
             .iter()
-            .map(|t| {
-                self.terms
-                    .get(t.as_str())
-                    .map_or(empty, |&id| &self.lists[id as usize])
+            .map(|t| match self.terms.get(t.as_str()) {
+                Some(&id) => self.list(id),
+                None => Ok(Cow::Borrowed(&[][..])),
             })
-            .collect();
+            .collect::<Result<_, _>>()?;
         // One score per document, summed term by term in the query's term
         // order from 0.0 — the order and start `scores_docs` sums in.
         let mut score = vec![0.0_f64; self.lens.len()];
@@ -143,7 +181,7 @@ impl Postings {
                 .filter(|&&d| list.binary_search_by_key(&d, |p| p.0).is_ok())
                 .count();
             let idf = idf(n, (list.len() - excluded_here) as f64);
-            for &(d, tf) in *list {
+            for &(d, tf) in list.iter() {
                 if is_excluded(d) {
                     continue;
                 }
@@ -152,12 +190,51 @@ impl Postings {
                 hit[d as usize] = true;
             }
         }
-        hit.iter()
+        Ok(hit
+            .iter()
             .enumerate()
             .filter(|(_, h)| **h)
             .map(|(d, _)| (d as u32, score[d]))
-            .collect()
+            .collect())
     }
+
+    /// Term `id`'s list, read and checked now if it is still on disk.
+    fn list(&self, id: u32) -> Result<Cow<'_, [(u32, u32)]>, BytesError> {
+        match &self.lists[id as usize] {
+            List::Owned(list) => Ok(Cow::Borrowed(list)),
+            &List::Stored { at, n } => {
+                decode(&self.stored, at, n, self.lens.len() as u32).map(Cow::Owned)
+            }
+        }
+    }
+}
+
+/// The `n` (document, frequency) pairs at byte `at` of `bytes`, checked:
+/// within the input, documents ascending and below `n_docs`, frequencies at
+/// least 1.
+fn decode(bytes: &[u8], at: usize, n: usize, n_docs: u32) -> Result<Vec<(u32, u32)>, BytesError> {
+    let raw = at
+        .checked_add(n.saturating_mul(8))
+        .and_then(|end| bytes.get(at..end))
+        .ok_or(BytesError {
+            at,
+            what: "a list ends past the input",
+        })?;
+    let mut list = Vec::with_capacity(n);
+    let mut last: Option<u32> = None;
+    for (k, pair) in raw.chunks_exact(8).enumerate() {
+        let d = u32::from_le_bytes(pair[..4].try_into().expect("4 bytes"));
+        let tf = u32::from_le_bytes(pair[4..].try_into().expect("4 bytes"));
+        if d >= n_docs || last.is_some_and(|l| l >= d) || tf == 0 {
+            return Err(BytesError {
+                at: at + 8 * k,
+                what: "a list entry is out of order, past the last document or of frequency 0",
+            });
+        }
+        last = Some(d);
+        list.push((d, tf));
+    }
+    Ok(list)
 }
 
 /// Why [`Postings::from_bytes`] refused its input.
@@ -211,15 +288,26 @@ impl<'b> Reader<'b> {
 
 impl Postings {
     /// The index as bytes, for a cache kept on disk (`wo ask`'s recall
-    /// sidecar): document lengths, then each term with its list. The word
-    /// cache is not kept (it refills as documents are added).
+    /// sidecar): document lengths, a directory of the terms, then every
+    /// list, so a reader finds a term's list without reading the others.
+    /// The word cache is not kept (it refills as documents are added).
     ///
     /// Layout, all numbers little-endian: `u32` documents, `u64` total
     /// length, a `u32` length per document, `u32` terms, then per term (in
-    /// term-number order) `u32` byte length, its UTF-8 bytes, `u32` list
-    /// length and that many (`u32` document, `u32` frequency) pairs.
+    /// term-number order) `u32` byte length, its UTF-8 bytes and `u32` list
+    /// length; then the lists in the same order, each that many (`u32`
+    /// document, `u32` frequency) pairs (a list's place is the sum of the
+    /// lengths before it).
     pub fn to_bytes(&self) -> Vec<u8> {
-        let pairs: usize = self.lists.iter().map(Vec::len).sum();
+        let lens: Vec<usize> = self
+            .lists
+            .iter()
+            .map(|l| match l {
+                List::Owned(v) => v.len(),
+                List::Stored { n, .. } => *n,
+            })
+            .collect();
+        let pairs: usize = lens.iter().sum();
         let mut out =
             Vec::with_capacity(16 + 4 * self.lens.len() + 8 * pairs + 16 * self.terms.len());
         out.extend_from_slice(&(self.lens.len() as u32).to_le_bytes());
@@ -232,31 +320,69 @@ impl Postings {
             by_number[id as usize] = term;
         }
         out.extend_from_slice(&(by_number.len() as u32).to_le_bytes());
-        for (term, list) in by_number.iter().zip(&self.lists) {
+        for (term, n) in by_number.iter().zip(&lens) {
             out.extend_from_slice(&(term.len() as u32).to_le_bytes());
             out.extend_from_slice(term.as_bytes());
-            out.extend_from_slice(&(list.len() as u32).to_le_bytes());
-            for &(d, tf) in list {
-                out.extend_from_slice(&d.to_le_bytes());
-                out.extend_from_slice(&tf.to_le_bytes());
+            out.extend_from_slice(&(*n as u32).to_le_bytes());
+        }
+        for list in &self.lists {
+            match list {
+                List::Owned(v) => {
+                    for &(d, tf) in v {
+                        out.extend_from_slice(&d.to_le_bytes());
+                        out.extend_from_slice(&tf.to_le_bytes());
+                    }
+                }
+                // Never read: copied as it was (a malformed one is found
+                // when a later reader reads it).
+                &List::Stored { at, n } => out.extend_from_slice(&self.stored[at..at + 8 * n]),
             }
         }
         out
     }
 
-    /// The index [`Self::to_bytes`] wrote, checked: every read within the
-    /// input, terms UTF-8 and distinct, lists ascending by document and
+    /// The index [`Self::to_bytes`] wrote, checked whole: every read within
+    /// the input, terms UTF-8 and distinct, lists ascending by document and
     /// within the documents, frequencies at least 1, the total length the
     /// sum of the lengths, nothing after the last list. Whatever the input,
     /// an index that scores like the one written or an error — never a
     /// panic.
     pub fn from_bytes(bytes: &[u8]) -> Result<Postings, BytesError> {
-        let mut r = Reader { bytes, at: 0 };
+        let mut p = Postings::read_lazy(bytes.to_vec(), 0..bytes.len())?;
+        let n_docs = p.lens.len() as u32;
+        for list in &mut p.lists {
+            if let &mut List::Stored { at, n } = list {
+                *list = List::Owned(decode(&p.stored, at, n, n_docs)?);
+            }
+        }
+        p.stored = Vec::new();
+        Ok(p)
+    }
+
+    /// The index [`Self::to_bytes`] wrote at `range` of `bytes` (which it
+    /// keeps), reading the lengths and the term directory now — checked as
+    /// [`Self::from_bytes`] checks them, the lists' sizes summing to the
+    /// bytes after the directory exactly — and each list when it is first
+    /// needed (checked then: see [`Self::scores`]). Never a panic.
+    pub fn read_lazy(
+        bytes: Vec<u8>,
+        range: std::ops::Range<usize>,
+    ) -> Result<Postings, BytesError> {
+        let Some(input) = bytes.get(range.clone()) else {
+            return Err(BytesError {
+                at: 0,
+                what: "the postings lie outside the input",
+            });
+        };
+        let mut r = Reader {
+            bytes: input,
+            at: 0,
+        };
         let n_docs = r.u32()?;
         let total_len = r.u64()?;
         // Each length takes four bytes: a count the input cannot hold is
         // refused before anything is allocated for it.
-        if (n_docs as usize).saturating_mul(4) > bytes.len() {
+        if (n_docs as usize).saturating_mul(4) > input.len() {
             return r.fail("more documents than the input holds");
         }
         let lens: Vec<u32> = r
@@ -268,11 +394,11 @@ impl Postings {
             return r.fail("the total length is not the sum of the lengths");
         }
         let n_terms = r.u32()?;
-        if (n_terms as usize).saturating_mul(8) > bytes.len() - r.at {
+        if (n_terms as usize).saturating_mul(8) > input.len() - r.at {
             return r.fail("more terms than the input holds");
         }
         let mut terms = HashMap::with_capacity(n_terms as usize);
-        let mut lists = Vec::with_capacity(n_terms as usize);
+        let mut sizes = Vec::with_capacity(n_terms as usize);
         for number in 0..n_terms {
             let len = r.u32()? as usize;
             let Ok(term) = std::str::from_utf8(r.take(len)?) else {
@@ -281,34 +407,33 @@ impl Postings {
             if terms.insert(Box::<str>::from(term), number).is_some() {
                 return r.fail("a term repeats");
             }
-            let n = r.u32()? as usize;
-            let raw = r.take(n.checked_mul(8).ok_or(BytesError {
-                at: r.at,
-                what: "a list is too long",
-            })?)?;
-            let mut list = Vec::with_capacity(n);
-            let mut last: Option<u32> = None;
-            for pair in raw.chunks_exact(8) {
-                let d = u32::from_le_bytes(pair[..4].try_into().expect("4 bytes"));
-                let tf = u32::from_le_bytes(pair[4..].try_into().expect("4 bytes"));
-                if d >= n_docs || last.is_some_and(|l| l >= d) || tf == 0 {
-                    return r.fail(
-                        "a list entry is out of order, past the last document or of frequency 0",
-                    );
-                }
-                last = Some(d);
-                list.push((d, tf));
-            }
-            lists.push(list);
+            sizes.push(r.u32()? as usize);
         }
-        if r.at != bytes.len() {
-            return r.fail("bytes after the last list");
+        let mut at = range.start + r.at;
+        let mut lists = Vec::with_capacity(sizes.len());
+        for n in sizes {
+            lists.push(List::Stored { at, n });
+            at = n
+                .checked_mul(8)
+                .and_then(|b| at.checked_add(b))
+                .filter(|&end| end <= range.end)
+                .ok_or(BytesError {
+                    at: at - range.start,
+                    what: "the lists end past the input",
+                })?;
+        }
+        if at != range.end {
+            return Err(BytesError {
+                at: at - range.start,
+                what: "bytes after the last list",
+            });
         }
         Ok(Postings {
             terms,
             lists,
             lens,
             total_len,
+            stored: bytes,
             ..Postings::default()
         })
     }
@@ -344,7 +469,7 @@ mod tests {
         }
         assert_eq!(index.len(), 4);
         let scan = scores_docs(&docs(&texts), "kiln glaze painting retrieval");
-        let got = index.scores("kiln glaze painting retrieval", &[]);
+        let got = index.scores("kiln glaze painting retrieval", &[]).unwrap();
         let hits: Vec<u32> = got.iter().map(|h| h.0).collect();
         assert_eq!(hits, [1, 2, 3]);
         for (d, s) in got {
@@ -352,14 +477,14 @@ mod tests {
         }
         // Excluding a document scores the rest as if it were not there.
         let rest = scores_docs(&docs(&texts[..3]), "caroline kiln");
-        let got = index.scores("caroline kiln", &[3, 3, 99]);
+        let got = index.scores("caroline kiln", &[3, 3, 99]).unwrap();
         assert_eq!(got.len(), 2);
         for (d, s) in got {
             assert_eq!(s.to_bits(), rest[d as usize].to_bits());
         }
-        assert!(index.scores("", &[]).is_empty());
-        assert!(index.scores("kiln", &[0, 1, 2, 3]).is_empty());
-        assert!(Postings::new().scores("kiln", &[]).is_empty());
+        assert!(index.scores("", &[]).unwrap().is_empty());
+        assert!(index.scores("kiln", &[0, 1, 2, 3]).unwrap().is_empty());
+        assert!(Postings::new().scores("kiln", &[]).unwrap().is_empty());
     }
 
     #[test]
@@ -375,8 +500,8 @@ mod tests {
         let bytes = index.to_bytes();
         let mut back = Postings::from_bytes(&bytes).unwrap();
         assert_eq!(
-            back.scores("kiln glaze 日本", &[1]),
-            index.scores("kiln glaze 日本", &[1])
+            back.scores("kiln glaze 日本", &[1]).unwrap(),
+            index.scores("kiln glaze 日本", &[1]).unwrap()
         );
         // It grows as the original would.
         let more = ("ann".to_owned(), "<p>kiln again</p>".to_owned());
@@ -388,7 +513,10 @@ mod tests {
             plain: &more.0,
             xhtml: &more.1,
         });
-        assert_eq!(back.scores("kiln ann", &[]), index.scores("kiln ann", &[]));
+        assert_eq!(
+            back.scores("kiln ann", &[]).unwrap(),
+            index.scores("kiln ann", &[]).unwrap()
+        );
         assert_eq!(back.to_bytes(), index.to_bytes());
         // Cut anywhere, or one byte too many: refused, never a panic.
         for cut in 0..bytes.len() {
@@ -400,10 +528,72 @@ mod tests {
             Postings::from_bytes(&longer).unwrap_err().what,
             "bytes after the last list"
         );
+        // Read lazily: the same scores, growth and bytes.
+        let mut lazy = Postings::read_lazy(bytes.clone(), 0..bytes.len()).unwrap();
+        assert_eq!(
+            lazy.scores("kiln glaze 日本", &[1]).unwrap(),
+            Postings::from_bytes(&bytes)
+                .unwrap()
+                .scores("kiln glaze 日本", &[1])
+                .unwrap()
+        );
+        lazy.push(Doc {
+            plain: &more.0,
+            xhtml: &more.1,
+        });
+        assert_eq!(
+            lazy.scores("kiln ann", &[]).unwrap(),
+            index.scores("kiln ann", &[]).unwrap()
+        );
+        assert_eq!(lazy.to_bytes(), index.to_bytes());
+        // Inside a larger buffer (the sidecar's header before, its checksum
+        // after).
+        let mut framed = b"header".to_vec();
+        framed.extend_from_slice(&bytes);
+        framed.extend_from_slice(b"sum!");
+        let inner = Postings::read_lazy(framed.clone(), 6..framed.len() - 4).unwrap();
+        assert_eq!(inner.to_bytes(), bytes);
+        assert!(Postings::read_lazy(framed, 6..20_000).is_err());
         // A document count the input cannot hold allocates nothing.
         let mut huge = bytes.clone();
         huge[..4].copy_from_slice(&u32::MAX.to_le_bytes());
         assert!(Postings::from_bytes(&huge).is_err());
+    }
+
+    /// A malformed list is found when it is read, lazily: a query naming
+    /// its term, or a document added to it, makes the index refuse to
+    /// score (the caller scans); a query not touching it is answered.
+    #[test]
+    fn a_malformed_list_read_lazily_refuses_to_score() {
+        let texts: Vec<(String, String)> = vec![
+            ("ann".into(), "<p>kiln glaze</p>".into()),
+            ("ann".into(), "<p>kiln porcelain</p>".into()),
+        ];
+        let mut index = Postings::new();
+        for d in docs(&texts) {
+            index.push(d);
+        }
+        let good = index.to_bytes();
+        // The lists are last: "ann" (2 docs), "kiln" (2), "glaze" (1),
+        // "porcelain" (1). Swap kiln's two documents: out of order.
+        let kiln = good.len() - 8 * (1 + 1 + 2);
+        let mut bad = good.clone();
+        bad[kiln..kiln + 4].copy_from_slice(&1u32.to_le_bytes());
+        bad[kiln + 8..kiln + 12].copy_from_slice(&0u32.to_le_bytes());
+        assert!(Postings::from_bytes(&bad).is_err());
+        let lazy = Postings::read_lazy(bad.clone(), 0..bad.len()).unwrap();
+        assert!(lazy.scores("kiln", &[]).is_err());
+        assert_eq!(
+            lazy.scores("porcelain", &[]).unwrap(),
+            index.scores("porcelain", &[]).unwrap()
+        );
+        let mut grown = Postings::read_lazy(bad, 0..good.len()).unwrap();
+        let more = ("bob".to_owned(), "<p>kiln</p>".to_owned());
+        grown.push(Doc {
+            plain: &more.0,
+            xhtml: &more.1,
+        });
+        assert!(grown.scores("porcelain", &[]).is_err());
     }
 
     proptest! {
@@ -415,6 +605,12 @@ mod tests {
         #[test]
         fn any_bytes_are_read_or_refused(bytes in proptest::collection::vec(any::<u8>(), 0..200)) {
             let _ = Postings::from_bytes(&bytes);
+            if let Ok(mut lazy) = Postings::read_lazy(bytes.clone(), 0..bytes.len()) {
+                let _ = lazy.scores("a b kiln", &[0, 1]);
+                lazy.push(Doc { plain: "a b", xhtml: "<p>kiln</p>" });
+                let _ = lazy.scores("a b kiln", &[]);
+                let _ = lazy.to_bytes();
+            }
         }
 
         #[test]
@@ -445,7 +641,7 @@ mod tests {
                 .map(|(&i, s)| (i as u32, s.to_bits()))
                 .collect();
             let got: Vec<(u32, u64)> = index
-                .scores(&query, &excluded)
+                .scores(&query, &excluded).unwrap()
                 .into_iter()
                 .map(|(d, s)| (d, s.to_bits()))
                 .collect();
