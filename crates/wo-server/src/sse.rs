@@ -172,18 +172,15 @@ impl Drop for Frames {
     }
 }
 
-/// A body chunk starts with room for this much, so a turn's first frames
-/// do not grow the buffer a few bytes at a time.
-const FIRST_CAPACITY: usize = 4 << 10;
-
 impl Frames {
     fn poll_frames(&mut self, cx: &mut Context<'_>) -> Poll<Option<Bytes>> {
         let mut pipe = lock(&self.pipe);
         if !pipe.buf.is_empty() {
             // Everything written since the last poll leaves as one chunk;
-            // the next frames start a buffer of about the same size.
-            let next = Vec::with_capacity(pipe.buf.len().max(FIRST_CAPACITY));
-            let chunk = std::mem::replace(&mut pipe.buf, next);
+            // the next write allocates what it needs (a delta: ~100 bytes,
+            // where a buffer pre-sized for the next chunk cost an allocation
+            // of kilobytes per token).
+            let chunk = std::mem::take(&mut pipe.buf);
             return Poll::Ready(Some(Bytes::from(chunk)));
         }
         if pipe.senders == 0 {
@@ -201,7 +198,6 @@ impl Frames {
 /// disconnects. The stream ends when every sink is dropped.
 pub fn channel() -> (Response, EventSink, Cancel) {
     let pipe = Arc::new(Mutex::new(Pipe {
-        buf: Vec::with_capacity(FIRST_CAPACITY),
         senders: 1,
         ..Pipe::default()
     }));
