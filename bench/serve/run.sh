@@ -197,6 +197,7 @@ if ! skip concurrent; then
   timeout 600 "$H" concurrent --target "local=wo-local:$RUN/local-conc.url" \
     --reference "$DIRECT" \
     --clients "$CONC_CLIENTS" --turns "$CONC_TURNS" --tokens "$CONC_TOKENS" --model "$CONC_MODEL" \
+    --watch "wo=$PID_local_conc" \
     --run-id "$(date +%s)" --ids-out "$RUN/conc/turns.json" --json "$RUN/concurrent.json" |
     tee "$RUN/concurrent.txt"
   # The server is stopped first (graceful), so the check reads what it left on disk.

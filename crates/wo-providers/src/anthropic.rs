@@ -204,7 +204,7 @@ struct AnthropicDecoder {
 impl Decoder for AnthropicDecoder {
     type Item = StreamEvent;
 
-    fn event(&mut self, ev: SseEvent, out: &mut Vec<StreamEvent>) -> Result<bool, Fault> {
+    fn event(&mut self, ev: &SseEvent, out: &mut Vec<StreamEvent>) -> Result<bool, Fault> {
         // The `type` inside the JSON is authoritative; the `event:` name is
         // the same string. `ping` frames carry `{"type": "ping"}`.
         if ev.data.trim().is_empty() {

@@ -527,7 +527,7 @@ pub(crate) trait Decoder: Send + 'static {
     type Item: Send + 'static;
     /// Handle one event, appending output; return `true` once the answer is
     /// complete (the decoder must have pushed its final item).
-    fn event(&mut self, ev: SseEvent, out: &mut Vec<Self::Item>) -> Result<bool, Fault>;
+    fn event(&mut self, ev: &SseEvent, out: &mut Vec<Self::Item>) -> Result<bool, Fault>;
     /// The body ended without the end-of-answer frame. Push a final item and
     /// return `Ok` to accept (lenient servers), or say why not.
     fn eof(&mut self, out: &mut Vec<Self::Item>) -> Result<(), Fault> {
@@ -604,6 +604,9 @@ struct Driver<D: Decoder> {
     parser: SseParser,
     decoder: D,
     queue: VecDeque<Result<D::Item, ProviderError>>,
+    /// The items of one read, before they join `queue` (kept: one
+    /// allocation per stream, not per read).
+    scratch: Vec<D::Item>,
     finished: bool,
     idle: Duration,
     cancel: CancellationToken,
@@ -647,13 +650,14 @@ impl<D: Decoder> Driver<D> {
                     }
                 }
             };
-            let mut out = Vec::new();
+            let mut out = std::mem::take(&mut self.scratch);
             let outcome = match chunk {
                 Some(Ok(bytes)) => self.on_bytes(&bytes, &mut out),
                 Some(Err(e)) => Err(Fault::Dropped(describe_reqwest(&e))),
                 None => self.on_eof(&mut out),
             };
-            self.queue.extend(out.into_iter().map(Ok));
+            self.queue.extend(out.drain(..).map(Ok));
+            self.scratch = out;
             match outcome {
                 Ok(true) => self.finished = true,
                 Ok(false) => {}
@@ -670,20 +674,18 @@ impl<D: Decoder> Driver<D> {
         self.queue.push_back(Err(e));
     }
 
+    /// One read of the body, parsed where it lies: each event is decoded
+    /// as the parser completes it (no copy of its lines, no list of
+    /// events in between).
     fn on_bytes(&mut self, bytes: &[u8], out: &mut Vec<D::Item>) -> Result<bool, Fault> {
-        let events = self.parser.feed(bytes).map_err(sse_fault)?;
-        for ev in events {
-            if self.decoder.event(ev, out)? {
-                return Ok(true);
-            }
-        }
-        Ok(false)
+        let decoder = &mut self.decoder;
+        self.parser.feed_each(bytes, |ev| decoder.event(ev, out))
     }
 
     fn on_eof(&mut self, out: &mut Vec<D::Item>) -> Result<bool, Fault> {
         match self.parser.finish() {
             Ok(Some(ev)) => {
-                if self.decoder.event(ev, out)? {
+                if self.decoder.event(&ev, out)? {
                     return Ok(true);
                 }
             }
@@ -697,6 +699,12 @@ impl<D: Decoder> Driver<D> {
         }
         self.decoder.eof(out)?;
         Ok(true)
+    }
+}
+
+impl From<SseError> for Fault {
+    fn from(e: SseError) -> Self {
+        sse_fault(e)
     }
 }
 
@@ -725,6 +733,7 @@ pub(crate) fn drive<D: Decoder>(
         parser: SseParser::new(),
         decoder,
         queue: VecDeque::new(),
+        scratch: Vec::new(),
         finished: false,
         idle,
         cancel,

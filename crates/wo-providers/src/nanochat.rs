@@ -223,7 +223,7 @@ struct NanoDecoder;
 impl Decoder for NanoDecoder {
     type Item = StreamEvent;
 
-    fn event(&mut self, ev: SseEvent, out: &mut Vec<StreamEvent>) -> Result<bool, Fault> {
+    fn event(&mut self, ev: &SseEvent, out: &mut Vec<StreamEvent>) -> Result<bool, Fault> {
         if ev.data.trim().is_empty() {
             return Ok(false);
         }

@@ -121,7 +121,7 @@ impl OpenAiDecoder {
 impl Decoder for OpenAiDecoder {
     type Item = StreamEvent;
 
-    fn event(&mut self, ev: SseEvent, out: &mut Vec<StreamEvent>) -> Result<bool, Fault> {
+    fn event(&mut self, ev: &SseEvent, out: &mut Vec<StreamEvent>) -> Result<bool, Fault> {
         let data = ev.data.trim();
         if data == "[DONE]" {
             self.done(out);

@@ -119,7 +119,7 @@ struct ServerDecoder;
 impl Decoder for ServerDecoder {
     type Item = ServerEvent;
 
-    fn event(&mut self, ev: SseEvent, out: &mut Vec<ServerEvent>) -> Result<bool, Fault> {
+    fn event(&mut self, ev: &SseEvent, out: &mut Vec<ServerEvent>) -> Result<bool, Fault> {
         let name = ev.event.as_deref().unwrap_or("message");
         if ![EVENT_DELTA, EVENT_DONE, EVENT_ERROR].contains(&name) {
             // Unknown events are for newer clients; skip them.

@@ -364,13 +364,49 @@ impl ServerEvent {
 
     /// A complete SSE frame: `event: NAME\ndata: JSON\n\n`.
     pub fn to_sse_frame(&self) -> String {
-        format!(
-            "event: {}\ndata: {}\n\n",
-            self.event_name(),
-            self.data_json()
-        )
+        let mut buf = Vec::new();
+        self.write_sse_frame(&mut buf);
+        String::from_utf8(buf).expect("JSON and event names are UTF-8")
     }
 
+    /// [`ServerEvent::to_sse_frame`], appended to `buf` (a server writes a
+    /// stream's frames into one buffer: no allocation per frame).
+    pub fn write_sse_frame(&self, buf: &mut Vec<u8>) {
+        let r = match self {
+            ServerEvent::Delta(d) => {
+                write_delta_frame(buf, &d.text);
+                return;
+            }
+            ServerEvent::Done(d) => frame(buf, EVENT_DONE, d),
+            ServerEvent::Error(d) => frame(buf, EVENT_ERROR, d),
+        };
+        r.expect("protocol types always serialise");
+    }
+}
+
+/// `event: NAME\ndata: JSON\n\n` into `buf`.
+fn frame<T: Serialize>(buf: &mut Vec<u8>, name: &str, data: &T) -> serde_json::Result<()> {
+    buf.extend_from_slice(b"event: ");
+    buf.extend_from_slice(name.as_bytes());
+    buf.extend_from_slice(b"\ndata: ");
+    serde_json::to_writer(&mut *buf, data)?;
+    buf.extend_from_slice(b"\n\n");
+    Ok(())
+}
+
+/// The `delta` frame of `text` appended to `buf`: the bytes of
+/// `ServerEvent::Delta(DeltaEvent { text }).to_sse_frame()`, without
+/// building the event (the text is escaped straight into `buf`).
+pub fn write_delta_frame(buf: &mut Vec<u8>, text: &str) {
+    /// [`DeltaEvent`] borrowing its text (the same JSON: one field).
+    #[derive(Serialize)]
+    struct Delta<'a> {
+        text: &'a str,
+    }
+    frame(buf, EVENT_DELTA, &Delta { text }).expect("a string always serialises");
+}
+
+impl ServerEvent {
     /// Parse an SSE event back (`event` name and `data` payload).
     pub fn from_sse(event: &str, data: &str) -> Result<Self, String> {
         let bad = |e: serde_json::Error| format!("bad `{event}` payload: {e}");
@@ -427,6 +463,39 @@ mod tests {
             "newlines inside the text are escaped in the JSON"
         );
         assert!(ServerEvent::from_sse("nope", "{}").is_err());
+    }
+
+    #[test]
+    fn frames_written_into_a_buffer_are_the_frames() {
+        // The old definition (format! of the name and `data_json`) is the
+        // reference the streamed bytes are held to.
+        let reference =
+            |e: &ServerEvent| format!("event: {}\ndata: {}\n\n", e.event_name(), e.data_json());
+        let texts = [
+            "",
+            "tok ",
+            "a\nb\r\t\"q\" \\ </script> \u{0}\u{1f}\u{7f} é ✓ 😀 \u{2028}",
+        ];
+        let mut buf = b"kept".to_vec();
+        let mut expected = "kept".to_owned();
+        for text in texts {
+            let d = ServerEvent::Delta(DeltaEvent { text: text.into() });
+            assert_eq!(d.to_sse_frame(), reference(&d));
+            write_delta_frame(&mut buf, text);
+            expected.push_str(&reference(&d));
+        }
+        assert_eq!(String::from_utf8(buf).unwrap(), expected);
+        let e = ServerEvent::Error(ErrorEvent {
+            message: "m\n".into(),
+            kind: Some("server".into()),
+        });
+        assert_eq!(e.to_sse_frame(), reference(&e));
+        let done = ServerEvent::Done(DoneEvent {
+            user_message_id: "m_1".into(),
+            sources: vec!["t_1".into()],
+            ..Default::default()
+        });
+        assert_eq!(done.to_sse_frame(), reference(&done));
     }
 
     #[test]

@@ -23,7 +23,7 @@ pub mod routes;
 pub use chat::{
     ChatParams, ChatRequest, ChatRole, ContextReport, DeltaEvent, DoneEvent, EVENT_CONTEXT,
     EVENT_DELTA, EVENT_DONE, EVENT_ERROR, EVENT_MEMORY, ErrorEvent, FileChunk, MemoryEvent,
-    ServerEvent, StatelessChatRequest, TruthEntry, Usage, WindowMessage,
+    ServerEvent, StatelessChatRequest, TruthEntry, Usage, WindowMessage, write_delta_frame,
 };
 pub use error::{ErrorBody, ErrorDetail};
 pub use patch::{apply_merge_patch, apply_state_patch};

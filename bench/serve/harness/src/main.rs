@@ -1015,6 +1015,14 @@ fn concurrent(opts: &Opts) -> Res<()> {
         }
         None => None,
     };
+    // --watch NAME=PID: processes whose CPU seconds (user+system) over the target's load are
+    // reported, with the CPU per turn (the measure that a loaded machine's wall clock blurs).
+    let watch: Vec<(String, String)> = opts
+        .all("watch")
+        .iter()
+        .filter_map(|w| w.split_once('=').map(|(a, b)| (a.to_owned(), b.to_owned())))
+        .collect();
+    let cpu0: Vec<Option<f64>> = watch.iter().map(|(_, p)| cpu_seconds(p)).collect();
     let (outs, wall) = concurrent_load(
         &target,
         clients,
@@ -1058,6 +1066,23 @@ fn concurrent(opts: &Opts) -> Res<()> {
     for e in errors.iter().take(5) {
         println!("  error: {e}");
     }
+    let cpu: Vec<Value> = watch
+        .iter()
+        .zip(&cpu0)
+        .filter_map(|((n, p), c0)| {
+            let s = cpu_seconds(p)? - (*c0)?;
+            Some(json!({"name": n, "cpu_s": (s * 100.0).round() / 100.0,
+                        "cpu_ms_per_turn": (s * 1e3 / outs.len().max(1) as f64 * 100.0).round() / 100.0}))
+        })
+        .collect();
+    for c in &cpu {
+        println!(
+            "  CPU of {}: {:.2} s (user+system), {:.2} ms per turn",
+            c["name"].as_str().unwrap_or("?"),
+            c["cpu_s"].as_f64().unwrap_or(f64::NAN),
+            c["cpu_ms_per_turn"].as_f64().unwrap_or(f64::NAN)
+        );
+    }
     let turns_per_s = outs.len() as f64 / wall;
     if let Some(r) = &reference {
         println!(
@@ -1092,6 +1117,7 @@ fn concurrent(opts: &Opts) -> Res<()> {
             "turn_ms": {"p50": ms(pct(&total, 50.0)), "p99": ms(pct(&total, 99.0)), "max": ms(pct(&total, 100.0))},
             "save_ms": {"p50": ms(pct(&save, 50.0)), "p99": ms(pct(&save, 99.0))},
             "reference": reference,
+            "cpu": cpu,
             "throughput_ratio": reference.as_ref().map(|r| ((turns_per_s / r["turns_per_s"].as_f64().unwrap_or(f64::NAN)) * 1000.0).round() / 1000.0),
         }),
     )
