@@ -261,12 +261,10 @@ const SNIPPET_AFTER: usize = 60;
 /// message (oldest first).
 ///
 /// Linear in the transcript. A message's text (`to_plain_text`, an
-/// html5ever pass) is computed only for messages whose stored XHTML holds
-/// every word of the filter, so a filter costs a substring scan of the
-/// file plus the few parses of likely matches: at 100k messages a
-/// keystroke stays well under a second. (A word written across an inline
-/// element's boundary in the stored XHTML, `fo<b>o</b>`, is the one thing
-/// this pre-check misses.)
+/// html5ever pass) is computed only for messages whose stored XHTML, tags
+/// left out, holds every word of the filter (a pre-check that never
+/// refuses a match: [`without_tags`]), so a filter costs a substring scan
+/// of the file plus the few parses of likely matches.
 pub fn listed<'a>(state: &'a State, filter: &str) -> Vec<Listed<'a>> {
     let needle = collapse_whitespace(filter).to_lowercase();
     let messages = state.messages();
@@ -310,7 +308,7 @@ pub fn listed<'a>(state: &'a State, filter: &str) -> Vec<Listed<'a>> {
             continue;
         };
         if !words.is_empty() {
-            let raw = m.content.to_lowercase();
+            let raw = without_tags(&m.content).to_lowercase();
             if !words.iter().all(|w| raw.contains(w)) {
                 continue;
             }
@@ -323,6 +321,28 @@ pub fn listed<'a>(state: &'a State, filter: &str) -> Vec<Listed<'a>> {
     }
     let mut keep = keep.into_iter();
     out.retain(|_| keep.next().unwrap_or(false));
+    out
+}
+
+/// Stored XHTML with every `<…>` left out: a cheap superset of the words
+/// of its text, for [`listed`]'s pre-check. In stored (sanitised) XHTML a
+/// `<` in text is always escaped, so no text is left out; a word split by
+/// an inline element (`fo<b>o</b>`) is whole again; what is joined across
+/// a block boundary or kept from an odd attribute only lets through a
+/// message the real text then refuses.
+fn without_tags(xhtml: &str) -> String {
+    let mut out = String::with_capacity(xhtml.len());
+    let mut rest = xhtml;
+    while let Some(open) = rest.find('<') {
+        out.push_str(&rest[..open]);
+        match rest[open..].find('>') {
+            Some(close) => rest = &rest[open + close + 1..],
+            None => {
+                rest = "";
+            }
+        }
+    }
+    out.push_str(rest);
     out
 }
 
@@ -512,8 +532,15 @@ mod tests {
         assert!(snip.starts_with('…') && snip.ends_with('…'), "{snip}");
         assert!(snip.contains("VOLCANO glaze"), "{snip}");
         assert!(listed(&s, "nothing like this").is_empty());
-        // Markup is not text: a tag name does not match.
+        // Markup is not text: a tag name does not match; a word split by
+        // inline markup is one word of the text.
         assert!(listed(&s, "<p>").is_empty());
+        let mut split = root("ann", 40, "split");
+        split.content = "<p>An <strong>ob</strong>sidian stone</p>".into();
+        s.push_message(split);
+        let found = listed(&s, "OBSIDIAN");
+        assert_eq!(found.len(), 1);
+        assert_eq!(found[0].snippet.as_deref(), Some("An obsidian stone"));
     }
 
     #[test]
