@@ -1,7 +1,9 @@
 //! Golden vectors for the web client (`crates/wo-server/src/web/app.js`),
 //! which computes ids, merges, state patches, truth edits, tombstones and
 //! exports by calling this crate and wo-format compiled to wasm
-//! (`crates/wo-wasm`), renames included: inputs and what the native build makes of them,
+//! (`crates/wo-wasm`), renames included, and lists conversations by
+//! `wo_format::conversation::listed`'s rules (`listConversations`, checked
+//! against [`conversation_vectors`]): inputs and what the native build makes of them,
 //! written to `tests/browser/golden.json`; the browser suite
 //! (`tests/browser/run.mjs`, scenario "stateless: app.js agrees with the Rust
 //! golden vectors") runs every vector through app.js's calls into the wasm
