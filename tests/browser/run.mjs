@@ -1446,6 +1446,13 @@ async function xssCheck(server, bypassCSP, load) {
     await page.fill('[data-testid="search-input"]', 'payload');
     await page.click('[data-testid="search-submit"]');
     await page.waitForSelector('[data-testid="panel-search"]:not([hidden])');
+    // The conversation filter's snippets (local mode: the server's) of the payloads' text.
+    if (await page.isVisible('[data-testid="conversation-filter"]')) {
+      for (const q of ['<', 'alert', 'javascript:']) {
+        await page.fill('[data-testid="conversation-filter"]', q);
+        await sleep(400);
+      }
+    }
     await sleep(1500);
     const xss = await page.evaluate(() => window.__xss);
     const frames = page.frames().length;
