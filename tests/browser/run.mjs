@@ -1073,7 +1073,7 @@ scenario('stateless: export, import into a fresh browser, identical state', asyn
 // the same wasm module, the page runs).
 scenario('stateless: app.js agrees with the Rust golden vectors', async () => {
   const golden = JSON.parse(fs.readFileSync(path.join(HERE, 'golden.json'), 'utf8'));
-  for (const part of ['ids', 'text_to_xhtml', 'merges', 'exports', 'patches', 'truth_ops', 'renames']) {
+  for (const part of ['ids', 'text_to_xhtml', 'merges', 'exports', 'patches', 'truth_ops', 'renames', 'conversations']) {
     assert(Array.isArray(golden[part]) && golden[part].length, `golden.json has no ${part} vectors`);
   }
   const server = await statelessServer();
@@ -1161,10 +1161,18 @@ scenario('stateless: app.js agrees with the Rust golden vectors', async () => {
         }
         checked++;
       }
+      // The conversation list: the same conversations, order, titles, filter and snippets as the server's.
+      for (const v of g.conversations) {
+        const st = await m.normalizeState(structuredClone(v.state));
+        const got = show(sorted(m.listConversations(st.messages, v.filter)));
+        const want = show(sorted(v.listed));
+        if (got !== want) return `conversations: filter ${show(v.filter)}: app.js lists ${got}, Rust ${want}`;
+        checked++;
+      }
       return { checked };
     }, golden);
     assert(typeof result === 'object', `app.js disagrees with Rust: ${result}`);
-    const total = ['ids', 'text_to_xhtml', 'merges', 'exports', 'patches', 'truth_ops', 'renames'].reduce((n, k) => n + golden[k].length, 0);
+    const total = ['ids', 'text_to_xhtml', 'merges', 'exports', 'patches', 'truth_ops', 'renames', 'conversations'].reduce((n, k) => n + golden[k].length, 0);
     assert(result.checked === total, `only ${result.checked} of ${total} golden vectors were checked`);
   });
 });
@@ -1438,6 +1446,13 @@ async function xssCheck(server, bypassCSP, load) {
     await page.fill('[data-testid="search-input"]', 'payload');
     await page.click('[data-testid="search-submit"]');
     await page.waitForSelector('[data-testid="panel-search"]:not([hidden])');
+    // The conversation filter's snippets (local mode: the server's) of the payloads' text.
+    if (await page.isVisible('[data-testid="conversation-filter"]')) {
+      for (const q of ['<', 'alert', 'javascript:']) {
+        await page.fill('[data-testid="conversation-filter"]', q);
+        await sleep(400);
+      }
+    }
     await sleep(1500);
     const xss = await page.evaluate(() => window.__xss);
     const frames = page.frames().length;
@@ -2326,6 +2341,147 @@ for (const mode of ['local', 'stateless']) {
       }
     });
   }
+}
+
+// ------------------------------------------------------------------ every conversation listed
+
+/**
+ * An old conversation of three messages (a word of its second message,
+ * "obsidian", is in no title), a year before a conversation of `recent`
+ * messages (bigFixture's): the old one is older than the latest 1,000.
+ */
+function oldConversationFixture(recent) {
+  const fx = bigFixture(recent, recent);
+  const base = Date.UTC(2023, 0, 2, 3, 4, 5);
+  const rows = [
+    ['ann', 'user', '<p>Which stone do raku potters polish?</p>'],
+    ['smollm2', 'assistant', '<p>Often <strong>obsidian</strong> burnishing stones, smooth and dark.</p>'],
+    ['ann', 'user', '<p>And how hot is the kiln?</p>'],
+  ];
+  const old = [];
+  let parent = null;
+  rows.forEach(([username, role, content], i) => {
+    const timestamp = stamp(base + i * 1000);
+    const m = { id: 'm_' + sha16(`${username}|${timestamp}|${content}`), title: i ? `raku ${i}` : 'Raku stones', username, timestamp, content, role };
+    if (parent) m.parent = parent;
+    else m.new_conversation = true;
+    if (role === 'assistant') { m.provider = 'llama'; m.model = 'smollm2'; }
+    parent = m.id;
+    old.push(m);
+  });
+  fx.messages = old.concat(fx.messages);
+  return { fx, old };
+}
+
+for (const mode of ['local', 'stateless']) {
+  for (const size of ['desktop', 'phone']) {
+    scenario(`${mode} ${size}: a conversation older than the latest 1,000 messages is listed, found by a word of its text and opens; asking in it keeps it whole`, async () => {
+      const { fx, old } = oldConversationFixture(1200);
+      let server;
+      if (mode === 'local') {
+        const dir = path.join(TMP, `old-conversation-${size}`);
+        fs.mkdirSync(dir, { recursive: true });
+        const file = path.join(dir, 'llm.json');
+        fs.writeFileSync(file, JSON.stringify(fx, null, 2));
+        server = await startServer({ file });
+      } else {
+        server = await startServer({ stateless: true });
+      }
+      try {
+        await withPage(server, { size }, async (page) => {
+          if (mode === 'stateless') {
+            await importFile(page, 'llm_2024.01.01.0000.json', JSON.stringify(fx));
+            await waitStatus(page, /Imported|Merged/);
+          }
+          const last = fx.messages[fx.messages.length - 1].id;
+          await page.waitForSelector(`[data-testid="message"][data-id="${last}"]`);
+          // What the page asks the server from here on (local mode).
+          const asked = [];
+          page.on('request', (r) => { if (r.url().includes('/api/state')) asked.push(r.url()); });
+          await openConversations(page, size);
+          const names = await page.$$eval('[data-testid="conversation-name"]', (els) => els.map((e) => e.textContent));
+          assert(names.length === 2 && names[0] === 'message 0' && names[1] === 'Raku stones', `conversation list: ${JSON.stringify(names)}`);
+          const meta = await page.$$eval('[data-testid="conversation"]', (els) => els.map((e) => e.textContent));
+          assert(/3 messages/.test(meta[1]) && /1200 messages/.test(meta[0]), `sizes: ${JSON.stringify(meta)}`);
+          // A word of a message (not of a title): the snippet, highlighted.
+          await page.fill('[data-testid="conversation-filter"]', 'OBSIDIAN');
+          await page.waitForSelector('[data-testid="conversation-snippet"] mark');
+          const rows = await page.locator('[data-testid="conversation"]').count();
+          assert(rows === 1, `${rows} conversations match "obsidian"`);
+          const snippet = await page.textContent('[data-testid="conversation-snippet"]');
+          assert(/Often obsidian burnishing stones, smooth and dark\./.test(snippet), `snippet: ${snippet}`);
+          assert((await page.textContent('[data-testid="conversation-snippet"] mark')).toLowerCase() === 'obsidian', 'the match is not highlighted');
+          await shot(page, `${mode}-${size}-conversations-old-found`);
+          await page.click('[data-testid="conversation"]');
+          await page.waitForFunction((id) => document.querySelector('[data-testid="message"]')?.dataset.id === id, old[0].id);
+          if (size === 'phone') await page.waitForSelector('[data-testid="sidebar"]', { state: 'hidden' });
+          let ids = await shownIds(page);
+          assert(JSON.stringify(ids) === JSON.stringify(old.map((m) => m.id)), `the old conversation shows ${JSON.stringify(ids)}`);
+          if (mode === 'local') {
+            // It was read alone, not by paging back through the 1,200 newer messages.
+            assert(asked.some((u) => u.includes('conversation=')) && !asked.some((u) => u.includes('offset=')), `state requests: ${asked.join(' ')}`);
+          }
+          assert((await page.textContent('[data-testid="conversation-title"]')) === 'Raku stones', 'the header does not name the old conversation');
+          // Asking in it: the answer follows its last message and the
+          // conversation stays whole on screen (the reloaded page of the
+          // latest messages does not hold its start); it is listed first now.
+          await sendMessage(page, 'Is obsidian hard?');
+          ids = await shownIds(page);
+          assert(ids.length === 5 && JSON.stringify(ids.slice(0, 3)) === JSON.stringify(old.map((m) => m.id)), `after asking: ${ids.length} shown, first ${ids[0]}`);
+          const st = await stateOf(server, page);
+          const q = st.messages.find((m) => m.id === ids[3]);
+          assert(q && q.parent === old[2].id, `the question does not follow the old conversation: ${JSON.stringify(q && q.parent)}`);
+          await openConversations(page, size);
+          await page.fill('[data-testid="conversation-filter"]', '');
+          await page.waitForFunction(() => document.querySelectorAll('[data-testid="conversation"]').length === 2);
+          const first = await page.$eval('[data-testid="conversation"]', (e) => ({ root: e.dataset.root, current: e.getAttribute('aria-current'), text: e.textContent }));
+          assert(first.root === old[0].id && first.current === 'true' && /5 messages/.test(first.text), `the list's first entry: ${JSON.stringify(first)}`);
+        });
+      } finally {
+        await server.stop();
+      }
+    });
+  }
+
+  scenario(`${mode}: a question whose turn has not begun is back in the composer after a reload, and leaves the draft once it has`, async () => {
+    const server = await startServer({ stateless: mode === 'stateless' });
+    try {
+      await withPage(server, {}, async (page) => {
+        const question = `What colour is obsidian? (${mode})`;
+        // The chat request never reaches the server: the tab closes before
+        // the turn's first event, as on a slow network.
+        const chat = mode === 'local' ? '**/api/chat' : '**/api/stateless/chat';
+        let held = 0;
+        await page.route(chat, () => { held++; });
+        await page.fill('[data-testid="composer-input"]', question);
+        await page.click('[data-testid="send"]');
+        await page.waitForSelector('[data-testid="pending-question"]');
+        for (let i = 0; i < 50 && !held; i++) await sleep(100);
+        assert(held === 1, `the chat request was not sent (${held})`);
+        assert((await page.inputValue('[data-testid="composer-input"]')) === '', 'the box still holds the sent question');
+        // The reload drops the held request (it is still held: unrouting
+        // first would let it through).
+        await page.goto(server.url);
+        await page.waitForSelector('body[data-ready="true"]');
+        await page.unroute(chat);
+        assert((await page.inputValue('[data-testid="composer-input"]')) === question, 'the question was lost on reload');
+        // Nothing was kept as a turn (the question is in the box once, not also a message).
+        assert((await page.locator('[data-testid="message"]').count()) === 0, 'the unsent question was also kept as a message');
+        const st = await stateOf(server, page);
+        assert(st.messages.length === 0, `${st.messages.length} messages saved`);
+        // Sent for real: once the turn began the draft is gone, across a reload too.
+        await page.click('[data-testid="send"]');
+        await waitTurn(page);
+        await page.goto(server.url);
+        await page.waitForSelector('body[data-ready="true"]');
+        assert((await page.inputValue('[data-testid="composer-input"]')) === '', 'the answered question came back as the draft');
+        const after = await stateOf(server, page);
+        assert(after.messages.filter((m) => /What colour is obsidian/.test(m.content)).length === 1, 'the question was not saved once');
+      });
+    } finally {
+      await server.stop();
+    }
+  });
 }
 
 // ------------------------------------------------------------------ PWA

@@ -98,30 +98,47 @@ pub fn roots(state: &State) -> Vec<usize> {
 /// last, as `wo log` lists messages).
 pub fn list(state: &State) -> Vec<Conversation<'_>> {
     let messages = state.messages();
-    let roots = roots(state);
-    // root index → (latest index, count); messages are in (timestamp, id)
-    // order, so the last one seen is the latest.
-    let mut by_root: HashMap<usize, (usize, usize)> = HashMap::new();
-    for (i, &r) in roots.iter().enumerate() {
-        let e = by_root.entry(r).or_insert((i, 0));
-        e.0 = i;
-        e.1 += 1;
-    }
-    let mut out: Vec<(usize, Conversation<'_>)> = by_root
+    grouped(&roots(state))
         .into_iter()
-        .map(|(r, (latest, count))| {
-            (
-                latest,
-                Conversation {
-                    root: &messages[r],
-                    latest: &messages[latest],
-                    count,
-                },
-            )
-        })
-        .collect();
-    out.sort_unstable_by_key(|(latest, _)| *latest);
-    out.into_iter().map(|(_, c)| c).collect()
+        .map(|g| g.conversation(messages))
+        .collect()
+}
+
+/// A conversation by message indexes: its root, its latest message, its size.
+#[derive(Clone, Copy)]
+struct Group {
+    root: usize,
+    latest: usize,
+    count: usize,
+}
+
+impl Group {
+    fn conversation(self, messages: &[Message]) -> Conversation<'_> {
+        Conversation {
+            root: &messages[self.root],
+            latest: &messages[self.latest],
+            count: self.count,
+        }
+    }
+}
+
+/// The conversations of [`roots`]' answer, least recently updated first.
+fn grouped(roots: &[usize]) -> Vec<Group> {
+    // Messages are in (timestamp, id) order, so the last one seen of a
+    // conversation is its latest.
+    let mut by_root: HashMap<usize, Group> = HashMap::new();
+    for (i, &r) in roots.iter().enumerate() {
+        let g = by_root.entry(r).or_insert(Group {
+            root: r,
+            latest: i,
+            count: 0,
+        });
+        g.latest = i;
+        g.count += 1;
+    }
+    let mut out: Vec<Group> = by_root.into_values().collect();
+    out.sort_unstable_by_key(|g| g.latest);
+    out
 }
 
 /// The root id of the conversation `id` belongs to; `None` when no message
@@ -191,6 +208,188 @@ pub fn continue_from<'a>(state: &'a State, current: Option<&str>) -> Option<&'a 
     current
         .and_then(|root| latest_of(state, root))
         .or_else(|| state.messages().last())
+}
+
+/// The importers' record on a message (`x_import`, written by `wo import`):
+/// an imported conversation's root keeps the source's own title there.
+pub const X_IMPORT_KEY: &str = "x_import";
+
+/// A conversation's title, from its root: the imported conversation's title
+/// (kept under `x_import`), else the root's own, else "Untitled". The one
+/// rule for every list of conversations (`wo log --conversations`, the
+/// exporters, the server's `GET /api/conversations`).
+pub fn title(root: &Message) -> String {
+    root.extra
+        .get(X_IMPORT_KEY)
+        .and_then(|x| {
+            x.to_value()
+                .get("title")
+                .and_then(serde_json::Value::as_str)
+                .map(str::to_owned)
+        })
+        .filter(|t| !t.trim().is_empty())
+        .unwrap_or_else(|| {
+            if root.title.trim().is_empty() {
+                "Untitled".to_owned()
+            } else {
+                root.title.clone()
+            }
+        })
+}
+
+/// One conversation as a person's list shows it ([`listed`]).
+#[derive(Clone, Debug)]
+pub struct Listed<'a> {
+    /// The conversation.
+    pub conversation: Conversation<'a>,
+    /// Its [`title`].
+    pub title: String,
+    /// When a filter matched a message rather than the title: a little of
+    /// the first matching message's text around the match ([`snippet`]).
+    pub snippet: Option<String>,
+}
+
+/// Characters a snippet shows before and after the match.
+const SNIPPET_BEFORE: usize = 30;
+const SNIPPET_AFTER: usize = 60;
+
+/// The conversations a person's list shows, **newest first** (by their
+/// latest message; the reverse of [`list`]), each with its [`title`]. With
+/// a non-blank `filter`, only those whose title contains it, or one of
+/// whose messages' text does (case-insensitively; runs of whitespace match
+/// any whitespace), the latter with a [`snippet`] of the first such
+/// message (oldest first).
+///
+/// Linear in the transcript. A message's text (`to_plain_text`, an
+/// html5ever pass) is computed only for messages whose stored XHTML, tags
+/// left out, holds every word of the filter (a pre-check that never
+/// refuses a match: [`without_tags`]), so a filter costs a substring scan
+/// of the file plus the few parses of likely matches.
+pub fn listed<'a>(state: &'a State, filter: &str) -> Vec<Listed<'a>> {
+    let needle = collapse_whitespace(filter).to_lowercase();
+    let messages = state.messages();
+    let roots = roots(state);
+    let groups = grouped(&roots);
+    let mut out: Vec<Listed<'a>> = groups
+        .iter()
+        .rev()
+        .map(|g| {
+            let conversation = g.conversation(messages);
+            Listed {
+                title: title(conversation.root),
+                conversation,
+                snippet: None,
+            }
+        })
+        .collect();
+    if needle.is_empty() {
+        return out;
+    }
+    let words: Vec<&str> = needle
+        .split(|c: char| !c.is_alphanumeric())
+        .filter(|w| !w.is_empty())
+        .collect();
+    // Root index → position in `out`, for the conversations whose title
+    // does not match: they are kept only if a message does.
+    let mut keep = vec![false; out.len()];
+    let mut pending: HashMap<usize, usize> = HashMap::new();
+    for (pos, (l, g)) in out.iter().zip(groups.iter().rev()).enumerate() {
+        if l.title.to_lowercase().contains(&needle) {
+            keep[pos] = true;
+        } else {
+            pending.insert(g.root, pos);
+        }
+    }
+    for (i, m) in messages.iter().enumerate() {
+        if pending.is_empty() {
+            break;
+        }
+        let Some(&pos) = pending.get(&roots[i]) else {
+            continue;
+        };
+        if !words.is_empty() {
+            let raw = without_tags(&m.content).to_lowercase();
+            if !words.iter().all(|w| raw.contains(w)) {
+                continue;
+            }
+        }
+        if let Some(s) = snippet(&crate::xhtml::to_plain_text(&m.content), &needle) {
+            out[pos].snippet = Some(s);
+            keep[pos] = true;
+            pending.remove(&roots[i]);
+        }
+    }
+    let mut keep = keep.into_iter();
+    out.retain(|_| keep.next().unwrap_or(false));
+    out
+}
+
+/// Stored XHTML with every `<…>` left out: a cheap superset of the words
+/// of its text, for [`listed`]'s pre-check. In stored (sanitised) XHTML a
+/// `<` in text is always escaped, so no text is left out; a word split by
+/// an inline element (`fo<b>o</b>`) is whole again; what is joined across
+/// a block boundary or kept from an odd attribute only lets through a
+/// message the real text then refuses.
+fn without_tags(xhtml: &str) -> String {
+    let mut out = String::with_capacity(xhtml.len());
+    let mut rest = xhtml;
+    while let Some(open) = rest.find('<') {
+        out.push_str(&rest[..open]);
+        match rest[open..].find('>') {
+            Some(close) => rest = &rest[open + close + 1..],
+            None => {
+                rest = "";
+            }
+        }
+    }
+    out.push_str(rest);
+    out
+}
+
+/// `text` with every run of whitespace made one space, trimmed.
+fn collapse_whitespace(text: &str) -> String {
+    text.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+/// Up to [`SNIPPET_BEFORE`] characters before the first case-insensitive
+/// match of `needle` (already lowercase, whitespace collapsed) in `text`,
+/// the match, and up to [`SNIPPET_AFTER`] after it, with "…" where `text`
+/// goes on; whitespace collapsed. `None` when `text` does not contain it.
+pub fn snippet(text: &str, needle: &str) -> Option<String> {
+    let text = collapse_whitespace(text);
+    // Lowercase char by char, remembering where each lowered char came
+    // from: lowercasing may change a character's length.
+    let mut lower = String::with_capacity(text.len());
+    let mut origin: Vec<usize> = Vec::with_capacity(text.len() + 1);
+    for (i, ch) in text.char_indices() {
+        for l in ch.to_lowercase() {
+            for _ in 0..l.len_utf8() {
+                origin.push(i);
+            }
+            lower.push(l);
+        }
+    }
+    origin.push(text.len());
+    let at = lower.find(needle)?;
+    let start = origin[at];
+    let end = origin[at + needle.len()].max(start);
+    let before: String = {
+        let mut chars: Vec<char> = text[..start].chars().rev().take(SNIPPET_BEFORE).collect();
+        chars.reverse();
+        chars.into_iter().collect()
+    };
+    let after: String = text[end..].chars().take(SNIPPET_AFTER).collect();
+    let mut out = String::new();
+    if before.len() < start {
+        out.push('…');
+    }
+    out.push_str(&before);
+    out.push_str(&text[start..end]);
+    out.push_str(&after);
+    if end + after.len() < text.len() {
+        out.push('…');
+    }
+    Some(out)
 }
 
 #[cfg(test)]
@@ -291,5 +490,70 @@ mod tests {
         s.push_message(b);
         let convs = list(&s);
         assert_eq!(convs.iter().map(|c| c.count).sum::<usize>(), 2);
+    }
+
+    #[test]
+    fn listed_is_newest_first_titled_and_filtered_with_snippets() {
+        let mut s = State::new(Timestamp::from_unix(1_800_000_000));
+        let a = root("ann", 0, "Kilns and firing");
+        let a1 = msg(
+            "m",
+            1,
+            "A long answer about cones. The VOLCANO glaze needs a slow cool, and more words after it, so many more words that the snippet has to cut them off somewhere.",
+            Some(&a),
+        );
+        let b = root("ann", 20, "Glazes");
+        let b1 = msg("m", 21, "about glazes", Some(&b));
+        let mut c = root("ann", 30, "imported root");
+        c.extra.insert(
+            X_IMPORT_KEY.into(),
+            crate::RawJson::from(serde_json::json!({"title": "From ChatGPT"})),
+        );
+        for m in [&a, &a1, &b, &b1, &c] {
+            s.push_message(m.clone());
+        }
+        let all = listed(&s, "  ");
+        let titles: Vec<&str> = all.iter().map(|l| l.title.as_str()).collect();
+        assert_eq!(titles, ["From ChatGPT", "Glazes", "Kilns and firing"]);
+        assert!(all.iter().all(|l| l.snippet.is_none()));
+        assert_eq!(all[2].conversation.count, 2);
+        assert_eq!(all[2].conversation.latest.id, a1.id);
+
+        // A title match needs no snippet; a message match carries one, cut
+        // with "…" on both sides, the match in its own case.
+        let by_title = listed(&s, "GLAZES");
+        assert_eq!(by_title.len(), 1);
+        assert_eq!(by_title[0].title, "Glazes");
+        assert_eq!(by_title[0].snippet, None);
+        let by_text = listed(&s, "volcano   glaze");
+        assert_eq!(by_text.len(), 1);
+        assert_eq!(by_text[0].title, "Kilns and firing");
+        let snip = by_text[0].snippet.as_deref().unwrap();
+        assert!(snip.starts_with('…') && snip.ends_with('…'), "{snip}");
+        assert!(snip.contains("VOLCANO glaze"), "{snip}");
+        assert!(listed(&s, "nothing like this").is_empty());
+        // Markup is not text: a tag name does not match; a word split by
+        // inline markup is one word of the text.
+        assert!(listed(&s, "<p>").is_empty());
+        let mut split = root("ann", 40, "split");
+        split.content = "<p>An <strong>ob</strong>sidian stone</p>".into();
+        s.push_message(split);
+        let found = listed(&s, "OBSIDIAN");
+        assert_eq!(found.len(), 1);
+        assert_eq!(found[0].snippet.as_deref(), Some("An obsidian stone"));
+    }
+
+    #[test]
+    fn snippets_keep_character_boundaries() {
+        assert_eq!(
+            snippet("short Ünïcode text", "ünï").as_deref(),
+            Some("short Ünïcode text")
+        );
+        let long = format!("{}İstanbul{}", "é".repeat(40), "ß".repeat(80));
+        let s = snippet(&long, "stanbul").unwrap();
+        assert!(s.starts_with('…') && s.ends_with('…'), "{s}");
+        assert!(s.contains("stanbul"));
+        assert_eq!(snippet("abc", "x"), None);
+        assert_eq!(snippet("a\n\n  b", "a b").as_deref(), Some("a b"));
     }
 }

@@ -19,7 +19,6 @@ use std::collections::{HashMap, HashSet};
 use serde_json::Value;
 use wo_format::{Message, Role, State};
 
-use crate::X_IMPORT_KEY;
 use crate::markdown::message_markdown;
 
 /// One conversation of a state.
@@ -87,24 +86,10 @@ pub fn conversations(state: &State) -> Vec<ConversationView<'_>> {
 
 /// A conversation's title from its root message: the imported
 /// conversation's title (kept under `x_import`), else the root's own, else
-/// "Untitled". `wo log --conversations` lists conversations by it too.
+/// "Untitled" — `wo_format::conversation::title`, the one rule every list
+/// of conversations uses (`wo log --conversations`, the server's list).
 pub fn conversation_title(root: &Message) -> String {
-    root.extra
-        .get(X_IMPORT_KEY)
-        .and_then(|x| {
-            x.to_value()
-                .get("title")
-                .and_then(Value::as_str)
-                .map(str::to_owned)
-        })
-        .filter(|t| !t.trim().is_empty())
-        .unwrap_or_else(|| {
-            if root.title.trim().is_empty() {
-                "Untitled".to_owned()
-            } else {
-                root.title.clone()
-            }
-        })
+    wo_format::conversation::title(root)
 }
 
 /// `2026-02-22 20:11:05 UTC` from a stored timestamp.

@@ -69,7 +69,7 @@ pub const PROFILES_KEY: &str = "import_profiles";
 /// `extra` key (messages) of the chat-app importers: `{from, conversation,
 /// id, fields, time_derived}`, and on a conversation's first message also
 /// `title`, `current` and `conversation_fields` (see the crate README).
-pub const X_IMPORT_KEY: &str = "x_import";
+pub const X_IMPORT_KEY: &str = wo_format::conversation::X_IMPORT_KEY;
 /// Field of a seed-004 message line in which the exporter embeds the full
 /// `llm.json` message of a message that did not come from a profiles tree,
 /// so a later import restores it exactly.

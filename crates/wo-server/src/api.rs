@@ -245,7 +245,9 @@ const PAGE_DEFAULT: usize = 500;
 const PAGE_MAX: usize = 5000;
 
 /// `GET /api/state`: everything but the transcript, plus one page of it
-/// (by default the latest messages).
+/// (by default the latest messages) — of the whole transcript, or with
+/// `conversation` of that conversation only (a conversation older than the
+/// latest page opens without the pages between).
 pub async fn get_state(
     State(app): AppState,
     Query(q): Query<wire::StateQuery>,
@@ -259,18 +261,44 @@ pub async fn get_state(
     let body = app
         .with_store(move |store| {
             let s = store.state();
-            let total = s.messages().len();
+            let all = s.messages();
+            // The conversation's messages, oldest first, by index.
+            let (root, members) = match q.conversation.as_deref() {
+                None => (None, None),
+                Some(wanted) => {
+                    let root_id = wo_format::conversation::find(s, wanted)
+                        .map_err(|e| ApiError::not_found(format!("conversation: {e}")))?;
+                    let roots = wo_format::conversation::roots(s);
+                    let r = all
+                        .iter()
+                        .position(|m| m.id == root_id)
+                        .ok_or_else(|| ApiError::internal("a found root is not in the file"))?;
+                    let members: Vec<usize> = (0..all.len()).filter(|&i| roots[i] == r).collect();
+                    (Some(root_id.to_owned()), Some(members))
+                }
+            };
+            let total = members.as_ref().map_or(all.len(), Vec::len);
             let offset = q.offset.unwrap_or(total.saturating_sub(limit)).min(total);
-            let page = &s.messages()[offset..(offset + limit).min(total)];
+            let end = (offset + limit).min(total);
+            let messages: Cow<'_, [wo_format::Message]> = match &members {
+                None => Cow::Borrowed(&all[offset..end]),
+                Some(members) => Cow::Owned(
+                    members[offset..end]
+                        .iter()
+                        .map(|&i| all[i].clone())
+                        .collect(),
+                ),
+            };
             serde_json::to_vec(&wire::StatePage {
                 schema: Cow::Borrowed(&s.schema),
                 version: s.version,
                 date: s.date.clone(),
                 context: Cow::Borrowed(&s.context),
                 truth: Cow::Borrowed(&s.truth),
-                messages: Cow::Borrowed(page),
+                messages,
                 total_messages: total,
                 offset,
+                conversation: root,
                 memory_log: s.extra.get(wo_engine::memory::LOG_KEY).map(Cow::Borrowed),
             })
             .map_err(|e| ApiError::internal(e.to_string()))
@@ -278,6 +306,62 @@ pub async fn get_state(
         .await?;
     Ok(json_bytes(body))
 }
+
+/// Conversations per page by default, and at most.
+const CONVERSATIONS_DEFAULT: usize = 200;
+const CONVERSATIONS_MAX: usize = 1000;
+
+/// `GET /api/conversations`: every conversation of the file, newest first,
+/// a page at a time, optionally only those matching `q` (title or a
+/// message's text, with a snippet of the message) — the list
+/// `wo_format::conversation::listed` makes, whatever the transcript's size,
+/// so the web client's sidebar never depends on which messages it loaded.
+pub async fn conversations(
+    State(app): AppState,
+    Query(q): Query<wire::ConversationsQuery>,
+) -> Result<Json<wire::ConversationList>, ApiError> {
+    let limit = q.limit.unwrap_or(CONVERSATIONS_DEFAULT);
+    if limit == 0 || limit > CONVERSATIONS_MAX {
+        return Err(ApiError::bad_request(format!(
+            "limit must be 1..={CONVERSATIONS_MAX}"
+        )));
+    }
+    let offset = q.offset.unwrap_or(0);
+    let filter = q.q.unwrap_or_default();
+    if filter.chars().count() > SEARCH_MAX_CHARS {
+        return Err(ApiError::bad_request(format!(
+            "q must be at most {SEARCH_MAX_CHARS} characters"
+        )));
+    }
+    app.with_store(move |store| {
+        let listed = wo_format::conversation::listed(store.state(), &filter);
+        let total = listed.len();
+        let conversations = listed
+            .into_iter()
+            .skip(offset)
+            .take(limit)
+            .map(|l| wire::ConversationSummary {
+                root: l.conversation.root.id.clone(),
+                title: l.title,
+                created: l.conversation.root.timestamp.as_str().to_owned(),
+                updated: l.conversation.updated().as_str().to_owned(),
+                latest: l.conversation.latest.id.clone(),
+                messages: l.conversation.count,
+                snippet: l.snippet,
+            })
+            .collect();
+        Ok(Json(wire::ConversationList {
+            conversations,
+            total,
+            offset: offset.min(total),
+        }))
+    })
+    .await
+}
+
+/// The longest filter `GET /api/conversations` takes: a search box's text,
+/// not a document.
+const SEARCH_MAX_CHARS: usize = 500;
 
 fn json_bytes(body: Vec<u8>) -> Response {
     let mut resp = Response::new(Body::from(body));

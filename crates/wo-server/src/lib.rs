@@ -439,6 +439,7 @@ pub fn router(served: &Served) -> Router {
                 .route(path::MERGE_PATH, post(api::merge))
                 .route(path::EXPORT_PATH, get(api::export))
                 .route(path::SEARCH_PATH, get(api::search))
+                .route(path::CONVERSATIONS_PATH, get(api::conversations))
                 .route(path::CHUNK_PATH, get(api::chunk))
                 .route(path::CONTEXT_DRAFT_PATH, post(api::context_draft_local))
                 .route(path::CONTEXT_APPLY_PATH, post(api::context_apply))

@@ -1425,3 +1425,201 @@ async fn a_browser_index_sends_its_chunks_with_a_turn() {
         assert_eq!(s.upstream.requests.load(Ordering::SeqCst), calls);
     }
 }
+
+/// A file with an old conversation (three messages, a week before the rest),
+/// then `recent` messages of one newer conversation.
+fn old_and_recent(recent: usize) -> Vec<u8> {
+    use wo_format::{Message, State, Timestamp};
+    let t0 = 1_800_000_000;
+    let mut s = State::new(Timestamp::from_unix(t0));
+    let mut old = Message::new(
+        "ann",
+        Timestamp::from_unix(t0),
+        "Raku firing",
+        "<p>Raku firing: how hot is the <b>VOLCANO</b> kiln?</p>",
+    );
+    old.mark_new_conversation();
+    let mut prev = old.clone();
+    s.push_message(old.clone());
+    for (i, text) in ["About 1000 °C.", "And the cooling?"].iter().enumerate() {
+        let mut m = Message::new(
+            "ann",
+            Timestamp::from_unix(t0 + 1 + i as i64),
+            *text,
+            format!("<p>{text}</p>"),
+        );
+        m.parent = Some(prev.id.clone());
+        s.push_message(m.clone());
+        prev = m;
+    }
+    let mut root = Message::new(
+        "ann",
+        Timestamp::from_unix(t0 + 7 * 86_400),
+        "Glazes",
+        "<p>Glazes</p>",
+    );
+    root.mark_new_conversation();
+    let mut prev = root.clone();
+    s.push_message(root);
+    for i in 1..recent {
+        let text = format!("glaze note {i}");
+        let mut m = Message::new(
+            "ann",
+            Timestamp::from_unix(t0 + 7 * 86_400 + i as i64),
+            &text,
+            format!("<p>{text}</p>"),
+        );
+        m.parent = Some(prev.id.clone());
+        s.push_message(m.clone());
+        prev = m;
+    }
+    wo_format::to_canonical_vec(&s)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_conversation_is_listed_and_an_old_one_opens_alone() {
+    let s = common::serve_with(Script::says("unused"), false, |o| {
+        let path = o.state_file.clone().unwrap();
+        std::fs::write(path, old_and_recent(1200)).unwrap();
+    })
+    .await;
+    let list = |path: &'static str| {
+        let r = s.program(Method::GET, path).send();
+        async move {
+            let r = r.await.unwrap();
+            assert_eq!(r.status(), StatusCode::OK, "{path}");
+            r.json::<wire::ConversationList>().await.unwrap()
+        }
+    };
+    // The old conversation is older than the latest 1,000 messages, yet
+    // listed: newest first, with its title, dates and size.
+    let all = list("/api/conversations").await;
+    assert_eq!((all.total, all.offset), (2, 0));
+    let titles: Vec<&str> = all.conversations.iter().map(|c| c.title.as_str()).collect();
+    assert_eq!(titles, ["Glazes", "Raku firing"]);
+    let old = &all.conversations[1];
+    assert_eq!(old.messages, 3);
+    assert_eq!(old.created, "2027-01-15T08:00:00Z");
+    assert_eq!(old.updated, "2027-01-15T08:00:02Z");
+    assert_eq!(all.conversations[0].messages, 1200);
+    assert!(all.conversations.iter().all(|c| c.snippet.is_none()));
+
+    // Paging.
+    let page = list("/api/conversations?offset=1&limit=1").await;
+    assert_eq!((page.total, page.offset), (2, 1));
+    assert_eq!(page.conversations.len(), 1);
+    assert_eq!(page.conversations[0].root, old.root);
+    let past = list("/api/conversations?offset=9").await;
+    assert!(past.conversations.is_empty());
+    assert_eq!(past.total, 2);
+
+    // The filter: a message's text (not its markup), with a snippet;
+    // a title alone needs none.
+    let hit = list("/api/conversations?q=volcano%20KILN").await;
+    assert_eq!(hit.total, 1);
+    assert_eq!(hit.conversations[0].root, old.root);
+    assert_eq!(
+        hit.conversations[0].snippet.as_deref(),
+        Some("Raku firing: how hot is the VOLCANO kiln?")
+    );
+    let by_title = list("/api/conversations?q=glazes").await;
+    assert_eq!(by_title.conversations.len(), 1);
+    assert_eq!(by_title.conversations[0].snippet, None);
+    assert_eq!(list("/api/conversations?q=%3Cb%3E").await.total, 0);
+
+    // Bad paging is refused, naming the parameter.
+    for bad in [
+        "/api/conversations?limit=0",
+        "/api/conversations?limit=1001",
+    ] {
+        let r = s.program(Method::GET, bad).send().await.unwrap();
+        assert_eq!(r.status(), StatusCode::BAD_REQUEST, "{bad}");
+        let body: Value = r.json().await.unwrap();
+        assert!(
+            body["error"]["message"].as_str().unwrap().contains("limit"),
+            "{body}"
+        );
+    }
+    let r = s
+        .program(Method::GET, "/api/conversations?offset=-1")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::BAD_REQUEST);
+
+    // The latest page does not reach it; its own page holds all of it and
+    // nothing else.
+    let latest: wire::StatePage = s
+        .program(Method::GET, "/api/state?limit=1000")
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert!(latest.messages.iter().all(|m| m.id != old.root));
+    let url = format!("/api/state?conversation={}", old.root);
+    let page: wire::StatePage = s
+        .program(Method::GET, &url)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(page.conversation.as_deref(), Some(old.root.as_str()));
+    assert_eq!((page.total_messages, page.offset), (3, 0));
+    let ids: Vec<&str> = page.messages.iter().map(|m| m.id.as_str()).collect();
+    assert_eq!(ids[0], old.root);
+    assert_eq!(ids[2], old.latest);
+    // Any member's id finds it; paging counts within it.
+    let url = format!("/api/state?conversation={}&limit=1", old.latest);
+    let page: wire::StatePage = s
+        .program(Method::GET, &url)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!((page.total_messages, page.offset), (3, 2));
+    assert_eq!(page.messages[0].id, old.latest);
+    // An unknown conversation is a 404 that says so; the file is unchanged.
+    let before = s.state_bytes();
+    let r = s
+        .program(Method::GET, "/api/state?conversation=m_nothing")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::NOT_FOUND);
+    let body: Value = r.json().await.unwrap();
+    assert!(
+        body["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("no conversation"),
+        "{body}"
+    );
+    assert_eq!(s.state_bytes(), before);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_conversation_list_needs_the_session_like_every_api_route() {
+    let s = serve(Script::says("unused"), false).await;
+    let r = s
+        .client
+        .get(s.url("/api/conversations"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::UNAUTHORIZED);
+    // Stateless servers have no file: the route is not theirs.
+    let st = serve(Script::says("unused"), true).await;
+    let r = st
+        .client
+        .get(st.url("/api/conversations"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::NOT_FOUND);
+}

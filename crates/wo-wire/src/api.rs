@@ -281,6 +281,59 @@ pub struct StateQuery {
     /// Messages in the page (1..=5000; default 500).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub limit: Option<usize>,
+    /// Only the messages of this conversation (its root's id, or the id or
+    /// an unambiguous id prefix of any message in it); `offset` and
+    /// `limit` then count within it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub conversation: Option<String>,
+}
+
+/// `GET /api/conversations` query.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default, JsonSchema)]
+pub struct ConversationsQuery {
+    /// Only conversations whose title, or one of whose messages' text,
+    /// contains this (case-insensitively).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub q: Option<String>,
+    /// First conversation of the page (newest first; default 0).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub offset: Option<usize>,
+    /// Conversations in the page (1..=1000; default 200).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub limit: Option<usize>,
+}
+
+/// The answer to `GET /api/conversations`: one page of the file's
+/// conversations, newest first (by their latest message).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct ConversationList {
+    /// The page.
+    pub conversations: Vec<ConversationSummary>,
+    /// Conversations in the whole list (those matching `q`, if given).
+    pub total: usize,
+    /// Index of the page's first conversation.
+    pub offset: usize,
+}
+
+/// One conversation: a root message and its descendants.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct ConversationSummary {
+    /// Its root's id (`GET /api/state?conversation=` takes it).
+    pub root: String,
+    /// Its title (an imported conversation's own, else the root's).
+    pub title: String,
+    /// When its root was written.
+    pub created: String,
+    /// When its latest message was written.
+    pub updated: String,
+    /// Its latest message's id.
+    pub latest: String,
+    /// How many messages it holds.
+    pub messages: usize,
+    /// With `q`, when a message (not the title) matched: a little of the
+    /// first such message's plain text around the match.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub snippet: Option<String>,
 }
 
 /// `GET /api/search` query.
@@ -319,10 +372,14 @@ pub struct StatePage<'a> {
     /// The page of messages, oldest first.
     #[schemars(with = "Vec<Value>")]
     pub messages: Cow<'a, [wo_format::Message]>,
-    /// Messages in the whole transcript.
+    /// Messages in the whole transcript (or the conversation asked for).
     pub total_messages: usize,
     /// Index of the page's first message.
     pub offset: usize,
+    /// With `?conversation=`: that conversation's root id; `total_messages`
+    /// and `offset` then count within it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub conversation: Option<String>,
     /// The memory journal (`memory_log`: what the interpreter recorded per
     /// exchange, product §7), when the file has one.
     #[serde(default, skip_serializing_if = "Option::is_none")]

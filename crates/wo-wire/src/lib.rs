@@ -76,6 +76,8 @@ pub fn schemas() -> Vec<(&'static str, schemars::Schema)> {
         ("ProviderList", schema_for!(api::ProviderList)),
         ("ProviderRow", schema_for!(api::ProviderRow)),
         ("StatePage", schema_for!(api::StatePage<'static>)),
+        ("ConversationList", schema_for!(api::ConversationList)),
+        ("ConversationSummary", schema_for!(api::ConversationSummary)),
         ("SearchResults", schema_for!(api::SearchResults)),
         ("MessageHit", schema_for!(api::MessageHit)),
         ("TruthHit", schema_for!(api::TruthHit)),

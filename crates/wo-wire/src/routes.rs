@@ -97,6 +97,9 @@ pub const MARKDOWN_PATH: &str = "/api/markdown";
 pub const MERGE_PATH: &str = "/api/merge";
 /// `GET`: the whole state as a download.
 pub const EXPORT_PATH: &str = "/api/export";
+/// `GET`: every conversation of the file, a page at a time, newest first
+/// ([`crate::api::ConversationList`]).
+pub const CONVERSATIONS_PATH: &str = "/api/conversations";
 /// `GET`: BM25 over messages, truth and the directory index.
 pub const SEARCH_PATH: &str = "/api/search";
 /// `GET`: one chunk of the directory index.
@@ -212,6 +215,13 @@ pub const ROUTES: &[Route] = &[
     route(Post, MERGE_PATH, Local, None, Some("MergeReport")),
     route(Get, EXPORT_PATH, Local, None, None),
     route(Get, SEARCH_PATH, Local, None, Some("SearchResults")),
+    route(
+        Get,
+        CONVERSATIONS_PATH,
+        Local,
+        None,
+        Some("ConversationList"),
+    ),
     // A chunk is the index's record (`wo_index`).
     route(Get, CHUNK_PATH, Local, None, None),
     route(

@@ -1,7 +1,9 @@
 //! Golden vectors for the web client (`crates/wo-server/src/web/app.js`),
 //! which computes ids, merges, state patches, truth edits, tombstones and
 //! exports by calling this crate and wo-format compiled to wasm
-//! (`crates/wo-wasm`), renames included: inputs and what the native build makes of them,
+//! (`crates/wo-wasm`), renames included, and lists conversations by
+//! `wo_format::conversation::listed`'s rules (`listConversations`, checked
+//! against [`conversation_vectors`]): inputs and what the native build makes of them,
 //! written to `tests/browser/golden.json`; the browser suite
 //! (`tests/browser/run.mjs`, scenario "stateless: app.js agrees with the Rust
 //! golden vectors") runs every vector through app.js's calls into the wasm
@@ -416,6 +418,126 @@ fn rename_vectors() -> Vec<Value> {
         .collect()
 }
 
+/// The conversation list (`wo_format::conversation::listed`, what the
+/// local server's `GET /api/conversations` answers) for states and filters:
+/// app.js's `listConversations` must list a stateless state alike (roots by
+/// the same links, newest first, the same titles, the same filter and
+/// snippets).
+fn conversation_vectors() -> Vec<Value> {
+    let head = r#""version":1,"schema":"wikioracle.llm_state","date":"2026-01-09T00:00:00Z""#;
+    let m = |id: &str, t: &str, title: &str, content: &str, extra: &str| {
+        format!(
+            r#"{{"id":"{id}","title":"{title}","username":"u","timestamp":"2026-01-0{t}","content":"{content}"{extra}}}"#
+        )
+    };
+    let messages = [
+        // A legacy transcript: parentless messages chain into one conversation.
+        m(
+            "m_l1",
+            "1T00:00:00Z",
+            "legacy start",
+            "<p>old words</p>",
+            "",
+        ),
+        m(
+            "m_l2",
+            "1T00:00:01Z",
+            "legacy next",
+            "<p>more old words</p>",
+            "",
+        ),
+        // A marked root with a branch, blocks and inline markup.
+        m(
+            "m_a",
+            "2T00:00:00Z",
+            "Kilns",
+            "<p>Firing ends here.</p><p>Start again</p><ul><li>one</li><li>two</li></ul>",
+            r#","new_conversation":true"#,
+        ),
+        m(
+            "m_a1",
+            "2T00:00:01Z",
+            "answer",
+            "<p>An <strong>ob</strong>sidian stone 🙂 and a longer sentence that goes on well past sixty characters so that the snippet has to cut it off.</p>",
+            r#","parent":"m_a""#,
+        ),
+        m(
+            "m_a2",
+            "2T00:00:02Z",
+            "branch",
+            "<p>Other branch<br/>line</p>",
+            r#","parent":"m_a""#,
+        ),
+        // An imported conversation: its own title wins; an empty root title.
+        m(
+            "m_i",
+            "3T00:00:00Z",
+            "",
+            "<p>imported text</p>",
+            r#","new_conversation":true,"x_import":{"from":"chatgpt","title":"From ChatGPT"}"#,
+        ),
+        m(
+            "m_e",
+            "4T00:00:00Z",
+            " ",
+            "<p>Ünïcode ΣΑΣ text</p>",
+            r#","new_conversation":true"#,
+        ),
+        // A parent not in the file: it follows the latest parentless message.
+        m(
+            "m_d",
+            "5T00:00:00Z",
+            "dangling",
+            "<p>lost parent</p>",
+            r#","parent":"m_gone""#,
+        ),
+        // The legacy conversation is continued last: it is the newest.
+        m(
+            "m_l3",
+            "6T00:00:00Z",
+            "legacy again",
+            "<p>back to it &amp; more</p>",
+            r#","parent":"m_l2""#,
+        ),
+    ];
+    let text = format!(r#"{{{head},"messages":[{}]}}"#, messages.join(","));
+    let st = state(&text);
+    [
+        "",
+        "   ",
+        "KILN",
+        "here. start",
+        "obsidian",
+        "🙂 AND",
+        "two",
+        "branch line",
+        "chatgpt",
+        "untitled",
+        "σας",
+        "&",
+        "strong",
+        "nothing at all",
+    ]
+    .into_iter()
+    .map(|filter| {
+        let listed: Vec<Value> = wo_format::conversation::listed(&st, filter)
+            .into_iter()
+            .map(|l| {
+                json!({
+                    "root": l.conversation.root.id,
+                    "latest": l.conversation.latest.id,
+                    "title": l.title,
+                    "updated": l.conversation.updated().as_str(),
+                    "count": l.conversation.count,
+                    "snippet": l.snippet,
+                })
+            })
+            .collect();
+        json!({"filter": filter, "state": serde_json::from_str::<Value>(&text).unwrap(), "listed": listed})
+    })
+    .collect()
+}
+
 /// Plain text as the web client and Rust turn it into XHTML (app.js's
 /// `textToXhtml`): line ends, blank paragraphs, escapes, control characters.
 fn text_to_xhtml_vectors() -> Vec<Value> {
@@ -445,6 +567,7 @@ fn browser_golden_vectors_are_current() {
         "patches": patch_vectors(),
         "truth_ops": truth_op_vectors(),
         "renames": rename_vectors(),
+        "conversations": conversation_vectors(),
         "text_to_xhtml": text_to_xhtml_vectors(),
     });
     let text = serde_json::to_string_pretty(&doc).unwrap() + "\n";

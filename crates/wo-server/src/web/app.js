@@ -30,6 +30,9 @@ const SCHEMA_URL =
   'https://raw.githubusercontent.com/arborrhythms/WikiOracle/main/spec/llm_state_v1.json';
 let prefsCookie = null; // set from /api/info before any read or write
 const PAGE = 1000; // messages per /api/state page (local mode)
+const CONVERSATION_MESSAGES = 5000; // messages of one conversation loaded when it is opened (local mode; the server's page maximum)
+const CONVERSATIONS_PAGE = 200; // conversations per /api/conversations page (local mode)
+const FILTER_DELAY_MS = 150; // typing in the conversation filter asks the server once it pauses
 const WINDOW_MESSAGES = 20; // recent messages sent with a stateless turn
 const WINDOW_BYTES = 200_000;
 const TRUTH_SENT = 32; // most truth entries sent with a stateless turn
@@ -671,6 +674,9 @@ const app = {
   newChat: false, // "New chat": the next message starts a conversation (no parent)
   previousLeaf: null, // what New chat left, for Escape/Cancel
   filter: '', // the conversation list's filter
+  // local: the server's list of every conversation (GET /api/conversations),
+  // {q, total, items: [{root, title, created, updated, latest, messages, snippet}]}
+  conversationList: null,
   answerErrors: new Map(), // answer id → why regenerating it failed (shown under it, once)
   reports: new Map(), // assistant id → ContextReport of this session
   memoryPending: new Set(), // answer ids whose memory step is running
@@ -687,21 +693,54 @@ const app = {
 // ------------------------------------------------------------- mode backends
 
 const local = {
+  /**
+   * The latest PAGE messages, the conversation on screen when its messages
+   * are older than that (opened from the list), and the first page of the
+   * conversation list — every conversation of the file, from the server.
+   */
   async load() {
-    const st = await api(`/api/state?limit=${PAGE}`);
+    const shown = app.state && !app.newChat && app.leaf ? currentRoot(buildTree()) : null;
+    const [st] = await Promise.all([api(`/api/state?limit=${PAGE}`), local.listConversations()]);
     app.offset = st.offset ?? 0;
     app.total = st.total_messages ?? (st.messages || []).length;
     app.state = st;
     normalizeLoaded(st);
+    if (shown && !st.messages.some((m) => m.id === shown)) {
+      try {
+        await local.loadConversation(shown);
+      } catch (e) {
+        // Gone (merged away, deleted by hand): the page shows the latest conversation.
+        if (!(e instanceof ApiError && e.status === 404)) throw e;
+      }
+    }
   },
-  async loadEarlier() {
-    if (!app.offset) return;
-    const start = Math.max(0, app.offset - PAGE);
-    const st = await api(`/api/state?offset=${start}&limit=${app.offset - start}`);
+  /**
+   * Adds the messages of the conversation holding `id` (a root's or any
+   * message's id) to those loaded, whatever their age: opening an old
+   * conversation reads it alone, not the pages between. Returns its root's id.
+   */
+  async loadConversation(id) {
+    const st = await api(`/api/state?conversation=${encodeURIComponent(id)}&limit=${CONVERSATION_MESSAGES}`);
     const have = new Set(app.state.messages.map((m) => m.id));
-    app.state.messages = (st.messages || []).filter((m) => !have.has(m.id)).concat(app.state.messages);
-    app.state.messages.sort(compareMessages);
-    app.offset = start;
+    const fresh = (Array.isArray(st.messages) ? st.messages : []).filter((m) => !have.has(m.id));
+    if (fresh.length) {
+      app.state.messages = app.state.messages.concat(fresh);
+      app.state.messages.sort(compareMessages);
+    }
+    return st.conversation || id;
+  },
+  /** The first page of the conversation list (with `more`, the next one), for the filter as typed. */
+  async listConversations(more = false) {
+    const q = app.filter.trim();
+    const prev = app.conversationList;
+    const offset = more && prev && prev.q === q ? prev.items.length : 0;
+    let path = `/api/conversations?limit=${CONVERSATIONS_PAGE}&offset=${offset}`;
+    if (q) path += `&q=${encodeURIComponent(q)}`;
+    const r = await api(path);
+    // Typed on meanwhile: this answer is for a filter no longer asked.
+    if (app.filter.trim() !== q) return;
+    const items = Array.isArray(r.conversations) ? r.conversations : [];
+    app.conversationList = { q, total: Number(r.total) || 0, items: offset ? prev.items.concat(items) : items };
   },
   chatPath: '/api/chat',
   async chatBody(message, parent, params, newConversation) {
@@ -857,7 +896,6 @@ const stateless = {
     app.total = app.state.messages.length;
     await idbPut(app.state);
   },
-  async loadEarlier() {},
   chatPath: '/api/stateless/chat',
   async chatBody(message, parent, params, newConversation) {
     const st = app.state;
@@ -893,9 +931,10 @@ const stateless = {
     savePendingTurn(null);
   },
   // The state is in this browser: the turn streaming now is kept in
-  // localStorage as it streams (the question at once, the answer at most
-  // every PENDING_SAVE_MS and when the page is hidden), so that Stop, a
-  // closed tab or a lost connection cannot lose it.
+  // localStorage as it streams (the question at its first event — until then
+  // the stored draft holds it —, the answer at most every PENDING_SAVE_MS
+  // and when the page is hidden), so that Stop, a closed tab or a lost
+  // connection cannot lose it.
   turnStarted(turn) {
     savePendingTurn(turn);
   },
@@ -1120,26 +1159,33 @@ const backend = () => (app.mode === 'local' ? local : stateless);
 // ------------------------------------------------------------- branch model
 
 /**
- * Parent of each message: its `parent`; none for a message marked
+ * Parent of each message, by wo-format's rule (`conversation::roots`, what
+ * `State::branch` follows): its `parent`; none for a message marked
  * `new_conversation` (a conversation's root, written by New chat); else
- * (no parent field: a legacy transcript) the message before it.
+ * (no parent field: a legacy transcript) the latest earlier message without
+ * a parent, so a legacy transcript is one conversation. `whole`: the
+ * messages are the whole file (stateless mode), so a `parent` not among
+ * them is not in the file; local mode loads pages and conversations, and a
+ * parent not loaded makes a root there.
  */
-function buildTree() {
-  const msgs = app.state.messages;
+function buildTree(msgs = app.state.messages, whole = app.mode !== 'local') {
   const byId = new Map(msgs.map((m) => [m.id, m]));
   const parentOf = new Map();
   const children = new Map();
-  let prev = null;
+  let parentless = null;
   for (const m of msgs) {
     let p = null;
-    if (typeof m.parent === 'string' && m.parent) p = byId.has(m.parent) ? m.parent : null;
+    const linked = typeof m.parent === 'string' && m.parent;
+    // A parent not in the file follows the rule for no parent, as in
+    // wo-format; one merely not loaded (local mode) starts a root here.
+    if (linked) p = byId.has(m.parent) ? m.parent : (whole && parentless ? parentless.id : null);
     else if (m.new_conversation === true) p = null;
-    else if (prev) p = prev.id;
+    else if (parentless) p = parentless.id;
     if (p === m.id) p = null;
     parentOf.set(m.id, p);
     if (!children.has(p)) children.set(p, []);
     children.get(p).push(m.id);
-    prev = m;
+    if (!linked) parentless = m;
   }
   return { byId, parentOf, children };
 }
@@ -1215,10 +1261,10 @@ function rootOf(id, tree, memo) {
  * Conversations, newest first: each root (a message with no parent) and
  * everything below it, with its latest message and size.
  */
-function conversations(tree = buildTree()) {
+function conversations(tree = buildTree(), messages = app.state.messages) {
   const memo = new Map();
   const byRoot = new Map();
-  for (const m of app.state.messages) {
+  for (const m of messages) {
     const r = rootOf(m.id, tree, memo);
     let c = byRoot.get(r);
     if (!c) {
@@ -1238,8 +1284,22 @@ function currentRoot(tree) {
   return rootOf(app.leaf, tree, new Map());
 }
 
+/**
+ * A conversation's title from its root, by wo-format's rule
+ * (`conversation::title`, what the server's list says): the imported
+ * conversation's own title (`x_import.title`), else the root's, else "Untitled".
+ */
 function conversationTitle(c) {
-  return (c.root && (c.root.title || plainText(c.root.content).slice(0, 60))) || '(untitled)';
+  const root = c && c.root;
+  if (!root) return 'Untitled';
+  const imported = isObject(root.x_import) && typeof root.x_import.title === 'string' ? root.x_import.title : '';
+  if (imported.trim()) return imported;
+  return typeof root.title === 'string' && root.title.trim() ? root.title : 'Untitled';
+}
+
+/** Runs of whitespace made one space, trimmed (the filter's and the snippets' text, as the server's). */
+function collapseSpace(text) {
+  return String(text).split(/\s+/).filter(Boolean).join(' ');
 }
 
 /** `text` with each case-insensitive occurrence of `q` in a <mark> (text nodes only). */
@@ -1259,51 +1319,168 @@ function highlighted(text, q) {
   return out;
 }
 
-/** Up to ~90 characters of `text` around the first match of `q`. */
-function snippetAround(text, q) {
-  const i = text.toLowerCase().indexOf(q.toLowerCase());
-  if (i < 0) return null;
-  const from = Math.max(0, i - 30);
-  const to = Math.min(text.length, i + q.length + 60);
-  return (from ? '…' : '') + text.slice(from, to) + (to < text.length ? '…' : '');
+/**
+ * Up to 30 characters before the first case-insensitive match of `q` in
+ * `raw` (whitespace collapsed), the match and up to 60 after, with "…" where
+ * the text goes on: the server's `conversation::snippet`, counted in
+ * characters (code points) and lowercased character by character as it is.
+ */
+function snippetAround(raw, q) {
+  const chars = Array.from(collapseSpace(raw));
+  const needle = collapseSpace(q).toLowerCase();
+  if (!needle) return null;
+  // The lowered text, and for each of its UTF-16 units the character it came from.
+  let lower = '';
+  const origin = [];
+  chars.forEach((c, i) => {
+    const l = c.toLowerCase();
+    lower += l;
+    for (let k = 0; k < l.length; k++) origin.push(i);
+  });
+  origin.push(chars.length);
+  const at = lower.indexOf(needle);
+  if (at < 0) return null;
+  const start = origin[at];
+  const end = Math.max(start, origin[at + needle.length]);
+  const from = Math.max(0, start - 30);
+  const to = Math.min(chars.length, end + 60);
+  return (from ? '…' : '') + chars.slice(from, to).join('') + (to < chars.length ? '…' : '');
+}
+
+/** Elements whose edges break text, as wo-format's `walk_text` reads them (`BLOCK_ELEMENTS`, headings). */
+const TEXT_BREAKS = new Set(['address', 'article', 'aside', 'blockquote', 'br', 'dd', 'details', 'div', 'dl', 'dt',
+  'figcaption', 'figure', 'footer', 'form', 'header', 'hr', 'li', 'main', 'nav', 'ol', 'p', 'pre', 'section',
+  'summary', 'table', 'tr', 'ul', 'h1', 'h2', 'h3', 'h4', 'h5', 'h6']);
+
+/** A message's text as the conversation filter reads it (wo-format's `to_plain_text`, whitespace collapsed). */
+function listText(m) {
+  const key = m.id + '\u0000' + m.content.length;
+  let v = listTextCache.get(key);
+  if (v === undefined) {
+    const parts = [];
+    const walk = (node) => {
+      for (const c of node.childNodes) {
+        if (c.nodeType === 3) parts.push(c.nodeValue);
+        else if (c.nodeType === 1) {
+          const breaks = TEXT_BREAKS.has(c.localName);
+          if (breaks) parts.push(' ');
+          walk(c);
+          if (breaks) parts.push(' ');
+        }
+      }
+    };
+    walk(parseFragment(m.content));
+    v = collapseSpace(parts.join(''));
+    listTextCache.set(key, v);
+  }
+  return v;
+}
+const listTextCache = new Map();
+
+/**
+ * The conversations of `messages` as a list shows them, by wo-format's
+ * rules (`conversation::listed`, the server's GET /api/conversations):
+ * newest first, titled by `conversationTitle`, and with a filter only those
+ * whose title or a message's text contains it, the latter with a snippet of
+ * the first such message. Rows: {root, latest, title, updated, count, snippet}.
+ */
+function listConversations(messages, filter) {
+  const q = collapseSpace(filter);
+  const rows = [];
+  for (const c of conversations(buildTree(messages), messages)) {
+    const title = conversationTitle(c);
+    let snippet = null;
+    if (q && !title.toLowerCase().includes(q.toLowerCase())) {
+      for (const m of c.messages) {
+        snippet = snippetAround(listText(m), q);
+        if (snippet) break;
+      }
+      if (!snippet) continue;
+    }
+    rows.push({ root: c.root ? c.root.id : c.latest.id, latest: c.latest.id, title, updated: c.latest.timestamp, count: c.count, snippet });
+  }
+  return rows;
+}
+
+/**
+ * The sidebar's rows: local mode shows the server's list (every conversation
+ * of the file, whatever is loaded); stateless mode, whose whole state is in
+ * this browser, lists it here by the same rules (order, titles, snippets).
+ */
+function conversationRows() {
+  if (app.mode === 'local' && app.conversationList) {
+    return app.conversationList.items.map((c) => ({
+      root: c.root, title: c.title, updated: c.updated, count: c.messages, snippet: c.snippet || null,
+      open: () => openRoot(c.root, c.latest),
+    }));
+  }
+  return listConversations(app.state.messages, app.filter).map((c) => ({ ...c, open: () => openConversation(c.latest) }));
 }
 
 function renderConversations() {
   const tree = buildTree();
   const current = currentRoot(tree);
-  const q = app.filter.trim();
-  const items = [];
-  for (const c of conversations(tree)) {
-    const title = conversationTitle(c);
-    let snippet = null;
-    if (q) {
-      if (!title.toLowerCase().includes(q.toLowerCase())) {
-        for (const m of c.messages) {
-          snippet = snippetAround(cachedPlain(m), q);
-          if (snippet) break;
-        }
-        if (!snippet) continue;
-      }
-    }
-    const rootId = c.root ? c.root.id : c.latest.id;
-    items.push(h('li', { class: 'conversation-item' },
-      h('button', {
-        type: 'button', class: 'conversation-open', 'data-testid': 'conversation', 'data-root': rootId,
-        'aria-current': rootId === current ? 'true' : false,
-        onclick: () => openConversation(c.latest.id),
-      },
-      h('span', { class: 'conversation-name', 'data-testid': 'conversation-name' }, highlighted(title, q)),
-      snippet ? h('span', { class: 'conversation-snippet', 'data-testid': 'conversation-snippet' }, highlighted(snippet, q)) : null,
-      h('span', { class: 'conversation-meta' },
-        h('time', { datetime: c.latest.timestamp }, formatTime(c.latest.timestamp)),
-        ` · ${c.count} message${c.count === 1 ? '' : 's'}`))));
-  }
+  const q = collapseSpace(app.filter);
+  const items = conversationRows().map((c) => h('li', { class: 'conversation-item' },
+    h('button', {
+      type: 'button', class: 'conversation-open', 'data-testid': 'conversation', 'data-root': c.root,
+      'aria-current': c.root === current ? 'true' : false,
+      onclick: c.open,
+    },
+    h('span', { class: 'conversation-name', 'data-testid': 'conversation-name' }, highlighted(c.title, q)),
+    c.snippet ? h('span', { class: 'conversation-snippet', 'data-testid': 'conversation-snippet' }, highlighted(c.snippet, q)) : null,
+    h('span', { class: 'conversation-meta' },
+      h('time', { datetime: c.updated }, formatTime(c.updated)),
+      ` · ${c.count} message${c.count === 1 ? '' : 's'}`))));
   if (!items.length) {
     items.push(h('li', { class: 'empty-hint', 'data-testid': 'conversation-none' }, q ? 'No conversation matches.' : 'No conversations yet.'));
   }
-  $('conversation-list').replaceChildren(...items);
-  $('load-earlier').hidden = !(app.mode === 'local' && app.offset > 0);
-  $('load-earlier').textContent = `Load earlier messages (${app.offset} more)`;
+  const list = app.mode === 'local' ? app.conversationList : null;
+  const more = list && list.items.length < list.total
+    ? [h('li', { class: 'conversation-more' },
+      h('button', { type: 'button', class: 'small', 'data-testid': 'conversations-more', onclick: () => moreConversations() },
+        `Show more conversations (${list.total - list.items.length} more)`))]
+    : [];
+  $('conversation-list').replaceChildren(...items, ...more);
+}
+
+/** Local mode: the next page of the conversation list. */
+async function moreConversations() {
+  await run(async () => {
+    await local.listConversations(true);
+    renderConversations();
+  });
+}
+
+/** Local mode: the filter is the server's (it searches every message); asked once typing pauses. */
+let filterTimer = null;
+function filterOnServer() {
+  clearTimeout(filterTimer);
+  filterTimer = setTimeout(async () => {
+    try {
+      await local.listConversations();
+      renderConversations();
+    } catch (e) {
+      reportError(e);
+    }
+  }, FILTER_DELAY_MS);
+}
+
+/**
+ * Local mode: opens a conversation of the server's list. Its messages are
+ * loaded first when they are not (older than the latest page).
+ */
+async function openRoot(root, latest) {
+  const loaded = (id) => app.state.messages.some((m) => m.id === id);
+  if (!loaded(latest) || !loaded(root)) {
+    try {
+      await local.loadConversation(root);
+    } catch (e) {
+      reportError(e);
+      return;
+    }
+  }
+  openConversation(loaded(latest) ? latest : root);
 }
 
 /** Shows the conversation holding `id`, on the branch ending at its newest leaf. */
@@ -1914,8 +2091,10 @@ function chatParams() {
 /**
  * The unsent message survives a reload, a closed tab and a failed or stopped
  * turn (issue 16 item 4): it lives in localStorage under a key per mode, is
- * written on every edit, and is cleared only once the server has saved the
- * turn. Storage may be disabled or full; then the draft simply is not kept.
+ * written on every edit, and a sent question stays in it until its turn's
+ * first event arrives (`send`: from then on the turn keeps it), or back in
+ * it when the turn fails. Storage may be disabled or full; then the draft
+ * simply is not kept.
  */
 function draftKey() {
   return `wo_draft_${app.mode || 'local'}`;
@@ -2102,15 +2281,29 @@ async function send(opts = null) {
   scrollToLatest();
   if (fromBox) input.value = '';
 
-  // The question now travels with the turn: a stopped or interrupted turn
-  // keeps it (below), a failed one puts it back as the draft.
-  if (fromBox) saveDraft('');
   const turn = { message: text, answer: '', sent_at: new Date().toISOString(), sources: [], params };
   if (parent) turn.parent = parent;
   else if (newConversation) turn.new_conversation = true;
   if (app.prefs.username) turn.username = app.prefs.username;
   app.streaming.turn = turn;
-  backend().turnStarted(turn);
+  // Until the turn's first event arrives, nothing but the stored draft holds
+  // the question (the request may not have reached the server when the tab
+  // closes): it stays the draft until then (issue 16 item 4). From the first
+  // event on, the turn holds it — the local server keeps a turn its client
+  // left, stateless mode's turn record (written here) keeps it in this
+  // browser — and the draft is whatever the box holds since.
+  if (fromBox) app.streaming.unsent = text;
+  let started = false;
+  const begin = () => {
+    if (started) return;
+    started = true;
+    if (app.streaming) app.streaming.started = true;
+    backend().turnStarted(turn);
+    if (fromBox) {
+      if (app.streaming) app.streaming.unsent = null;
+      saveDraft(input.value);
+    }
+  };
 
   let report = null;
   let done = null;
@@ -2125,10 +2318,12 @@ async function send(opts = null) {
     const body = await backend().chatBody(text, parent, params, newConversation);
     const streaming = postSse(backend().chatPath, body, {
       context: (r) => {
+        begin();
         report = r;
         if (Array.isArray(r?.sources)) turn.sources = r.sources.filter((x) => typeof x === 'string');
       },
       delta: (d) => {
+        begin();
         const t = typeof d.text === 'string' ? d.text : '';
         streamed += t;
         turn.answer = streamed;
@@ -2137,6 +2332,7 @@ async function send(opts = null) {
         followStream();
       },
       done: (d) => {
+        begin();
         done = d;
         if (d && d.memory_follows === true && d.assistant_message_id) app.memoryPending.add(d.assistant_message_id);
         sawDone();
@@ -2146,7 +2342,10 @@ async function send(opts = null) {
           Promise.resolve(answerSaved).then(() => applyMemory(m)).catch(reportError);
         }
       },
-      error: (e) => { failure = new ApiError(0, e.kind || 'provider', e.message || 'The model failed.'); },
+      error: (e) => {
+        begin();
+        failure = new ApiError(0, e.kind || 'provider', e.message || 'The model failed.');
+      },
     }, controller.signal);
     await Promise.race([streaming, doneSeen]);
     if (done) {
@@ -2339,9 +2538,9 @@ async function doSearch(q) {
 
 async function jumpToMessage(id) {
   if (!app.state.messages.some((m) => m.id === id) && app.mode === 'local') {
-    // Older than the loaded page: load everything before it.
+    // Older than the loaded page: load its conversation (only it).
     try {
-      while (app.offset > 0 && !app.state.messages.some((m) => m.id === id)) await local.loadEarlier();
+      await local.loadConversation(id);
     } catch (e) {
       reportError(e);
       return;
@@ -2921,11 +3120,16 @@ function wire() {
       send();
     }
   });
-  $('composer-input').addEventListener('input', (e) => saveDraft(e.target.value));
+  $('composer-input').addEventListener('input', (e) => {
+    // A question not yet taken by its turn stays in the stored draft too.
+    const unsent = app.streaming && app.streaming.unsent;
+    saveDraft(unsent ? [unsent, e.target.value].filter(Boolean).join('\n\n') : e.target.value);
+  });
   // The tab closing mid-answer: the answer so far is kept (stateless mode
   // holds it here; the local server keeps it when the connection drops).
   window.addEventListener('pagehide', () => {
-    if (app.streaming && app.streaming.turn) backend().turnProgress(app.streaming.turn, true);
+    // Not before its first event: until then the stored draft holds the question.
+    if (app.streaming && app.streaming.started) backend().turnProgress(app.streaming.turn, true);
   });
   $('stop-button').addEventListener('click', stop);
   $('jump-latest').addEventListener('click', jumpToLatest);
@@ -2939,14 +3143,14 @@ function wire() {
     } else if (app.branchFrom && !$('context-dialog').open) cancelBranch();
   });
   $('reply-cancel').addEventListener('click', cancelBranch);
-  $('load-earlier').addEventListener('click', () => run(() => local.loadEarlier()));
   $('new-chat').addEventListener('click', startNewChat);
   $('conversation-rename').addEventListener('click', startRename);
   $('composer-provider').addEventListener('change', (e) => pickProvider(e.target.value));
   for (const f of ['truth-filter-kind', 'truth-filter-status', 'truth-filter-tag']) $(f).addEventListener('input', renderTruth);
   $('conversation-filter').addEventListener('input', (e) => {
     app.filter = e.target.value;
-    renderConversations();
+    if (app.mode === 'local') filterOnServer();
+    else renderConversations();
   });
   $('drawer-toggle').addEventListener('click', () => (sidebarShown() ? closeDrawer() : openDrawer()));
   $('sidebar-close').addEventListener('click', () => closeDrawer());
@@ -3218,5 +3422,5 @@ else start();
 // page.
 export {
   admitState, applyStatePatch, canonicalStateText, codeTokens, deleteTruthIn, editTruthIn,
-  mergeStates, messageId, normalizeState, renameMessageIn, textToXhtml, truthId,
+  listConversations, mergeStates, messageId, normalizeState, renameMessageIn, textToXhtml, truthId,
 };
