@@ -34,6 +34,29 @@ fn language(kind: Kind, path: &str) -> Option<Language> {
     })
 }
 
+/// CPU seconds (user + system) this process has used so far, from `/proc/self/stat` (Linux);
+/// 0 where it cannot be read. Wall time on a shared machine depends on the load; CPU time
+/// much less, so both are printed.
+fn cpu_s() -> f64 {
+    let Ok(stat) = std::fs::read_to_string("/proc/self/stat") else {
+        return 0.0;
+    };
+    // Fields after the command name (which may contain spaces), from field 3 on.
+    let Some((_, rest)) = stat.rsplit_once(") ") else {
+        return 0.0;
+    };
+    let fields: Vec<&str> = rest.split(' ').collect();
+    let ticks = |i: usize| {
+        fields
+            .get(i)
+            .and_then(|f| f.parse::<f64>().ok())
+            .unwrap_or(0.0)
+    };
+    // utime and stime are fields 14 and 15 (indexes 11 and 12 here), in clock ticks of
+    // 1/100 s on Linux (USER_HZ).
+    (ticks(11) + ticks(12)) / 100.0
+}
+
 fn options(threads: usize) -> IndexOptions {
     IndexOptions {
         max_total_bytes: u64::MAX,
@@ -67,6 +90,7 @@ fn parse_floor(dir: &Path, threads: usize) -> Result<(), String> {
     }
     let code_bytes: usize = code.iter().map(|(_, t)| t.len()).sum();
     let next = AtomicUsize::new(0);
+    let cpu0 = cpu_s();
     let started = Instant::now();
     std::thread::scope(|s| {
         for _ in 0..threads.max(1) {
@@ -86,6 +110,7 @@ fn parse_floor(dir: &Path, threads: usize) -> Result<(), String> {
     });
     let parse_s = started.elapsed().as_secs_f64();
     println!("parse_s={parse_s:.3}");
+    println!("parse_cpu_s={:.2}", cpu_s() - cpu0);
     println!("threads={}", threads.max(1));
     println!("code_files={}", code.len());
     println!("code_bytes={code_bytes}");
@@ -95,10 +120,12 @@ fn parse_floor(dir: &Path, threads: usize) -> Result<(), String> {
 }
 
 fn index(dir: &Path, threads: usize) -> Result<(), String> {
+    let cpu0 = cpu_s();
     let started = Instant::now();
     let report = index_directory(dir, &options(threads), &|_| {}).map_err(|e| e.to_string())?;
     let index_s = started.elapsed().as_secs_f64();
     println!("index_s={index_s:.3}");
+    println!("index_cpu_s={:.2}", cpu_s() - cpu0);
     println!("files={}", report.files);
     println!("bytes={}", report.bytes);
     println!("chunks={}", report.chunks);

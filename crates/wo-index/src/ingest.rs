@@ -17,12 +17,12 @@ use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
-use wo_text::terms::{Scratch, for_each_word, for_each_word_term};
 
 use crate::chunk::{Piece, chunk_text};
 use crate::error::{IndexError, Result};
 use crate::model::{Chunk, FileMeta, INDEX_VERSION, IndexFile, Kind, Stats, Warning, WarningKind};
 use crate::options::IndexOptions;
+use crate::postings_build::{PrevPostings, build_postings};
 use crate::util::{chunk_id, chunk_ref, sha256_hex, slugify, truncate_chars};
 use crate::walk::{CACHE_DIR, Candidate, kind_for_path, looks_binary, walk};
 
@@ -409,6 +409,40 @@ struct BuildOutcome {
 #[allow(clippy::too_many_arguments)]
 fn build<'b>(
     candidates: Vec<Candidate>,
+    warnings: Vec<Warning>,
+    previous: Option<IndexFile>,
+    stat_cache: &StatCache,
+    opts: &IndexOptions,
+    read: &(dyn Fn(&Candidate) -> Option<Cow<'b, [u8]>> + Sync),
+    progress: &(dyn Fn(&Progress<'_>) + Sync),
+    keep_unchanged: bool,
+) -> BuildOutcome {
+    // Every parallel step (files, then postings) runs on `opts.threads` threads.
+    let run = || {
+        build_in_pool(
+            candidates,
+            warnings,
+            previous,
+            stat_cache,
+            opts,
+            read,
+            progress,
+            keep_unchanged,
+        )
+    };
+    match opts.threads {
+        0 => run(),
+        n => match rayon::ThreadPoolBuilder::new().num_threads(n).build() {
+            Ok(pool) => pool.install(run),
+            Err(_) => run(),
+        },
+    }
+}
+
+/// [`build`] on the current rayon pool.
+#[allow(clippy::too_many_arguments)]
+fn build_in_pool<'b>(
+    candidates: Vec<Candidate>,
     mut warnings: Vec<Warning>,
     previous: Option<IndexFile>,
     stat_cache: &StatCache,
@@ -490,25 +524,10 @@ fn build<'b>(
         });
         result
     };
-    let results: Vec<Result<FileResult, Warning>> = {
-        let run = || {
-            accepted
-                .par_iter()
-                .map(|c| process(c).ok_or_else(|| unreadable(c)))
-                .collect::<Vec<_>>()
-        };
-        if opts.threads == 0 {
-            run()
-        } else {
-            match rayon::ThreadPoolBuilder::new()
-                .num_threads(opts.threads)
-                .build()
-            {
-                Ok(pool) => pool.install(run),
-                Err(_) => run(),
-            }
-        }
-    };
+    let results: Vec<Result<FileResult, Warning>> = accepted
+        .par_iter()
+        .map(|c| process(c).ok_or_else(|| unreadable(c)))
+        .collect();
 
     progress(&Progress {
         phase: Phase::Indexing,
@@ -717,8 +736,8 @@ fn process_file<'b>(
                 String::from_utf8_lossy(&bytes)
             }
         };
-        let text = text.strip_prefix('\u{feff}').unwrap_or(&text).to_string();
-        let out = chunk_text(kind, &cand.rel, &text, &opts.chunking);
+        let text = text.strip_prefix('\u{feff}').unwrap_or(&text);
+        let out = chunk_text(kind, &cand.rel, text, &opts.chunking);
         for (wkind, message) in out.warnings {
             warnings.push(Warning {
                 path: cand.rel.clone(),
@@ -858,110 +877,4 @@ fn assemble(
         stats,
         warnings,
     }
-}
-
-/// Postings of the previous index, kept so unchanged chunks need not be re-tokenized.
-struct PrevPostings {
-    /// Chunk ids by previous position.
-    ids: Vec<String>,
-    doc_lens: Vec<u32>,
-    /// Delta-encoded, as stored.
-    inverted: BTreeMap<String, Vec<u32>>,
-}
-
-/// Chunks tokenized per parallel batch; bounds the memory held by per-chunk term lists.
-const TERM_BATCH: usize = 4096;
-
-/// Term counts and word count (BM25's document length) of one chunk: its content plus its
-/// path (images have nothing else).
-fn chunk_terms(c: &Chunk) -> (Vec<(String, u32)>, u32) {
-    let mut counts: HashMap<String, u32> = HashMap::new();
-    let mut words = 0u32;
-    let mut scratch = Scratch::default();
-    let mut add = |word: &str| {
-        words += 1;
-        for_each_word_term(word, &mut scratch, |t| {
-            if let Some(n) = counts.get_mut(t) {
-                *n += 1;
-            } else {
-                counts.insert(t.to_string(), 1);
-            }
-        });
-    };
-    if c.kind != Kind::Image {
-        for_each_word(&c.content, &mut add);
-    }
-    for_each_word(&c.path, &mut add);
-    (counts.into_iter().collect(), words)
-}
-
-/// Builds delta-encoded postings and per-chunk term counts for `chunks` (in ref order).
-///
-/// Chunks whose id was in the previous index keep their previous postings, renumbered to their
-/// new positions: an id fixes path and content, and terms depend on nothing else. Only new
-/// chunks are tokenized, which keeps incremental runs proportional to what changed.
-fn build_postings(
-    chunks: &[Chunk],
-    prev: Option<PrevPostings>,
-) -> (BTreeMap<String, Vec<u32>>, Vec<u32>) {
-    let new_pos: HashMap<&str, u32> = chunks
-        .iter()
-        .enumerate()
-        .map(|(i, c)| (c.id.as_str(), i as u32))
-        .collect();
-    let mut doc_lens = vec![0u32; chunks.len()];
-    let mut known = vec![false; chunks.len()];
-    let mut lists: HashMap<String, Vec<(u32, u32)>> = HashMap::new();
-    if let Some(prev) = prev {
-        let old_to_new: Vec<Option<u32>> = prev
-            .ids
-            .iter()
-            .map(|id| new_pos.get(id.as_str()).copied())
-            .collect();
-        for (old, new) in old_to_new.iter().enumerate() {
-            if let Some(n) = new {
-                known[*n as usize] = true;
-                doc_lens[*n as usize] = prev.doc_lens.get(old).copied().unwrap_or(0);
-            }
-        }
-        for (term, encoded) in prev.inverted {
-            let mut pos = 0u32;
-            let mut list = Vec::new();
-            for (k, pair) in encoded.chunks_exact(2).enumerate() {
-                pos = if k == 0 { pair[0] } else { pos + pair[0] };
-                if let Some(Some(n)) = old_to_new.get(pos as usize) {
-                    list.push((*n, pair[1]));
-                }
-            }
-            if !list.is_empty() {
-                lists.insert(term, list);
-            }
-        }
-    }
-    let fresh: Vec<usize> = (0..chunks.len()).filter(|&i| !known[i]).collect();
-    for batch in fresh.chunks(TERM_BATCH) {
-        let counted: Vec<(Vec<(String, u32)>, u32)> =
-            batch.par_iter().map(|&i| chunk_terms(&chunks[i])).collect();
-        for (&doc, (terms, words)) in batch.iter().zip(counted) {
-            doc_lens[doc] = words;
-            for (term, tf) in terms {
-                lists.entry(term).or_default().push((doc as u32, tf));
-            }
-        }
-    }
-    let inverted = lists
-        .into_iter()
-        .map(|(term, mut list)| {
-            list.sort_unstable();
-            let mut encoded = Vec::with_capacity(list.len() * 2);
-            let mut last = 0u32;
-            for (k, (pos, tf)) in list.into_iter().enumerate() {
-                encoded.push(if k == 0 { pos } else { pos - last });
-                encoded.push(tf);
-                last = pos;
-            }
-            (term, encoded)
-        })
-        .collect();
-    (inverted, doc_lens)
 }
