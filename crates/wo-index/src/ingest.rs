@@ -253,7 +253,7 @@ pub fn index_directory(
         std::fs::write(&ignore_file, "*\n").map_err(|e| IndexError::io(&ignore_file, e))?;
     }
     let index_path = cache.join(INDEX_FILE);
-    let index_bytes = write_json_atomic(&index_path, &file)?;
+    let index_bytes = write_index_atomic(&index_path, &file)?;
     write_stat(&cache, &new_stat)?;
 
     Ok(IndexReport {
@@ -608,16 +608,95 @@ fn build_in_pool<'b>(
     }
 }
 
-/// Streams `value` as compact JSON to `path`, atomically and durably like [`write_atomic`];
-/// returns the size. Streaming avoids holding a second, serialised copy of a large index in
-/// memory.
+/// Streams `file` as compact JSON ([`write_index_json`]) to `path`, atomically and durably like
+/// [`write_atomic`]; returns the size. Streaming avoids holding a second, serialised copy of a
+/// large index in memory.
 #[cfg(not(target_arch = "wasm32"))]
-fn write_json_atomic<T: Serialize>(path: &Path, value: &T) -> Result<u64> {
-    wo_durable::write_atomic_with(path, CACHE_MODE, |w| {
-        serde_json::to_writer(w, value).map_err(std::io::Error::from)
-    })
-    .map(|meta| meta.len())
-    .map_err(|e| IndexError::io(path, e))
+fn write_index_atomic(path: &Path, file: &IndexFile) -> Result<u64> {
+    wo_durable::write_atomic_with(path, CACHE_MODE, |w| write_index_json(w, file))
+        .map(|meta| meta.len())
+        .map_err(|e| IndexError::io(path, e))
+}
+
+/// Items serialised together per parallel task, and tasks per written batch: the batch's text
+/// is all that is held at once.
+const SER_TASK: usize = 256;
+const SER_BATCH: usize = 16 * SER_TASK;
+
+/// Writes exactly the bytes `serde_json::to_writer(w, file)` writes (the golden test holds
+/// them equal), with the two large members — `chunks` and `inverted_index`, nearly all of the
+/// file — serialised in parallel, batch by batch. Serialising on one thread was the largest
+/// serial step left of an index once chunking and postings ran on every core.
+pub(crate) fn write_index_json(
+    w: &mut dyn std::io::Write,
+    file: &IndexFile,
+) -> std::io::Result<()> {
+    fn field<T: Serialize + ?Sized>(
+        w: &mut dyn std::io::Write,
+        first: bool,
+        name: &str,
+        value: &T,
+    ) -> std::io::Result<()> {
+        w.write_all(if first { b"{\"" } else { b",\"" })?;
+        w.write_all(name.as_bytes())?;
+        w.write_all(b"\":")?;
+        serde_json::to_writer(&mut *w, value).map_err(std::io::Error::from)
+    }
+    /// `[` or `{`, then `items` rendered by `render` in parallel and joined with commas, then
+    /// `close`.
+    fn parallel<T: Sync>(
+        w: &mut dyn std::io::Write,
+        open: u8,
+        close: u8,
+        items: &[T],
+        render: impl Fn(&mut Vec<u8>, &T) -> serde_json::Result<()> + Sync,
+    ) -> std::io::Result<()> {
+        w.write_all(&[open])?;
+        for (b, batch) in items.chunks(SER_BATCH).enumerate() {
+            let texts: Vec<Vec<u8>> = batch
+                .par_chunks(SER_TASK)
+                .map(|task| {
+                    let mut out = Vec::new();
+                    for (i, item) in task.iter().enumerate() {
+                        if i > 0 {
+                            out.push(b',');
+                        }
+                        render(&mut out, item)?;
+                    }
+                    Ok(out)
+                })
+                .collect::<serde_json::Result<_>>()?;
+            for (t, text) in texts.iter().enumerate() {
+                if b > 0 || t > 0 {
+                    w.write_all(b",")?;
+                }
+                w.write_all(text)?;
+            }
+        }
+        w.write_all(&[close])
+    }
+    // The members in `IndexFile`'s declaration order, as the derived `Serialize` writes them.
+    field(w, true, "version", &file.version)?;
+    field(w, false, "index_id", &file.index_id)?;
+    field(w, false, "chunking", &file.chunking)?;
+    field(w, false, "files", &file.files)?;
+    w.write_all(b",\"chunks\":")?;
+    parallel(w, b'[', b']', &file.chunks, |out, c| {
+        serde_json::to_writer(out, c)
+    })?;
+    field(w, false, "chunk_refs", &file.chunk_refs)?;
+    field(w, false, "doc_lens", &file.doc_lens)?;
+    w.write_all(b",\"inverted_index\":")?;
+    let postings: Vec<(&String, &Vec<u32>)> = file.inverted_index.iter().collect();
+    parallel(w, b'{', b'}', &postings, |out, (term, list)| {
+        serde_json::to_writer(&mut *out, term)?;
+        out.push(b':');
+        serde_json::to_writer(out, list)
+    })?;
+    field(w, false, "stats", &file.stats)?;
+    field(w, false, "warnings", &file.warnings)?;
+    w.write_all(b"}")?;
+    w.flush()
 }
 
 /// In the browser there is no file system (wo-durable is Unix-only): writes fail as
@@ -628,7 +707,7 @@ pub(crate) fn write_atomic(path: &Path, _bytes: &[u8]) -> Result<()> {
 }
 
 #[cfg(target_arch = "wasm32")]
-fn write_json_atomic<T: Serialize>(path: &Path, _value: &T) -> Result<u64> {
+fn write_index_atomic(path: &Path, _file: &IndexFile) -> Result<u64> {
     Err(IndexError::io(path, std::io::ErrorKind::Unsupported.into()))
 }
 

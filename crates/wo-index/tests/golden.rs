@@ -199,3 +199,32 @@ fn small_caps_and_an_incremental_run_keep_bytes_equal_across_thread_counts() {
         format!("{} {}\n", sha256_hex(bytes), bytes.len())
     });
 }
+
+#[test]
+fn index_json_written_in_parallel_batches_is_what_serde_writes() {
+    // More chunks and terms than one serialisation batch (4,096), so batches are joined; and
+    // the empty index, whose arrays and maps are empty.
+    let dir = tempfile::tempdir().unwrap();
+    for i in 0..4_500 {
+        write(
+            dir.path(),
+            &format!("notes/n{i:04}.md"),
+            format!("# Note {i}\n\nword{i} \"quoted\" \\ back\u{e9}slash tab\there\n"),
+        );
+    }
+    index_directory(dir.path(), &options(2), &|_| {}).unwrap();
+    let written = std::fs::read(dir.path().join(".wo-index/index.json")).unwrap();
+    let index = Index::open(dir.path()).unwrap();
+    assert!(index.data().chunks.len() > 4_096 && index.data().inverted_index.len() > 4_096);
+    assert!(written == serde_json::to_vec(index.data()).unwrap());
+
+    let empty = tempfile::tempdir().unwrap();
+    index_directory(empty.path(), &options(2), &|_| {}).unwrap();
+    let written = std::fs::read(empty.path().join(".wo-index/index.json")).unwrap();
+    let index = Index::open(empty.path()).unwrap();
+    assert!(index.data().chunks.is_empty());
+    assert_eq!(
+        String::from_utf8(written).unwrap(),
+        serde_json::to_string(index.data()).unwrap()
+    );
+}
