@@ -15,6 +15,8 @@
 # FLOOR_TREES    where the copies live (default /tmp/wo-floor-trees; kept between runs).
 # RUNS           timed runs of each measurement (default 3; the best is reported).
 # THREADS        threads for the parse floor and the index (default 2 = this machine's cores).
+# BASELINE       optional: an index_floor binary built from an older commit; its full index
+#                is timed in the same run (the "before" column).
 set -euo pipefail
 ROOT="$(cd "$(dirname "$0")/../.." && pwd)"
 cd "$ROOT"
@@ -81,32 +83,40 @@ secs_of() { # command...: wall seconds of one run
 }
 
 say "load before: $(cut -d' ' -f1-3 /proc/loadavg); $(nproc) cores; RUNS=$RUNS THREADS=$THREADS"
-printf '| tree | files | MB | code MB | wo index s | peak RSS MB | parse floor s (%s thr) | rg floor s | index / parse | index / rg | load |\n' "$THREADS"
-printf '|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|\n'
+printf '| tree | files | MB | code MB | before s | wo index s (CPU s) | peak RSS MB | parse floor s (CPU s, %s thr) | rg floor s | index / parse (CPU) | index / rg | load |\n' "$THREADS"
+printf '|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|\n'
 for tree in "$CODE" "$TEXT"; do
   rm -rf "$tree/.wo-index"
-  parse=(); rgs=(); idx=(); rss=()
+  parse=(); pcpu=(); rgs=(); idx=(); icpu=(); rss=(); base=()
   for _ in $(seq "$RUNS"); do
     out=$("$BIN" parse "$tree" "$THREADS")
-    parse+=("$(echo "$out" | kv parse_s)")
+    parse+=("$(echo "$out" | kv parse_s)"); pcpu+=("$(echo "$out" | kv parse_cpu_s)")
     files=$(echo "$out" | kv files); bytes=$(echo "$out" | kv bytes)
     code_bytes=$(echo "$out" | kv code_bytes)
     rgs+=("$(secs_of rg -uuu -a -c '' -g '!.wo-index' "$tree")")
     out=$(/usr/bin/time -f 'rss_kb=%M' "$BIN" index "$tree" "$THREADS" 2>&1)
     idx+=("$(echo "$out" | kv index_s)"); rss+=("$(echo "$out" | kv rss_kb)")
+    icpu+=("$(echo "$out" | kv index_cpu_s)")
+    if [ -n "${BASELINE:-}" ]; then
+      base+=("$("$BASELINE" index "$tree" "$THREADS" | kv index_s)")
+    fi
     ifiles=$(echo "$out" | kv files)
   done
   p=$(best "${parse[@]}"); r=$(best "${rgs[@]}"); i=$(best "${idx[@]}")
+  pc=$(best "${pcpu[@]}"); ic=$(best "${icpu[@]}")
+  bs=$([ -n "${BASELINE:-}" ] && best "${base[@]}" || echo "")
   m=$(python3 -c 'import sys; print(max(int(x) for x in sys.argv[1:]) // 1024)' "${rss[@]}")
   python3 - "$tree" "$files" "$ifiles" "$bytes" "$code_bytes" "$i" "$m" "$p" "$r" \
-    "$(cut -d' ' -f1-3 /proc/loadavg)" "${parse[*]}" "${rgs[*]}" "${idx[*]}" <<'EOF'
+    "$(cut -d' ' -f1-3 /proc/loadavg)" "${parse[*]}" "${rgs[*]}" "${idx[*]}" "$pc" "$ic" "$bs" \
+    "${base[*]:-}" <<'EOF'
 import sys
-tree, files, ifiles, b, cb, i, m, p, r, load, ps, rs, ids = sys.argv[1:]
-b, cb, i, p, r = int(b), int(cb), float(i), float(p), float(r)
-pr = f"{i / p:.2f}×" if p > 0.001 else "— (no code)"
-print(f"| {tree.rsplit('/', 1)[-1]} | {files} ({ifiles} indexed) | {b/1e6:.1f} | {cb/1e6:.1f} | {i:.2f} | {m} "
-      f"| {p:.2f} | {r:.3f} | {pr} | {i / r:.1f}× | {load} |")
-print(f"   runs: parse {ps}; rg {rs}; index {ids}", file=sys.stderr)
+tree, files, ifiles, b, cb, i, m, p, r, load, ps, rs, ids, pc, ic, bs, bss = sys.argv[1:]
+b, cb, i, p, r, pc, ic = int(b), int(cb), float(i), float(p), float(r), float(pc), float(ic)
+pr = f"{i / p:.2f}× ({ic / pc:.2f}×)" if p > 0.001 and pc > 0 else "— (no code)"
+before = f"{float(bs):.2f}" if bs else "—"
+print(f"| {tree.rsplit('/', 1)[-1]} | {files} ({ifiles} indexed) | {b/1e6:.1f} | {cb/1e6:.1f} | {before} "
+      f"| {i:.2f} ({ic:.2f}) | {m} | {p:.2f} ({pc:.2f}) | {r:.3f} | {pr} | {i / r:.1f}× | {load} |")
+print(f"   runs: parse {ps}; rg {rs}; index {ids}; before {bss}", file=sys.stderr)
 EOF
   rm -rf "$tree/.wo-index"
 done

@@ -620,13 +620,17 @@ fn write_index_atomic(path: &Path, file: &IndexFile) -> Result<u64> {
 
 /// Items serialised together per parallel task, and tasks per written batch: the batch's text
 /// is all that is held at once.
+#[cfg(not(target_arch = "wasm32"))]
 const SER_TASK: usize = 256;
+#[cfg(not(target_arch = "wasm32"))]
 const SER_BATCH: usize = 16 * SER_TASK;
 
 /// Writes exactly the bytes `serde_json::to_writer(w, file)` writes (the golden test holds
 /// them equal), with the two large members — `chunks` and `inverted_index`, nearly all of the
 /// file — serialised in parallel, batch by batch. Serialising on one thread was the largest
-/// serial step left of an index once chunking and postings ran on every core.
+/// serial step left of an index once chunking and postings ran on every core. (The browser
+/// serialises its index with serde_json itself: the same bytes.)
+#[cfg(not(target_arch = "wasm32"))]
 pub(crate) fn write_index_json(
     w: &mut dyn std::io::Write,
     file: &IndexFile,
