@@ -17,12 +17,12 @@ use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
-use wo_text::terms::{Scratch, for_each_word, for_each_word_term};
 
 use crate::chunk::{Piece, chunk_text};
 use crate::error::{IndexError, Result};
 use crate::model::{Chunk, FileMeta, INDEX_VERSION, IndexFile, Kind, Stats, Warning, WarningKind};
 use crate::options::IndexOptions;
+use crate::postings_build::{PrevPostings, build_postings};
 use crate::util::{chunk_id, chunk_ref, sha256_hex, slugify, truncate_chars};
 use crate::walk::{CACHE_DIR, Candidate, kind_for_path, looks_binary, walk};
 
@@ -253,7 +253,7 @@ pub fn index_directory(
         std::fs::write(&ignore_file, "*\n").map_err(|e| IndexError::io(&ignore_file, e))?;
     }
     let index_path = cache.join(INDEX_FILE);
-    let index_bytes = write_json_atomic(&index_path, &file)?;
+    let index_bytes = write_index_atomic(&index_path, &file)?;
     write_stat(&cache, &new_stat)?;
 
     Ok(IndexReport {
@@ -409,6 +409,40 @@ struct BuildOutcome {
 #[allow(clippy::too_many_arguments)]
 fn build<'b>(
     candidates: Vec<Candidate>,
+    warnings: Vec<Warning>,
+    previous: Option<IndexFile>,
+    stat_cache: &StatCache,
+    opts: &IndexOptions,
+    read: &(dyn Fn(&Candidate) -> Option<Cow<'b, [u8]>> + Sync),
+    progress: &(dyn Fn(&Progress<'_>) + Sync),
+    keep_unchanged: bool,
+) -> BuildOutcome {
+    // Every parallel step (files, then postings) runs on `opts.threads` threads.
+    let run = || {
+        build_in_pool(
+            candidates,
+            warnings,
+            previous,
+            stat_cache,
+            opts,
+            read,
+            progress,
+            keep_unchanged,
+        )
+    };
+    match opts.threads {
+        0 => run(),
+        n => match rayon::ThreadPoolBuilder::new().num_threads(n).build() {
+            Ok(pool) => pool.install(run),
+            Err(_) => run(),
+        },
+    }
+}
+
+/// [`build`] on the current rayon pool.
+#[allow(clippy::too_many_arguments)]
+fn build_in_pool<'b>(
+    candidates: Vec<Candidate>,
     mut warnings: Vec<Warning>,
     previous: Option<IndexFile>,
     stat_cache: &StatCache,
@@ -490,25 +524,10 @@ fn build<'b>(
         });
         result
     };
-    let results: Vec<Result<FileResult, Warning>> = {
-        let run = || {
-            accepted
-                .par_iter()
-                .map(|c| process(c).ok_or_else(|| unreadable(c)))
-                .collect::<Vec<_>>()
-        };
-        if opts.threads == 0 {
-            run()
-        } else {
-            match rayon::ThreadPoolBuilder::new()
-                .num_threads(opts.threads)
-                .build()
-            {
-                Ok(pool) => pool.install(run),
-                Err(_) => run(),
-            }
-        }
-    };
+    let results: Vec<Result<FileResult, Warning>> = accepted
+        .par_iter()
+        .map(|c| process(c).ok_or_else(|| unreadable(c)))
+        .collect();
 
     progress(&Progress {
         phase: Phase::Indexing,
@@ -589,16 +608,99 @@ fn build<'b>(
     }
 }
 
-/// Streams `value` as compact JSON to `path`, atomically and durably like [`write_atomic`];
-/// returns the size. Streaming avoids holding a second, serialised copy of a large index in
-/// memory.
+/// Streams `file` as compact JSON ([`write_index_json`]) to `path`, atomically and durably like
+/// [`write_atomic`]; returns the size. Streaming avoids holding a second, serialised copy of a
+/// large index in memory.
 #[cfg(not(target_arch = "wasm32"))]
-fn write_json_atomic<T: Serialize>(path: &Path, value: &T) -> Result<u64> {
-    wo_durable::write_atomic_with(path, CACHE_MODE, |w| {
-        serde_json::to_writer(w, value).map_err(std::io::Error::from)
-    })
-    .map(|meta| meta.len())
-    .map_err(|e| IndexError::io(path, e))
+fn write_index_atomic(path: &Path, file: &IndexFile) -> Result<u64> {
+    wo_durable::write_atomic_with(path, CACHE_MODE, |w| write_index_json(w, file))
+        .map(|meta| meta.len())
+        .map_err(|e| IndexError::io(path, e))
+}
+
+/// Items serialised together per parallel task, and tasks per written batch: the batch's text
+/// is all that is held at once.
+#[cfg(not(target_arch = "wasm32"))]
+const SER_TASK: usize = 256;
+#[cfg(not(target_arch = "wasm32"))]
+const SER_BATCH: usize = 16 * SER_TASK;
+
+/// Writes exactly the bytes `serde_json::to_writer(w, file)` writes (the golden test holds
+/// them equal), with the two large members — `chunks` and `inverted_index`, nearly all of the
+/// file — serialised in parallel, batch by batch. Serialising on one thread was the largest
+/// serial step left of an index once chunking and postings ran on every core. (The browser
+/// serialises its index with serde_json itself: the same bytes.)
+#[cfg(not(target_arch = "wasm32"))]
+pub(crate) fn write_index_json(
+    w: &mut dyn std::io::Write,
+    file: &IndexFile,
+) -> std::io::Result<()> {
+    fn field<T: Serialize + ?Sized>(
+        w: &mut dyn std::io::Write,
+        first: bool,
+        name: &str,
+        value: &T,
+    ) -> std::io::Result<()> {
+        w.write_all(if first { b"{\"" } else { b",\"" })?;
+        w.write_all(name.as_bytes())?;
+        w.write_all(b"\":")?;
+        serde_json::to_writer(&mut *w, value).map_err(std::io::Error::from)
+    }
+    /// `[` or `{`, then `items` rendered by `render` in parallel and joined with commas, then
+    /// `close`.
+    fn parallel<T: Sync>(
+        w: &mut dyn std::io::Write,
+        open: u8,
+        close: u8,
+        items: &[T],
+        render: impl Fn(&mut Vec<u8>, &T) -> serde_json::Result<()> + Sync,
+    ) -> std::io::Result<()> {
+        w.write_all(&[open])?;
+        for (b, batch) in items.chunks(SER_BATCH).enumerate() {
+            let texts: Vec<Vec<u8>> = batch
+                .par_chunks(SER_TASK)
+                .map(|task| {
+                    let mut out = Vec::new();
+                    for (i, item) in task.iter().enumerate() {
+                        if i > 0 {
+                            out.push(b',');
+                        }
+                        render(&mut out, item)?;
+                    }
+                    Ok(out)
+                })
+                .collect::<serde_json::Result<_>>()?;
+            for (t, text) in texts.iter().enumerate() {
+                if b > 0 || t > 0 {
+                    w.write_all(b",")?;
+                }
+                w.write_all(text)?;
+            }
+        }
+        w.write_all(&[close])
+    }
+    // The members in `IndexFile`'s declaration order, as the derived `Serialize` writes them.
+    field(w, true, "version", &file.version)?;
+    field(w, false, "index_id", &file.index_id)?;
+    field(w, false, "chunking", &file.chunking)?;
+    field(w, false, "files", &file.files)?;
+    w.write_all(b",\"chunks\":")?;
+    parallel(w, b'[', b']', &file.chunks, |out, c| {
+        serde_json::to_writer(out, c)
+    })?;
+    field(w, false, "chunk_refs", &file.chunk_refs)?;
+    field(w, false, "doc_lens", &file.doc_lens)?;
+    w.write_all(b",\"inverted_index\":")?;
+    let postings: Vec<(&String, &Vec<u32>)> = file.inverted_index.iter().collect();
+    parallel(w, b'{', b'}', &postings, |out, (term, list)| {
+        serde_json::to_writer(&mut *out, term)?;
+        out.push(b':');
+        serde_json::to_writer(out, list)
+    })?;
+    field(w, false, "stats", &file.stats)?;
+    field(w, false, "warnings", &file.warnings)?;
+    w.write_all(b"}")?;
+    w.flush()
 }
 
 /// In the browser there is no file system (wo-durable is Unix-only): writes fail as
@@ -609,7 +711,7 @@ pub(crate) fn write_atomic(path: &Path, _bytes: &[u8]) -> Result<()> {
 }
 
 #[cfg(target_arch = "wasm32")]
-fn write_json_atomic<T: Serialize>(path: &Path, _value: &T) -> Result<u64> {
+fn write_index_atomic(path: &Path, _file: &IndexFile) -> Result<u64> {
     Err(IndexError::io(path, std::io::ErrorKind::Unsupported.into()))
 }
 
@@ -717,8 +819,8 @@ fn process_file<'b>(
                 String::from_utf8_lossy(&bytes)
             }
         };
-        let text = text.strip_prefix('\u{feff}').unwrap_or(&text).to_string();
-        let out = chunk_text(kind, &cand.rel, &text, &opts.chunking);
+        let text = text.strip_prefix('\u{feff}').unwrap_or(&text);
+        let out = chunk_text(kind, &cand.rel, text, &opts.chunking);
         for (wkind, message) in out.warnings {
             warnings.push(Warning {
                 path: cand.rel.clone(),
@@ -858,110 +960,4 @@ fn assemble(
         stats,
         warnings,
     }
-}
-
-/// Postings of the previous index, kept so unchanged chunks need not be re-tokenized.
-struct PrevPostings {
-    /// Chunk ids by previous position.
-    ids: Vec<String>,
-    doc_lens: Vec<u32>,
-    /// Delta-encoded, as stored.
-    inverted: BTreeMap<String, Vec<u32>>,
-}
-
-/// Chunks tokenized per parallel batch; bounds the memory held by per-chunk term lists.
-const TERM_BATCH: usize = 4096;
-
-/// Term counts and word count (BM25's document length) of one chunk: its content plus its
-/// path (images have nothing else).
-fn chunk_terms(c: &Chunk) -> (Vec<(String, u32)>, u32) {
-    let mut counts: HashMap<String, u32> = HashMap::new();
-    let mut words = 0u32;
-    let mut scratch = Scratch::default();
-    let mut add = |word: &str| {
-        words += 1;
-        for_each_word_term(word, &mut scratch, |t| {
-            if let Some(n) = counts.get_mut(t) {
-                *n += 1;
-            } else {
-                counts.insert(t.to_string(), 1);
-            }
-        });
-    };
-    if c.kind != Kind::Image {
-        for_each_word(&c.content, &mut add);
-    }
-    for_each_word(&c.path, &mut add);
-    (counts.into_iter().collect(), words)
-}
-
-/// Builds delta-encoded postings and per-chunk term counts for `chunks` (in ref order).
-///
-/// Chunks whose id was in the previous index keep their previous postings, renumbered to their
-/// new positions: an id fixes path and content, and terms depend on nothing else. Only new
-/// chunks are tokenized, which keeps incremental runs proportional to what changed.
-fn build_postings(
-    chunks: &[Chunk],
-    prev: Option<PrevPostings>,
-) -> (BTreeMap<String, Vec<u32>>, Vec<u32>) {
-    let new_pos: HashMap<&str, u32> = chunks
-        .iter()
-        .enumerate()
-        .map(|(i, c)| (c.id.as_str(), i as u32))
-        .collect();
-    let mut doc_lens = vec![0u32; chunks.len()];
-    let mut known = vec![false; chunks.len()];
-    let mut lists: HashMap<String, Vec<(u32, u32)>> = HashMap::new();
-    if let Some(prev) = prev {
-        let old_to_new: Vec<Option<u32>> = prev
-            .ids
-            .iter()
-            .map(|id| new_pos.get(id.as_str()).copied())
-            .collect();
-        for (old, new) in old_to_new.iter().enumerate() {
-            if let Some(n) = new {
-                known[*n as usize] = true;
-                doc_lens[*n as usize] = prev.doc_lens.get(old).copied().unwrap_or(0);
-            }
-        }
-        for (term, encoded) in prev.inverted {
-            let mut pos = 0u32;
-            let mut list = Vec::new();
-            for (k, pair) in encoded.chunks_exact(2).enumerate() {
-                pos = if k == 0 { pair[0] } else { pos + pair[0] };
-                if let Some(Some(n)) = old_to_new.get(pos as usize) {
-                    list.push((*n, pair[1]));
-                }
-            }
-            if !list.is_empty() {
-                lists.insert(term, list);
-            }
-        }
-    }
-    let fresh: Vec<usize> = (0..chunks.len()).filter(|&i| !known[i]).collect();
-    for batch in fresh.chunks(TERM_BATCH) {
-        let counted: Vec<(Vec<(String, u32)>, u32)> =
-            batch.par_iter().map(|&i| chunk_terms(&chunks[i])).collect();
-        for (&doc, (terms, words)) in batch.iter().zip(counted) {
-            doc_lens[doc] = words;
-            for (term, tf) in terms {
-                lists.entry(term).or_default().push((doc as u32, tf));
-            }
-        }
-    }
-    let inverted = lists
-        .into_iter()
-        .map(|(term, mut list)| {
-            list.sort_unstable();
-            let mut encoded = Vec::with_capacity(list.len() * 2);
-            let mut last = 0u32;
-            for (k, (pos, tf)) in list.into_iter().enumerate() {
-                encoded.push(if k == 0 { pos } else { pos - last });
-                encoded.push(tf);
-                last = pos;
-            }
-            (term, encoded)
-        })
-        .collect();
-    (inverted, doc_lens)
 }

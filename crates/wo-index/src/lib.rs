@@ -22,6 +22,7 @@ mod export;
 mod ingest;
 mod model;
 mod options;
+mod postings_build;
 mod search;
 #[cfg(not(target_arch = "wasm32"))]
 mod sidecar;

@@ -8,6 +8,8 @@
 //! large is cut by the shared line packer. If the grammar cannot be loaded or the parse yields
 //! nothing usable, the file is chunked as plain text.
 
+use std::cell::RefCell;
+
 use tree_sitter::{Language, Node, Parser};
 
 use super::{ChunkOutput, Labels, Packer, chunk_plain, file_lines};
@@ -343,6 +345,12 @@ fn language(kind: Kind, path: &str) -> Option<Language> {
     })
 }
 
+thread_local! {
+    /// One parser per thread, reused from file to file (a parser keeps its allocations; setting
+    /// a language only points it at the grammar's tables).
+    static PARSER: RefCell<Parser> = RefCell::new(Parser::new());
+}
+
 pub(crate) fn chunk(
     kind: Kind,
     path: &str,
@@ -361,14 +369,22 @@ pub(crate) fn chunk(
         chunk_plain(text, cfg, out);
         return;
     };
-    let mut parser = Parser::new();
-    if parser.set_language(&lang).is_err() {
-        fallback("grammar unavailable", out);
-        return;
-    }
-    let Some(tree) = parser.parse(text, None) else {
-        fallback("parser gave up", out);
-        return;
+    let tree = PARSER.with_borrow_mut(|parser| {
+        parser
+            .set_language(&lang)
+            .map_err(|_| "grammar unavailable")?;
+        parser.parse(text, None).ok_or_else(|| {
+            // A parse that stopped part-way leaves state behind for a resumed parse.
+            parser.reset();
+            "parser gave up"
+        })
+    });
+    let tree = match tree {
+        Ok(tree) => tree,
+        Err(reason) => {
+            fallback(reason, out);
+            return;
+        }
     };
     let lines = file_lines(text);
     let ctx = Ctx {
