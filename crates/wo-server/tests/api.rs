@@ -687,14 +687,7 @@ async fn search_and_chat_draw_on_the_directory_index() {
     })
     .await;
 
-    let hits: Value = s
-        .program(Method::GET, "/api/search?q=firing+schedule")
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let hits: Value = s.program_get("/api/search?q=firing+schedule").await;
     let chunk = &hits["chunks"][0];
     assert_eq!(chunk["path"], "kiln.md", "{hits}");
     let r#ref = chunk["ref"].as_str().unwrap();
@@ -710,14 +703,7 @@ async fn search_and_chat_draw_on_the_directory_index() {
         got["content"].as_str().unwrap().contains("cone 04"),
         "{got}"
     );
-    let hits: Value = s
-        .program(Method::GET, "/api/search?q=backoff&kind=rust")
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let hits: Value = s.program_get("/api/search?q=backoff&kind=rust").await;
     assert_eq!(hits["chunks"][0]["path"], "retry.rs", "{hits}");
     let r = s
         .program(Method::GET, "/api/search?q=x&kind=cobol")
@@ -742,14 +728,7 @@ async fn search_and_chat_draw_on_the_directory_index() {
     )
     .unwrap();
     wo_index::index_directory(project.path(), &wo_index::IndexOptions::default(), &|_| {}).unwrap();
-    let hits: Value = s
-        .program(Method::GET, "/api/search?q=celadon")
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let hits: Value = s.program_get("/api/search?q=celadon").await;
     assert_eq!(hits["chunks"][0]["path"], "glaze.md", "{hits}");
 
     // A turn cites the chunk it was given, and the model saw its text.
@@ -883,14 +862,7 @@ async fn a_served_turn_is_remembered_after_done_and_can_be_undone() {
         json!([d["user_message_id"], d["assistant_message_id"]])
     );
     // The web client reads the journal with the state.
-    let page: Value = s
-        .program(Method::GET, "/api/state")
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let page: Value = s.program_get("/api/state").await;
     assert_eq!(page["memory_log"][0]["exchange"], d["assistant_message_id"]);
     // Undo: the fact goes (with a tombstone); a second undo finds nothing.
     let undo = |exchange: Value| {
@@ -1549,24 +1521,10 @@ async fn every_conversation_is_listed_and_an_old_one_opens_alone() {
 
     // The latest page does not reach it; its own page holds all of it and
     // nothing else.
-    let latest: wire::StatePage = s
-        .program(Method::GET, "/api/state?limit=1000")
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let latest: wire::StatePage = s.program_get("/api/state?limit=1000").await;
     assert!(latest.messages.iter().all(|m| m.id != old.root));
     let url = format!("/api/state?conversation={}", old.root);
-    let page: wire::StatePage = s
-        .program(Method::GET, &url)
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let page: wire::StatePage = s.program_get(&url).await;
     assert_eq!(page.conversation.as_deref(), Some(old.root.as_str()));
     assert_eq!((page.total_messages, page.offset), (3, 0));
     let ids: Vec<&str> = page.messages.iter().map(|m| m.id.as_str()).collect();
@@ -1574,14 +1532,7 @@ async fn every_conversation_is_listed_and_an_old_one_opens_alone() {
     assert_eq!(ids[2], old.latest);
     // Any member's id finds it; paging counts within it.
     let url = format!("/api/state?conversation={}&limit=1", old.latest);
-    let page: wire::StatePage = s
-        .program(Method::GET, &url)
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let page: wire::StatePage = s.program_get(&url).await;
     assert_eq!((page.total_messages, page.offset), (3, 2));
     assert_eq!(page.messages[0].id, old.latest);
     // An unknown conversation is a 404 that says so; the file is unchanged.

@@ -389,14 +389,7 @@ async fn item_2_cookies_do_not_cross_ports() {
         );
     }
     // The preferences cookie is per port too, and the client is told.
-    let info_a: Value = a
-        .program(Method::GET, "/api/info")
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let info_a: Value = a.program_get("/api/info").await;
     let info_b: Value = b
         .client
         .get(b.url("/api/info"))
@@ -795,14 +788,7 @@ async fn item_11_hosted_clients_choose_only_what_the_operator_offers() {
 async fn the_signed_in_user_still_sees_provider_details() {
     // Local mode is the user's own: every provider, and why one fails.
     let s = serve(Script::says("ok"), false).await;
-    let listed: Value = s
-        .program(Method::GET, "/api/providers?check=true")
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let listed: Value = s.program_get("/api/providers?check=true").await;
     let rows = listed["providers"].as_array().unwrap();
     assert!(rows.len() > 1, "{listed}");
     assert!(rows.iter().all(|r| r["detail"].is_string()), "{listed}");

@@ -229,14 +229,7 @@ async fn models_list_the_providers_and_choose_one() {
         .unwrap();
     })
     .await;
-    let list: Value = s
-        .program(Method::GET, "/v1/models")
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let list: Value = s.program_get("/v1/models").await;
     assert_eq!(list["object"], "list");
     let ids = list["data"].as_array().unwrap().iter().map(|m| &m["id"]);
     assert_eq!(

@@ -269,6 +269,17 @@ impl Served {
         self.program(method, path).json(body).send().await.unwrap()
     }
 
+    /// A program's `GET path` with the bearer token; its JSON body (typed
+    /// as the caller asks).
+    pub async fn program_get<T: serde::de::DeserializeOwned>(&self, path: &str) -> T {
+        let r = self
+            .program(reqwest::Method::GET, path)
+            .send()
+            .await
+            .unwrap();
+        r.json().await.unwrap()
+    }
+
     /// A same-origin JSON request (`POST`, `PATCH`…) with no credentials:
     /// a page that is not signed in, or any stateless client.
     pub async fn cookieless(
