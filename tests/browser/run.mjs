@@ -384,6 +384,25 @@ async function download(page, action) {
   return { name: dl.suggestedFilename(), text: fs.readFileSync(file, 'utf8') };
 }
 
+// A server for a scenario's fixture state: local mode serves it from a file
+// in DIR (under TMP); stateless starts empty and `importFixtureIfStateless` imports it.
+async function serveFixture(mode, fx, dir) {
+  if (mode !== 'local') return startServer({ stateless: true });
+  const where = path.join(TMP, dir);
+  fs.mkdirSync(where, { recursive: true });
+  const file = path.join(where, 'llm.json');
+  fs.writeFileSync(file, JSON.stringify(fx, null, 2));
+  return startServer({ file });
+}
+
+// The page's side of `serveFixture`: in stateless mode the fixture is
+// imported as a file, as a user would.
+async function importFixtureIfStateless(page, mode, fx) {
+  if (mode !== 'stateless') return;
+  await importFile(page, 'llm_2024.01.01.0000.json', JSON.stringify(fx));
+  await waitStatus(page, /Imported|Merged/);
+}
+
 async function importFile(page, name, text) {
   await page.setInputFiles('[data-testid="import-input"]', { name, mimeType: 'application/json', buffer: Buffer.from(text) });
 }
@@ -2270,22 +2289,10 @@ for (const mode of ['local', 'stateless']) {
   for (const size of ['desktop', 'phone']) {
     scenario(`${mode} ${size}: a 300-message conversation renders a window; scrolling up, Show earlier and a search hit bring in earlier messages`, async () => {
       const fx = bigFixture(300, 300);
-      let server;
-      if (mode === 'local') {
-        const dir = path.join(TMP, `window-${mode}-${size}`);
-        fs.mkdirSync(dir, { recursive: true });
-        const file = path.join(dir, 'llm.json');
-        fs.writeFileSync(file, JSON.stringify(fx, null, 2));
-        server = await startServer({ file });
-      } else {
-        server = await startServer({ stateless: true });
-      }
+      const server = await serveFixture(mode, fx, `window-${mode}-${size}`);
       try {
         await withPage(server, { size }, async (page) => {
-          if (mode === 'stateless') {
-            await importFile(page, 'llm_2024.01.01.0000.json', JSON.stringify(fx));
-            await waitStatus(page, /Imported|Merged/);
-          }
+          await importFixtureIfStateless(page, mode, fx);
           const last = fx.messages[299].id;
           await page.waitForSelector(`[data-testid="message"][data-id="${last}"]`);
           let ids = await shownIds(page);
@@ -2377,22 +2384,10 @@ for (const mode of ['local', 'stateless']) {
   for (const size of ['desktop', 'phone']) {
     scenario(`${mode} ${size}: a conversation older than the latest 1,000 messages is listed, found by a word of its text and opens; asking in it keeps it whole`, async () => {
       const { fx, old } = oldConversationFixture(1200);
-      let server;
-      if (mode === 'local') {
-        const dir = path.join(TMP, `old-conversation-${size}`);
-        fs.mkdirSync(dir, { recursive: true });
-        const file = path.join(dir, 'llm.json');
-        fs.writeFileSync(file, JSON.stringify(fx, null, 2));
-        server = await startServer({ file });
-      } else {
-        server = await startServer({ stateless: true });
-      }
+      const server = await serveFixture(mode, fx, `old-conversation-${size}`);
       try {
         await withPage(server, { size }, async (page) => {
-          if (mode === 'stateless') {
-            await importFile(page, 'llm_2024.01.01.0000.json', JSON.stringify(fx));
-            await waitStatus(page, /Imported|Merged/);
-          }
+          await importFixtureIfStateless(page, mode, fx);
           const last = fx.messages[fx.messages.length - 1].id;
           await page.waitForSelector(`[data-testid="message"][data-id="${last}"]`);
           // What the page asks the server from here on (local mode).
