@@ -7,7 +7,8 @@
 //! - Each model file is loaded once per process and cached; generations on
 //!   one model run one at a time (a second request waits, cancellably),
 //!   because two would only fight over the same cores.
-//! - Generation runs on a blocking thread (`spawn_blocking`) and sends
+//! - Generation runs on one long-lived thread per process (llama.cpp's
+//!   OpenMP team stays with it; see [`run_on_generation_thread`]) and sends
 //!   deltas over a channel. Cancelling the token or dropping the stream stops
 //!   it within one token.
 //! - Sampling: temperature 0 is greedy; otherwise top-k (default 40), top-p
@@ -274,6 +275,48 @@ fn prepare(
     })
 }
 
+/// A generation, run to its end on the generation thread.
+type GenerationJob = Box<dyn FnOnce() + Send>;
+
+/// Runs `job` on the process's one generation thread, starting it (again) if
+/// needed.
+///
+/// Why one long-lived thread rather than `spawn_blocking`: llama.cpp's CPU
+/// backend computes on an OpenMP team that belongs to the thread calling
+/// `decode`. When a generation landed on another blocking thread than the
+/// one before, it got a second team and generated at half speed for its
+/// whole run (measured on 2 cores with the default spinning waits: 40–50
+/// tok/s instead of 80–100, in exactly the rounds whose thread id changed).
+/// Generations on one model run one at a time anyway (`gen_lock`), so one
+/// thread costs no parallelism.
+fn run_on_generation_thread(job: GenerationJob) -> std::io::Result<()> {
+    static QUEUE: Mutex<Option<std::sync::mpsc::Sender<GenerationJob>>> = Mutex::new(None);
+    let mut queue = QUEUE.lock().unwrap_or_else(|p| p.into_inner());
+    let job = match queue.as_ref() {
+        Some(running) => match running.send(job) {
+            Ok(()) => return Ok(()),
+            // The thread is gone: start another.
+            Err(std::sync::mpsc::SendError(job)) => job,
+        },
+        None => job,
+    };
+    let (send, jobs) = std::sync::mpsc::channel::<GenerationJob>();
+    std::thread::Builder::new()
+        .name("wo-local-generation".into())
+        .spawn(move || {
+            for job in jobs {
+                // A panic inside llama.cpp's bindings fails that generation
+                // (its channel closes, the caller sees an error) and must not
+                // take the thread, and so every later generation, with it.
+                let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(job));
+            }
+        })?;
+    send.send(job)
+        .map_err(|_| std::io::Error::other("the generation thread ended before its first job"))?;
+    *queue = Some(send);
+    Ok(())
+}
+
 type Tx = mpsc::Sender<Result<StreamEvent, ProviderError>>;
 
 /// The generation loop (blocking thread). Returns when done, on error (sent
@@ -453,10 +496,14 @@ impl Provider for LocalProvider {
         let name = self.cfg.name.clone();
         let threads = self.threads();
         let thread_stop = stop.clone();
-        tokio::task::spawn_blocking(move || {
+        run_on_generation_thread(Box::new(move || {
             let _turn = guard;
             generate(&name, &loaded, job, threads, &thread_stop, &tx);
-        });
+        }))
+        .map_err(|e| ProviderError::Engine {
+            provider: self.cfg.name.clone(),
+            detail: format!("cannot start the generation thread: {e}"),
+        })?;
         let provider = self.cfg.name.clone();
         struct State {
             rx: mpsc::Receiver<Result<StreamEvent, ProviderError>>,
@@ -549,5 +596,33 @@ impl Provider for LocalProvider {
     }
     fn answer_limits(&self) -> crate::types::AnswerLimits {
         self.cfg.limits
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::run_on_generation_thread;
+    use std::sync::mpsc;
+
+    fn thread_of_next_job() -> std::thread::ThreadId {
+        let (tx, rx) = mpsc::channel();
+        run_on_generation_thread(Box::new(move || {
+            tx.send(std::thread::current().id()).unwrap();
+        }))
+        .unwrap();
+        rx.recv().unwrap()
+    }
+
+    /// Every generation shares one thread (and so one OpenMP team), even
+    /// when jobs are submitted from different threads, and a panicking job
+    /// does not take the thread down with it.
+    #[test]
+    fn generations_share_one_thread_that_outlives_a_panic() {
+        let first = thread_of_next_job();
+        assert_ne!(first, std::thread::current().id());
+        let from_elsewhere = std::thread::spawn(thread_of_next_job).join().unwrap();
+        assert_eq!(from_elsewhere, first);
+        run_on_generation_thread(Box::new(|| panic!("a failing generation"))).unwrap();
+        assert_eq!(thread_of_next_job(), first);
     }
 }
