@@ -4,16 +4,25 @@
 //! Terms are `wo_text::terms`' (the tokenizer search and chat retrieval share); a chunk's terms
 //! are those of its content (images have none) and of its path. Tokenising was the largest
 //! cost of an index after tree-sitter itself (29% of a code tree's CPU, most of it stemming and
-//! lower-casing the same words again and again), and merging every chunk's term list into one
-//! map ran on one thread. So:
+//! lower-casing the same words again and again), and on trees of prose, word lists and JSON —
+//! hundreds of thousands of distinct terms, most in one chunk only — allocating and freeing a
+//! string and a postings vector per term was over half of the rest (perf: malloc, free and
+//! `malloc_consolidate` 30% of a text tree's CPU). So nothing here allocates per word or per
+//! term:
 //!
 //! - chunks are split into contiguous blocks tokenised in parallel, each into its own
-//!   [`Block`]: terms interned to small ids, postings appended per term id;
-//! - inside a block, each distinct word is tokenised once ([`Block::word_terms`]: the word's
-//!   term ids, kept while the block's word cache stays under [`WORD_CACHE_MAX`] entries, which
-//!   bounds memory on large trees) — `for_each_word_term` is a pure function of the word, so
-//!   the cache cannot change a term;
-//! - blocks are merged in block order, so every term's postings are already in document order.
+//!   [`Block`]: terms interned to small ids in a [`TermTable`] (one string arena and an index
+//!   table of ids), and each document's `(term id, frequency)` pairs appended to one flat
+//!   vector;
+//! - inside a block, each distinct word is tokenised once (the block's word cache maps the
+//!   word, borrowed from the chunk, to its term ids' span in one vector, and is reset when it
+//!   passes [`WORD_CACHE_MAX`] words, which bounds memory on large trees) —
+//!   `for_each_word_term` is a pure function of the word, so the cache cannot change a term;
+//! - merging interns every block's terms into one table, ranks the terms by their text, counts
+//!   each term's postings and fills one arena of `(document, frequency)` pairs in block order,
+//!   so every term's postings are already in document order; only the result handed to the
+//!   index (`BTreeMap<String, Vec<u32>>`, the model's type) is allocated per term, in
+//!   parallel.
 //!
 //! Chunks whose id was in the previous index keep their previous postings, renumbered to their
 //! new positions: an id fixes path and content, and terms depend on nothing else. Only new
@@ -23,9 +32,11 @@
 //! `tests/golden.rs`, and the unit test below hold it to a direct, one-map computation).
 
 use std::collections::BTreeMap;
+use std::hash::BuildHasher;
 
+use hashbrown::HashTable;
 use rayon::prelude::*;
-use rustc_hash::FxHashMap;
+use rustc_hash::{FxBuildHasher, FxHashMap};
 use wo_text::terms::{Scratch, for_each_word, for_each_word_term};
 
 use crate::model::{Chunk, Kind};
@@ -39,80 +50,111 @@ pub(crate) struct PrevPostings {
     pub inverted: BTreeMap<String, Vec<u32>>,
 }
 
-/// A block's word cache is dropped when it grows past this many words (memory stays bounded
-/// on trees with a huge vocabulary; the cache only saves time).
+/// A block's word cache is reset when it grows past this many words (memory stays bounded on
+/// trees with a huge vocabulary; the cache only saves time).
 const WORD_CACHE_MAX: usize = 1 << 17;
 
 /// Chunks per block at least: fewer would spend more on merging than on tokenising.
 const MIN_BLOCK: usize = 256;
 
-/// Terms interned to small ids, with their postings.
+/// Strings interned to dense ids `0..len()`, all in one arena: no allocation per string.
 #[derive(Default)]
-struct Terms {
-    /// Term → id.
-    ids: FxHashMap<Box<str>, u32>,
-    /// Id → term.
-    terms: Vec<Box<str>>,
-    /// Id → (document, term frequency), in document order.
-    lists: Vec<Vec<(u32, u32)>>,
-    /// Id → frequency in the current document.
-    tf: Vec<u32>,
+struct TermTable {
+    /// Ids, found by the hash of their text.
+    table: HashTable<u32>,
+    /// Every term's text, one after another.
+    text: String,
+    /// Id → end of its text in `text` (its start is the previous id's end).
+    ends: Vec<u32>,
 }
 
-impl Terms {
+impl TermTable {
+    fn len(&self) -> usize {
+        self.ends.len()
+    }
+
+    fn get(&self, id: u32) -> &str {
+        let i = id as usize;
+        let start = if i == 0 { 0 } else { self.ends[i - 1] as usize };
+        &self.text[start..self.ends[i] as usize]
+    }
+
     fn intern(&mut self, term: &str) -> u32 {
-        if let Some(&id) = self.ids.get(term) {
+        let hash = FxBuildHasher.hash_one(term);
+        let Self { table, text, ends } = self;
+        let at = |id: u32| {
+            let i = id as usize;
+            let start = if i == 0 { 0 } else { ends[i - 1] as usize };
+            &text[start..ends[i] as usize]
+        };
+        if let Some(&id) = table.find(hash, |&id| at(id) == term) {
             return id;
         }
-        let id = self.terms.len() as u32;
-        let boxed: Box<str> = term.into();
-        self.ids.insert(boxed.clone(), id);
-        self.terms.push(boxed);
-        self.lists.push(Vec::new());
-        self.tf.push(0);
+        let id = ends.len() as u32;
+        text.push_str(term);
+        // An arena past 4 GiB of distinct terms is beyond any index this builds in memory.
+        ends.push(u32::try_from(text.len()).expect("term arena under 4 GiB"));
+        let (text, ends) = (&*text, &*ends);
+        table.insert_unique(hash, id, |&id| {
+            let i = id as usize;
+            let start = if i == 0 { 0 } else { ends[i - 1] as usize };
+            FxBuildHasher.hash_one(&text[start..ends[i] as usize])
+        });
         id
     }
 }
 
-/// Postings of one block of chunks.
+/// Postings of one block of chunks (borrowing their words for its cache).
 #[derive(Default)]
-struct Block {
-    terms: Terms,
-    /// (document, words): BM25's document length.
-    doc_lens: Vec<(u32, u32)>,
-    /// Word → its terms' ids, with repetitions, in the order the tokenizer gives them.
-    words: FxHashMap<Box<str>, Box<[u32]>>,
+struct Block<'a> {
+    terms: TermTable,
+    /// Per document, in document order: (document, words, end of its pairs in `pairs`).
+    docs: Vec<(u32, u32, u32)>,
+    /// (term id, frequency) of every document, one after another.
+    pairs: Vec<(u32, u32)>,
+    /// Word → the span of its term ids in `word_ids` (with repetitions, in the order the
+    /// tokenizer gives them).
+    words: FxHashMap<&'a str, (u32, u32)>,
+    word_ids: Vec<u32>,
     scratch: Scratch,
+    /// Id → frequency in the current document.
+    tf: Vec<u32>,
     /// Ids whose `tf` is non-zero.
     touched: Vec<u32>,
-    /// Scratch for a word's ids before they are cached.
-    found: Vec<u32>,
 }
 
-impl Block {
+impl<'a> Block<'a> {
     /// Counts the terms of `word` in the current document.
-    fn add_word(&mut self, word: &str) {
-        let ids = match self.words.get(word) {
-            Some(ids) => ids,
+    fn add_word(&mut self, word: &'a str) {
+        let (start, end) = match self.words.get(word) {
+            Some(&span) => span,
             None => {
                 if self.words.len() >= WORD_CACHE_MAX {
                     self.words.clear();
+                    self.word_ids.clear();
                 }
                 let Self {
                     terms,
                     scratch,
-                    found,
+                    word_ids,
+                    tf,
                     ..
                 } = self;
-                found.clear();
-                for_each_word_term(word, scratch, |t| found.push(terms.intern(t)));
-                self.words
-                    .entry(word.into())
-                    .or_insert(found.as_slice().into())
+                let start = word_ids.len() as u32;
+                for_each_word_term(word, scratch, |t| {
+                    let id = terms.intern(t);
+                    if id as usize == tf.len() {
+                        tf.push(0);
+                    }
+                    word_ids.push(id);
+                });
+                let span = (start, word_ids.len() as u32);
+                self.words.insert(word, span);
+                span
             }
         };
-        for &id in ids.iter() {
-            let n = &mut self.terms.tf[id as usize];
+        for &id in &self.word_ids[start as usize..end as usize] {
+            let n = &mut self.tf[id as usize];
             if *n == 0 {
                 self.touched.push(id);
             }
@@ -121,9 +163,9 @@ impl Block {
     }
 
     /// Adds one chunk as document `doc`.
-    fn add_chunk(&mut self, doc: u32, c: &Chunk) {
+    fn add_chunk(&mut self, doc: u32, c: &'a Chunk) {
         let mut words = 0u32;
-        let mut add = |w: &str| {
+        let mut add = |w: &'a str| {
             words += 1;
             self.add_word(w);
         };
@@ -131,26 +173,12 @@ impl Block {
             for_each_word(&c.content, &mut add);
         }
         for_each_word(&c.path, &mut add);
-        self.doc_lens.push((doc, words));
         for &id in &self.touched {
-            let n = std::mem::take(&mut self.terms.tf[id as usize]);
-            self.terms.lists[id as usize].push((doc, n));
+            let n = std::mem::take(&mut self.tf[id as usize]);
+            self.pairs.push((id, n));
         }
         self.touched.clear();
-    }
-
-    /// Appends `other`'s postings (of later documents) to this block's.
-    fn append(&mut self, other: Block) {
-        self.doc_lens.extend(other.doc_lens);
-        for (term, list) in other.terms.terms.into_iter().zip(other.terms.lists) {
-            let id = self.terms.intern(&term);
-            let into = &mut self.terms.lists[id as usize];
-            if into.is_empty() {
-                *into = list;
-            } else {
-                into.extend(list);
-            }
-        }
+        self.docs.push((doc, words, self.pairs.len() as u32));
     }
 }
 
@@ -161,7 +189,8 @@ pub(crate) fn build_postings(
 ) -> (BTreeMap<String, Vec<u32>>, Vec<u32>) {
     let mut doc_lens = vec![0u32; chunks.len()];
     let mut known = vec![false; chunks.len()];
-    let mut all = Block::default();
+    // The previous index's postings that still apply: (term, absolute new position, tf).
+    let mut kept: Vec<(String, Vec<(u32, u32)>)> = Vec::new();
     if let Some(prev) = prev {
         let new_pos: FxHashMap<&str, u32> = chunks
             .iter()
@@ -189,8 +218,7 @@ pub(crate) fn build_postings(
                 }
             }
             if !list.is_empty() {
-                let id = all.terms.intern(&term);
-                all.terms.lists[id as usize] = list;
+                kept.push((term, list));
             }
         }
     }
@@ -202,47 +230,101 @@ pub(crate) fn build_postings(
         .len()
         .div_ceil(rayon::current_num_threads() * 4)
         .max(MIN_BLOCK);
-    let blocks: Vec<Block> = fresh
+    let blocks: Vec<Block<'_>> = fresh
         .par_chunks(block)
         .map(|docs| {
             let mut b = Block::default();
             for &doc in docs {
                 b.add_chunk(doc, &chunks[doc as usize]);
             }
+            // Only the terms and pairs are merged; the caches go now, on this thread.
             b.words = FxHashMap::default();
+            b.word_ids = Vec::new();
+            b.tf = Vec::new();
             b
         })
         .collect();
-    for b in blocks {
-        all.append(b);
+
+    // One table of every term: block-local ids → global ids.
+    let mut all = TermTable::default();
+    let kept_ids: Vec<u32> = kept.iter().map(|(t, _)| all.intern(t)).collect();
+    let remaps: Vec<Vec<u32>> = blocks
+        .iter()
+        .map(|b| {
+            (0..b.terms.len() as u32)
+                .map(|id| all.intern(b.terms.get(id)))
+                .collect()
+        })
+        .collect();
+    // Rank the terms by their text: the order of `inverted_index`.
+    let mut order: Vec<u32> = (0..all.len() as u32).collect();
+    order.par_sort_unstable_by(|&a, &b| all.get(a).cmp(all.get(b)));
+    let mut rank = vec![0u32; order.len()];
+    for (r, &id) in order.iter().enumerate() {
+        rank[id as usize] = r as u32;
     }
-    for (doc, n) in std::mem::take(&mut all.doc_lens) {
-        doc_lens[doc as usize] = n;
+
+    // Each term's postings, one arena in rank order: count, then fill in document order.
+    let mut starts = vec![0usize; order.len() + 1];
+    for (&id, (_, list)) in kept_ids.iter().zip(&kept) {
+        starts[rank[id as usize] as usize + 1] += list.len();
     }
-    let mut encoded: Vec<(String, Vec<u32>)> = all
-        .terms
-        .terms
-        .into_iter()
-        .zip(all.terms.lists)
-        .collect::<Vec<_>>()
-        .into_par_iter()
-        .map(|(term, mut list)| {
-            // Previous and fresh postings interleave when both exist; fresh blocks alone are
-            // already in document order.
-            if !list.is_sorted() {
-                list.sort_unstable();
+    for (b, remap) in blocks.iter().zip(&remaps) {
+        for &(id, _) in &b.pairs {
+            starts[rank[remap[id as usize] as usize] as usize + 1] += 1;
+        }
+    }
+    for r in 1..starts.len() {
+        starts[r] += starts[r - 1];
+    }
+    let mut fill = starts.clone();
+    let mut arena = vec![(0u32, 0u32); starts[order.len()]];
+    // Terms holding both previous and fresh postings: those interleave and are sorted below.
+    let mut mixed = vec![false; order.len()];
+    for (&id, (_, list)) in kept_ids.iter().zip(&kept) {
+        let r = rank[id as usize] as usize;
+        mixed[r] = true;
+        arena[fill[r]..fill[r] + list.len()].copy_from_slice(list);
+        fill[r] += list.len();
+    }
+    drop(kept);
+    for (b, remap) in blocks.iter().zip(&remaps) {
+        let mut from = 0usize;
+        for &(doc, words, end) in &b.docs {
+            doc_lens[doc as usize] = words;
+            for &(id, tf) in &b.pairs[from..end as usize] {
+                let r = rank[remap[id as usize] as usize] as usize;
+                arena[fill[r]] = (doc, tf);
+                fill[r] += 1;
             }
+            from = end as usize;
+        }
+    }
+    drop(blocks);
+    for (r, is_mixed) in mixed.iter().enumerate() {
+        let list = &mut arena[starts[r]..starts[r + 1]];
+        if *is_mixed && !list.is_sorted() {
+            list.sort_unstable();
+        }
+    }
+
+    // The model's map: one string and one delta-encoded vector per term, built in parallel,
+    // already in key order.
+    let encoded: Vec<(String, Vec<u32>)> = order
+        .par_iter()
+        .enumerate()
+        .map(|(r, &id)| {
+            let list = &arena[starts[r]..starts[r + 1]];
             let mut out = Vec::with_capacity(list.len() * 2);
             let mut last = 0u32;
-            for (k, (pos, tf)) in list.into_iter().enumerate() {
+            for (k, &(pos, tf)) in list.iter().enumerate() {
                 out.push(if k == 0 { pos } else { pos - last });
                 out.push(tf);
                 last = pos;
             }
-            (term.into_string(), out)
+            (all.get(id).to_string(), out)
         })
         .collect();
-    encoded.par_sort_unstable_by(|a, b| a.0.cmp(&b.0));
     (encoded.into_iter().collect(), doc_lens)
 }
 

@@ -273,8 +273,9 @@ pub fn terms(text: &str) -> Vec<String> {
 
 /// Calls `f` with each word of `text`: a maximal run of letters, digits and
 /// `_`. Plain ASCII is scanned byte by byte; a run holding other characters
-/// is split on the non-alphanumeric ones.
-pub fn for_each_word(text: &str, f: impl FnMut(&str)) {
+/// is split on the non-alphanumeric ones. Words are slices of `text` (so a
+/// caller may keep them as long as the text, e.g. as cache keys).
+pub fn for_each_word<'t>(text: &'t str, f: impl FnMut(&'t str)) {
     scan_words(text, false, f);
 }
 
@@ -282,11 +283,11 @@ pub fn for_each_word(text: &str, f: impl FnMut(&str)) {
 /// `&…;` references separate words and are never words themselves (a
 /// reference is not decoded; scoring needs no exact rendering, and this
 /// avoids building the text of every document on every query).
-pub fn for_each_word_in_xhtml(xhtml: &str, f: impl FnMut(&str)) {
+pub fn for_each_word_in_xhtml<'t>(xhtml: &'t str, f: impl FnMut(&'t str)) {
     scan_words(xhtml, true, f);
 }
 
-fn scan_words(text: &str, xhtml: bool, mut f: impl FnMut(&str)) {
+fn scan_words<'t>(text: &'t str, xhtml: bool, mut f: impl FnMut(&'t str)) {
     let bytes = text.as_bytes();
     let mut i = 0;
     while i < bytes.len() {
