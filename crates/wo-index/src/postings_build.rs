@@ -316,23 +316,44 @@ fn build_postings_with(
         }
         texts.extend((0..table.len() as u32).map(|id| table.get(id)));
     }
-    let kept_ids: Vec<u32> = remaps.pop().unwrap_or_default();
-    // Rank the terms by their text: the order of `inverted_index`.
-    let mut order: Vec<u32> = (0..total).collect();
-    order.par_sort_unstable_by(|&a, &b| texts[a as usize].cmp(texts[b as usize]));
+    // Rank the terms by their text: the order of `inverted_index`. Sorted by their first
+    // eight bytes first (big-endian, zero-padded: the same order as the bytes where they
+    // differ), the text itself only on a tie, so most comparisons touch no string (sorting
+    // through the texts was 4-7% of the wall time).
+    let prefix = |t: &str| {
+        let mut key = [0u8; 8];
+        let n = t.len().min(8);
+        key[..n].copy_from_slice(&t.as_bytes()[..n]);
+        u64::from_be_bytes(key)
+    };
+    let mut keyed: Vec<(u64, u32)> = texts
+        .par_iter()
+        .enumerate()
+        .map(|(id, t)| (prefix(t), id as u32))
+        .collect();
+    keyed.par_sort_unstable_by(|a, b| {
+        a.0.cmp(&b.0)
+            .then_with(|| texts[a.1 as usize].cmp(texts[b.1 as usize]))
+    });
+    let order: Vec<u32> = keyed.into_iter().map(|(_, id)| id).collect();
     let mut rank = vec![0u32; order.len()];
     for (r, &id) in order.iter().enumerate() {
         rank[id as usize] = r as u32;
     }
+    // From here on a source's term ids map straight to ranks.
+    remaps
+        .par_iter_mut()
+        .for_each(|m| m.iter_mut().for_each(|g| *g = rank[*g as usize]));
+    let kept_ids: Vec<u32> = remaps.pop().unwrap_or_default();
 
     // Each term's postings, one arena in rank order: count, then fill in document order.
     let mut starts = vec![0usize; order.len() + 1];
-    for (&id, (_, list)) in kept_ids.iter().zip(&kept) {
-        starts[rank[id as usize] as usize + 1] += list.len();
+    for (&r, (_, list)) in kept_ids.iter().zip(&kept) {
+        starts[r as usize + 1] += list.len();
     }
     for (b, remap) in blocks.iter().zip(&remaps) {
         for &(id, _) in &b.pairs {
-            starts[rank[remap[id as usize] as usize] as usize + 1] += 1;
+            starts[remap[id as usize] as usize + 1] += 1;
         }
     }
     for r in 1..starts.len() {
@@ -342,8 +363,8 @@ fn build_postings_with(
     let mut arena = vec![(0u32, 0u32); starts[order.len()]];
     // Terms holding both previous and fresh postings: those interleave and are sorted below.
     let mut mixed = vec![false; order.len()];
-    for (&id, (_, list)) in kept_ids.iter().zip(&kept) {
-        let r = rank[id as usize] as usize;
+    for (&r, (_, list)) in kept_ids.iter().zip(&kept) {
+        let r = r as usize;
         mixed[r] = true;
         arena[fill[r]..fill[r] + list.len()].copy_from_slice(list);
         fill[r] += list.len();
@@ -354,7 +375,7 @@ fn build_postings_with(
         for &(doc, words, end) in &b.docs {
             doc_lens[doc as usize] = words;
             for &(id, tf) in &b.pairs[from..end as usize] {
-                let r = rank[remap[id as usize] as usize] as usize;
+                let r = remap[id as usize] as usize;
                 arena[fill[r]] = (doc, tf);
                 fill[r] += 1;
             }
