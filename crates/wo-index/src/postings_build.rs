@@ -54,6 +54,9 @@ pub(crate) struct PrevPostings {
 /// trees with a huge vocabulary; the cache only saves time).
 const WORD_CACHE_MAX: usize = 1 << 17;
 
+/// Slots of a block's hot-word cache (a power of two).
+const HOT_WORDS: usize = 1 << 12;
+
 /// Chunks per block at least: fewer would spend more on merging than on tokenising.
 const MIN_BLOCK: usize = 256;
 
@@ -133,6 +136,10 @@ struct Block<'a> {
     /// tokenizer gives them).
     words: FxHashMap<&'a str, (u32, u32)>,
     word_ids: Vec<u32>,
+    /// A small direct-mapped cache in front of `words` (slot by hash; `""`, never a word, when
+    /// empty): the frequent words of a text stay in it, in the CPU's cache, where the big
+    /// map's probes missed it (perf: 11% of a text tree's CPU in the map's lookups).
+    hot: Vec<(&'a str, u32, u32)>,
     scratch: Scratch,
     /// Id → frequency in the current document.
     tf: Vec<u32>,
@@ -145,9 +152,34 @@ struct Block<'a> {
 impl<'a> Block<'a> {
     /// Counts the terms of `word` in the current document.
     fn add_word(&mut self, word: &'a str) {
+        if self.hot.is_empty() {
+            self.hot = vec![("", 0, 0); HOT_WORDS];
+        }
+        let slot = (FxBuildHasher.hash_one(word) as usize) & (HOT_WORDS - 1);
+        let (start, end) = match self.hot[slot] {
+            (w, start, end) if w == word => (start, end),
+            _ => {
+                let span = self.cached_word(word);
+                self.hot[slot] = (word, span.0, span.1);
+                span
+            }
+        };
+        for &id in &self.word_ids[start as usize..end as usize] {
+            let n = &mut self.tf[id as usize];
+            if *n == 0 {
+                self.touched.push(id);
+            }
+            *n += 1;
+        }
+    }
+
+    /// The span of `word`'s term ids in `word_ids`, tokenising it if the cache lacks it.
+    fn cached_word(&mut self, word: &'a str) -> (u32, u32) {
         if self.words.len() >= self.word_cache_max {
             self.words.clear();
             self.word_ids.clear();
+            // The hot slots point into the spans just dropped.
+            self.hot.fill(("", 0, 0));
         }
         let Self {
             terms,
@@ -155,10 +187,9 @@ impl<'a> Block<'a> {
             word_ids,
             tf,
             words,
-            touched,
             ..
         } = self;
-        let (start, end) = *words.entry(word).or_insert_with(|| {
+        *words.entry(word).or_insert_with(|| {
             let start = word_ids.len() as u32;
             for_each_word_term(word, scratch, |t| {
                 let id = terms.intern(t);
@@ -168,14 +199,7 @@ impl<'a> Block<'a> {
                 word_ids.push(id);
             });
             (start, word_ids.len() as u32)
-        });
-        for &id in &word_ids[start as usize..end as usize] {
-            let n = &mut tf[id as usize];
-            if *n == 0 {
-                touched.push(id);
-            }
-            *n += 1;
-        }
+        })
     }
 
     /// Adds one chunk as document `doc`.
@@ -267,6 +291,7 @@ fn build_postings_with(
             }
             // Only the terms and pairs are merged; the caches go now, on this thread.
             b.words = FxHashMap::default();
+            b.hot = Vec::new();
             b.word_ids = Vec::new();
             b.tf = Vec::new();
             b
