@@ -16,13 +16,14 @@
 //!   vector;
 //! - inside a block, each distinct word is tokenised once (the block's word cache maps the
 //!   word, borrowed from the chunk, to its term ids' span in one vector, and is reset when it
-//!   passes [`WORD_CACHE_MAX`] words, which bounds memory on large trees) —
+//!   passes [`WORD_CACHE_MAX`] words, which bounds memory on large trees; a small
+//!   direct-mapped cache of hot words in front of it answers the frequent ones) —
 //!   `for_each_word_term` is a pure function of the word, so the cache cannot change a term;
-//! - merging interns every block's terms into one table, ranks the terms by their text, counts
-//!   each term's postings and fills one arena of `(document, frequency)` pairs in block order,
-//!   so every term's postings are already in document order; only the result handed to the
-//!   index (`BTreeMap<String, Vec<u32>>`, the model's type) is allocated per term, in
-//!   parallel.
+//! - merging interns every block's terms into one table (in parallel, sharded by hash), ranks
+//!   the terms by their text, counts each term's postings and fills one arena of `(document,
+//!   frequency)` pairs in block order, so every term's postings are already in document
+//!   order; only the result handed to the index (`BTreeMap<String, Vec<u32>>`, the model's
+//!   type) is allocated per term, in parallel.
 //!
 //! Chunks whose id was in the previous index keep their previous postings, renumbered to their
 //! new positions: an id fixes path and content, and terms depend on nothing else. Only new
