@@ -6,7 +6,8 @@
 # For each it prints files/bytes, our wall time (a full `index_directory`, what `wo index --full`
 # runs, caps lifted; peak RSS by GNU time), the tree-sitter parse floor (every file with a
 # grammar, parsed with the chunker's grammars over THREADS threads, nothing else), the rg read
-# floor (`rg -uuu -a -c '' DIR`) and the ratios. Takes a few minutes.
+# floor (`rg -uuu -a -c '' DIR`) and the ratios, each with CPU seconds (user + system) beside the
+# wall seconds: on a shared machine the CPU figures are the steadier ones. Takes a few minutes.
 #
 #   bench/index/floor.sh
 #
@@ -81,41 +82,51 @@ secs_of() { # command...: wall seconds of one run
   local t0 t1; t0=$(date +%s.%N); "$@" >/dev/null 2>&1; t1=$(date +%s.%N)
   python3 -c "print(round($t1 - $t0, 3))"
 }
+cpu_of() { # command...: CPU seconds (user + system) of one run, by GNU time
+  /usr/bin/time -f 'cpu=%U %S' "$@" 2>&1 >/dev/null | sed -n 's/^cpu=//p' \
+    | python3 -c 'import sys; print(round(sum(float(x) for x in sys.stdin.read().split()), 2))'
+}
 
 say "load before: $(cut -d' ' -f1-3 /proc/loadavg); $(nproc) cores; RUNS=$RUNS THREADS=$THREADS"
-printf '| tree | files | MB | code MB | before s | wo index s (CPU s) | peak RSS MB | parse floor s (CPU s, %s thr) | rg floor s | index / parse (CPU) | index / rg | load |\n' "$THREADS"
+printf '| tree | files | MB | code MB | before s (CPU s) | wo index s (CPU s) | peak RSS MB | parse floor s (CPU s, %s thr) | rg floor s (CPU s) | index / parse (CPU) | index / rg (CPU) | load |\n' "$THREADS"
 printf '|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|\n'
 for tree in "$CODE" "$TEXT"; do
   rm -rf "$tree/.wo-index"
-  parse=(); pcpu=(); rgs=(); idx=(); icpu=(); rss=(); base=()
+  parse=(); pcpu=(); rgs=(); rcpu=(); idx=(); icpu=(); rss=(); base=(); bcpu=()
   for _ in $(seq "$RUNS"); do
     out=$("$BIN" parse "$tree" "$THREADS")
     parse+=("$(echo "$out" | kv parse_s)"); pcpu+=("$(echo "$out" | kv parse_cpu_s)")
     files=$(echo "$out" | kv files); bytes=$(echo "$out" | kv bytes)
     code_bytes=$(echo "$out" | kv code_bytes)
     rgs+=("$(secs_of rg -uuu -a -c '' -g '!.wo-index' "$tree")")
+    rcpu+=("$(cpu_of rg -uuu -a -c '' -g '!.wo-index' "$tree")")
     out=$(/usr/bin/time -f 'rss_kb=%M' "$BIN" index "$tree" "$THREADS" 2>&1)
     idx+=("$(echo "$out" | kv index_s)"); rss+=("$(echo "$out" | kv rss_kb)")
     icpu+=("$(echo "$out" | kv index_cpu_s)")
     if [ -n "${BASELINE:-}" ]; then
-      base+=("$("$BASELINE" index "$tree" "$THREADS" | kv index_s)")
+      bout=$("$BASELINE" index "$tree" "$THREADS")
+      base+=("$(echo "$bout" | kv index_s)"); bcpu+=("$(echo "$bout" | kv index_cpu_s)")
     fi
     ifiles=$(echo "$out" | kv files)
   done
   p=$(best "${parse[@]}"); r=$(best "${rgs[@]}"); i=$(best "${idx[@]}")
   pc=$(best "${pcpu[@]}"); ic=$(best "${icpu[@]}")
   bs=$([ -n "${BASELINE:-}" ] && best "${base[@]}" || echo "")
+  bc=$([ -n "${BASELINE:-}" ] && best "${bcpu[@]}" || echo "")
+  rc=$(best "${rcpu[@]}")
   m=$(python3 -c 'import sys; print(max(int(x) for x in sys.argv[1:]) // 1024)' "${rss[@]}")
   python3 - "$tree" "$files" "$ifiles" "$bytes" "$code_bytes" "$i" "$m" "$p" "$r" \
     "$(cut -d' ' -f1-3 /proc/loadavg)" "${parse[*]}" "${rgs[*]}" "${idx[*]}" "$pc" "$ic" "$bs" \
-    "${base[*]:-}" <<'EOF'
+    "${base[*]:-}" "$bc" "$rc" <<'EOF'
 import sys
-tree, files, ifiles, b, cb, i, m, p, r, load, ps, rs, ids, pc, ic, bs, bss = sys.argv[1:]
-b, cb, i, p, r, pc, ic = int(b), int(cb), float(i), float(p), float(r), float(pc), float(ic)
+tree, files, ifiles, b, cb, i, m, p, r, load, ps, rs, ids, pc, ic, bs, bss, bc, rc = sys.argv[1:]
+b, cb, i, p, r, pc, ic, rc = int(b), int(cb), float(i), float(p), float(r), float(pc), float(ic), float(rc)
 pr = f"{i / p:.2f}× ({ic / pc:.2f}×)" if p > 0.001 and pc > 0 else "— (no code)"
-before = f"{float(bs):.2f}" if bs else "—"
+before = f"{float(bs):.2f} ({float(bc):.2f})" if bs else "—"
+rr = f"{ic / rc:.1f}×" if rc > 0 else "—"
 print(f"| {tree.rsplit('/', 1)[-1]} | {files} ({ifiles} indexed) | {b/1e6:.1f} | {cb/1e6:.1f} | {before} "
-      f"| {i:.2f} ({ic:.2f}) | {m} | {p:.2f} ({pc:.2f}) | {r:.3f} | {pr} | {i / r:.1f}× | {load} |")
+      f"| {i:.2f} ({ic:.2f}) | {m} | {p:.2f} ({pc:.2f}) | {r:.3f} ({rc:.2f}) | {pr} "
+      f"| {i / r:.1f}× ({rr}) | {load} |")
 print(f"   runs: parse {ps}; rg {rs}; index {ids}; before {bss}", file=sys.stderr)
 EOF
   rm -rf "$tree/.wo-index"

@@ -226,6 +226,8 @@ pub fn term_of(lower: &str) -> Option<Cow<'_, str>> {
 pub struct Scratch {
     lower: String,
     part: String,
+    /// A word's characters while it is split into identifier parts.
+    chars: Vec<Classed>,
 }
 
 /// Calls `emit` with each term one word stands for (see the module docs):
@@ -235,7 +237,7 @@ pub fn for_each_word_term(word: &str, scratch: &mut Scratch, mut emit: impl FnMu
     if word.len() > MAX_WORD_CHARS && word.chars().nth(MAX_WORD_CHARS).is_some() {
         return;
     }
-    let Scratch { lower, part } = scratch;
+    let Scratch { lower, part, chars } = scratch;
     lower.clear();
     if word.is_ascii() {
         lower.push_str(word);
@@ -244,7 +246,7 @@ pub fn for_each_word_term(word: &str, scratch: &mut Scratch, mut emit: impl FnMu
         lower.extend(word.chars().flat_map(char::to_lowercase));
     }
     if may_have_parts(word) {
-        for_each_part(word, part, |p| {
+        for_each_part(word, part, chars, |p| {
             if p != lower.as_str()
                 && let Some(t) = term_of(p)
             {
@@ -273,8 +275,9 @@ pub fn terms(text: &str) -> Vec<String> {
 
 /// Calls `f` with each word of `text`: a maximal run of letters, digits and
 /// `_`. Plain ASCII is scanned byte by byte; a run holding other characters
-/// is split on the non-alphanumeric ones.
-pub fn for_each_word(text: &str, f: impl FnMut(&str)) {
+/// is split on the non-alphanumeric ones. Words are slices of `text` (so a
+/// caller may keep them as long as the text, e.g. as cache keys).
+pub fn for_each_word<'t>(text: &'t str, f: impl FnMut(&'t str)) {
     scan_words(text, false, f);
 }
 
@@ -282,11 +285,11 @@ pub fn for_each_word(text: &str, f: impl FnMut(&str)) {
 /// `&…;` references separate words and are never words themselves (a
 /// reference is not decoded; scoring needs no exact rendering, and this
 /// avoids building the text of every document on every query).
-pub fn for_each_word_in_xhtml(xhtml: &str, f: impl FnMut(&str)) {
+pub fn for_each_word_in_xhtml<'t>(xhtml: &'t str, f: impl FnMut(&'t str)) {
     scan_words(xhtml, true, f);
 }
 
-fn scan_words(text: &str, xhtml: bool, mut f: impl FnMut(&str)) {
+fn scan_words<'t>(text: &'t str, xhtml: bool, mut f: impl FnMut(&'t str)) {
     let bytes = text.as_bytes();
     let mut i = 0;
     while i < bytes.len() {
@@ -356,23 +359,45 @@ pub fn may_have_parts(word: &str) -> bool {
     false
 }
 
+/// A character with its case and letter classes, each looked up once (the
+/// Unicode tables are the cost of splitting non-ASCII words).
+#[derive(Debug, Clone, Copy)]
+struct Classed {
+    c: char,
+    lower: bool,
+    upper: bool,
+    alpha: bool,
+}
+
 /// Calls `emit` with each lowercase identifier part of `word` (see
-/// [`split_identifier`]), using `buf` as scratch space.
-fn for_each_part(word: &str, buf: &mut String, mut emit: impl FnMut(&str)) {
+/// [`split_identifier`]), using `buf` and `chars` as scratch space (this
+/// runs on every distinct non-ASCII word of an index: no allocation each).
+fn for_each_part(
+    word: &str,
+    buf: &mut String,
+    chars: &mut Vec<Classed>,
+    mut emit: impl FnMut(&str),
+) {
     for piece in word.split('_').filter(|p| !p.is_empty()) {
-        let chars: Vec<char> = piece.chars().collect();
+        chars.clear();
+        chars.extend(piece.chars().map(|c| Classed {
+            c,
+            lower: c.is_lowercase(),
+            upper: c.is_uppercase(),
+            alpha: c.is_alphabetic(),
+        }));
         let mut start = 0;
         for i in 1..=chars.len() {
             let boundary = i == chars.len() || {
                 let (prev, cur) = (chars[i - 1], chars[i]);
-                let next_lower = chars.get(i + 1).is_some_and(|c| c.is_lowercase());
-                (prev.is_lowercase() && cur.is_uppercase())
-                    || (prev.is_uppercase() && cur.is_uppercase() && next_lower)
-                    || (prev.is_alphabetic() != cur.is_alphabetic())
+                let next_lower = chars.get(i + 1).is_some_and(|c| c.lower);
+                (prev.lower && cur.upper)
+                    || (prev.upper && cur.upper && next_lower)
+                    || (prev.alpha != cur.alpha)
             };
             if boundary {
                 buf.clear();
-                buf.extend(chars[start..i].iter().flat_map(|c| c.to_lowercase()));
+                buf.extend(chars[start..i].iter().flat_map(|c| c.c.to_lowercase()));
                 emit(buf);
                 start = i;
             }
@@ -386,8 +411,8 @@ fn for_each_part(word: &str, buf: &mut String, mut emit: impl FnMut(&str)) {
 /// http, response, 2.
 pub fn split_identifier(word: &str) -> Vec<String> {
     let mut parts = Vec::new();
-    let mut buf = String::new();
-    for_each_part(word, &mut buf, |p| parts.push(p.to_owned()));
+    let (mut buf, mut chars) = (String::new(), Vec::new());
+    for_each_part(word, &mut buf, &mut chars, |p| parts.push(p.to_owned()));
     parts
 }
 
