@@ -98,21 +98,37 @@ impl Baseline {
 
     /// Moves the baseline to `state` after it was written, where the first
     /// `unchanged` messages of `state` are known to be the base's own
-    /// (see [`State::clean_prefix`]): a pure append only fingerprints the
-    /// new messages.
+    /// (see [`State::clean_prefix`]): a change that only added messages —
+    /// at the end, or sorted in among the last ones, as concurrent turns
+    /// dated when they were asked are — fingerprints only the messages
+    /// from the first insertion on, not the whole transcript.
     pub fn advance(&mut self, state: &State, unchanged: usize) {
         let messages = state.messages();
-        match &mut self.messages {
-            Some(map) if unchanged == self.message_count && unchanged <= messages.len() => {
-                for m in &messages[unchanged..] {
-                    map.insert(m.id.clone(), message_fingerprint(m));
-                }
-                self.message_count = messages.len();
-            }
-            Some(_) => self.rebuild_messages(state),
-            None => self.message_count = messages.len(),
+        if self.messages.is_some() && !self.advance_tail(messages, unchanged) {
+            self.rebuild_messages(state);
         }
+        self.message_count = messages.len();
         self.set_small(state);
+    }
+
+    /// The fast path of [`Baseline::advance`]: fingerprints `messages`
+    /// from `unchanged` on into the map. Exact when nothing of the base was
+    /// removed, and that is what the count shows: the map then holds the
+    /// base's ids and the state's, and those are one set exactly when it
+    /// has as many ids as the state has messages (ids are unique). False
+    /// (the map is then stale; the caller rebuilds it) when a base message
+    /// is gone or `unchanged` does not hold.
+    fn advance_tail(&mut self, messages: &[Message], unchanged: usize) -> bool {
+        let Some(map) = &mut self.messages else {
+            return false;
+        };
+        if unchanged > self.message_count || unchanged > messages.len() {
+            return false;
+        }
+        for m in &messages[unchanged..] {
+            map.insert(m.id.clone(), message_fingerprint(m));
+        }
+        map.len() == messages.len()
     }
 
     fn rebuild_messages(&mut self, state: &State) {
@@ -728,6 +744,51 @@ mod tests {
         let fresh = Baseline::of(&s);
         assert_eq!(b.messages, fresh.messages);
         assert_eq!(b.message_count, 6);
+    }
+
+    /// Messages sorted in among the last ones (a concurrent turn dated
+    /// before turns committed ahead of it): the advanced baseline is the
+    /// rebuilt one, and so is it when an insertion comes with a removal or
+    /// an edit of an older message.
+    #[test]
+    fn advance_after_insertions_equals_rebuild() {
+        let base = base_state();
+        let mut b = Baseline::of(&base);
+        let mut s = base.clone();
+        s.push_message(msg(20, "late"));
+        s.push_message(msg(3, "sorted in before m3's successor"));
+        assert!(s.clean_prefix() < base.messages().len(), "an insertion");
+        b.advance(&s, s.clean_prefix());
+        assert_eq!(b.messages, Baseline::of(&s).messages);
+        assert_eq!(b.message_count, 7);
+
+        // An insertion and a removal of a base message: the removed id
+        // must leave the map.
+        let mut b = Baseline::of(&base);
+        let mut s = base.clone();
+        s.push_message(msg(2, "in the middle"));
+        let k = s.clean_prefix();
+        let gone = s.messages()[4].id.clone();
+        s.messages_mut().retain(|m| m.id != gone);
+        b.advance(&s, k.min(s.clean_prefix()));
+        assert_eq!(b.messages, Baseline::of(&s).messages);
+        assert!(b.fingerprint(&gone).is_none());
+
+        // An edit inside the unchanged prefix that the caller reports:
+        // its new fingerprint is taken.
+        let mut b = Baseline::of(&base);
+        let mut s = base.clone();
+        s.messages_mut()[1].title = "edited".into();
+        s.push_message(msg(30, "new"));
+        b.advance(&s, s.clean_prefix());
+        assert_eq!(b.messages, Baseline::of(&s).messages);
+
+        // A stale `unchanged` (past the base) falls back to a rebuild.
+        let mut b = Baseline::of(&base);
+        let mut s = base.clone();
+        s.push_message(msg(40, "new"));
+        b.advance(&s, 99);
+        assert_eq!(b.messages, Baseline::of(&s).messages);
     }
 
     #[test]
