@@ -7,8 +7,10 @@
 //! [`RecallIndex::sync`] brings it up to date with a state: when the
 //! state's [`TranscriptVersion`] says the messages indexed are unchanged
 //! (the server's own turns, merges that append), only the new messages are
-//! added; after any other change (a re-read of an edited file, a merge that
-//! inserts before the end) it is rebuilt. It is never the source of truth:
+//! added; when messages were inserted before the end (concurrent turns, a
+//! merge of another device's turns) the postings of the messages before the
+//! first insertion are kept and the rest indexed again; after any other
+//! change (an edit, a re-read of an edited file) it is rebuilt. It is never the source of truth:
 //! [`RecallIndex::recall`] answers only for the exact transcript it
 //! reflects, and otherwise the caller scans as before
 //! ([`crate::retrieve::recall_messages`]), with the same result — the same
@@ -31,6 +33,15 @@ pub enum Synced {
     Current,
     /// This many messages were appended to the index.
     Appended(usize),
+    /// Messages were inserted before the end: the index kept its first
+    /// `kept` messages (those before the first insertion) and indexed the
+    /// `added` after them again.
+    Resumed {
+        /// Messages whose postings were kept.
+        kept: usize,
+        /// Messages indexed (again) after them.
+        added: usize,
+    },
     /// The index was rebuilt from the whole transcript.
     Rebuilt,
 }
@@ -73,14 +84,30 @@ impl RecallIndex {
             return Synced::Current;
         }
         let messages = state.messages();
-        let appended = match self.version {
-            Some(v) if v.len == self.postings.len() && state.unchanged_since(&v) => {
-                Some(messages.len() - v.len)
-            }
+        let kept = match self.version {
+            // Ids repeated somewhere: which position an id named is unclear
+            // once positions move, so only appending is taken incrementally.
+            Some(v) if v.len == self.postings.len() => state
+                .unchanged_prefix_since(&v)
+                .filter(|&kept| kept == v.len || !self.duplicate_ids),
             _ => None,
         };
-        let outcome = match appended {
-            Some(n) => Synced::Appended(n),
+        let outcome = match kept {
+            Some(kept) if kept == self.postings.len() => Synced::Appended(messages.len() - kept),
+            Some(kept) => {
+                // Concurrent turns commit questions dated before answers
+                // already written: the common case on a busy server. The
+                // messages after the first insertion are all still here,
+                // moved; forget their positions and index them again.
+                for m in &messages[kept..] {
+                    self.positions.remove(m.id.as_str());
+                }
+                self.postings.truncate(kept);
+                Synced::Resumed {
+                    kept,
+                    added: messages.len() - kept,
+                }
+            }
             None => {
                 *self = RecallIndex::new();
                 Synced::Rebuilt

@@ -319,6 +319,10 @@ proptest! {
                 let before = index.len();
                 match index.sync(&state) {
                     Synced::Appended(n) => prop_assert_eq!(before + n, state.messages().len()),
+                    Synced::Resumed { kept, added } => {
+                        prop_assert!(kept < before);
+                        prop_assert_eq!(kept + added, state.messages().len());
+                    }
                     Synced::Rebuilt | Synced::Current => {}
                 }
                 prop_assert_eq!(index.len(), state.messages().len());
@@ -352,12 +356,41 @@ fn appends_are_incremental_and_other_changes_rebuild() {
     apply(&mut other, &Change::Append(vec![(2, vec![4])]), &mut clock);
     wo_format::merge::merge_into(&mut state, &other);
     assert_eq!(index.sync(&state), Synced::Appended(1));
+    // Concurrent turns: a question dated before answers already written
+    // keeps the postings before it and indexes the rest again, twice over
+    // without a sync between; the recall answers as the scan does.
+    apply(
+        &mut state,
+        &Change::InsertEarly((0, vec![1, 5]), 105),
+        &mut clock,
+    );
+    apply(
+        &mut state,
+        &Change::InsertEarly((1, vec![2]), 155),
+        &mut clock,
+    );
+    apply(&mut state, &Change::Append(vec![(2, vec![5])]), &mut clock);
+    assert_eq!(
+        index.sync(&state),
+        Synced::Resumed {
+            kept: 10,
+            added: 16
+        }
+    );
+    let none = std::collections::HashSet::new();
+    for q in ["kiln", WORDS[5], WORDS[2]] {
+        assert_eq!(
+            index.recall(&state, q, &none, 50).expect("current"),
+            wo_engine::retrieve::recall_messages(state.messages(), q, &none, 50),
+            "{q}"
+        );
+    }
     apply(&mut state, &Change::Edit(3, vec![0]), &mut clock);
     assert!(!index.is_current(&state));
     assert_eq!(index.sync(&state), Synced::Rebuilt);
     apply(&mut state, &Change::Reread, &mut clock);
     assert_eq!(index.sync(&state), Synced::Rebuilt);
-    assert_eq!(index.len(), 23);
+    assert_eq!(index.len(), 26);
     // An index synced with one state is not used for a diverging copy.
     let mut copy = state.clone();
     apply(&mut copy, &Change::Append(vec![(1, vec![0])]), &mut clock);

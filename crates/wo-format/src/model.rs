@@ -78,7 +78,7 @@ pub struct TranscriptVersion {
 #[derive(Debug)]
 pub(crate) struct TranscriptLog {
     base: u64,
-    log: Vec<(usize, u64)>,
+    log: Vec<LoggedVersion>,
     /// The current version was handed out by [`State::transcript_version`].
     observed: std::sync::atomic::AtomicBool,
 }
@@ -93,6 +93,18 @@ impl Clone for TranscriptLog {
             ),
         }
     }
+}
+
+/// A version handed out, and how much of it still holds.
+#[derive(Clone, Copy, Debug)]
+struct LoggedVersion {
+    /// Messages the version covers.
+    len: usize,
+    /// Its first `valid` messages are still exactly as they were: a
+    /// message inserted at `pos` leaves the `pos` before it alone, so a
+    /// cache of this version can keep that prefix and redo only the rest.
+    valid: usize,
+    stamp: u64,
 }
 
 /// Versions kept: a cache more this many taken versions behind rebuilds.
@@ -120,29 +132,46 @@ impl TranscriptLog {
     }
 
     /// One message was inserted at `pos` into a transcript of `len_before`
-    /// messages: versions covering more than `pos` messages are void.
+    /// messages: versions covering more than `pos` messages hold only for
+    /// their first `pos`.
     fn inserted(&mut self, pos: usize, len_before: usize) {
         let observed = std::mem::take(self.observed.get_mut());
         if self.log.is_empty() {
             if observed {
-                self.log.push((len_before, self.base));
+                self.log.push(LoggedVersion {
+                    len: len_before,
+                    valid: len_before,
+                    stamp: self.base,
+                });
             }
         } else if !observed {
             // The current version (always last) was never handed out.
             self.log.pop();
         }
-        self.log.retain(|&(len, _)| len <= pos);
+        for v in &mut self.log {
+            v.valid = v.valid.min(pos);
+        }
+        // A version with nothing left that holds is of no use to anyone.
+        self.log.retain(|v| v.valid > 0 || v.len == 0);
         if self.log.len() >= TRANSCRIPT_LOG_LEN {
             self.log.remove(0);
         }
-        self.log.push((len_before + 1, fresh_stamp()));
+        self.log.push(LoggedVersion {
+            len: len_before + 1,
+            valid: len_before + 1,
+            stamp: fresh_stamp(),
+        });
     }
 
     fn current(&self, len: usize) -> TranscriptVersion {
         self.observed
             .store(true, std::sync::atomic::Ordering::Relaxed);
         match self.log.last() {
-            Some(&(l, stamp)) if l == len => TranscriptVersion { len, stamp },
+            // The last entry is always whole: every insertion pushes one.
+            Some(v) if v.len == len => TranscriptVersion {
+                len,
+                stamp: v.stamp,
+            },
             _ => TranscriptVersion {
                 len,
                 stamp: self.base,
@@ -150,11 +179,17 @@ impl TranscriptLog {
         }
     }
 
-    fn holds(&self, v: &TranscriptVersion, len: usize) -> bool {
+    /// How many leading messages of version `v` still hold in a transcript
+    /// of `len` messages; `None` when `v` is unknown (void or never of this
+    /// state).
+    fn held_prefix(&self, v: &TranscriptVersion, len: usize) -> Option<usize> {
         if self.log.is_empty() {
-            return v.len == len && v.stamp == self.base;
+            return (v.len == len && v.stamp == self.base).then_some(len);
         }
-        self.log.iter().any(|&(l, s)| l == v.len && s == v.stamp)
+        self.log
+            .iter()
+            .find(|l| l.len == v.len && l.stamp == v.stamp)
+            .map(|l| l.valid)
     }
 }
 
@@ -770,7 +805,22 @@ impl State {
     /// since then messages were at most inserted after them. False when
     /// unsure (a change anywhere, a re-read, many insertions since).
     pub fn unchanged_since(&self, v: &TranscriptVersion) -> bool {
-        v.len <= self.messages.len() && self.transcript.holds(v, self.messages.len())
+        self.unchanged_prefix_since(v) == Some(v.len)
+    }
+
+    /// How many of the first `v.len` messages are exactly what they were
+    /// when `v` was taken from this state (or the state it was cloned from):
+    /// messages inserted since moved the rest, so a cache of `v` (the
+    /// server's recall index) keeps that many and redoes the others.
+    /// `None` when unsure (a change anywhere, a re-read, many insertions
+    /// since).
+    pub fn unchanged_prefix_since(&self, v: &TranscriptVersion) -> Option<usize> {
+        if v.len > self.messages.len() {
+            return None;
+        }
+        self.transcript
+            .held_prefix(v, self.messages.len())
+            .map(|kept| kept.min(v.len))
     }
 
     /// The transcript, sorted by (timestamp, id).
@@ -1087,12 +1137,35 @@ mod transcript_version_tests {
         s.push_message(msg(15));
         assert!(!s.unchanged_since(&w), "message 2 moved");
         assert!(!s.unchanged_since(&v));
+        // … but the messages before the insertion still hold for both.
+        assert_eq!(s.unchanged_prefix_since(&w), Some(2));
+        assert_eq!(s.unchanged_prefix_since(&v), Some(2));
+        s.push_message(msg(5));
+        assert_eq!(
+            s.unchanged_prefix_since(&w),
+            Some(1),
+            "the lowest insertion counts"
+        );
+        s.push_message(msg(110));
+        assert_eq!(
+            s.unchanged_prefix_since(&w),
+            Some(1),
+            "an append moves nothing"
+        );
+        s.push_message(msg(-1));
+        assert_eq!(
+            s.unchanged_prefix_since(&w),
+            None,
+            "nothing left that holds"
+        );
         let x = s.transcript_version();
         s.push_message(msg(200));
         assert!(s.unchanged_since(&x));
+        assert_eq!(s.unchanged_prefix_since(&x), Some(x.len));
         // Any mutable access voids everything.
         let _ = s.messages_mut();
         assert!(!s.unchanged_since(&x));
+        assert_eq!(s.unchanged_prefix_since(&x), None);
         let y = s.transcript_version();
         assert!(s.unchanged_since(&y));
         // A re-sort that changes nothing keeps the version.

@@ -47,6 +47,8 @@ pub struct Postings {
     lists: Vec<List>,
     /// The bytes [`List::Stored`] lists are read from ([`Self::read_lazy`]).
     stored: Vec<u8>,
+    /// Documents the [`List::Stored`] lists cover (those read with them).
+    stored_docs: usize,
     /// A stored list was malformed when an appended document needed it:
     /// [`Self::scores`] refuses to answer from then on.
     damaged: bool,
@@ -129,6 +131,41 @@ impl Postings {
         self.lens.push(len);
         self.total_len += u64::from(len);
         number
+    }
+
+    /// Forgets documents `keep` and after, as if only the first `keep` had
+    /// been added: a caller whose documents `keep..` moved (a message
+    /// inserted before them) drops them and adds them again in their new
+    /// order, instead of re-tokenising every document. Terms whose lists
+    /// become empty stay known with an empty list, which scores exactly as
+    /// an unknown term. Costs one look at the end of every list.
+    pub fn truncate(&mut self, keep: usize) {
+        if keep >= self.lens.len() {
+            return;
+        }
+        let n_docs = self.lens.len() as u32;
+        let keep_doc = keep as u32;
+        for list in &mut self.lists {
+            if let &mut List::Stored { at, n } = list {
+                // A list still on disk holds only documents read with it;
+                // read it now only when some of them go.
+                if keep >= self.stored_docs {
+                    continue;
+                }
+                *list = List::Owned(decode(&self.stored, at, n, n_docs).unwrap_or_else(|_| {
+                    self.damaged = true;
+                    Vec::new()
+                }));
+            }
+            if let List::Owned(pairs) = list {
+                let cut = pairs.partition_point(|&(d, _)| d < keep_doc);
+                pairs.truncate(cut);
+            }
+        }
+        let dropped: u64 = self.lens[keep..].iter().map(|&l| u64::from(l)).sum();
+        self.total_len -= dropped;
+        self.lens.truncate(keep);
+        self.stored_docs = self.stored_docs.min(keep);
     }
 
     /// BM25 of `query` over every document except those in `excluded`
@@ -431,6 +468,7 @@ impl Postings {
         Ok(Postings {
             terms,
             lists,
+            stored_docs: lens.len(),
             lens,
             total_len,
             stored: bytes,
@@ -646,6 +684,50 @@ mod tests {
                 .map(|(d, s)| (d, s.to_bits()))
                 .collect();
             prop_assert_eq!(got, expected);
+        }
+
+        /// Dropping the documents from `keep` on and adding others after
+        /// them scores exactly as an index built from scratch over the
+        /// result, for an index built in memory or read back lazily (a
+        /// truncation below what was read decodes the lists first).
+        #[test]
+        fn truncated_and_extended_equals_built_from_scratch(
+            texts in proptest::collection::vec(
+                ("(ann|bob|)", "(<p>|</p>|[a-d]{1,4}|kiln|fired|[ .]|é){0,10}"),
+                0..16,
+            ),
+            more in proptest::collection::vec(
+                ("(ann|cy|)", "(<p>|</p>|[b-f]{1,4}|kiln|glaze|[ .]){0,10}"),
+                0..8,
+            ),
+            keep in 0usize..20,
+            lazy in any::<bool>(),
+            query in "([a-f]{1,4}|kiln|glaze|ann|cy|[ ]){0,6}",
+        ) {
+            let mut index = Postings::new();
+            for d in docs(&texts) {
+                index.push(d);
+            }
+            if lazy {
+                let bytes = index.to_bytes();
+                index = Postings::read_lazy(bytes.clone(), 0..bytes.len()).unwrap();
+            }
+            index.truncate(keep);
+            let kept = keep.min(texts.len());
+            prop_assert_eq!(index.len(), kept);
+            for d in docs(&more) {
+                index.push(d);
+            }
+            let mut fresh = Postings::new();
+            for d in docs(&texts[..kept]).into_iter().chain(docs(&more)) {
+                fresh.push(d);
+            }
+            let bits = |p: &Postings| -> Vec<(u32, u64)> {
+                p.scores(&query, &[]).unwrap().into_iter().map(|(d, s)| (d, s.to_bits())).collect()
+            };
+            prop_assert_eq!(bits(&index), bits(&fresh));
+            let round = Postings::from_bytes(&index.to_bytes()).unwrap();
+            prop_assert_eq!(bits(&round), bits(&fresh));
         }
     }
 }
