@@ -188,3 +188,15 @@ fn a_damaged_big_file_reports_where() {
         "{err}"
     );
 }
+
+/// A checksum forged to match bytes that are not UTF-8 (past the two-thread
+/// threshold, where the halves are checked as text once): `parse`'s error.
+#[test]
+fn forged_checksum_over_invalid_utf8_gets_the_parse_error() {
+    let state = padded(State::new(Timestamp::from_unix(1_800_000_000)), BIG);
+    let mut bytes = to_canonical_vec(&state);
+    let at = bytes.windows(4).rposition(|w| w == b"turn").unwrap();
+    bytes[at] = 0xff;
+    let err = parse_written(bytes.clone(), crc32fast::hash(&bytes)).unwrap_err();
+    assert_eq!(err, parse(&bytes).unwrap_err());
+}
