@@ -608,7 +608,16 @@ fn parse_split(bytes: &[u8], layout: &Layout) -> (Option<Split>, crc32fast::Hash
         Some((out, ids_in_place))
     };
     let n = layout.spans.len();
-    let (first, second) = layout.spans.split_at(n / 2);
+    // Equal bytes for both threads: this one also parses the document
+    // around the messages (its truth can be megabytes).
+    let region = layout.end() - layout.start;
+    let around = bytes.len() - region;
+    let middle_byte = layout.start + region.saturating_sub(around) / 2;
+    let cut = layout
+        .spans
+        .partition_point(|&(a, _)| a < middle_byte)
+        .clamp(1, n - 1);
+    let (first, second) = layout.spans.split_at(cut);
     let middle = second[0].0;
     let crc_of = |a: usize, b: usize| {
         let mut h = crc32fast::Hasher::new();
