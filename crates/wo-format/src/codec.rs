@@ -234,7 +234,7 @@ fn state_ok_but_messages(s: &State) -> bool {
 pub struct MessageCache {
     token: u64,
     /// The messages region is `bytes[start..]`. `start` is 0 unless the
-    /// cache was seeded from a file's bytes ([`seed_cache`]): the buffer the
+    /// cache was seeded from a file's bytes ([`parse_written`]): the buffer the
     /// file was read into is kept whole rather than copied, so its head
     /// stays in front.
     bytes: Vec<u8>,

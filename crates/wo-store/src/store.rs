@@ -427,7 +427,7 @@ pub struct Store {
 /// and the CRC-32 of its bytes. A one-shot process that reads the file and
 /// finds it unchanged since (same length, same CRC) knows every message's
 /// bytes are canonical and re-uses them instead of serialising 50 MB again
-/// ([`wo_format::seed_cache`]). A file changed in any byte fails the check
+/// ([`wo_format::parse_written`]). A file changed in any byte fails the check
 /// and is read and written the full way, so hand edits are never undone.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 struct Written {
