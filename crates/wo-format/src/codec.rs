@@ -245,6 +245,9 @@ pub struct MessageCache {
     /// messages are appended, so a writer can checksum what it writes
     /// without reading 50 MB again ([`CanonicalParts::crc32`]).
     crc: Option<crc32fast::Hasher>,
+    /// Keep `crc` at all ([`MessageCache::with_checksum`]): only a writer
+    /// that records checksums pays for it (not the browser's serialiser).
+    checksum: bool,
 }
 
 impl MessageCache {
@@ -260,7 +263,20 @@ impl MessageCache {
 
     /// Forgets every cached message (after a change the cache cannot follow).
     pub fn clear(&mut self) {
-        *self = MessageCache::default();
+        *self = MessageCache {
+            checksum: self.checksum,
+            ..MessageCache::default()
+        };
+    }
+
+    /// An empty cache that also keeps the CRC-32 of the messages' bytes as
+    /// they are serialised and appended, so [`CanonicalParts::crc32`] of
+    /// each save reads only its head and tail.
+    pub fn with_checksum() -> MessageCache {
+        MessageCache {
+            checksum: true,
+            ..MessageCache::default()
+        }
     }
 }
 
@@ -290,18 +306,22 @@ pub struct CanonicalParts<'c> {
     pub messages: &'c [u8],
     /// Everything after them (`]`, `truth`, unknown fields, the closing `}`).
     pub tail: Vec<u8>,
-    /// CRC-32 state of `messages` (from the cache).
-    messages_crc: crc32fast::Hasher,
+    /// CRC-32 state of `messages`, when the cache keeps one.
+    messages_crc: Option<crc32fast::Hasher>,
 }
 
 impl CanonicalParts<'_> {
-    /// CRC-32 (IEEE) of the whole file these parts make. The messages
-    /// region's checksum comes from the cache (extended as messages are
-    /// appended), so this only reads the head and the tail.
+    /// CRC-32 (IEEE) of the whole file these parts make. With a cache
+    /// made by [`MessageCache::with_checksum`] the messages region's
+    /// checksum comes from the cache (extended as messages are appended),
+    /// so this only reads the head and the tail.
     pub fn crc32(&self) -> u32 {
         let mut h = crc32fast::Hasher::new();
         h.update(&self.head);
-        h.combine(&self.messages_crc);
+        match &self.messages_crc {
+            Some(region) => h.combine(region),
+            None => h.update(self.messages),
+        }
         h.update(&self.tail);
         h.finalize()
     }
@@ -371,14 +391,15 @@ pub fn canonical_parts<'c>(state: &State, cache: &'c mut MessageCache) -> Canoni
     let messages_crc = match &mut cache.crc {
         Some(h) => {
             h.update(&cache.bytes[appended_from..]);
-            h.clone()
+            Some(h.clone())
         }
-        None => {
+        None if cache.checksum => {
             let mut h = crc32fast::Hasher::new();
             h.update(region);
             cache.crc = Some(h.clone());
-            h
+            Some(h)
         }
+        None => None,
     };
 
     let (head, tail) = head_and_tail(state, region.is_empty());
@@ -725,6 +746,7 @@ fn seed(
         start: layout.start,
         ends,
         crc: Some(region),
+        checksum: true,
     })
 }
 

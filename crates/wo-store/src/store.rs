@@ -580,7 +580,8 @@ impl Store {
             path,
             opts,
             state,
-            cache: MessageCache::default(),
+            // Every save records its checksum (see `Written`).
+            cache: MessageCache::with_checksum(),
             stamp,
             base,
             unchanged,
