@@ -187,20 +187,29 @@ fn path_to_pointer(path: &serde_path_to_error::Path) -> String {
 
 /// Rules the typed model cannot express by its types alone.
 pub(crate) fn semantic_ok(s: &State) -> bool {
+    s.messages().iter().all(message_ok) && state_ok_but_messages(s)
+}
+
+/// [`semantic_ok`]'s rules for one message.
+fn message_ok(m: &Message) -> bool {
+    let id_ok = |id: &str| id.is_empty() || is_valid_id(id);
+    let opt_id_ok = |id: &Option<String>| id.as_deref().is_none_or(is_valid_id);
+    id_ok(&m.id)
+        && !m.username.trim().is_empty()
+        && opt_id_ok(&m.parent)
+        && m.sources
+            .as_ref()
+            .is_none_or(|v| v.iter().all(|x| is_valid_id(x)))
+}
+
+/// [`semantic_ok`]'s rules for everything but the messages.
+fn state_ok_but_messages(s: &State) -> bool {
     let unit = |x: f64| (0.0..=1.0).contains(&x);
     let id_ok = |id: &str| id.is_empty() || is_valid_id(id);
     let opt_id_ok = |id: &Option<String>| id.as_deref().is_none_or(is_valid_id);
     let prefs = &s.truth.retrieval_prefs;
     s.version == 1
         && is_accepted_schema(&s.schema)
-        && s.messages().iter().all(|m| {
-            id_ok(&m.id)
-                && !m.username.trim().is_empty()
-                && opt_id_ok(&m.parent)
-                && m.sources
-                    .as_ref()
-                    .is_none_or(|v| v.iter().all(|x| is_valid_id(x)))
-        })
         && s.truth.trust.iter().all(|t| {
             id_ok(&t.id)
                 && unit(t.certainty)
@@ -224,9 +233,21 @@ pub(crate) fn semantic_ok(s: &State) -> bool {
 #[derive(Debug, Default)]
 pub struct MessageCache {
     token: u64,
+    /// The messages region is `bytes[start..]`. `start` is 0 unless the
+    /// cache was seeded from a file's bytes ([`parse_written`]): the buffer the
+    /// file was read into is kept whole rather than copied, so its head
+    /// stays in front.
     bytes: Vec<u8>,
+    start: usize,
     /// End offset in `bytes` of each cached element.
     ends: Vec<usize>,
+    /// CRC-32 of the messages region `bytes[start..]`, kept up to date as
+    /// messages are appended, so a writer can checksum what it writes
+    /// without reading 50 MB again ([`CanonicalParts::crc32`]).
+    crc: Option<crc32fast::Hasher>,
+    /// Keep `crc` at all ([`MessageCache::with_checksum`]): only a writer
+    /// that records checksums pays for it (not the browser's serialiser).
+    checksum: bool,
 }
 
 impl MessageCache {
@@ -242,7 +263,20 @@ impl MessageCache {
 
     /// Forgets every cached message (after a change the cache cannot follow).
     pub fn clear(&mut self) {
-        *self = MessageCache::default();
+        *self = MessageCache {
+            checksum: self.checksum,
+            ..MessageCache::default()
+        };
+    }
+
+    /// An empty cache that also keeps the CRC-32 of the messages' bytes as
+    /// they are serialised and appended, so [`CanonicalParts::crc32`] of
+    /// each save reads only its head and tail.
+    pub fn with_checksum() -> MessageCache {
+        MessageCache {
+            checksum: true,
+            ..MessageCache::default()
+        }
     }
 }
 
@@ -272,9 +306,26 @@ pub struct CanonicalParts<'c> {
     pub messages: &'c [u8],
     /// Everything after them (`]`, `truth`, unknown fields, the closing `}`).
     pub tail: Vec<u8>,
+    /// CRC-32 state of `messages`, when the cache keeps one.
+    messages_crc: Option<crc32fast::Hasher>,
 }
 
 impl CanonicalParts<'_> {
+    /// CRC-32 (IEEE) of the whole file these parts make. With a cache
+    /// made by [`MessageCache::with_checksum`] the messages region's
+    /// checksum comes from the cache (extended as messages are appended),
+    /// so this only reads the head and the tail.
+    pub fn crc32(&self) -> u32 {
+        let mut h = crc32fast::Hasher::new();
+        h.update(&self.head);
+        match &self.messages_crc {
+            Some(region) => h.combine(region),
+            None => h.update(self.messages),
+        }
+        h.update(&self.tail);
+        h.finalize()
+    }
+
     /// The three pieces in order, to write one after another.
     pub fn chunks(&self) -> [&[u8]; 3] {
         [&self.head, self.messages, &self.tail]
@@ -303,13 +354,19 @@ pub fn canonical_parts<'c>(state: &State, cache: &'c mut MessageCache) -> Canoni
         0
     };
     let sorted = messages.is_sorted_by(|a, b| a.order_key() <= b.order_key());
+    // The region's checksum survives only a pure append: anything cut off
+    // would have to be subtracted, so it is recomputed instead.
+    if reusable < cache.ends.len() || !sorted {
+        cache.crc = None;
+    }
     // Rebuild the cache from the first changed message on.
-    let keep_bytes = if reusable == 0 {
-        0
+    if reusable == 0 {
+        cache.bytes.clear();
+        cache.start = 0;
+        cache.crc = None;
     } else {
-        cache.ends[reusable - 1]
-    };
-    cache.bytes.truncate(keep_bytes);
+        cache.bytes.truncate(cache.ends[reusable - 1]);
+    }
     cache.ends.truncate(reusable);
     cache.token = 0;
     let order: Vec<usize> = if sorted {
@@ -318,9 +375,11 @@ pub fn canonical_parts<'c>(state: &State, cache: &'c mut MessageCache) -> Canoni
         let mut idx: Vec<usize> = (0..messages.len()).collect();
         idx.sort_by(|&a, &b| messages[a].order_key().cmp(&messages[b].order_key()));
         cache.bytes.clear();
+        cache.start = 0;
         cache.ends.clear();
         idx
     };
+    let appended_from = cache.bytes.len();
     for &i in &order[cache.ends.len()..] {
         if !cache.ends.is_empty() {
             cache.bytes.extend_from_slice(b",\n");
@@ -328,7 +387,54 @@ pub fn canonical_parts<'c>(state: &State, cache: &'c mut MessageCache) -> Canoni
         write_indented(&messages[i], 4, &mut cache.bytes);
         cache.ends.push(cache.bytes.len());
     }
+    let region = &cache.bytes[cache.start..];
+    let messages_crc = match &mut cache.crc {
+        Some(h) => {
+            h.update(&cache.bytes[appended_from..]);
+            Some(h.clone())
+        }
+        None if cache.checksum => {
+            let mut h = crc32fast::Hasher::new();
+            h.update(region);
+            cache.crc = Some(h.clone());
+            Some(h)
+        }
+        None => None,
+    };
 
+    let (head, tail) = head_and_tail(state, region.is_empty());
+    CanonicalParts {
+        head,
+        messages: &cache.bytes[cache.start..],
+        tail,
+        messages_crc,
+    }
+}
+
+/// The canonical bytes before and after the messages' elements.
+fn head_and_tail(state: &State, no_messages: bool) -> (Vec<u8>, Vec<u8>) {
+    let head = head_bytes(state, no_messages);
+    let mut tail = Vec::with_capacity(4096);
+    if no_messages {
+        tail.push(b']');
+    } else {
+        tail.extend_from_slice(b"\n  ]");
+    }
+    tail.extend_from_slice(b",\n  \"truth\": ");
+    write_pretty_at(&state.truth, 2, &mut tail);
+    for (key, value) in &state.extra {
+        tail.extend_from_slice(b",\n  ");
+        write_compact(key, &mut tail);
+        tail.extend_from_slice(b": ");
+        write_pretty_at(value, 2, &mut tail);
+    }
+    tail.extend_from_slice(b"\n}\n");
+    (head, tail)
+}
+
+/// The canonical bytes before the messages' elements: `{` … `"messages": [`
+/// and, when there are messages, the newline before the first.
+fn head_bytes(state: &State, no_messages: bool) -> Vec<u8> {
     let mut head = Vec::with_capacity(4096 + state.context.len());
     head.extend_from_slice(b"{\n  \"version\": ");
     head.extend_from_slice(state.version.to_string().as_bytes());
@@ -343,27 +449,10 @@ pub fn canonical_parts<'c>(state: &State, cache: &'c mut MessageCache) -> Canoni
         write_compact(value, &mut head);
     }
     head.extend_from_slice(b",\n  \"messages\": [");
-    let mut tail = Vec::with_capacity(4096);
-    if cache.bytes.is_empty() {
-        tail.push(b']');
-    } else {
+    if !no_messages {
         head.push(b'\n');
-        tail.extend_from_slice(b"\n  ]");
     }
-    tail.extend_from_slice(b",\n  \"truth\": ");
-    write_pretty_at(&state.truth, 2, &mut tail);
-    for (key, value) in &state.extra {
-        tail.extend_from_slice(b",\n  ");
-        write_compact(key, &mut tail);
-        tail.extend_from_slice(b": ");
-        write_pretty_at(value, 2, &mut tail);
-    }
-    tail.extend_from_slice(b"\n}\n");
-    CanonicalParts {
-        head,
-        messages: &cache.bytes,
-        tail,
-    }
+    head
 }
 
 impl MessageCache {
@@ -381,6 +470,284 @@ impl MessageCache {
     pub fn seal(&mut self, token: u64) {
         self.token = token;
     }
+}
+
+/// Where the messages' elements lie in a file written in the canonical
+/// layout, found by a byte scan (no parse): see [`Layout::scan`].
+#[derive(Debug)]
+struct Layout {
+    /// Offset of the first element (just after `"messages": [\n`).
+    start: usize,
+    /// Each element's start and end (just after its closing `}`).
+    spans: Vec<(usize, usize)>,
+}
+
+impl Layout {
+    /// In the canonical layout the top-level keys are indented by 2 spaces,
+    /// a message element is `    {` … `\n    }` with everything inside it
+    /// deeper, and JSON strings hold no raw newline: so the first
+    /// `\n  "messages": [\n` opens the array, and each `\n    }` closes an
+    /// element. `None`: the bytes are not laid out that way, or the array is
+    /// empty.
+    fn scan(bytes: &[u8]) -> Option<Layout> {
+        const OPEN: &[u8] = b",\n  \"messages\": [\n";
+        const END: &[u8] = b"\n    }";
+        let start = memchr::memmem::find(bytes, OPEN)? + OPEN.len();
+        let finder = memchr::memmem::Finder::new(END);
+        let mut spans = Vec::new();
+        let mut at = start;
+        loop {
+            if !bytes.get(at..)?.starts_with(b"    {") {
+                return None;
+            }
+            let end = at + finder.find(&bytes[at..])? + END.len();
+            spans.push((at, end));
+            let rest = &bytes[end..];
+            if rest.starts_with(b",\n") {
+                at = end + 2;
+            } else if rest.starts_with(b"\n  ],") {
+                return Some(Layout { start, spans });
+            } else {
+                return None;
+            }
+        }
+    }
+
+    /// Offset just after the last element.
+    fn end(&self) -> usize {
+        self.spans.last().map_or(self.start, |s| s.1)
+    }
+}
+
+/// Below this many messages one thread parses the file alone: a second
+/// thread costs more to start than it saves.
+const SPLIT_PARSE_MIN: usize = 4096;
+
+/// Parses a state file that a store recorded writing — `expected_crc32` is
+/// the CRC-32 (IEEE) of the bytes it wrote — and, when `bytes` are exactly
+/// those (same CRC-32) and in the canonical layout, also returns the
+/// [`MessageCache`] of its messages taken from the file's own bytes, so the
+/// next save writes them back without serialising them again (seal it with
+/// the token of [`State::mark_saved`]).
+///
+/// The state is always the one [`parse`] gives (the same errors with the
+/// same pointers, too); for a file the store wrote, its messages are parsed
+/// on two threads (each element on its own: the layout says where each
+/// one lies). Any other bytes — a hand edit, a truncation, an older
+/// store's file — are parsed by [`parse`] and get no cache.
+///
+/// Why re-using the bytes is exact: a canonical writer's bytes re-parse to
+/// a state that serialises to the same bytes (the round-trip property
+/// tests); the cache is still only seeded after checking that the head is
+/// the canonical head of the parsed state and each element starts with its
+/// message's id, in order (so no id was derived and no message moved).
+pub fn parse_written(
+    bytes: Vec<u8>,
+    expected_crc32: u32,
+) -> Result<(State, Option<MessageCache>), ParseError> {
+    let Some(layout) = Layout::scan(&bytes) else {
+        return parse(&bytes).map(|s| (s, None));
+    };
+    let last = layout.end();
+    let crc_of = |a: usize, b: usize| {
+        let mut h = crc32fast::Hasher::new();
+        h.update(&bytes[a..b]);
+        h
+    };
+    let whole_crc = |region: &crc32fast::Hasher| {
+        let mut whole = crc_of(0, layout.start);
+        whole.combine(region);
+        whole.combine(&crc_of(last, bytes.len()));
+        whole.finalize()
+    };
+    let (state, region) = if layout.spans.len() >= SPLIT_PARSE_MIN {
+        // Checksum and parse at once, each thread its half; the result is
+        // only used if the checksum then matches.
+        let (state, region) = parse_split(&bytes, &layout);
+        if whole_crc(&region) != expected_crc32 {
+            return parse(&bytes).map(|s| (s, None));
+        }
+        match state {
+            Some(parsed) => (parsed, region),
+            // Whatever is wrong, `parse` says it the usual way.
+            None => (
+                Split {
+                    state: parse(&bytes)?,
+                    ids_in_place: false,
+                },
+                region,
+            ),
+        }
+    } else {
+        let region = crc_of(layout.start, last);
+        if whole_crc(&region) != expected_crc32 {
+            return parse(&bytes).map(|s| (s, None));
+        }
+        (
+            Split {
+                state: parse(&bytes)?,
+                ids_in_place: false,
+            },
+            region,
+        )
+    };
+    let Split {
+        state,
+        ids_in_place,
+    } = state;
+    let cache = seed(&state, bytes, layout, region, ids_in_place);
+    Ok((state, cache))
+}
+
+/// [`parse`] with the messages' elements deserialised on two threads and
+/// the rest of the document (its head, `[]` for the messages, its tail)
+/// on this one, each thread also taking the CRC-32 of its half of the
+/// messages region. The state is `None` on any error: the caller re-parses
+/// with [`parse`] for its report. The checksum is the whole region's.
+fn parse_split(bytes: &[u8], layout: &Layout) -> (Option<Split>, crc32fast::Hasher) {
+    // Each element parsed and checked ([`semantic_ok`]'s message rules)
+    // where it was parsed, into a vector of the right size (growing one of
+    // 100k messages would move and zero tens of MB).
+    // The half's text is checked as UTF-8 once, in one pass, so the JSON
+    // reader need not check every string on its own (a fifth of the parse).
+    // Each element is also checked to open with its id while its bytes are
+    // still in the CPU's cache (for `seed`; afterwards it is a cache miss
+    // per message).
+    let elements = |spans: &[(usize, usize)], capacity: usize| -> Option<(Vec<Message>, bool)> {
+        let (from, to) = (spans.first()?.0, spans.last()?.1);
+        let text = std::str::from_utf8(&bytes[from..to]).ok()?;
+        let mut out = Vec::with_capacity(capacity);
+        let mut ids_in_place = true;
+        for &(a, b) in spans {
+            let m = serde_json::from_str::<Message>(&text[a - from..b - from]).ok()?;
+            if !message_ok(&m) {
+                return None;
+            }
+            ids_in_place &= opens_with_id(&bytes[a..b], &m.id);
+            out.push(m);
+        }
+        Some((out, ids_in_place))
+    };
+    let n = layout.spans.len();
+    // Equal bytes for both threads: this one also parses the document
+    // around the messages (its truth can be megabytes).
+    let region = layout.end() - layout.start;
+    let around = bytes.len() - region;
+    let middle_byte = layout.start + region.saturating_sub(around) / 2;
+    let cut = layout
+        .spans
+        .partition_point(|&(a, _)| a < middle_byte)
+        .clamp(1, n - 1);
+    let (first, second) = layout.spans.split_at(cut);
+    let middle = second[0].0;
+    let crc_of = |a: usize, b: usize| {
+        let mut h = crc32fast::Hasher::new();
+        h.update(&bytes[a..b]);
+        h
+    };
+    let (doc, first, second, mut region, second_crc) = std::thread::scope(|scope| {
+        let other = scope.spawn(|| {
+            let crc = crc_of(middle, layout.end());
+            (elements(second, second.len()), crc)
+        });
+        let region = crc_of(layout.start, middle);
+        let first = elements(first, n);
+        // The array emptied: `[` + `]`, then what follows the last element's
+        // closing `\n  ]`.
+        let mut doc = Vec::with_capacity(layout.start + bytes.len() - layout.end());
+        doc.extend_from_slice(&bytes[..layout.start - 1]);
+        doc.push(b']');
+        doc.extend_from_slice(&bytes[layout.end() + 4..]);
+        let doc = parse_untracked(&doc).ok();
+        // The spawned thread only parses and hashes: it cannot panic on
+        // any input; were it to, this thread panics with it.
+        let (second, second_crc) = other
+            .join()
+            .unwrap_or_else(|e| std::panic::resume_unwind(e));
+        (doc, first, second, region, second_crc)
+    });
+    region.combine(&second_crc);
+    let state = (|| {
+        let mut state = doc?;
+        if !state.messages.is_empty() {
+            return None;
+        }
+        let ((mut messages, first_ids), (second, second_ids)) = (first?, second?);
+        messages.extend(second);
+        state.messages = messages;
+        if !state_ok_but_messages(&state) {
+            return None;
+        }
+        // Each element opened with its id and normalising moves nothing:
+        // the i-th element is the i-th message.
+        let ids_in_place = first_ids
+            && second_ids
+            && state
+                .messages
+                .is_sorted_by(|a, b| a.order_key() <= b.order_key());
+        state.normalize();
+        Some(Split {
+            state,
+            ids_in_place,
+        })
+    })();
+    (state, region)
+}
+
+/// A state from [`parse_split`], and whether it found every element
+/// opening with its message's id, in the state's order.
+struct Split {
+    state: State,
+    ids_in_place: bool,
+}
+
+/// Whether a message element opens with `id` as its first key, written as
+/// the canonical writer writes it (ids are plain ASCII: nothing to escape;
+/// any other id is not taken for one).
+fn opens_with_id(element: &[u8], id: &str) -> bool {
+    const PREFIX: &[u8] = b"    {\n      \"id\": \"";
+    let id = id.as_bytes();
+    !id.is_empty()
+        && id
+            .iter()
+            .all(|&b| (0x20..0x7f).contains(&b) && b != b'"' && b != b'\\')
+        && element.starts_with(PREFIX)
+        && element[PREFIX.len()..].starts_with(id)
+        && element[PREFIX.len() + id.len()..].starts_with(b"\",")
+}
+
+/// The cache of `state`'s messages from `bytes` (see [`parse_written`]);
+/// `ids_in_place`: the parse already found each element opening with its
+/// message's id, in order.
+fn seed(
+    state: &State,
+    mut bytes: Vec<u8>,
+    layout: Layout,
+    region: crc32fast::Hasher,
+    ids_in_place: bool,
+) -> Option<MessageCache> {
+    let messages = state.messages();
+    if messages.len() != layout.spans.len() || !bytes.starts_with(&head_bytes(state, false)) {
+        return None;
+    }
+    if !ids_in_place
+        && !messages
+            .iter()
+            .zip(&layout.spans)
+            .all(|(m, &(a, b))| opens_with_id(&bytes[a..b], &m.id))
+    {
+        return None;
+    }
+    let ends = layout.spans.iter().map(|s| s.1).collect();
+    bytes.truncate(layout.end());
+    Some(MessageCache {
+        token: 0,
+        bytes,
+        start: layout.start,
+        ends,
+        crc: Some(region),
+        checksum: true,
+    })
 }
 
 fn write_compact<T: Serialize + ?Sized>(value: &T, out: &mut Vec<u8>) {

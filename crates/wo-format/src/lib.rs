@@ -21,8 +21,8 @@ pub mod validate;
 pub mod xhtml;
 
 pub use codec::{
-    CanonicalParts, MessageCache, ParseError, canonical_parts, parse, to_canonical_vec,
-    validate_bytes, write_canonical,
+    CanonicalParts, MessageCache, ParseError, canonical_parts, parse, parse_written,
+    to_canonical_vec, validate_bytes, write_canonical,
 };
 pub use links::BranchWalk;
 pub use model::{

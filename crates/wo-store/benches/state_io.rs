@@ -4,8 +4,10 @@
 //! (b) Python's `json` doing the same job (`bench/py_reference.py`).
 //!
 //! Run: `cargo bench -p wo-store --bench state_io` (env `SIZES=1000,10000`
-//! to choose sizes, `REPEAT=N` for runs per measurement). Prints a table of
-//! medians and ratios; BENCHMARKS.md records a run.
+//! to choose sizes, `REPEAT=N` for runs per measurement, `OPS=load,cold` to
+//! run only some rows: `load`, `warm`, `cold`, `merge`; `NO_PYTHON=1` skips
+//! the Python reference, for profiling). Prints a table of medians and
+//! ratios; BENCHMARKS.md records a run.
 
 use std::fs::{self, File};
 use std::io::Write;
@@ -89,7 +91,15 @@ fn floor(dir: &Path, bytes: &[u8]) -> Duration {
     median(times)
 }
 
+/// Whether the row `op` was asked for (`OPS`, default all).
+fn wanted(op: &str) -> bool {
+    std::env::var("OPS").map_or(true, |ops| ops.split(',').any(|o| o.trim() == op))
+}
+
 fn python(op: &str, state: &Path, exports: &[PathBuf]) -> Option<Duration> {
+    if std::env::var_os("NO_PYTHON").is_some() {
+        return None;
+    }
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../bench/py_reference.py");
     let out = Command::new("python3")
         .arg(script)
@@ -121,6 +131,26 @@ mod serde_json_lite {
             median_s: v.get("median_s")?.as_f64()?,
         })
     }
+}
+
+/// CPU time of this process so far (user + system, every thread): under
+/// load, wall time says more about the neighbours than about the work.
+fn cpu_now() -> Duration {
+    let mut u = std::mem::MaybeUninit::<libc::rusage>::zeroed();
+    // SAFETY: getrusage fills the struct it is given; RUSAGE_SELF is valid.
+    let u = unsafe {
+        libc::getrusage(libc::RUSAGE_SELF, u.as_mut_ptr());
+        u.assume_init()
+    };
+    let tv = |t: libc::timeval| Duration::new(t.tv_sec as u64, t.tv_usec as u32 * 1000);
+    tv(u.ru_utime) + tv(u.ru_stime)
+}
+
+/// Times `op`: (wall, CPU).
+fn timed(op: impl FnOnce()) -> (Duration, Duration) {
+    let (t, c) = (Instant::now(), cpu_now());
+    op();
+    (t.elapsed(), cpu_now() - c)
 }
 
 fn ms(d: Duration) -> String {
@@ -185,94 +215,139 @@ fn main() {
             );
         };
 
-        // load
-        let load = median(
-            (0..repeat())
-                .map(|_| {
-                    let t = Instant::now();
-                    let s = Store::open(&path, OpenOptions::default()).unwrap();
-                    let e = t.elapsed();
-                    assert_eq!(s.state().messages().len(), n);
-                    e
-                })
-                .collect(),
-        );
-        row("load", load, python("load", &path, &[]), false);
-
+        if wanted("load") {
+            // load
+            let load = median(
+                (0..repeat())
+                    .map(|_| {
+                        let t = Instant::now();
+                        let s = Store::open(&path, OpenOptions::default()).unwrap();
+                        let e = t.elapsed();
+                        assert_eq!(s.state().messages().len(), n);
+                        e
+                    })
+                    .collect(),
+            );
+            row("load", load, python("load", &path, &[]), false);
+        }
         // append one turn and save, store already open (server / REPL)
         let work = dir.path().join("work.json");
         fs::copy(&path, &work).unwrap();
-        let mut store = Store::open(&work, OpenOptions::default()).unwrap();
-        store.save().unwrap(); // first save fills the byte cache
-        let warm = median(
-            (0..repeat())
+        if wanted("warm") {
+            let mut store = Store::open(&work, OpenOptions::default()).unwrap();
+            store.save().unwrap(); // first save fills the byte cache
+            let warm = median(
+                (0..repeat())
+                    .map(|i| {
+                        let t = Instant::now();
+                        store.transact(|s| s.push_message(new_turn(i))).unwrap();
+                        t.elapsed()
+                    })
+                    .collect(),
+            );
+            row(
+                "append+save (open)",
+                warm,
+                python("append", &path, &[]),
+                true,
+            );
+        }
+        if wanted("cold") {
+            // one CLI run: open + append + save, on a file the last run
+            // wrote (its bytes re-used: `wo_format::seed_cache`)
+            Store::open(&work, OpenOptions::default())
+                .unwrap()
+                .save()
+                .unwrap();
+            let (cold, cold_cpu): (Vec<_>, Vec<_>) = (0..repeat())
                 .map(|i| {
-                    let t = Instant::now();
-                    store.transact(|s| s.push_message(new_turn(i))).unwrap();
-                    t.elapsed()
+                    let mut s = None;
+                    let t = timed(|| {
+                        let mut st = Store::open(&work, OpenOptions::default()).unwrap();
+                        assert_eq!(st.reusable_messages(), st.state().messages().len());
+                        st.transact(|st| st.push_message(new_turn(1000 + i)))
+                            .unwrap();
+                        s = Some(st); // dropped outside the timing
+                    });
+                    drop(s);
+                    t
                 })
-                .collect(),
-        );
-        row(
-            "append+save (open)",
-            warm,
-            python("append", &path, &[]),
-            true,
-        );
+                .unzip();
+            let (cold, cold_cpu) = (median(cold), median(cold_cpu));
+            row("open+append+save", cold, python("cold", &path, &[]), true);
 
-        // one CLI run: open + append + save
-        let cold = median(
-            (0..repeat())
+            // the same after a hand edit (here: a space after the closing
+            // brace): nothing of the file is trusted, every byte is parsed
+            // and serialised again
+            let (edited, edited_cpu): (Vec<_>, Vec<_>) = (0..repeat())
                 .map(|i| {
-                    let t = Instant::now();
-                    let mut s = Store::open(&work, OpenOptions::default()).unwrap();
-                    s.transact(|st| st.push_message(new_turn(1000 + i)))
-                        .unwrap();
-                    t.elapsed()
+                    let mut bytes = fs::read(&work).unwrap();
+                    bytes.push(b' ');
+                    fs::write(&work, &bytes).unwrap();
+                    drop(bytes);
+                    let mut s = None;
+                    let t = timed(|| {
+                        let mut st = Store::open(&work, OpenOptions::default()).unwrap();
+                        assert_eq!(st.reusable_messages(), 0);
+                        st.transact(|st| st.push_message(new_turn(2000 + i)))
+                            .unwrap();
+                        s = Some(st);
+                    });
+                    drop(s);
+                    t
                 })
-                .collect(),
-        );
-        row("open+append+save", cold, python("cold", &path, &[]), true);
-
-        // merge of ten exports, each the base plus ten turns of its own
-        let exports: Vec<PathBuf> = (0..10)
-            .map(|k| {
-                let mut e = state.clone();
-                for j in 0..10 {
-                    e.push_message(Message::new(
-                        "phone",
-                        Timestamp::from_unix(2_100_000_000 + (k * 10 + j) as i64),
-                        "phone turn",
-                        format!("<p>export {k} turn {j}</p>"),
-                    ));
-                }
-                let p = dir.path().join(format!("export_{n}_{k}.json"));
-                write_file(&p, &e);
-                p
-            })
-            .collect();
-        let merge = median(
-            (0..repeat().min(3))
-                .map(|_| {
-                    fs::copy(&path, &work).unwrap();
-                    let t = Instant::now();
-                    let mut s = Store::open(&work, OpenOptions::default()).unwrap();
-                    let out = merge_files(&mut s, &exports, false, false).unwrap();
-                    let e = t.elapsed();
-                    assert!(out.iter().all(|o| o.result.is_ok()));
-                    assert_eq!(s.state().messages().len(), n + 100);
-                    e
+                .unzip();
+            let (edited, edited_cpu) = (median(edited), median(edited_cpu));
+            row("  … after a hand edit", edited, None, true);
+            println!(
+                "{:>8} {:>8} | CPU time (all threads, median): open+append+save {}, after a hand edit {}",
+                "",
+                "",
+                ms(cold_cpu),
+                ms(edited_cpu)
+            );
+        }
+        if wanted("merge") {
+            // merge of ten exports, each the base plus ten turns of its own
+            let exports: Vec<PathBuf> = (0..10)
+                .map(|k| {
+                    let mut e = state.clone();
+                    for j in 0..10 {
+                        e.push_message(Message::new(
+                            "phone",
+                            Timestamp::from_unix(2_100_000_000 + (k * 10 + j) as i64),
+                            "phone turn",
+                            format!("<p>export {k} turn {j}</p>"),
+                        ));
+                    }
+                    let p = dir.path().join(format!("export_{n}_{k}.json"));
+                    write_file(&p, &e);
+                    p
                 })
-                .collect(),
-        );
-        row(
-            "merge 10 exports",
-            merge,
-            python("merge", &path, &exports),
-            true,
-        );
-        for e in exports {
-            fs::remove_file(e).unwrap();
+                .collect();
+            let merge = median(
+                (0..repeat().min(3))
+                    .map(|_| {
+                        fs::copy(&path, &work).unwrap();
+                        let t = Instant::now();
+                        let mut s = Store::open(&work, OpenOptions::default()).unwrap();
+                        let out = merge_files(&mut s, &exports, false, false).unwrap();
+                        let e = t.elapsed();
+                        assert!(out.iter().all(|o| o.result.is_ok()));
+                        assert_eq!(s.state().messages().len(), n + 100);
+                        e
+                    })
+                    .collect(),
+            );
+            row(
+                "merge 10 exports",
+                merge,
+                python("merge", &path, &exports),
+                true,
+            );
+            for e in exports {
+                fs::remove_file(e).unwrap();
+            }
         }
     }
 }

@@ -418,14 +418,34 @@ pub struct Store {
     /// [`State::clean_prefix`] showed before something else (the cache
     /// warm-up) reset it; `usize::MAX`: no such reset.
     unchanged: usize,
+    /// Length and CRC-32 of the bytes the write in progress puts in place,
+    /// recorded in the lock file once they are (see [`Written`]).
+    writing: Option<Written>,
+}
+
+/// What a store last wrote, as recorded in the lock file: the file's length
+/// and the CRC-32 of its bytes. A one-shot process that reads the file and
+/// finds it unchanged since (same length, same CRC) knows every message's
+/// bytes are canonical and re-uses them instead of serialising 50 MB again
+/// ([`wo_format::parse_written`]). A file changed in any byte fails the check
+/// and is read and written the full way, so hand edits are never undone.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Written {
+    len: u64,
+    crc32: u32,
 }
 
 /// Held while a read-modify-write is in progress; dropping it unlocks.
 struct LockGuard(File);
 
 /// Lock file layout: the generation (20 digits) and a newline, then the pid
-/// of the last process to take the lock (10 characters) and a newline.
+/// of the last process to take the lock (10 characters) and a newline, then
+/// what the last writer wrote: its length (20 digits), a space, its CRC-32
+/// (8 hex digits) and a newline. Older lock files end after the pid; their
+/// state file is simply read the full way once.
 const PID_OFFSET: u64 = 21;
+const WRITTEN_OFFSET: u64 = 32;
+const WRITTEN_LEN: usize = 30;
 
 impl LockGuard {
     fn generation(&self) -> u64 {
@@ -439,6 +459,18 @@ impl LockGuard {
         let _ = self
             .0
             .write_all_at(format!("{generation:020}\n").as_bytes(), 0);
+    }
+
+    /// Records what was just put in place; like the generation, a failure
+    /// only costs the next one-shot writer the full path.
+    fn set_written(&self, written: Option<Written>) {
+        use std::os::unix::fs::FileExt;
+        let line = match written {
+            Some(w) => format!("{:020} {:08x}\n", w.len, w.crc32),
+            // Unknown: a line no reader takes for a checksum.
+            None => format!("{:>29}\n", ""),
+        };
+        let _ = self.0.write_all_at(line.as_bytes(), WRITTEN_OFFSET);
     }
 
     /// Records who holds the lock, for the message of a writer waiting.
@@ -460,6 +492,21 @@ fn parse_generation(file: &File) -> u64 {
         .unwrap_or(0)
 }
 
+fn parse_written(file: &File) -> Option<Written> {
+    use std::os::unix::fs::FileExt;
+    let mut buf = [0u8; WRITTEN_LEN];
+    let n = file.read_at(&mut buf, WRITTEN_OFFSET).ok()?;
+    let line = std::str::from_utf8(&buf[..n]).ok()?.strip_suffix('\n')?;
+    let (len, crc) = line.split_once(' ')?;
+    if len.len() != 20 || crc.len() != 8 {
+        return None;
+    }
+    Some(Written {
+        len: len.parse().ok()?,
+        crc32: u32::from_str_radix(crc, 16).ok()?,
+    })
+}
+
 fn parse_holder(file: &File) -> Option<u32> {
     use std::os::unix::fs::FileExt;
     let mut buf = [0u8; 11];
@@ -479,8 +526,17 @@ impl Store {
     /// file by rename, so one open file is always one whole version).
     pub fn open(path: impl AsRef<Path>, opts: OpenOptions) -> Result<Store, StoreError> {
         let path = resolve_allowed_symlink(path.as_ref(), &opts)?;
-        match read_state(&path, &opts)? {
-            Some((state, stamp)) => Ok(Store::loaded(path, opts, state, stamp)),
+        match read_state_seeded(&path, &opts)? {
+            Some((state, stamp, seed)) => {
+                let mut store = Store::loaded(path, opts, state, stamp);
+                if let Some(mut cache) = seed {
+                    // The file is byte for byte what a store wrote: its
+                    // messages' bytes are the canonical ones (see `Written`).
+                    cache.seal(store.state.save_token());
+                    store.cache = cache;
+                }
+                Ok(store)
+            }
             None if opts.create_if_missing => {
                 let mut store = Store::unsaved(path, State::new(Timestamp::now()), opts);
                 // Under the lock: another first run may have created it
@@ -524,10 +580,12 @@ impl Store {
             path,
             opts,
             state,
-            cache: MessageCache::default(),
+            // Every save records its checksum (see `Written`).
+            cache: MessageCache::with_checksum(),
             stamp,
             base,
             unchanged,
+            writing: None,
         }
     }
 
@@ -612,6 +670,18 @@ impl Store {
         self.unchanged = self.unchanged.min(self.state.clean_prefix());
         let token = self.state.mark_saved();
         self.cache.seal(token);
+    }
+
+    /// How many messages the next save writes from bytes it already holds,
+    /// without serialising them: all of them after a save, or after opening
+    /// a file exactly as a store wrote it; none after opening one changed by
+    /// anything else (a hand edit), or before the first save.
+    pub fn reusable_messages(&self) -> usize {
+        if self.cache.is_sealed_for(&self.state) {
+            self.cache.len()
+        } else {
+            0
+        }
     }
 
     /// Leading messages of the state unchanged since the base.
@@ -741,6 +811,10 @@ impl Store {
             }
             let parts = wo_format::canonical_parts(&self.state, &mut self.cache);
             let size = parts.len() as u64;
+            self.writing = Some(Written {
+                len: size,
+                crc32: parts.crc32(),
+            });
             if size > self.opts.limits.max_state_bytes {
                 self.cache.clear();
                 self.state.date = previous_date;
@@ -847,6 +921,7 @@ impl Store {
         self.cache.seal(token);
         let generation = lock.generation().wrapping_add(1);
         lock.set_generation(generation);
+        lock.set_written(self.writing.take());
         self.stamp = Some(Stamp::of(meta, generation));
         // A fingerprinted base moves forward cheaply (a turn appended adds
         // two fingerprints); a light one is dropped: the state is the base.
@@ -991,25 +1066,47 @@ fn lock_path_for(path: &Path) -> PathBuf {
 /// Read without locking: a writer bumps it after its rename, so a stale
 /// number only costs a needless re-read later, never a missed change.
 fn current_generation(lock_path: &Path) -> u64 {
+    open_lock_for_reading(lock_path).map_or(0, |f| parse_generation(&f))
+}
+
+/// The generation and the last writer's [`Written`] record, read together.
+fn current_lock_record(lock_path: &Path) -> (u64, Option<Written>) {
+    open_lock_for_reading(lock_path)
+        .map_or((0, None), |f| (parse_generation(&f), parse_written(&f)))
+}
+
+fn open_lock_for_reading(lock_path: &Path) -> Option<File> {
     fs::OpenOptions::new()
         .read(true)
         .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
         .open(lock_path)
         .ok()
         .filter(|f| f.metadata().is_ok_and(|m| m.is_file()))
-        .map_or(0, |f| parse_generation(&f))
 }
 
 /// Reads and parses the file; `Ok(None)` when it does not exist. Takes no
 /// lock: writers replace the file by rename, so the one file opened here is
 /// one whole committed version, whatever writers do meanwhile.
 fn read_state(path: &Path, opts: &OpenOptions) -> Result<Option<(State, Stamp)>, StoreError> {
+    Ok(read_state_seeded(path, opts)?.map(|(state, stamp, _)| (state, stamp)))
+}
+
+/// [`read_state`], plus the message cache taken from the file's own bytes
+/// when they are exactly what a store last wrote (the lock file's
+/// [`Written`] record: same length, same CRC-32), so the next save writes
+/// them back without serialising them again.
+fn read_state_seeded(
+    path: &Path,
+    opts: &OpenOptions,
+) -> Result<Option<(State, Stamp, Option<MessageCache>)>, StoreError> {
     let read_err = |source| StoreError::Read {
         path: path.to_path_buf(),
         source,
     };
-    // The generation first: see `current_generation`.
-    let generation = current_generation(&lock_path_for(path));
+    // The generation first: see `current_generation`. The written record
+    // with it: a writer updates both after its rename, so a record newer
+    // than the bytes read cannot match them.
+    let (generation, written) = current_lock_record(&lock_path_for(path));
     let meta = match fs::symlink_metadata(path) {
         Ok(m) => m,
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
@@ -1034,11 +1131,17 @@ fn read_state(path: &Path, opts: &OpenOptions) -> Result<Option<(State, Stamp)>,
             std::thread::sleep(Duration::from_millis(5));
             continue;
         }
-        match wo_format::parse(&bytes) {
+        // Possibly what a store last wrote (same length): `parse_written`
+        // checks the CRC-32 and parses it the fast way, seeding the cache.
+        let parsed = match written.filter(|w| w.len == bytes.len() as u64) {
+            Some(w) => wo_format::parse_written(bytes, w.crc32),
+            None => wo_format::parse(&bytes).map(|state| (state, None)),
+        };
+        match parsed {
             // The metadata of the file actually read, after reading: the
             // path may already name a newer one, and taking its stamp would
             // hide that change.
-            Ok(state) => return Ok(Some((state, Stamp::of(&after, generation)))),
+            Ok((state, seed)) => return Ok(Some((state, Stamp::of(&after, generation), seed))),
             Err(_) if attempts < 25 && just_modified(&after) => {
                 std::thread::sleep(Duration::from_millis(20));
             }
@@ -1092,7 +1195,11 @@ fn read_once(
             limit: opts.limits.max_state_bytes,
         });
     }
-    let mut bytes = Vec::with_capacity(meta.len() as usize + 1);
+    // Room to grow: these bytes may become the message cache (see
+    // `read_state_seeded`), and a turn appended to it must not move 50 MB
+    // to a fresh allocation. Capacity never touched costs no memory.
+    let len = meta.len() as usize;
+    let mut bytes = Vec::with_capacity(len + 1 + (len / 64).max(64 * 1024));
     // Read at most one byte past the limit, in case it grew meanwhile.
     (&mut file)
         .take(opts.limits.max_state_bytes + 1)
