@@ -19,6 +19,8 @@
 #   LAT_ITERS     first-token requests per count [200] (+ 20 warm-up); LAT_TOKENS [16]
 set -euo pipefail
 ROOT="$(cd "$(dirname "$0")/../.." && pwd)"
+# shellcheck source=../lib.sh
+. "$ROOT/bench/lib.sh"
 cd "$ROOT"
 HAPROXY="${HAPROXY:-$(command -v haproxy || true)}"
 if [ -z "$HAPROXY" ]; then
@@ -69,28 +71,13 @@ cleanup() {
   rm -rf "$ST"
 }
 trap cleanup EXIT
-wait_file() {
-  for _ in $(seq 1 200); do [ -s "$1" ] && return 0; sleep 0.05; done
-  echo "timed out waiting for $1" >&2
-  return 1
-}
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 
 say "upstream"
 "$H" upstream --threads 2 --url-file "$OUT/upstream.url" >"$OUT/upstream.log" 2>&1 &
 PIDS+=("$!")
 wait_file "$OUT/upstream.url"
-cat >"$OUT/config.toml" <<CFG
-[defaults]
-provider = "bench"
-
-[providers.bench]
-kind = "openai"
-base_url = "$(cat "$OUT/upstream.url")"
-model = "bench"
-context_window = 32768
-timeout_secs = 60
-CFG
+write_upstream_config "$OUT/config.toml" "$(cat "$OUT/upstream.url")"
 
 echo "machine: $(nproc) cores, $(uname -r); load before: $(cut -d' ' -f1-3 /proc/loadavg); $("$HAPROXY" -v | head -1); wo $("$WO" --version 2>/dev/null || echo "$WO")" | tee "$OUT/machine.txt"
 

@@ -11,25 +11,17 @@
 set -euo pipefail
 OUT=$1; shift
 ROOT="$(cd "$(dirname "$0")/../.." && pwd)"
+# shellcheck source=../lib.sh
+. "$ROOT/bench/lib.sh"
 H=${H:-$ROOT/target/release/wo-serve-bench}
 ROUNDS=${ROUNDS:-3} SEED=${SEED:-3000} MODEL=${MODEL:-bench@1000} PERF=${PERF:-}
 mkdir -p "$OUT"
 PIDS=()
 cleanup() { for p in "${PIDS[@]}"; do kill -INT "$p" 2>/dev/null || true; done; sleep 1; for p in "${PIDS[@]}"; do kill -KILL "$p" 2>/dev/null || true; done; }
 trap cleanup EXIT
-wait_file() { for _ in $(seq 1 200); do [ -s "$1" ] && return 0; sleep 0.05; done; echo "timeout $1" >&2; return 1; }
 "$H" upstream --url-file "$OUT/upstream.url" >"$OUT/upstream.log" 2>&1 & PIDS+=("$!")
 wait_file "$OUT/upstream.url"
-cat >"$OUT/config.toml" <<EOC
-[defaults]
-provider = "bench"
-[providers.bench]
-kind = "openai"
-base_url = "$(cat "$OUT/upstream.url")"
-model = "bench"
-context_window = 32768
-timeout_secs = 60
-EOC
+write_upstream_config "$OUT/config.toml" "$(cat "$OUT/upstream.url")"
 python3 $ROOT/bench/serve/seed_state.py "$OUT/seed.json" "$SEED"
 n=0
 for WO in "$@"; do

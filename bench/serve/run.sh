@@ -31,6 +31,8 @@
 #   SKIP            words among: latency throughput concurrent rps
 set -euo pipefail
 ROOT="$(cd "$(dirname "$0")/../.." && pwd)"
+# shellcheck source=../lib.sh
+. "$ROOT/bench/lib.sh"
 cd "$ROOT"
 OUT="${BENCH_OUT:-$ROOT/bench/out/serve}"
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$ROOT/target-bench}"
@@ -89,11 +91,6 @@ cleanup() {
 }
 trap cleanup EXIT
 
-wait_file() { # file
-  for _ in $(seq 1 200); do [ -s "$1" ] && return 0; sleep 0.05; done
-  echo "timed out waiting for $1" >&2
-  return 1
-}
 
 say "upstream (OpenAI streaming format, 1 thread)"
 "$H" upstream --url-file "$RUN/upstream.url" >"$RUN/upstream.log" 2>&1 &
@@ -101,17 +98,7 @@ UP_PID=$!
 PIDS+=("$UP_PID")
 wait_file "$RUN/upstream.url"
 
-cat >"$RUN/config.toml" <<EOF
-[defaults]
-provider = "bench"
-
-[providers.bench]
-kind = "openai"
-base_url = "$(cat "$RUN/upstream.url")"
-model = "bench"
-context_window = 32768
-timeout_secs = 60
-EOF
+write_upstream_config "$RUN/config.toml" "$(cat "$RUN/upstream.url")"
 
 # serve NAME [ARGS…]: starts `wo serve` with its own HOME, the bench config, any port; the URL
 # (with the token in local mode) lands in $RUN/NAME.url.
