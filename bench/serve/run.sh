@@ -113,7 +113,9 @@ serve() {
   wait_file "$RUN/$name.url"
 }
 
-serve stateless --stateless
+# A stateless server accepts only the models it offers: the paced upstream models the parts
+# below name.
+serve stateless --stateless --allow-model "bench@$LAT_DELAY_US" --allow-model "$CONC_MODEL"
 DIRECT="direct=openai:$RUN/upstream.url"
 STATELESS="stateless=wo-stateless:$RUN/stateless.url"
 
