@@ -3,7 +3,8 @@
 # For each wo binary given (e.g. a before and an after build, alternating in one run): a fresh
 # server that creates its llm.json and takes ROUNDS loads of 100 clients x 3 turns (0 -> 600 ->
 # 1,200 ... messages), then a server on an llm.json seeded with SEED messages (seed_state.py),
-# one load. Prints each load's turns/s, first token, save wait and the server's CPU per turn.
+# one load. Prints each load's turns/s, first token, save wait and the server's CPU per turn, and at
+# the end each build's CPU per turn as a ratio to the first build's (the run's reference).
 # Env: ROUNDS [3], SEED [3000], MODEL [bench@1000], PERF=1 runs each server under
 # `perf record --call-graph dwarf` (perf-N-KIND.data in OUT), H the harness binary
 # [target/release/wo-serve-bench: cargo build --release --offline --manifest-path
@@ -45,3 +46,25 @@ for WO in "$@"; do
     if [ -n "$PERF" ]; then wait $ppid || true; fi
   done
 done
+# Ratios against the first build given (the reference of the run): each build's CPU per turn
+# for each load, divided by the reference's for the same load (median over repeated builds).
+python3 - "$OUT" "$@" <<'PY'
+import json, os, statistics, sys
+out, builds = sys.argv[1], sys.argv[2:]
+ref = builds[0]
+rows = {}
+for n, wo in enumerate(builds, 1):
+    for kind in ("fresh", "seeded"):
+        i = 1
+        while os.path.exists(f"{out}/c-{n}-{kind}-{i}.json"):
+            d = json.load(open(f"{out}/c-{n}-{kind}-{i}.json"))
+            ms = [c["cpu_ms_per_turn"] for c in d["cpu"] if c["name"] == "wo"][0]
+            rows.setdefault((kind, i), {}).setdefault(wo, []).append(ms)
+            i += 1
+print(f"== CPU per turn against {os.path.basename(ref)} (the first build given), medians")
+for (kind, i), per in sorted(rows.items()):
+    base = statistics.median(per[ref])
+    cells = [f"{os.path.basename(wo)} {statistics.median(v):.2f} ms = {statistics.median(v) / base:.2f}x"
+             for wo, v in per.items()]
+    print(f"{kind} load {i}: " + "; ".join(cells))
+PY
