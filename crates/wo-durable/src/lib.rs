@@ -8,12 +8,17 @@
 //! so the rename itself survives a power cut. An existing file's
 //! permissions are kept ([`Mode`]). On failure the original is untouched
 //! and the temp file removed.
+//!
+//! [`project`] is the other half: opening a file inside a project folder
+//! without following a link out of it.
 
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, BufWriter, Write};
 use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
+
+pub mod project;
 
 /// The permissions of the file written.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

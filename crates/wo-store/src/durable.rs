@@ -1,13 +1,14 @@
 //! Crash-safe file replacement (`wo_durable`, re-exported: the one atomic
 //! write, shared with the index, the importers and the CLI) and the
-//! store's invalid-file backups.
+//! store's invalid-file backups; `project`, for opening a project's files
+//! without following links out of it.
 
 use std::fs;
 use std::io;
 use std::path::{Path, PathBuf};
 
 pub use wo_durable::{
-    CommitError, Staged, parent_dir, remove_stale_temps, stage, sync_dir, write_atomic,
+    CommitError, Staged, parent_dir, project, remove_stale_temps, stage, sync_dir, write_atomic,
 };
 
 /// Copies the bytes of an invalid state file to `<name>.bak-<UTC>` beside it
