@@ -181,18 +181,32 @@ fn read_conversation(
             }
         }
     }
-    // Parents: the nearest ancestor that became a message.
+    // Parents: the nearest ancestor that became a message. Each node left
+    // out is resolved once and remembered, so a long chain of empty nodes
+    // above many messages costs one walk, not one per message.
+    let mut nearest: HashMap<String, Option<String>> = HashMap::new();
     for (mut node, parent) in pending {
+        let mut walked = Vec::new();
         let mut p = parent;
-        let mut steps = 0;
-        while let Some(id) = &p {
-            if kept.contains(id) || steps > parent_of.len() {
-                break;
+        let found = loop {
+            let Some(id) = p else { break None };
+            if kept.contains(&id) {
+                break Some(id);
             }
-            p = parent_of.get(id).cloned().flatten();
-            steps += 1;
+            if let Some(known) = nearest.get(&id) {
+                break known.clone();
+            }
+            // A cycle of empty nodes: no message above.
+            if walked.len() > parent_of.len() {
+                break None;
+            }
+            p = parent_of.get(&id).cloned().flatten();
+            walked.push(id);
+        };
+        for id in walked {
+            nearest.insert(id, found.clone());
         }
-        node.parent = p.filter(|id| kept.contains(id));
+        node.parent = found;
         nodes.push(node);
     }
     Ok((

@@ -10,7 +10,10 @@
 //! XHTML may hold (product §1): paragraphs, headings, `pre`/`code` (the
 //! `language-*` class names the fence), emphasis, links, lists, block
 //! quotes, tables and rules. Text is escaped only where Markdown would
-//! otherwise read it as markup.
+//! otherwise read it as markup. The tree is as deep as the sanitiser lets
+//! stored XHTML be ([`wo_format::xhtml::MAX_DEPTH`]): deeper elements (a
+//! hand-edited file) are flattened into the deepest one, their text kept,
+//! so rendering (recursive) and dropping the tree never exhaust the stack.
 
 use std::cell::RefCell;
 
@@ -61,7 +64,13 @@ type Open = (String, Vec<(String, String)>, Vec<Node>);
 
 struct TreeSink {
     stack: RefCell<Vec<Open>>,
+    /// Start tags past [`MAX_DEPTH`], not opened: their end tags are
+    /// dropped with them.
+    flattened: RefCell<Vec<String>>,
 }
+
+/// The deepest element nesting kept (the root is not counted).
+const MAX_DEPTH: usize = wo_format::xhtml::MAX_DEPTH;
 
 const VOID: &[&str] = &["br", "hr"];
 
@@ -93,16 +102,25 @@ impl TokenSink for TreeSink {
                                 attrs,
                                 kids: Vec::new(),
                             });
+                        } else if stack.len() > MAX_DEPTH {
+                            self.flattened.borrow_mut().push(name);
                         } else {
                             stack.push((name, attrs, Vec::new()));
                         }
                     }
                     TagKind::EndTag => {
+                        let mut flattened = self.flattened.borrow_mut();
+                        if flattened.last() == Some(&name) {
+                            flattened.pop();
+                            return TokenSinkResult::Continue;
+                        }
                         // Close up to the matching element; a stray end tag
                         // (none in stored XHTML) is ignored.
                         if let Some(pos) = stack.iter().rposition(|(n, _, _)| *n == name)
                             && pos > 0
                         {
+                            // Whatever was flattened inside closes with it.
+                            flattened.clear();
                             while stack.len() > pos {
                                 close(&mut stack);
                             }
@@ -129,6 +147,7 @@ fn close(stack: &mut Vec<Open>) {
 fn parse(xhtml: &str) -> Vec<Node> {
     let sink = TreeSink {
         stack: RefCell::new(vec![(String::new(), Vec::new(), Vec::new())]),
+        flattened: RefCell::new(Vec::new()),
     };
     let queue = BufferQueue::default();
     queue.push_back(StrTendril::from_slice(xhtml));
@@ -504,6 +523,28 @@ fn escape_line_starts(text: &str) -> String {
 mod tests {
     use super::*;
     use wo_format::xhtml::{markdown_to_xhtml, text_to_xhtml};
+
+    #[test]
+    fn deep_nesting_is_flattened_not_a_stack_overflow() {
+        // On the test thread's small stack: 100k nested elements once
+        // overflowed it (recursive rendering and drop of the tree).
+        let depth = 100_000;
+        let x = format!(
+            "<p>{}deep{}</p><p>after</p>",
+            "<em><strong>".repeat(depth / 2),
+            "</strong></em>".repeat(depth / 2)
+        );
+        let md = xhtml_to_markdown(&x);
+        assert!(md.contains("deep"), "{}", &md[..md.len().min(200)]);
+        assert!(
+            md.ends_with("after"),
+            "{}",
+            &md[md.len().saturating_sub(200)..]
+        );
+        // Within the cap nothing changes: 40 levels render every marker.
+        let x = format!("<p>{}x{}</p>", "<em>".repeat(40), "</em>".repeat(40));
+        assert_eq!(xhtml_to_markdown(&x).matches('*').count(), 80);
+    }
 
     #[test]
     fn code_blocks_become_fences_with_their_language() {

@@ -17,6 +17,21 @@ use crate::{ImportOptions, Imported, InteropError, Step};
 /// size, and reading stops there whatever the header claims).
 pub(crate) const MAX_ENTRY_BYTES: u64 = 4 << 30;
 
+/// How many times its compressed size an entry may inflate to (above
+/// [`MIN_INFLATE_CAP`]). Exported JSON compresses 5–20×; a zip bomb
+/// (1 MB inflating to 1 GiB) is refused after this much, not read whole.
+pub(crate) const MAX_INFLATE_RATIO: u64 = 100;
+
+/// What any entry may inflate to whatever its compressed size.
+pub(crate) const MIN_INFLATE_CAP: u64 = 64 << 20;
+
+/// The most an entry of `compressed` bytes is read to.
+pub(crate) fn inflate_cap(compressed: u64) -> u64 {
+    compressed
+        .saturating_mul(MAX_INFLATE_RATIO)
+        .clamp(MIN_INFLATE_CAP, MAX_ENTRY_BYTES)
+}
+
 /// Reads a whole file; a missing or unreadable one names the path.
 pub(crate) fn read_file(path: &Path, hint: &str) -> Result<Vec<u8>, InteropError> {
     std::fs::read(path).map_err(|e| InteropError::io(path, e, hint))
@@ -67,31 +82,34 @@ pub(crate) fn read_zip_entry(
             message: format!("cannot open the entry: {e}"),
             hint: hint.to_owned(),
         })?;
-    if entry.size() > MAX_ENTRY_BYTES {
-        return Err(InteropError::Archive {
-            path: shown,
-            message: format!(
-                "the entry is {} bytes uncompressed, over the {MAX_ENTRY_BYTES}-byte limit",
-                entry.size()
-            ),
-            hint: "extract it and import the file instead".to_owned(),
-        });
+    // The declared sizes may lie: the cap is enforced on what inflates
+    // (the zip crate reads at most the declared compressed size).
+    let compressed = entry.compressed_size();
+    let cap = inflate_cap(compressed);
+    let over = |size: String| InteropError::Archive {
+        path: shown.clone(),
+        message: format!(
+            "the entry inflates to {size} bytes, over the {cap}-byte limit for an entry of {} \
+             compressed bytes (at most {MAX_INFLATE_RATIO}× that, {MIN_INFLATE_CAP} bytes at \
+             least, {MAX_ENTRY_BYTES} at most); nothing was imported",
+            compressed
+        ),
+        hint: "extract it and import the file instead".to_owned(),
+    };
+    if entry.size() > cap {
+        return Err(over(entry.size().to_string()));
     }
     let mut bytes = Vec::with_capacity(usize::try_from(entry.size()).unwrap_or(0));
     (&mut entry)
-        .take(MAX_ENTRY_BYTES + 1)
+        .take(cap + 1)
         .read_to_end(&mut bytes)
         .map_err(|e| InteropError::Archive {
             path: shown.clone(),
             message: format!("cannot decompress the entry: {e}"),
             hint: "the archive is damaged; download it again".to_owned(),
         })?;
-    if bytes.len() as u64 > MAX_ENTRY_BYTES {
-        return Err(InteropError::Archive {
-            path: shown,
-            message: format!("the entry inflates past the {MAX_ENTRY_BYTES}-byte limit"),
-            hint: "extract it and import the file instead".to_owned(),
-        });
+    if bytes.len() as u64 > cap {
+        return Err(over(format!("more than {cap}")));
     }
     Ok((shown, bytes))
 }
