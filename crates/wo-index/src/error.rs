@@ -31,6 +31,11 @@ pub enum IndexError {
         #[source]
         source: std::io::Error,
     },
+    /// A file or folder of the index or the pack is a symbolic link, not a
+    /// regular file, or too large: refused, never followed (the error names
+    /// the path and why).
+    #[error("{0}")]
+    Refused(#[source] std::io::Error),
     /// The on-disk index could not be decoded.
     #[error("{path}: corrupt index: {reason}")]
     Corrupt {
@@ -63,6 +68,12 @@ pub enum IndexError {
 
 impl IndexError {
     pub(crate) fn io(path: impl Into<PathBuf>, source: std::io::Error) -> Self {
+        // A refused project path already names itself (and the path it
+        // refused, which may be a folder above `path`).
+        #[cfg(not(target_arch = "wasm32"))]
+        if wo_durable::project::refusal(&source).is_some() {
+            return Self::Refused(source);
+        }
         Self::Io {
             path: path.into(),
             source,

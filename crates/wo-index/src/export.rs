@@ -1005,7 +1005,14 @@ pub fn pack(index: &Index, out_dir: &Path, opts: &PackOptions) -> Result<PackRep
     check_out_dir(out_dir)?;
     let mut counter = TokenCounter::load(&index.cache_dir());
     let root = index.root().to_path_buf();
-    let read_image = |c: &Chunk| std::fs::read(root.join(&c.path)).map_err(|e| e.to_string());
+    let read_image = |c: &Chunk| {
+        crate::guard::read_project(
+            &root,
+            Path::new(&c.path),
+            crate::guard::MAX_CACHE_FILE_BYTES,
+        )
+        .map_err(|e| e.to_string())
+    };
     let rendered = render_pack(index, opts, &mut counter, &read_image)?;
     // A read-only cache directory only costs speed next time.
     let _ = counter.save(&index.data().chunks);
@@ -1016,8 +1023,16 @@ pub fn pack(index: &Index, out_dir: &Path, opts: &PackOptions) -> Result<PackRep
     report.out_dir = out_dir.to_path_buf();
     for sub in ["chunks", "images"] {
         let p = out_dir.join(sub);
-        if p.is_dir() {
-            std::fs::remove_dir_all(&p).map_err(|e| IndexError::io(&p, e))?;
+        // Never through a link: a link there is removed (it is the export's to replace), its
+        // target untouched.
+        match std::fs::symlink_metadata(&p) {
+            Ok(m) if m.is_dir() => {
+                std::fs::remove_dir_all(&p).map_err(|e| IndexError::io(&p, e))?;
+            }
+            Ok(m) if m.file_type().is_symlink() => {
+                std::fs::remove_file(&p).map_err(|e| IndexError::io(&p, e))?;
+            }
+            _ => {}
         }
     }
     // Artifacts this layout does not write must not linger from an earlier, fuller export.
@@ -1031,16 +1046,21 @@ pub fn pack(index: &Index, out_dir: &Path, opts: &PackOptions) -> Result<PackRep
         "export.compact.zip",
     ] {
         let p = out_dir.join(stale);
-        if p.exists() && !dir_files.iter().any(|(n, _)| n == stale) {
+        if p.symlink_metadata().is_ok() && !dir_files.iter().any(|(n, _)| n == stale) {
             std::fs::remove_file(&p).map_err(|e| IndexError::io(&p, e))?;
         }
     }
     for (name, bytes) in &dir_files {
         let path = out_dir.join(name);
-        if let Some(parent) = path.parent() {
-            std::fs::create_dir_all(parent).map_err(|e| IndexError::io(parent, e))?;
+        // Folders and files made without following a link planted in the output folder.
+        if let Some(sub) = Path::new(name).parent().and_then(Path::to_str)
+            && !sub.is_empty()
+        {
+            crate::guard::ensure_dir(out_dir, sub).map_err(|e| IndexError::io(out_dir, e))?;
         }
-        std::fs::write(&path, bytes).map_err(|e| IndexError::io(&path, e))?;
+        crate::guard::create_in(out_dir, name)
+            .and_then(|mut f| std::io::Write::write_all(&mut f, bytes))
+            .map_err(|e| IndexError::io(&path, e))?;
         report.export_files += 1;
         report.export_bytes += bytes.len() as u64;
     }
@@ -1048,15 +1068,31 @@ pub fn pack(index: &Index, out_dir: &Path, opts: &PackOptions) -> Result<PackRep
 }
 
 fn check_out_dir(out_dir: &Path) -> Result<()> {
+    // A link at the output folder (`.wo-pack` pointing elsewhere) is refused, never written
+    // through.
+    crate::guard::check_dir(out_dir).map_err(|e| IndexError::io(out_dir, e))?;
     let Ok(mut entries) = std::fs::read_dir(out_dir) else {
-        return std::fs::create_dir_all(out_dir).map_err(|e| IndexError::io(out_dir, e));
+        if let Some(parent) = out_dir.parent().filter(|p| !p.as_os_str().is_empty()) {
+            std::fs::create_dir_all(parent).map_err(|e| IndexError::io(parent, e))?;
+        }
+        return crate::guard::ensure_dir(out_dir, "")
+            .map(drop)
+            .map_err(|e| IndexError::io(out_dir, e));
     };
     if entries.next().is_none() {
         return Ok(());
     }
-    let marker = out_dir.join("llm.md");
-    let ours = std::fs::read_to_string(&marker)
-        .map(|s| s.starts_with(LLM_MD_HEAD))
+    // Only the head is needed, read from a regular file, never through a link.
+    let ours = crate::guard::open_in(out_dir, "llm.md", u64::MAX)
+        .and_then(|f| {
+            let mut head = Vec::with_capacity(LLM_MD_HEAD.len());
+            std::io::Read::read_to_end(
+                &mut std::io::Read::take(f, LLM_MD_HEAD.len() as u64),
+                &mut head,
+            )?;
+            Ok(head)
+        })
+        .map(|head| head == LLM_MD_HEAD.as_bytes())
         .unwrap_or(false);
     if ours {
         Ok(())

@@ -114,7 +114,11 @@ pub fn cache_dir(root: &Path) -> PathBuf {
 /// Reads `<root>/.wo-index/index.json`.
 pub(crate) fn read_index_file(root: &Path) -> Result<IndexFile> {
     let path = cache_dir(root).join(INDEX_FILE);
-    let bytes = match std::fs::read(&path) {
+    let bytes = match crate::guard::read_in(
+        &cache_dir(root),
+        INDEX_FILE,
+        crate::guard::MAX_CACHE_FILE_BYTES,
+    ) {
         Ok(b) => b,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
             return Err(IndexError::NoIndex { path });
@@ -185,7 +189,7 @@ pub fn index_directory(
         usable_previous(read_index_file(root), opts)
     };
     let stat_cache: StatCache = if previous.is_some() {
-        std::fs::read(cache.join(STAT_FILE))
+        crate::guard::read_in(&cache, STAT_FILE, crate::guard::MAX_CACHE_FILE_BYTES)
             .ok()
             .and_then(|b| serde_json::from_slice(&b).ok())
             .unwrap_or_default()
@@ -246,11 +250,14 @@ pub fn index_directory(
         total: 0,
         path: None,
     });
-    std::fs::create_dir_all(&cache).map_err(|e| IndexError::io(&cache, e))?;
+    // A link at `.wo-index` (or in it) would make the index write into another folder.
+    crate::guard::ensure_dir(&cache, "").map_err(|e| IndexError::io(&cache, e))?;
     // Keep the cache out of version control without touching the project's own .gitignore.
     let ignore_file = cache.join(".gitignore");
-    if !ignore_file.exists() {
-        std::fs::write(&ignore_file, "*\n").map_err(|e| IndexError::io(&ignore_file, e))?;
+    if std::fs::symlink_metadata(&ignore_file).is_err() {
+        crate::guard::create_in(&cache, ".gitignore")
+            .and_then(|mut f| std::io::Write::write_all(&mut f, b"*\n"))
+            .map_err(|e| IndexError::io(&ignore_file, e))?;
     }
     let index_path = cache.join(INDEX_FILE);
     let index_bytes = write_index_atomic(&index_path, &file)?;

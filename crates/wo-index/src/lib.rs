@@ -19,6 +19,7 @@
 mod chunk;
 mod error;
 mod export;
+mod guard;
 mod ingest;
 mod model;
 mod options;

@@ -90,7 +90,11 @@ pub enum SidecarUse {
 /// missing, stale or damaged. Errors are those of [`Index::open`].
 pub fn search_root(root: &Path, query: &Query) -> Result<(Vec<Hit>, SidecarUse)> {
     let index_path = cache_dir(root).join(INDEX_FILE);
-    let index = match File::open(&index_path) {
+    let index = match crate::guard::open_in(
+        &cache_dir(root),
+        INDEX_FILE,
+        crate::guard::MAX_CACHE_FILE_BYTES,
+    ) {
         Ok(f) => f,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
             return Err(IndexError::NoIndex { path: index_path });
@@ -528,7 +532,13 @@ fn checked<'b>(
 impl<'a> Sidecar<'a> {
     /// Opens the sidecar file at `path`, with its length.
     fn open_file(path: &Path) -> std::result::Result<(File, u64), Damaged> {
-        let file = match File::open(path) {
+        let (dir, name) = (
+            crate::guard::parent_of(path),
+            path.file_name()
+                .and_then(|n| n.to_str())
+                .unwrap_or_default(),
+        );
+        let file = match crate::guard::open_in(&dir, name, crate::guard::MAX_CACHE_FILE_BYTES) {
             Ok(f) => f,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
                 return Err(damaged("missing"));

@@ -62,12 +62,13 @@ impl TokenCounter {
     /// Loads the cache in `cache_dir` (a missing or unreadable cache starts empty).
     pub fn load(cache_dir: &Path) -> Self {
         let path = cache_dir.join(CACHE_FILE);
-        let counts = std::fs::read(&path)
-            .ok()
-            .and_then(|b| serde_json::from_slice::<CacheFile>(&b).ok())
-            .filter(|c| c.tokenizer == TOKENIZER)
-            .map(|c| c.counts)
-            .unwrap_or_default();
+        let counts =
+            crate::guard::read_in(cache_dir, CACHE_FILE, crate::guard::MAX_CACHE_FILE_BYTES)
+                .ok()
+                .and_then(|b| serde_json::from_slice::<CacheFile>(&b).ok())
+                .filter(|c| c.tokenizer == TOKENIZER)
+                .map(|c| c.counts)
+                .unwrap_or_default();
         Self {
             path: Some(path),
             counts,
@@ -118,7 +119,7 @@ impl TokenCounter {
         let bytes = serde_json::to_vec(&file).unwrap_or_default();
         self.counts = file.counts;
         if let Some(dir) = path.parent() {
-            std::fs::create_dir_all(dir).map_err(|e| IndexError::io(dir, e))?;
+            crate::guard::ensure_dir(dir, "").map_err(|e| IndexError::io(dir, e))?;
         }
         write_atomic(path, &bytes)
     }

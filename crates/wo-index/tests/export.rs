@@ -361,3 +361,35 @@ fn auto_layout_keeps_larger_projects_near_their_source_size() {
     .unwrap();
     assert!(r.zip_bytes > 0);
 }
+
+#[test]
+fn a_linked_output_folder_is_refused_never_written_through() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("project");
+    write(&root, "notes.md", "# Notes\n\nKangaroos hop.\n");
+    let index = build(&root);
+    let elsewhere = dir.path().join("elsewhere");
+    std::fs::create_dir(&elsewhere).unwrap();
+    std::os::unix::fs::symlink(&elsewhere, root.join(".wo-pack")).unwrap();
+    let err = pack(&index, &root.join(".wo-pack"), &opts()).unwrap_err();
+    assert!(
+        err.to_string().contains(".wo-pack: is a symbolic link"),
+        "{err}"
+    );
+    assert_eq!(std::fs::read_dir(&elsewhere).unwrap().count(), 0);
+    // A link planted at a file name inside a previous pack is not written
+    // through.
+    std::fs::remove_file(root.join(".wo-pack")).unwrap();
+    let out = root.join(".wo-pack");
+    pack(&index, &out, &opts()).unwrap();
+    let victim = dir.path().join("victim");
+    std::fs::write(&victim, "keep").unwrap();
+    std::fs::remove_file(out.join("llms.txt")).unwrap();
+    std::os::unix::fs::symlink(&victim, out.join("llms.txt")).unwrap();
+    let err = pack(&index, &out, &opts()).unwrap_err();
+    assert!(
+        err.to_string().contains("llms.txt: is a symbolic link"),
+        "{err}"
+    );
+    assert_eq!(std::fs::read_to_string(&victim).unwrap(), "keep");
+}

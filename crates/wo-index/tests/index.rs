@@ -571,6 +571,36 @@ fn errors_name_the_path() {
 }
 
 #[test]
+fn a_linked_or_device_cache_is_refused_never_written_through() {
+    let dir = tempfile::tempdir().unwrap();
+    let (root, outside) = (dir.path().join("project"), dir.path().join("outside"));
+    write(&root, "a.txt", "hello\n");
+    std::fs::create_dir(&outside).unwrap();
+    std::os::unix::fs::symlink(&outside, root.join(".wo-index")).unwrap();
+    let err = index_directory(&root, &IndexOptions::default(), &|_| {}).unwrap_err();
+    assert!(
+        err.to_string().contains(".wo-index: is a symbolic link"),
+        "{err}"
+    );
+    assert_eq!(std::fs::read_dir(&outside).unwrap().count(), 0);
+    let err = Index::open(&root).unwrap_err();
+    assert!(
+        err.to_string().contains(".wo-index: is a symbolic link"),
+        "{err}"
+    );
+    // The index file itself linked to a device: refused, not read forever.
+    std::fs::remove_file(root.join(".wo-index")).unwrap();
+    index(&root);
+    std::fs::remove_file(root.join(".wo-index/index.json")).unwrap();
+    std::os::unix::fs::symlink("/dev/zero", root.join(".wo-index/index.json")).unwrap();
+    let err = Index::open(&root).unwrap_err();
+    assert!(
+        err.to_string().contains("index.json: is a symbolic link"),
+        "{err}"
+    );
+}
+
+#[test]
 fn incremental_postings_match_a_full_build_after_shifting_edits() {
     let dir = tempfile::tempdir().unwrap();
     let root = dir.path();
