@@ -1008,32 +1008,32 @@ pub enum PromptSource {
 /// The prompts shipped in the binary, by name (each overridable).
 pub const PROMPTS: &[(&str, &str)] = &[("interpreter", DEFAULT_INTERPRETER_PROMPT)];
 
+/// The most read of a prompt file: a prompt is sent with every call, so a
+/// larger one is a mistake (or a file planted to exhaust memory).
+pub const MAX_PROMPT_BYTES: u64 = 256 * 1024;
+
 /// The prompt `name` in effect: the project's file, else the user's, else
 /// the built-in default. A file that exists but cannot be read, or is not
-/// UTF-8, is an error naming it (never a silent fall-back to the default).
+/// UTF-8, is an error naming it (never a silent fall-back to the default);
+/// so is a symbolic link at `prompts/` or the file (never followed: a link
+/// out of a project would send another file to the provider), anything but
+/// a regular file and a file over [`MAX_PROMPT_BYTES`].
 pub fn prompt_in_effect(
     name: &str,
     project_dir: Option<&std::path::Path>,
     user_config_dir: Option<&std::path::Path>,
 ) -> Result<(PromptSource, String), std::io::Error> {
-    let file = format!("{name}.md");
+    let rel = std::path::Path::new("prompts").join(format!("{name}.md"));
     let candidates = [
-        project_dir.map(|d| PromptSource::Project(d.join("prompts").join(&file))),
-        user_config_dir.map(|d| PromptSource::User(d.join("prompts").join(&file))),
+        project_dir.map(|d| (d, PromptSource::Project(d.join(&rel)))),
+        user_config_dir.map(|d| (d, PromptSource::User(d.join(&rel)))),
     ];
-    for c in candidates.into_iter().flatten() {
-        let (PromptSource::Project(p) | PromptSource::User(p)) = &c else {
-            continue;
-        };
-        match std::fs::read_to_string(p) {
+    for (dir, c) in candidates.into_iter().flatten() {
+        match wo_store::durable::project::read_project_string(dir, &rel, MAX_PROMPT_BYTES) {
             Ok(text) => return Ok((c, text)),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-            Err(e) => {
-                return Err(std::io::Error::new(
-                    e.kind(),
-                    format!("{}: {e}", p.display()),
-                ));
-            }
+            // The error names the file (or the link on the way) and why.
+            Err(e) => return Err(e),
         }
     }
     PROMPTS

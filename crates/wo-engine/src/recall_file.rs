@@ -40,6 +40,11 @@ pub const MAGIC: &[u8; 8] = b"WORECAL2";
 /// rewrites it (below it, [`load`] tokenises them: a few milliseconds).
 pub const REWRITE_AFTER: usize = 1024;
 
+/// The most [`load`] reads: a sidecar indexes at most a state file's
+/// messages (at most 256 MiB), and its postings are smaller than their
+/// text; a larger file is not one wo wrote (it is rebuilt).
+pub const MAX_SIDECAR_BYTES: u64 = 1 << 30;
+
 /// What the names of the sidecar's temp files match (a glob, for
 /// `.gitignore`): one left by a crash between create and rename.
 pub const TEMP_PATTERN: &str = ".recall-*.tmp";
@@ -108,7 +113,9 @@ fn key(m: &Message) -> u64 {
 /// else built from the whole transcript. Never fails: a file that cannot be
 /// used is rebuilt (see [`Loaded`]).
 pub fn load(path: &Path, state: &State) -> (RecallIndex, Loaded) {
-    let bytes = match std::fs::read(path) {
+    // A regular file only, never through a link (one to /dev/zero would be
+    // read until memory ran out), and at most what a sidecar can be.
+    let bytes = match wo_store::durable::project::read_regular_file(path, MAX_SIDECAR_BYTES) {
         Ok(b) => b,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
             return (built(state), Loaded::Rebuilt(Rebuilt::Missing));
@@ -116,7 +123,8 @@ pub fn load(path: &Path, state: &State) -> (RecallIndex, Loaded) {
         Err(e) => {
             return (
                 built(state),
-                Loaded::Rebuilt(Rebuilt::Unreadable(format!("{}: {e}", path.display()))),
+                // The error names the path (and, for a refusal, why).
+                Loaded::Rebuilt(Rebuilt::Unreadable(e.to_string())),
             );
         }
     };

@@ -558,6 +558,31 @@ fn remember_writes_the_operations_to_the_file_or_nothing_at_all() {
 }
 
 #[test]
+fn a_prompt_linked_out_of_the_project_is_refused_never_read() {
+    let outside = tempfile::tempdir().unwrap();
+    std::fs::write(outside.path().join("secret"), "outside text").unwrap();
+    let project = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(project.path().join("prompts")).unwrap();
+    let file = project.path().join("prompts/interpreter.md");
+    std::os::unix::fs::symlink(outside.path().join("secret"), &file).unwrap();
+    let e = prompt_in_effect("interpreter", Some(project.path()), None).unwrap_err();
+    assert!(
+        e.to_string().contains("interpreter.md: is a symbolic link"),
+        "{e}"
+    );
+    // A linked prompts/ folder: refused the same way.
+    std::fs::remove_dir_all(project.path().join("prompts")).unwrap();
+    std::os::unix::fs::symlink(outside.path(), project.path().join("prompts")).unwrap();
+    std::fs::rename(
+        outside.path().join("secret"),
+        outside.path().join("interpreter.md"),
+    )
+    .unwrap();
+    let e = prompt_in_effect("interpreter", Some(project.path()), None).unwrap_err();
+    assert!(e.to_string().contains("prompts: is a symbolic link"), "{e}");
+}
+
+#[test]
 fn prompts_resolve_project_then_user_then_builtin() {
     let project = tempfile::tempdir().unwrap();
     let user = tempfile::tempdir().unwrap();

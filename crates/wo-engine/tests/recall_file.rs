@@ -216,6 +216,36 @@ fn damage_of_any_kind_is_rebuilt_never_trusted() {
 }
 
 #[test]
+fn a_link_or_fifo_at_the_sidecar_is_rebuilt_at_once_never_read() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join(".llm.json.recall");
+    let state = state_of(&specs(10));
+    // /dev/zero once made `load` read until memory ran out; a FIFO made it
+    // wait for ever.
+    std::os::unix::fs::symlink("/dev/zero", &path).unwrap();
+    let start = std::time::Instant::now();
+    let (_, loaded) = load_and_check(&path, &state);
+    assert!(
+        matches!(loaded, Loaded::Rebuilt(Rebuilt::Unreadable(ref why)) if why.contains("is a symbolic link")),
+        "{loaded:?}"
+    );
+    std::fs::remove_file(&path).unwrap();
+    assert!(
+        std::process::Command::new("mkfifo")
+            .arg(&path)
+            .status()
+            .unwrap()
+            .success()
+    );
+    let (_, loaded) = load_and_check(&path, &state);
+    assert!(
+        matches!(loaded, Loaded::Rebuilt(Rebuilt::Unreadable(ref why)) if why.contains("is not a regular file")),
+        "{loaded:?}"
+    );
+    assert!(start.elapsed() < std::time::Duration::from_secs(10));
+}
+
+#[test]
 fn many_appends_are_rewritten() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join(".llm.json.recall");

@@ -43,6 +43,9 @@ pub struct McpOptions {
 const CONTEXT_URI: &str = "wikioracle://context";
 const LLM_MD_URI: &str = "wikioracle://llm.md";
 const DEFAULT_BUDGET: usize = 4096;
+/// The most of `.wo-pack/llm.md` served: the pack's pointer file, far
+/// smaller in any pack wo writes.
+const MAX_LLM_MD_BYTES: u64 = 64 << 20;
 
 /// The server: one store and its options.
 #[derive(Clone)]
@@ -56,7 +59,10 @@ pub struct WikiOracleMcp {
 pub async fn serve_stdio(opts: McpOptions) -> anyhow::Result<()> {
     let server = WikiOracleMcp::open(opts)?;
     let running = server
-        .serve(rmcp::transport::stdio())
+        .serve(crate::stdio::LineTransport::new(
+            tokio::io::stdin(),
+            tokio::io::stdout(),
+        ))
         .await
         .map_err(|e| anyhow::anyhow!("MCP initialisation failed: {e}"))?;
     running.waiting().await?;
@@ -694,11 +700,19 @@ impl rmcp::ServerHandler for WikiOracleMcp {
                         ));
                     };
                     // `wo pack` writes llm.md into `.wo-pack`; without a pack,
-                    // the catalog the pack would start from.
-                    let packed = index.root().join(".wo-pack").join("llm.md");
-                    match std::fs::read_to_string(&packed) {
+                    // the catalog the pack would start from. Read as a
+                    // project file: a link there (to a secret, to /dev/zero)
+                    // is refused, never served.
+                    match wo_store::durable::project::read_project_string(
+                        index.root(),
+                        std::path::Path::new(".wo-pack/llm.md"),
+                        MAX_LLM_MD_BYTES,
+                    ) {
                         Ok(t) => Ok(t),
-                        Err(_) => wo_index::render_catalog(&index).map_err(internal),
+                        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                            wo_index::render_catalog(&index).map_err(internal)
+                        }
+                        Err(e) => Err(internal(e)),
                     }
                 })
                 .await
