@@ -82,7 +82,8 @@ fn refused(path: PathBuf, why: Refusal) -> io::Error {
 
 /// The [`Refused`] inside `e`, when `e` is a refusal made here.
 pub fn refusal(e: &io::Error) -> Option<&Refused> {
-    e.get_ref().and_then(|inner| inner.downcast_ref::<Refused>())
+    e.get_ref()
+        .and_then(|inner| inner.downcast_ref::<Refused>())
 }
 
 /// An I/O error on `path` with the path in its text (the kind kept, so a
@@ -336,7 +337,10 @@ mod tests {
         assert_eq!(text, "hello");
         let e = read_project_file(&root, Path::new("prompts/interpreter.md"), 4).unwrap_err();
         assert_eq!(why(&e), Refusal::TooLarge { size: 5, limit: 4 });
-        assert!(e.to_string().contains("interpreter.md: is too large"), "{e}");
+        assert!(
+            e.to_string().contains("interpreter.md: is too large"),
+            "{e}"
+        );
         let e = read_project_file(&root, Path::new("missing.md"), 4).unwrap_err();
         assert_eq!(e.kind(), io::ErrorKind::NotFound);
         assert!(e.to_string().contains("missing.md"), "{e}");
@@ -349,7 +353,10 @@ mod tests {
         let e = read_regular_string(&root.join("AGENTS.md"), 1 << 20).unwrap_err();
         assert_eq!(why(&e), Refusal::Symlink);
         assert!(!e.to_string().contains("the secret"));
-        assert!(e.to_string().contains("AGENTS.md: is a symbolic link"), "{e}");
+        assert!(
+            e.to_string().contains("AGENTS.md: is a symbolic link"),
+            "{e}"
+        );
         // A link to a folder on the way.
         symlink(&outside, root.join("prompts")).unwrap();
         let e = read_project_file(&root, Path::new("prompts/secret"), 1 << 20).unwrap_err();

@@ -79,13 +79,16 @@ fn shell_quote(s: &str) -> String {
 /// Adds `line` to the file at `path` (created if missing) unless a line
 /// with the same words is there; says which.
 fn ensure_line(path: &Path, line: &str) -> Result<()> {
-    let existing = match std::fs::read_to_string(path) {
-        Ok(text) => text,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => String::new(),
-        Err(e) => {
-            return Err(anyhow!("{}: cannot read it: {e}", path.display()));
-        }
-    };
+    // Never through a link (see `wo_durable::project`): the file is
+    // rewritten, so a link's target would be copied into the repository.
+    let existing =
+        match wo_durable::project::read_regular_string(path, super::MAX_PROJECT_TEXT_BYTES) {
+            Ok(text) => text,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => String::new(),
+            Err(e) => {
+                return Err(anyhow!("cannot read it: {e}\nnothing was written"));
+            }
+        };
     if existing
         .lines()
         .any(|l| l.split_whitespace().eq(line.split_whitespace()))

@@ -47,11 +47,14 @@ pub fn run(g: &GlobalOpts, args: McpArgs) -> Result<ExitCode> {
 
 pub fn agents_md(args: AgentsMdArgs) -> Result<ExitCode> {
     let path = &args.file;
-    let existing = match std::fs::read_to_string(path) {
-        Ok(t) => t,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => String::new(),
-        Err(e) => return Err(e).with_context(|| format!("{}: cannot read", path.display())),
-    };
+    // Never through a link: one to a file outside the project would be read
+    // and replaced by a regular file holding its text (then committed).
+    let existing =
+        match wo_durable::project::read_regular_string(path, super::MAX_PROJECT_TEXT_BYTES) {
+            Ok(t) => t,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => String::new(),
+            Err(e) => return Err(anyhow::anyhow!("cannot read it: {e}\nnothing was written")),
+        };
     let updated =
         update_agents_md(&existing).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
     if updated == existing {

@@ -294,14 +294,18 @@ pub fn prompts(g: &GlobalOpts, args: PromptsArgs) -> Result<ExitCode> {
             project
         };
         let path = dir.join("prompts").join(format!("{name}.md"));
-        if path.exists() {
+        if path.symlink_metadata().is_ok() {
             bail!(
                 "{}: exists; edit it, or remove it to write the default again",
                 path.display()
             );
         }
-        std::fs::create_dir_all(path.parent().unwrap_or(&dir))
+        // `prompts/` made or checked without following a link out of the
+        // folder.
+        std::fs::create_dir_all(&dir)
             .with_context(|| format!("{}: cannot create the directory", dir.display()))?;
+        wo_durable::project::ensure_project_dir(&dir, std::path::Path::new("prompts"))
+            .map_err(|e| anyhow::anyhow!("{e}\nnothing was written"))?;
         wo_store::write_atomic(&path, &[text.as_bytes()])
             .with_context(|| format!("{}: cannot write", path.display()))?;
         outln!("wrote {}", path.display());

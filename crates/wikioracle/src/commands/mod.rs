@@ -107,6 +107,11 @@ fn man(out_dir: Option<&Path>) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
+/// The most read of a project text file wo edits (`AGENTS.md`, `CLAUDE.md`,
+/// `.gitattributes`, `.gitignore`): far above any real one, and a planted
+/// file cannot make wo read until memory runs out.
+pub const MAX_PROJECT_TEXT_BYTES: u64 = 4 << 20;
+
 /// The state file: `--state`, else `./llm.json`, else the nearest parent's.
 pub fn state_path(g: &GlobalOpts) -> Result<PathBuf> {
     if let Some(p) = &g.state {
