@@ -11,7 +11,8 @@
 //! Notifications and responses that cannot be taken are dropped (JSON-RPC
 //! never answers a notification). Before the handshake is done, only its
 //! two messages are handed on (rmcp ends the session on anything else then);
-//! other requests are answered with an error saying to initialise first.
+//! a ping is answered here, other requests with an error saying to
+//! initialise first.
 
 use std::sync::Arc;
 
@@ -113,6 +114,15 @@ fn judge(line: &[u8], phase: Phase) -> Verdict {
             ) =>
         {
             Verdict::Pass(Box::new(message))
+        }
+        // A ping may come before the handshake ends (MCP allows it; rmcp
+        // would end the session): answered here.
+        (JsonRpcMessage::Request(r), _) if matches!(r.request, ClientRequest::PingRequest(_)) => {
+            Verdict::Reply(json!({
+                "jsonrpc": "2.0",
+                "id": serde_json::to_value(&r.id).unwrap_or(Value::Null),
+                "result": {},
+            }))
         }
         (JsonRpcMessage::Request(r), _) => Verdict::Reply(error(
             serde_json::to_value(&r.id).unwrap_or(Value::Null),
@@ -403,6 +413,11 @@ mod tests {
             Some(INVALID_REQUEST)
         );
         assert!(matches!(judge(list, Phase::Running), Verdict::Pass(_)));
+        let ping = br#"{"jsonrpc":"2.0","id":"p","method":"ping"}"#;
+        match judge(ping, Phase::Initialize) {
+            Verdict::Reply(r) => assert_eq!(r, json!({"jsonrpc": "2.0", "id": "p", "result": {}})),
+            other => panic!("{other:?}"),
+        }
         let done = br#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#;
         assert!(matches!(judge(done, Phase::Initialize), Verdict::Ignore));
         assert!(matches!(judge(done, Phase::Initialized), Verdict::Pass(_)));
