@@ -42,7 +42,7 @@ fn undoing_thirty_thousand_entries_is_linear() {
     let took = start.elapsed();
     // Linear work takes a fraction of this in a debug build; the
     // quadratic lookups took minutes.
-    assert!(took < Duration::from_secs(5), "undo took {took:?}");
+    assert!(took < Duration::from_secs(10), "undo took {took:?}");
     assert_eq!(undone.removed.len(), 30_000);
     assert!(
         undone.untouched.is_empty(),

@@ -257,6 +257,10 @@ pub fn scrub_urls(text: &str) -> std::borrow::Cow<'_, str> {
         {
             end += 1;
         }
+        // Punctuation after a URL is the sentence's, not the URL's.
+        while end > sep + 3 && matches!(b[end - 1], b':' | b',' | b'.' | b';' | b'!' | b'?') {
+            end -= 1;
+        }
         if start == sep {
             // No scheme: `://` alone is not a URL; keep it.
             i = sep + 3;
