@@ -866,6 +866,21 @@ for (const mode of ['local', 'stateless']) {
     });
   });
 
+  scenario(`${mode}: out-of-range prefs written by another page are ignored and reported, never sent`, async () => {
+    const server = await get();
+    await withPage(server, { prefs: { max_tokens: 1e12, max_entries: -3, temperature: 9, min_certainty: 0.5 } }, async (page) => {
+      await page.waitForFunction(() => /Ignored saved settings out of range: max_entries, max_tokens, temperature/.test(document.getElementById('status')?.textContent || ''));
+      const reqBody = page.waitForRequest((r) => r.method() === 'POST' && /\/api\/(stateless\/)?chat$/.test(r.url()));
+      await page.fill('[data-testid="composer-input"]', 'Say yes.');
+      await page.click('[data-testid="send"]');
+      const p = JSON.parse((await reqBody).postData()).params || {};
+      assert(!('max_tokens' in p) && !('max_entries' in p) && !('temperature' in p) && p.min_certainty === 0.5, `chat params ${JSON.stringify(p)}`);
+      // The turn is answered, not refused over a stored setting.
+      await page.waitForSelector('[data-testid="pending-answer"]', { state: 'detached', timeout: 120_000 });
+      assert(!/expected u32|invalid value/.test(await page.textContent('#alert')), 'the turn failed over a stored setting');
+    });
+  });
+
   scenario(`${mode}: truth add, edit, delete (tombstone)`, async () => {
     const server = await get();
     await withPage(server, {}, async (page) => {

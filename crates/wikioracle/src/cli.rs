@@ -348,8 +348,8 @@ pub struct ServeArgs {
     /// Seconds a client has to send a request's headers (also ends idle kept-alive connections).
     #[arg(long, value_name = "SECS", default_value_t = 10, value_parser = clap::value_parser!(u64).range(1..))]
     pub header_timeout: u64,
-    /// Seconds a client has to send a whole request body.
-    #[arg(long, value_name = "SECS", default_value_t = 60, value_parser = clap::value_parser!(u64).range(1..))]
+    /// Seconds a client has to send a whole request body (a merge upload: a second more per MiB).
+    #[arg(long, value_name = "SECS", default_value_t = 20, value_parser = clap::value_parser!(u64).range(1..))]
     pub body_timeout: u64,
     /// Open connections at once; more wait.
     #[arg(long, value_name = "N", default_value_t = 1024, value_parser = clap::value_parser!(u64).range(1..))]

@@ -9,6 +9,8 @@
 //! Text from the model is plain text: it is escaped into XHTML, never parsed
 //! as markup.
 
+use std::collections::{HashMap, HashSet};
+
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use wo_format::validate::is_valid_id;
@@ -584,22 +586,34 @@ pub fn undo(state: &mut State, exchange: &str, now: Timestamp) -> Result<Undone,
         ));
     };
     let mut out = Undone::default();
+    // Each id is looked up once in a map, and the removals are made in one
+    // pass: a client's journal may name every entry it sends.
+    let mut at: HashMap<String, usize> = HashMap::with_capacity(state.truth.trust.len());
+    for (i, t) in state.truth.trust.iter().enumerate() {
+        at.entry(t.id.clone()).or_insert(i);
+    }
+    let mut doomed: HashSet<String> = HashSet::new();
     for id in &rec.effect.created {
-        let ours = state.truth_entry(id).is_some_and(|e| {
-            e.updated.is_none()
-                && e.provenance
-                    .as_ref()
-                    .is_some_and(|p| p.exchange.as_deref() == Some(exchange))
-        });
+        let Some(&i) = at.get(id) else { continue };
+        if doomed.contains(id) {
+            continue;
+        }
+        let e = &state.truth.trust[i];
+        let ours = e.updated.is_none()
+            && e.provenance
+                .as_ref()
+                .is_some_and(|p| p.exchange.as_deref() == Some(exchange));
         if ours {
-            state.delete_truth(id, now.clone());
+            doomed.insert(id.clone());
             out.removed.push(id.clone());
-        } else if state.truth_entry(id).is_some() {
+        } else {
             out.kept.push(id.clone());
         }
     }
+    let live = |id: &String| at.get(id).copied().filter(|_| !doomed.contains(id));
     for id in &rec.effect.resolved {
-        if let Some(e) = state.truth.trust.iter_mut().find(|t| &t.id == id) {
+        if let Some(i) = live(id) {
+            let e = &mut state.truth.trust[i];
             if e.updated.as_ref() == Some(&rec.at) && e.status == Some(EffortStatus::Resolved) {
                 e.status = Some(EffortStatus::Open);
                 e.resolution = None;
@@ -611,11 +625,13 @@ pub fn undo(state: &mut State, exchange: &str, now: Timestamp) -> Result<Undone,
         }
     }
     for id in &rec.effect.touched {
-        if let Some(e) = state.truth.trust.iter_mut().find(|t| &t.id == id) {
+        if let Some(i) = live(id) {
+            let e = &mut state.truth.trust[i];
             e.refs = e.refs.map(|r| r.saturating_sub(1));
             out.untouched.push(id.clone());
         }
     }
+    state.delete_truths(&doomed, &now);
     rec.undone = Some(now);
     write_log(state, &log);
     Ok(out)

@@ -8,6 +8,7 @@
 //! [`check_temperature`]) and the "no such provider" message
 //! ([`unknown_provider`]) live here too, so that they are written once.
 
+use wo_format::records::MAX_NAME_CHARS;
 use wo_providers::Config;
 
 use crate::chat::TurnRequest;
@@ -29,6 +30,10 @@ pub enum Field {
     Parent,
     /// The provider (by name), or its configuration.
     Provider,
+    /// Who asks (the question's username).
+    Username,
+    /// The model (its name becomes the answer's username).
+    Model,
 }
 
 impl Field {
@@ -42,6 +47,8 @@ impl Field {
             Field::Certainty => "--certainty",
             Field::Parent => "--parent",
             Field::Provider => "--provider",
+            Field::Username => "--username",
+            Field::Model => "--model",
         }
     }
 
@@ -56,6 +63,8 @@ impl Field {
             Field::Certainty => "/certainty",
             Field::Parent => "/parent",
             Field::Provider => "/params/provider",
+            Field::Username => "/username",
+            Field::Model => "/params/model",
         }
     }
 }
@@ -213,10 +222,29 @@ impl TurnParams {
         if max_tokens == Some(0) {
             return Err(FieldError::new(Field::MaxTokens, "must be at least 1"));
         }
+        // A name becomes a message's username: blank is no name, and no
+        // name is written longer than the file's bound.
+        let long = |field: Field, name: &str| {
+            let n = name.chars().count();
+            if n > MAX_NAME_CHARS {
+                Err(FieldError::new(
+                    field,
+                    format!("{n} characters, more than {MAX_NAME_CHARS}"),
+                ))
+            } else {
+                Ok(())
+            }
+        };
+        if let Some(u) = &self.username {
+            long(Field::Username, u.trim())?;
+        }
         let model = self
             .model
-            .filter(|m| !m.is_empty())
+            .filter(|m| !m.trim().is_empty())
             .or_else(|| cfg.defaults.model.clone().filter(|_| !self.provider_named));
+        if let Some(m) = &model {
+            long(Field::Model, m)?;
+        }
         Ok(TurnRequest {
             prompt: self.message.trim_end().to_owned(),
             username: self

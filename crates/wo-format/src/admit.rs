@@ -232,6 +232,18 @@ pub fn admit_state(mut state: State) -> Result<Admitted, Vec<Issue>> {
     if !issues.is_empty() {
         return Err(issues);
     }
+    let sanitised = sanitise_contents(&mut state)?;
+    Ok(Admitted { state, sanitised })
+}
+
+/// Replaces every XHTML content of `state` (context, messages, truth) that
+/// breaks the content rules by its sanitised form, and returns the JSON
+/// pointers of those replaced; the rest of the state is taken as it is (a
+/// state a reader parsed already meets the structural rules). What a
+/// reader that serves content to a browser does with a file that anyone
+/// may have edited: `wo serve` on open and on every re-read.
+pub fn sanitise_contents(state: &mut State) -> Result<Vec<String>, Vec<Issue>> {
+    let mut issues = Vec::new();
     let mut sanitised = Vec::new();
     if let Some(clean) = cleaned(&state.context) {
         check_clean(&clean, "/context", &mut issues);
@@ -258,7 +270,7 @@ pub fn admit_state(mut state: State) -> Result<Admitted, Vec<Issue>> {
         }
     }
     if issues.is_empty() {
-        Ok(Admitted { state, sanitised })
+        Ok(sanitised)
     } else {
         Err(issues)
     }

@@ -10,7 +10,7 @@
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::model::{Message, State};
+use crate::model::{Message, State, TruthEntry};
 use crate::validate::{self, Issue, is_accepted_schema, is_valid_id};
 
 /// Why bytes could not become a [`State`].
@@ -191,7 +191,7 @@ pub(crate) fn semantic_ok(s: &State) -> bool {
 }
 
 /// [`semantic_ok`]'s rules for one message.
-fn message_ok(m: &Message) -> bool {
+pub(crate) fn message_ok(m: &Message) -> bool {
     let id_ok = |id: &str| id.is_empty() || is_valid_id(id);
     let opt_id_ok = |id: &Option<String>| id.as_deref().is_none_or(is_valid_id);
     id_ok(&m.id)
@@ -205,20 +205,10 @@ fn message_ok(m: &Message) -> bool {
 /// [`semantic_ok`]'s rules for everything but the messages.
 fn state_ok_but_messages(s: &State) -> bool {
     let unit = |x: f64| (0.0..=1.0).contains(&x);
-    let id_ok = |id: &str| id.is_empty() || is_valid_id(id);
-    let opt_id_ok = |id: &Option<String>| id.as_deref().is_none_or(is_valid_id);
     let prefs = &s.truth.retrieval_prefs;
     s.version == 1
         && is_accepted_schema(&s.schema)
-        && s.truth.trust.iter().all(|t| {
-            id_ok(&t.id)
-                && unit(t.certainty)
-                && opt_id_ok(&t.supersedes)
-                && opt_id_ok(&t.source)
-                && t.provenance.as_ref().is_none_or(|p| {
-                    p.messages.iter().all(|x| is_valid_id(x)) && opt_id_ok(&p.exchange)
-                })
-        })
+        && s.truth.trust.iter().all(truth_entry_ok)
         && s.truth.deleted.iter().all(|d| is_valid_id(&d.id))
         && [
             prefs.min_certainty,
@@ -227,6 +217,20 @@ fn state_ok_but_messages(s: &State) -> bool {
         ]
         .iter()
         .all(|x| x.is_none_or(unit))
+}
+
+/// [`semantic_ok`]'s rules for one truth entry.
+pub(crate) fn truth_entry_ok(t: &TruthEntry) -> bool {
+    let unit = |x: f64| (0.0..=1.0).contains(&x);
+    let id_ok = |id: &str| id.is_empty() || is_valid_id(id);
+    let opt_id_ok = |id: &Option<String>| id.as_deref().is_none_or(is_valid_id);
+    id_ok(&t.id)
+        && unit(t.certainty)
+        && opt_id_ok(&t.supersedes)
+        && opt_id_ok(&t.source)
+        && t.provenance
+            .as_ref()
+            .is_none_or(|p| p.messages.iter().all(|x| is_valid_id(x)) && opt_id_ok(&p.exchange))
 }
 
 /// Serialised bytes of the first messages of a state, as last written.

@@ -15,6 +15,7 @@ pub mod model;
 mod model_de;
 pub mod query;
 pub mod rawjson;
+pub mod records;
 pub mod timestamp;
 pub mod title;
 pub mod validate;

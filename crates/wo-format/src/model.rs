@@ -1026,6 +1026,53 @@ impl State {
         Some(removed)
     }
 
+    /// [`State::delete_truth`] for every entry whose id is in `ids`, in one
+    /// pass (one by one, each removal costs a scan and a shift of the
+    /// list). Returns the entries removed, in the list's order.
+    pub fn delete_truths(
+        &mut self,
+        ids: &std::collections::HashSet<String>,
+        now: &Timestamp,
+    ) -> Vec<TruthEntry> {
+        if ids.is_empty() {
+            return Vec::new();
+        }
+        let (removed, kept): (Vec<TruthEntry>, Vec<TruthEntry>) =
+            std::mem::take(&mut self.truth.trust)
+                .into_iter()
+                .partition(|t| ids.contains(&t.id));
+        self.truth.trust = kept;
+        let mut at: std::collections::HashMap<String, usize> = self
+            .truth
+            .deleted
+            .iter()
+            .enumerate()
+            .map(|(i, d)| (d.id.clone(), i))
+            .collect();
+        for r in &removed {
+            // As `delete_truth`: the tombstone buries the version removed.
+            let date = now.clone().max(r.effective_update().clone());
+            match at.get(&r.id) {
+                Some(&i) => {
+                    let d = &mut self.truth.deleted[i];
+                    if date > d.date {
+                        d.date = date;
+                    }
+                }
+                None => {
+                    at.insert(r.id.clone(), self.truth.deleted.len());
+                    self.truth.deleted.push(Tombstone {
+                        id: r.id.clone(),
+                        date,
+                        extra: Extra::new(),
+                    });
+                }
+            }
+        }
+        self.truth.deleted.sort_by(|a, b| a.id.cmp(&b.id));
+        removed
+    }
+
     /// The branch ending at `leaf`: the messages on the path from its root
     /// to `leaf`, oldest first (empty when no message has that id).
     ///

@@ -272,6 +272,20 @@ pub fn validate_structure(doc: &Value) -> Vec<Issue> {
     c.issues
 }
 
+/// The structural rules for one message (a JSON value) at `at`.
+pub(crate) fn message_value_issues(v: &Value, at: &str) -> Vec<Issue> {
+    let mut c = Checker { issues: Vec::new() };
+    message(&mut c, v, at);
+    c.issues
+}
+
+/// The structural rules for one truth entry (a JSON value) at `at`.
+pub(crate) fn truth_entry_value_issues(v: &Value, at: &str) -> Vec<Issue> {
+    let mut c = Checker { issues: Vec::new() };
+    truth_entry(&mut c, v, at);
+    c.issues
+}
+
 fn message(c: &mut Checker, v: &Value, at: &str) {
     let Some(m) = c.object(v, at) else { return };
     c.optional(m, at, "id", Checker::id);

@@ -584,9 +584,17 @@ pub fn check_fragment(fragment: &str) -> Result<(), XhtmlProblem> {
                 if !ALLOWED_ELEMENTS.contains(&name.as_str()) {
                     return Err(disallowed(format!("element <{name}> is not allowed")));
                 }
-                for attr in e.attributes() {
+                // quick-xml's own duplicate check compares each attribute
+                // with every earlier one (quadratic); a set is linear.
+                let mut keys = std::collections::HashSet::new();
+                for attr in e.attributes().with_checks(false) {
                     let attr = attr.map_err(|e| malformed(format!("{e}")))?;
                     let key = String::from_utf8_lossy(attr.key.as_ref()).into_owned();
+                    if !keys.insert(key.clone()) {
+                        return Err(malformed(format!(
+                            "attribute {key:?} appears twice on <{name}>"
+                        )));
+                    }
                     let value = attr
                         .unescape_value()
                         .map_err(|e| malformed(format!("attribute {key}: {e}")))?;
@@ -694,12 +702,112 @@ fn reserialize(html: &str, sort_attributes: bool) -> String {
 }
 
 fn run_tokenizer<S: TokenSink<Handle = ()>>(sink: S, input: &str) -> S {
+    let input = cap_attributes(input);
     let queue = BufferQueue::default();
-    queue.push_back(StrTendril::from_slice(input));
+    queue.push_back(StrTendril::from_slice(&input));
     let tokenizer = Tokenizer::new(sink, TokenizerOpts::default());
     let _ = tokenizer.feed(&queue);
     tokenizer.end();
     tokenizer.sink
+}
+
+/// Most attributes a tag keeps; those after are dropped before tokenising.
+/// No element of the allowlist needs more than a few; the tokenizer checks
+/// each attribute against all earlier ones of its tag, so a tag with tens
+/// of thousands would cost quadratic time.
+pub const MAX_ATTRIBUTES: usize = 256;
+
+/// `input` with every tag's attributes after the first [`MAX_ATTRIBUTES`]
+/// removed (borrowed when no tag has more). The scan follows the HTML
+/// tokenizer's tag states (tag name, attribute name, `=`, quoted and
+/// unquoted values, `/`), so it cuts exactly where the tokenizer would start
+/// the next attribute and keeps the tag's `>`. Text that only looks like a
+/// tag (inside a comment or raw text) is cut the same way; the sanitiser
+/// drops or escapes it anyway. One pass, linear.
+fn cap_attributes(input: &str) -> std::borrow::Cow<'_, str> {
+    let b = input.as_bytes();
+    let ws = |c: u8| matches!(c, b'\t' | b'\n' | b'\x0C' | b' ' | b'\r');
+    let mut cuts: Vec<(usize, usize)> = Vec::new();
+    let mut i = 0;
+    while i < b.len() {
+        if b[i] != b'<' {
+            i += 1;
+            continue;
+        }
+        let mut j = i + 1;
+        if j < b.len() && b[j] == b'/' {
+            j += 1;
+        }
+        if !(j < b.len() && b[j].is_ascii_alphabetic()) {
+            i += 1;
+            continue;
+        }
+        // Tag name.
+        while j < b.len() && !ws(b[j]) && b[j] != b'/' && b[j] != b'>' {
+            j += 1;
+        }
+        let mut count = 0usize;
+        let mut cut_from = None;
+        // Attributes, until the tag's `>` (or the end of the input).
+        loop {
+            while j < b.len() && (ws(b[j]) || b[j] == b'/') {
+                j += 1;
+            }
+            if j >= b.len() || b[j] == b'>' {
+                break;
+            }
+            count += 1;
+            if count > MAX_ATTRIBUTES && cut_from.is_none() {
+                cut_from = Some(j);
+            }
+            // Name: the first character is taken even when it is `=`.
+            j += 1;
+            while j < b.len() && !ws(b[j]) && !matches!(b[j], b'/' | b'>' | b'=') {
+                j += 1;
+            }
+            while j < b.len() && ws(b[j]) {
+                j += 1;
+            }
+            if j < b.len() && b[j] == b'=' {
+                j += 1;
+                while j < b.len() && ws(b[j]) {
+                    j += 1;
+                }
+                match b.get(j) {
+                    Some(&q @ (b'"' | b'\'')) => {
+                        j += 1;
+                        while j < b.len() && b[j] != q {
+                            j += 1;
+                        }
+                        j += 1;
+                    }
+                    Some(b'>') | None => {}
+                    Some(_) => {
+                        while j < b.len() && !ws(b[j]) && b[j] != b'>' {
+                            j += 1;
+                        }
+                    }
+                }
+            }
+        }
+        let end = j.min(b.len());
+        if let Some(from) = cut_from {
+            cuts.push((from, end));
+        }
+        i = end;
+    }
+    if cuts.is_empty() {
+        return std::borrow::Cow::Borrowed(input);
+    }
+    let mut out = String::with_capacity(input.len());
+    let mut at = 0;
+    for (from, to) in cuts {
+        // Both ends are at ASCII bytes (or the input's end): char boundaries.
+        out.push_str(&input[at..from]);
+        at = to;
+    }
+    out.push_str(&input[at..]);
+    std::borrow::Cow::Owned(out)
 }
 
 struct XhtmlSink {

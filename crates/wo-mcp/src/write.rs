@@ -12,6 +12,7 @@
 use serde_json::{Value, json};
 use wo_format::RawJson;
 use wo_format::query::find_by_prefix;
+use wo_format::records::{self, MAX_NAME_CHARS, MAX_RESOLUTION_BYTES};
 use wo_format::xhtml::{ContentFormat, to_xhtml};
 use wo_format::{EffortStatus, Message, Role, Timestamp, TruthEdit, TruthEntry, TruthKind};
 use wo_store::Store;
@@ -94,6 +95,9 @@ pub fn apply(store: &mut Store, op: WriteOp, by: &str) -> Result<Value, String> 
                 entry.tags = Some(tags);
             }
             entry.extra.insert("x_provenance".into(), provenance);
+            // The rules the file is read with, and the bounds of every
+            // field: a refused entry is never written.
+            refuse_issues("", &records::new_truth_entry_issues(&entry, ""))?;
             let id = entry.id.clone();
             store.try_transact(|s| {
                 if s.add_truth(entry) {
@@ -103,38 +107,48 @@ pub fn apply(store: &mut Store, op: WriteOp, by: &str) -> Result<Value, String> 
                 }
             })
         }
-        WriteOp::Resolve { id, resolution } => store.try_transact(|s| {
-            let found = find_by_prefix(&s.truth.trust, |t| &t.id, &id)
-                .map_err(|e| format!("id {id:?}: {e}"))?;
-            if found.kind != Some(TruthKind::Effort) {
+        WriteOp::Resolve { id, resolution } => {
+            if let Some(r) = &resolution
+                && r.len() > MAX_RESOLUTION_BYTES
+            {
                 return Err(format!(
-                    "id {}: not an effort (only efforts resolve)",
-                    found.id
+                    "resolution: {} bytes, over the limit of {MAX_RESOLUTION_BYTES}",
+                    r.len()
                 ));
             }
-            if found.status == Some(EffortStatus::Resolved) {
-                return Err(format!("id {}: already resolved", found.id));
-            }
-            // Who created the entry stays; who resolved it is added. Built
-            // before anything changes: a failed change is not undone.
-            let mut p = found
-                .extra
-                .get("x_provenance")
-                .map(RawJson::to_value)
-                .filter(Value::is_object)
-                .unwrap_or_else(|| provenance.to_value());
-            p["resolved_by"] = Value::String(by.to_owned());
-            let p =
-                RawJson::parse(&p.to_string()).map_err(|e| format!("internal: provenance: {e}"))?;
-            let full = found.id.clone();
-            s.edit_truth(&full, TruthEdit::default(), now);
-            if let Some(t) = s.truth.trust.iter_mut().find(|t| t.id == full) {
-                t.status = Some(EffortStatus::Resolved);
-                t.resolution = resolution;
-                t.extra.insert("x_provenance".into(), p);
-            }
-            Ok(json!({"resolved": full}))
-        }),
+            store.try_transact(|s| {
+                let found = find_by_prefix(&s.truth.trust, |t| &t.id, &id)
+                    .map_err(|e| format!("id {id:?}: {e}"))?;
+                if found.kind != Some(TruthKind::Effort) {
+                    return Err(format!(
+                        "id {}: not an effort (only efforts resolve)",
+                        found.id
+                    ));
+                }
+                if found.status == Some(EffortStatus::Resolved) {
+                    return Err(format!("id {}: already resolved", found.id));
+                }
+                // Who created the entry stays; who resolved it is added. Built
+                // before anything changes: a failed change is not undone.
+                let mut p = found
+                    .extra
+                    .get("x_provenance")
+                    .map(RawJson::to_value)
+                    .filter(Value::is_object)
+                    .unwrap_or_else(|| provenance.to_value());
+                p["resolved_by"] = Value::String(by.to_owned());
+                let p = RawJson::parse(&p.to_string())
+                    .map_err(|e| format!("internal: provenance: {e}"))?;
+                let full = found.id.clone();
+                s.edit_truth(&full, TruthEdit::default(), now);
+                if let Some(t) = s.truth.trust.iter_mut().find(|t| t.id == full) {
+                    t.status = Some(EffortStatus::Resolved);
+                    t.resolution = resolution;
+                    t.extra.insert("x_provenance".into(), p);
+                }
+                Ok(json!({"resolved": full}))
+            })
+        }
         WriteOp::LogExchange {
             question,
             answer,
@@ -145,6 +159,22 @@ pub fn apply(store: &mut Store, op: WriteOp, by: &str) -> Result<Value, String> 
             }
             if answer.trim().is_empty() {
                 return Err("answer: must not be empty".into());
+            }
+            // The model's name becomes the answer's username, which the
+            // file's rules require to be neither blank nor endless.
+            if let Some(name) = &model {
+                if name.trim().is_empty() {
+                    return Err(
+                        "model: must not be blank (leave it out to log the answer under the client's name)"
+                            .into(),
+                    );
+                }
+                let chars = name.chars().count();
+                if chars > MAX_NAME_CHARS {
+                    return Err(format!(
+                        "model: {chars} characters, more than {MAX_NAME_CHARS}"
+                    ));
+                }
             }
             let mut q = Message::new(
                 "user",
@@ -167,6 +197,8 @@ pub fn apply(store: &mut Store, op: WriteOp, by: &str) -> Result<Value, String> 
             a.parent = Some(q.id.clone());
             a.model = model;
             a.extra.insert("x_provenance".into(), provenance);
+            refuse_issues("question", &records::new_message_issues(&q, ""))?;
+            refuse_issues("answer", &records::new_message_issues(&a, ""))?;
             let (qid, aid) = (q.id.clone(), a.id.clone());
             store.try_transact(|s| {
                 s.push_message(q);
@@ -180,4 +212,27 @@ pub fn apply(store: &mut Store, op: WriteOp, by: &str) -> Result<Value, String> 
         Ok(Err(e)) => Err(e),
         Err(e) => Err(format!("not written: {e}")),
     }
+}
+
+/// A refusal naming the argument (`what`, or the field's pointer) and the
+/// first problem; nothing was written.
+fn refuse_issues(what: &str, issues: &[wo_format::Issue]) -> Result<(), String> {
+    if issues.is_empty() {
+        return Ok(());
+    }
+    let first = &issues[0];
+    let field = first.pointer.trim_start_matches('/');
+    let at = match (what.is_empty(), field.is_empty()) {
+        (true, _) => field.to_owned(),
+        (false, true) => what.to_owned(),
+        (false, false) => format!("{what} {field}"),
+    };
+    let more = match issues.len() {
+        1 => String::new(),
+        n => format!(" (and {} more)", n - 1),
+    };
+    Err(format!(
+        "{at}: {}{more} (nothing was written)",
+        first.message
+    ))
 }

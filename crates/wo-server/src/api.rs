@@ -64,8 +64,9 @@ pub async fn info<M: Mode>(State(app): State<Arc<M>>) -> Json<wire::Info> {
 /// `GET /api/providers`: the providers a client may choose. Local mode
 /// (the signed-in user) lists every configured one and, with `check=true`,
 /// why one is unreachable; stateless mode (anonymous clients) lists only
-/// the operator's allowed providers and models, and a check says only
-/// whether each answers: never a URL, a file path or where a key comes from.
+/// the operator's allowed providers and models, never a URL, a file path or
+/// where a key comes from, and ignores `check` (no outbound request for an
+/// anonymous client).
 pub async fn providers<M: Mode>(
     State(app): State<Arc<M>>,
     Query(q): Query<wire::ProvidersQuery>,
@@ -76,7 +77,10 @@ pub async fn providers<M: Mode>(
         .filter(|i| offered.contains(&i.name))
         .collect();
     let mut rows: Vec<wire::ProviderRow> = infos.iter().map(|i| provider_row(&app, i)).collect();
-    if q.check.unwrap_or(false) {
+    // A check is a request to each provider: only the signed-in user may
+    // make the server send them. Anonymous clients of a hosted server get
+    // the list without it (they learn whether one answers by asking).
+    if q.check.unwrap_or(false) && app.local {
         let checks = infos.iter().map(|i| {
             let config = &app.config;
             async move {
@@ -90,9 +94,7 @@ pub async fn providers<M: Mode>(
         });
         for (row, r) in rows.iter_mut().zip(futures::future::join_all(checks).await) {
             row.reachable = Some(r.is_reachable());
-            if app.local {
-                row.detail = Some(r.to_string());
-            }
+            row.detail = Some(r.to_string());
         }
     }
     Json(wire::ProviderList {
@@ -234,7 +236,7 @@ pub async fn chat(
     // word had come yet.
     req.keep_partial = true;
     let name = provider.name().to_owned();
-    crate::turn::respond(&name, |cancel, sink| {
+    crate::turn::respond(&name, false, |cancel, sink| {
         crate::turn::run(LocalTurn { app }, provider, req, cancel, sink)
     })
     .await
@@ -430,6 +432,21 @@ fn check_prefs(p: &wo_format::RetrievalPrefs) -> Result<(), ApiError> {
     Ok(())
 }
 
+/// A record a request built, refused with its first problem's pointer
+/// (relative to the request body) unless it meets the file's rules.
+fn refuse_record(issues: Vec<wo_format::Issue>) -> Result<(), ApiError> {
+    match issues.first() {
+        None => Ok(()),
+        Some(first) => Err(ApiError::bad_field(
+            first.pointer.clone(),
+            match issues.len() {
+                1 => first.message.clone(),
+                n => format!("{} (and {} more)", first.message, n - 1),
+            },
+        )),
+    }
+}
+
 fn check_certainty(c: f64) -> Result<f64, ApiError> {
     wo_engine::request::check_certainty(c).map_err(|m| ApiError::bad_field("/certainty", m))
 }
@@ -448,6 +465,7 @@ pub async fn add_truth(
         .await?;
     let mut entry = TruthEntry::new(new.title.trim(), Timestamp::now(), certainty, content);
     entry.kind = new.kind;
+    refuse_record(wo_format::records::new_truth_entry_issues(&entry, ""))?;
     let out = app
         .with_store(move |store| {
             let value =
@@ -467,6 +485,17 @@ pub async fn edit_truth(
 ) -> Result<Json<Value>, ApiError> {
     if e.title.as_deref().is_some_and(|t| t.trim().is_empty()) {
         return Err(ApiError::bad_field("/title", "the title is empty"));
+    }
+    if let Some(n) = e.title.as_deref().map(|t| t.trim().chars().count())
+        && n > wo_format::records::MAX_TITLE_CHARS
+    {
+        return Err(ApiError::bad_field(
+            "/title",
+            format!(
+                "{n} characters, more than {}",
+                wo_format::records::MAX_TITLE_CHARS
+            ),
+        ));
     }
     let certainty = e.certainty.map(check_certainty).transpose()?;
     let content = match e.content {

@@ -33,7 +33,9 @@ pub struct Limits {
     /// Time a client has to send a request's headers (and, on a kept-alive
     /// connection, to start the next request): slowloris.
     pub header_timeout: Duration,
-    /// Time a client has to send a whole request body.
+    /// Time a client has to send a whole request body: one deadline for
+    /// all of it, however it trickles in (an upload gets a second more per
+    /// MiB it declares, see `extract::read_body`).
     pub body_timeout: Duration,
     /// Longest a request waits for its CPU-heavy work (sanitising, XHTML
     /// conversion, parsing an upload) before it is answered 503.
@@ -56,7 +58,7 @@ impl Default for Limits {
             window_messages: 200,
             truth_entries: 1_000,
             header_timeout: Duration::from_secs(10),
-            body_timeout: Duration::from_secs(60),
+            body_timeout: Duration::from_secs(20),
             cpu_timeout: Duration::from_secs(30),
             cpu_jobs: 0,
             max_connections: 1024,

@@ -160,6 +160,11 @@ impl From<wo_store::StoreError> for ApiError {
             StoreError::ContentTooLarge { .. } | StoreError::TooLarge { .. } => {
                 ApiError::new(StatusCode::PAYLOAD_TOO_LARGE, "payload_too_large", message)
             }
+            // What the request would have written breaks the file's rules.
+            StoreError::Refused { issues, .. } => ApiError {
+                pointer: issues.first().map(|i| i.pointer.clone()),
+                ..ApiError::bad_request(message)
+            },
             _ => ApiError::storage(message),
         }
     }
@@ -218,5 +223,110 @@ mod tests {
         assert_eq!(e.pointer.as_deref(), Some("/items/1/n"));
         assert_eq!(e.status, StatusCode::BAD_REQUEST);
         assert!(parse_json::<Body>(br#"{"items":[]} x"#).is_err());
+    }
+}
+
+/// `text` with every URL (`scheme://…`, up to the next space, quote or
+/// bracket) replaced by `<upstream>`: what an anonymous client of a hosted
+/// server is told about an upstream failure. The operator's log keeps the
+/// whole message.
+pub fn scrub_urls(text: &str) -> std::borrow::Cow<'_, str> {
+    if !text.contains("://") {
+        return std::borrow::Cow::Borrowed(text);
+    }
+    let b = text.as_bytes();
+    let mut out = String::with_capacity(text.len());
+    let mut copied = 0;
+    let mut i = 0;
+    while let Some(found) = text[i..].find("://") {
+        let sep = i + found;
+        // The scheme: letters, digits, `+`, `-`, `.` before `://`.
+        let mut start = sep;
+        while start > copied
+            && (b[start - 1].is_ascii_alphanumeric() || matches!(b[start - 1], b'+' | b'-' | b'.'))
+        {
+            start -= 1;
+        }
+        let mut end = sep + 3;
+        while end < b.len()
+            && !b[end].is_ascii_whitespace()
+            && !matches!(
+                b[end],
+                b'"' | b'\'' | b'<' | b'>' | b'(' | b')' | b'[' | b']' | b'`'
+            )
+        {
+            end += 1;
+        }
+        // Punctuation after a URL is the sentence's, not the URL's.
+        while end > sep + 3 && matches!(b[end - 1], b':' | b',' | b'.' | b';' | b'!' | b'?') {
+            end -= 1;
+        }
+        if start == sep {
+            // No scheme: `://` alone is not a URL; keep it.
+            i = sep + 3;
+            continue;
+        }
+        out.push_str(&text[copied..start]);
+        out.push_str("<upstream>");
+        copied = end;
+        i = end;
+    }
+    out.push_str(&text[copied..]);
+    std::borrow::Cow::Owned(out)
+}
+
+/// For a hosted (stateless) server: removes URLs from the message of every
+/// JSON error answered (see [`scrub_urls`]), logging the original on the
+/// server's stderr. Anonymous clients never learn the upstream's address.
+pub async fn scrub_error_urls(resp: axum::response::Response) -> axum::response::Response {
+    let is_json = resp
+        .headers()
+        .get(axum::http::header::CONTENT_TYPE)
+        .is_some_and(|v| v.as_bytes().starts_with(b"application/json"));
+    if resp.status().is_success() || !is_json {
+        return resp;
+    }
+    let (mut parts, body) = resp.into_parts();
+    // Error bodies are small; anything larger is not ours to rewrite.
+    let Ok(bytes) = axum::body::to_bytes(body, 1 << 20).await else {
+        return (StatusCode::INTERNAL_SERVER_ERROR, "error body too large").into_response();
+    };
+    let mut v: serde_json::Value = match serde_json::from_slice(&bytes) {
+        Ok(v) => v,
+        Err(_) => return axum::response::Response::from_parts(parts, bytes.into()),
+    };
+    let mut changed = false;
+    if let Some(m) = v.pointer_mut("/error/message")
+        && let Some(text) = m.as_str()
+        && let std::borrow::Cow::Owned(clean) = scrub_urls(text)
+    {
+        eprintln!("wo serve: an error answered without its URLs: {text}");
+        *m = serde_json::Value::String(clean);
+        changed = true;
+    }
+    if !changed {
+        return axum::response::Response::from_parts(parts, bytes.into());
+    }
+    let body = serde_json::to_vec(&v).unwrap_or_default();
+    parts.headers.remove(axum::http::header::CONTENT_LENGTH);
+    axum::response::Response::from_parts(parts, body.into())
+}
+
+#[cfg(test)]
+mod scrub_tests {
+    use super::scrub_urls;
+
+    #[test]
+    fn urls_are_replaced_and_the_rest_kept() {
+        assert_eq!(
+            scrub_urls("error 502 from http://127.0.0.1:9/v1/chat/completions: bad gateway"),
+            "error 502 from <upstream>: bad gateway"
+        );
+        assert_eq!(
+            scrub_urls("a (https://user:pw@h.example/x?y=1) and wss://s.example"),
+            "a (<upstream>) and <upstream>"
+        );
+        assert_eq!(scrub_urls("no url here"), "no url here");
+        assert_eq!(scrub_urls(":// alone"), ":// alone");
     }
 }

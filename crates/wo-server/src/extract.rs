@@ -5,6 +5,7 @@
 //! field at fault — before the handler runs.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use axum::extract::{FromRequest, Request};
 use axum::http::StatusCode;
@@ -43,7 +44,17 @@ impl<M: Mode> FromRequest<Arc<M>> for Upload {
     type Rejection = ApiError;
 
     async fn from_request(req: Request, state: &Arc<M>) -> Result<Self, ApiError> {
-        read_body(state, req.into_body(), state.limits.upload_bytes)
+        // A whole export may be large: a second more per MiB it declares
+        // (the guard refused a declared length over the limit).
+        let declared = req
+            .headers()
+            .get(axum::http::header::CONTENT_LENGTH)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.parse::<u64>().ok())
+            .unwrap_or(state.limits.upload_bytes as u64)
+            .min(state.limits.upload_bytes as u64);
+        let deadline = state.limits.body_timeout + Duration::from_secs(declared >> 20);
+        read_body_within(req.into_body(), state.limits.upload_bytes, deadline)
             .await
             .map(Upload)
     }
@@ -54,7 +65,18 @@ impl<M: Mode> FromRequest<Arc<M>> for Upload {
 /// guard has already refused a `Content-Length` over the limit; this
 /// catches chunked bodies that grow past it.
 pub async fn read_body(app: &App, body: axum::body::Body, limit: usize) -> Result<Bytes, ApiError> {
-    match tokio::time::timeout(app.limits.body_timeout, axum::body::to_bytes(body, limit)).await {
+    read_body_within(body, limit, app.limits.body_timeout).await
+}
+
+/// [`read_body`] with its own deadline for the whole body: one deadline,
+/// not a wait per piece, so a body trickled a byte at a time is cut off
+/// all the same.
+async fn read_body_within(
+    body: axum::body::Body,
+    limit: usize,
+    deadline: Duration,
+) -> Result<Bytes, ApiError> {
+    match tokio::time::timeout(deadline, axum::body::to_bytes(body, limit)).await {
         Ok(Ok(bytes)) => Ok(bytes),
         Ok(Err(_)) => Err(ApiError::too_large(limit)),
         Err(_) => Err(ApiError::new(
@@ -62,7 +84,7 @@ pub async fn read_body(app: &App, body: axum::body::Body, limit: usize) -> Resul
             "timeout",
             format!(
                 "the request body did not arrive within {} s",
-                app.limits.body_timeout.as_secs()
+                deadline.as_secs_f64().ceil()
             ),
         )),
     }

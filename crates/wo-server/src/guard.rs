@@ -329,6 +329,20 @@ fn check(app: &App, req: &Request) -> Result<(), ApiError> {
             "Host {host:?} is not this server's name; only loopback names are accepted (start `wo serve --allow-host NAME` to serve another)"
         )));
     }
+    // An absolute-form target (`GET http://other/… HTTP/1.1`) names the
+    // server it is for, and it is the one a proxy would honour over `Host`:
+    // it must name an allowed host too, and the same one.
+    if let Some(authority) = req.uri().authority() {
+        let named = authority.as_str();
+        if authority.as_str().contains('@')
+            || !host_allowed(named, &app.allowed_hosts)
+            || parse_host(named) != parse_host(host)
+        {
+            return Err(ApiError::bad_request(format!(
+                "the request target names {named:?}, not this server ({host:?}); send the path only (origin form)"
+            )));
+        }
+    }
     let path = req.uri().path();
     let area = area(path);
     let api = area != Area::Public;

@@ -216,6 +216,9 @@ pub async fn bind(opts: ServeOptions) -> Result<Bound, ServeError> {
         Some(path) => {
             let mut store_opts = opts.store.clone();
             store_opts.create_if_missing = true;
+            // The file may have been edited by anyone: what is served to
+            // the browser is sanitised on every read, as an import is.
+            store_opts.sanitise_content = true;
             let mut store = wo_store::Store::open(path, store_opts)?;
             let merged = wo_store::exports::auto_merge(&mut store, false)?;
             (Some(store), merged)
@@ -457,7 +460,11 @@ pub fn router(served: &Served) -> Router {
                 )
                 .route(path::CONTEXT_DRAFT_PATH, post(api::context_draft_stateless))
                 .route(path::STATELESS_CHAT_PATH, post(stateless::chat))
-                .route(path::STATELESS_STOPPED_PATH, post(stateless::stopped)),
+                .route(path::STATELESS_STOPPED_PATH, post(stateless::stopped))
+                // Anonymous clients never see an upstream's address.
+                .layer(axum::middleware::map_response(
+                    crate::error::scrub_error_urls,
+                )),
             stateless.clone(),
         ),
     }

@@ -293,7 +293,8 @@ fn field_pointer(field: Field, req: &OpenAiChatRequest) -> String {
         Field::Temperature => "/temperature".into(),
         Field::MaxTokens if req.max_completion_tokens.is_some() => "/max_completion_tokens".into(),
         Field::MaxTokens => "/max_tokens".into(),
-        Field::Provider => "/model".into(),
+        Field::Provider | Field::Model => "/model".into(),
+        Field::Username => String::new(),
         Field::MinCertainty | Field::Certainty | Field::Parent => String::new(),
     }
 }

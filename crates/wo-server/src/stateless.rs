@@ -29,6 +29,8 @@ pub fn state_from_parts(
 ) -> Result<wo_format::State, ApiError> {
     let mut state = wo_format::State::new(Timestamp::now());
     state.context = sanitize_html(&context);
+    // Ids seen, so each entry costs one lookup (`add_truth` scans the list).
+    let mut ids = std::collections::HashSet::new();
     for (i, raw) in truth.into_iter().enumerate() {
         let mut entry: TruthEntry = serde_json::from_value(raw)
             .map_err(|e| ApiError::bad_field(format!("/truth/{i}"), e.to_string()))?;
@@ -39,7 +41,9 @@ pub fn state_from_parts(
             entry.id =
                 wo_format::ids::truth_id(&entry.title, entry.timestamp.as_str(), &entry.content);
         }
-        state.add_truth(entry);
+        if ids.insert(entry.id.clone()) {
+            state.truth.trust.push(entry);
+        }
     }
     for (i, mut raw) in window.into_iter().enumerate() {
         // The protocol lets a client leave out what it has not stored yet.
@@ -131,11 +135,15 @@ pub async fn chat(
         state: Arc::new(state),
     };
     let name = provider.name().to_owned();
-    crate::turn::respond(&name, |cancel, sink| {
+    crate::turn::respond(&name, true, |cancel, sink| {
         crate::turn::run(state, provider, req, cancel, sink)
     })
     .await
 }
+
+/// Most journal records `POST /api/stateless/memory/undo` takes (one per
+/// exchange that changed memory).
+pub const MAX_JOURNAL_RECORDS: usize = 10_000;
 
 /// `POST /api/stateless/memory/undo`: the engine's undo (as `wo memory
 /// undo` runs it) on the journal and truth entries the client sent; the
@@ -145,6 +153,19 @@ pub async fn memory_undo(
     JsonBody(body): JsonBody<wo_wire::api::StatelessMemoryUndo>,
 ) -> Result<axum::Json<wo_wire::api::StatelessMemoryUndone>, ApiError> {
     use wo_engine::memory::{LOG_KEY, undo};
+    // The chat's caps: the work is linear in what is sent, and this bounds it.
+    if body.truth.len() > app.limits.truth_entries {
+        return Err(ApiError::bad_field(
+            "/truth",
+            format!("more than {} entries", app.limits.truth_entries),
+        ));
+    }
+    if body.memory_log.len() > MAX_JOURNAL_RECORDS {
+        return Err(ApiError::bad_field(
+            "/memory_log",
+            format!("more than {MAX_JOURNAL_RECORDS} records"),
+        ));
+    }
     let out = app
         .cpu(move || {
             let mut state = state_from_parts(String::new(), body.truth, Vec::new(), "/window")?;

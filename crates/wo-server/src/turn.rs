@@ -255,6 +255,9 @@ pub struct SseSink {
     events: sse::EventSink,
     started: Option<Started>,
     provider: String,
+    /// A hosted server's anonymous client: errors go out without URLs
+    /// (`crate::error::scrub_urls`), the log keeps them.
+    hosted: bool,
 }
 
 impl TurnSink for SseSink {
@@ -286,6 +289,17 @@ impl TurnSink for SseSink {
                         },
                         _ => (e.to_string(), sse::error_kind(e)),
                     };
+                    let message = if self.hosted {
+                        match crate::error::scrub_urls(&message) {
+                            std::borrow::Cow::Owned(clean) => {
+                                eprintln!("wo serve: a turn failed: {message}");
+                                clean
+                            }
+                            std::borrow::Cow::Borrowed(_) => message,
+                        }
+                    } else {
+                        message
+                    };
                     self.events.error(message, kind);
                 }
             },
@@ -304,7 +318,7 @@ impl TurnSink for SseSink {
 ///
 /// `run` is a closure rather than a generic state so that the future's
 /// type is concrete at the call site, where it is known to be `Send`.
-pub async fn respond<F, Fut>(provider: &str, run: F) -> Result<Response, ApiError>
+pub async fn respond<F, Fut>(provider: &str, hosted: bool, run: F) -> Result<Response, ApiError>
 where
     F: FnOnce(wo_providers::Cancel, SseSink) -> Fut,
     Fut: std::future::Future<Output = ()> + Send + 'static,
@@ -314,6 +328,7 @@ where
             events,
             started: Some(started),
             provider: provider.to_owned(),
+            hosted,
         },
         run,
     )

@@ -7,6 +7,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use wo_format::merge3::{Baseline, merge3};
+use wo_format::records;
 use wo_format::validate::Issue;
 use wo_format::{MessageCache, State, Timestamp};
 
@@ -78,6 +79,11 @@ pub struct OpenOptions {
     /// with nothing changed (default: `WO_LOCK_TIMEOUT` seconds, else 30 s).
     /// Readers never wait.
     pub lock_timeout: Option<Duration>,
+    /// Sanitise XHTML content that breaks the content rules whenever the
+    /// file is read (open, and every re-read after an outside change), as
+    /// an import is: for a reader that serves the content to a browser.
+    /// The file itself changes only with the next write.
+    pub sanitise_content: bool,
 }
 
 impl OpenOptions {
@@ -134,6 +140,15 @@ pub enum StoreError {
     #[error("{path}: not a valid llm.json:\n{}\nhint: `wo validate {path}` lists every problem; fix them in an editor (nothing was changed)", render(.issues))]
     /// The file is not a valid `llm.json`; it is left as it is.
     Invalid {
+        /// The state file.
+        path: PathBuf,
+        /// Every problem found, each with its JSON pointer.
+        issues: Vec<Issue>,
+    },
+    #[error("{path}: not written: the change would leave a file wo cannot read:\n{}\nhint: correct the request (the file was not changed)", render(.issues))]
+    /// A change would break the rules the file is read with; nothing was
+    /// written.
+    Refused {
         /// The state file.
         path: PathBuf,
         /// Every problem found, each with its JSON pointer.
@@ -271,6 +286,10 @@ impl StoreError {
                 limit: *limit,
             },
             Invalid { path, issues } => Invalid {
+                path: path.clone(),
+                issues: issues.clone(),
+            },
+            Refused { path, issues } => Refused {
                 path: path.clone(),
                 issues: issues.clone(),
             },
@@ -967,6 +986,21 @@ impl Store {
                 ));
             }
         }
+        // Whatever a writer built is held to the rules the file is read
+        // with, so no write makes it unopenable.
+        let mut issues = Vec::new();
+        for (i, m) in messages.iter().enumerate().skip(self.unchanged_prefix()) {
+            issues.extend(records::message_issues(m, &format!("/messages/{i}")));
+        }
+        for (i, t) in self.state.truth.trust.iter().enumerate() {
+            issues.extend(records::truth_entry_issues(t, &format!("/truth/trust/{i}")));
+        }
+        if !issues.is_empty() {
+            return Err(StoreError::Refused {
+                path: self.path.clone(),
+                issues,
+            });
+        }
         Ok(())
     }
 
@@ -1141,7 +1175,22 @@ fn read_state_seeded(
             // The metadata of the file actually read, after reading: the
             // path may already name a newer one, and taking its stamp would
             // hide that change.
-            Ok((state, seed)) => return Ok(Some((state, Stamp::of(&after, generation), seed))),
+            Ok((mut state, mut seed)) => {
+                if opts.sanitise_content {
+                    let sanitised =
+                        wo_format::admit::sanitise_contents(&mut state).map_err(|issues| {
+                            StoreError::Invalid {
+                                path: path.to_path_buf(),
+                                issues,
+                            }
+                        })?;
+                    if !sanitised.is_empty() {
+                        // The cached bytes are the file's, not the state's now.
+                        seed = None;
+                    }
+                }
+                return Ok(Some((state, Stamp::of(&after, generation), seed)));
+            }
             Err(_) if attempts < 25 && just_modified(&after) => {
                 std::thread::sleep(Duration::from_millis(20));
             }

@@ -137,6 +137,7 @@ pub fn open_options(g: &GlobalOpts) -> OpenOptions {
             ..Limits::default()
         },
         lock_timeout: None,
+        sanitise_content: false,
     }
 }
 

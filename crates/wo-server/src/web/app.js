@@ -372,6 +372,17 @@ const PREF_SPEC = {
   rag: 'boolean', url_fetch: 'boolean', max_entries: 'integer', min_certainty: 'number',
   username: 'string',
 };
+/**
+ * The range the server accepts for each number (the request's types:
+ * max_tokens is a u32). Another page on this host can write the cookie, so
+ * a value outside is dropped (and reported once), never sent: one bad value
+ * must not make every turn fail.
+ */
+const PREF_RANGE = {
+  temperature: [0, 2], max_tokens: [0, 4294967295], max_entries: [0, 1000000], min_certainty: [0, 1],
+};
+/** Preferences dropped since the page loaded, reported once (`reportDroppedPrefs`). */
+const droppedPrefs = new Set();
 
 function b64urlEncode(text) {
   let bin = '';
@@ -392,15 +403,23 @@ function cleanPrefs(raw) {
   for (const [k, type] of Object.entries(PREF_SPEC)) {
     const v = raw[k];
     if (v == null) continue;
+    const range = PREF_RANGE[k];
+    const inRange = !range || (v >= range[0] && v <= range[1]);
     if (type === 'string' && typeof v === 'string' && v.length) out[k] = v.slice(0, 200);
     else if (type === 'boolean' && typeof v === 'boolean') out[k] = v;
-    else if (type === 'number' && typeof v === 'number' && Number.isFinite(v)) out[k] = v;
-    else if (type === 'integer' && Number.isInteger(v) && v >= 0) out[k] = v;
+    else if (type === 'number' && typeof v === 'number' && Number.isFinite(v) && inRange) out[k] = v;
+    else if (type === 'integer' && Number.isInteger(v) && inRange) out[k] = v;
+    else droppedPrefs.add(k);
   }
-  if ('temperature' in out) out.temperature = Math.min(2, Math.max(0, out.temperature));
-  if ('min_certainty' in out) out.min_certainty = Math.min(1, Math.max(0, out.min_certainty));
   if (out.max_tokens === 0) delete out.max_tokens;
   return out;
+}
+
+/** Says once which stored preferences were out of range and are not used. */
+function reportDroppedPrefs() {
+  if (!droppedPrefs.size || reportDroppedPrefs.done) return;
+  reportDroppedPrefs.done = true;
+  notify(`Ignored saved settings out of range: ${[...droppedPrefs].sort().join(', ')}. Set them again in Settings.`);
 }
 
 function readPrefs() {
@@ -3320,6 +3339,7 @@ async function startOffline(e) {
   app.info = {};
   app.providers = { default: '', providers: [] };
   app.prefs = offeredPrefs(readPrefs());
+  reportDroppedPrefs();
   await stateless.load();
   fillSettings();
   renderModelBadge();
@@ -3384,6 +3404,7 @@ async function start() {
     ? app.info.prefs_cookie
     : null;
   app.prefs = offeredPrefs(readPrefs());
+  reportDroppedPrefs();
   try {
     await backend().load();
   } catch (e) {
