@@ -985,7 +985,7 @@ fn recall_within<'a>(
     ask: &RecallAsk<'_>,
     count: &dyn Fn(&str) -> usize,
     a: &mut Assembled,
-) -> (HashSet<&'a str>, Option<(String, usize)>) {
+) -> Recall<'a> {
     let dropped_before = a.dropped.len();
     if let Some(ix) = index
         && let Some((found, stats)) = ix.hits(state, ask.query, ask.window)
@@ -996,12 +996,12 @@ fn recall_within<'a>(
         }
     }
     let (found, stats) = scan_hits(state.messages(), ask.query, ask.window);
-    match recall_from(state, None, found, &stats, ask, count, a) {
-        Ok(done) => done,
-        // Hits of a scan are the messages' own scores: never refused.
-        Err(Forged) => (HashSet::new(), None),
-    }
+    // Hits of a scan are the messages' own scores: never refused.
+    recall_from(state, None, found, &stats, ask, count, a).unwrap_or_default()
 }
+
+/// What recall sent: the ids taken, and the section's text and tokens.
+type Recall<'a> = (HashSet<&'a str>, Option<(String, usize)>);
 
 /// Hits listed one by one below the relevance floor before the rest are
 /// counted in one entry.
@@ -1025,7 +1025,7 @@ fn recall_from<'a>(
     ask: &RecallAsk<'_>,
     count: &dyn Fn(&str) -> usize,
     a: &mut Assembled,
-) -> Result<(HashSet<&'a str>, Option<(String, usize)>), Forged> {
+) -> Result<Recall<'a>, Forged> {
     let mut taken: HashSet<&'a str> = HashSet::new();
     let messages = state.messages();
     let limit = ask.limit.unwrap_or(usize::MAX);

@@ -144,6 +144,8 @@ pub struct QueryStats {
     pub query_tf: Vec<u32>,
     /// Whether some document of the collection holds each term.
     pub found: Vec<bool>,
+    /// How many documents of the collection hold each term.
+    pub df: Vec<u32>,
     /// The collection's average document length in words.
     pub avg_len: f64,
 }
@@ -160,6 +162,17 @@ impl QueryStats {
             .zip(&self.query_tf)
             .map(|(idf, tf)| idf * (K1 + 1.0) * f64::from(*tf))
             .sum()
+    }
+
+    /// The same statistics as if the collection held at least `n`
+    /// documents (the terms' document counts unchanged): in a handful of
+    /// documents every term looks common, and idf says little.
+    pub fn at_least(&self, n: usize, actual: usize) -> QueryStats {
+        let docs = n.max(actual) as f64;
+        QueryStats {
+            idf: self.df.iter().map(|&d| idf(docs, f64::from(d))).collect(),
+            ..self.clone()
+        }
     }
 }
 
@@ -189,6 +202,7 @@ pub fn scores_docs_stats(docs: &[Doc<'_>], query: &str) -> (Vec<f64>, QueryStats
         .collect();
     let query_stats = QueryStats {
         found: df.iter().map(|&d| d > 0).collect(),
+        df: df.iter().map(|&d| d as u32).collect(),
         idf,
         query_tf: q.tf,
         avg_len: avg,

@@ -227,6 +227,7 @@ impl Postings {
             idf: Vec::with_capacity(lists.len()),
             query_tf: q.tf.clone(),
             found: Vec::with_capacity(lists.len()),
+            df: Vec::with_capacity(lists.len()),
             avg_len: avg,
         };
         for (i, list) in lists.iter().enumerate() {
@@ -238,6 +239,7 @@ impl Postings {
             let idf = idf(n, df as f64);
             stats.idf.push(idf);
             stats.found.push(df > 0);
+            stats.df.push(df as u32);
             for &(d, tf) in list.iter() {
                 if is_excluded(d) {
                     continue;
