@@ -136,11 +136,11 @@ class PlainBM25:
 
 class Tally:
     def __init__(self):
-        self.rows = []  # (category, any, all, tokens, seconds)
+        self.rows = []  # (category, any, all, tokens, seconds, recalled tokens)
 
-    def add(self, cat, covered, evidence, tokens=0, seconds=0.0):
+    def add(self, cat, covered, evidence, tokens=0, seconds=0.0, recalled=0):
         hit = [e in covered for e in evidence]
-        self.rows.append((cat, any(hit), all(hit), tokens, seconds))
+        self.rows.append((cat, any(hit), all(hit), tokens, seconds, recalled))
 
     def summary(self):
         def agg(rows):
@@ -153,6 +153,7 @@ class Tally:
                 "recall_all": sum(r[2] for r in rows) / n,
                 "tokens_per_question": sum(r[3] for r in rows) / n,
                 "seconds_per_question": sum(r[4] for r in rows) / n,
+                "recalled_tokens_per_question": sum(r[5] for r in rows) / n,
             }
         scored = [r for r in self.rows if r[0] in SCORED]
         out = {"scored": agg(scored)}
@@ -161,14 +162,16 @@ class Tally:
         return out
 
 
-def explain_all(wo, state, qs, budget, workdir):
+def explain_all(wo, state, qs, budget, workdir, floor=None, gate=None):
     qfile = os.path.join(workdir, "questions.txt")
     with open(qfile, "w") as f:
         for q, _, _ in qs:
             f.write(q.replace("\n", " ") + "\n")
     started = time.time()
+    extra = [] if floor is None else ["--relevance-floor", str(floor)]
+    extra += [] if gate is None else ["--relevance-gate", str(gate)]
     p = run([wo, "--state", state, "context", "explain", "--queries", qfile,
-             "--budget", str(budget), "--json"])
+             "--budget", str(budget), "--json"] + extra)
     wall = time.time() - started
     out = [json.loads(line) for line in p.stdout.splitlines() if line.strip()]
     if len(out) != len(qs):
@@ -186,7 +189,14 @@ def covered_ids(expl):
     return ids
 
 
-def measure(wo, samples, budget, workdir, label):
+def recalled_tokens(expl):
+    """Tokens of the parts sent for their relevance: recalled messages and
+    memory entries (the recent window is the conversation, not recall)."""
+    return sum(p["tokens"] for p in expl["parts"]
+               if p["kind"] in ("recalled_message", "artifact"))
+
+
+def measure(wo, samples, budget, workdir, label, floor=None, unrelated=(), gate=None):
     home = os.path.join(workdir, label)
     os.makedirs(home)
     run([wo, "init", home])
@@ -204,15 +214,15 @@ def measure(wo, samples, budget, workdir, label):
     dia = message_dia(state, stamps_by_conv)
     if len(dia) != len(texts):
         sys.exit(f"{label}: {len(texts)} turns but {len(dia)} messages mapped back")
-    expls, wall = explain_all(wo, state, qs, budget, workdir)
+    expls, wall = explain_all(wo, state, qs, budget, workdir, floor, gate)
     ours, plain = Tally(), Tally()
     bm = PlainBM25([t for _, t in texts])
     for (q, ev, cat), e in zip(qs, expls):
         cov = {dia[i] for i in covered_ids(e) if i in dia}
-        ours.add(cat, cov, ev, e["tokens"], e["seconds"])
+        ours.add(cat, cov, ev, e["tokens"], e["seconds"], recalled_tokens(e))
         top = {texts[i][0] for i in bm.top(q, 10)}
         plain.add(cat, top, ev)
-    return {
+    out = {
         "label": label,
         "messages": len(texts),
         "questions": len(qs),
@@ -220,12 +230,22 @@ def measure(wo, samples, budget, workdir, label):
         "wo": ours.summary(),
         "plain_bm25_top10": plain.summary(),
     }
+    if unrelated:
+        ue, _ = explain_all(wo, state, [(q, [], 0) for q in unrelated], budget, workdir, floor,
+                            gate)
+        out["unrelated"] = {
+            "n": len(ue),
+            "share_recalling_anything": sum(1 for e in ue if recalled_tokens(e) > 0) / len(ue),
+            "recalled_tokens_per_question": sum(recalled_tokens(e) for e in ue) / len(ue),
+        }
+    return out
 
 
 def fmt(r):
     w, p = r["wo"], r["plain_bm25_top10"]
     lines = [f"{r['label']}: {r['messages']} turns, {r['questions']} questions, "
-             f"{w['scored']['tokens_per_question']:.0f} prompt tokens/question, "
+             f"{w['scored']['tokens_per_question']:.0f} prompt tokens/question "
+             f"({w['scored']['recalled_tokens_per_question']:.0f} recalled), "
              f"{w['scored']['seconds_per_question']*1000:.1f} ms/question in wo "
              f"({r['wall_seconds_per_question']*1000:.1f} ms with process start, amortised)"]
     lines.append(f"  {'':<12} {'n':>4}  {'wo any':>7} {'wo all':>7}  {'bm25 any':>8} {'bm25 all':>8}")
@@ -235,6 +255,10 @@ def fmt(r):
             continue
         lines.append(f"  {name:<12} {a['n']:>4}  {a['recall_any']:>7.3f} {a['recall_all']:>7.3f}  "
                      f"{b['recall_any']:>8.3f} {b['recall_all']:>8.3f}")
+    if "unrelated" in r:
+        u = r["unrelated"]
+        lines.append(f"  unrelated questions ({u['n']}): {u['share_recalling_anything']:.3f} recall "
+                     f"anything, {u['recalled_tokens_per_question']:.0f} recalled tokens/question")
     return "\n".join(lines)
 
 
@@ -244,18 +268,35 @@ def main():
     ap.add_argument("--wo", default=os.environ.get("WO", "wo"))
     ap.add_argument("--budget", type=int, default=2000)
     ap.add_argument("--json", help="also write the results here")
+    ap.add_argument("--only", help="comma-separated sample ids to measure (a split of your own)")
+    ap.add_argument("--floor", type=float,
+                    help="wo's relevance floor per part (default: wo's own; 0 = whatever shares a word)")
+    ap.add_argument("--gate", type=float,
+                    help="wo's relevance floor for the best match of a question (default: wo's own)")
+    ap.add_argument("--unrelated", default=os.path.join(os.path.dirname(__file__), "unrelated.txt"),
+                    help="questions about nothing in the conversations (one a line; '' to skip)")
+    ap.add_argument("--no-all-in-one", action="store_true")
     args = ap.parse_args()
     if not args.data:
         sys.exit("no LoCoMo file: pass its path or set $LOCOMO")
     with open(args.data) as f:
         samples = json.load(f)
+    if args.only:
+        keep = set(args.only.split(","))
+        samples = [s for s in samples if s["sample_id"] in keep]
+    unrelated = []
+    if args.unrelated:
+        with open(args.unrelated) as f:
+            unrelated = [l.strip() for l in f if l.strip()]
     results = []
     with tempfile.TemporaryDirectory() as work:
         for s in samples:
-            results.append(measure(args.wo, [s], args.budget, work, s["sample_id"]))
+            results.append(measure(args.wo, [s], args.budget, work, s["sample_id"], args.floor,
+                                   unrelated, args.gate))
             print(fmt(results[-1]), flush=True)
-        if len(samples) > 1:
-            results.append(measure(args.wo, samples, args.budget, work, "all-in-one"))
+        if len(samples) > 1 and not args.no_all_in_one:
+            results.append(measure(args.wo, samples, args.budget, work, "all-in-one", args.floor,
+                                   unrelated, args.gate))
             print(fmt(results[-1]), flush=True)
     per = [r for r in results if r["label"] != "all-in-one"]
     if per:
@@ -263,6 +304,8 @@ def main():
             n = sum(r[key][cat]["n"] for r in per)
             return sum(r[key][cat][field] * r[key][cat]["n"] for r in per) / max(n, 1)
         print(f"per conversation, pooled: wo recall_any {pooled('wo', 'recall_any'):.3f} "
+              f"tokens {pooled('wo', 'tokens_per_question'):.0f} "
+              f"recalled tokens {pooled('wo', 'recalled_tokens_per_question'):.0f} "
               f"(plain BM25@10 {pooled('plain_bm25_top10', 'recall_any'):.3f}); multi-hop recall_all "
               f"{pooled('wo', 'recall_all', 'multi-hop'):.3f} "
               f"(plain {pooled('plain_bm25_top10', 'recall_all', 'multi-hop'):.3f})")

@@ -775,6 +775,13 @@ pub enum MemoryCommand {
     },
     /// Undo an exchange's operations (default: the newest not yet undone).
     Undo { exchange: Option<String> },
+    /// Accept a suggestion memory made to replace one of your own entries
+    /// (`wo memory list` marks them): until then your entry stays in use.
+    #[command(after_help = "Examples:\n  wo memory accept t_3f2a")]
+    Accept {
+        /// The suggestion's id (a unique prefix is enough).
+        id: String,
+    },
     /// Interpret past exchanges the interpreter has no record of (e.g. from
     /// before memory existed, or imported): prints the cost first, then one
     /// call per exchange with a progress bar. Each exchange is saved as it is
@@ -937,4 +944,20 @@ pub struct ExplainArgs {
     /// The directory index to draw file chunks from (default: the nearest indexed directory above llm.json).
     #[arg(long, value_name = "DIR")]
     pub index: Option<PathBuf>,
+    /// The share of the question (0 to 1) a message or entry must match to be sent
+    /// (default: the measured floor `wo ask` uses; 0 sends whatever shares a word). For measurement.
+    #[arg(long, value_name = "SHARE", value_parser = parse_share)]
+    pub relevance_floor: Option<f64>,
+    /// The share the best match must reach for the question to recall anything at all
+    /// (default: the measured one `wo ask` uses). For measurement.
+    #[arg(long, value_name = "SHARE", value_parser = parse_share)]
+    pub relevance_gate: Option<f64>,
+}
+
+/// A share in [0, 1], for `--relevance-floor`.
+fn parse_share(s: &str) -> Result<f64, String> {
+    match s.parse::<f64>() {
+        Ok(v) if (0.0..=1.0).contains(&v) => Ok(v),
+        _ => Err(format!("{s:?} is not a number between 0 and 1")),
+    }
 }

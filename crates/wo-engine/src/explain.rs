@@ -75,6 +75,11 @@ pub struct Part {
     pub references: Vec<String>,
     /// The part's size in the model's tokens (or the chars/4 estimate).
     pub tokens: usize,
+    /// For a part sent for its relevance (a recalled message, an
+    /// artifact): the share of the question it matched, 0 to 1 (see
+    /// [`crate::assemble::Included::score`]).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub score: Option<f64>,
     /// What a person reads: a title, a path and lines, a URL.
     pub label: String,
 }
@@ -159,6 +164,7 @@ pub fn explain(state: &State, a: &Assembled) -> Explanation {
                     .and_then(|id| references.get(id).cloned())
                     .unwrap_or_default(),
                 tokens: i.tokens,
+                score: i.score,
                 label: i.label.clone(),
             })
             .collect(),
@@ -197,9 +203,12 @@ pub fn render_text(e: &Explanation) -> String {
     out.push_str("── parts ──\n");
     for p in &e.parts {
         out.push_str(&format!(
-            "  + {:<16} {:>5} tok  {}{}{}\n",
+            "  + {:<16} {:>5} tok  {}{}{}{}\n",
             p.kind.as_str(),
             p.tokens,
+            p.score
+                .map(|s| format!("relevance {s:.3}  "))
+                .unwrap_or_default(),
             p.label,
             id_suffix(p.id.as_deref()),
             if p.references.is_empty() {

@@ -11,6 +11,9 @@
 
 use std::collections::{HashMap, HashSet};
 
+use crate::retrieve::{
+    AUTOMATIC_CERTAINTY_CEILING, SUGGESTED_SUPERSEDE_KEY, noted_automatically, suggested_supersede,
+};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use wo_format::validate::is_valid_id;
@@ -365,6 +368,9 @@ fn new_entry(
     expires: &Option<Expires>,
     origin: &Origin,
 ) -> TruthEntry {
+    // However sure the model says it is, its notes start below the
+    // person's own entries.
+    let certainty = certainty.min(AUTOMATIC_CERTAINTY_CEILING);
     let mut e = TruthEntry::new(
         title.trim(),
         origin.at.clone(),
@@ -472,9 +478,20 @@ pub fn apply_op(state: &mut State, op: &Op, origin: &Origin) -> Result<Effect, O
                 return Err(err("/id", format!("no entry {id}")));
             };
             let kind = old.kind.unwrap_or(TruthKind::Fact);
+            let persons_own = !noted_automatically(old);
             let mut e = new_entry(kind, title, content, *certainty, tags, expires, origin);
             e.status = old.status;
-            e.supersedes = Some(id.clone());
+            if persons_own {
+                // Only the person replaces what the person wrote: the
+                // replacement waits as a suggestion (never sent) until
+                // accepted (`accept_suggestion`).
+                e.extra.insert(
+                    SUGGESTED_SUPERSEDE_KEY.to_owned(),
+                    RawJson::from(Value::String(id.clone())),
+                );
+            } else {
+                e.supersedes = Some(id.clone());
+            }
             create(state, e, &mut effect);
         }
         Op::Touch { ids } => {
@@ -494,6 +511,51 @@ pub fn apply_op(state: &mut State, op: &Op, origin: &Origin) -> Result<Effect, O
         }
     }
     Ok(effect)
+}
+
+/// The suggestions waiting for the person: entries proposed as the
+/// replacement of one of the person's own (an interpreter's `supersede`),
+/// each with the id of the entry it would replace, in file order.
+pub fn pending_suggestions(state: &State) -> Vec<(&TruthEntry, String)> {
+    state
+        .truth
+        .trust
+        .iter()
+        .filter_map(|e| suggested_supersede(e).map(|old| (e, old)))
+        .collect()
+}
+
+/// The person accepts the suggestion `id` (see [`pending_suggestions`]):
+/// it now supersedes the entry it proposed to replace, and is sent like any
+/// entry (still ranked as noted automatically). Returns the id of the entry
+/// replaced. Refused, with the state unchanged, when `id` is no pending
+/// suggestion or the entry it would replace is gone.
+pub fn accept_suggestion(state: &mut State, id: &str, now: Timestamp) -> Result<String, OpsError> {
+    let Some(e) = state.truth_entry(id) else {
+        return Err(err("/id", format!("no entry {id}")));
+    };
+    let Some(old) = suggested_supersede(e) else {
+        return Err(err(
+            "/id",
+            format!("{id} is not a pending suggestion (`wo memory list` marks them)"),
+        ));
+    };
+    if state.truth_entry(&old).is_none() {
+        return Err(err(
+            "/id",
+            format!(
+                "the entry {old} that {id} would replace no longer exists; remove {id} instead"
+            ),
+        ));
+    }
+    // An edit by the person: dated after the suggestion was made, so a
+    // merge keeps it and an undo of the exchange leaves it alone.
+    state.edit_truth(id, wo_format::TruthEdit::default(), now);
+    if let Some(e) = state.truth.trust.iter_mut().find(|t| t.id == id) {
+        e.extra.remove(SUGGESTED_SUPERSEDE_KEY);
+        e.supersedes = Some(old.clone());
+    }
+    Ok(old)
 }
 
 /// Applies a batch for one exchange, all or nothing, and appends its

@@ -19,9 +19,10 @@
 
 use std::cmp::Ordering;
 use std::collections::{BinaryHeap, HashMap, HashSet};
+use std::sync::atomic::{AtomicBool, Ordering as AtomicOrdering};
 
 use wo_format::{Message, State, TranscriptVersion};
-use wo_text::bm25::Doc;
+use wo_text::bm25::{Doc, QueryStats};
 use wo_text::postings::Postings;
 
 use crate::retrieve::{Recalled, sort_recalled};
@@ -57,6 +58,15 @@ pub struct RecallIndex {
     /// Two messages share an id (a hand-edited file): positions are then
     /// ambiguous, and [`Self::recall`] leaves the work to the scan.
     duplicate_ids: bool,
+    /// The first `unverified` documents' postings were read from a file
+    /// (the recall sidecar), which anyone who can write beside `llm.json`
+    /// can forge: a hit among them is used only once its score is checked
+    /// against the message's own text ([`Self::verify`]).
+    unverified: usize,
+    /// A hit's claim failed that check: the postings are not this
+    /// transcript's. The index then answers nothing until rebuilt (the
+    /// next [`Self::sync`] rebuilds it).
+    untrusted: AtomicBool,
 }
 
 impl RecallIndex {
@@ -80,6 +90,9 @@ impl RecallIndex {
     /// else may have changed.
     pub fn sync(&mut self, state: &State) -> Synced {
         let now = state.transcript_version();
+        if self.is_untrusted() {
+            *self = RecallIndex::new();
+        }
         if self.version == Some(now) {
             return Synced::Current;
         }
@@ -103,6 +116,7 @@ impl RecallIndex {
                     self.positions.remove(m.id.as_str());
                 }
                 self.postings.truncate(kept);
+                self.unverified = self.unverified.min(kept);
                 Synced::Resumed {
                     kept,
                     added: messages.len() - kept,
@@ -130,9 +144,11 @@ impl RecallIndex {
         }
         let mut index = RecallIndex {
             version: None,
+            unverified: postings.len(),
             postings,
             positions,
             duplicate_ids,
+            untrusted: AtomicBool::new(false),
         };
         index.add_from(messages);
         index.version = Some(state.transcript_version());
@@ -177,26 +193,56 @@ impl RecallIndex {
         if limit == 0 {
             return self.is_usable(state).then(Vec::new);
         }
-        let mut hits = self.hits(state, query, skip)?;
+        let (mut hits, stats) = self.hits(state, query, skip)?;
         sort_recalled(&mut hits);
         hits.truncate(limit);
-        Some(hits)
+        hits.iter()
+            .all(|h| self.verify(h, query, &stats))
+            .then_some(hits)
     }
 
     /// Whether [`Self::hits`] answers for `state`.
     fn is_usable(&self, state: &State) -> bool {
-        self.is_current(state) && !self.duplicate_ids
+        self.is_current(state) && !self.duplicate_ids && !self.is_untrusted()
+    }
+
+    /// True when a hit's claim failed [`Self::verify`]: the postings read
+    /// from the file are not this transcript's. [`Self::sync`] rebuilds.
+    pub fn is_untrusted(&self) -> bool {
+        self.untrusted.load(AtomicOrdering::Relaxed)
+    }
+
+    /// Whether `hit`, found by [`Self::hits`] with `stats`, is what the
+    /// message's own text scores (bit for bit: [`wo_text::bm25::rescore`]).
+    /// A hit among the postings read from a file is checked; one indexed
+    /// here is trusted. A failed check marks the index untrusted.
+    pub(crate) fn verify(&self, hit: &Recalled<'_>, query: &str, stats: &QueryStats) -> bool {
+        if hit.index >= self.unverified {
+            return true;
+        }
+        let own = wo_text::bm25::rescore(doc_of(hit.message), query, stats);
+        let same = own.to_bits() == hit.score.to_bits();
+        if !same {
+            self.untrusted.store(true, AtomicOrdering::Relaxed);
+        }
+        same
     }
 
     /// Every message of `state` sharing a term with `query`, except those
     /// in `skip`, with its score, in transcript order (unranked: see
-    /// [`RankedHits`]); `None` when the index does not answer for `state`.
+    /// [`RankedHits`]), and the statistics they were scored with; `None`
+    /// when the index does not answer for `state`.
+    ///
+    /// The postings may have been read from a file anyone could write
+    /// ([`crate::recall_file`]); callers check each hit they use against
+    /// the message's own text ([`wo_text::bm25::rescore`]) before trusting
+    /// it.
     pub(crate) fn hits<'a>(
         &self,
         state: &'a State,
         query: &str,
         skip: &HashSet<&str>,
-    ) -> Option<Vec<Recalled<'a>>> {
+    ) -> Option<(Vec<Recalled<'a>>, QueryStats)> {
         if !self.is_usable(state) {
             return None;
         }
@@ -207,17 +253,16 @@ impl RecallIndex {
             .filter_map(|id| self.positions.get(*id).copied())
             .collect();
         // A list of a sidecar read lazily that turns out malformed: scan.
-        let scores = self.postings.scores(query, &excluded).ok()?;
-        Some(
-            scores
-                .into_iter()
-                .map(|(d, score)| Recalled {
-                    message: &messages[d as usize],
-                    index: d as usize,
-                    score,
-                })
-                .collect(),
-        )
+        let (scores, stats) = self.postings.scores_stats(query, &excluded).ok()?;
+        let hits = scores
+            .into_iter()
+            .map(|(d, score)| Recalled {
+                message: &messages[d as usize],
+                index: d as usize,
+                score,
+            })
+            .collect();
+        Some((hits, stats))
     }
 
     /// The position of the message with `id` (ids are unique whenever
@@ -426,7 +471,9 @@ impl<'a, 'i> Candidates<'a, 'i> {
 }
 
 impl<'a> Iterator for Candidates<'a, '_> {
-    type Item = (usize, Option<&'a Message>);
+    /// A transcript position, the hit it neighbours (`None` for a hit), and
+    /// its rank score.
+    type Item = (usize, Option<&'a Message>, f64);
 
     fn next(&mut self) -> Option<Self::Item> {
         // At an equal score a hit comes before a neighbour.
@@ -438,7 +485,7 @@ impl<'a> Iterator for Candidates<'a, '_> {
         };
         if neighbour_first {
             let n = self.neighbours.pop()?;
-            return Some((n.index, Some(n.of)));
+            return Some((n.index, Some(n.of), n.score));
         }
         let hit = self.hits.pop()?;
         let score = hit.score * self.weight;
@@ -454,7 +501,7 @@ impl<'a> Iterator for Candidates<'a, '_> {
                 of_index: hit.index,
             });
         }
-        Some((hit.index, None))
+        Some((hit.index, None, hit.score))
     }
 }
 
@@ -557,7 +604,7 @@ mod tests {
             let mut lazy = Candidates::new(RankedHits::new(hits.clone(), limit, None), messages.len(), 0.5);
             let got: Vec<(usize, Option<usize>)> = lazy
                 .by_ref()
-                .map(|(i, of)| (i, of.map(|m| position(&messages, m))))
+                .map(|(i, of, _)| (i, of.map(|m| position(&messages, m))))
                 .collect();
             prop_assert_eq!(got, want);
 

@@ -6,7 +6,18 @@
 //! by a checksum of what recall scores (speaker and content) and the
 //! content's length; [`load`] takes the file only when those keys match the
 //! state's first messages one for one, and then adds the messages appended
-//! since (the common case: the turns `wo ask` itself wrote). A missing,
+//! since (the common case: the turns `wo ask` itself wrote). The keys tell
+//! a stale file from a current one; they prove nothing against a forged one
+//! (anyone can compute a CRC-32). So nothing read from the file is sent on
+//! its word: every hit recall takes from the file's postings is scored
+//! again from the message's own text with the query's statistics
+//! ([`wo_text::bm25::rescore`]) and must match bit for bit; one that does
+//! not marks the index untrusted, recall scans instead (the same context as
+//! without the file), and [`save`] rewrites the file from the transcript.
+//! What a forged file can still do is leave out: a message it omits from
+//! a word's list is never checked, so it can keep a matching message from
+//! being recalled (and so shift the words' weights) — never make a message
+//! that does not hold the question's words, as scored, be sent. A missing,
 //! stale (a hand edit, an insertion, a re-sort), truncated or damaged file,
 //! one written by another tokenizer ([`terms_probe`]) or another layout,
 //! is rebuilt from the transcript — the recall result is the same either
@@ -199,7 +210,8 @@ fn read(bytes: Vec<u8>, state: &State) -> Result<Option<(Postings, usize)>, Stri
 }
 
 /// Writes `index` (synced with `state`) to the sidecar at `path` when it
-/// needs to be: after a rebuild, or when more than [`REWRITE_AFTER`]
+/// needs to be: after a rebuild (a file whose postings failed a hit's
+/// check included), or when more than [`REWRITE_AFTER`]
 /// messages were added to what the file covered. Returns whether it wrote.
 /// The caller may ignore a failure (a read-only directory): the next run
 /// rebuilds.
@@ -209,11 +221,17 @@ pub fn save(
     state: &State,
     loaded: &Loaded,
 ) -> std::io::Result<bool> {
+    // A file whose postings failed a hit's check is rewritten from the
+    // transcript (`sync` rebuilds an untrusted index).
+    let untrusted = index.is_untrusted();
     index.sync(state);
-    let needed = match loaded {
-        Loaded::Read { covered } => state.messages().len().saturating_sub(*covered) > REWRITE_AFTER,
-        Loaded::Rebuilt(_) => true,
-    };
+    let needed = untrusted
+        || match loaded {
+            Loaded::Read { covered } => {
+                state.messages().len().saturating_sub(*covered) > REWRITE_AFTER
+            }
+            Loaded::Rebuilt(_) => true,
+        };
     if !needed || !index.is_current(state) {
         return Ok(false);
     }

@@ -369,3 +369,94 @@ fn a_malformed_list_behind_a_valid_checksum_never_changes_the_context() {
         Loaded::Read { covered: 40 }
     );
 }
+
+/// The sidecar's keys are checksums anyone can compute: a file carrying
+/// another transcript's postings under this transcript's keys is read
+/// (the keys match), but no hit it claims is sent unless the message's own
+/// text scores it — the context is the scan's, and the next save rewrites
+/// the file from the transcript.
+#[test]
+fn a_forged_sidecar_with_another_transcripts_postings_sends_what_a_scan_does() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = recall_file::sidecar_path(&dir.path().join("llm.json"));
+    // This transcript talks about gardens; not one message holds a word of
+    // the question.
+    let garden = |i: usize| {
+        let text = format!("tomatoes and basil in bed {i}");
+        Message::new(
+            ["dana", "smollm2"][i % 2],
+            Timestamp::from_unix(NOW - 1_000_000 + 10 * i as i64),
+            text.clone(),
+            format!("<p>{text}</p>"),
+        )
+    };
+    let mut state = State::new(Timestamp::from_unix(NOW));
+    for i in 0..40 {
+        state.push_message(garden(i));
+    }
+    // Another transcript of the same length, where the question's words are.
+    let mut other = State::new(Timestamp::from_unix(NOW));
+    for i in 0..40 {
+        let text = if i % 5 == 2 {
+            format!("the porcelain kiln firing schedule and glaze notes {i}")
+        } else {
+            format!("tomatoes and basil in bed {i}")
+        };
+        other.push_message(Message::new(
+            "ann",
+            Timestamp::from_unix(NOW - 1_000_000 + 10 * i as i64),
+            text.clone(),
+            format!("<p>{text}</p>"),
+        ));
+    }
+    let (mut index, loaded) = recall_file::load(&path, &other);
+    assert!(recall_file::save(&path, &mut index, &other, &loaded).unwrap());
+    // The forgery: this transcript's keys (CRC-32 of speaker, 0xFF,
+    // content; and the content's length) over the other's postings, the
+    // checksum recomputed.
+    let mut bytes = std::fs::read(&path).unwrap();
+    bytes.truncate(bytes.len() - 4);
+    for (i, m) in state.messages().iter().enumerate() {
+        let mut crc = crc32fast::Hasher::new();
+        crc.update(m.username.as_bytes());
+        crc.update(&[0xff]);
+        crc.update(m.content.as_bytes());
+        let key = (u64::from(crc.finalize()) << 32) | (m.content.len() as u64 & 0xffff_ffff);
+        let at = 16 + 8 * i;
+        bytes[at..at + 8].copy_from_slice(&key.to_le_bytes());
+    }
+    let sum = crc32fast::hash(&bytes);
+    bytes.extend_from_slice(&sum.to_le_bytes());
+    std::fs::write(&path, &bytes).unwrap();
+
+    let (mut index, loaded) = recall_file::load(&path, &state);
+    assert_eq!(loaded, Loaded::Read { covered: 40 }, "the keys match");
+    let mut opts = AssemblyOptions::new(&state, 700, 64);
+    opts.now = Timestamp::from_unix(NOW);
+    opts.new_conversation = true;
+    let scan = assemble(&state, QUERY, &opts, &estimate_tokens, &[]).unwrap();
+    let read = assemble_indexed(&state, Some(&index), QUERY, &opts, &estimate_tokens, &[]).unwrap();
+    assert_eq!(scan.system, read.system);
+    assert_eq!(scan.included, read.included);
+    assert_eq!(scan.dropped, read.dropped);
+    assert!(
+        !read.system.contains("tomatoes"),
+        "no message sharing no word with the question is sent: {}",
+        read.system
+    );
+    // Found out: the index answers nothing more, and the file is rewritten
+    // from the transcript.
+    assert!(index.is_untrusted());
+    assert!(
+        index
+            .recall(&state, QUERY, &Default::default(), 10)
+            .is_none()
+    );
+    assert!(recall_file::save(&path, &mut index, &state, &loaded).unwrap());
+    let (index, loaded) = recall_file::load(&path, &state);
+    assert_eq!(loaded, Loaded::Read { covered: 40 });
+    let again =
+        assemble_indexed(&state, Some(&index), QUERY, &opts, &estimate_tokens, &[]).unwrap();
+    assert_eq!(scan.included, again.included);
+    assert!(!index.is_untrusted());
+}

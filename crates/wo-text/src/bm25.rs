@@ -128,18 +128,69 @@ pub fn scores<S: AsRef<str> + Sync>(docs: &[S], query: &str) -> Vec<f64> {
 
 /// Scores title + XHTML documents against `query` (see [`Doc`]).
 pub fn scores_docs(docs: &[Doc<'_>], query: &str) -> Vec<f64> {
+    scores_docs_stats(docs, query).0
+}
+
+/// What scoring one query over a collection used: each query term's idf
+/// and multiplicity (in the query's term order), whether the collection
+/// holds it, and the average document length. With it a caller can tell how
+/// much of the query a score covers ([`QueryStats::ideal`]) and score one
+/// more document exactly as the collection's own were ([`rescore`]).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct QueryStats {
+    /// Each distinct query term's [`idf`] in the collection.
+    pub idf: Vec<f64>,
+    /// How often the query says each term.
+    pub query_tf: Vec<u32>,
+    /// Whether some document of the collection holds each term.
+    pub found: Vec<bool>,
+    /// How many documents of the collection hold each term.
+    pub df: Vec<u32>,
+    /// The collection's average document length in words.
+    pub avg_len: f64,
+}
+
+impl QueryStats {
+    /// The score a document would reach holding every term of the query
+    /// often enough to saturate (`Σ idf × (K1 + 1) × query tf`, terms the
+    /// collection lacks included at their idf): no document scores as high,
+    /// so `score / ideal` is the share of the query's information a
+    /// document matches, in [0, 1). 0 for a query without terms.
+    pub fn ideal(&self) -> f64 {
+        self.idf
+            .iter()
+            .zip(&self.query_tf)
+            .map(|(idf, tf)| idf * (K1 + 1.0) * f64::from(*tf))
+            .sum()
+    }
+
+    /// The same statistics as if the collection held at least `n`
+    /// documents (the terms' document counts unchanged): in a handful of
+    /// documents every term looks common, and idf says little.
+    pub fn at_least(&self, n: usize, actual: usize) -> QueryStats {
+        let docs = n.max(actual) as f64;
+        QueryStats {
+            idf: self.df.iter().map(|&d| idf(docs, f64::from(d))).collect(),
+            ..self.clone()
+        }
+    }
+}
+
+/// [`scores_docs`] and the statistics it scored with.
+pub fn scores_docs_stats(docs: &[Doc<'_>], query: &str) -> (Vec<f64>, QueryStats) {
     let q = QueryTerms::new(query);
     if docs.is_empty() || q.terms.is_empty() {
-        return vec![0.0; docs.len()];
+        return (vec![0.0; docs.len()], QueryStats::default());
     }
     let stats = scan(docs, &q);
     let n = docs.len() as f64;
     let total: u64 = stats.iter().map(|s| u64::from(s.len)).sum();
     let avg = total as f64 / n;
-    let idf: Vec<f64> = (0..q.terms.len())
-        .map(|i| idf(n, stats.iter().filter(|s| s.tf[i] > 0).count() as f64))
+    let df: Vec<usize> = (0..q.terms.len())
+        .map(|i| stats.iter().filter(|s| s.tf[i] > 0).count())
         .collect();
-    stats
+    let idf: Vec<f64> = df.iter().map(|&d| idf(n, d as f64)).collect();
+    let scores = stats
         .iter()
         .map(|s| {
             let len = f64::from(s.len);
@@ -148,7 +199,38 @@ pub fn scores_docs(docs: &[Doc<'_>], query: &str) -> Vec<f64> {
                 .map(|i| idf[i] * tf_weight(f64::from(s.tf[i]), len, avg) * f64::from(q.tf[i]))
                 .sum()
         })
-        .collect()
+        .collect();
+    let query_stats = QueryStats {
+        found: df.iter().map(|&d| d > 0).collect(),
+        df: df.iter().map(|&d| d as u32).collect(),
+        idf,
+        query_tf: q.tf,
+        avg_len: avg,
+    };
+    (scores, query_stats)
+}
+
+/// The score of `doc` for `query` under `stats` (those a collection was
+/// scored with), computed from the document's own text in the same order
+/// of operations as [`scores_docs`] and [`crate::postings::Postings::scores`]:
+/// equal, bit for bit, to the score the collection gave it when its counts
+/// were right. A cache that claims a document matched checks the claim
+/// against the text with it. 0 when `stats` is not `query`'s.
+pub fn rescore(doc: Doc<'_>, query: &str, stats: &QueryStats) -> f64 {
+    let q = QueryTerms::new(query);
+    if q.terms.len() != stats.idf.len() || q.tf != stats.query_tf {
+        return 0.0;
+    }
+    let Some(s) = scan_part(std::slice::from_ref(&doc), &q).pop() else {
+        return 0.0;
+    };
+    let len = f64::from(s.len);
+    (0..q.terms.len())
+        .filter(|&i| s.tf[i] > 0)
+        .map(|i| {
+            stats.idf[i] * tf_weight(f64::from(s.tf[i]), len, stats.avg_len) * f64::from(q.tf[i])
+        })
+        .sum()
 }
 
 fn scan(docs: &[Doc<'_>], q: &QueryTerms) -> Vec<DocStats> {

@@ -20,7 +20,7 @@
 use std::borrow::Cow;
 use std::collections::HashMap;
 
-use crate::bm25::{Doc, QueryTerms, idf, tf_weight};
+use crate::bm25::{Doc, QueryStats, QueryTerms, idf, tf_weight};
 use crate::terms::{Scratch, for_each_word, for_each_word_in_xhtml, for_each_word_term};
 
 /// Words longer than this many bytes are not remembered in the word cache
@@ -175,6 +175,17 @@ impl Postings {
     /// excluded. An error when a list read from disk is malformed (the
     /// index must then not be used).
     pub fn scores(&self, query: &str, excluded: &[u32]) -> Result<Vec<(u32, f64)>, BytesError> {
+        self.scores_stats(query, excluded).map(|(hits, _)| hits)
+    }
+
+    /// [`Self::scores`] and the statistics it scored with (equal, bit for
+    /// bit, to those [`crate::bm25::scores_docs_stats`] reports over the
+    /// documents not excluded).
+    pub fn scores_stats(
+        &self,
+        query: &str,
+        excluded: &[u32],
+    ) -> Result<(Vec<(u32, f64)>, QueryStats), BytesError> {
         if self.damaged {
             return Err(BytesError {
                 at: 0,
@@ -191,7 +202,7 @@ impl Postings {
         ex.dedup();
         let n_docs = self.lens.len() - ex.len();
         if n_docs == 0 || q.terms.is_empty() {
-            return Ok(Vec::new());
+            return Ok((Vec::new(), QueryStats::default()));
         }
         let is_excluded = |d: u32| !ex.is_empty() && ex.binary_search(&d).is_ok();
         let n = n_docs as f64;
@@ -212,12 +223,23 @@ impl Postings {
         // order from 0.0 — the order and start `scores_docs` sums in.
         let mut score = vec![0.0_f64; self.lens.len()];
         let mut hit = vec![false; self.lens.len()];
+        let mut stats = QueryStats {
+            idf: Vec::with_capacity(lists.len()),
+            query_tf: q.tf.clone(),
+            found: Vec::with_capacity(lists.len()),
+            df: Vec::with_capacity(lists.len()),
+            avg_len: avg,
+        };
         for (i, list) in lists.iter().enumerate() {
             let excluded_here = ex
                 .iter()
                 .filter(|&&d| list.binary_search_by_key(&d, |p| p.0).is_ok())
                 .count();
-            let idf = idf(n, (list.len() - excluded_here) as f64);
+            let df = list.len() - excluded_here;
+            let idf = idf(n, df as f64);
+            stats.idf.push(idf);
+            stats.found.push(df > 0);
+            stats.df.push(df as u32);
             for &(d, tf) in list.iter() {
                 if is_excluded(d) {
                     continue;
@@ -227,12 +249,13 @@ impl Postings {
                 hit[d as usize] = true;
             }
         }
-        Ok(hit
+        let hits = hit
             .iter()
             .enumerate()
             .filter(|(_, h)| **h)
             .map(|(d, _)| (d as u32, score[d]))
-            .collect())
+            .collect();
+        Ok((hits, stats))
     }
 
     /// Term `id`'s list, read and checked now if it is still on disk.
@@ -671,19 +694,28 @@ mod tests {
                 .iter()
                 .map(|&i| Doc { plain: &texts[i].0, xhtml: &texts[i].1 })
                 .collect();
-            let scan = scores_docs(&pool, &query);
+            let (scan, scan_stats) = crate::bm25::scores_docs_stats(&pool, &query);
             let expected: Vec<(u32, u64)> = kept
                 .iter()
                 .zip(&scan)
                 .filter(|(_, s)| **s > 0.0)
                 .map(|(&i, s)| (i as u32, s.to_bits()))
                 .collect();
-            let got: Vec<(u32, u64)> = index
-                .scores(&query, &excluded).unwrap()
-                .into_iter()
-                .map(|(d, s)| (d, s.to_bits()))
+            let (hits, stats) = index.scores_stats(&query, &excluded).unwrap();
+            let got: Vec<(u32, u64)> = hits
+                .iter()
+                .map(|&(d, s)| (d, s.to_bits()))
                 .collect();
             prop_assert_eq!(got, expected);
+            if !pool.is_empty() {
+                prop_assert_eq!(&stats, &scan_stats);
+            }
+            // Each hit's score is what its own text gives under the stats.
+            for &(d, s) in &hits {
+                let t = &texts[d as usize];
+                let again = crate::bm25::rescore(Doc { plain: &t.0, xhtml: &t.1 }, &query, &stats);
+                prop_assert_eq!(again.to_bits(), s.to_bits());
+            }
         }
 
         /// Dropping the documents from `keep` on and adding others after

@@ -103,6 +103,12 @@ fn explain(g: &GlobalOpts, args: ExplainArgs) -> Result<ExitCode> {
     let mut opts = AssemblyOptions::new(state, args.budget, 0);
     opts.leaf = args.parent.clone();
     opts.rag = !args.no_rag;
+    if let Some(part) = args.relevance_floor {
+        opts.relevance_floor.part = part;
+    }
+    if let Some(question) = args.relevance_gate {
+        opts.relevance_floor.question = question;
+    }
     let mut out = std::io::stdout().lock();
     for q in &queries {
         let q = q.trim_end();

@@ -128,6 +128,18 @@ pub fn run(g: &GlobalOpts, cmd: MemoryCommand) -> Result<ExitCode> {
             yes,
             provider,
         } => return rebuild(g, since, dry_run, yes, provider),
+        MemoryCommand::Accept { id } => {
+            let mut store = open_store(g)?;
+            let full = wo_format::query::find_by_prefix(&store.state().truth.trust, |t| &t.id, &id)
+                .map_err(|e| anyhow::anyhow!("{id:?}: {e}"))?
+                .id
+                .clone();
+            // A refused accept writes nothing.
+            let (replaced, _) = store
+                .try_transact(|s| wo_engine::memory::accept_suggestion(s, &full, Timestamp::now()))?
+                .map_err(|e| anyhow::anyhow!("{id:?}: {}", e.reason))?;
+            outln!("accepted {full}: it now replaces {replaced}");
+        }
         MemoryCommand::Undo { exchange } => {
             let mut store = open_store(g)?;
             let log = read_log(store.state());
@@ -168,9 +180,16 @@ pub fn run(g: &GlobalOpts, cmd: MemoryCommand) -> Result<ExitCode> {
 /// One entry as `wo memory list`/`search` print it: the truth line, and
 /// when it was archived.
 fn entry_line(t: &wo_format::TruthEntry) -> String {
-    match &t.archived {
+    let line = match &t.archived {
         Some(at) => format!("{}  (archived {at})", render::truth_line(t)),
         None => render::truth_line(t),
+    };
+    match wo_engine::retrieve::suggested_supersede(t) {
+        Some(old) => format!(
+            "{line}  (suggests replacing your entry {old}; not used until `wo memory accept {}`)",
+            t.id
+        ),
+        None => line,
     }
 }
 
