@@ -271,13 +271,14 @@ fn conversations_start_continue_list_and_resist_merged_messages() {
     assert!(fifth.contains("how hot exactly?"), "{fifth}");
     assert!(!fifth.contains("roses"), "{fifth}");
 
-    // wo log --conversations: one line each, newest last, with counts.
+    // wo log --conversations: one line each, newest first (as the web
+    // app's sidebar), with counts.
     let r = run(wo(&p, &cfg, &["log", "--conversations"]));
     ok(&r);
     let lines: Vec<&str> = r.stdout.lines().collect();
     assert_eq!(lines.len(), 3, "{}", r.stdout);
     assert!(
-        lines[0].contains("glazes are glassy") && lines[0].contains("4 msg"),
+        lines[2].contains("glazes are glassy") && lines[2].contains("4 msg"),
         "{}",
         r.stdout
     );
@@ -287,7 +288,7 @@ fn conversations_start_continue_list_and_resist_merged_messages() {
         r.stdout
     );
     assert!(
-        lines[2].starts_with(&kiln_root) && lines[2].contains("6 msg"),
+        lines[0].starts_with(&kiln_root) && lines[0].contains("6 msg"),
         "{}",
         r.stdout
     );
@@ -315,6 +316,48 @@ fn conversations_start_continue_list_and_resist_merged_messages() {
         sixth.contains("roses need sun") && !sixth.contains("kiln"),
         "{sixth}"
     );
+}
+
+#[test]
+fn importing_older_history_keeps_the_first_conversation() {
+    let (_fake, p, cfg) = answering("A kiln is an oven for firing pottery.");
+    ok(&run(wo(
+        &p,
+        &cfg,
+        &["ask", "In one sentence, what is a kiln"],
+    )));
+    let s = p.state();
+    let question = s.messages()[0].clone();
+    // wo never writes an unlinked question: the first one starts its
+    // conversation explicitly.
+    assert!(question.starts_conversation(), "{question:?}");
+    let claude = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../wo-interop/tests/fixtures/claude/conversations.json");
+    ok(&run(wo(&p, &cfg, &["import", claude.to_str().unwrap()])));
+    let s = p.state();
+    assert!(s.messages().len() > 2);
+    let kiln = wo_format::conversation::list(&s)
+        .into_iter()
+        .find(|c| c.root.id == question.id)
+        .expect("the kiln conversation is still listed");
+    assert_eq!(kiln.count, 2);
+    let r = run(wo(&p, &cfg, &["log", "--conversations"]));
+    ok(&r);
+    let line = r
+        .stdout
+        .lines()
+        .find(|l| l.starts_with(&question.id))
+        .unwrap_or_else(|| panic!("no kiln line in:\n{}", r.stdout));
+    assert!(line.contains("2 msg"), "{line}");
+    // The next plain ask continues the kiln conversation, not an imported one.
+    ok(&run(wo(&p, &cfg, &["ask", "and how hot does it get?"])));
+    let s = p.state();
+    let follow = s
+        .messages()
+        .iter()
+        .find(|m| m.content == "<p>and how hot does it get?</p>")
+        .unwrap();
+    assert_eq!(s.branch(&follow.id)[0].id, question.id);
 }
 
 #[test]
@@ -364,11 +407,11 @@ fn piped_text_and_files_join_the_prompt() {
     ok(&r);
     let sent = sent_texts(&fake.chat_bodies()[0]).pop().unwrap();
     assert!(
-        sent.starts_with("Review this\n\ndiff --git a/x b/x\n+added line"),
+        sent.starts_with("Review this\n\n```diff\ndiff --git a/x b/x\n+added line\n```"),
         "{sent}"
     );
     assert!(
-        sent.contains("File: notes.md\n````\n# Notes\n```\ncode\n```\n````"),
+        sent.contains("File: notes.md\n\n````markdown\n# Notes\n```\ncode\n```\n````"),
         "{sent}"
     );
     let stored = wo_format::xhtml::to_plain_text(&p.state().messages()[0].content);
@@ -404,6 +447,44 @@ fn piped_text_and_files_join_the_prompt() {
     assert!(r.stderr.contains("over the limit"), "{}", r.stderr);
     assert_eq!(fake.chat_bodies().len(), 2);
     assert_eq!(std::fs::read(p.state_path()).unwrap(), before);
+}
+
+#[test]
+fn a_piped_diff_comes_back_byte_for_byte() {
+    let (_fake, p, cfg) = answering("Looks fine.");
+    let diff = "diff --git a/src/x.rs b/src/x.rs\n--- a/src/x.rs\n+++ b/src/x.rs\n@@ -1,4 +1,4 @@\n fn main() {\n-    let a = 1;\n+    let a = 2;\n \tprintln!(\"{a} <&> `tick`\");\n }\n";
+    ok(&run_in(wo(&p, &cfg, &["ask", "Review this change"]), diff));
+    let s = p.state();
+    let question = &s.messages()[0];
+    // Stored as code, indentation and all: the web app shows it monospace.
+    assert!(
+        question
+            .content
+            .starts_with("<p>Review this change</p><pre><code class=\"language-diff\">diff --git"),
+        "{}",
+        question.content
+    );
+    let code = diff.trim_end();
+    assert_eq!(
+        wo_interop::recover_text(&question.content).unwrap(),
+        format!("Review this change\n\n```diff\n{code}\n```")
+    );
+    // Markdown export fences it, so `-` lines stay a diff, not a list.
+    let r = run(wo(&p, &cfg, &["export", "--format", "markdown"]));
+    ok(&r);
+    assert!(
+        r.stdout.contains(&format!("```diff\n{code}\n```")),
+        "{}",
+        r.stdout
+    );
+    // JSONL: the text is the question as composed, byte for byte.
+    let r = run(wo(&p, &cfg, &["export", "--format", "jsonl"]));
+    ok(&r);
+    let first: Value = serde_json::from_str(r.stdout.lines().next().unwrap()).unwrap();
+    assert_eq!(
+        first["text"].as_str().unwrap(),
+        format!("Review this change\n\n```diff\n{code}\n```")
+    );
 }
 
 #[test]

@@ -564,6 +564,17 @@ impl Message {
                 .is_some_and(|v| v.as_str() == "true")
     }
 
+    /// Whether this message arrived without links — no `parent` and no
+    /// [`NEW_CONVERSATION_KEY`] mark (a legacy transcript, a tool that keeps
+    /// none) — so it joins the implicit chain: it follows the latest earlier
+    /// message of the chain, and the chain's next one follows it. Messages
+    /// with links never join it, so adding them (an import, a merge, a new
+    /// conversation) never changes which conversation an unlinked message
+    /// belongs to.
+    pub fn is_unlinked(&self) -> bool {
+        self.parent.is_none() && !self.starts_conversation()
+    }
+
     /// When a person last renamed this message ([`RETITLED_KEY`]); `None`
     /// when never, or when the field is not a timestamp (`wo validate`
     /// reports that).
@@ -1029,16 +1040,19 @@ impl State {
     /// The branch ending at `leaf`: the messages on the path from its root
     /// to `leaf`, oldest first (empty when no message has that id).
     ///
-    /// Each step goes to the message's `parent`. Messages without a parent
-    /// (a legacy transcript, an import from a tool that has none) form an
-    /// implicit chain in (timestamp, id) order: from such a message, and
-    /// from one whose `parent` is not in the file, the step goes to the
-    /// latest earlier message that has no parent either. So a transcript
-    /// without parents is one branch, turns added to it with explicit
-    /// parents continue it, and forks (several children of one message)
-    /// are separate branches sharing their history. A message that
-    /// [starts a conversation](Message::starts_conversation) ends the walk:
-    /// it is a root. A cycle of hand-edited parents ends the walk.
+    /// Each step goes to the message's `parent`. [Unlinked
+    /// messages](Message::is_unlinked) (no parent and no mark: a legacy
+    /// transcript, a tool that keeps none) form an implicit chain in
+    /// (timestamp, id) order: from such a message, and from one whose
+    /// `parent` is not in the file, the step goes to the latest earlier
+    /// unlinked message. So a transcript without parents is one branch,
+    /// turns added to it with explicit parents continue it, and forks
+    /// (several children of one message) are separate branches sharing
+    /// their history. A message that [starts a
+    /// conversation](Message::starts_conversation) ends the walk: it is a
+    /// root, and it is never a step of the implicit chain, so conversations
+    /// added later (imports, New chat) never capture an unlinked message.
+    /// A cycle of hand-edited parents ends the walk.
     ///
     /// Each message's step is kept between calls (built on the first walk,
     /// extended as messages are appended), so a walk costs its length, not
@@ -1070,16 +1084,7 @@ impl State {
             .enumerate()
             .map(|(i, m)| (m.id.as_str(), i))
             .collect();
-        // The implicit chain: for each message, the latest earlier one
-        // without a parent.
-        let mut previous_parentless = Vec::with_capacity(self.messages.len());
-        let mut last = None;
-        for (i, m) in self.messages.iter().enumerate() {
-            previous_parentless.push(last);
-            if m.parent.is_none() {
-                last = Some(i);
-            }
-        }
+        let previous_parentless = implicit_chain(&self.messages);
         let mut seen = vec![false; self.messages.len()];
         let mut path = Vec::new();
         let mut cur = index.get(leaf).copied();
@@ -1099,6 +1104,21 @@ impl State {
         path.reverse();
         path
     }
+}
+
+/// The implicit chain ([`State::branch`]): for each message (by index),
+/// the latest earlier [unlinked](Message::is_unlinked) message, which an
+/// unlinked message, or one whose `parent` is not in the file, follows.
+pub(crate) fn implicit_chain(messages: &[Message]) -> Vec<Option<usize>> {
+    let mut previous = Vec::with_capacity(messages.len());
+    let mut last = None;
+    for (i, m) in messages.iter().enumerate() {
+        previous.push(last);
+        if m.is_unlinked() {
+            last = Some(i);
+        }
+    }
+    previous
 }
 
 #[cfg(test)]

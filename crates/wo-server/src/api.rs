@@ -128,8 +128,22 @@ pub fn turn_request(
     new_conversation: bool,
     params: &ChatParams,
 ) -> Result<TurnRequest, ApiError> {
+    turn_params(app, message, username, parent, new_conversation, params)?
+        .build(&app.config, || app.username.clone())
+        .map_err(|e| ApiError::bad_field(e.field.pointer(), e.message))
+}
+
+/// The engine's parameters for [`turn_request`], before they are built.
+fn turn_params(
+    app: &App,
+    message: String,
+    username: Option<String>,
+    parent: Option<String>,
+    new_conversation: bool,
+    params: &ChatParams,
+) -> Result<wo_engine::request::TurnParams, ApiError> {
     let max_tokens = app.checked_choices(params)?;
-    wo_engine::request::TurnParams {
+    Ok(wo_engine::request::TurnParams {
         message,
         username,
         system: None,
@@ -145,22 +159,48 @@ pub fn turn_request(
         min_certainty: params.min_certainty,
         max_message_chars: Some(app.limits.message_chars),
         conversation: None,
-    }
-    .build(&app.config, || app.username.clone())
-    .map_err(|e| ApiError::bad_field(e.field.pointer(), e.message))
+        regenerate: None,
+    })
 }
 
 /// [`turn_request`] for a local chat's body (`POST /api/chat`, and the
-/// turn a stateless client stopped).
-pub fn chat_turn_request(app: &App, body: wo_wire::ChatRequest) -> Result<TurnRequest, ApiError> {
-    turn_request(
+/// turn a stateless client stopped); `again`: the stored question a
+/// `regenerate` body names, found in the state ([`regenerating`]).
+pub fn chat_turn_request(
+    app: &App,
+    body: wo_wire::ChatRequest,
+    again: Option<wo_engine::request::Regenerating>,
+) -> Result<TurnRequest, ApiError> {
+    let mut params = turn_params(
         app,
         body.message,
         body.username,
         body.parent,
         body.new_conversation,
         &body.params,
-    )
+    )?;
+    if let Some(again) = again {
+        again.apply(&mut params);
+    }
+    params
+        .build(&app.config, || app.username.clone())
+        .map_err(|e| ApiError::bad_field(e.field.pointer(), e.message))
+}
+
+/// The stored question a chat body's `regenerate` names, if it names one.
+async fn regenerating(
+    app: &Arc<Local>,
+    body: &wo_wire::ChatRequest,
+) -> Result<Option<wo_engine::request::Regenerating>, ApiError> {
+    let Some(id) = body.regenerate.clone() else {
+        return Ok(None);
+    };
+    app.with_store(move |store| {
+        wo_engine::request::regenerating(store.state(), &id)
+            .map(Some)
+            .map_err(|e| ApiError::bad_field(e.field.pointer(), e.message))
+    })
+    .await
 }
 
 /// The `context` event: what the prompt included and dropped, and why.
@@ -223,15 +263,16 @@ pub async fn chat(
     let provider = app.provider(body.params.provider.as_deref()).await?;
     // The browser's own folder index (the ingestion page) adds its chunks.
     let browser_chunks = client_chunks(std::mem::take(&mut body.chunks))?;
-    let mut req = chat_turn_request(&app, body)?;
+    let again = regenerating(&app, &body).await?;
+    let mut req = chat_turn_request(&app, body, again)?;
     if !req.no_rag {
         req.chunks = index_chunks(&app, req.prompt.clone()).await;
         req.chunks.extend(browser_chunks);
     }
     req.memory = app.memory_step(&provider, app.project_dir()).await;
     // Stop, or the tab closing, ends the stream: the question and the
-    // answer so far are kept, marked incomplete (issue 16.4), even when no
-    // word had come yet.
+    // answer so far are kept, marked incomplete, even when no word had come
+    // yet.
     req.keep_partial = true;
     let name = provider.name().to_owned();
     crate::turn::respond(&name, |cancel, sink| {

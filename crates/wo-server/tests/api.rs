@@ -1574,3 +1574,35 @@ async fn the_conversation_list_needs_the_session_like_every_api_route() {
         .unwrap();
     assert_eq!(r.status(), StatusCode::NOT_FOUND);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_taken_port_names_the_server_already_there_once() {
+    let s = serve(Script::says("ok"), false).await;
+    // The same project again (its token): the running server is named,
+    // with the link to open, and the OS error is said once.
+    let mut again = common::options(s.dir.path(), &s.upstream, false);
+    again.addr = s.addr;
+    let e = wo_server::bind(again).await.err().expect("the port is taken");
+    assert!(std::error::Error::source(&e).is_none(), "said once: {e:?}");
+    let text = e.to_string();
+    assert!(
+        text.contains("WikiOracle already serves this project there")
+            && text.contains(&format!("http://{}/?token=", s.addr)),
+        "{text}"
+    );
+    assert_eq!(text.matches("in use").count(), 1, "{text}");
+    // Another project (another token): not offered as this one's.
+    let other = tempfile::tempdir().unwrap();
+    let mut foreign = common::options(other.path(), &s.upstream, false);
+    foreign.addr = s.addr;
+    foreign.token = Some("another-projects-token-0123456789".into());
+    let text = wo_server::bind(foreign).await.err().unwrap().to_string();
+    assert!(text.contains("for another project"), "{text}");
+    assert!(!text.contains("?token="), "{text}");
+    // Not WikiOracle at all: pick another port.
+    let plain = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let mut elsewhere = common::options(other.path(), &s.upstream, false);
+    elsewhere.addr = plain.local_addr().unwrap();
+    let text = wo_server::bind(elsewhere).await.err().unwrap().to_string();
+    assert!(text.contains("another program uses the port"), "{text}");
+}

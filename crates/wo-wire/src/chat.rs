@@ -97,6 +97,12 @@ pub struct ChatRequest {
     /// turn is sent with it. Refused together with `parent`.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub new_conversation: bool,
+    /// Regenerate: answer this stored question again (its id, or one of its
+    /// answers'; a unique prefix is enough). The new answer is a sibling of
+    /// the earlier ones; `message`, `parent` and `new_conversation` are
+    /// ignored (the question's own text and place are used).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub regenerate: Option<String>,
     /// Who is asking; default: the server's user name.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub username: Option<String>,

@@ -62,7 +62,7 @@ pub fn run(g: &GlobalOpts, args: LogArgs) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// `--conversations`: one line each, least recently updated first; the
+/// `--conversations`: one line each, most recently updated first; the
 /// filters keep a conversation when any of its messages matches.
 fn conversations(
     state: &wo_format::State,
@@ -80,9 +80,11 @@ fn conversations(
         .into_iter()
         .filter(|c| matching.contains(c.root.id.as_str()))
         .collect();
+    // Newest first, as the web app's sidebar and chat apps list them; `-n`
+    // keeps the newest.
+    list.reverse();
     if let Some(n) = args.limit {
-        let skip = list.len().saturating_sub(n);
-        list.drain(..skip);
+        list.truncate(n);
     }
     for c in list {
         let title = wo_interop::export::conversation_title(c.root);

@@ -1162,8 +1162,9 @@ const backend = () => (app.mode === 'local' ? local : stateless);
  * Parent of each message, by wo-format's rule (`conversation::roots`, what
  * `State::branch` follows): its `parent`; none for a message marked
  * `new_conversation` (a conversation's root, written by New chat); else
- * (no parent field: a legacy transcript) the latest earlier message without
- * a parent, so a legacy transcript is one conversation. `whole`: the
+ * (no parent field: a legacy transcript) the latest earlier unlinked message
+ * (no parent, no mark), so a legacy transcript is one conversation and no
+ * conversation added later takes it over. `whole`: the
  * messages are the whole file (stateless mode), so a `parent` not among
  * them is not in the file; local mode loads pages and conversations, and a
  * parent not loaded makes a root there.
@@ -1185,7 +1186,7 @@ function buildTree(msgs = app.state.messages, whole = app.mode !== 'local') {
     parentOf.set(m.id, p);
     if (!children.has(p)) children.set(p, []);
     children.get(p).push(m.id);
-    if (!linked) parentless = m;
+    if (!linked && m.new_conversation !== true) parentless = m;
   }
   return { byId, parentOf, children };
 }
@@ -2054,10 +2055,10 @@ function editAndResend(qid) {
 }
 
 /**
- * "Regenerate" on an answer: a turn cannot answer a stored question again,
- * so the same question is sent again beside the original (same parent);
- * the new answer is one ‹ › switch from the old, which stays. The first
- * answer of a conversation is regenerated as a new conversation.
+ * "Regenerate" on an answer: another answer to the same stored question, a
+ * sibling one ‹ › switch from the old, which stays. The local server answers
+ * the stored question in place (`regenerate` in the chat body); in
+ * stateless mode the question is sent again beside the original.
  */
 async function regenerate(aid) {
   if (app.streaming) return;
@@ -2074,6 +2075,7 @@ async function regenerate(aid) {
     parent: t.parent,
     newConversation: !t.parent,
     regenerating: aid,
+    question: qid,
   });
 }
 
@@ -2250,6 +2252,9 @@ async function send(opts = null) {
   const newConversation = fromBox ? app.newChat : !!opts.newConversation;
   const parent = newConversation ? null : (fromBox ? app.leaf || null : opts.parent);
   const regenerating = fromBox ? null : opts.regenerating;
+  // The local server answers a stored question again in place: no new
+  // question is stored, so none is shown.
+  const inPlace = !fromBox && !!opts.question && app.mode === 'local';
   const params = chatParams();
   const controller = new AbortController();
   app.streaming = { controller };
@@ -2275,7 +2280,7 @@ async function send(opts = null) {
         h('header', { class: 'msg-head' }, h('span', { class: 'msg-meta' }, modelLabel())),
         answerText, note)),
   ];
-  $('messages').append(...pending);
+  $('messages').append(...(inPlace ? pending.slice(1) : pending));
   $('empty-hint').hidden = true;
   app.follow = true;
   scrollToLatest();
@@ -2316,6 +2321,7 @@ async function send(opts = null) {
   const doneSeen = new Promise((resolve) => { sawDone = resolve; });
   try {
     const body = await backend().chatBody(text, parent, params, newConversation);
+    if (inPlace) body.regenerate = opts.question;
     const streaming = postSse(backend().chatPath, body, {
       context: (r) => {
         begin();
