@@ -133,8 +133,16 @@ wo log --since 2026-02-01 --until 2026-03-01\n  \
 wo log --since 2d                   the last two days (also 3h, 1w, yesterday, today)\n  \
 wo log -n 5 --json                  the last five messages as JSON lines\n  \
 wo log --conversations              one line per conversation, newest first: id, last update, messages, title\n  \
+wo log --conversations --archived   the archived ones (wo archive hides a conversation; --restore shows it again)\n  \
 wo log --usage --since 1w           tokens per model, as the providers reported them")]
     Log(LogArgs),
+    /// Hide a conversation from lists (its messages stay in llm.json), or show it again with --restore.
+    #[command(after_help = "Examples:\n  \
+wo archive m_3f2a                 hide the conversation holding m_3f2a… (any of its message ids)\n  \
+wo log --conversations --archived list the archived ones\n  \
+wo archive --restore m_3f2a       list it again\n\n\
+Archiving deletes nothing: the transcript stays append-only, and the web app's Archived list shows the same conversations.")]
+    Archive(ArchiveArgs),
     /// List the models each configured provider offers (from its own model list where it has one).
     #[command(after_help = "Examples:\n  \
 wo models                 every provider's models; the configured one is marked *\n  \
@@ -680,6 +688,15 @@ pub struct ImportArgs {
 }
 
 #[derive(Args, Debug)]
+pub struct ArchiveArgs {
+    /// The conversation: its id (as `wo log --conversations` lists it), or any of its messages' ids; a unique prefix is enough.
+    pub conversation: String,
+    /// Show the conversation in lists again.
+    #[arg(long)]
+    pub restore: bool,
+}
+
+#[derive(Args, Debug)]
 pub struct LogArgs {
     /// Only messages whose title or text contains this (case-insensitive).
     #[arg(long, short = 'g')]
@@ -699,6 +716,9 @@ pub struct LogArgs {
     /// List conversations instead of messages, newest first: id, last update, message count, title.
     #[arg(long, conflicts_with = "usage")]
     pub conversations: bool,
+    /// With --conversations: list the archived conversations (hidden by `wo archive`) instead.
+    #[arg(long, requires = "conversations")]
+    pub archived: bool,
     /// Token totals per model from what providers reported (answers without counts are counted apart).
     #[arg(long)]
     pub usage: bool,

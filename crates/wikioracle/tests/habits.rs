@@ -1242,3 +1242,34 @@ fn models_come_from_anthropic_and_ollama_lists_too() {
         "{claude}"
     );
 }
+
+#[test]
+fn archived_conversations_are_hidden_listed_apart_and_restored() {
+    let (_fake, p, cfg) = answering("Noted.");
+    ok(&run(wo(&p, &cfg, &["ask", "kilns fire hot"])));
+    ok(&run(wo(&p, &cfg, &["ask", "--new", "glazes are glassy"])));
+    let kiln = p.state().messages()[0].id.clone();
+    let before = p.state().messages().len();
+    // Any message id of the conversation names it.
+    let answer = p.state().messages()[1].id.clone();
+    let r = run(wo(&p, &cfg, &["archive", &answer[..12]]));
+    ok(&r);
+    assert!(r.stdout.contains(&format!("archived {kiln}")), "{}", r.stdout);
+    assert_eq!(p.state().messages().len(), before, "nothing is deleted");
+    let r = run(wo(&p, &cfg, &["log", "--conversations"]));
+    ok(&r);
+    assert!(!r.stdout.contains(&kiln), "{}", r.stdout);
+    assert!(r.stdout.contains("glazes are glassy"), "{}", r.stdout);
+    let r = run(wo(&p, &cfg, &["log", "--conversations", "--archived"]));
+    ok(&r);
+    assert!(r.stdout.starts_with(&kiln) && r.stdout.lines().count() == 1, "{}", r.stdout);
+    ok(&run(wo(&p, &cfg, &["archive", "--restore", &kiln])));
+    let r = run(wo(&p, &cfg, &["log", "--conversations"]));
+    assert_eq!(r.stdout.lines().count(), 2, "{}", r.stdout);
+    // An id that names nothing changes nothing and says how to find one.
+    let file = std::fs::read(p.state_path()).unwrap();
+    let r = run(wo(&p, &cfg, &["archive", "m_nothing"]));
+    assert_ne!(r.code, 0);
+    r.says(&["m_nothing", "wo log --conversations"]);
+    assert_eq!(std::fs::read(p.state_path()).unwrap(), file);
+}

@@ -140,6 +140,19 @@ pub fn rename<'s>(
         .ok_or_else(|| RenameError::NotFound(id.to_owned()))
 }
 
+/// Archives (`hidden`) or restores the conversation `id` names — its root
+/// or any of its messages, a unique prefix being enough — at `now`: hidden
+/// from conversation lists, every message kept (`State::set_archived` on
+/// its root). Returns the root's id; an unknown or ambiguous id is refused
+/// and nothing changes.
+pub fn archive(state: &mut State, id: &str, hidden: bool, now: Timestamp) -> Result<String, String> {
+    let root = wo_format::conversation::find(state, id.trim())?.to_owned();
+    state
+        .set_archived(&root, hidden, now)
+        .map(|m| m.id.clone())
+        .ok_or_else(|| format!("no message {root:?}"))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -259,7 +259,24 @@ const SNIPPET_AFTER: usize = 60;
 /// left out, holds every word of the filter (a pre-check that never
 /// refuses a match: [`without_tags`]), so a filter costs a substring scan
 /// of the file plus the few parses of likely matches.
+///
+/// Archived conversations ([`Message::archived`] roots) are left out; they
+/// are listed by [`listed_archived`].
 pub fn listed<'a>(state: &'a State, filter: &str) -> Vec<Listed<'a>> {
+    let mut out = listed_all(state, filter);
+    out.retain(|l| !l.conversation.root.archived());
+    out
+}
+
+/// [`listed`], of the archived conversations only (hidden from the usual
+/// list, still in the file; restoring one lists it again).
+pub fn listed_archived<'a>(state: &'a State, filter: &str) -> Vec<Listed<'a>> {
+    let mut out = listed_all(state, filter);
+    out.retain(|l| l.conversation.root.archived());
+    out
+}
+
+fn listed_all<'a>(state: &'a State, filter: &str) -> Vec<Listed<'a>> {
     let needle = collapse_whitespace(filter).to_lowercase();
     let messages = state.messages();
     let roots = roots(state);

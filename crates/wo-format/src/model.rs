@@ -575,6 +575,21 @@ impl Message {
         self.parent.is_none() && !self.starts_conversation()
     }
 
+    /// Whether this message — a conversation's root — is archived: hidden
+    /// from conversation lists ([`ARCHIVE_KEY`]'s `hidden`; a malformed
+    /// field hides nothing).
+    pub fn archived(&self) -> bool {
+        self.archive_say().is_some_and(|(_, hidden)| hidden)
+    }
+
+    /// The [`ARCHIVE_KEY`] field read: when it was said, and whether hidden.
+    pub fn archive_say(&self) -> Option<(Timestamp, bool)> {
+        let raw = self.extra.get(ARCHIVE_KEY)?;
+        let v: serde_json::Value = serde_json::from_str(raw.as_str()).ok()?;
+        let at = Timestamp::parse(v.get("at")?.as_str()?).ok()?;
+        Some((at, v.get("hidden")?.as_bool()?))
+    }
+
     /// When a person last renamed this message ([`RETITLED_KEY`]); `None`
     /// when never, or when the field is not a timestamp (`wo validate`
     /// reports that).
@@ -593,6 +608,13 @@ impl Message {
         );
     }
 }
+
+/// The message field that archives a conversation, on its root
+/// (`llm_state_v1.md`, Message): `{"at": timestamp, "hidden": bool}`, the
+/// latest say of whether the conversation is hidden from lists. Archiving
+/// removes nothing: the messages stay in the file, and restoring shows them
+/// again. Of two copies, the later `at` wins a merge.
+pub const ARCHIVE_KEY: &str = "archive";
 
 /// The message field that says when a person last renamed the message
 /// (`llm_state_v1.md`, Message): of two copies with different titles, the
@@ -969,6 +991,28 @@ impl State {
             self.clean_prefix = self.clean_prefix.min(pos);
             // A title is searched: a recall index kept beside this state
             // must not take it for unchanged (see `unchanged_since`).
+            self.transcript.changed_all();
+        }
+        Some(&self.messages[pos])
+    }
+
+    /// Archives (`hidden`) or restores the conversation whose root is `id`,
+    /// said at `now` — or just after the last say, so a machine whose clock
+    /// runs slow still has the last word ([`ARCHIVE_KEY`]). Content, id and
+    /// every other message are unchanged. `None` when no message has `id`.
+    pub fn set_archived(&mut self, id: &str, hidden: bool, now: Timestamp) -> Option<&Message> {
+        let pos = self.messages.iter().position(|m| m.id == id)?;
+        let m = &mut self.messages[pos];
+        if m.archived() != hidden {
+            let at = match m.archive_say() {
+                Some((before, _)) if now <= before => before.next_micro(),
+                _ => now,
+            };
+            m.extra.insert(
+                ARCHIVE_KEY.to_owned(),
+                RawJson::from(serde_json::json!({"at": at.as_str(), "hidden": hidden})),
+            );
+            self.clean_prefix = self.clean_prefix.min(pos);
             self.transcript.changed_all();
         }
         Some(&self.messages[pos])

@@ -160,3 +160,51 @@ proptest! {
         prop_assert_eq!(after_a, after_b);
     }
 }
+
+#[test]
+fn archiving_hides_a_conversation_keeps_its_messages_and_the_later_say_wins_a_merge() {
+    let mut s = State::new(Timestamp::from_unix(1_800_000_000));
+    let mut r1 = msg("alec", 0, "kilns");
+    r1.mark_new_conversation();
+    let r1 = push(&mut s, r1);
+    let mut r2 = msg("alec", 10, "glazes");
+    r2.mark_new_conversation();
+    let r2 = push(&mut s, r2);
+    let mut phone = s.clone();
+    let at = |t: i64| Timestamp::from_unix(1_800_000_100 + t);
+
+    assert!(s.set_archived(&r1, true, at(0)).unwrap().archived());
+    let listed: Vec<_> = wo_format::conversation::listed(&s, "")
+        .iter()
+        .map(|l| l.conversation.root.id.clone())
+        .collect();
+    assert_eq!(listed, [r2.clone()]);
+    let archived: Vec<_> = wo_format::conversation::listed_archived(&s, "")
+        .iter()
+        .map(|l| l.conversation.root.id.clone())
+        .collect();
+    assert_eq!(archived, [r1.clone()]);
+    assert_eq!(s.messages().len(), 2, "nothing is deleted");
+    // It survives a save and a parse.
+    let back = wo_format::parse(&wo_format::to_canonical_vec(&s)).unwrap();
+    assert!(back.message(&r1).unwrap().archived());
+
+    // Another device restores it later: the later say wins either way.
+    phone.set_archived(&r1, true, at(1));
+    phone.set_archived(&r1, false, at(5));
+    let (mut a, mut b) = (s.clone(), phone.clone());
+    merge_into(&mut a, &phone);
+    merge_into(&mut b, &s);
+    assert!(!a.message(&r1).unwrap().archived());
+    assert!(!b.message(&r1).unwrap().archived());
+    assert_eq!(
+        wo_format::to_canonical_vec(&a),
+        wo_format::to_canonical_vec(&b)
+    );
+    // A say on a slow clock still follows the last one.
+    let mut c = a.clone();
+    c.set_archived(&r1, true, at(-50));
+    assert!(c.message(&r1).unwrap().archived());
+    let (stamp, _) = c.message(&r1).unwrap().archive_say().unwrap();
+    assert!(stamp > at(5));
+}

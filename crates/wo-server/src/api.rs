@@ -375,7 +375,11 @@ pub async fn conversations(
         )));
     }
     app.with_store(move |store| {
-        let listed = wo_format::conversation::listed(store.state(), &filter);
+        let listed = if q.archived == Some(true) {
+            wo_format::conversation::listed_archived(store.state(), &filter)
+        } else {
+            wo_format::conversation::listed(store.state(), &filter)
+        };
         let total = listed.len();
         let conversations = listed
             .into_iter()
@@ -546,24 +550,52 @@ pub async fn rename_message(
     Path(id): Path<String>,
     JsonBody(e): JsonBody<wire::MessageEdit>,
 ) -> Result<Json<wire::MessageRenamed>, ApiError> {
-    use wo_engine::conversation::{RenameError, clean_title, rename};
-    let title =
-        clean_title(&e.title).map_err(|err| ApiError::bad_field("/title", err.to_string()))?;
+    use wo_engine::conversation::{RenameError, archive, clean_title, rename};
+    if e.title.is_none() && e.archived.is_none() {
+        return Err(ApiError::bad_request(
+            "give a title, archived, or both".to_owned(),
+        ));
+    }
+    let title = e
+        .title
+        .as_deref()
+        .map(clean_title)
+        .transpose()
+        .map_err(|err| ApiError::bad_field("/title", err.to_string()))?;
+    let archived = e.archived;
     let out = app
         .with_store(move |store| {
             let Some(current) = store.state().message(&id) else {
                 return Err(ApiError::not_found(format!("no message {id:?}")));
             };
-            if current.title != title {
+            let retitle = title.as_ref().filter(|t| **t != current.title).cloned();
+            if retitle.is_some() || archived.is_some() {
                 store
-                    .try_transact(|s| rename(s, &id, &title, Timestamp::now()).map(|_| ()))?
-                    .map_err(|err| match err {
-                        // Removed by a hand edit since the check above.
-                        RenameError::NotFound(_) => ApiError::not_found(err.to_string()),
-                        other => ApiError::bad_field("/title", other.to_string()),
-                    })?;
+                    .try_transact(|s| {
+                        let now = Timestamp::now();
+                        if let Some(t) = &retitle {
+                            rename(s, &id, t, now.clone()).map_err(|err| match err {
+                                // Removed by a hand edit since the check above.
+                                RenameError::NotFound(_) => ApiError::not_found(err.to_string()),
+                                other => ApiError::bad_field("/title", other.to_string()),
+                            })?;
+                        }
+                        if let Some(hidden) = archived {
+                            archive(s, &id, hidden, now).map_err(|e| ApiError::not_found(e))?;
+                        }
+                        Ok::<_, ApiError>(())
+                    })??;
             }
-            Ok(wire::MessageRenamed { id, title })
+            let title = store
+                .state()
+                .message(&id)
+                .map(|m| m.title.clone())
+                .unwrap_or_default();
+            Ok(wire::MessageRenamed {
+                id,
+                title,
+                archived,
+            })
         })
         .await?;
     Ok(Json(out))

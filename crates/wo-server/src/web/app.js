@@ -736,6 +736,7 @@ const local = {
     const offset = more && prev && prev.q === q ? prev.items.length : 0;
     let path = `/api/conversations?limit=${CONVERSATIONS_PAGE}&offset=${offset}`;
     if (q) path += `&q=${encodeURIComponent(q)}`;
+    if (app.showArchived) path += '&archived=true';
     const r = await api(path);
     // Typed on meanwhile: this answer is for a filter no longer asked.
     if (app.filter.trim() !== q) return;
@@ -803,6 +804,11 @@ const local = {
   },
   async renameMessage(id, title) {
     await api(`/api/messages/${encodeURIComponent(id)}`, { method: 'PATCH', body: { title } });
+    await local.load();
+  },
+  /** Hides (or shows again) the conversation holding `id`; its messages stay in the file. */
+  async archiveConversation(id, archived) {
+    await api(`/api/messages/${encodeURIComponent(id)}`, { method: 'PATCH', body: { archived } });
     await local.load();
   },
   async saveContext(text) {
@@ -1389,6 +1395,8 @@ function listConversations(messages, filter) {
   const q = collapseSpace(filter);
   const rows = [];
   for (const c of conversations(buildTree(messages), messages)) {
+    // Archived conversations are hidden, as wo-format's `listed` hides them.
+    if (isArchived(c.root)) continue;
     const title = conversationTitle(c);
     let snippet = null;
     if (q && !title.toLowerCase().includes(q.toLowerCase())) {
@@ -1595,7 +1603,41 @@ function renderMessages(tree = buildTree()) {
 function syncRenameButton() {
   const tree = buildTree();
   const renaming = !!document.querySelector('.rename-form');
-  $('conversation-rename').hidden = renaming || !currentRoot(tree);
+  const root = currentRoot(tree);
+  $('conversation-rename').hidden = renaming || !root;
+  // Archiving is the local server's (the file keeps the mark); the button
+  // says what it will do.
+  const archive = $('conversation-archive');
+  archive.hidden = renaming || !root || app.mode !== 'local';
+  const archived = !!root && isArchived(tree.byId.get(root));
+  archive.textContent = archived ? 'Restore' : 'Archive';
+  archive.setAttribute('aria-label', archived ? 'Restore this conversation to the list' : 'Archive this conversation (hide it from the list; nothing is deleted)');
+  $('archived-toggle').hidden = app.mode !== 'local';
+}
+
+/** Whether a conversation's root says it is archived (`archive.hidden`, wo-format's `Message::archived`). */
+function isArchived(root) {
+  return !!root && isObject(root.archive) && root.archive.hidden === true;
+}
+
+/** Archive or restore the conversation shown; after archiving, a new chat. */
+async function toggleArchive() {
+  if (app.streaming) return;
+  const root = currentRoot(buildTree());
+  if (!root) return;
+  const archived = !isArchived(buildTree().byId.get(root));
+  try {
+    await local.archiveConversation(root, archived);
+    if (archived) {
+      startNewChat();
+      notify('Archived: hidden from the list, nothing deleted. Tick "Archived" in the list to find and restore it.');
+    } else {
+      renderAll();
+      notify('Restored to the list.');
+    }
+  } catch (e) {
+    reportError(e);
+  }
 }
 
 // Icons drawn as SVG nodes (no markup strings, nothing fetched).
@@ -3151,6 +3193,11 @@ function wire() {
   $('reply-cancel').addEventListener('click', cancelBranch);
   $('new-chat').addEventListener('click', startNewChat);
   $('conversation-rename').addEventListener('click', startRename);
+  $('conversation-archive').addEventListener('click', toggleArchive);
+  $('show-archived').addEventListener('change', (e) => {
+    app.showArchived = e.target.checked;
+    filterOnServer();
+  });
   $('composer-provider').addEventListener('change', (e) => pickProvider(e.target.value));
   for (const f of ['truth-filter-kind', 'truth-filter-status', 'truth-filter-tag']) $(f).addEventListener('input', renderTruth);
   $('conversation-filter').addEventListener('input', (e) => {
