@@ -1273,3 +1273,68 @@ fn archived_conversations_are_hidden_listed_apart_and_restored() {
     r.says(&["m_nothing", "wo log --conversations"]);
     assert_eq!(std::fs::read(p.state_path()).unwrap(), file);
 }
+
+/// simonw/llm against `wo serve`'s /v1: each `llm "…"` is a conversation of
+/// its own, `llm -c` continues it, and neither lands in the conversation
+/// the file (or the browser) had last.
+#[test]
+fn simonw_llm_prompts_get_their_own_threads() {
+    if !wo_testkit::heavy(&[wo_testkit::Need::PythonLlm]) {
+        return;
+    }
+    let (_fake, p, cfg) = answering("Slowly: about 100 degrees an hour.");
+    ok(&run(wo(&p, &cfg, &["ask", "Browser question"])));
+    let server = common::Serving::start(&p, &cfg, &[]);
+    let home = p.path().join("llm-home");
+    std::fs::create_dir_all(&home).unwrap();
+    std::fs::write(
+        home.join("extra-openai-models.yaml"),
+        format!(
+            "- model_id: wikioracle\n  model_name: test\n  api_base: \"{}/v1\"\n  api_key_name: wikioracle\n",
+            server.base()
+        ),
+    )
+    .unwrap();
+    std::fs::write(
+        home.join("keys.json"),
+        serde_json::json!({"wikioracle": server.token}).to_string(),
+    )
+    .unwrap();
+    let llm = |args: &[&str]| {
+        let out = Command::new(wo_testkit::python())
+            .args(["-m", "llm"])
+            .args(args)
+            .env("LLM_USER_PATH", &home)
+            .env_remove("OPENAI_API_KEY")
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "llm {args:?}: {}\n{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    let answer = llm(&["-m", "wikioracle", "How slow should I cool my kiln?"]);
+    assert!(answer.contains("100 degrees"), "{answer}");
+    llm(&["-c", "And for stoneware?"]);
+    llm(&["-m", "wikioracle", "Name a glaze"]);
+    let s = p.state();
+    let root_of = |text: &str| {
+        let m = s
+            .messages()
+            .iter()
+            .find(|m| m.content == format!("<p>{text}</p>"))
+            .unwrap_or_else(|| panic!("{text:?} not stored"));
+        wo_format::xhtml::to_plain_text(&s.branch(&m.id)[0].content)
+    };
+    assert_eq!(root_of("Browser question"), "Browser question");
+    assert_eq!(
+        root_of("How slow should I cool my kiln?"),
+        "How slow should I cool my kiln?"
+    );
+    assert_eq!(root_of("And for stoneware?"), "How slow should I cool my kiln?");
+    assert_eq!(root_of("Name a glaze"), "Name a glaze");
+    assert!(s.messages().iter().all(|m| !m.is_unlinked()));
+}

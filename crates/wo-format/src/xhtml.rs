@@ -1622,3 +1622,65 @@ mod tests {
         );
     }
 }
+
+#[cfg(test)]
+mod question_tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    /// A block as `compose` writes it: in a fence longer than any backtick
+    /// run inside, with an optional language.
+    fn fenced(code: &str, lang: &str) -> String {
+        let run = code
+            .split(|c: char| c != '`')
+            .map(str::len)
+            .max()
+            .unwrap_or(0);
+        let fence = "`".repeat((run + 1).max(3));
+        format!("{fence}{lang}\n{code}\n{fence}")
+    }
+
+    #[test]
+    fn code_blocks_are_kept_as_code_byte_for_byte() {
+        let diff = "diff --git a/x b/x\n-    old();\n+\tnew(<&>);\n ```inner```";
+        let text = format!("Review this\n\n{}", fenced(diff, "diff"));
+        let x = question_to_xhtml(&text);
+        assert_eq!(
+            x,
+            "<p>Review this</p><pre><code class=\"language-diff\">diff --git a/x b/x\n-    old();\n+\tnew(&lt;&amp;&gt;);\n ```inner```</code></pre>"
+        );
+        assert_eq!(recover_text(&x).as_deref(), Some(text.as_str()));
+        // Text without fences is stored as text_to_xhtml stores it.
+        assert_eq!(question_to_xhtml("a\nb\n\nc"), text_to_xhtml("a\nb\n\nc"));
+        // An unclosed fence, or one with more after the language, is text.
+        assert_eq!(question_to_xhtml("```\nx"), text_to_xhtml("```\nx"));
+        assert_eq!(question_to_xhtml("```a b\nx\n```"), text_to_xhtml("```a b\nx\n```"));
+        assert_eq!(question_to_xhtml(""), "<p></p>");
+    }
+
+    #[test]
+    fn unclosed_fences_stay_linear() {
+        // 20,000 lines opening fences that never close: each is searched
+        // for once per backtick count, not once per line.
+        let text = "````x\n```y\n".repeat(10_000);
+        let x = question_to_xhtml(&text);
+        assert!(x.starts_with("<p>````x<br/>```y"));
+    }
+
+    proptest! {
+        #[test]
+        fn compose_shaped_questions_come_back_exactly(
+            prose in "[a-z .]{1,30}",
+            code in "[ -~\t\n]{0,80}",
+            lang in prop_oneof![Just(""), Just("diff"), Just("rust")],
+        ) {
+            let prose = prose.trim().to_owned();
+            prop_assume!(!prose.is_empty());
+            let code = code.trim_end_matches('\n').to_owned();
+            let text = format!("{prose}\n\n{}", fenced(&code, lang));
+            let x = question_to_xhtml(&text);
+            prop_assert!(x.contains("<pre><code"), "{x}");
+            prop_assert_eq!(recover_text(&x), Some(text));
+        }
+    }
+}

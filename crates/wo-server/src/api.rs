@@ -134,7 +134,7 @@ pub fn turn_request(
 }
 
 /// The engine's parameters for [`turn_request`], before they are built.
-fn turn_params(
+pub fn turn_params(
     app: &App,
     message: String,
     username: Option<String>,
@@ -552,9 +552,7 @@ pub async fn rename_message(
 ) -> Result<Json<wire::MessageRenamed>, ApiError> {
     use wo_engine::conversation::{RenameError, archive, clean_title, rename};
     if e.title.is_none() && e.archived.is_none() {
-        return Err(ApiError::bad_request(
-            "give a title, archived, or both".to_owned(),
-        ));
+        return Err(ApiError::bad_field("", "give a title, archived, or both"));
     }
     let title = e
         .title

@@ -903,10 +903,12 @@ const stateless = {
     await idbPut(app.state);
   },
   chatPath: '/api/stateless/chat',
-  async chatBody(message, parent, params, newConversation) {
+  async chatBody(message, parent, params, newConversation, question = null) {
     const st = app.state;
-    // A new conversation sends no window: it follows no message.
-    const branch = (parent && !newConversation ? branchTo(parent) : []).filter(sendableMessage);
+    // A new conversation sends no window: it follows no message. To
+    // regenerate, the window ends at the question answered again.
+    const leaf = question || (parent && !newConversation ? parent : null);
+    const branch = (leaf ? branchTo(leaf) : []).filter(sendableMessage);
     const windowMsgs = [];
     let bytes = 0;
     for (let i = branch.length - 1; i >= 0 && windowMsgs.length < WINDOW_MESSAGES; i--) {
@@ -922,7 +924,8 @@ const stateless = {
       window: windowMsgs,
       params,
     };
-    if (newConversation && !parent) body.new_conversation = true;
+    if (question) body.regenerate = true;
+    else if (newConversation && !parent) body.new_conversation = true;
     if (app.prefs.username) body.username = app.prefs.username;
     const chunks = await browserChunks(message, params);
     if (chunks.length) body.chunks = chunks;
@@ -2098,9 +2101,9 @@ function editAndResend(qid) {
 
 /**
  * "Regenerate" on an answer: another answer to the same stored question, a
- * sibling one ‹ › switch from the old, which stays. The local server answers
- * the stored question in place (`regenerate` in the chat body); in
- * stateless mode the question is sent again beside the original.
+ * sibling one ‹ › switch from the old, which stays (`regenerate` in the chat
+ * body: the local server finds the question in the file; a stateless server
+ * takes it as the window's newest message).
  */
 async function regenerate(aid) {
   if (app.streaming) return;
@@ -2294,9 +2297,9 @@ async function send(opts = null) {
   const newConversation = fromBox ? app.newChat : !!opts.newConversation;
   const parent = newConversation ? null : (fromBox ? app.leaf || null : opts.parent);
   const regenerating = fromBox ? null : opts.regenerating;
-  // The local server answers a stored question again in place: no new
-  // question is stored, so none is shown.
-  const inPlace = !fromBox && !!opts.question && app.mode === 'local';
+  // A stored question is answered again in place: no new question is
+  // stored, so none is shown.
+  const inPlace = !fromBox && !!opts.question;
   const params = chatParams();
   const controller = new AbortController();
   app.streaming = { controller };
@@ -2362,8 +2365,8 @@ async function send(opts = null) {
   let sawDone;
   const doneSeen = new Promise((resolve) => { sawDone = resolve; });
   try {
-    const body = await backend().chatBody(text, parent, params, newConversation);
-    if (inPlace) body.regenerate = opts.question;
+    const body = await backend().chatBody(text, parent, params, newConversation, inPlace ? opts.question : null);
+    if (inPlace && app.mode === 'local') body.regenerate = opts.question;
     const streaming = postSse(backend().chatPath, body, {
       context: (r) => {
         begin();
