@@ -1736,21 +1736,54 @@ for (const mode of ['local', 'stateless']) {
           await page.waitForFunction(async () => (await navigator.clipboard.readText()).includes('**hello**'));
           await shot(page, `${mode}-${size}-actions`);
 
-          // Regenerate: the same question again beside the original, which stays.
+          // Regenerate: another answer beside the original, which stays —
+          // to the same stored question in local mode (in place), to the
+          // same question sent again in stateless mode.
           await page.click(`#msg-${a.id} [data-testid="regenerate"]`);
           await waitTurn(page);
           let st = await stateOf(server, page);
-          const again = st.messages.filter((m) => m.id !== q.id && m.parent === a0.id);
-          assert(again.length === 1 && /print/.test(again[0].content) && /hello/.test(again[0].content), `regenerate stored ${JSON.stringify(again)}`);
-          const newAnswer = st.messages.find((m) => m.parent === again[0].id);
-          assert(newAnswer, 'no new answer stored');
           assert(st.messages.some((m) => m.id === a.id), 'the original answer was lost');
+          let switched;
+          let newAnswer;
+          if (mode === 'local') {
+            const answers = st.messages.filter((m) => m.parent === q.id);
+            assert(answers.length === 2, `regenerate stored ${JSON.stringify(answers)}`);
+            assert(st.messages.filter((m) => m.parent === a0.id).length === 1, 'regenerate stored a second question');
+            newAnswer = answers.find((m) => m.id !== a.id);
+            switched = newAnswer;
+          } else {
+            const again = st.messages.filter((m) => m.id !== q.id && m.parent === a0.id);
+            assert(again.length === 1 && /print/.test(again[0].content) && /hello/.test(again[0].content), `regenerate stored ${JSON.stringify(again)}`);
+            newAnswer = st.messages.find((m) => m.parent === again[0].id);
+            switched = again[0];
+          }
+          assert(newAnswer, 'no new answer stored');
           let shown = await shownIds(page);
           assert(shown.includes(newAnswer.id) && !shown.includes(a.id), 'the new answer is not the one shown');
-          const pos = await page.textContent(`#msg-${again[0].id} [data-testid="branch-position"]`);
+          const pos = await page.textContent(`#msg-${switched.id} [data-testid="branch-position"]`);
           assert(pos === '2/2', `the switcher shows ${pos}`);
-          await page.click(`#msg-${again[0].id} [data-testid="branch-prev"]`);
+          await page.click(`#msg-${switched.id} [data-testid="branch-prev"]`);
           await page.waitForSelector(`#msg-${a.id}`);
+          if (mode === 'local') {
+            // A conversation's first answer too: a sibling in place, ‹2/2›,
+            // and still one conversation in the sidebar.
+            await page.click(`#msg-${a0.id} [data-testid="regenerate"]`);
+            await waitTurn(page);
+            st = await stateOf(server, page);
+            const firsts = st.messages.filter((m) => m.parent === fx.messages[0].id);
+            assert(firsts.length === 2, `regenerating the first answer stored ${JSON.stringify(firsts)}`);
+            const other = firsts.find((m) => m.id !== a0.id);
+            assert((await page.textContent(`#msg-${other.id} [data-testid="branch-position"]`)) === '2/2', 'no ‹2/2› on the first answer');
+            const roots = st.messages.filter((m) => !m.parent);
+            assert(roots.length === 1, `regenerating the first answer made ${roots.length} conversations`);
+            if (await page.isVisible('[data-testid="conversation-filter"]')) {
+              const names = await page.$$eval('[data-testid="conversation-name"]', (els) => els.map((e) => e.textContent));
+              assert(names.length === 1, `the sidebar lists ${JSON.stringify(names)}`);
+            }
+            await page.click(`#msg-${other.id} [data-testid="branch-prev"]`);
+            await page.waitForSelector(`#msg-${a0.id}`);
+            await page.waitForSelector(`#msg-${q.id}`);
+          }
 
           // Edit & resend: the question's text in the box, sent beside it.
           await page.click(`#msg-${q.id} [data-testid="edit-resend"]`);

@@ -132,9 +132,17 @@ wo log --grep \"rate limit\" --user alec\n  \
 wo log --since 2026-02-01 --until 2026-03-01\n  \
 wo log --since 2d                   the last two days (also 3h, 1w, yesterday, today)\n  \
 wo log -n 5 --json                  the last five messages as JSON lines\n  \
-wo log --conversations              one line per conversation: id, last update, messages, title\n  \
+wo log --conversations              one line per conversation, newest first: id, last update, messages, title\n  \
+wo log --conversations --archived   the archived ones (wo archive hides a conversation; --restore shows it again)\n  \
 wo log --usage --since 1w           tokens per model, as the providers reported them")]
     Log(LogArgs),
+    /// Hide a conversation from lists (its messages stay in llm.json), or show it again with --restore.
+    #[command(after_help = "Examples:\n  \
+wo archive m_3f2a                 hide the conversation holding m_3f2a… (any of its message ids)\n  \
+wo log --conversations --archived list the archived ones\n  \
+wo archive --restore m_3f2a       list it again\n\n\
+Archiving deletes nothing: the transcript stays append-only, and the web app's Archived list shows the same conversations.")]
+    Archive(ArchiveArgs),
     /// List the models each configured provider offers (from its own model list where it has one).
     #[command(after_help = "Examples:\n  \
 wo models                 every provider's models; the configured one is marked *\n  \
@@ -520,6 +528,18 @@ pub struct AskArgs {
     /// Continue from this message instead of the latest (branching).
     #[arg(long, value_name = "ID", conflicts_with_all = ["new", "conversation"])]
     pub parent: Option<String>,
+    /// Ask a stored question again: another answer beside the earlier ones
+    /// (the web app shows them as ‹1/2›). ID is the question or one of its
+    /// answers (a unique prefix is enough); without ID, the latest answer of
+    /// this machine's current conversation (or of --conversation's).
+    #[arg(
+        long,
+        value_name = "ID",
+        num_args = 0..=1,
+        default_missing_value = "",
+        conflicts_with_all = ["new", "parent", "prompt", "files"]
+    )]
+    pub regenerate: Option<String>,
 }
 
 #[derive(Args, Debug)]
@@ -668,6 +688,15 @@ pub struct ImportArgs {
 }
 
 #[derive(Args, Debug)]
+pub struct ArchiveArgs {
+    /// The conversation: its id (as `wo log --conversations` lists it), or any of its messages' ids; a unique prefix is enough.
+    pub conversation: String,
+    /// Show the conversation in lists again.
+    #[arg(long)]
+    pub restore: bool,
+}
+
+#[derive(Args, Debug)]
 pub struct LogArgs {
     /// Only messages whose title or text contains this (case-insensitive).
     #[arg(long, short = 'g')]
@@ -681,12 +710,15 @@ pub struct LogArgs {
     /// Only messages before this time (same forms as --since).
     #[arg(long)]
     pub until: Option<String>,
-    /// Show only the last N matching messages (or conversations).
+    /// Show only the last N matching messages (or the newest N conversations).
     #[arg(long, short = 'n')]
     pub limit: Option<usize>,
-    /// List conversations instead of messages: id, last update, message count, title.
+    /// List conversations instead of messages, newest first: id, last update, message count, title.
     #[arg(long, conflicts_with = "usage")]
     pub conversations: bool,
+    /// With --conversations: list the archived conversations (hidden by `wo archive`) instead.
+    #[arg(long, requires = "conversations")]
+    pub archived: bool,
     /// Token totals per model from what providers reported (answers without counts are counted apart).
     #[arg(long)]
     pub usage: bool,
@@ -887,11 +919,17 @@ pub struct TruthEditArgs {
 
 #[derive(Subcommand, Debug)]
 pub enum ContextCommand {
-    /// Print the context (XHTML, or its text with --text).
-    #[command(after_help = "Examples:\n  wo context show\n  wo context show --text")]
+    /// Print the context as it was written (text, or Markdown), its plain text with --text, or its stored XHTML with --xhtml.
+    #[command(
+        after_help = "Examples:\n  wo context show\n  wo context show --text\n  wo context show --xhtml"
+    )]
     Show {
-        #[arg(long)]
+        /// Only the plain text (no Markdown marks).
+        #[arg(long, conflicts_with = "xhtml")]
         text: bool,
+        /// The XHTML exactly as llm.json stores it.
+        #[arg(long)]
+        xhtml: bool,
     },
     /// Replace the context: from --set, --file, or your $EDITOR.
     #[command(after_help = "Examples:\n  \

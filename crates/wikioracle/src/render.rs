@@ -42,17 +42,21 @@ pub fn snippet(xhtml: &str, max_chars: usize) -> String {
 /// Markdown (code stays in fenced blocks, links and lists stay readable;
 /// plain text comes back as typed), indented two spaces.
 pub fn message_block(m: &Message) -> String {
-    let mut out = format!(
-        "{}  {}  {}  [{}]\n",
-        m.timestamp,
-        m.id,
-        m.username,
-        m.effective_role().as_str()
-    );
-    if !m.title.is_empty() {
+    let role = m.effective_role().as_str();
+    // The role is shown where the name does not already say it ("user").
+    let mut out = if m.username.eq_ignore_ascii_case(role) {
+        format!("{}  {}  {}\n", m.timestamp, m.id, m.username)
+    } else {
+        format!("{}  {}  {}  [{}]\n", m.timestamp, m.id, m.username, role)
+    };
+    let body = wo_interop::markdown::message_markdown(&m.content);
+    // A title is shown only where it says something the text does not
+    // begin with (an imported conversation's name, a rename): a derived
+    // title is the text's first words, and repeating them is noise.
+    if !m.title.is_empty() && !begins_with_title(&body, &m.title) {
         out.push_str(&format!("  # {}\n", m.title));
     }
-    for line in wo_interop::markdown::message_markdown(&m.content).lines() {
+    for line in body.lines() {
         if !line.is_empty() {
             out.push_str("  ");
             out.push_str(line);
@@ -60,6 +64,19 @@ pub fn message_block(m: &Message) -> String {
         out.push('\n');
     }
     out
+}
+
+/// Whether `text` starts with `title`'s words (a derived title may end in
+/// an ellipsis where it was cut).
+fn begins_with_title(text: &str, title: &str) -> bool {
+    let words = |s: &str| -> Vec<String> {
+        s.split(|c: char| !c.is_alphanumeric())
+            .filter(|w| !w.is_empty())
+            .map(str::to_lowercase)
+            .collect()
+    };
+    let (t, b) = (words(title), words(text));
+    !t.is_empty() && b.len() >= t.len() && b[..t.len()] == t[..]
 }
 
 pub fn truth_line(t: &TruthEntry) -> String {

@@ -290,9 +290,25 @@ fn context_show_and_edit() {
         "markdown",
     ]);
     assert_eq!(
-        p.ok(&["context", "show"]).trim(),
+        p.ok(&["context", "show", "--xhtml"]).trim(),
         "<h1>Rules</h1>\n<p>Be <em>brief</em>.</p>"
     );
+    // As written: Markdown, never markup.
+    assert_eq!(p.ok(&["context", "show"]).trim(), "# Rules\n\nBe *brief*.");
+    // Text typed as text comes back exactly.
+    p.ok(&["context", "edit", "--set", "Plain rules.\nTwo lines."]);
+    assert_eq!(
+        p.ok(&["context", "show"]).trim(),
+        "Plain rules.\nTwo lines."
+    );
+    p.ok(&[
+        "context",
+        "edit",
+        "--set",
+        "# Rules\n\nBe *brief*.",
+        "--format",
+        "markdown",
+    ]);
     assert_eq!(
         p.ok(&["context", "show", "--text"]).trim(),
         "Rules\n\nBe brief."

@@ -271,13 +271,14 @@ fn conversations_start_continue_list_and_resist_merged_messages() {
     assert!(fifth.contains("how hot exactly?"), "{fifth}");
     assert!(!fifth.contains("roses"), "{fifth}");
 
-    // wo log --conversations: one line each, newest last, with counts.
+    // wo log --conversations: one line each, newest first (as the web
+    // app's sidebar), with counts.
     let r = run(wo(&p, &cfg, &["log", "--conversations"]));
     ok(&r);
     let lines: Vec<&str> = r.stdout.lines().collect();
     assert_eq!(lines.len(), 3, "{}", r.stdout);
     assert!(
-        lines[0].contains("glazes are glassy") && lines[0].contains("4 msg"),
+        lines[2].contains("glazes are glassy") && lines[2].contains("4 msg"),
         "{}",
         r.stdout
     );
@@ -287,7 +288,7 @@ fn conversations_start_continue_list_and_resist_merged_messages() {
         r.stdout
     );
     assert!(
-        lines[2].starts_with(&kiln_root) && lines[2].contains("6 msg"),
+        lines[0].starts_with(&kiln_root) && lines[0].contains("6 msg"),
         "{}",
         r.stdout
     );
@@ -318,6 +319,48 @@ fn conversations_start_continue_list_and_resist_merged_messages() {
 }
 
 #[test]
+fn importing_older_history_keeps_the_first_conversation() {
+    let (_fake, p, cfg) = answering("A kiln is an oven for firing pottery.");
+    ok(&run(wo(
+        &p,
+        &cfg,
+        &["ask", "In one sentence, what is a kiln"],
+    )));
+    let s = p.state();
+    let question = s.messages()[0].clone();
+    // wo never writes an unlinked question: the first one starts its
+    // conversation explicitly.
+    assert!(question.starts_conversation(), "{question:?}");
+    let claude = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../wo-interop/tests/fixtures/claude/conversations.json");
+    ok(&run(wo(&p, &cfg, &["import", claude.to_str().unwrap()])));
+    let s = p.state();
+    assert!(s.messages().len() > 2);
+    let kiln = wo_format::conversation::list(&s)
+        .into_iter()
+        .find(|c| c.root.id == question.id)
+        .expect("the kiln conversation is still listed");
+    assert_eq!(kiln.count, 2);
+    let r = run(wo(&p, &cfg, &["log", "--conversations"]));
+    ok(&r);
+    let line = r
+        .stdout
+        .lines()
+        .find(|l| l.starts_with(&question.id))
+        .unwrap_or_else(|| panic!("no kiln line in:\n{}", r.stdout));
+    assert!(line.contains("2 msg"), "{line}");
+    // The next plain ask continues the kiln conversation, not an imported one.
+    ok(&run(wo(&p, &cfg, &["ask", "and how hot does it get?"])));
+    let s = p.state();
+    let follow = s
+        .messages()
+        .iter()
+        .find(|m| m.content == "<p>and how hot does it get?</p>")
+        .unwrap();
+    assert_eq!(s.branch(&follow.id)[0].id, question.id);
+}
+
+#[test]
 fn chat_starts_new_conversations_and_continues_given_ones() {
     let (fake, p, cfg) = answering("Okay then.");
     ok(&run(wo(&p, &cfg, &["ask", "first topic"])));
@@ -332,7 +375,11 @@ fn chat_starts_new_conversations_and_continues_given_ones() {
         .iter()
         .filter(|m| m.starts_conversation())
         .collect();
-    assert_eq!(roots.len(), 2, "--new and /new each start one");
+    assert_eq!(
+        roots.len(),
+        3,
+        "the first question (an empty file), --new and /new each start one"
+    );
     let bodies = fake.chat_bodies();
     assert_eq!(sent_texts(&bodies[1]), ["second topic"]);
     assert_eq!(sent_texts(&bodies[2]), ["third topic"]);
@@ -364,11 +411,11 @@ fn piped_text_and_files_join_the_prompt() {
     ok(&r);
     let sent = sent_texts(&fake.chat_bodies()[0]).pop().unwrap();
     assert!(
-        sent.starts_with("Review this\n\ndiff --git a/x b/x\n+added line"),
+        sent.starts_with("Review this\n\n```diff\ndiff --git a/x b/x\n+added line\n```"),
         "{sent}"
     );
     assert!(
-        sent.contains("File: notes.md\n````\n# Notes\n```\ncode\n```\n````"),
+        sent.contains("File: notes.md\n\n````markdown\n# Notes\n```\ncode\n```\n````"),
         "{sent}"
     );
     let stored = wo_format::xhtml::to_plain_text(&p.state().messages()[0].content);
@@ -404,6 +451,44 @@ fn piped_text_and_files_join_the_prompt() {
     assert!(r.stderr.contains("over the limit"), "{}", r.stderr);
     assert_eq!(fake.chat_bodies().len(), 2);
     assert_eq!(std::fs::read(p.state_path()).unwrap(), before);
+}
+
+#[test]
+fn a_piped_diff_comes_back_byte_for_byte() {
+    let (_fake, p, cfg) = answering("Looks fine.");
+    let diff = "diff --git a/src/x.rs b/src/x.rs\n--- a/src/x.rs\n+++ b/src/x.rs\n@@ -1,4 +1,4 @@\n fn main() {\n-    let a = 1;\n+    let a = 2;\n \tprintln!(\"{a} <&> `tick`\");\n }\n";
+    ok(&run_in(wo(&p, &cfg, &["ask", "Review this change"]), diff));
+    let s = p.state();
+    let question = &s.messages()[0];
+    // Stored as code, indentation and all: the web app shows it monospace.
+    assert!(
+        question
+            .content
+            .starts_with("<p>Review this change</p><pre><code class=\"language-diff\">diff --git"),
+        "{}",
+        question.content
+    );
+    let code = diff.trim_end();
+    assert_eq!(
+        wo_interop::recover_text(&question.content).unwrap(),
+        format!("Review this change\n\n```diff\n{code}\n```")
+    );
+    // Markdown export fences it, so `-` lines stay a diff, not a list.
+    let r = run(wo(&p, &cfg, &["export", "--format", "markdown"]));
+    ok(&r);
+    assert!(
+        r.stdout.contains(&format!("```diff\n{code}\n```")),
+        "{}",
+        r.stdout
+    );
+    // JSONL: the text is the question as composed, byte for byte.
+    let r = run(wo(&p, &cfg, &["export", "--format", "jsonl"]));
+    ok(&r);
+    let first: Value = serde_json::from_str(r.stdout.lines().next().unwrap()).unwrap();
+    assert_eq!(
+        first["text"].as_str().unwrap(),
+        format!("Review this change\n\n```diff\n{code}\n```")
+    );
 }
 
 #[test]
@@ -731,7 +816,8 @@ fn since_takes_relative_times_everywhere_it_exists() {
     let shown = |since: &str| {
         let r = p.run(&["log", "--since", since]);
         assert_eq!(r.code, 0, "{since}: {}", r.stderr);
-        r.stdout.matches("# ").count()
+        // One header line per message: its time, id and who wrote it.
+        r.stdout.lines().filter(|l| l.contains("  ann")).count()
     };
     assert_eq!(shown("2d"), 1);
     assert_eq!(shown("3h"), 1);
@@ -739,8 +825,16 @@ fn since_takes_relative_times_everywhere_it_exists() {
     assert_eq!(shown("10m"), 0);
     assert_eq!(shown("6 days ago"), 2);
     let r = p.run(&["log", "--until", "2d"]);
-    assert_eq!(r.stdout.matches("# ").count(), 1, "{}", r.stdout);
+    assert_eq!(
+        r.stdout.lines().filter(|l| l.contains("  ann")).count(),
+        1,
+        "{}",
+        r.stdout
+    );
     assert!(r.stdout.contains("five days ago"));
+    // Each message's role is said once, and a title that only repeats the
+    // text's first words is not printed.
+    assert!(!r.stdout.contains("# five days ago"), "{}", r.stdout);
     let r = p.run(&["log", "--since", "soonish"]);
     assert_eq!(r.code, 1);
     r.says(&["--since \"soonish\"", "2d"]);
@@ -1160,4 +1254,100 @@ fn models_come_from_anthropic_and_ollama_lists_too() {
             .contains("no API key"),
         "{claude}"
     );
+}
+
+#[test]
+fn archived_conversations_are_hidden_listed_apart_and_restored() {
+    let (_fake, p, cfg) = answering("Noted.");
+    ok(&run(wo(&p, &cfg, &["ask", "kilns fire hot"])));
+    ok(&run(wo(&p, &cfg, &["ask", "--new", "glazes are glassy"])));
+    let kiln = p.state().messages()[0].id.clone();
+    let before = p.state().messages().len();
+    // Any message id of the conversation names it.
+    let answer = p.state().messages()[1].id.clone();
+    let r = run(wo(&p, &cfg, &["archive", &answer[..12]]));
+    ok(&r);
+    assert!(r.stdout.contains(&format!("archived {kiln}")), "{}", r.stdout);
+    assert_eq!(p.state().messages().len(), before, "nothing is deleted");
+    let r = run(wo(&p, &cfg, &["log", "--conversations"]));
+    ok(&r);
+    assert!(!r.stdout.contains(&kiln), "{}", r.stdout);
+    assert!(r.stdout.contains("glazes are glassy"), "{}", r.stdout);
+    let r = run(wo(&p, &cfg, &["log", "--conversations", "--archived"]));
+    ok(&r);
+    assert!(r.stdout.starts_with(&kiln) && r.stdout.lines().count() == 1, "{}", r.stdout);
+    ok(&run(wo(&p, &cfg, &["archive", "--restore", &kiln])));
+    let r = run(wo(&p, &cfg, &["log", "--conversations"]));
+    assert_eq!(r.stdout.lines().count(), 2, "{}", r.stdout);
+    // An id that names nothing changes nothing and says how to find one.
+    let file = std::fs::read(p.state_path()).unwrap();
+    let r = run(wo(&p, &cfg, &["archive", "m_nothing"]));
+    assert_ne!(r.code, 0);
+    r.says(&["m_nothing", "wo log --conversations"]);
+    assert_eq!(std::fs::read(p.state_path()).unwrap(), file);
+}
+
+/// simonw/llm against `wo serve`'s /v1: each `llm "…"` is a conversation of
+/// its own, `llm -c` continues it, and neither lands in the conversation
+/// the file (or the browser) had last.
+#[test]
+fn simonw_llm_prompts_get_their_own_threads() {
+    if !wo_testkit::heavy(&[wo_testkit::Need::PythonLlm]) {
+        return;
+    }
+    let (_fake, p, cfg) = answering("Slowly: about 100 degrees an hour.");
+    ok(&run(wo(&p, &cfg, &["ask", "Browser question"])));
+    let server = common::Serving::start(&p, &cfg, &[]);
+    let home = p.path().join("llm-home");
+    std::fs::create_dir_all(&home).unwrap();
+    std::fs::write(
+        home.join("extra-openai-models.yaml"),
+        format!(
+            "- model_id: wikioracle\n  model_name: test\n  api_base: \"{}/v1\"\n  api_key_name: wikioracle\n",
+            server.base()
+        ),
+    )
+    .unwrap();
+    std::fs::write(
+        home.join("keys.json"),
+        serde_json::json!({"wikioracle": server.token}).to_string(),
+    )
+    .unwrap();
+    let llm = |args: &[&str]| {
+        let out = Command::new(wo_testkit::python())
+            .args(["-m", "llm"])
+            .args(args)
+            .env("LLM_USER_PATH", &home)
+            .env_remove("OPENAI_API_KEY")
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "llm {args:?}: {}\n{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    let answer = llm(&["-m", "wikioracle", "How slow should I cool my kiln?"]);
+    assert!(answer.contains("100 degrees"), "{answer}");
+    llm(&["-c", "And for stoneware?"]);
+    llm(&["-m", "wikioracle", "Name a glaze"]);
+    let s = p.state();
+    let root_of = |text: &str| {
+        let m = s
+            .messages()
+            .iter()
+            .find(|m| m.content == format!("<p>{text}</p>"))
+            .unwrap_or_else(|| panic!("{text:?} not stored"));
+        wo_format::xhtml::to_plain_text(&s.branch(&m.id)[0].content)
+    };
+    assert_eq!(root_of("Browser question"), "Browser question");
+    assert_eq!(
+        root_of("How slow should I cool my kiln?"),
+        "How slow should I cool my kiln?"
+    );
+    assert_eq!(root_of("And for stoneware?"), "How slow should I cool my kiln?");
+    assert_eq!(root_of("Name a glaze"), "Name a glaze");
+    assert!(s.messages().iter().all(|m| !m.is_unlinked()));
 }

@@ -94,8 +94,8 @@ fn chatgpt_zip_dry_run_import_and_import_again() {
         .collect();
     assert_eq!(
         titles,
-        ["Rolling back a deploy", "Weeknight pasta"],
-        "{listed}"
+        ["Weeknight pasta", "Rolling back a deploy"],
+        "newest first: {listed}"
     );
 
     // `wo log` keeps the answer's code block fenced.

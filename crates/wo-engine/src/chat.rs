@@ -64,6 +64,11 @@ pub struct TurnRequest {
     /// recent turns are sent with it. [`crate::request::TurnParams::build`]
     /// refuses it together with a `parent`.
     pub new_conversation: bool,
+    /// Regenerate: answer this stored question again. The prompt is its
+    /// text and `parent` / `new_conversation` where it stands
+    /// ([`crate::request::regenerating`] fills all three); the commit appends
+    /// only the answer, a sibling of the earlier ones.
+    pub regenerate: Option<String>,
     /// Include truth entries (the `rag` tool; default on).
     pub no_rag: bool,
     /// File chunks retrieved from the directory index, if any.
@@ -698,6 +703,7 @@ fn completed_turn(
                 .or_else(|| state.messages().last().map(|m| m.id.clone()))
         },
         new_conversation: req.new_conversation,
+        question: req.regenerate.clone(),
         archive_after_days: req.archive_after_days,
     }
 }

@@ -1,16 +1,109 @@
-//! Renaming a conversation: a person's title for a message (the web app
-//! renames a conversation's root). The one rule for what such a title may
-//! be, shared by every face: `wo serve`'s `PATCH /api/messages/{id}` applies
-//! it to the store, and the web client's stateless mode
-//! calls the same `wo_format` functions through wo-wasm (`renameMessage`).
+//! Conversations as faces meet them: which stored conversation a client
+//! that keeps its own history continues ([`continued_by`]), and renaming one.
 //!
-//! The title follows `wo_format::title::given_title` (plain text,
-//! whitespace collapsed, control characters dropped, 1 to
-//! [`MAX_RENAME_CHARS`] characters). The message's content, and so its
-//! content-addressed id, never change.
+//! **Threads of clients that keep their history** (the OpenAI-compatible
+//! face): a request carries the client's earlier turns. It continues the
+//! stored conversation whose branch holds exactly those turns, in order
+//! (compared as the text a turn stores, whitespace collapsed); with no such
+//! conversation it starts a new one. It never continues whatever the file's
+//! newest message is, so two clients, or a client and the browser, never
+//! write into each other's threads.
+//!
+//! **Renaming**: a person's title for a message (the web app renames a
+//! conversation's root). The one rule for what such a title may be, shared
+//! by every face: `wo serve`'s `PATCH /api/messages/{id}` applies it to the
+//! store, and the web client's stateless mode calls the same `wo_format`
+//! functions through wo-wasm (`renameMessage`). The title follows
+//! `wo_format::title::given_title` (plain text, whitespace collapsed,
+//! control characters dropped, 1 to [`MAX_RENAME_CHARS`] characters). The
+//! message's content, and so its content-addressed id, never change.
 
 use wo_format::title::{GivenTitleError, given_title};
-use wo_format::{Message, State, Timestamp};
+use wo_format::xhtml::{markdown_to_xhtml, text_to_xhtml, to_plain_text};
+use wo_format::{Message, Role, State, Timestamp};
+
+/// How many stored messages that look like the client's latest turn are
+/// checked in full (newest first) before a request is given a new
+/// conversation: bounds the work a request can cause.
+const MAX_THREAD_CANDIDATES: usize = 64;
+
+/// A turn's text as stored and compared: the plain text of its XHTML,
+/// whitespace collapsed.
+fn comparable(xhtml: &str) -> String {
+    to_plain_text(xhtml)
+        .split_whitespace()
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// One client turn in the forms a stored message may hold it: as a typed
+/// question stores it (plain text) and as an answer stores it (Markdown).
+struct ClientTurn {
+    role: Role,
+    forms: [String; 2],
+}
+
+impl ClientTurn {
+    fn new(role: Role, text: &str) -> Self {
+        ClientTurn {
+            role,
+            forms: [
+                comparable(&text_to_xhtml(text)),
+                comparable(&markdown_to_xhtml(text)),
+            ],
+        }
+    }
+
+    fn matches<S: AsRef<str>>(&self, m: &Message, known_models: &[S]) -> bool {
+        if m.role_with_models(known_models) != self.role {
+            return false;
+        }
+        let stored = comparable(&m.content);
+        self.forms.iter().any(|f| *f == stored)
+    }
+
+    /// A word every message holding this turn contains in its raw XHTML
+    /// (letters and digits are never escaped): a cheap filter before the
+    /// full comparison. `None` when the turn has no such word.
+    fn probe(&self) -> Option<&str> {
+        self.forms[0]
+            .split(|c: char| !c.is_alphanumeric())
+            .max_by_key(|w| w.len())
+            .filter(|w| !w.is_empty())
+    }
+}
+
+/// The stored message a client's request continues: the end of the branch
+/// whose messages are exactly `turns` (the client's earlier turns, oldest
+/// first, without its system message and its new question), in order and
+/// with the same roles. `None` — the request starts a new conversation —
+/// when `turns` is empty or no branch holds them. Of several such branches
+/// the newest wins. `known_models`: names that make a stored message the
+/// assistant's (`Message::role_with_models`).
+pub fn continued_by<'s, S: AsRef<str>>(
+    state: &'s State,
+    turns: &[(Role, String)],
+    known_models: &[S],
+) -> Option<&'s Message> {
+    let wanted: Vec<ClientTurn> = turns.iter().map(|(r, t)| ClientTurn::new(*r, t)).collect();
+    let last = wanted.last()?;
+    let probe = last.probe();
+    state
+        .messages()
+        .iter()
+        .rev()
+        .filter(|m| probe.is_none_or(|w| m.content.contains(w)))
+        .filter(|m| last.matches(m, known_models))
+        .take(MAX_THREAD_CANDIDATES)
+        .find(|m| {
+            let branch = state.branch(&m.id);
+            branch.len() == wanted.len()
+                && branch
+                    .iter()
+                    .zip(&wanted)
+                    .all(|(stored, turn)| turn.matches(stored, known_models))
+        })
+}
 
 /// The longest title a person may give, in characters.
 pub use wo_format::title::MAX_GIVEN_TITLE_CHARS as MAX_RENAME_CHARS;
@@ -45,6 +138,19 @@ pub fn rename<'s>(
     state
         .set_message_title(id, title, now)
         .ok_or_else(|| RenameError::NotFound(id.to_owned()))
+}
+
+/// Archives (`hidden`) or restores the conversation `id` names — its root
+/// or any of its messages, a unique prefix being enough — at `now`: hidden
+/// from conversation lists, every message kept (`State::set_archived` on
+/// its root). Returns the root's id; an unknown or ambiguous id is refused
+/// and nothing changes.
+pub fn archive(state: &mut State, id: &str, hidden: bool, now: Timestamp) -> Result<String, String> {
+    let root = wo_format::conversation::find(state, id.trim())?.to_owned();
+    state
+        .set_archived(&root, hidden, now)
+        .map(|m| m.id.clone())
+        .ok_or_else(|| format!("no message {root:?}"))
 }
 
 #[cfg(test)]

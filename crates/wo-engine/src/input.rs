@@ -4,8 +4,12 @@
 //! the question and sent to the model.
 //!
 //! The prompt comes first (it says what to do), then the piped text, then
-//! each file under a `File: NAME` line in a code fence longer than any
-//! backtick run inside it, so a file's own fences cannot close it.
+//! each file under a `File: NAME` line; piped text and files each in a code
+//! fence longer than any backtick run inside it (so their own fences cannot
+//! close it), with a language when one is known (`diff` for a unified diff,
+//! else from the file's extension). The question is stored by
+//! `wo_format::xhtml::question_to_xhtml`, which keeps those blocks as code,
+//! byte for byte.
 
 use std::io::Read;
 use std::path::{Path, PathBuf};
@@ -111,24 +115,77 @@ pub fn read_attachment(path: &Path, cap: u64) -> Result<Attachment, AttachError>
 /// part is missing or blank.
 pub fn compose(prompt: Option<&str>, piped: Option<&str>, files: &[Attachment]) -> Option<String> {
     let mut parts: Vec<String> = Vec::new();
-    for text in [prompt, piped].into_iter().flatten() {
-        let text = text.trim_end();
-        if !text.trim().is_empty() {
-            parts.push(text.to_owned());
+    if let Some(text) = prompt.map(str::trim_end).filter(|t| !t.trim().is_empty()) {
+        parts.push(text.to_owned());
+    }
+    if let Some(text) = piped.filter(|t| !t.trim().is_empty()) {
+        // Piped text alone is the question itself (`echo "…" | wo ask`),
+        // unless it is a diff; beside a prompt it is material, kept verbatim.
+        match (parts.is_empty(), piped_language(text)) {
+            (true, None) => parts.push(text.trim_end().to_owned()),
+            (_, language) => parts.push(fenced(text, language)),
         }
     }
     for f in files {
-        let longest_run = f
-            .text
-            .split(|c: char| c != '`')
-            .map(str::len)
-            .max()
-            .unwrap_or(0);
-        let fence = "`".repeat((longest_run + 1).max(3));
-        let body = f.text.trim_end_matches(['\n', '\r']);
-        parts.push(format!("File: {}\n{fence}\n{body}\n{fence}", f.name));
+        let block = fenced(&f.text, file_language(&f.name));
+        parts.push(format!("File: {}\n\n{block}", f.name));
     }
     (!parts.is_empty()).then(|| parts.join("\n\n"))
+}
+
+/// `text` in a code fence longer than any backtick run inside it (so its own
+/// fences cannot close it), with its language when known; trailing line
+/// ends go, every other byte stays (`question_to_xhtml` keeps it as code).
+fn fenced(text: &str, language: Option<&str>) -> String {
+    let longest_run = text
+        .split(|c: char| c != '`')
+        .map(str::len)
+        .max()
+        .unwrap_or(0);
+    let fence = "`".repeat((longest_run + 1).max(3));
+    let body = text.trim_end_matches(['\n', '\r']);
+    format!("{fence}{}\n{body}\n{fence}", language.unwrap_or(""))
+}
+
+/// `diff` for piped text that reads as a unified diff (`git diff`,
+/// `diff -u`), else none: other piped text has no name to guess from.
+fn piped_language(text: &str) -> Option<&'static str> {
+    let head: Vec<&str> = text.lines().take(64).collect();
+    let first = head.first().copied().unwrap_or("");
+    let diff = first.starts_with("diff --git ")
+        || first.starts_with("Index: ")
+        || (head.iter().any(|l| l.starts_with("--- "))
+            && head.iter().any(|l| l.starts_with("+++ ")));
+    diff.then_some("diff")
+}
+
+/// A fence language from a file name's extension, for the common ones.
+fn file_language(name: &str) -> Option<&'static str> {
+    let ext = std::path::Path::new(name)
+        .extension()?
+        .to_str()?
+        .to_ascii_lowercase();
+    Some(match ext.as_str() {
+        "rs" => "rust",
+        "py" => "python",
+        "js" | "mjs" | "cjs" => "javascript",
+        "ts" | "tsx" => "typescript",
+        "go" => "go",
+        "c" | "h" => "c",
+        "cc" | "cpp" | "hpp" | "cxx" => "cpp",
+        "java" => "java",
+        "rb" => "ruby",
+        "sh" | "bash" => "bash",
+        "json" => "json",
+        "toml" => "toml",
+        "yaml" | "yml" => "yaml",
+        "html" | "htm" => "html",
+        "css" => "css",
+        "md" => "markdown",
+        "sql" => "sql",
+        "diff" | "patch" => "diff",
+        _ => return None,
+    })
 }
 
 #[cfg(test)]
@@ -143,12 +200,20 @@ mod tests {
         };
         assert_eq!(
             compose(Some("Review this"), Some("diff --git a b\n+x\n"), &[f]).unwrap(),
-            "Review this\n\ndiff --git a b\n+x\n\nFile: notes.md\n`````\na ``` fence\n````\n`````"
+            "Review this\n\n```diff\ndiff --git a b\n+x\n```\n\nFile: notes.md\n\n`````markdown\na ``` fence\n````\n`````"
         );
         assert_eq!(compose(Some("q"), Some("  \n"), &[]).unwrap(), "q");
         assert_eq!(
-            compose(None, Some("piped only"), &[]).unwrap(),
+            compose(None, Some("piped only\n"), &[]).unwrap(),
             "piped only"
+        );
+        assert_eq!(
+            compose(Some("q"), Some("  piped\n\tindented\n"), &[]).unwrap(),
+            "q\n\n```\n  piped\n\tindented\n```"
+        );
+        assert_eq!(
+            compose(None, Some("--- a/x\n+++ b/x\n-old\n+new\n"), &[]).unwrap(),
+            "```diff\n--- a/x\n+++ b/x\n-old\n+new\n```"
         );
         assert_eq!(compose(Some(" "), None, &[]), None);
     }

@@ -8,6 +8,7 @@
 //! [`check_temperature`]) and the "no such provider" message
 //! ([`unknown_provider`]) live here too, so that they are written once.
 
+use wo_format::State;
 use wo_format::records::MAX_NAME_CHARS;
 use wo_providers::Config;
 
@@ -28,6 +29,8 @@ pub enum Field {
     Certainty,
     /// The message the turn follows.
     Parent,
+    /// The question a regenerated answer answers.
+    Regenerate,
     /// The provider (by name), or its configuration.
     Provider,
     /// Who asks (the question's username).
@@ -46,6 +49,7 @@ impl Field {
             Field::MinCertainty => "--min-certainty",
             Field::Certainty => "--certainty",
             Field::Parent => "--parent",
+            Field::Regenerate => "--regenerate",
             Field::Provider => "--provider",
             Field::Username => "--username",
             Field::Model => "--model",
@@ -62,11 +66,76 @@ impl Field {
             Field::MinCertainty => "/params/min_certainty",
             Field::Certainty => "/certainty",
             Field::Parent => "/parent",
+            Field::Regenerate => "/regenerate",
             Field::Provider => "/params/provider",
             Field::Username => "/username",
             Field::Model => "/params/model",
         }
     }
+}
+
+/// What regenerating an answer asks again ([`regenerating`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Regenerating {
+    /// The stored question's id: the new answer's parent.
+    pub question: String,
+    /// Its text, as it was asked (`wo_format::xhtml::recover_text`, else its
+    /// plain text).
+    pub prompt: String,
+    /// What the question follows (`None`: it starts its conversation).
+    pub parent: Option<String>,
+}
+
+impl Regenerating {
+    /// `params` asking the question again in place: its text, where it
+    /// stands, and the question the answer joins.
+    pub fn apply(self, params: &mut TurnParams) {
+        params.message = self.prompt;
+        params.new_conversation = self.parent.is_none();
+        params.parent = self.parent;
+        params.regenerate = Some(self.question);
+    }
+}
+
+/// The question to answer again for `id`: the message with that id (or a
+/// unique prefix of it) when it is a question, the question it answers when
+/// it is an answer. An answer to no stored question, or a system message,
+/// cannot be regenerated.
+pub fn regenerating(state: &State, id: &str) -> Result<Regenerating, FieldError> {
+    let refuse = |m: String| FieldError::new(Field::Regenerate, m);
+    let found = wo_format::query::find_by_prefix(state.messages(), |m| m.id.as_str(), id.trim())
+        .map_err(refuse)?;
+    let question = match found.effective_role() {
+        wo_format::Role::User => found,
+        wo_format::Role::Assistant => found
+            .parent
+            .as_deref()
+            .and_then(|p| state.message(p))
+            .filter(|q| q.effective_role() == wo_format::Role::User)
+            .ok_or_else(|| {
+                refuse(format!(
+                    "{} answers no stored question, so there is nothing to ask again",
+                    found.id
+                ))
+            })?,
+        wo_format::Role::System => {
+            return Err(refuse(format!("{} is a system message, not a question", found.id)));
+        }
+    };
+    let prompt = wo_format::xhtml::recover_text(&question.content)
+        .unwrap_or_else(|| wo_format::xhtml::to_plain_text(&question.content));
+    // Where the question stands: its parent, or the message the implicit
+    // chain gives it, so the answer sees the same earlier turns.
+    let branch = state.branch(&question.id);
+    let parent = branch
+        .len()
+        .checked_sub(2)
+        .map(|i| branch[i].id.clone());
+    Ok(Regenerating {
+        question: question.id.clone(),
+        prompt,
+        parent,
+    })
 }
 
 /// A turn input that is not valid: which field, and why.
@@ -170,6 +239,10 @@ pub struct TurnParams {
     /// Start a new conversation (no parent, no recent turns); refused
     /// together with `parent`.
     pub new_conversation: bool,
+    /// Regenerate: the stored question to answer again (see
+    /// [`regenerating`], which fills `message`, `parent` and
+    /// `new_conversation` from it).
+    pub regenerate: Option<String>,
     /// The `rag` tool (truth entries, file chunks).
     pub rag: bool,
     /// The `url_fetch` tool.
@@ -258,6 +331,7 @@ impl TurnParams {
             max_tokens,
             parent: self.parent,
             new_conversation: self.new_conversation,
+            regenerate: self.regenerate,
             no_rag: !self.rag,
             chunks: Vec::new(),
             url_fetch: self.url_fetch.then(wo_fetch::FetchPolicy::default),

@@ -2,7 +2,7 @@
 //! with cheap titles, provenance and `refs` counting (product §1, §7).
 
 use wo_format::title::title_for;
-use wo_format::xhtml::{markdown_to_xhtml, text_to_xhtml, to_plain_text};
+use wo_format::xhtml::{markdown_to_xhtml, question_to_xhtml, to_plain_text};
 use wo_format::{Message, Role, State, Timestamp, Usage};
 
 /// Everything known about a completed exchange.
@@ -35,6 +35,11 @@ pub struct CompletedTurn {
     /// The prompt starts a new conversation (stored marked as its root;
     /// `parent` is then `None`).
     pub new_conversation: bool,
+    /// Another answer to this stored question (regenerate): only the answer
+    /// is appended, a sibling of the question's earlier answers. When the
+    /// question is gone by the commit, the prompt is appended as a question
+    /// after `parent`, as for any turn.
+    pub question: Option<String>,
     /// Archive entries with `expires` unused for this many days, at the
     /// turn's time ([`crate::archive::archive_unused`]); `None`: never.
     pub archive_after_days: Option<u32>,
@@ -66,6 +71,7 @@ impl CompletedTurn {
             sources: Vec::new(),
             parent: None,
             new_conversation: false,
+            question: None,
             archive_after_days: None,
         }
     }
@@ -88,11 +94,15 @@ pub fn turn_messages(turn: &CompletedTurn) -> (Message, Message) {
         turn.username.clone(),
         turn.sent_at.clone(),
         title_for(&turn.prompt),
-        text_to_xhtml(&turn.prompt),
+        question_to_xhtml(&turn.prompt),
     );
     user.role = Some(Role::User);
     user.parent = turn.parent.clone();
-    if turn.new_conversation && user.parent.is_none() {
+    // wo never writes an unlinked message: a question with no parent (the
+    // first of a file, New chat, a client's new thread) starts a
+    // conversation explicitly, so no later import or merge of older
+    // messages can take it into theirs.
+    if user.parent.is_none() {
         user.mark_new_conversation();
     }
     let answered_at = if turn.finished_at > turn.sent_at {
@@ -120,6 +130,24 @@ pub fn turn_messages(turn: &CompletedTurn) -> (Message, Message) {
 /// Returns the ids of the user and assistant messages.
 pub fn apply_turn(state: &mut State, turn: &CompletedTurn) -> (String, String) {
     let (mut user, mut assistant) = turn_messages(turn);
+    let asked = turn
+        .question
+        .as_deref()
+        .and_then(|q| state.message(q))
+        .map(|q| (q.id.clone(), q.timestamp.clone()));
+    if let Some((question, asked_at)) = asked {
+        // Regenerate: a sibling answer to the stored question.
+        assistant.parent = Some(question.clone());
+        if assistant.timestamp <= asked_at {
+            assistant.timestamp = asked_at.next_micro();
+            rederive_id(&mut assistant);
+        }
+        make_unique(state, &mut assistant);
+        let id = assistant.id.clone();
+        state.push_message(assistant);
+        count_uses(state, turn);
+        return (question, id);
+    }
     // Ids hash (username, timestamp, content), so the same short answer
     // twice at one instant would collide with the first and be dropped as a
     // duplicate. Move a colliding message on by a microsecond — never by
@@ -142,8 +170,13 @@ pub fn apply_turn(state: &mut State, turn: &CompletedTurn) -> (String, String) {
     let ids = (user.id.clone(), assistant.id.clone());
     state.push_message(user);
     state.push_message(assistant);
-    // Each entry sent counts the use and its time ("used" is what keeps an
-    // expiring entry from being archived).
+    count_uses(state, turn);
+    ids
+}
+
+/// Each entry sent counts the use and its time ("used" is what keeps an
+/// expiring entry from being archived); then archiving at the turn's clock.
+fn count_uses(state: &mut State, turn: &CompletedTurn) {
     for entry in &mut state.truth.trust {
         if turn.sources.contains(&entry.id) {
             entry.refs = Some(entry.refs.unwrap_or(0) + 1);
@@ -153,7 +186,6 @@ pub fn apply_turn(state: &mut State, turn: &CompletedTurn) -> (String, String) {
     if let Some(days) = turn.archive_after_days {
         crate::archive::archive_unused(state, &turn.sent_at, days);
     }
-    ids
 }
 
 fn rederive_id(m: &mut Message) {
@@ -190,6 +222,7 @@ mod tests {
             sources: vec![],
             parent: None,
             new_conversation: false,
+            question: None,
             archive_after_days: None,
         };
         let (_, a) = apply_turn(&mut state, &turn);
@@ -228,6 +261,7 @@ mod tests {
             sources: vec![tid.clone()],
             parent: None,
             new_conversation: false,
+            question: None,
             archive_after_days: None,
         };
         let (u, a) = apply_turn(&mut state, &turn);

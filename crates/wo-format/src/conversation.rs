@@ -7,8 +7,10 @@
 //! - a message with a `parent` in the file belongs to its parent's;
 //! - a message marked `new_conversation` (no `parent`) is a root;
 //! - any other message (no `parent`, or a `parent` not in the file) follows
-//!   the latest earlier message without a parent — a legacy or imported
+//!   the latest earlier [unlinked](Message::is_unlinked) message — a legacy
 //!   transcript is one conversation — or is a root when there is none.
+//!   Messages with links never join that chain, so adding conversations
+//!   (an import, New chat) never moves an unlinked message to another.
 //!
 //! Which conversation a new question continues is [`continue_from`]'s rule
 //! (documented there): the conversation this device last used, never simply
@@ -49,15 +51,7 @@ pub fn roots(state: &State) -> Vec<usize> {
         .enumerate()
         .map(|(i, m)| (m.id.as_str(), i))
         .collect();
-    // The latest earlier message without a parent, for each message.
-    let mut previous_parentless = Vec::with_capacity(messages.len());
-    let mut last = None;
-    for (i, m) in messages.iter().enumerate() {
-        previous_parentless.push(last);
-        if m.parent.is_none() {
-            last = Some(i);
-        }
-    }
+    let previous_parentless = crate::model::implicit_chain(messages);
     // What each message follows; `None`: it is a root.
     let next = |i: usize| -> Option<usize> {
         let m = &messages[i];
@@ -265,7 +259,24 @@ const SNIPPET_AFTER: usize = 60;
 /// left out, holds every word of the filter (a pre-check that never
 /// refuses a match: [`without_tags`]), so a filter costs a substring scan
 /// of the file plus the few parses of likely matches.
+///
+/// Archived conversations ([`Message::archived`] roots) are left out; they
+/// are listed by [`listed_archived`].
 pub fn listed<'a>(state: &'a State, filter: &str) -> Vec<Listed<'a>> {
+    let mut out = listed_all(state, filter);
+    out.retain(|l| !l.conversation.root.archived());
+    out
+}
+
+/// [`listed`], of the archived conversations only (hidden from the usual
+/// list, still in the file; restoring one lists it again).
+pub fn listed_archived<'a>(state: &'a State, filter: &str) -> Vec<Listed<'a>> {
+    let mut out = listed_all(state, filter);
+    out.retain(|l| l.conversation.root.archived());
+    out
+}
+
+fn listed_all<'a>(state: &'a State, filter: &str) -> Vec<Listed<'a>> {
     let needle = collapse_whitespace(filter).to_lowercase();
     let messages = state.messages();
     let roots = roots(state);

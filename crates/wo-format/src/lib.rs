@@ -27,7 +27,7 @@ pub use codec::{
 };
 pub use links::BranchWalk;
 pub use model::{
-    EffectivePrefs, EffortStatus, Expires, Extra, Message, NEW_CONVERSATION_KEY, Provenance,
+    ARCHIVE_KEY, EffectivePrefs, EffortStatus, Expires, Extra, Message, NEW_CONVERSATION_KEY, Provenance,
     RetrievalPrefs, Role, SCHEMA_URL, State, Tombstone, TranscriptVersion, Truth, TruthEdit,
     TruthEntry, TruthKind, Usage,
 };

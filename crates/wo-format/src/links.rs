@@ -82,7 +82,8 @@ pub(crate) struct Links {
     /// For each message, the position its walk goes to next ([`NONE`]: it
     /// ends there).
     next: Vec<u32>,
-    /// The latest message without a parent (the implicit chain's end).
+    /// The latest unlinked message (`Message::is_unlinked`: the implicit
+    /// chain's end).
     last_parentless: Option<u32>,
     /// Hashes of parents that name no message: appending a message with
     /// such an id changes an earlier message's step.
@@ -195,7 +196,7 @@ impl Links {
         for (i, m) in messages.iter().enumerate() {
             let step = links.step(messages, m);
             links.next.push(step);
-            if m.parent.is_none() {
+            if m.is_unlinked() {
                 links.last_parentless = Some(i as u32);
             }
         }
@@ -249,7 +250,7 @@ impl Links {
             _ => self.step(messages, message),
         };
         self.next.push(step);
-        if message.parent.is_none() {
+        if message.is_unlinked() {
             self.last_parentless = Some(n);
         }
         if step == n {

@@ -32,7 +32,7 @@ use std::collections::HashMap;
 
 use serde::Serialize;
 
-use crate::model::{Extra, Message, RETITLED_KEY, State, Tombstone, TruthEntry};
+use crate::model::{ARCHIVE_KEY, Extra, Message, RETITLED_KEY, State, Tombstone, TruthEntry};
 use crate::rawjson::RawJson;
 
 /// What a merge did, for `wo merge` and the server to print.
@@ -130,6 +130,18 @@ pub fn join_message(a: &Message, b: &Message) -> Message {
     match retitled {
         Some(stamp) => extra.insert(RETITLED_KEY.to_owned(), stamp),
         None => extra.remove(RETITLED_KEY),
+    };
+    // Archiving: the later say wins (then the larger text), as a rename.
+    let archive_key = |m: &Message| {
+        (
+            m.archive_say().map(|(at, _)| at),
+            m.extra.get(ARCHIVE_KEY).map(|r| r.as_str().as_bytes().to_vec()),
+        )
+    };
+    let archive = if archive_key(b) > archive_key(a) { b } else { a };
+    match archive.extra.get(ARCHIVE_KEY) {
+        Some(say) => extra.insert(ARCHIVE_KEY.to_owned(), say.clone()),
+        None => extra.remove(ARCHIVE_KEY),
     };
     Message {
         id: a.id.clone(),

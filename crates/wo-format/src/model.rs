@@ -564,6 +564,32 @@ impl Message {
                 .is_some_and(|v| v.as_str() == "true")
     }
 
+    /// Whether this message arrived without links — no `parent` and no
+    /// [`NEW_CONVERSATION_KEY`] mark (a legacy transcript, a tool that keeps
+    /// none) — so it joins the implicit chain: it follows the latest earlier
+    /// message of the chain, and the chain's next one follows it. Messages
+    /// with links never join it, so adding them (an import, a merge, a new
+    /// conversation) never changes which conversation an unlinked message
+    /// belongs to.
+    pub fn is_unlinked(&self) -> bool {
+        self.parent.is_none() && !self.starts_conversation()
+    }
+
+    /// Whether this message — a conversation's root — is archived: hidden
+    /// from conversation lists ([`ARCHIVE_KEY`]'s `hidden`; a malformed
+    /// field hides nothing).
+    pub fn archived(&self) -> bool {
+        self.archive_say().is_some_and(|(_, hidden)| hidden)
+    }
+
+    /// The [`ARCHIVE_KEY`] field read: when it was said, and whether hidden.
+    pub fn archive_say(&self) -> Option<(Timestamp, bool)> {
+        let raw = self.extra.get(ARCHIVE_KEY)?;
+        let v: serde_json::Value = serde_json::from_str(raw.as_str()).ok()?;
+        let at = Timestamp::parse(v.get("at")?.as_str()?).ok()?;
+        Some((at, v.get("hidden")?.as_bool()?))
+    }
+
     /// When a person last renamed this message ([`RETITLED_KEY`]); `None`
     /// when never, or when the field is not a timestamp (`wo validate`
     /// reports that).
@@ -582,6 +608,13 @@ impl Message {
         );
     }
 }
+
+/// The message field that archives a conversation, on its root
+/// (`llm_state_v1.md`, Message): `{"at": timestamp, "hidden": bool}`, the
+/// latest say of whether the conversation is hidden from lists. Archiving
+/// removes nothing: the messages stay in the file, and restoring shows them
+/// again. Of two copies, the later `at` wins a merge.
+pub const ARCHIVE_KEY: &str = "archive";
 
 /// The message field that says when a person last renamed the message
 /// (`llm_state_v1.md`, Message): of two copies with different titles, the
@@ -963,6 +996,28 @@ impl State {
         Some(&self.messages[pos])
     }
 
+    /// Archives (`hidden`) or restores the conversation whose root is `id`,
+    /// said at `now` — or just after the last say, so a machine whose clock
+    /// runs slow still has the last word ([`ARCHIVE_KEY`]). Content, id and
+    /// every other message are unchanged. `None` when no message has `id`.
+    pub fn set_archived(&mut self, id: &str, hidden: bool, now: Timestamp) -> Option<&Message> {
+        let pos = self.messages.iter().position(|m| m.id == id)?;
+        let m = &mut self.messages[pos];
+        if m.archived() != hidden {
+            let at = match m.archive_say() {
+                Some((before, _)) if now <= before => before.next_micro(),
+                _ => now,
+            };
+            m.extra.insert(
+                ARCHIVE_KEY.to_owned(),
+                RawJson::from(serde_json::json!({"at": at.as_str(), "hidden": hidden})),
+            );
+            self.clean_prefix = self.clean_prefix.min(pos);
+            self.transcript.changed_all();
+        }
+        Some(&self.messages[pos])
+    }
+
     /// Adds a truth entry unless one with its id exists; returns whether it
     /// was added.
     pub fn add_truth(&mut self, entry: TruthEntry) -> bool {
@@ -1076,16 +1131,19 @@ impl State {
     /// The branch ending at `leaf`: the messages on the path from its root
     /// to `leaf`, oldest first (empty when no message has that id).
     ///
-    /// Each step goes to the message's `parent`. Messages without a parent
-    /// (a legacy transcript, an import from a tool that has none) form an
-    /// implicit chain in (timestamp, id) order: from such a message, and
-    /// from one whose `parent` is not in the file, the step goes to the
-    /// latest earlier message that has no parent either. So a transcript
-    /// without parents is one branch, turns added to it with explicit
-    /// parents continue it, and forks (several children of one message)
-    /// are separate branches sharing their history. A message that
-    /// [starts a conversation](Message::starts_conversation) ends the walk:
-    /// it is a root. A cycle of hand-edited parents ends the walk.
+    /// Each step goes to the message's `parent`. [Unlinked
+    /// messages](Message::is_unlinked) (no parent and no mark: a legacy
+    /// transcript, a tool that keeps none) form an implicit chain in
+    /// (timestamp, id) order: from such a message, and from one whose
+    /// `parent` is not in the file, the step goes to the latest earlier
+    /// unlinked message. So a transcript without parents is one branch,
+    /// turns added to it with explicit parents continue it, and forks
+    /// (several children of one message) are separate branches sharing
+    /// their history. A message that [starts a
+    /// conversation](Message::starts_conversation) ends the walk: it is a
+    /// root, and it is never a step of the implicit chain, so conversations
+    /// added later (imports, New chat) never capture an unlinked message.
+    /// A cycle of hand-edited parents ends the walk.
     ///
     /// Each message's step is kept between calls (built on the first walk,
     /// extended as messages are appended), so a walk costs its length, not
@@ -1117,16 +1175,7 @@ impl State {
             .enumerate()
             .map(|(i, m)| (m.id.as_str(), i))
             .collect();
-        // The implicit chain: for each message, the latest earlier one
-        // without a parent.
-        let mut previous_parentless = Vec::with_capacity(self.messages.len());
-        let mut last = None;
-        for (i, m) in self.messages.iter().enumerate() {
-            previous_parentless.push(last);
-            if m.parent.is_none() {
-                last = Some(i);
-            }
-        }
+        let previous_parentless = implicit_chain(&self.messages);
         let mut seen = vec![false; self.messages.len()];
         let mut path = Vec::new();
         let mut cur = index.get(leaf).copied();
@@ -1146,6 +1195,21 @@ impl State {
         path.reverse();
         path
     }
+}
+
+/// The implicit chain ([`State::branch`]): for each message (by index),
+/// the latest earlier [unlinked](Message::is_unlinked) message, which an
+/// unlinked message, or one whose `parent` is not in the file, follows.
+pub(crate) fn implicit_chain(messages: &[Message]) -> Vec<Option<usize>> {
+    let mut previous = Vec::with_capacity(messages.len());
+    let mut last = None;
+    for (i, m) in messages.iter().enumerate() {
+        previous.push(last);
+        if m.is_unlinked() {
+            last = Some(i);
+        }
+    }
+    previous
 }
 
 #[cfg(test)]

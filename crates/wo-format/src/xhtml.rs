@@ -132,7 +132,7 @@ pub fn to_xhtml(input: &str, format: ContentFormat) -> String {
 /// are `\n`); blank lines split paragraphs, leading and trailing newlines of
 /// a paragraph go, and a single newline becomes `<br/>`; `& < >` are
 /// escaped and characters XML forbids dropped. Blank text is `<p></p>`, so
-/// a message always has content. `wo_interop::recover_text` inverts it
+/// a message always has content. [`recover_text`] inverts it
 /// exactly on its own output.
 pub fn text_to_xhtml(text: &str) -> String {
     let text = text.replace("\r\n", "\n").replace('\r', "\n");
@@ -155,6 +155,187 @@ pub fn text_to_xhtml(text: &str) -> String {
         out.push_str("<p></p>");
     }
     out
+}
+
+/// A question as stored: [`text_to_xhtml`]'s paragraphs, except that a
+/// fenced block — a line of three or more backticks (and a language word),
+/// closed by a line of at least as many — becomes `<pre><code>` (with
+/// `class="language-…"` when the fence names one), its lines kept as they
+/// are, indentation and all. Piped text and attached files reach the
+/// question in such fences (`wo_engine::input::compose`), so a diff or a
+/// source file is shown as code and comes back exactly: [`recover_text`]
+/// inverts this on blocks separated by blank lines, as
+/// `compose` writes them. An unclosed fence is text.
+pub fn question_to_xhtml(text: &str) -> String {
+    let text = text.replace("\r\n", "\n").replace('\r', "\n");
+    let lines: Vec<&str> = text.split('\n').collect();
+    let mut out = String::with_capacity(text.len() + 32);
+    let mut prose: Vec<&str> = Vec::new();
+    let flush = |prose: &mut Vec<&str>, out: &mut String| {
+        let joined = prose.join("\n");
+        if !joined.trim().is_empty() {
+            out.push_str(&text_to_xhtml(&joined));
+        }
+        prose.clear();
+    };
+    // A fence of `run` backticks that found no closing line: no later fence
+    // of as many will either, so none is searched for again (a text of
+    // unclosed fences stays linear).
+    let mut unclosable = usize::MAX;
+    let mut i = 0;
+    while i < lines.len() {
+        let closing = opening_fence(lines[i])
+            .filter(|(run, _)| *run < unclosable)
+            .and_then(|(run, lang)| {
+                let end = lines[i + 1..].iter().position(|l| is_closing_fence(l, run));
+                if end.is_none() {
+                    unclosable = run;
+                }
+                Some((i + 1 + end?, lang))
+            });
+        match closing {
+            Some((end, lang)) => {
+                flush(&mut prose, &mut out);
+                out.push_str("<pre><code");
+                if let Some(lang) = lang {
+                    out.push_str(" class=\"language-");
+                    out.push_str(lang);
+                    out.push('"');
+                }
+                out.push('>');
+                escape_text_into(&lines[i + 1..end].join("\n"), &mut out);
+                out.push_str("</code></pre>");
+                i = end + 1;
+            }
+            None => {
+                prose.push(lines[i]);
+                i += 1;
+            }
+        }
+    }
+    flush(&mut prose, &mut out);
+    if out.is_empty() {
+        out.push_str("<p></p>");
+    }
+    out
+}
+
+/// A fence opening a code block: its backtick count and its language, a
+/// word of letters, digits and `+-_.#` (anything else after the backticks
+/// makes the line text, as a backtick there would in Markdown).
+fn opening_fence(line: &str) -> Option<(usize, Option<&str>)> {
+    let run = line.len() - line.trim_start_matches('`').len();
+    if run < 3 {
+        return None;
+    }
+    let info = line[run..].trim();
+    if info.is_empty() {
+        return Some((run, None));
+    }
+    info.chars()
+        .all(|c| c.is_ascii_alphanumeric() || "+-_.#".contains(c))
+        .then_some((run, Some(info)))
+}
+
+fn is_closing_fence(line: &str, run: usize) -> bool {
+    let line = line.trim_end_matches([' ', '\t']);
+    line.len() >= run && line.bytes().all(|b| b == b'`')
+}
+
+/// The text that [`text_to_xhtml`] — or, for a question with fenced code,
+/// [`question_to_xhtml`] — turned into `xhtml`, or `None`
+/// when `xhtml` is not of the shape those functions produce (`<p>…</p>`
+/// paragraphs of escaped text and `<br/>`, and `<pre><code>` blocks, each
+/// written back in a fence longer than any backtick run in it, as
+/// `wo_engine::input::compose` writes them).
+pub fn recover_text(xhtml: &str) -> Option<String> {
+    if xhtml == "<p></p>" {
+        return Some(String::new());
+    }
+    let mut out = String::with_capacity(xhtml.len());
+    let mut rest = xhtml;
+    let mut first = true;
+    while !rest.is_empty() {
+        if !first {
+            out.push_str("\n\n");
+        }
+        first = false;
+        if let Some(body) = rest.strip_prefix("<p>") {
+            let end = body.find("</p>")?;
+            unescape_paragraph(&body[..end], &mut out)?;
+            rest = &body[end + 4..];
+            continue;
+        }
+        let body = rest.strip_prefix("<pre><code")?;
+        let (lang, body) = match body.strip_prefix(" class=\"language-") {
+            Some(b) => {
+                let q = b.find('"')?;
+                (Some(&b[..q]), b[q..].strip_prefix("\">")?)
+            }
+            None => (None, body.strip_prefix('>')?),
+        };
+        let end = body.find("</code></pre>")?;
+        let mut code = String::with_capacity(end);
+        unescape_code(&body[..end], &mut code)?;
+        let longest_run = code.split(|c: char| c != '`').map(str::len).max().unwrap_or(0);
+        let fence = "`".repeat((longest_run + 1).max(3));
+        out.push_str(&fence);
+        out.push_str(lang.unwrap_or(""));
+        out.push('\n');
+        out.push_str(&code);
+        out.push('\n');
+        out.push_str(&fence);
+        rest = &body[end + "</code></pre>".len()..];
+    }
+    if first { None } else { Some(out) }
+}
+
+/// A code block's escaped text: only `&amp;`, `&lt;` and `&gt;`, no markup.
+fn unescape_code(code: &str, out: &mut String) -> Option<()> {
+    if code.contains('<') {
+        return None;
+    }
+    let mut rest = code;
+    while let Some(i) = rest.find('&') {
+        out.push_str(&rest[..i]);
+        rest = &rest[i..];
+        let (c, len) = if rest.starts_with("&amp;") {
+            ('&', 5)
+        } else if rest.starts_with("&lt;") {
+            ('<', 4)
+        } else if rest.starts_with("&gt;") {
+            ('>', 4)
+        } else {
+            return None;
+        };
+        out.push(c);
+        rest = &rest[len..];
+    }
+    out.push_str(rest);
+    Some(())
+}
+
+fn unescape_paragraph(para: &str, out: &mut String) -> Option<()> {
+    let mut rest = para;
+    while let Some(i) = rest.find(['<', '&']) {
+        out.push_str(&rest[..i]);
+        rest = &rest[i..];
+        let (replacement, len) = if rest.starts_with("<br/>") {
+            ("\n", 5)
+        } else if rest.starts_with("&amp;") {
+            ("&", 5)
+        } else if rest.starts_with("&lt;") {
+            ("<", 4)
+        } else if rest.starts_with("&gt;") {
+            (">", 4)
+        } else {
+            return None;
+        };
+        out.push_str(replacement);
+        rest = &rest[len..];
+    }
+    out.push_str(rest);
+    Some(())
 }
 
 /// Converts Markdown to HTML with pulldown-cmark, then sanitises it.
@@ -1547,5 +1728,67 @@ mod tests {
             to_plain_text("<h1>T</h1><p>a &amp; b<br/>c</p><ul><li>x</li><li>y</li></ul>"),
             "T\na & b\nc\nx\ny"
         );
+    }
+}
+
+#[cfg(test)]
+mod question_tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    /// A block as `compose` writes it: in a fence longer than any backtick
+    /// run inside, with an optional language.
+    fn fenced(code: &str, lang: &str) -> String {
+        let run = code
+            .split(|c: char| c != '`')
+            .map(str::len)
+            .max()
+            .unwrap_or(0);
+        let fence = "`".repeat((run + 1).max(3));
+        format!("{fence}{lang}\n{code}\n{fence}")
+    }
+
+    #[test]
+    fn code_blocks_are_kept_as_code_byte_for_byte() {
+        let diff = "diff --git a/x b/x\n-    old();\n+\tnew(<&>);\n ```inner```";
+        let text = format!("Review this\n\n{}", fenced(diff, "diff"));
+        let x = question_to_xhtml(&text);
+        assert_eq!(
+            x,
+            "<p>Review this</p><pre><code class=\"language-diff\">diff --git a/x b/x\n-    old();\n+\tnew(&lt;&amp;&gt;);\n ```inner```</code></pre>"
+        );
+        assert_eq!(recover_text(&x).as_deref(), Some(text.as_str()));
+        // Text without fences is stored as text_to_xhtml stores it.
+        assert_eq!(question_to_xhtml("a\nb\n\nc"), text_to_xhtml("a\nb\n\nc"));
+        // An unclosed fence, or one with more after the language, is text.
+        assert_eq!(question_to_xhtml("```\nx"), text_to_xhtml("```\nx"));
+        assert_eq!(question_to_xhtml("```a b\nx\n```"), text_to_xhtml("```a b\nx\n```"));
+        assert_eq!(question_to_xhtml(""), "<p></p>");
+    }
+
+    #[test]
+    fn unclosed_fences_stay_linear() {
+        // 20,000 lines opening fences that never close: each is searched
+        // for once per backtick count, not once per line.
+        let text = "````x\n```y\n".repeat(10_000);
+        let x = question_to_xhtml(&text);
+        assert!(x.starts_with("<p>````x<br/>```y"));
+    }
+
+    proptest! {
+        #[test]
+        fn compose_shaped_questions_come_back_exactly(
+            prose in "[a-z .]{1,30}",
+            code in "[ -~\t\n]{0,80}",
+            lang in prop_oneof![Just(""), Just("diff"), Just("rust")],
+        ) {
+            let prose = prose.trim().to_owned();
+            prop_assume!(!prose.is_empty());
+            let code = code.trim_end_matches('\n').to_owned();
+            let text = format!("{prose}\n\n{}", fenced(&code, lang));
+            let x = question_to_xhtml(&text);
+            prop_assert!(x.contains("<pre><code"), "{x}");
+            prop_assert_eq!(recover_text(&x), Some(text));
+        }
     }
 }

@@ -8,54 +8,8 @@
 //! lines, control characters, …).
 
 use serde_json::Value;
+pub use wo_format::xhtml::recover_text;
 use wo_format::xhtml::{text_to_xhtml, to_plain_text};
-
-/// The text that [`text_to_xhtml`] turned into `xhtml`, or `None` when
-/// `xhtml` is not of the shape that function produces (`<p>…</p>` paragraphs
-/// of escaped text and `<br/>`).
-pub fn recover_text(xhtml: &str) -> Option<String> {
-    if xhtml == "<p></p>" {
-        return Some(String::new());
-    }
-    let mut out = String::with_capacity(xhtml.len());
-    let mut rest = xhtml;
-    let mut first = true;
-    while !rest.is_empty() {
-        let body = rest.strip_prefix("<p>")?;
-        let end = body.find("</p>")?;
-        let (para, tail) = (&body[..end], &body[end + 4..]);
-        if !first {
-            out.push_str("\n\n");
-        }
-        first = false;
-        unescape_paragraph(para, &mut out)?;
-        rest = tail;
-    }
-    if first { None } else { Some(out) }
-}
-
-fn unescape_paragraph(para: &str, out: &mut String) -> Option<()> {
-    let mut rest = para;
-    while let Some(i) = rest.find(['<', '&']) {
-        out.push_str(&rest[..i]);
-        rest = &rest[i..];
-        let (replacement, len) = if rest.starts_with("<br/>") {
-            ("\n", 5)
-        } else if rest.starts_with("&amp;") {
-            ("&", 5)
-        } else if rest.starts_with("&lt;") {
-            ("<", 4)
-        } else if rest.starts_with("&gt;") {
-            (">", 4)
-        } else {
-            return None;
-        };
-        out.push_str(replacement);
-        rest = &rest[len..];
-    }
-    out.push_str(rest);
-    Some(())
-}
 
 /// True when `text` survives the trip through XHTML unchanged, so the
 /// importer need not keep a copy.

@@ -180,9 +180,13 @@ pub fn apply(store: &mut Store, op: WriteOp, by: &str) -> Result<Value, String> 
                 "user",
                 now.clone(),
                 wo_format::title::title_for(&question),
-                to_xhtml(&question, ContentFormat::Text),
+                wo_format::xhtml::question_to_xhtml(&question),
             );
             q.role = Some(Role::User);
+            // An agent's logged exchange is a conversation of its own: wo
+            // never writes an unlinked message (llm_state_v1.md,
+            // `new_conversation`), which would join the implicit chain.
+            q.mark_new_conversation();
             q.extra.insert("x_provenance".into(), provenance.clone());
             // Strictly later, as a chat turn does, so the transcript's
             // (timestamp, id) order keeps the question first.

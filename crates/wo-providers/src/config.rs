@@ -140,6 +140,14 @@ pub fn config_path(env: &Env) -> Option<PathBuf> {
     Some(base.join("wikioracle").join("config.toml"))
 }
 
+/// The config file's path as hints should name it: where this process
+/// looks ([`config_path`]: `WO_CONFIG`, `XDG_CONFIG_HOME`, then `~/.config`).
+pub fn config_path_for_hints() -> String {
+    config_path(&Env::process())
+        .map(|p| p.display().to_string())
+        .unwrap_or_else(|| "~/.config/wikioracle/config.toml".into())
+}
+
 /// WikiOracle's data directory: `$XDG_DATA_HOME/wikioracle`, else
 /// `~/.local/share/wikioracle`.
 pub fn data_dir(env: &Env) -> Option<PathBuf> {

@@ -176,7 +176,7 @@ pub enum ProviderError {
         provider: String,
     },
     /// Bad or missing configuration (no key, no model file, bad URL, …).
-    #[error("{provider}: configuration error: {message}. Hint: {HINT_CONFIG}")]
+    #[error("{provider}: configuration error: {message}. Hint: {}", config_hint())]
     Config {
         /// Provider name (or `config` for file-level problems).
         provider: String,
@@ -262,7 +262,7 @@ impl ProviderError {
             ProviderError::ConnectionDropped { .. } => HINT_DROPPED.into(),
             ProviderError::Timeout { phase, .. } => timeout_hint(*phase).into(),
             ProviderError::Cancelled { .. } => HINT_CANCELLED.into(),
-            ProviderError::Config { .. } => HINT_CONFIG.into(),
+            ProviderError::Config { .. } => config_hint(),
             ProviderError::Unreachable { .. } => HINT_UNREACHABLE.into(),
             ProviderError::Engine { .. } => HINT_ENGINE.into(),
         }
@@ -276,7 +276,13 @@ const HINT_BAD_REQUEST: &str =
 const HINT_MALFORMED: &str = "is base_url pointing at a server of this provider's kind?";
 const HINT_DROPPED: &str = "the answer was cut off and nothing was saved; try again";
 const HINT_CANCELLED: &str = "nothing was saved";
-const HINT_CONFIG: &str = "see `wo providers` and ~/.config/wikioracle/config.toml";
+/// The configuration hint, naming the config file this process reads.
+fn config_hint() -> String {
+    format!(
+        "see `wo providers` and {}",
+        crate::config::config_path_for_hints()
+    )
+}
 const HINT_UNREACHABLE: &str =
     "is the server running and is base_url right? (`wo providers` checks)";
 const HINT_ENGINE: &str = "the model file may be damaged: rerun scripts/install-model.sh";

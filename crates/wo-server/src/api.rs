@@ -130,8 +130,22 @@ pub fn turn_request(
     new_conversation: bool,
     params: &ChatParams,
 ) -> Result<TurnRequest, ApiError> {
+    turn_params(app, message, username, parent, new_conversation, params)?
+        .build(&app.config, || app.username.clone())
+        .map_err(|e| ApiError::bad_field(e.field.pointer(), e.message))
+}
+
+/// The engine's parameters for [`turn_request`], before they are built.
+pub fn turn_params(
+    app: &App,
+    message: String,
+    username: Option<String>,
+    parent: Option<String>,
+    new_conversation: bool,
+    params: &ChatParams,
+) -> Result<wo_engine::request::TurnParams, ApiError> {
     let max_tokens = app.checked_choices(params)?;
-    wo_engine::request::TurnParams {
+    Ok(wo_engine::request::TurnParams {
         message,
         username,
         system: None,
@@ -147,22 +161,48 @@ pub fn turn_request(
         min_certainty: params.min_certainty,
         max_message_chars: Some(app.limits.message_chars),
         conversation: None,
-    }
-    .build(&app.config, || app.username.clone())
-    .map_err(|e| ApiError::bad_field(e.field.pointer(), e.message))
+        regenerate: None,
+    })
 }
 
 /// [`turn_request`] for a local chat's body (`POST /api/chat`, and the
-/// turn a stateless client stopped).
-pub fn chat_turn_request(app: &App, body: wo_wire::ChatRequest) -> Result<TurnRequest, ApiError> {
-    turn_request(
+/// turn a stateless client stopped); `again`: the stored question a
+/// `regenerate` body names, found in the state ([`regenerating`]).
+pub fn chat_turn_request(
+    app: &App,
+    body: wo_wire::ChatRequest,
+    again: Option<wo_engine::request::Regenerating>,
+) -> Result<TurnRequest, ApiError> {
+    let mut params = turn_params(
         app,
         body.message,
         body.username,
         body.parent,
         body.new_conversation,
         &body.params,
-    )
+    )?;
+    if let Some(again) = again {
+        again.apply(&mut params);
+    }
+    params
+        .build(&app.config, || app.username.clone())
+        .map_err(|e| ApiError::bad_field(e.field.pointer(), e.message))
+}
+
+/// The stored question a chat body's `regenerate` names, if it names one.
+async fn regenerating(
+    app: &Arc<Local>,
+    body: &wo_wire::ChatRequest,
+) -> Result<Option<wo_engine::request::Regenerating>, ApiError> {
+    let Some(id) = body.regenerate.clone() else {
+        return Ok(None);
+    };
+    app.with_store(move |store| {
+        wo_engine::request::regenerating(store.state(), &id)
+            .map(Some)
+            .map_err(|e| ApiError::bad_field(e.field.pointer(), e.message))
+    })
+    .await
 }
 
 /// The `context` event: what the prompt included and dropped, and why.
@@ -225,15 +265,16 @@ pub async fn chat(
     let provider = app.provider(body.params.provider.as_deref()).await?;
     // The browser's own folder index (the ingestion page) adds its chunks.
     let browser_chunks = client_chunks(std::mem::take(&mut body.chunks))?;
-    let mut req = chat_turn_request(&app, body)?;
+    let again = regenerating(&app, &body).await?;
+    let mut req = chat_turn_request(&app, body, again)?;
     if !req.no_rag {
         req.chunks = index_chunks(&app, req.prompt.clone()).await;
         req.chunks.extend(browser_chunks);
     }
     req.memory = app.memory_step(&provider, app.project_dir()).await;
     // Stop, or the tab closing, ends the stream: the question and the
-    // answer so far are kept, marked incomplete (issue 16.4), even when no
-    // word had come yet.
+    // answer so far are kept, marked incomplete, even when no word had come
+    // yet.
     req.keep_partial = true;
     let name = provider.name().to_owned();
     crate::turn::respond(&name, false, |cancel, sink| {
@@ -336,7 +377,11 @@ pub async fn conversations(
         )));
     }
     app.with_store(move |store| {
-        let listed = wo_format::conversation::listed(store.state(), &filter);
+        let listed = if q.archived == Some(true) {
+            wo_format::conversation::listed_archived(store.state(), &filter)
+        } else {
+            wo_format::conversation::listed(store.state(), &filter)
+        };
         let total = listed.len();
         let conversations = listed
             .into_iter()
@@ -534,24 +579,50 @@ pub async fn rename_message(
     Path(id): Path<String>,
     JsonBody(e): JsonBody<wire::MessageEdit>,
 ) -> Result<Json<wire::MessageRenamed>, ApiError> {
-    use wo_engine::conversation::{RenameError, clean_title, rename};
-    let title =
-        clean_title(&e.title).map_err(|err| ApiError::bad_field("/title", err.to_string()))?;
+    use wo_engine::conversation::{RenameError, archive, clean_title, rename};
+    if e.title.is_none() && e.archived.is_none() {
+        return Err(ApiError::bad_field("", "give a title, archived, or both"));
+    }
+    let title = e
+        .title
+        .as_deref()
+        .map(clean_title)
+        .transpose()
+        .map_err(|err| ApiError::bad_field("/title", err.to_string()))?;
+    let archived = e.archived;
     let out = app
         .with_store(move |store| {
             let Some(current) = store.state().message(&id) else {
                 return Err(ApiError::not_found(format!("no message {id:?}")));
             };
-            if current.title != title {
+            let retitle = title.as_ref().filter(|t| **t != current.title).cloned();
+            if retitle.is_some() || archived.is_some() {
                 store
-                    .try_transact(|s| rename(s, &id, &title, Timestamp::now()).map(|_| ()))?
-                    .map_err(|err| match err {
-                        // Removed by a hand edit since the check above.
-                        RenameError::NotFound(_) => ApiError::not_found(err.to_string()),
-                        other => ApiError::bad_field("/title", other.to_string()),
-                    })?;
+                    .try_transact(|s| {
+                        let now = Timestamp::now();
+                        if let Some(t) = &retitle {
+                            rename(s, &id, t, now.clone()).map_err(|err| match err {
+                                // Removed by a hand edit since the check above.
+                                RenameError::NotFound(_) => ApiError::not_found(err.to_string()),
+                                other => ApiError::bad_field("/title", other.to_string()),
+                            })?;
+                        }
+                        if let Some(hidden) = archived {
+                            archive(s, &id, hidden, now).map_err(|e| ApiError::not_found(e))?;
+                        }
+                        Ok::<_, ApiError>(())
+                    })??;
             }
-            Ok(wire::MessageRenamed { id, title })
+            let title = store
+                .state()
+                .message(&id)
+                .map(|m| m.title.clone())
+                .unwrap_or_default();
+            Ok(wire::MessageRenamed {
+                id,
+                title,
+                archived,
+            })
         })
         .await?;
     Ok(Json(out))

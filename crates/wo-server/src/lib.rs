@@ -124,15 +124,17 @@ pub enum ServeError {
     /// local mode, a stateless flag in local mode, an unknown provider).
     #[error("{0}")]
     Refused(String),
-    #[error(
-        "cannot listen on {addr}: {source}\nhint: another program uses the port; pick one with --port"
-    )]
+    #[error("cannot listen on {addr}: {error}\nhint: {hint}")]
     /// The address could not be bound (in use, not permitted).
     Bind {
         /// The address asked for.
         addr: SocketAddr,
-        /// The operating system's error.
-        source: std::io::Error,
+        /// The operating system's error (shown once, in the message: it is
+        /// not a `source`, so no caller prints it a second time).
+        error: std::io::Error,
+        /// What to do: open the WikiOracle server already there when it
+        /// is this project's, else pick another port.
+        hint: String,
     },
     /// The state file could not be opened or its exports merged.
     #[error(transparent)]
@@ -140,6 +142,57 @@ pub enum ServeError {
     /// The project's sign-in token could not be kept.
     #[error(transparent)]
     Token(#[from] signin::TokenError),
+}
+
+/// What to tell a person whose port is taken: asks whoever listens at
+/// `addr` (loopback, one second at most) whether it is a WikiOracle server,
+/// and whether it is this project's (it accepts this project's kept token).
+async fn already_serving(addr: SocketAddr, token: Option<&str>) -> String {
+    const OTHER: &str = "another program uses the port; pick a free one with --port (--port 0: any)";
+    let host = if addr.ip().is_unspecified() {
+        SocketAddr::new(std::net::Ipv4Addr::LOCALHOST.into(), addr.port())
+    } else {
+        addr
+    };
+    let ask = |path: &'static str, bearer: Option<String>| async move {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let mut stream = tokio::net::TcpStream::connect(host).await.ok()?;
+        let auth = bearer
+            .map(|t| format!("Authorization: Bearer {t}\r\n"))
+            .unwrap_or_default();
+        let request = format!(
+            "GET {path} HTTP/1.1\r\nHost: {host}\r\n{auth}Connection: close\r\n\r\n"
+        );
+        stream.write_all(request.as_bytes()).await.ok()?;
+        let mut reply = Vec::new();
+        stream.take(64 * 1024).read_to_end(&mut reply).await.ok()?;
+        let reply = String::from_utf8_lossy(&reply).into_owned();
+        let status: u16 = reply.split(' ').nth(1)?.parse().ok()?;
+        Some((status, reply))
+    };
+    let timeout = std::time::Duration::from_secs(1);
+    let health = tokio::time::timeout(timeout, ask("/api/health", None)).await;
+    let Ok(Some((200, body))) = health else {
+        return OTHER.into();
+    };
+    if !body.contains("\"status\":\"ok\"") {
+        return OTHER.into();
+    }
+    let ours = match token {
+        Some(t) => matches!(
+            tokio::time::timeout(timeout, ask("/api/info", Some(t.to_owned()))).await,
+            Ok(Some((200, _)))
+        ),
+        None => false,
+    };
+    match token {
+        Some(t) if ours => format!(
+            "WikiOracle already serves this project there: open http://{host}/?token={t}"
+        ),
+        _ => format!(
+            "a WikiOracle server for another project already listens on {host}; pick another port with --port"
+        ),
+    }
 }
 
 /// A bound server, not yet serving.
@@ -237,15 +290,25 @@ pub async fn bind(opts: ServeOptions) -> Result<Bound, ServeError> {
             .or_else(|| kept_token.as_ref().map(|k| k.token.clone()))
             .unwrap_or_else(guard::new_token)
     });
-    let listener = tokio::net::TcpListener::bind(opts.addr)
-        .await
-        .map_err(|source| ServeError::Bind {
-            addr: opts.addr,
-            source,
-        })?;
-    let addr = listener.local_addr().map_err(|source| ServeError::Bind {
+    let listener = match tokio::net::TcpListener::bind(opts.addr).await {
+        Ok(l) => l,
+        Err(error) => {
+            let hint = if error.kind() == std::io::ErrorKind::AddrInUse {
+                already_serving(opts.addr, token.as_deref()).await
+            } else {
+                "pick another address or port with --bind / --port".into()
+            };
+            return Err(ServeError::Bind {
+                addr: opts.addr,
+                error,
+                hint,
+            });
+        }
+    };
+    let addr = listener.local_addr().map_err(|error| ServeError::Bind {
         addr: opts.addr,
-        source,
+        error,
+        hint: "pick another address or port with --bind / --port".into(),
     })?;
     let host = if addr.ip().is_unspecified() {
         format!("127.0.0.1:{}", addr.port())

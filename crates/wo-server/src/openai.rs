@@ -295,7 +295,9 @@ fn field_pointer(field: Field, req: &OpenAiChatRequest) -> String {
         Field::MaxTokens => "/max_tokens".into(),
         Field::Provider | Field::Model => "/model".into(),
         Field::Username => String::new(),
-        Field::MinCertainty | Field::Certainty | Field::Parent => String::new(),
+        Field::MinCertainty | Field::Certainty | Field::Parent | Field::Regenerate => {
+            String::new()
+        }
     }
 }
 
@@ -490,8 +492,8 @@ async fn completions(
         e.pointer = e.pointer.map(|_| "/model".into());
         e
     })?;
-    // As a web turn: the server's user name, after the latest message, the
-    // memory on (`rag`), links not fetched.
+    // As a web turn: the server's user name, the memory on (`rag`), links
+    // not fetched; where it goes is decided below.
     let mut req = wo_engine::request::TurnParams {
         message: conv.question,
         system: conv.system,
@@ -506,6 +508,19 @@ async fn completions(
     }
     .build(&app.config, || app.username.clone())
     .map_err(|e| bad(field_pointer(e.field, &body), e.message))?;
+    // The client's own thread: the stored conversation holding exactly the
+    // turns it sent, else a new one — never the file's newest message.
+    let turns = req.conversation.clone().unwrap_or_default();
+    let known = req.known_models.clone();
+    req.parent = app
+        .with_store(move |store| {
+            Ok(
+                wo_engine::conversation::continued_by(store.state(), &turns, &known)
+                    .map(|m| m.id.clone()),
+            )
+        })
+        .await?;
+    req.new_conversation = req.parent.is_none();
     req.chunks = crate::api::index_chunks(&app, req.prompt.clone()).await;
     req.memory = app.memory_step(&provider, app.project_dir()).await;
     let answer = Answer::new(provider.as_ref(), &req);

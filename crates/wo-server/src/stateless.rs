@@ -112,16 +112,36 @@ pub async fn chat(
         .cpu(move || state_from_parts(context, truth, window, "/window"))
         .await??;
     // The window is the branch up to the new message: its newest message is
-    // the parent.
-    let parent = state.messages().last().map(|m| m.id.clone());
-    let mut req = turn_request(
-        &app,
-        body.message,
-        body.username,
-        parent,
-        body.new_conversation,
-        &body.params,
-    )?;
+    // the parent — or, to regenerate, the question answered again.
+    let newest = state.messages().last().map(|m| m.id.clone());
+    let mut req = if body.regenerate {
+        let question = newest.ok_or_else(|| {
+            ApiError::bad_field("/window", "is empty: regenerate answers its newest message")
+        })?;
+        let again = wo_engine::request::regenerating(&state, &question)
+            .map_err(|e| ApiError::bad_field("/window", e.message))?;
+        let mut params = crate::api::turn_params(
+            &app,
+            String::new(),
+            body.username,
+            None,
+            false,
+            &body.params,
+        )?;
+        again.apply(&mut params);
+        params
+            .build(&app.config, || app.username.clone())
+            .map_err(|e| ApiError::bad_field(e.field.pointer(), e.message))?
+    } else {
+        turn_request(
+            &app,
+            body.message,
+            body.username,
+            newest,
+            body.new_conversation,
+            &body.params,
+        )?
+    };
     // No index here: the file chunks are those the browser's own folder
     // index retrieved (the ingestion page), checked, then assembled like a
     // local server's.
@@ -260,7 +280,7 @@ pub async fn stopped(
     }
     // The same checks as the turn itself: message size, provider and model
     // allowed here, `parent` and `new_conversation` not both.
-    let req = crate::api::chat_turn_request(&app, body.turn).map_err(|e| e.within("/turn"))?;
+    let req = crate::api::chat_turn_request(&app, body.turn, None).map_err(|e| e.within("/turn"))?;
     let (answer, sources) = (body.answer, body.sources);
     let kept = app
         .cpu(move || {

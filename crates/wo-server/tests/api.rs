@@ -1574,3 +1574,101 @@ async fn the_conversation_list_needs_the_session_like_every_api_route() {
         .unwrap();
     assert_eq!(r.status(), StatusCode::NOT_FOUND);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_taken_port_names_the_server_already_there_once() {
+    let s = serve(Script::says("ok"), false).await;
+    // The same project again (its token): the running server is named,
+    // with the link to open, and the OS error is said once.
+    let mut again = common::options(s.dir.path(), &s.upstream, false);
+    again.addr = s.addr;
+    let e = wo_server::bind(again).await.err().expect("the port is taken");
+    assert!(std::error::Error::source(&e).is_none(), "said once: {e:?}");
+    let text = e.to_string();
+    assert!(
+        text.contains("WikiOracle already serves this project there")
+            && text.contains(&format!("http://{}/?token=", s.addr)),
+        "{text}"
+    );
+    assert_eq!(text.matches("in use").count(), 1, "{text}");
+    // Another project (another token): not offered as this one's.
+    let other = tempfile::tempdir().unwrap();
+    let mut foreign = common::options(other.path(), &s.upstream, false);
+    foreign.addr = s.addr;
+    foreign.token = Some("another-projects-token-0123456789".into());
+    let text = wo_server::bind(foreign).await.err().unwrap().to_string();
+    assert!(text.contains("for another project"), "{text}");
+    assert!(!text.contains("?token="), "{text}");
+    // Not WikiOracle at all: pick another port.
+    let plain = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let mut elsewhere = common::options(other.path(), &s.upstream, false);
+    elsewhere.addr = plain.local_addr().unwrap();
+    let text = wo_server::bind(elsewhere).await.err().unwrap().to_string();
+    assert!(text.contains("another program uses the port"), "{text}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_conversation_is_archived_listed_apart_and_restored() {
+    let s = serve(Script::says("Noted."), false).await;
+    for (message, new) in [("kilns fire hot", true), ("glazes are glassy", true)] {
+        let r = s
+            .browser_json(
+                Method::POST,
+                "/api/chat",
+                &json!({"message": message, "new_conversation": new}),
+            )
+            .await;
+        assert_eq!(r.status(), StatusCode::OK);
+        let _ = r.text().await.unwrap();
+    }
+    let list = |archived: bool| {
+        let s = &s;
+        async move {
+            let path = if archived {
+                "/api/conversations?archived=true"
+            } else {
+                "/api/conversations"
+            };
+            let l: wire::ConversationList = s.program_get(path).await;
+            l.conversations
+                .into_iter()
+                .map(|c| c.title)
+                .collect::<Vec<_>>()
+        }
+    };
+    assert_eq!(list(false).await.len(), 2);
+    let state = s.state_json();
+    let kiln = state["messages"][0]["id"].as_str().unwrap().to_owned();
+    let answer = state["messages"][1]["id"].as_str().unwrap().to_owned();
+    let before = state["messages"].as_array().unwrap().len();
+    // Any message of the conversation archives it; nothing is deleted.
+    let r = s
+        .browser_json(
+            Method::PATCH,
+            &format!("/api/messages/{answer}"),
+            &json!({"archived": true}),
+        )
+        .await;
+    assert_eq!(r.status(), StatusCode::OK, "{}", r.text().await.unwrap());
+    assert_eq!(list(false).await, ["glazes are glassy"]);
+    assert_eq!(list(true).await, ["kilns fire hot"]);
+    let state = s.state_json();
+    assert_eq!(state["messages"].as_array().unwrap().len(), before);
+    assert_eq!(state["messages"][0]["archive"]["hidden"], true);
+    let r = s
+        .browser_json(
+            Method::PATCH,
+            &format!("/api/messages/{kiln}"),
+            &json!({"archived": false}),
+        )
+        .await;
+    assert_eq!(r.status(), StatusCode::OK);
+    assert_eq!(list(false).await.len(), 2);
+    // Neither a title nor archived: refused, nothing written.
+    let bytes = s.state_bytes();
+    let r = s
+        .browser_json(Method::PATCH, &format!("/api/messages/{kiln}"), &json!({}))
+        .await;
+    assert_eq!(r.status(), StatusCode::BAD_REQUEST);
+    assert_eq!(s.state_bytes(), bytes);
+}

@@ -143,6 +143,86 @@ async fn a_completion_carries_the_memory_and_is_recorded() {
     assert_eq!(messages(&s)[2]["parent"], messages(&s)[1]["id"]);
 }
 
+/// Who a stored message follows, by content: the conversation root's text
+/// for each stored question, in order.
+fn roots_by_question(s: &Served) -> Vec<(String, String)> {
+    let state = wo_format::parse(&s.state_bytes()).unwrap();
+    state
+        .messages()
+        .iter()
+        .filter(|m| m.role == Some(wo_format::Role::User))
+        .map(|m| {
+            let root = &state.branch(&m.id)[0];
+            (
+                wo_format::xhtml::to_plain_text(&m.content),
+                wo_format::xhtml::to_plain_text(&root.content),
+            )
+        })
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn each_client_thread_is_its_own_conversation() {
+    let s = serve(Script::says("Slowly, **about 100 °C an hour** — see [the guide](https://example.org/kilns)."), false).await;
+    // The browser's conversation, newest in the file.
+    let r = s
+        .browser_json(Method::POST, "/api/chat", &json!({"message": "Browser question"}))
+        .await;
+    assert_eq!(r.status(), StatusCode::OK);
+    let _ = r.text().await.unwrap();
+    let ask = |messages: Value| {
+        let body = json!({"model": "fake", "messages": messages});
+        let s = &s;
+        async move {
+            let r = s.program_json(Method::POST, CHAT, &body).await;
+            assert_eq!(r.status(), StatusCode::OK);
+            r.json::<OpenAiChatCompletion>().await.unwrap().choices[0]
+                .message
+                .content
+                .clone()
+        }
+    };
+    // Two prompts from a client (`llm "…"` twice): two new conversations,
+    // neither after the browser's.
+    let first = ask(json!([{"role": "user", "content": "How slow should I cool my kiln?"}])).await;
+    ask(json!([{"role": "user", "content": "Unrelated: name a glaze"}])).await;
+    // A follow-up (`llm -c`) sends the thread so far: it continues the first.
+    ask(json!([
+        {"role": "system", "content": "Be brief."},
+        {"role": "user", "content": "How slow should I cool my kiln?"},
+        {"role": "assistant", "content": first},
+        {"role": "user", "content": "And for stoneware?"}
+    ]))
+    .await;
+    // History the file does not hold: a new conversation, not a guess.
+    ask(json!([
+        {"role": "user", "content": "How slow should I cool my kiln?"},
+        {"role": "assistant", "content": "Something wo never said."},
+        {"role": "user", "content": "Really?"}
+    ]))
+    .await;
+    let roots = roots_by_question(&s);
+    let root_of = |q: &str| {
+        roots
+            .iter()
+            .find(|(text, _)| text == q)
+            .unwrap_or_else(|| panic!("{q:?} not stored: {roots:?}"))
+            .1
+            .clone()
+    };
+    assert_eq!(root_of("Browser question"), "Browser question");
+    assert_eq!(
+        root_of("How slow should I cool my kiln?"),
+        "How slow should I cool my kiln?"
+    );
+    assert_eq!(root_of("Unrelated: name a glaze"), "Unrelated: name a glaze");
+    assert_eq!(root_of("And for stoneware?"), "How slow should I cool my kiln?");
+    assert_eq!(root_of("Really?"), "Really?");
+    // Every stored question has a parent or starts a conversation.
+    let state = wo_format::parse(&s.state_bytes()).unwrap();
+    assert!(state.messages().iter().all(|m| !m.is_unlinked()));
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_stream_is_openai_s_chunk_format() {
     let s = with_fact(Script::says("Its name is Quillibrix.")).await;

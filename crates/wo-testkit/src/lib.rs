@@ -36,10 +36,16 @@ pub enum Need {
     /// The official Python OpenAI SDK (the `openai` package), the client
     /// `wo serve`'s OpenAI-compatible endpoint is tested with.
     PythonOpenai,
+    /// simonw/llm (the `llm` package: its CLI, `python3 -m llm`), an
+    /// OpenAI client people point at `wo serve`.
+    PythonLlm,
 }
 
 /// The `openai` package version `.ci/run` installs.
 pub const OPENAI_SDK: &str = "3.57.0";
+
+/// The `llm` package version `.ci/run` installs.
+pub const LLM_CLI: &str = "0.36";
 
 /// Set to `1` by `.ci/run`: a missing prerequisite is then a failure.
 pub const REQUIRE_ENV: &str = "WO_REQUIRE_HEAVY_TESTS";
@@ -90,6 +96,12 @@ pub fn missing(need: Need) -> Option<String> {
         Need::PythonMcp => (!python_imports("mcp.client.stdio")).then(|| {
             format!(
                 "the official Python MCP SDK is not installed for {} (run: python3 -m pip install \"mcp==2.3.0\")",
+                python()
+            )
+        }),
+        Need::PythonLlm => (!python_imports("llm.cli")).then(|| {
+            format!(
+                "simonw/llm is not installed for {} (run: python3 -m pip install \"llm=={LLM_CLI}\")",
                 python()
             )
         }),

@@ -68,22 +68,31 @@ pub struct TruthEdit {
 }
 
 /// `PATCH /api/messages/{id}`: a person's title for a message (the web app
-/// renames a conversation by its root). Plain text: whitespace runs become
-/// one space, control characters are dropped, and the result must be
-/// non-empty and at most 200 characters (`wo_engine::conversation`).
+/// renames a conversation by its root), and/or archiving the conversation
+/// the message belongs to. At least one of the two.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct MessageEdit {
-    /// The new title.
-    pub title: String,
+    /// The new title. Plain text: whitespace runs become one space, control
+    /// characters are dropped, and the result must be non-empty and at
+    /// most 200 characters (`wo_engine::conversation`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub title: Option<String>,
+    /// Archive (`true`: hidden from the conversation list, every message
+    /// kept) or restore (`false`) the message's conversation.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub archived: Option<bool>,
 }
 
 /// The answer to `PATCH /api/messages/{id}`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct MessageRenamed {
-    /// The message renamed (its id never changes).
+    /// The message edited (its id never changes).
     pub id: String,
-    /// The title as saved.
+    /// Its title as saved.
     pub title: String,
+    /// Whether its conversation is archived, when the edit said.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub archived: Option<bool>,
 }
 
 /// `POST /api/markdown`: text someone typed (Markdown; plain text is
@@ -301,6 +310,10 @@ pub struct ConversationsQuery {
     /// Conversations in the page (1..=1000; default 200).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub limit: Option<usize>,
+    /// `true`: the archived conversations instead (hidden from the usual
+    /// list; `PATCH /api/messages/{id}` with `archived`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub archived: Option<bool>,
 }
 
 /// The answer to `GET /api/conversations`: one page of the file's

@@ -97,6 +97,12 @@ pub struct ChatRequest {
     /// turn is sent with it. Refused together with `parent`.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub new_conversation: bool,
+    /// Regenerate: answer this stored question again (its id, or one of its
+    /// answers'; a unique prefix is enough). The new answer is a sibling of
+    /// the earlier ones; `message`, `parent` and `new_conversation` are
+    /// ignored (the question's own text and place are used).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub regenerate: Option<String>,
     /// Who is asking; default: the server's user name.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub username: Option<String>,
@@ -151,6 +157,12 @@ pub struct StatelessChatRequest {
     /// be empty.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub new_conversation: bool,
+    /// Regenerate: the `window`'s newest message is a question to answer
+    /// again (the window is the branch up to it). The new answer is a
+    /// sibling of the earlier ones and the patch holds only it; `message`
+    /// and `new_conversation` are ignored (the question's own are used).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub regenerate: bool,
     /// File chunks the client retrieved from its own folder index (the
     /// ingestion page's, in the browser): the file context of this turn.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]

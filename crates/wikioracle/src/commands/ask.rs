@@ -13,6 +13,21 @@ use super::session::{
 };
 use crate::cli::{AskArgs, GlobalOpts};
 
+/// What `--regenerate [ID]` asks again: ID's question, or without one the
+/// question of the latest answer where this machine would ask next.
+fn regenerate_target(
+    store: &wo_store::Store,
+    id: &str,
+    place: &super::session::Placement,
+) -> Result<wo_engine::request::Regenerating> {
+    let id = match (id.trim(), &place.parent) {
+        ("", Some(latest)) => latest.as_str(),
+        ("", None) => bail!("--regenerate: there is no answer to ask again yet"),
+        (id, _) => id,
+    };
+    wo_engine::request::regenerating(store.state(), id).map_err(|e| anyhow::anyhow!(e.for_cli()))
+}
+
 /// Exit code after Ctrl-C (128 + SIGINT), as shells expect.
 pub const EXIT_INTERRUPTED: u8 = 130;
 
@@ -33,9 +48,14 @@ pub fn run(g: &GlobalOpts, mut args: AskArgs) -> Result<ExitCode> {
         .iter()
         .map(|f| wo_engine::input::read_attachment(f, wo_engine::input::MAX_ATTACHMENT_BYTES))
         .collect::<Result<Vec<_>, _>>()?;
-    let Some(prompt) = wo_engine::input::compose(args.prompt.as_deref(), piped.as_deref(), &files)
-    else {
-        bail!("no question\nhint: wo ask \"your question\", or pipe it in: echo question | wo ask");
+    let composed = wo_engine::input::compose(args.prompt.as_deref(), piped.as_deref(), &files);
+    let prompt = match (composed, &args.regenerate) {
+        (Some(prompt), _) => prompt,
+        // Regenerate asks the stored question: its text comes from the file.
+        (None, Some(_)) => String::new(),
+        (None, None) => bail!(
+            "no question\nhint: wo ask \"your question\", or pipe it in: echo question | wo ask"
+        ),
     };
     let (cfg, provider) = provider(&mut args.model)?;
     let mut store = open_for_chat(g)?;
@@ -44,10 +64,14 @@ pub fn run(g: &GlobalOpts, mut args: AskArgs) -> Result<ExitCode> {
     store.limits().check_message(
         store.path(),
         "the question (prompt, piped text and --file attachments)",
-        wo_format::xhtml::text_to_xhtml(&prompt).len(),
+        wo_format::xhtml::question_to_xhtml(&prompt).len(),
     )?;
     let place = placement(&store, &args.conv, args.parent.as_deref())?;
-    let mut req = turn_request(&cfg, &args.model, prompt, &place)?;
+    let again = match &args.regenerate {
+        Some(id) => Some(regenerate_target(&store, id, &place)?),
+        None => None,
+    };
+    let mut req = turn_request(&cfg, &args.model, prompt, &place, again)?;
     req.chunks = retrieve_chunks(&args.model, store.path(), &req.prompt)?;
 
     let rt = runtime()?;

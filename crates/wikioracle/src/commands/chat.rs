@@ -132,7 +132,7 @@ pub fn run(g: &GlobalOpts, mut args: ChatArgs) -> Result<ExitCode> {
             }
             continue;
         }
-        let mut req = match turn_request(&cfg, &args.model, text.to_owned(), &place) {
+        let mut req = match turn_request(&cfg, &args.model, text.to_owned(), &place, None) {
             Ok(req) => req,
             Err(e) => {
                 eoutln!("error: {e}");

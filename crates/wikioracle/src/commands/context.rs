@@ -10,13 +10,17 @@ use crate::cli::{ContextCommand, ExplainArgs, GlobalOpts};
 
 pub fn run(g: &GlobalOpts, cmd: ContextCommand) -> Result<ExitCode> {
     match cmd {
-        ContextCommand::Show { text } => {
+        ContextCommand::Show { text, xhtml } => {
             let store = open_store(g)?;
             let ctx = &store.state().context;
             if text {
                 outln!("{}", to_plain_text(ctx));
-            } else {
+            } else if xhtml {
                 outln!("{ctx}");
+            } else {
+                // As it was written: text typed as text comes back exactly,
+                // anything else as Markdown, never as markup.
+                outln!("{}", wo_interop::markdown::message_markdown(ctx));
             }
         }
         ContextCommand::Explain(args) => return explain(g, args),

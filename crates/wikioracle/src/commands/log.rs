@@ -1,6 +1,7 @@
-//! `wo log`: the transcript, its conversations (`--conversations`) or the
-//! token usage providers reported (`--usage`), filtered by text, user and
-//! time.
+//! `wo log`: the transcript, its conversations (`--conversations`, the
+//! archived ones with `--archived`) or the token usage providers reported
+//! (`--usage`), filtered by text, user and time; `wo archive`, which hides a
+//! conversation from those lists or shows it again.
 
 use std::collections::BTreeMap;
 use std::process::ExitCode;
@@ -62,7 +63,7 @@ pub fn run(g: &GlobalOpts, args: LogArgs) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// `--conversations`: one line each, least recently updated first; the
+/// `--conversations`: one line each, most recently updated first; the
 /// filters keep a conversation when any of its messages matches.
 fn conversations(
     state: &wo_format::State,
@@ -79,10 +80,13 @@ fn conversations(
     let mut list: Vec<_> = wo_format::conversation::list(state)
         .into_iter()
         .filter(|c| matching.contains(c.root.id.as_str()))
+        .filter(|c| c.root.archived() == args.archived)
         .collect();
+    // Newest first, as the web app's sidebar and chat apps list them; `-n`
+    // keeps the newest.
+    list.reverse();
     if let Some(n) = args.limit {
-        let skip = list.len().saturating_sub(n);
-        list.drain(..skip);
+        list.truncate(n);
     }
     for c in list {
         let title = wo_interop::export::conversation_title(c.root);
@@ -195,6 +199,34 @@ fn usage(messages: &[&Message], json: bool) -> Result<ExitCode> {
     }
     if unreported > 0 {
         outln!("({unreported} answer(s) came with no token counts: their providers reported none)");
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `wo archive [--restore] ID`: hides a conversation from lists (or shows
+/// it again); its messages stay in the file.
+pub fn archive(g: &GlobalOpts, args: crate::cli::ArchiveArgs) -> Result<ExitCode> {
+    let mut store = open_store(g)?;
+    let hidden = !args.restore;
+    let (root, _) = store
+        .try_transact(|s| {
+            wo_engine::conversation::archive(
+                s,
+                &args.conversation,
+                hidden,
+                wo_format::Timestamp::now(),
+            )
+        })?
+        .map_err(|e| {
+            anyhow!(
+                "{}: {e}\nhint: `wo log --conversations` lists them (--archived: the archived ones)",
+                args.conversation
+            )
+        })?;
+    if hidden {
+        outln!("archived {root} (restore with: wo archive --restore {root})");
+    } else {
+        outln!("restored {root}");
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -42,6 +42,7 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
         Command::Export(args) => transfer::export(g, args),
         Command::Import(args) => transfer::import(g, args),
         Command::Log(args) => log::run(g, args),
+        Command::Archive(args) => log::archive(g, args),
         Command::Truth(cmd) => truth::run(g, cmd),
         Command::Context(cmd) => context::run(g, cmd),
         Command::Memory(cmd) => memory::run(g, cmd),

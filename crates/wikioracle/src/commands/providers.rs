@@ -52,7 +52,10 @@ pub fn run(args: ProvidersArgs) -> Result<ExitCode> {
     if let Some(src) = &cfg.source {
         eoutln!("(from {})", src.display());
     } else {
-        eoutln!("(built-in providers; configure more in ~/.config/wikioracle/config.toml)");
+        eoutln!(
+            "(built-in providers; configure more in {})",
+            wo_providers::config::config_path_for_hints()
+        );
     }
     Ok(ExitCode::SUCCESS)
 }

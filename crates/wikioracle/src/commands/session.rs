@@ -25,7 +25,13 @@ pub fn open_for_chat(g: &GlobalOpts) -> Result<Store> {
     let existed = path.exists();
     let mut store = Store::open(&path, opts)?;
     if !existed {
-        eoutln!("created {}", path.display());
+        // Say exactly where: a relative `llm.json` does not tell a person
+        // which folder now holds their conversations.
+        let shown = std::path::absolute(&path).unwrap_or_else(|_| path.clone());
+        eoutln!(
+            "created {} (no llm.json here or in a parent folder; this one keeps this folder's conversations and memory)",
+            shown.display()
+        );
     }
     for merged in wo_store::exports::auto_merge(&mut store, false)? {
         match merged.result {
@@ -67,7 +73,7 @@ pub fn provider(opts: &mut ModelOpts) -> Result<(Config, Arc<dyn Provider>)> {
             cfg.source
                 .as_deref()
                 .map(|p| p.display().to_string())
-                .unwrap_or_else(|| "~/.config/wikioracle/config.toml".into())
+                .unwrap_or_else(wo_providers::config::config_path_for_hints)
         ));
     }
     let provider = wo_providers::build(&name, &cfg)?;
@@ -82,8 +88,9 @@ pub fn turn_request(
     opts: &ModelOpts,
     prompt: String,
     place: &Placement,
+    regenerate: Option<wo_engine::request::Regenerating>,
 ) -> Result<TurnRequest> {
-    let mut req = TurnParams {
+    let mut params = TurnParams {
         message: prompt,
         username: opts.username.clone(),
         system: opts.system.clone(),
@@ -96,9 +103,13 @@ pub fn turn_request(
         rag: !opts.no_rag,
         url_fetch: opts.url_fetch,
         ..TurnParams::default()
+    };
+    if let Some(again) = regenerate {
+        again.apply(&mut params);
     }
-    .build(cfg, wo_interop::default_username)
-    .map_err(|e| anyhow!(e.for_cli()))?;
+    let mut req = params
+        .build(cfg, wo_interop::default_username)
+        .map_err(|e| anyhow!(e.for_cli()))?;
     // Ctrl-C keeps what the model said so far (marked incomplete).
     req.keep_partial = true;
     Ok(req)

@@ -755,6 +755,7 @@ const local = {
     const offset = more && prev && prev.q === q ? prev.items.length : 0;
     let path = `/api/conversations?limit=${CONVERSATIONS_PAGE}&offset=${offset}`;
     if (q) path += `&q=${encodeURIComponent(q)}`;
+    if (app.showArchived) path += '&archived=true';
     const r = await api(path);
     // Typed on meanwhile: this answer is for a filter no longer asked.
     if (app.filter.trim() !== q) return;
@@ -822,6 +823,11 @@ const local = {
   },
   async renameMessage(id, title) {
     await api(`/api/messages/${encodeURIComponent(id)}`, { method: 'PATCH', body: { title } });
+    await local.load();
+  },
+  /** Hides (or shows again) the conversation holding `id`; its messages stay in the file. */
+  async archiveConversation(id, archived) {
+    await api(`/api/messages/${encodeURIComponent(id)}`, { method: 'PATCH', body: { archived } });
     await local.load();
   },
   async saveContext(text) {
@@ -916,10 +922,12 @@ const stateless = {
     await idbPut(app.state);
   },
   chatPath: '/api/stateless/chat',
-  async chatBody(message, parent, params, newConversation) {
+  async chatBody(message, parent, params, newConversation, question = null) {
     const st = app.state;
-    // A new conversation sends no window: it follows no message.
-    const branch = (parent && !newConversation ? branchTo(parent) : []).filter(sendableMessage);
+    // A new conversation sends no window: it follows no message. To
+    // regenerate, the window ends at the question answered again.
+    const leaf = question || (parent && !newConversation ? parent : null);
+    const branch = (leaf ? branchTo(leaf) : []).filter(sendableMessage);
     const windowMsgs = [];
     let bytes = 0;
     for (let i = branch.length - 1; i >= 0 && windowMsgs.length < WINDOW_MESSAGES; i--) {
@@ -935,7 +943,8 @@ const stateless = {
       window: windowMsgs,
       params,
     };
-    if (newConversation && !parent) body.new_conversation = true;
+    if (question) body.regenerate = true;
+    else if (newConversation && !parent) body.new_conversation = true;
     if (app.prefs.username) body.username = app.prefs.username;
     const chunks = await browserChunks(message, params);
     if (chunks.length) body.chunks = chunks;
@@ -1181,8 +1190,9 @@ const backend = () => (app.mode === 'local' ? local : stateless);
  * Parent of each message, by wo-format's rule (`conversation::roots`, what
  * `State::branch` follows): its `parent`; none for a message marked
  * `new_conversation` (a conversation's root, written by New chat); else
- * (no parent field: a legacy transcript) the latest earlier message without
- * a parent, so a legacy transcript is one conversation. `whole`: the
+ * (no parent field: a legacy transcript) the latest earlier unlinked message
+ * (no parent, no mark), so a legacy transcript is one conversation and no
+ * conversation added later takes it over. `whole`: the
  * messages are the whole file (stateless mode), so a `parent` not among
  * them is not in the file; local mode loads pages and conversations, and a
  * parent not loaded makes a root there.
@@ -1204,7 +1214,7 @@ function buildTree(msgs = app.state.messages, whole = app.mode !== 'local') {
     parentOf.set(m.id, p);
     if (!children.has(p)) children.set(p, []);
     children.get(p).push(m.id);
-    if (!linked) parentless = m;
+    if (!linked && m.new_conversation !== true) parentless = m;
   }
   return { byId, parentOf, children };
 }
@@ -1407,6 +1417,8 @@ function listConversations(messages, filter) {
   const q = collapseSpace(filter);
   const rows = [];
   for (const c of conversations(buildTree(messages), messages)) {
+    // Archived conversations are hidden, as wo-format's `listed` hides them.
+    if (isArchived(c.root)) continue;
     const title = conversationTitle(c);
     let snippet = null;
     if (q && !title.toLowerCase().includes(q.toLowerCase())) {
@@ -1613,7 +1625,41 @@ function renderMessages(tree = buildTree()) {
 function syncRenameButton() {
   const tree = buildTree();
   const renaming = !!document.querySelector('.rename-form');
-  $('conversation-rename').hidden = renaming || !currentRoot(tree);
+  const root = currentRoot(tree);
+  $('conversation-rename').hidden = renaming || !root;
+  // Archiving is the local server's (the file keeps the mark); the button
+  // says what it will do.
+  const archive = $('conversation-archive');
+  archive.hidden = renaming || !root || app.mode !== 'local';
+  const archived = !!root && isArchived(tree.byId.get(root));
+  archive.textContent = archived ? 'Restore' : 'Archive';
+  archive.setAttribute('aria-label', archived ? 'Restore this conversation to the list' : 'Archive this conversation (hide it from the list; nothing is deleted)');
+  $('archived-toggle').hidden = app.mode !== 'local';
+}
+
+/** Whether a conversation's root says it is archived (`archive.hidden`, wo-format's `Message::archived`). */
+function isArchived(root) {
+  return !!root && isObject(root.archive) && root.archive.hidden === true;
+}
+
+/** Archive or restore the conversation shown; after archiving, a new chat. */
+async function toggleArchive() {
+  if (app.streaming) return;
+  const root = currentRoot(buildTree());
+  if (!root) return;
+  const archived = !isArchived(buildTree().byId.get(root));
+  try {
+    await local.archiveConversation(root, archived);
+    if (archived) {
+      startNewChat();
+      notify('Archived: hidden from the list, nothing deleted. Tick "Archived" in the list to find and restore it.');
+    } else {
+      renderAll();
+      notify('Restored to the list.');
+    }
+  } catch (e) {
+    reportError(e);
+  }
 }
 
 // Icons drawn as SVG nodes (no markup strings, nothing fetched).
@@ -2073,10 +2119,10 @@ function editAndResend(qid) {
 }
 
 /**
- * "Regenerate" on an answer: a turn cannot answer a stored question again,
- * so the same question is sent again beside the original (same parent);
- * the new answer is one ‹ › switch from the old, which stays. The first
- * answer of a conversation is regenerated as a new conversation.
+ * "Regenerate" on an answer: another answer to the same stored question, a
+ * sibling one ‹ › switch from the old, which stays (`regenerate` in the chat
+ * body: the local server finds the question in the file; a stateless server
+ * takes it as the window's newest message).
  */
 async function regenerate(aid) {
   if (app.streaming) return;
@@ -2093,6 +2139,7 @@ async function regenerate(aid) {
     parent: t.parent,
     newConversation: !t.parent,
     regenerating: aid,
+    question: qid,
   });
 }
 
@@ -2269,6 +2316,9 @@ async function send(opts = null) {
   const newConversation = fromBox ? app.newChat : !!opts.newConversation;
   const parent = newConversation ? null : (fromBox ? app.leaf || null : opts.parent);
   const regenerating = fromBox ? null : opts.regenerating;
+  // A stored question is answered again in place: no new question is
+  // stored, so none is shown.
+  const inPlace = !fromBox && !!opts.question;
   const params = chatParams();
   const controller = new AbortController();
   app.streaming = { controller };
@@ -2294,7 +2344,7 @@ async function send(opts = null) {
         h('header', { class: 'msg-head' }, h('span', { class: 'msg-meta' }, modelLabel())),
         answerText, note)),
   ];
-  $('messages').append(...pending);
+  $('messages').append(...(inPlace ? pending.slice(1) : pending));
   $('empty-hint').hidden = true;
   app.follow = true;
   scrollToLatest();
@@ -2334,7 +2384,8 @@ async function send(opts = null) {
   let sawDone;
   const doneSeen = new Promise((resolve) => { sawDone = resolve; });
   try {
-    const body = await backend().chatBody(text, parent, params, newConversation);
+    const body = await backend().chatBody(text, parent, params, newConversation, inPlace ? opts.question : null);
+    if (inPlace && app.mode === 'local') body.regenerate = opts.question;
     const streaming = postSse(backend().chatPath, body, {
       context: (r) => {
         begin();
@@ -3164,6 +3215,11 @@ function wire() {
   $('reply-cancel').addEventListener('click', cancelBranch);
   $('new-chat').addEventListener('click', startNewChat);
   $('conversation-rename').addEventListener('click', startRename);
+  $('conversation-archive').addEventListener('click', toggleArchive);
+  $('show-archived').addEventListener('change', (e) => {
+    app.showArchived = e.target.checked;
+    filterOnServer();
+  });
   $('composer-provider').addEventListener('change', (e) => pickProvider(e.target.value));
   for (const f of ['truth-filter-kind', 'truth-filter-status', 'truth-filter-tag']) $(f).addEventListener('input', renderTruth);
   $('conversation-filter').addEventListener('input', (e) => {
