@@ -17,6 +17,7 @@ pub mod query;
 pub mod rawjson;
 pub mod timestamp;
 pub mod title;
+mod undo;
 pub mod validate;
 pub mod xhtml;
 
