@@ -289,12 +289,15 @@ thread_local! {
     static FAIL_DIR_SYNC: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
 }
 
+/// What [`after_rename`] runs.
+#[cfg(any(test, feature = "test-hooks"))]
+pub type RenameHook = Box<dyn FnMut(&Path)>;
+
 #[cfg(any(test, feature = "test-hooks"))]
 thread_local! {
     static FAIL_STAGES: std::cell::Cell<Option<i32>> = const { std::cell::Cell::new(None) };
-    #[allow(clippy::type_complexity)]
-    static AFTER_RENAME: std::cell::RefCell<Option<Box<dyn FnMut(&Path)>>> =
-        std::cell::RefCell::new(None);
+    static AFTER_RENAME: std::cell::RefCell<Option<RenameHook>> =
+        const { std::cell::RefCell::new(None) };
 }
 
 /// Test hook (feature `test-hooks`): while `Some(errno)`, writing a temp
@@ -309,7 +312,7 @@ pub fn fail_stages(errno: Option<i32>) {
 /// each rename of a commit, before the new version's metadata is taken
 /// again (an editor saving in that instant).
 #[cfg(any(test, feature = "test-hooks"))]
-pub fn after_rename(hook: Option<Box<dyn FnMut(&Path)>>) {
+pub fn after_rename(hook: Option<RenameHook>) {
     AFTER_RENAME.with(|h| *h.borrow_mut() = hook);
 }
 

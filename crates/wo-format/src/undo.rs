@@ -168,12 +168,7 @@ mod tests {
     fn sample() -> State {
         let mut s = State::new(ts(0));
         for i in 0..5 {
-            s.push_message(Message::new(
-                "alec",
-                ts(i * 10),
-                "t",
-                &format!("<p>{i}</p>"),
-            ));
+            s.push_message(Message::new("alec", ts(i * 10), "t", format!("<p>{i}</p>")));
         }
         s.add_truth(TruthEntry::new("entry", ts(1), 0.5, "<p>e</p>"));
         s.mark_saved();
