@@ -50,10 +50,23 @@ use clap::Parser;
 #[global_allocator]
 static ALLOC: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
+/// A write past the file size limit (`ulimit -f`) would kill the process
+/// with SIGXFSZ, mid-write and without a word. Ignored, the write fails
+/// with EFBIG instead, which every writer reports like a full disk: nothing
+/// changed, the temp file removed, exit 2.
+fn ignore_file_size_signal() {
+    // SAFETY: setting a signal's disposition to SIG_IGN at the start of
+    // `main`, before any thread exists; no handler code runs.
+    unsafe {
+        libc::signal(libc::SIGXFSZ, libc::SIG_IGN);
+    }
+}
+
 /// Exit codes (the CLI chat format (product §9)): 0 ok, 1 usage or input error, 2 state write failure.
 pub const EXIT_USAGE: u8 = 1;
 
 fn main() -> ExitCode {
+    ignore_file_size_signal();
     let cli = match cli::Cli::try_parse() {
         Ok(cli) => cli,
         Err(e) => {

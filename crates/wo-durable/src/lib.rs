@@ -162,6 +162,10 @@ pub fn stage_with(
     write(&mut writer)?;
     writer.flush()?;
     drop(writer);
+    #[cfg(any(test, feature = "test-hooks"))]
+    if let Some(errno) = FAIL_STAGES.with(std::cell::Cell::get) {
+        return Err(io::Error::from_raw_os_error(errno));
+    }
     file.sync_all()?;
     Ok(staged)
 }
@@ -181,23 +185,32 @@ fn current_umask() -> u32 {
 
 impl Staged {
     /// Renames the temp file over the path and fsyncs the directory.
-    /// Returns the metadata of the new version (taken from the file written,
-    /// so a change someone makes right after the rename is not mistaken for
-    /// ours).
+    /// Returns the metadata of the new version as written: taken from the
+    /// file before the rename, and after it only if the file is still
+    /// exactly that (a save landing right after the rename is someone
+    /// else's version, never mistaken for ours).
     pub fn commit(mut self) -> Result<fs::Metadata, CommitError> {
+        let written = self.written_meta();
         fs::rename(&self.tmp, &self.path).map_err(CommitError::NotReplaced)?;
         self.tmp = PathBuf::new();
-        self.finish()
+        self.finish(written)
     }
 
     /// Puts the new version in place only if nothing is at the path yet
     /// (a hard link fails when the name exists, so two creators cannot both
     /// win), then fsyncs the directory.
     pub fn commit_new(mut self) -> Result<fs::Metadata, CommitError> {
+        let written = self.written_meta();
         fs::hard_link(&self.tmp, &self.path).map_err(CommitError::NotReplaced)?;
         let _ = fs::remove_file(&self.tmp);
         self.tmp = PathBuf::new();
-        self.finish()
+        self.finish(written)
+    }
+
+    /// The temp file's metadata now, before it is put in place: what we
+    /// wrote, whatever lands at the path afterwards.
+    fn written_meta(&self) -> Option<fs::Metadata> {
+        self.file.as_ref().and_then(|f| f.metadata().ok())
     }
 
     /// The temp file holding the new version (for a caller that links it
@@ -206,18 +219,42 @@ impl Staged {
         &self.tmp
     }
 
-    fn finish(&mut self) -> Result<fs::Metadata, CommitError> {
-        let meta = self.file.take().map(|f| f.metadata());
+    fn finish(&mut self, written: Option<fs::Metadata>) -> Result<fs::Metadata, CommitError> {
+        #[cfg(any(test, feature = "test-hooks"))]
+        AFTER_RENAME.with(|hook| {
+            if let Some(f) = hook.borrow_mut().as_mut() {
+                f(&self.path);
+            }
+        });
+        // After the rename the file's change time moved (the rename sets
+        // it), so its metadata now is what a later look at the path sees —
+        // if nothing else wrote to it since: the same inode, length and
+        // modification time as written. Otherwise the version written
+        // stands, and a later look sees a change to re-read.
+        let now = self.file.take().and_then(|f| f.metadata().ok());
+        let meta = match (written, now) {
+            (Some(w), Some(n)) if same_write(&w, &n) => Some(n),
+            (Some(w), _) => Some(w),
+            (None, n) => n,
+        };
         match (sync_dir(&self.dir), meta) {
-            (Ok(()), Some(Ok(meta))) => Ok(meta),
-            (Ok(()), _) => fs::metadata(&self.path)
+            (Ok(()), Some(meta)) => Ok(meta),
+            (Ok(()), None) => fs::metadata(&self.path)
                 .map_err(|source| CommitError::NotDurable { source, meta: None }),
             (Err(source), meta) => Err(CommitError::NotDurable {
                 source,
-                meta: meta.and_then(Result::ok).map(Box::new),
+                meta: meta.map(Box::new),
             }),
         }
     }
+}
+
+/// The same file with the same content as far as metadata tells: inode,
+/// length and modification time (the change time moves with a rename).
+fn same_write(a: &fs::Metadata, b: &fs::Metadata) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    (a.dev(), a.ino(), a.len(), a.mtime(), a.mtime_nsec())
+        == (b.dev(), b.ino(), b.len(), b.mtime(), b.mtime_nsec())
 }
 
 impl Drop for Staged {
@@ -255,6 +292,33 @@ pub fn parent_dir(path: &Path) -> PathBuf {
 #[cfg(any(test, feature = "test-hooks"))]
 thread_local! {
     static FAIL_DIR_SYNC: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// What [`after_rename`] runs.
+#[cfg(any(test, feature = "test-hooks"))]
+pub type RenameHook = Box<dyn FnMut(&Path)>;
+
+#[cfg(any(test, feature = "test-hooks"))]
+thread_local! {
+    static FAIL_STAGES: std::cell::Cell<Option<i32>> = const { std::cell::Cell::new(None) };
+    static AFTER_RENAME: std::cell::RefCell<Option<RenameHook>> =
+        const { std::cell::RefCell::new(None) };
+}
+
+/// Test hook (feature `test-hooks`): while `Some(errno)`, writing a temp
+/// file on this thread fails with that error (`libc::ENOSPC`: a full disk)
+/// after its bytes were written, before the fsync.
+#[cfg(any(test, feature = "test-hooks"))]
+pub fn fail_stages(errno: Option<i32>) {
+    FAIL_STAGES.with(|f| f.set(errno));
+}
+
+/// Test hook (feature `test-hooks`): runs `hook` on this thread right after
+/// each rename of a commit, before the new version's metadata is taken
+/// again (an editor saving in that instant).
+#[cfg(any(test, feature = "test-hooks"))]
+pub fn after_rename(hook: Option<RenameHook>) {
+    AFTER_RENAME.with(|h| *h.borrow_mut() = hook);
 }
 
 /// Test hook (feature `test-hooks`): while `on`, directory fsyncs on this

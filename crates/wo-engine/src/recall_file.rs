@@ -60,6 +60,12 @@ pub const MAX_SIDECAR_BYTES: u64 = 1 << 30;
 /// `.gitignore`): one left by a crash between create and rename.
 pub const TEMP_PATTERN: &str = ".recall-*.tmp";
 
+/// How old a sidecar temp file must be before [`save`] takes it for one a
+/// killed process left behind and removes it. Writing one takes well under
+/// a second; a younger one may be another process's write in progress
+/// (sidecar writes take no lock: the file is only a cache).
+pub const STALE_TEMP_AGE: std::time::Duration = std::time::Duration::from_secs(600);
+
 /// The sidecar of the state file at `state_path`.
 pub fn sidecar_path(state_path: &Path) -> PathBuf {
     let name = state_path
@@ -224,6 +230,7 @@ pub fn save(
     // A file whose postings failed a hit's check is rewritten from the
     // transcript (`sync` rebuilds an untrusted index).
     let untrusted = index.is_untrusted();
+    remove_stale_temps(path);
     index.sync(state);
     let needed = untrusted
         || match loaded {
@@ -237,6 +244,41 @@ pub fn save(
     }
     write(path, index.postings(), state.messages())?;
     Ok(true)
+}
+
+/// Removes the sidecar temp files ([`TEMP_PATTERN`]) beside the sidecar at
+/// `path` that a killed process left: regular files (never a link) last
+/// modified more than [`STALE_TEMP_AGE`] ago. Each is as large as a sidecar,
+/// and nothing else ever removes them. Returns how many were removed;
+/// failures (a read-only directory) are ignored: it is only tidying.
+pub fn remove_stale_temps(path: &Path) -> usize {
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => Path::new("."),
+    };
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return 0;
+    };
+    let mut removed = 0;
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let name = name.to_string_lossy();
+        if !(name.starts_with(".recall-") && name.ends_with(".tmp")) {
+            continue;
+        }
+        // `DirEntry::metadata` does not follow a symlink.
+        let stale = entry.metadata().is_ok_and(|m| {
+            m.is_file()
+                && m.modified()
+                    .ok()
+                    .and_then(|t| t.elapsed().ok())
+                    .is_some_and(|age| age > STALE_TEMP_AGE)
+        });
+        if stale && std::fs::remove_file(entry.path()).is_ok() {
+            removed += 1;
+        }
+    }
+    removed
 }
 
 /// Replaces the file at `path` with the sidecar of `postings` over

@@ -459,4 +459,43 @@ fn a_forged_sidecar_with_another_transcripts_postings_sends_what_a_scan_does() {
         assemble_indexed(&state, Some(&index), QUERY, &opts, &estimate_tokens, &[]).unwrap();
     assert_eq!(scan.included, again.included);
     assert!(!index.is_untrusted());
+/// A sidecar temp file a killed `wo ask` left (as big as the sidecar) is
+/// removed by the next save once it is stale; a fresh one (another
+/// process's write in progress), a link and other files are left alone.
+#[test]
+fn stale_sidecar_temp_files_are_swept() {
+    let dir = tempfile::tempdir().unwrap();
+    let llm = dir.path().join("llm.json");
+    let path = recall_file::sidecar_path(&llm);
+    let old = std::time::SystemTime::now() - recall_file::STALE_TEMP_AGE * 2;
+    let make = |name: &str, modified: std::time::SystemTime| {
+        let p = dir.path().join(name);
+        std::fs::write(&p, vec![0u8; 4096]).unwrap();
+        std::fs::File::options()
+            .write(true)
+            .open(&p)
+            .unwrap()
+            .set_modified(modified)
+            .unwrap();
+        p
+    };
+    let stale = make(".recall-abc123.tmp", old);
+    let fresh = make(".recall-def456.tmp", std::time::SystemTime::now());
+    let unrelated = make("notes.tmp", old);
+    let victim = make("victim", old);
+    let link = dir.path().join(".recall-link.tmp");
+    std::os::unix::fs::symlink(&victim, &link).unwrap();
+
+    let state = state_of(&specs(10));
+    let (mut index, loaded) = recall_file::load(&path, &state);
+    recall_file::save(&path, &mut index, &state, &loaded).unwrap();
+    assert!(!stale.exists(), "the stale temp file was swept");
+    assert!(fresh.exists(), "a write in progress is left alone");
+    assert!(unrelated.exists() && victim.exists());
+    assert!(link.symlink_metadata().is_ok(), "a link is not ours");
+    // Swept even when the sidecar itself needs no rewrite.
+    let again = make(".recall-ghi789.tmp", old);
+    let (mut index, loaded) = recall_file::load(&path, &state);
+    assert!(!recall_file::save(&path, &mut index, &state, &loaded).unwrap());
+    assert!(!again.exists());
 }

@@ -18,6 +18,7 @@ pub mod rawjson;
 pub mod records;
 pub mod timestamp;
 pub mod title;
+mod undo;
 pub mod validate;
 pub mod xhtml;
 

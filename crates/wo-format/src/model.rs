@@ -50,6 +50,8 @@ pub struct State {
     pub(crate) transcript: TranscriptLog,
     /// Each message's next step in [`State::branch`], kept between walks.
     pub(crate) links: crate::links::LinkCache,
+    /// Open savepoints, innermost last (see [`crate::undo`]).
+    pub(crate) savepoints: Vec<crate::undo::Savepoint>,
 }
 
 /// Names the contents of a state's transcript at one moment: its first
@@ -825,6 +827,7 @@ impl State {
             save_token: 0,
             transcript: TranscriptLog::new(),
             links: Default::default(),
+            savepoints: Vec::new(),
         }
     }
 
@@ -865,6 +868,7 @@ impl State {
     /// [`State::normalize`]); the append fast path is disabled until the next
     /// save.
     pub fn messages_mut(&mut self) -> &mut Vec<Message> {
+        self.note_any_change();
         self.clean_prefix = 0;
         self.transcript.changed_all();
         self.links.clear();
@@ -894,6 +898,7 @@ impl State {
     /// Inserts `message` at `pos` (its sorted place, which the caller has
     /// found), keeping the save and transcript bookkeeping.
     pub(crate) fn insert_message_at(&mut self, pos: usize, message: Message) {
+        self.note_inserted(pos);
         self.clean_prefix = self.clean_prefix.min(pos);
         self.transcript.inserted(pos, self.messages.len());
         if pos == self.messages.len() {
@@ -936,6 +941,12 @@ impl State {
     /// Derives missing ids and restores the canonical order of messages and
     /// truth entries. Idempotent.
     pub fn normalize(&mut self) {
+        let sorted = self
+            .messages
+            .is_sorted_by(|a, b| a.order_key() <= b.order_key());
+        if !sorted || self.messages.iter().any(|m| m.id.is_empty()) {
+            self.note_any_change();
+        }
         let mut changed = false;
         for m in &mut self.messages {
             if m.id.is_empty() {
@@ -948,10 +959,7 @@ impl State {
                 t.id = ids::truth_id(&t.title, t.timestamp.as_str(), &t.content);
             }
         }
-        if !self
-            .messages
-            .is_sorted_by(|a, b| a.order_key() <= b.order_key())
-        {
+        if !sorted {
             self.messages
                 .sort_by(|a, b| a.order_key().cmp(&b.order_key()));
             changed = true;
@@ -977,8 +985,9 @@ impl State {
         now: Timestamp,
     ) -> Option<&Message> {
         let pos = self.messages.iter().position(|m| m.id == id)?;
-        let m = &mut self.messages[pos];
-        if m.title != title {
+        if self.messages[pos].title != title {
+            self.note_replacing(pos);
+            let m = &mut self.messages[pos];
             let stamp = match m.retitled() {
                 Some(before) if now <= before => before.next_micro(),
                 _ => now,

@@ -421,6 +421,7 @@ fn visit_state<'de, A: MapAccess<'de>>(
         save_token: 0,
         transcript: crate::model::TranscriptLog::new(),
         links: Default::default(),
+        savepoints: Vec::new(),
     })
 }
 

@@ -81,12 +81,9 @@ pub fn apply(store: &mut Store, op: WriteOp, by: &str) -> Result<Value, String> 
             if let Some(t) = tags.iter().find(|t| t.trim().is_empty()) {
                 return Err(format!("tags: {t:?} is empty"));
             }
-            let mut entry = TruthEntry::new(
-                title,
-                now,
-                certainty,
-                to_xhtml(&content, ContentFormat::Markdown),
-            );
+            let content = to_xhtml(&content, ContentFormat::Markdown);
+            check_size(store, "content", &content)?;
+            let mut entry = TruthEntry::new(title, now, certainty, content);
             entry.kind = Some(kind);
             if kind == TruthKind::Effort {
                 entry.status = Some(EffortStatus::Open);
@@ -203,6 +200,8 @@ pub fn apply(store: &mut Store, op: WriteOp, by: &str) -> Result<Value, String> 
             a.extra.insert("x_provenance".into(), provenance);
             refuse_issues("question", &records::new_message_issues(&q, ""))?;
             refuse_issues("answer", &records::new_message_issues(&a, ""))?;
+            check_size(store, "question", &q.content)?;
+            check_size(store, "answer", &a.content)?;
             let (qid, aid) = (q.id.clone(), a.id.clone());
             store.try_transact(|s| {
                 s.push_message(q);
@@ -239,4 +238,90 @@ fn refuse_issues(what: &str, issues: &[wo_format::Issue]) -> Result<(), String> 
         "{at}: {}{more} (nothing was written)",
         first.message
     ))
+}
+
+/// Refuses content over the store's limit before any change is made (the
+/// store would refuse it too, and take the change back, but a refusal
+/// naming the argument is clearer).
+fn check_size(store: &Store, argument: &str, xhtml: &str) -> Result<(), String> {
+    store
+        .limits()
+        .check_message(store.path(), argument, xhtml.len())
+        .map_err(|e| format!("not written: {e}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use wo_store::{Limits, OpenOptions};
+
+    fn store(dir: &std::path::Path) -> Store {
+        let opts = OpenOptions {
+            limits: Limits {
+                max_message_bytes: 1_000,
+                ..Limits::default()
+            },
+            ..OpenOptions::default()
+        };
+        Store::create(
+            dir.join("llm.json"),
+            wo_format::State::new(Timestamp::now()),
+            opts,
+        )
+        .unwrap()
+    }
+
+    fn remember(content: String) -> WriteOp {
+        WriteOp::Remember {
+            title: "t".into(),
+            content,
+            kind: TruthKind::Fact,
+            certainty: 0.5,
+            tags: Vec::new(),
+        }
+    }
+
+    fn disk(store: &Store) -> wo_format::State {
+        wo_format::parse(&std::fs::read(store.path()).unwrap()).unwrap()
+    }
+
+    /// One oversized `remember` or `log_exchange` in a long-lived session
+    /// is refused alone: the session's later writes work, and the file
+    /// holds exactly them.
+    #[test]
+    fn an_oversized_write_does_not_poison_the_session() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut store = store(dir.path());
+        let err = apply(&mut store, remember("x".repeat(2_000)), "agent").unwrap_err();
+        assert!(err.starts_with("not written:"), "{err}");
+        assert!(err.contains("content is"), "{err}");
+        let err = apply(
+            &mut store,
+            WriteOp::LogExchange {
+                question: "q".into(),
+                answer: "-\n+\n".repeat(200),
+                model: None,
+            },
+            "agent",
+        )
+        .unwrap_err();
+        assert!(err.contains("answer is"), "{err}");
+        assert_eq!(store.state(), &disk(&store));
+
+        apply(&mut store, remember("small".into()), "agent").unwrap();
+        apply(
+            &mut store,
+            WriteOp::LogExchange {
+                question: "q".into(),
+                answer: "a".into(),
+                model: None,
+            },
+            "agent",
+        )
+        .unwrap();
+        let on_disk = disk(&store);
+        assert_eq!(store.state(), &on_disk);
+        assert_eq!(on_disk.truth.trust.len(), 1);
+        assert_eq!(on_disk.messages().len(), 2);
+    }
 }

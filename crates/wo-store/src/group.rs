@@ -17,12 +17,17 @@
 //! the same for what queued meanwhile, until nothing is left. Committers
 //! either block for their verdict ([`GroupCommit::commit`]) or, from async
 //! code, queue with [`GroupCommit::submit`] and await it: only the leader
-//! holds a thread, so a hundred waiting turns do not hold a hundred. Every member of a batch gets the same verdict: if the
-//! write or its fsync fails, every change of the batch fails (none is
-//! acknowledged as durable), with the error the store reported.
+//! holds a thread, so a hundred waiting turns do not hold a hundred. Every member of a batch that was written gets the same
+//! verdict: if the write or its fsync fails, every change of the batch
+//! fails (none is acknowledged as durable), with the error the store
+//! reported; a change refused for its own size gets its own error.
 //!
-//! The write path is unchanged: the batch is one `transact` — lock, refresh
-//! with outside changes merged, apply, stage, last look, rename, fsyncs.
+//! The write path is the store's: the batch is one transaction — lock,
+//! refresh with outside changes merged, apply each change under its own
+//! savepoint (one that breaks a content limit is taken back and refused
+//! alone, so one oversized change never fails the turns batched with it),
+//! stage, last look, rename, fsyncs. A failed write takes the whole batch
+//! back: the store holds exactly what it held before.
 
 use std::any::Any;
 use std::panic::{AssertUnwindSafe, catch_unwind, resume_unwind};
@@ -37,9 +42,9 @@ use crate::store::{SaveOutcome, Store, StoreError};
 trait Member: Send {
     /// Applies the change to the state being written.
     fn apply(&mut self, state: &mut State);
-    /// Delivers the batch's verdict (the change's value with the outcome,
-    /// or a copy of the error).
-    fn finish(self: Box<Self>, verdict: &Result<SaveOutcome, StoreError>);
+    /// Delivers the verdict: the batch's outcome, or this change's own
+    /// refusal, or a copy of the batch's error.
+    fn finish(self: Box<Self>, verdict: Result<&SaveOutcome, &StoreError>);
 }
 
 /// Where a committer's verdict goes (a slot it waits on, or a channel).
@@ -59,7 +64,7 @@ impl<T: Send, F: FnOnce(&mut State) -> T + Send> Member for Pending<T, F> {
         }
     }
 
-    fn finish(mut self: Box<Self>, verdict: &Result<SaveOutcome, StoreError>) {
+    fn finish(mut self: Box<Self>, verdict: Result<&SaveOutcome, &StoreError>) {
         let result = match (verdict, self.value.take()) {
             (Ok(outcome), Some(value)) => Ok((value, outcome.clone())),
             (Err(e), _) => Err(e.duplicate()),
@@ -255,32 +260,40 @@ impl GroupCommit {
     }
 }
 
-/// Writes one batch: every member applied in order, one transact, the
-/// verdict to each. A panic in a change is caught so the queue goes on
-/// (the batch's members are told they failed), then re-raised by the
-/// leader.
+/// Writes one batch: every member applied in order, each checked on its own
+/// (one that breaks a limit is taken back and refused alone), one write for
+/// the rest, the verdict to each. A panic in a change is caught so the queue
+/// goes on (the batch is taken back and its members are told they failed),
+/// then re-raised by the leader.
 fn write_batch(
     store: &Mutex<Store>,
     mut batch: Vec<Box<dyn Member>>,
 ) -> Result<(), Box<dyn Any + Send>> {
     let written = catch_unwind(AssertUnwindSafe(|| {
         let mut store = lock(store);
-        store
-            .transact(|state| {
-                for member in batch.iter_mut() {
-                    member.apply(state);
-                }
-            })
-            .map(|((), outcome)| outcome)
+        store.transact_each(batch.len(), |i, state| batch[i].apply(state))
     }));
     match written {
-        Ok(verdict) => {
-            for member in batch {
-                member.finish(&verdict);
+        Ok(Ok((refused, outcome))) => {
+            for (member, refusal) in batch.into_iter().zip(refused) {
+                match refusal {
+                    Some(e) => member.finish(Err(&e)),
+                    None => member.finish(Ok(&outcome)),
+                }
             }
             Ok(())
         }
-        // Dropping the members tells each it failed.
-        Err(payload) => Err(payload),
+        Ok(Err(e)) => {
+            for member in batch {
+                member.finish(Err(&e));
+            }
+            Ok(())
+        }
+        // The half-applied batch is taken back at once (readers never see
+        // it); dropping the members tells each it failed.
+        Err(payload) => {
+            lock(store).roll_back();
+            Err(payload)
+        }
     }
 }

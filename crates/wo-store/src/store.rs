@@ -198,7 +198,7 @@ pub enum StoreError {
         /// The lock file.
         lock: PathBuf,
     },
-    #[error("{path}: cannot write, the file is unchanged: {source}")]
+    #[error("{path}: cannot write, the file is unchanged: {source}{}", write_hint(.source))]
     /// Writing failed before the rename: the file is unchanged.
     Write {
         /// The state file.
@@ -250,6 +250,19 @@ pub enum StoreError {
         /// Its owner's user id.
         owner: u32,
     },
+}
+
+/// What to do about a write that failed for lack of room.
+fn write_hint(source: &io::Error) -> &'static str {
+    match source.raw_os_error() {
+        Some(libc::ENOSPC | libc::EDQUOT) => {
+            "\nhint: the disk (or your quota) is full; free some space and try again"
+        }
+        Some(libc::EFBIG) => {
+            "\nhint: the file would exceed this process's file size limit (`ulimit -f`); raise it and try again"
+        }
+        _ => "",
+    }
 }
 
 fn holder_text(pid: Option<u32>) -> String {
@@ -440,6 +453,24 @@ pub struct Store {
     /// Length and CRC-32 of the bytes the write in progress puts in place,
     /// recorded in the lock file once they are (see [`Written`]).
     writing: Option<Written>,
+    /// How to take back the transaction in progress (see [`Checkpoint`]).
+    pending: Option<Checkpoint>,
+}
+
+/// What a transaction restores when it is refused or its write fails, so
+/// the store holds exactly what it held before: the state is rolled back
+/// to its savepoint ([`State::savepoint`]), and the bookkeeping that says
+/// which version of the file that state is (stamp, base) is put back.
+#[derive(Debug)]
+struct Checkpoint {
+    stamp: Option<Stamp>,
+    /// There was no base: the state was exactly the file's version.
+    base_was_none: bool,
+    unchanged: usize,
+    /// Set when a last-moment merge with an outside change replaced the
+    /// state (rare: an editor saved during the write): the state and base
+    /// from before the change, since the savepoint went with the old state.
+    before_merge: Option<(State, Option<Baseline>)>,
 }
 
 /// What a store last wrote, as recorded in the lock file: the file's length
@@ -605,6 +636,7 @@ impl Store {
             base,
             unchanged,
             writing: None,
+            pending: None,
         }
     }
 
@@ -765,45 +797,169 @@ impl Store {
 
     /// A read-modify-write: under the lock, brings the state up to date with
     /// the file, applies `change`, and writes the result atomically.
+    ///
+    /// One rule for every transaction: validate, apply with a savepoint,
+    /// write, then publish. If the result breaks a limit or the write fails
+    /// with the file unchanged, the change is taken back: the store holds
+    /// exactly what it held before (so the next write cannot carry it).
     pub fn transact<T>(
         &mut self,
         change: impl FnOnce(&mut State) -> T,
     ) -> Result<(T, SaveOutcome), StoreError> {
+        match self.try_transact(|state| Ok::<T, std::convert::Infallible>(change(state)))? {
+            Ok(done) => Ok(done),
+            Err(never) => match never {},
+        }
+    }
+
+    /// Like [`Store::transact`], but nothing is written when `change` fails:
+    /// whatever it changed before failing is taken back.
+    pub fn try_transact<T, E>(
+        &mut self,
+        change: impl FnOnce(&mut State) -> Result<T, E>,
+    ) -> Result<Result<(T, SaveOutcome), E>, StoreError> {
+        // A transaction a panic left open is taken back before anything.
+        self.roll_back();
         let lock = self.lock()?;
         let refreshed = self.refresh()?;
-        self.begin_change();
-        let value = change(&mut self.state);
-        let (bytes, merged) = self.write_locked(&lock)?;
-        Ok((
+        self.open_checkpoint();
+        let value = match change(&mut self.state) {
+            Ok(value) => value,
+            Err(e) => {
+                self.roll_back();
+                return Ok(Err(e));
+            }
+        };
+        let (bytes, merged) = self.write_checkpointed(&lock)?;
+        Ok(Ok((
             value,
             SaveOutcome {
                 merged_outside_changes: refreshed || merged,
                 bytes,
             },
-        ))
+        )))
     }
 
-    /// Like [`Store::transact`], but nothing is written when `change` fails.
-    /// `change` must check before it mutates: a failed change is not undone.
-    pub fn try_transact<T, E>(
+    /// A transaction of several changes, each checked on its own (the group
+    /// commit's batch): `apply(i, state)` applies the `i`-th of `count`; one
+    /// that breaks a content limit is taken back and refused alone (its
+    /// error in its slot), the others are written together. The outer
+    /// error, when the write itself fails, applies to every change (each is
+    /// taken back).
+    pub(crate) fn transact_each(
         &mut self,
-        change: impl FnOnce(&mut State) -> Result<T, E>,
-    ) -> Result<Result<(T, SaveOutcome), E>, StoreError> {
+        count: usize,
+        mut apply: impl FnMut(usize, &mut State),
+    ) -> Result<(Vec<Option<StoreError>>, SaveOutcome), StoreError> {
+        self.roll_back();
         let lock = self.lock()?;
         let refreshed = self.refresh()?;
-        self.begin_change();
-        match change(&mut self.state) {
-            Ok(value) => {
-                let (bytes, merged) = self.write_locked(&lock)?;
-                Ok(Ok((
-                    value,
-                    SaveOutcome {
-                        merged_outside_changes: refreshed || merged,
-                        bytes,
-                    },
-                )))
+        self.open_checkpoint();
+        let mut refused = Vec::with_capacity(count);
+        for i in 0..count {
+            self.state.savepoint();
+            apply(i, &mut self.state);
+            match self.check_content_limits() {
+                Ok(()) => {
+                    self.state.release();
+                    refused.push(None);
+                }
+                Err(e) => {
+                    self.state.rollback();
+                    refused.push(Some(e));
+                }
             }
-            Err(e) => Ok(Err(e)),
+        }
+        let outcome = if refused.iter().all(Option::is_some) {
+            // Nothing left to write: the state is as it was.
+            self.roll_back();
+            SaveOutcome {
+                merged_outside_changes: refreshed,
+                bytes: 0,
+            }
+        } else {
+            let (bytes, merged) = self.write_checkpointed(&lock)?;
+            SaveOutcome {
+                merged_outside_changes: refreshed || merged,
+                bytes,
+            }
+        };
+        Ok((refused, outcome))
+    }
+
+    /// Opens the checkpoint of a transaction (after the refresh, before the
+    /// change).
+    fn open_checkpoint(&mut self) {
+        self.pending = Some(Checkpoint {
+            stamp: self.stamp,
+            base_was_none: self.base.is_none(),
+            unchanged: self.unchanged,
+            before_merge: None,
+        });
+        self.state.savepoint();
+        self.begin_change();
+    }
+
+    /// Writes the transaction in progress; on a failure that left the file
+    /// unchanged it is taken back, otherwise (written, even if not durable)
+    /// it is kept.
+    fn write_checkpointed(&mut self, lock: &LockGuard) -> Result<(u64, bool), StoreError> {
+        match self.write_locked(lock) {
+            Ok(done) => {
+                self.keep();
+                Ok(done)
+            }
+            Err(e) if e.left_file_unchanged() => {
+                self.roll_back();
+                Err(e)
+            }
+            Err(e) => {
+                self.keep();
+                Err(e)
+            }
+        }
+    }
+
+    /// The transaction in progress was written: close its checkpoint.
+    fn keep(&mut self) {
+        if self.pending.take().is_some() {
+            while self.state.release() {}
+        }
+    }
+
+    /// Takes back the transaction in progress, if any: the state and its
+    /// bookkeeping are exactly what they were before it. (Only a panic in a
+    /// change leaves one in progress; the group commit calls this as soon
+    /// as it caught one, every transaction before it starts.)
+    pub(crate) fn roll_back(&mut self) {
+        let Some(cp) = self.pending.take() else {
+            return;
+        };
+        match cp.before_merge {
+            Some((state, base)) => {
+                self.state = state;
+                self.base = base;
+                self.cache.clear();
+            }
+            None => while self.state.rollback() {},
+        }
+        if cp.base_was_none {
+            self.base = None;
+        }
+        self.stamp = cp.stamp;
+        self.unchanged = cp.unchanged;
+        self.writing = None;
+    }
+
+    /// Before a last-moment merge replaces the state: keeps what the
+    /// checkpoint needs to restore it, since the savepoint goes with it.
+    fn keep_state_before_merge(&mut self) {
+        if let Some(cp) = &mut self.pending
+            && cp.before_merge.is_none()
+        {
+            let mut before = self.state.clone();
+            while before.rollback() {}
+            cp.before_merge = Some((before, self.base.clone()));
         }
     }
 
@@ -872,6 +1028,7 @@ impl Store {
                 self.state.date = previous_date;
                 match read_state(&self.path, &self.opts)? {
                     Some((disk, stamp)) => {
+                        self.keep_state_before_merge();
                         self.begin_change();
                         self.take_theirs(disk, stamp);
                     }
@@ -898,6 +1055,7 @@ impl Store {
                     self.cache.clear();
                     self.state.date = previous_date;
                     if let Some((disk, stamp)) = read_state(&self.path, &self.opts)? {
+                        self.keep_state_before_merge();
                         self.begin_change();
                         self.take_theirs(disk, stamp);
                     }

@@ -279,6 +279,8 @@ fn a_change_that_panics_fails_its_batch_not_the_queue() {
         thread::spawn(move || {
             group.commit(&store, move |s| {
                 if k == 2 {
+                    // Half done when it breaks: what it did is taken back.
+                    s.push_message(msg(2));
                     panic!("a broken change");
                 }
                 s.push_message(msg(k));
@@ -313,7 +315,16 @@ fn a_change_that_panics_fails_its_batch_not_the_queue() {
         .iter()
         .map(|m| m.content.clone())
         .collect();
-    assert!(texts.contains(&"<p>message 4</p>".to_owned()), "{texts:?}");
+    assert_eq!(
+        texts,
+        ["<p>message 1</p>", "<p>message 4</p>"],
+        "nothing of the broken batch is written later"
+    );
+    assert_eq!(lock_store(&store).state(), &disk(&path));
+}
+
+fn lock_store(store: &Mutex<Store>) -> std::sync::MutexGuard<'_, Store> {
+    store.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 #[test]

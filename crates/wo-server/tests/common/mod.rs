@@ -30,6 +30,9 @@ pub struct Script {
     pub memory_reply: Option<String>,
     /// How long the memory interpreter's calls wait before answering.
     pub memory_delay: Duration,
+    /// What the first chat call is answered instead of `tokens` (later
+    /// calls get `tokens`).
+    pub first_answer: Option<String>,
 }
 
 impl Script {
@@ -41,6 +44,7 @@ impl Script {
             fail_status: None,
             memory_reply: None,
             memory_delay: Duration::ZERO,
+            first_answer: None,
         }
     }
 
@@ -69,6 +73,11 @@ pub async fn upstream(script: Script) -> Upstream {
         "/v1/chat/completions",
         post(move |body: axum::body::Bytes| {
             let mut script = script.clone();
+            if let Some(first) = script.first_answer.take()
+                && r.load(Ordering::SeqCst) == 0
+            {
+                script.tokens = vec![first];
+            }
             r.fetch_add(1, Ordering::SeqCst);
             let mut wait = Duration::ZERO;
             if let Ok(v) = serde_json::from_slice::<serde_json::Value>(&body) {
