@@ -510,12 +510,6 @@ pub fn apply_ops(state: &mut State, ops: &[Op], origin: &Origin) -> Result<Recor
         .exchange
         .clone()
         .ok_or_else(|| err("", "an exchange id is needed to record the operations"))?;
-    // Checked under the caller's store lock, with the file as it is now:
-    // two processes interpreting the same exchange (two rebuilds at once)
-    // record it once; the second is told so and changes nothing.
-    if is_recorded(state, &exchange) {
-        return Err(err("", format!("{ALREADY_RECORDED} (exchange {exchange})")));
-    }
     let before = state.truth.clone();
     let mut effect = Effect::default();
     for (i, op) in ops.iter().enumerate() {
@@ -547,6 +541,20 @@ pub fn apply_ops(state: &mut State, ops: &[Op], origin: &Origin) -> Result<Recor
     log.push(record.clone());
     write_log(state, &log);
     Ok(record)
+}
+
+/// [`apply_ops`] for an exchange the journal does not record yet (not
+/// undone); one it records is refused, the state unchanged. Called under the
+/// store's lock with the file as it is then, so that two processes
+/// interpreting the same exchange (two `wo memory rebuild` at once, a
+/// background run beside a rebuild) record it once.
+pub fn apply_ops_once(state: &mut State, ops: &[Op], origin: &Origin) -> Result<Record, OpsError> {
+    if let Some(exchange) = origin.exchange.as_deref()
+        && is_recorded(state, exchange)
+    {
+        return Err(err("", format!("{ALREADY_RECORDED} (exchange {exchange})")));
+    }
+    apply_ops(state, ops, origin)
 }
 
 /// The journal (`memory_log`), oldest first; records that do not parse
@@ -962,7 +970,7 @@ pub async fn remember(
         return Err(RememberError::AlreadyRecorded);
     }
     let ops = interpret_exchange(provider, store.state(), exchange, prompt, &origin).await?;
-    let (applied, _) = store.transact(|s| apply_ops(s, &ops, &origin))?;
+    let (applied, _) = store.transact(|s| apply_ops_once(s, &ops, &origin))?;
     applied.map_err(|e| match is_recorded(store.state(), &exchange.answer_id) {
         true => RememberError::AlreadyRecorded,
         false => RememberError::Stale(e),

@@ -522,19 +522,6 @@ fn remember_writes_the_operations_to_the_file_or_nothing_at_all() {
     let path = dir.path().join("llm.json");
     let (s, ex) = state_with_exchange();
     let mut store = wo_store::Store::create(&path, s, wo_store::OpenOptions::default()).unwrap();
-    let good = r#"{"ops": [{"op": "open_effort", "title": "Ship v3", "content": "next", "certainty": 0.6}]}"#;
-    let rec = block_on(remember(
-        &mut store,
-        &scripted(&[good]),
-        &ex,
-        DEFAULT_INTERPRETER_PROMPT,
-        "scripted/test",
-    ))
-    .unwrap();
-    let on_disk = wo_format::parse(&std::fs::read(&path).unwrap()).unwrap();
-    let e = on_disk.truth_entry(&rec.effect.created[0]).unwrap();
-    assert_eq!(e.provenance.as_ref().unwrap().by, "scripted/test");
-    assert_eq!(read_log(&on_disk).len(), 1);
     // Hostile output twice: an error, and the file is byte for byte the same.
     let before = std::fs::read(&path).unwrap();
     let r = block_on(remember(
@@ -554,6 +541,33 @@ fn remember_writes_the_operations_to_the_file_or_nothing_at_all() {
         ),
         "{r:?}"
     );
+    assert_eq!(std::fs::read(&path).unwrap(), before);
+    let good = r#"{"ops": [{"op": "open_effort", "title": "Ship v3", "content": "next", "certainty": 0.6}]}"#;
+    let rec = block_on(remember(
+        &mut store,
+        &scripted(&[good]),
+        &ex,
+        DEFAULT_INTERPRETER_PROMPT,
+        "scripted/test",
+    ))
+    .unwrap();
+    let on_disk = wo_format::parse(&std::fs::read(&path).unwrap()).unwrap();
+    let e = on_disk.truth_entry(&rec.effect.created[0]).unwrap();
+    assert_eq!(e.provenance.as_ref().unwrap().by, "scripted/test");
+    assert_eq!(read_log(&on_disk).len(), 1);
+    // Recorded: a second run (another process's rebuild) makes no call and
+    // changes nothing.
+    let before = std::fs::read(&path).unwrap();
+    let none = scripted(&[]);
+    let r = block_on(remember(
+        &mut store,
+        &none,
+        &ex,
+        DEFAULT_INTERPRETER_PROMPT,
+        "scripted/test",
+    ));
+    assert!(matches!(r, Err(RememberError::AlreadyRecorded)), "{r:?}");
+    assert!(none.seen.lock().unwrap().is_empty(), "no call was made");
     assert_eq!(std::fs::read(&path).unwrap(), before);
 }
 
@@ -745,9 +759,12 @@ fn an_exchange_already_in_the_journal_is_not_recorded_again() {
     let batch = ops(
         json!({"ops": [{"op": "add", "kind": "fact", "title": "v2 shipped", "content": "today", "certainty": 0.9}]}),
     );
-    apply_ops(&mut s, &batch, &origin(&ex, "2026-03-01T10:00:06Z")).unwrap();
+    wo_engine::memory::apply_ops_once(&mut s, &batch, &origin(&ex, "2026-03-01T10:00:06Z"))
+        .unwrap();
     let before = s.clone();
-    let again = apply_ops(&mut s, &batch, &origin(&ex, "2026-03-01T10:00:09Z")).unwrap_err();
+    let again =
+        wo_engine::memory::apply_ops_once(&mut s, &batch, &origin(&ex, "2026-03-01T10:00:09Z"))
+            .unwrap_err();
     assert!(
         again.reason.contains(wo_engine::memory::ALREADY_RECORDED),
         "{again}"
