@@ -773,7 +773,7 @@ wo memory edit t_2c1d --content \"Deploys moved to Thursdays\"")]
         /// The entry's id (a unique prefix is enough).
         id: String,
     },
-    /// Search what is known (truth entries, BM25 over title and text), best
+    /// Search memory entries (BM25 over title and text), best
     /// first; archived entries only with --archived.
     #[command(
         after_help = "Examples:\n  wo memory search kiln schedule\n  wo memory search \"technician visit\" --archived\n  wo memory search glaze --json --limit 5"

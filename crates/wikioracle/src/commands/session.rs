@@ -201,7 +201,7 @@ pub fn interpreter_state(cfg: &Config, provider: Option<&str>) -> String {
             "off (no config file; `wo init` writes one, then it runs with the provider you add)"
                 .into()
         }
-        (InterpreterMode::Off, None) => SMALL_MODEL_OFF.into(),
+        (InterpreterMode::Off, None) => format!("{SMALL_MODEL_OFF} (provider {name})"),
         _ => format!("on: {name} interprets each exchange in the background, after the answer"),
     }
 }
