@@ -77,7 +77,7 @@ fn explains_as_text_and_json_within_the_budget() {
             .any(|p| p["kind"] == "recalled_message" && p["id"] == hit.as_str())
     );
     assert!(parts.iter().any(|p| p["kind"] == "recent_turn"));
-    let artifact = parts.iter().find(|p| p["kind"] == "memory").unwrap();
+    let artifact = parts.iter().find(|p| p["kind"] == "artifact").unwrap();
     assert_eq!(artifact["references"][0], fact_source.as_str());
     // The source is not sent again beside the fact.
     assert!(!parts.iter().any(|p| p["id"] == fact_source.as_str()));
