@@ -186,13 +186,15 @@ Writes `llm.json merge=wikioracle` to .gitattributes at the repository's top and
 merge.wikioracle.name and merge.wikioracle.driver in its .git/config. Then two machines can share\n\
 llm.json through git: `git pull` merges both sides' messages.")]
     GitSetup,
-    /// List and curate truth entries (the knowledge retrieval draws on).
+    /// Alias of `wo memory` for list, add, edit and rm (memory's entries are
+    /// kept under `truth` in llm.json).
     #[command(subcommand)]
     Truth(TruthCommand),
     /// Show or edit the context sent with every query.
     #[command(subcommand)]
     Context(ContextCommand),
-    /// What memory learned from exchanges: list entries, show or undo an exchange's operations.
+    /// Memory: the entries kept in llm.json (facts, notes, efforts, events — made by hand, by the
+    /// interpreter or by an MCP client), what each exchange taught, and the background interpreter.
     #[command(subcommand)]
     Memory(MemoryCommand),
     /// Show which prompt files are in effect; write a default out for editing.
@@ -729,7 +731,7 @@ pub struct LogArgs {
 
 #[derive(Subcommand, Debug)]
 pub enum TruthCommand {
-    /// List entries, most certain first.
+    /// List memory entries, most certain first (alias; see `wo memory list`).
     #[command(
         after_help = "Examples:\n  wo truth list\n  wo truth list --min-certainty 0.5 --json"
     )]
@@ -737,6 +739,7 @@ pub enum TruthCommand {
         /// Hide entries below this certainty.
         #[arg(long)]
         min_certainty: Option<f64>,
+        /// Print one JSON array of the entries (`[]` when there are none).
         #[arg(long)]
         json: bool,
     },
@@ -761,16 +764,19 @@ wo truth edit t_2c1d --content \"Deploys moved to Thursdays\"")]
 
 #[derive(Subcommand, Debug)]
 pub enum MemoryCommand {
-    /// Entries memory created, newest first (archived ones with --archived).
+    /// Every memory entry, newest first, however it was made (by hand, by the interpreter, by an
+    /// MCP client); archived ones with --archived.
     #[command(
         after_help = "Examples:\n  wo memory list\n  wo memory list --kind effort --status open\n  wo memory list --tag release --json\n  wo memory list --archived"
     )]
     List {
+        /// Only entries of this kind.
         #[arg(long, value_enum)]
         kind: Option<KindArg>,
         /// open or resolved (efforts).
         #[arg(long, value_enum)]
         status: Option<StatusArg>,
+        /// Only entries carrying this tag.
         #[arg(long)]
         tag: Option<String>,
         /// List archived entries instead (any entry with `expires` that went
@@ -778,10 +784,28 @@ pub enum MemoryCommand {
         /// sent to models).
         #[arg(long)]
         archived: bool,
+        /// Print one JSON array of the entries (`[]` when there are none).
         #[arg(long)]
         json: bool,
     },
-    /// Search what is known (truth entries, BM25 over title and text), best
+    /// Add an entry by hand.
+    #[command(after_help = "Examples:\n  \
+wo memory add \"Deploy day\" --content \"We deploy on Fridays\" --certainty 0.8\n  \
+wo memory add \"Ship v2\" --kind effort --content \"by the end of May\"\n  \
+wo memory add \"API notes\" --file notes.md --format markdown --kind fact")]
+    Add(TruthAddArgs),
+    /// Change an entry's title, content or certainty (its id stays; `updated` is set).
+    #[command(after_help = "Examples:\n  \
+wo memory edit t_2c1d --certainty 0.95\n  \
+wo memory edit t_2c1d --content \"Deploys moved to Thursdays\"")]
+    Edit(TruthEditArgs),
+    /// Delete an entry; a tombstone keeps older exports from bringing it back.
+    #[command(after_help = "Examples:\n  wo memory rm t_2c1d7a9f")]
+    Rm {
+        /// The entry's id (a unique prefix is enough).
+        id: String,
+    },
+    /// Search memory entries (BM25 over title and text), best
     /// first; archived entries only with --archived.
     #[command(
         after_help = "Examples:\n  wo memory search kiln schedule\n  wo memory search \"technician visit\" --archived\n  wo memory search glaze --json --limit 5"
@@ -796,17 +820,50 @@ pub enum MemoryCommand {
         /// Show at most this many.
         #[arg(long, default_value_t = 20)]
         limit: usize,
+        /// Print one JSON array of {score, entry} (`[]` when nothing matches).
         #[arg(long)]
         json: bool,
     },
     /// The operations one exchange applied (by its answer's message id; a unique prefix is enough).
     Show {
+        /// The exchange: its answer's message id, or a unique prefix of it.
         exchange: String,
+        /// Print one JSON array of the journal records.
         #[arg(long)]
         json: bool,
     },
-    /// Undo an exchange's operations (default: the newest not yet undone).
-    Undo { exchange: Option<String> },
+    /// Undo an exchange's operations (default: the newest not yet undone); entries edited
+    /// since are kept.
+    Undo {
+        /// The exchange: its answer's message id, or a unique prefix of it.
+        exchange: Option<String>,
+    },
+    /// The background interpreter's queue: pending, running, done, failed (with the reason) and
+    /// cancelled exchanges, and whether the interpreter is on.
+    #[command(after_help = "Examples:\n  wo memory status\n  wo memory status --json")]
+    Status {
+        /// Print one JSON object {interpreter, jobs}.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Cancel the interpreter's queued or running work (default: all of it); nothing is
+    /// remembered from a cancelled exchange.
+    #[command(after_help = "Examples:\n  wo memory cancel\n  wo memory cancel m_3f2a")]
+    Cancel {
+        /// Only this exchange (its answer's message id, or a prefix).
+        exchange: Option<String>,
+    },
+    /// Run the interpreter's queue now, in the foreground, until nothing is pending (`wo ask`
+    /// starts this in the background after each answer).
+    #[command(after_help = "Examples:\n  wo memory run\n  wo memory run --timeout 120")]
+    Run {
+        /// The longest one exchange may take, in seconds (the call and its one retry).
+        #[arg(long, default_value_t = 300, value_parser = clap::value_parser!(u64).range(1..=3600))]
+        timeout: u64,
+        /// Print nothing (how `wo ask` starts it).
+        #[arg(long, short = 'q')]
+        quiet: bool,
+    },
     /// Accept a suggestion memory made to replace one of your own entries
     /// (`wo memory list` marks them): until then your entry stays in use.
     #[command(after_help = "Examples:\n  wo memory accept t_3f2a")]
@@ -892,6 +949,7 @@ pub struct TruthAddArgs {
     /// How sure you are, from 0 to 1.
     #[arg(long, default_value_t = 0.7)]
     pub certainty: f64,
+    /// What the entry is (an effort starts open).
     #[arg(long, value_enum)]
     pub kind: Option<KindArg>,
     /// A tag (repeatable).
@@ -903,6 +961,7 @@ pub struct TruthAddArgs {
 pub struct TruthEditArgs {
     /// The entry's id (a unique prefix is enough).
     pub id: String,
+    /// New title.
     #[arg(long)]
     pub title: Option<String>,
     /// New content.
@@ -911,8 +970,10 @@ pub struct TruthEditArgs {
     /// Read new content from a file.
     #[arg(long, value_name = "PATH")]
     pub file: Option<PathBuf>,
+    /// How the new content is written; it is stored as sanitised XHTML.
     #[arg(long, value_enum, default_value_t = InputFormat::Text)]
     pub format: InputFormat,
+    /// New certainty, from 0 to 1.
     #[arg(long)]
     pub certainty: Option<f64>,
 }
@@ -952,7 +1013,7 @@ wo context edit --file context.md --format markdown")]
 wo context explain \"What did we decide about deploys?\"\n  \
 wo context explain \"kiln temperature\" --budget 2000 --json\n  \
 wo context explain --queries q.txt --json       one JSON line per line of q.txt\n\n\
-Parts: instruction, context, artifact (truth entry), recalled message, recent turn, chunk, query;\n\
+Parts: instruction, context, memory (an entry), recalled message, recent turn, chunk, query;\n\
 what did not fit is listed with the reason. Nothing is sent; llm.json is not changed.\n\
 Tokens are estimated at 4 characters each; `wo ask --show-context` lists the same parts,\n\
 counted with the model's tokenizer within its window.")]

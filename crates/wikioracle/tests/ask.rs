@@ -138,7 +138,7 @@ data: [DONE]\n\n";
     r.says(&["── context sent", "Geography notes"]);
     r.says(&["Capital (certainty 0.90)"]);
     // The parts as `wo context explain` lists them (one renderer).
-    r.says(&["── parts ──", "+ artifact"]);
+    r.says(&["── parts ──", "+ memory"]);
     assert_eq!(
         std::fs::read_to_string(p.path().join("answer.md")).unwrap(),
         "Paris is **the** capital."

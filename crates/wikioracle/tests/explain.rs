@@ -51,7 +51,7 @@ fn explains_as_text_and_json_within_the_budget() {
     assert!(text.contains("── parts ──"), "{text}");
     assert!(text.contains("recalled message"), "{text}");
     assert!(text.contains(&format!("[{hit}]")), "{text}");
-    assert!(text.contains("artifact"), "{text}");
+    assert!(text.contains("memory"), "{text}");
     assert!(
         text.contains(&format!("→ {fact_source}")),
         "the fact names its source: {text}"

@@ -53,9 +53,9 @@ fn memory_lists_filters_shows_and_undoes_an_exchange() {
         "{open}"
     );
     let tagged = p.ok(&["memory", "list", "--tag", "release", "--json"]);
-    assert_eq!(tagged.lines().count(), 1, "{tagged}");
-    let line: serde_json::Value = serde_json::from_str(tagged.trim()).unwrap();
-    assert_eq!(line["provenance"]["by"], "openai/gpt-test");
+    let tagged: Vec<serde_json::Value> = serde_json::from_str(tagged.trim()).unwrap();
+    assert_eq!(tagged.len(), 1, "{tagged:?}");
+    assert_eq!(tagged[0]["provenance"]["by"], "openai/gpt-test");
 
     let shown = p.ok(&["memory", "show", &exchange[..8]]);
     assert!(
@@ -113,7 +113,8 @@ fn archived_entries_are_listed_and_searched_only_on_request() {
     let found = p.ok(&["memory", "search", "deploys", "rule", "--archived"]);
     assert!(found.contains(&created[1]), "{found}");
     let json = p.ok(&["memory", "search", "ship", "--json"]);
-    let hit: serde_json::Value = serde_json::from_str(json.trim()).unwrap();
+    let hits: Vec<serde_json::Value> = serde_json::from_str(json.trim()).unwrap();
+    let hit = &hits[0];
     assert_eq!(hit["entry"]["id"], created[0].as_str());
     assert!(hit["score"].as_f64().unwrap() > 0.0);
     // The file was only read.
@@ -213,7 +214,14 @@ fn wo_ask_remembers_the_exchange_with_provenance_and_it_can_be_undone() {
     );
     assert_eq!(r.code, 0, "{}", r.stderr);
     assert!(r.stdout.contains("Paris."), "{}", r.stdout);
-    assert!(r.stderr.contains("memory: 1 operation"), "{}", r.stderr);
+    assert!(
+        r.stderr.contains("memory: interpreting in the background"),
+        "{}",
+        r.stderr
+    );
+    let done = wait_for_jobs(&p, &cfg, 30);
+    assert_eq!(done[0]["status"], "done", "{done:?}");
+    assert_eq!(done[0]["operations"], 1, "{done:?}");
     let s = p.state();
     let answer = s.messages().last().unwrap().id.clone();
     let e = s
@@ -394,8 +402,21 @@ fn the_local_model_emits_valid_operations_through_its_grammar() {
         ],
     );
     assert_eq!(r.code, 0, "{}", r.stderr);
-    // A rejected reply would be a note; with the grammar there is none.
-    assert!(!r.stderr.contains("nothing remembered"), "{}", r.stderr);
+    // Interpreted in the background, bounded (300 s an exchange): measured,
+    // the 135M model often does not finish in time (why the interpreter is
+    // off by default with it). Either way the job ends, and a failure is
+    // said in plain words, never as a parser's error.
+    let done = wait_for_jobs(&p, &cfg, 900);
+    if done[0]["status"] == "failed" {
+        let reason = done[0]["reason"].as_str().unwrap_or_default();
+        assert!(
+            !reason.contains("EOF") && !reason.contains("parsing"),
+            "{reason}"
+        );
+        assert!(read_log(&p.state()).is_empty());
+        return;
+    }
+    assert_eq!(done[0]["status"], "done", "{done:?}");
     let s = p.state();
     let log = read_log(&s);
     assert_eq!(log.len(), 1, "one record for the exchange: {}", r.stderr);
@@ -405,4 +426,323 @@ fn the_local_model_emits_valid_operations_through_its_grammar() {
         let e = s.truth.trust.iter().find(|t| &t.id == id).unwrap();
         assert_eq!(e.provenance.as_ref().unwrap().messages.len(), 2);
     }
+}
+
+/// A loopback OpenAI-compatible server answering chat requests with
+/// `answer` at once and interpreter requests (those asking for the
+/// `memory_ops` structured output) with `ops` after `delay`; each
+/// connection on its own thread, so a slow interpreter holds up nothing
+/// else. Counts the interpreter requests.
+fn slow_interpreter_server(
+    answer: &'static str,
+    ops: &'static str,
+    delay: std::time::Duration,
+) -> (u16, std::sync::Arc<std::sync::atomic::AtomicUsize>) {
+    use std::io::Write;
+    let calls = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let counted = calls.clone();
+    let port = common::connection_server(move |mut stream| {
+        let Some((_, body)) = common::read_request(&stream) else {
+            return;
+        };
+        let body = String::from_utf8_lossy(&body);
+        if body.contains("memory_ops") {
+            counted.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            std::thread::sleep(delay);
+            let _ = stream.write_all(sse_answer(ops).as_bytes());
+        } else {
+            let _ = stream.write_all(sse_answer(answer).as_bytes());
+        }
+    });
+    (port, calls)
+}
+
+/// `wo memory status --json`'s jobs.
+fn jobs(p: &Project, cfg: &std::path::Path) -> Vec<serde_json::Value> {
+    let out = p.ok_with(cfg, &["memory", "status", "--json"]);
+    let v: serde_json::Value = serde_json::from_str(out.trim()).unwrap();
+    v["jobs"].as_array().cloned().unwrap_or_default()
+}
+
+/// Polls `wo memory status` until every job has ended (at most `secs`).
+fn wait_for_jobs(p: &Project, cfg: &std::path::Path, secs: u64) -> Vec<serde_json::Value> {
+    let until = std::time::Instant::now() + std::time::Duration::from_secs(secs);
+    loop {
+        let j = jobs(p, cfg);
+        let busy = j
+            .iter()
+            .any(|j| matches!(j["status"].as_str(), Some("pending" | "running")));
+        if !busy || std::time::Instant::now() > until {
+            return j;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+}
+
+#[test]
+fn a_slow_interpreter_never_holds_up_wo_ask() {
+    let p = Project::new();
+    let ops = r#"{"ops": [{"op": "add", "kind": "fact", "title": "Capital of France", "content": "Paris", "certainty": 0.95}]}"#;
+    let delay = std::time::Duration::from_secs(4);
+    let (port, calls) = slow_interpreter_server("Paris.", ops, delay);
+    let cfg = p.openai_config(port);
+    let started = std::time::Instant::now();
+    let r = p.run_with(
+        &cfg,
+        &[
+            "ask",
+            "--provider",
+            "test",
+            "What is the capital of France?",
+        ],
+    );
+    let took = started.elapsed();
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert!(r.stdout.contains("Paris."), "{}", r.stdout);
+    // The answer came at once; the interpreter takes 4 s more: `wo ask`
+    // returned when the answer was saved, not when memory was done.
+    assert!(
+        took < std::time::Duration::from_secs(2),
+        "wo ask took {took:?}: {}",
+        r.stderr
+    );
+    assert!(r.stderr.contains("wo memory status"), "{}", r.stderr);
+    assert_eq!(p.state().messages().len(), 2, "the answer is saved");
+    // Meanwhile the job is visible, and a second question is not held up.
+    let now = jobs(&p, &cfg);
+    assert_eq!(now.len(), 1, "{now:?}");
+    assert!(
+        matches!(now[0]["status"].as_str(), Some("pending" | "running")),
+        "{now:?}"
+    );
+    let started = std::time::Instant::now();
+    let r = p.run_with(&cfg, &["ask", "--provider", "test", "And of Spain?"]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert!(started.elapsed() < std::time::Duration::from_secs(2));
+    // Later: both done, the entry remembered with its provenance.
+    let done = wait_for_jobs(&p, &cfg, 30);
+    assert_eq!(done.len(), 2, "{done:?}");
+    assert!(done.iter().all(|j| j["status"] == "done"), "{done:?}");
+    assert_eq!(calls.load(std::sync::atomic::Ordering::SeqCst), 2);
+    let s = p.state();
+    let log = read_log(&s);
+    assert_eq!(log.len(), 2, "one record per exchange");
+    let e = s
+        .truth
+        .trust
+        .iter()
+        .find(|t| t.title == "Capital of France")
+        .unwrap();
+    assert_eq!(e.provenance.as_ref().unwrap().by, "test/m");
+    let text = p.ok_with(&cfg, &["memory", "status"]);
+    assert!(text.contains("done") && text.contains("1 new"), "{text}");
+}
+
+#[test]
+fn a_failed_interpreter_call_is_reported_once_in_plain_words() {
+    let p = Project::new();
+    // A reply cut off inside a string: what a small model's capped output
+    // looks like; a parser calls it "EOF while parsing a string".
+    let (port, _) = slow_interpreter_server(
+        "Noted.",
+        r#"{"ops": [{"op": "add", "kind": "fact", "title": "Lisbon"#,
+        std::time::Duration::ZERO,
+    );
+    let cfg = p.openai_config(port);
+    p.ok_with(&cfg, &["ask", "--provider", "test", "I live in Lisbon."]);
+    let done = wait_for_jobs(&p, &cfg, 30);
+    assert_eq!(done[0]["status"], "failed", "{done:?}");
+    let reason = done[0]["reason"].as_str().unwrap();
+    assert!(reason.contains("cut off"), "{reason}");
+    assert!(
+        !reason.contains("EOF") && !reason.contains("parsing"),
+        "{reason}"
+    );
+    assert!(read_log(&p.state()).is_empty(), "nothing remembered");
+    // The next question says so once, in the same words; the one after not.
+    let r = p.run_with(&cfg, &["ask", "--provider", "test", "Anything else?"]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert_eq!(
+        r.stderr.matches("was not remembered").count(),
+        1,
+        "{}",
+        r.stderr
+    );
+    assert!(
+        r.stderr.contains("cut off") && !r.stderr.contains("EOF"),
+        "{}",
+        r.stderr
+    );
+    wait_for_jobs(&p, &cfg, 30);
+    let r = p.run_with(&cfg, &["ask", "--provider", "test", "Last one."]);
+    assert_eq!(
+        r.stderr.matches("was not remembered").count(),
+        1,
+        "only the second failure: {}",
+        r.stderr
+    );
+}
+
+#[test]
+fn memory_cancel_stops_a_running_interpreter_and_nothing_is_remembered() {
+    let p = Project::new();
+    let ops = r#"{"ops": [{"op": "add", "kind": "note", "title": "Slow", "content": "slow", "certainty": 0.5}]}"#;
+    let (port, _) = slow_interpreter_server("Sure.", ops, std::time::Duration::from_secs(20));
+    let cfg = p.openai_config(port);
+    p.ok_with(&cfg, &["ask", "--provider", "test", "Take your time."]);
+    let until = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while jobs(&p, &cfg)[0]["status"] != "running" {
+        assert!(std::time::Instant::now() < until, "never started");
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    let out = p.ok_with(&cfg, &["memory", "cancel"]);
+    assert!(out.contains("cancelled 1"), "{out}");
+    let started = std::time::Instant::now();
+    let done = wait_for_jobs(&p, &cfg, 10);
+    assert!(started.elapsed() < std::time::Duration::from_secs(5));
+    assert_eq!(done[0]["status"], "cancelled", "{done:?}");
+    assert!(read_log(&p.state()).is_empty());
+    assert!(p.state().truth.trust.is_empty());
+    let out = p.ok_with(&cfg, &["memory", "cancel"]);
+    assert!(out.contains("nothing to cancel"), "{out}");
+}
+
+#[test]
+fn memory_list_shows_every_entry_however_it_was_made() {
+    let p = Project::new();
+    p.write_state("llm.json", &State::new(ts("2026-03-01T10:00:00Z")));
+    // Empty: valid JSON.
+    assert_eq!(p.ok(&["memory", "list", "--json"]).trim(), "[]");
+    assert_eq!(p.ok(&["truth", "list", "--json"]).trim(), "[]");
+    assert_eq!(
+        p.ok(&["memory", "search", "anything", "--json"]).trim(),
+        "[]"
+    );
+    // By the interpreter, by an MCP client (its provenance kept as an
+    // extension), by hand through both names.
+    let (mut s, _, _) = learned();
+    let mut mcp = wo_format::TruthEntry::new(
+        "Prefers tea",
+        ts("2026-03-02T10:00:00Z"),
+        0.7,
+        "<p>tea, not coffee</p>",
+    );
+    mcp.extra.insert(
+        "x_provenance".into(),
+        wo_format::RawJson::parse(r#"{"by":"claude-code","at":"2026-03-02T10:00:00Z"}"#).unwrap(),
+    );
+    s.add_truth(mcp);
+    p.write_state("llm.json", &s);
+    p.ok(&["memory", "add", "Deploy window", "--content", "after 6pm"]);
+    p.ok(&[
+        "truth",
+        "add",
+        "Kiln cone",
+        "--content",
+        "cone 6",
+        "--kind",
+        "effort",
+    ]);
+    let listed = p.ok(&["memory", "list"]);
+    for title in [
+        "Ship v2",
+        "Deploys on Fridays",
+        "Prefers tea",
+        "Deploy window",
+        "Kiln cone",
+    ] {
+        assert!(listed.contains(title), "{title} missing from:\n{listed}");
+    }
+    let all: Vec<serde_json::Value> =
+        serde_json::from_str(p.ok(&["memory", "list", "--json"]).trim()).unwrap();
+    assert_eq!(all.len(), 5);
+    // An effort added by hand starts open, and is found by the filters.
+    let open = p.ok(&["memory", "list", "--kind", "effort", "--status", "open"]);
+    assert!(
+        open.contains("Kiln cone") && open.contains("Ship v2"),
+        "{open}"
+    );
+    // edit and rm under the one name.
+    let id = all.iter().find(|e| e["title"] == "Deploy window").unwrap()["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    p.ok(&["memory", "edit", &id, "--content", "after 7pm"]);
+    assert!(p.ok(&["memory", "search", "7pm"]).contains("Deploy window"));
+    p.ok(&["memory", "rm", &id]);
+    assert!(!p.ok(&["memory", "list"]).contains("Deploy window"));
+    // `wo truth` says it is an alias.
+    let help = p.ok(&["--help"]);
+    assert!(help.contains("Alias of `wo memory`"), "{help}");
+}
+
+#[test]
+fn memory_status_says_the_interpreter_is_off_with_the_built_in_model_and_how_to_turn_it_on() {
+    let p = Project::new();
+    let cfg = p.write_config("[defaults]\nprovider = \"local\"\n");
+    let out = p.ok_with(&cfg, &["memory", "status"]);
+    assert!(
+        out.contains("off with the built-in offline model") && out.contains("mode = \"after\""),
+        "{out}"
+    );
+    assert!(out.contains("no exchanges queued"), "{out}");
+    let cfg =
+        p.write_config("[defaults]\nprovider = \"local\"\n\n[interpreter]\nmode = \"after\"\n");
+    let out = p.ok_with(&cfg, &["memory", "status"]);
+    assert!(out.contains("interpreter: on"), "{out}");
+}
+
+#[test]
+fn two_rebuilds_at_once_record_each_exchange_once() {
+    let p = Project::new();
+    let mut s = State::new(ts("2026-03-01T10:00:00Z"));
+    for i in 0..6 {
+        let mut q = Message::new(
+            "ann",
+            ts(&format!("2026-02-0{}T10:00:00Z", i + 1)),
+            "q",
+            format!("<p>Question {i}</p>"),
+        );
+        q.role = Some(wo_format::Role::User);
+        let mut a = Message::new(
+            "gpt",
+            ts(&format!("2026-02-0{}T10:00:05Z", i + 1)),
+            "a",
+            format!("<p>Answer {i}</p>"),
+        );
+        a.role = Some(wo_format::Role::Assistant);
+        a.parent = Some(q.id.clone());
+        s.push_message(q);
+        s.push_message(a);
+    }
+    p.write_state("llm.json", &s);
+    let (port, _) = slow_interpreter_server(
+        "",
+        r#"{"ops":[{"op":"add","kind":"note","title":"Asked","content":"A question was asked.","certainty":0.5}]}"#,
+        std::time::Duration::from_millis(300),
+    );
+    let cfg = p.openai_config(port);
+    let spawn = || {
+        p.cmd(&["memory", "rebuild", "-p", "test", "--yes"])
+            .env("WO_CONFIG", &cfg)
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap()
+    };
+    let (a, b) = (spawn(), spawn());
+    for child in [a, b] {
+        let out = child.wait_with_output().unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    let s = p.state();
+    let log = read_log(&s);
+    let exchanges: std::collections::BTreeSet<_> = log.iter().map(|r| r.exchange.clone()).collect();
+    assert_eq!(log.len(), 6, "one record per exchange: {log:?}");
+    assert_eq!(exchanges.len(), 6);
+    assert_eq!(s.truth.trust.len(), 6);
 }

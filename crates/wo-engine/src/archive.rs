@@ -41,12 +41,7 @@ pub fn archive_unused(state: &mut State, now: &Timestamp, after_days: u32) -> Ve
         if !may_archive(e) || now.unix_seconds() - unused_since(e).unix_seconds() < limit {
             continue;
         }
-        let edited = e.effective_update().max(&e.timestamp).clone();
-        e.updated = Some(if *now > edited {
-            now.clone()
-        } else {
-            edited.next_micro()
-        });
+        e.mark_changed(now.clone());
         e.archived = Some(now.clone());
         archived.push(e.id.clone());
     }

@@ -31,7 +31,7 @@ use wo_text::bm25::QueryStats;
 
 /// The system instructions used unless the caller gives others.
 pub const DEFAULT_SYSTEM: &str = "You are WikiOracle, a helpful assistant. Use the context, \
-knowledge and earlier messages below when they are relevant to the question; say so when \
+memory and earlier messages below when they are relevant to the question; say so when \
 you are unsure.";
 
 /// Dropped turns listed one by one before the rest are counted in one entry.
@@ -752,9 +752,9 @@ fn add_truth<'s>(
     let cap = share_of(flexible, TRUTH_SHARE);
     let mut section = SectionFiller::new(
         SourceKind::Truth,
-        "Knowledge",
+        "Memory",
         cap,
-        format!("over the knowledge budget ({cap} tokens)"),
+        format!("over the memory budget ({cap} tokens)"),
         count,
     );
     // The blocks taken, the person's and the automatic ones apart.

@@ -924,7 +924,7 @@ async fn remember_step(
     let ops =
         match crate::memory::interpret(step.provider.as_ref(), request, &scratch, &origin).await {
             Ok(ops) => ops,
-            Err(e) => return failed(e.to_string()),
+            Err(e) => return failed(crate::memory_jobs::plain_interpret_reason(&e)),
         };
     match state
         .remember(move |s| crate::memory::apply_ops(s, &ops, &origin))

@@ -1,6 +1,6 @@
 //! What a prompt is made of, for people and tools: each part of an
 //! [`Assembled`] prompt with its kind, its id, the ids it references (a
-//! message's parent and sources; an artifact's source message, the entry it
+//! message's parent and sources; a memory entry's source message, the entry it
 //! supersedes, the effort it resolves) and its tokens, plus what was left
 //! out and why. One renderer serves `wo context explain`, `wo ask
 //! --show-context` and `wo chat`'s `/context`, so they always agree.
@@ -34,7 +34,7 @@ pub enum PartKind {
 
 impl PartKind {
     /// The part kind shown for an assembly's [`SourceKind`] (truth entries
-    /// are artifacts).
+    /// are memory entries).
     pub fn of(k: SourceKind) -> Self {
         match k {
             SourceKind::System => PartKind::Instruction,
@@ -52,7 +52,7 @@ impl PartKind {
         match self {
             PartKind::Instruction => "instruction",
             PartKind::Context => "context",
-            PartKind::Artifact => "artifact",
+            PartKind::Artifact => "memory",
             PartKind::RecalledMessage => "recalled message",
             PartKind::RecentTurn => "recent turn",
             PartKind::Chunk => "chunk",

@@ -39,6 +39,7 @@ pub mod explain;
 pub mod files;
 pub mod input;
 pub mod memory;
+pub mod memory_jobs;
 pub mod recall;
 pub mod recall_file;
 pub mod request;

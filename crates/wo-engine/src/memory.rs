@@ -31,6 +31,8 @@ pub const OPS_SCHEMA: &str = include_str!("../../../spec/memory_ops_v1.json");
 pub const DEFAULT_INTERPRETER_PROMPT: &str = include_str!("../prompts/interpreter.md");
 /// Key of the journal in the state file's top-level extensions.
 pub const LOG_KEY: &str = "memory_log";
+/// Why [`apply_ops`] refuses an exchange the journal already records.
+pub const ALREADY_RECORDED: &str = "already remembered by another process";
 
 /// Limits of the schema, enforced here too (the schema is the contract).
 const MAX_OPS: usize = 32;
@@ -354,6 +356,13 @@ pub struct Record {
     /// What they did, all operations together (flattened into the record).
     #[serde(flatten)]
     pub effect: Effect,
+    /// What each entry the operations created or resolved said once they
+    /// were applied ([`TruthEntry::fingerprint`], by id): `undo` takes back
+    /// only an entry that still says it, so an edit made since — in `wo`,
+    /// the web app or a text editor — is kept. Empty in records written
+    /// before fingerprints were kept (`undo` then compares `updated`).
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub fingerprints: std::collections::BTreeMap<String, String>,
     /// When it was undone; an undone record stays as history.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub undone: Option<Timestamp>,
@@ -463,7 +472,7 @@ pub fn apply_op(state: &mut State, op: &Op, origin: &Origin) -> Result<Effect, O
             }
             e.status = Some(EffortStatus::Resolved);
             e.resolution = Some(resolution.trim().to_owned());
-            e.updated = Some(origin.at.clone());
+            e.mark_changed(origin.at.clone());
             effect.resolved.push(id.clone());
         }
         Op::Supersede {
@@ -576,6 +585,12 @@ pub fn apply_ops(state: &mut State, ops: &[Op], origin: &Origin) -> Result<Recor
             }
         }
     }
+    let fingerprints = effect
+        .created
+        .iter()
+        .chain(&effect.resolved)
+        .filter_map(|id| Some((id.clone(), state.truth_entry(id)?.fingerprint())))
+        .collect();
     let record = Record {
         exchange,
         by: origin.by.clone(),
@@ -583,12 +598,27 @@ pub fn apply_ops(state: &mut State, ops: &[Op], origin: &Origin) -> Result<Recor
         messages: origin.messages.clone(),
         ops: ops.to_vec(),
         effect,
+        fingerprints,
         undone: None,
     };
     let mut log = read_log(state);
     log.push(record.clone());
     write_log(state, &log);
     Ok(record)
+}
+
+/// [`apply_ops`] for an exchange the journal does not record yet (not
+/// undone); one it records is refused, the state unchanged. Called under the
+/// store's lock with the file as it is then, so that two processes
+/// interpreting the same exchange (two `wo memory rebuild` at once, a
+/// background run beside a rebuild) record it once.
+pub fn apply_ops_once(state: &mut State, ops: &[Op], origin: &Origin) -> Result<Record, OpsError> {
+    if let Some(exchange) = origin.exchange.as_deref()
+        && is_recorded(state, exchange)
+    {
+        return Err(err("", format!("{ALREADY_RECORDED} (exchange {exchange})")));
+    }
+    apply_ops(state, ops, origin)
 }
 
 /// The journal (`memory_log`), oldest first; records that do not parse
@@ -648,6 +678,13 @@ pub fn undo(state: &mut State, exchange: &str, now: Timestamp) -> Result<Undone,
         ));
     };
     let mut out = Undone::default();
+    // As the exchange left it: the same fingerprint where the record kept
+    // one (an editor sets no `updated`), else (an older record) no edit
+    // stamped since.
+    let unchanged = |e: &TruthEntry, stamped: bool| match rec.fingerprints.get(&e.id) {
+        Some(f) => &e.fingerprint() == f,
+        None => stamped,
+    };
     // Each id is looked up once in a map, and the removals are made in one
     // pass: a client's journal may name every entry it sends.
     let mut at: HashMap<String, usize> = HashMap::with_capacity(state.truth.trust.len());
@@ -661,7 +698,7 @@ pub fn undo(state: &mut State, exchange: &str, now: Timestamp) -> Result<Undone,
             continue;
         }
         let e = &state.truth.trust[i];
-        let ours = e.updated.is_none()
+        let ours = unchanged(e, e.updated.is_none())
             && e.provenance
                 .as_ref()
                 .is_some_and(|p| p.exchange.as_deref() == Some(exchange));
@@ -676,10 +713,11 @@ pub fn undo(state: &mut State, exchange: &str, now: Timestamp) -> Result<Undone,
     for id in &rec.effect.resolved {
         if let Some(i) = live(id) {
             let e = &mut state.truth.trust[i];
-            if e.updated.as_ref() == Some(&rec.at) && e.status == Some(EffortStatus::Resolved) {
+            let stamped = e.updated.as_ref() == Some(&rec.at);
+            if unchanged(e, stamped) && e.status == Some(EffortStatus::Resolved) {
                 e.status = Some(EffortStatus::Open);
                 e.resolution = None;
-                e.updated = Some(now.clone());
+                e.mark_changed(now.clone());
                 out.reopened.push(id.clone());
             } else {
                 out.kept.push(id.clone());
@@ -985,6 +1023,10 @@ pub enum RememberError {
     /// The store could not read or write the file.
     #[error(transparent)]
     Store(#[from] wo_store::StoreError),
+    /// The journal already records the exchange: another process (a second
+    /// `wo memory rebuild`, a background run) interpreted it first.
+    #[error("{ALREADY_RECORDED}")]
+    AlreadyRecorded,
 }
 
 /// After a saved turn: one interpreter call on a snapshot of the state
@@ -999,13 +1041,30 @@ pub async fn remember(
     by: &str,
 ) -> Result<Record, RememberError> {
     let origin = Origin::exchange(exchange, by);
+    // Another process may have recorded it since this one read the file:
+    // no call is paid for twice. `apply_ops` checks again under the lock.
+    store.refresh()?;
+    if is_recorded(store.state(), &exchange.answer_id) {
+        return Err(RememberError::AlreadyRecorded);
+    }
     let ops = interpret_exchange(provider, store.state(), exchange, prompt, &origin).await?;
-    let (applied, _) = store.transact(|s| apply_ops(s, &ops, &origin))?;
-    applied.map_err(RememberError::Stale)
+    let (applied, _) = store.transact(|s| apply_ops_once(s, &ops, &origin))?;
+    applied.map_err(|e| match is_recorded(store.state(), &exchange.answer_id) {
+        true => RememberError::AlreadyRecorded,
+        false => RememberError::Stale(e),
+    })
+}
+
+/// Whether the journal holds a record of `exchange` that was not undone.
+pub fn is_recorded(state: &State, exchange: &str) -> bool {
+    read_log(state)
+        .iter()
+        .any(|r| r.exchange == exchange && r.undone.is_none())
 }
 
 /// The memory step `cfg` asks for after a turn answered by `answered_by`
-/// (`[interpreter] mode`; `off` → `None`): the `[interpreter] provider`
+/// (`[interpreter] mode`, see `Config::interpreter_mode_for`; `off` →
+/// `None`): the `[interpreter] provider`
 /// when one is configured (the caller builds it: `interpreter`), else the
 /// provider that answered; the interpreter prompt in effect for the project
 /// in `project_dir` (see [`prompt_in_effect`]). An error says why the step
@@ -1016,7 +1075,12 @@ pub fn step_for(
     interpreter: Option<std::sync::Arc<dyn Provider>>,
     project_dir: Option<&std::path::Path>,
 ) -> Result<Option<crate::chat::MemoryStep>, std::io::Error> {
-    if cfg.interpreter_mode() == wo_providers::config::InterpreterMode::Off {
+    let name = cfg
+        .interpreter
+        .provider
+        .as_deref()
+        .unwrap_or(answered_by.name());
+    if cfg.interpreter_mode_for(name) == wo_providers::config::InterpreterMode::Off {
         return Ok(None);
     }
     let user_dir = wo_providers::config::config_path(cfg.env())

@@ -70,7 +70,7 @@ fn sends_context_truth_recall_and_recent_turns_in_order() {
     )
     .unwrap();
     let ctx = a.system.find("## Context").unwrap();
-    let know = a.system.find("## Knowledge").unwrap();
+    let know = a.system.find("## Memory").unwrap();
     let earlier = a.system.find("## Earlier messages").unwrap();
     assert!(ctx < know && know < earlier, "{}", a.system);
     assert!(a.system.contains("Kiln max (certainty 0.90)"));
@@ -190,7 +190,7 @@ fn rag_off_and_chunks() {
         text: "fn fire() {}".into(),
     }];
     let a = assemble(&s, "kiln", &o, &estimate_tokens, &chunks).unwrap();
-    assert!(!a.system.contains("## Knowledge"));
+    assert!(!a.system.contains("## Memory"));
     assert!(a.dropped.iter().any(|d| d.reason == "the rag tool is off"));
     assert!(a.system.contains("### src/kiln.rs:1-20\nfn fire() {}"));
     assert!(a.sources.contains(&"chunk_1".to_string()));

@@ -523,19 +523,6 @@ fn remember_writes_the_operations_to_the_file_or_nothing_at_all() {
     let path = dir.path().join("llm.json");
     let (s, ex) = state_with_exchange();
     let mut store = wo_store::Store::create(&path, s, wo_store::OpenOptions::default()).unwrap();
-    let good = r#"{"ops": [{"op": "open_effort", "title": "Ship v3", "content": "next", "certainty": 0.6}]}"#;
-    let rec = block_on(remember(
-        &mut store,
-        &scripted(&[good]),
-        &ex,
-        DEFAULT_INTERPRETER_PROMPT,
-        "scripted/test",
-    ))
-    .unwrap();
-    let on_disk = wo_format::parse(&std::fs::read(&path).unwrap()).unwrap();
-    let e = on_disk.truth_entry(&rec.effect.created[0]).unwrap();
-    assert_eq!(e.provenance.as_ref().unwrap().by, "scripted/test");
-    assert_eq!(read_log(&on_disk).len(), 1);
     // Hostile output twice: an error, and the file is byte for byte the same.
     let before = std::fs::read(&path).unwrap();
     let r = block_on(remember(
@@ -555,6 +542,33 @@ fn remember_writes_the_operations_to_the_file_or_nothing_at_all() {
         ),
         "{r:?}"
     );
+    assert_eq!(std::fs::read(&path).unwrap(), before);
+    let good = r#"{"ops": [{"op": "open_effort", "title": "Ship v3", "content": "next", "certainty": 0.6}]}"#;
+    let rec = block_on(remember(
+        &mut store,
+        &scripted(&[good]),
+        &ex,
+        DEFAULT_INTERPRETER_PROMPT,
+        "scripted/test",
+    ))
+    .unwrap();
+    let on_disk = wo_format::parse(&std::fs::read(&path).unwrap()).unwrap();
+    let e = on_disk.truth_entry(&rec.effect.created[0]).unwrap();
+    assert_eq!(e.provenance.as_ref().unwrap().by, "scripted/test");
+    assert_eq!(read_log(&on_disk).len(), 1);
+    // Recorded: a second run (another process's rebuild) makes no call and
+    // changes nothing.
+    let before = std::fs::read(&path).unwrap();
+    let none = scripted(&[]);
+    let r = block_on(remember(
+        &mut store,
+        &none,
+        &ex,
+        DEFAULT_INTERPRETER_PROMPT,
+        "scripted/test",
+    ));
+    assert!(matches!(r, Err(RememberError::AlreadyRecorded)), "{r:?}");
+    assert!(none.seen.lock().unwrap().is_empty(), "no call was made");
     assert_eq!(std::fs::read(&path).unwrap(), before);
 }
 
@@ -712,4 +726,157 @@ fn the_interpreter_cannot_replace_the_persons_entry_on_its_own() {
     // Undoing the exchange keeps what the person accepted.
     let undone = undo(&mut s, &ex.answer_id, ts("2026-03-03T00:00:00Z")).unwrap();
     assert!(undone.kept.contains(suggested), "{undone:?}");
+/// An effort the interpreter opened, then resolved by a second exchange:
+/// the state, the effort's id, and the two exchanges.
+fn opened_and_resolved() -> (State, String, Exchange, Exchange) {
+    let (mut s, first) = state_with_exchange();
+    let o1 = origin(&first, "2026-03-01T10:00:06Z");
+    let rec = apply_ops(
+        &mut s,
+        &ops(
+            json!({"ops": [{"op": "open_effort", "title": "Ship v2", "content": "by Friday", "certainty": 0.8}]}),
+        ),
+        &o1,
+    )
+    .unwrap();
+    let effort = rec.effect.created[0].clone();
+    let q = Message::new("alec", ts("2026-03-01T11:00:00Z"), "q", "<p>Done.</p>");
+    let a = Message::new("gpt", ts("2026-03-01T11:00:05Z"), "a", "<p>Great.</p>");
+    let second = Exchange {
+        question_id: q.id.clone(),
+        answer_id: a.id.clone(),
+    };
+    s.push_message(q);
+    s.push_message(a);
+    apply_ops(
+        &mut s,
+        &ops(json!({"ops": [{"op": "resolve", "id": effort, "resolution": "shipped"}]})),
+        &origin(&second, "2026-03-01T11:00:06Z"),
+    )
+    .unwrap();
+    (s, effort, first, second)
+}
+
+#[test]
+fn undo_keeps_an_entry_edited_by_hand_in_the_file() {
+    // An editor changes the content and sets no `updated`: the entry still
+    // differs from what the exchange wrote, so undo keeps it.
+    let (mut s, ex) = state_with_exchange();
+    let rec = apply_ops(
+        &mut s,
+        &ops(json!({"ops": [
+            {"op": "add", "kind": "fact", "title": "Deploy day", "content": "Fridays", "certainty": 0.9},
+            {"op": "add", "kind": "note", "title": "Left alone", "content": "as written", "certainty": 0.5}
+        ]})),
+        &origin(&ex, "2026-03-01T10:00:06Z"),
+    )
+    .unwrap();
+    assert_eq!(rec.fingerprints.len(), 2, "{rec:?}");
+    let (edited, untouched) = (rec.effect.created[0].clone(), rec.effect.created[1].clone());
+    let e = s.truth.trust.iter_mut().find(|t| t.id == edited).unwrap();
+    e.content = "<p>Thursdays, since March</p>".into();
+    assert_eq!(e.updated, None, "a text editor sets no updated");
+    // Use does not count as an edit.
+    s.truth
+        .trust
+        .iter_mut()
+        .find(|t| t.id == untouched)
+        .unwrap()
+        .refs = Some(3);
+    let u = undo(&mut s, &ex.answer_id, ts("2026-03-01T12:00:00Z")).unwrap();
+    assert_eq!(u.kept, vec![edited.clone()]);
+    assert_eq!(u.removed, vec![untouched]);
+    assert_eq!(
+        s.truth_entry(&edited).unwrap().content,
+        "<p>Thursdays, since March</p>"
+    );
+}
+
+#[test]
+fn undo_keeps_a_resolution_corrected_by_hand() {
+    let (mut s, effort, _, second) = opened_and_resolved();
+    let e = s.truth.trust.iter_mut().find(|t| t.id == effort).unwrap();
+    e.resolution = Some("shipped on Thursday, not Friday".into());
+    let u = undo(&mut s, &second.answer_id, ts("2026-03-01T12:00:00Z")).unwrap();
+    assert_eq!(u.kept, vec![effort.clone()]);
+    assert!(u.reopened.is_empty());
+    let e = s.truth_entry(&effort).unwrap();
+    assert_eq!(e.status, Some(EffortStatus::Resolved));
+    assert_eq!(
+        e.resolution.as_deref(),
+        Some("shipped on Thursday, not Friday")
+    );
+    // Left as written, the same resolution is taken back.
+    let (mut s, effort, _, second) = opened_and_resolved();
+    let u = undo(&mut s, &second.answer_id, ts("2026-03-01T12:00:00Z")).unwrap();
+    assert_eq!(u.reopened, vec![effort.clone()]);
+    assert_eq!(
+        s.truth_entry(&effort).unwrap().status,
+        Some(EffortStatus::Open)
+    );
+}
+
+#[test]
+fn a_resolution_wins_a_merge_against_the_effort_it_resolved_whatever_the_clocks() {
+    // The effort came from a phone whose clock runs years fast; this
+    // machine's interpreter resolves it at its own (earlier) time.
+    let (mut s, ex) = state_with_exchange();
+    let mut effort = wo_format::TruthEntry::new(
+        "Renew the passport",
+        ts("2029-06-01T09:00:00Z"),
+        0.9,
+        "<p>before the trip</p>",
+    );
+    effort.kind = Some(TruthKind::Effort);
+    effort.status = Some(EffortStatus::Open);
+    let id = effort.id.clone();
+    s.add_truth(effort);
+    let export = s.clone();
+    apply_ops(
+        &mut s,
+        &ops(json!({"ops": [{"op": "resolve", "id": id, "resolution": "renewed"}]})),
+        &origin(&ex, "2026-03-01T10:00:06Z"),
+    )
+    .unwrap();
+    let resolved = s.truth_entry(&id).unwrap();
+    assert!(resolved.effective_update() > &ts("2029-06-01T09:00:00Z"));
+    // `wo merge` of the phone's unchanged export keeps it resolved.
+    wo_format::merge::merge_into(&mut s, &export);
+    let e = s.truth_entry(&id).unwrap();
+    assert_eq!(e.status, Some(EffortStatus::Resolved));
+    assert_eq!(e.resolution.as_deref(), Some("renewed"));
+    // And merged the other way round (the phone merging this file) too.
+    let mut phone = export;
+    wo_format::merge::merge_into(&mut phone, &s);
+    assert_eq!(
+        phone.truth_entry(&id).unwrap().status,
+        Some(EffortStatus::Resolved)
+    );
+    // Undone the same way: the reopened version wins over the resolved one.
+    let resolved = s.clone();
+    undo(&mut s, &ex.answer_id, ts("2026-03-01T12:00:00Z")).unwrap();
+    wo_format::merge::merge_into(&mut s, &resolved);
+    assert_eq!(s.truth_entry(&id).unwrap().status, Some(EffortStatus::Open));
+}
+
+#[test]
+fn an_exchange_already_in_the_journal_is_not_recorded_again() {
+    // Two processes interpreting the same exchange: the second apply, under
+    // the store lock with the file as the first left it, changes nothing.
+    let (mut s, ex) = state_with_exchange();
+    let batch = ops(
+        json!({"ops": [{"op": "add", "kind": "fact", "title": "v2 shipped", "content": "today", "certainty": 0.9}]}),
+    );
+    wo_engine::memory::apply_ops_once(&mut s, &batch, &origin(&ex, "2026-03-01T10:00:06Z"))
+        .unwrap();
+    let before = s.clone();
+    let again =
+        wo_engine::memory::apply_ops_once(&mut s, &batch, &origin(&ex, "2026-03-01T10:00:09Z"))
+            .unwrap_err();
+    assert!(
+        again.reason.contains(wo_engine::memory::ALREADY_RECORDED),
+        "{again}"
+    );
+    assert_eq!(read_log(&s).len(), 1);
+    assert_eq!(s.truth, before.truth);
 }

@@ -199,7 +199,7 @@ fn explain_names_kinds_ids_references_and_tokens() {
     assert!(e.parts.iter().map(|p| p.tokens).sum::<usize>() <= e.tokens);
     assert!(e.tokens <= e.budget);
     let text = render_text(&e);
-    assert!(text.contains("artifact"), "{text}");
+    assert!(text.contains("memory"), "{text}");
     assert!(text.contains(&format!("→ {source}")), "{text}");
     assert!(text.contains("recalled message"));
     let json = serde_json::to_value(&e).unwrap();

@@ -398,6 +398,46 @@ impl TruthEntry {
     pub fn effective_update(&self) -> &Timestamp {
         self.updated.as_ref().unwrap_or(&self.timestamp)
     }
+
+    /// Stamps a change made at `now`: `updated` becomes `now`, or a
+    /// microsecond after the version changed (its `updated` and its
+    /// `timestamp`) when this clock is not past it. The one rule every
+    /// writer that changes an entry follows, so the changed version wins a
+    /// merge against the one it changed whatever the clocks say (an entry
+    /// dated by a phone whose clock runs fast included); a tie would leave
+    /// the merge to a byte comparison that the old version may win.
+    pub fn mark_changed(&mut self, now: Timestamp) {
+        let changed = self.effective_update().max(&self.timestamp).clone();
+        self.updated = Some(if now > changed {
+            now
+        } else {
+            changed.next_micro()
+        });
+    }
+
+    /// A digest of what the entry says — title, content, certainty, kind,
+    /// status, resolution, tags, expiry, what it supersedes — leaving out
+    /// what use and time change (`refs`, `used`, `updated`, `archived`):
+    /// equal fingerprints mean nobody changed what the entry says. The
+    /// memory journal keeps the fingerprint of what an exchange wrote, so
+    /// undoing it can tell an entry edited since (in any editor, which sets
+    /// no `updated`) from one left as written.
+    pub fn fingerprint(&self) -> String {
+        use sha2::{Digest, Sha256};
+        let said = serde_json::json!([
+            self.title,
+            self.content,
+            self.certainty,
+            self.kind,
+            self.status,
+            self.resolution,
+            self.tags,
+            self.expires,
+            self.supersedes,
+        ]);
+        let digest = Sha256::digest(said.to_string().as_bytes());
+        digest[..8].iter().map(|b| format!("{b:02x}")).collect()
+    }
 }
 
 /// The fields of a truth entry an edit may change (`None` = unchanged).
@@ -1052,15 +1092,7 @@ impl State {
         if let Some(c) = edit.certainty {
             entry.certainty = c.clamp(0.0, 1.0);
         }
-        // Strictly after the version edited (its `updated` and its
-        // `timestamp`), even when this clock is behind it: a tie would leave
-        // the merge to a byte comparison that the old version may win.
-        let edited = entry.effective_update().max(&entry.timestamp).clone();
-        entry.updated = Some(if now > edited {
-            now
-        } else {
-            edited.next_micro()
-        });
+        entry.mark_changed(now);
         Some(entry)
     }
 

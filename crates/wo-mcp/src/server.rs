@@ -332,7 +332,7 @@ impl WikiOracleMcp {
 #[tool_router]
 impl WikiOracleMcp {
     #[tool(
-        description = "What WikiOracle would send a model for this question within a token budget: instructions, relevant memories (truth), recalled messages and file chunks, with their ids."
+        description = "What WikiOracle would send a model for this question within a token budget: instructions, relevant memory entries, recalled messages and file chunks, with their ids."
     )]
     async fn context(
         &self,
@@ -349,7 +349,7 @@ impl WikiOracleMcp {
     }
 
     #[tool(
-        description = "Search the person's memory (truth entries), past conversation messages and the project's indexed files (BM25). Results carry ids for `read`."
+        description = "Search the person's memory entries, past conversation messages and the project's indexed files (BM25). Results carry ids for `read`."
     )]
     async fn search(
         &self,
@@ -467,7 +467,7 @@ impl WikiOracleMcp {
     }
 
     #[tool(
-        description = "Read one item in full by id: a message (m_…), a memory/truth entry (t_…) or a file chunk (chunk:<id> or c0001). A unique id prefix is enough."
+        description = "Read one item in full by id: a message (m_…), a memory entry (t_…) or a file chunk (chunk:<id> or c0001). A unique id prefix is enough."
     )]
     async fn read(
         &self,
@@ -493,7 +493,7 @@ impl WikiOracleMcp {
                     } else {
                         match find_by_prefix(&s.truth.trust, |t| &t.id, &id) {
                             Ok(t) => json_result(truth_json(t)),
-                            Err(e) => tool_error(format!("id {id:?}: truth entry: {e}")),
+                            Err(e) => tool_error(format!("id {id:?}: memory entry: {e}")),
                         }
                     })
                 })
@@ -534,7 +534,7 @@ impl WikiOracleMcp {
                     "id": format!("chunk:{}", rec.chunk.short_id), "ref": rec.chunk_ref,
                     "path": rec.chunk.path, "start_line": rec.chunk.start_line,
                     "end_line": rec.chunk.end_line, "content": rec.chunk.content})),
-                None => tool_error(format!("id {id:?}: no such message, truth entry or chunk")),
+                None => tool_error(format!("id {id:?}: no such message, memory entry or chunk")),
             })
         })
         .await
@@ -542,7 +542,7 @@ impl WikiOracleMcp {
     }
 
     #[tool(
-        description = "The latest conversation messages and the most recently added or changed memories (truth entries), newest first."
+        description = "The latest conversation messages and the most recently added or changed memory entries, newest first."
     )]
     async fn recent(
         &self,
@@ -581,7 +581,7 @@ impl WikiOracleMcp {
     }
 
     #[tool(
-        description = "Save a memory for later sessions: a fact, an effort (open task), an event or a note, with certainty 0..1 and tags. Needs `wo mcp --allow-write` (or `wo serve --mcp-allow-write`)."
+        description = "Save a memory entry for later sessions: a fact, an effort (open task), an event or a note, with certainty 0..1 and tags. Needs `wo mcp --allow-write` (or `wo serve --mcp-allow-write`)."
     )]
     async fn remember(
         &self,

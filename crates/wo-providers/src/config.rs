@@ -67,6 +67,10 @@ use crate::{Provider, anthropic, nanochat, openai, wikioracle};
 pub const DEFAULT_MODEL_FILE: &str = "SmolLM2-135M-Instruct.Q4_1.gguf";
 /// Name of the default provider when the config names none.
 pub const DEFAULT_PROVIDER: &str = "local";
+
+/// Why memory's interpreter is off by default with the built-in offline
+/// model, and the lines that turn it on anyway.
+pub const SMALL_MODEL_INTERPRETER_NOTE: &str = "memory: the interpreter is off with the built-in offline model (SmolLM2-135M): measured, it does not produce usable memory operations. Entries you add with `wo memory add` are used as before. To turn it on anyway, add to config.toml:\n  [interpreter]\n  mode = \"after\"";
 /// Base URL for `openai` entries without one, as OpenAI's clients read it.
 pub const OPENAI_BASE_URL: &str = "OPENAI_BASE_URL";
 /// Base URL for `anthropic` entries without one, as Anthropic's clients read it.
@@ -703,6 +707,30 @@ impl Config {
         }
     }
 
+    /// When the memory interpreter runs on `provider` (the configured
+    /// `[interpreter] provider`, else the one that answered): as configured;
+    /// unset, off where the interpreter would be the built-in offline model
+    /// (measured: the 135M model does not produce usable operations — see
+    /// [`SMALL_MODEL_INTERPRETER_NOTE`]), else [`Config::interpreter_mode`].
+    pub fn interpreter_mode_for(&self, provider: &str) -> InterpreterMode {
+        match self.interpreter.mode {
+            Some(m) => m,
+            None if self.is_builtin_small_model(provider) => InterpreterMode::Off,
+            None => self.interpreter_mode(),
+        }
+    }
+
+    /// Whether the configured provider `name` runs the built-in offline
+    /// model (the `local` kind with [`DEFAULT_MODEL_FILE`]).
+    pub fn is_builtin_small_model(&self, name: &str) -> bool {
+        self.providers.get(name).is_some_and(|p| {
+            p.kind == ProviderKind::Local
+                && self.local_model_path(p).is_some_and(|m| {
+                    m.file_name() == Some(std::ffi::OsStr::new(DEFAULT_MODEL_FILE))
+                })
+        })
+    }
+
     /// The provider used when none is named.
     pub fn default_provider(&self) -> &str {
         self.defaults
@@ -1268,6 +1296,26 @@ model_path = "models/a.gguf"
         .unwrap_err()
         .to_string();
         assert!(e.contains("sometimes") || e.contains("mode"), "{e}");
+    }
+
+    #[test]
+    fn the_interpreter_is_off_by_default_on_the_built_in_small_model_only() {
+        let text = "[providers.big]\nkind = \"local\"\nmodel_path = \"/m/qwen2.5-7b.gguf\"\n\n\
+                    [providers.api]\nkind = \"openai\"\nmodel = \"m\"\n";
+        let c = Config::from_toml(text, Path::new("/c.toml"), env()).unwrap();
+        assert!(c.is_builtin_small_model("local"));
+        assert!(!c.is_builtin_small_model("big") && !c.is_builtin_small_model("api"));
+        assert_eq!(c.interpreter_mode_for("local"), InterpreterMode::Off);
+        assert_eq!(c.interpreter_mode_for("big"), InterpreterMode::After);
+        assert_eq!(c.interpreter_mode_for("api"), InterpreterMode::After);
+        // Asked for, it runs on the small model too.
+        let c = Config::from_toml(
+            "[interpreter]\nmode = \"after\"\n",
+            Path::new("/c.toml"),
+            env(),
+        )
+        .unwrap();
+        assert_eq!(c.interpreter_mode_for("local"), InterpreterMode::After);
     }
 
     #[test]

@@ -81,7 +81,9 @@ pub fn run(g: &GlobalOpts, mut args: AskArgs) -> Result<ExitCode> {
     // The state as the prompt is assembled from it, to name what each part
     // references (the turn borrows the store while it runs).
     let before = show_context.then(|| store.state().clone());
-    req.memory = super::session::memory_step(&cfg, &provider, store.path());
+    // Never run here: queued after the answer is saved, for a background
+    // process (the next prompt is never held up by memory).
+    let memory = super::session::memory_step(&cfg, &provider, store.path());
     // Recall reads the transcript's postings from the sidecar beside the
     // file (rebuilt when missing or stale) instead of tokenising it all.
     let sidecar = wo_engine::recall_file::sidecar_path(store.path());
@@ -172,6 +174,7 @@ pub fn run(g: &GlobalOpts, mut args: AskArgs) -> Result<ExitCode> {
         }
     };
     remember_current(&store, &outcome.user_id);
+    super::session::queue_memory(g, store.path(), memory, &outcome);
     if outcome.stopped() {
         eoutln!(
             "interrupted; {}, marked incomplete (wo log shows them)",

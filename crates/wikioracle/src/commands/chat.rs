@@ -146,7 +146,8 @@ pub fn run(g: &GlobalOpts, mut args: ChatArgs) -> Result<ExitCode> {
                 Vec::new()
             }
         };
-        req.memory = super::session::memory_step(&cfg, &provider, store.path());
+        // Queued after the answer is saved, for a background process.
+        let memory = super::session::memory_step(&cfg, &provider, store.path());
         let cancel = Cancel::new();
         let mut assembled = None;
         let spinner = crate::render::Spinner::new(provider.name());
@@ -200,6 +201,7 @@ pub fn run(g: &GlobalOpts, mut args: ChatArgs) -> Result<ExitCode> {
         match result {
             Ok(outcome) => {
                 remember_current(&store, &outcome.user_id);
+                super::session::queue_memory(g, store.path(), memory, &outcome);
                 if outcome.stopped() {
                     eoutln!(
                         "(stopped; {}, marked incomplete)",

@@ -1,5 +1,6 @@
-//! `wo memory list|show|undo` and `wo prompts`: the faces of
-//! `wo_engine::memory` (product §7). Logic lives in the engine.
+//! `wo memory list|search|show|undo|status|cancel|run` and `wo prompts`:
+//! the faces of `wo_engine::memory` and `wo_engine::memory_jobs` (product
+//! §7); `add|edit|rm` are in `truth.rs`. Logic lives in the engine.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -38,12 +39,9 @@ pub fn run(g: &GlobalOpts, cmd: MemoryCommand) -> Result<ExitCode> {
                 .truth
                 .trust
                 .iter()
-                // Archived: every entry that aged out, however it was made;
-                // else what memory learned and still uses.
-                .filter(|t| match archived {
-                    true => t.archived.is_some(),
-                    false => t.provenance.is_some() && t.archived.is_none(),
-                })
+                // Every entry however it was made (by hand, by the
+                // interpreter, by an MCP client): archived ones on request.
+                .filter(|t| t.archived.is_some() == archived)
                 .filter(|t| kind.is_none_or(|k| t.kind == Some(k)))
                 .filter(|t| status.is_none_or(|s| t.status == Some(s)))
                 .filter(|t| {
@@ -52,14 +50,33 @@ pub fn run(g: &GlobalOpts, cmd: MemoryCommand) -> Result<ExitCode> {
                 })
                 .collect();
             learned.sort_by(|a, b| b.timestamp.cmp(&a.timestamp).then(a.id.cmp(&b.id)));
-            for t in learned {
-                if json {
-                    outln!("{}", render::json(t)?);
-                } else {
+            if json {
+                outln!("{}", render::json(&learned)?);
+            } else {
+                for t in learned {
                     outln!("{}", entry_line(t));
                 }
             }
         }
+        MemoryCommand::Add(args) => super::truth::add(g, args)?,
+        MemoryCommand::Edit(args) => super::truth::edit(g, args)?,
+        MemoryCommand::Rm { id } => super::truth::rm(g, &id)?,
+        MemoryCommand::Status { json } => return status(g, json),
+        MemoryCommand::Cancel { exchange } => {
+            let store_path = state_path(g)?;
+            let queue = wo_engine::memory_jobs::Queue::of(&store_path);
+            let cancelled = queue.cancel(exchange.as_deref())?;
+            if cancelled.is_empty() {
+                outln!("nothing to cancel: no exchange is waiting for the interpreter");
+            } else {
+                outln!(
+                    "cancelled {} exchange(s): {}",
+                    cancelled.len(),
+                    cancelled.join(", ")
+                );
+            }
+        }
+        MemoryCommand::Run { timeout, quiet } => return run_queue(g, timeout, quiet),
         MemoryCommand::Search {
             query,
             archived,
@@ -73,7 +90,16 @@ pub fn run(g: &GlobalOpts, cmd: MemoryCommand) -> Result<ExitCode> {
                 Archived::Exclude
             };
             let hits = search(store.state(), &query.join(" "), which);
-            if hits.is_empty() && !json {
+            if json {
+                let hits: Vec<_> = hits
+                    .into_iter()
+                    .take(limit)
+                    .map(|(score, t)| serde_json::json!({"score": score, "entry": t}))
+                    .collect();
+                outln!("{}", render::json(&hits)?);
+                return Ok(ExitCode::SUCCESS);
+            }
+            if hits.is_empty() {
                 eoutln!(
                     "nothing matches{}",
                     if archived {
@@ -84,14 +110,7 @@ pub fn run(g: &GlobalOpts, cmd: MemoryCommand) -> Result<ExitCode> {
                 );
             }
             for (score, t) in hits.into_iter().take(limit) {
-                if json {
-                    outln!(
-                        "{}",
-                        render::json(&serde_json::json!({"score": score, "entry": t}))?
-                    );
-                } else {
-                    outln!("{:.3}  {}", score, entry_line(t));
-                }
+                outln!("{:.3}  {}", score, entry_line(t));
             }
         }
         MemoryCommand::Show { exchange, json } => {
@@ -106,19 +125,19 @@ pub fn run(g: &GlobalOpts, cmd: MemoryCommand) -> Result<ExitCode> {
                     "{exchange:?}: no memory operations recorded for that exchange\nhint: `wo memory list` shows what was learned; ids are answers' message ids (`wo log`)"
                 );
             }
+            if json {
+                outln!("{}", render::json(&matching)?);
+                return Ok(ExitCode::SUCCESS);
+            }
             for r in matching {
-                if json {
-                    outln!("{}", render::json(r)?);
-                } else {
-                    let undone = r
-                        .undone
-                        .as_ref()
-                        .map(|t| format!(" (undone {t})"))
-                        .unwrap_or_default();
-                    outln!("{}  {}  by {}{undone}", r.exchange, r.at, r.by);
-                    for op in &r.ops {
-                        outln!("  {}", serde_json::to_string(op)?);
-                    }
+                let undone = r
+                    .undone
+                    .as_ref()
+                    .map(|t| format!(" (undone {t})"))
+                    .unwrap_or_default();
+                outln!("{}  {}  by {}{undone}", r.exchange, r.at, r.by);
+                for op in &r.ops {
+                    outln!("  {}", serde_json::to_string(op)?);
                 }
             }
         }
@@ -254,7 +273,7 @@ fn rebuild(
         indicatif::ProgressStyle::with_template("{bar:30} {pos}/{len} exchanges, {eta} left")
             .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
     );
-    let (mut recorded, mut operations, mut failed) = (0usize, 0usize, 0usize);
+    let (mut recorded, mut operations, mut failed, mut skipped) = (0usize, 0usize, 0usize, 0usize);
     for exchange in &todo {
         let result = rt.block_on(wo_engine::memory::remember(
             &mut store,
@@ -270,6 +289,8 @@ fn rebuild(
             }
             // A store failure stops the run (the next exchange would fail
             // the same way); what was recorded so far stays.
+            // Another process (a second rebuild) recorded it first.
+            Err(wo_engine::memory::RememberError::AlreadyRecorded) => skipped += 1,
             Err(wo_engine::memory::RememberError::Store(e)) => {
                 bar.abandon();
                 return Err(e.into());
@@ -285,6 +306,101 @@ fn rebuild(
     outln!(
         "interpreted {recorded} exchange(s): {operations} operation(s); {failed} without a valid reply (run again to retry them)"
     );
+    if skipped > 0 {
+        outln!("{skipped} exchange(s) skipped: another process remembered them meanwhile");
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `wo memory status`: whether the interpreter is on (and why not), then
+/// the queue, oldest first, each job with its state and reason.
+fn status(g: &GlobalOpts, json: bool) -> Result<ExitCode> {
+    use wo_engine::memory_jobs::{JobStatus, Queue};
+    let path = state_path(g)?;
+    let queue = Queue::of(&path);
+    let jobs = queue.jobs();
+    let active = queue.runner_active();
+    let cfg = wo_providers::Config::load()?;
+    let interpreter = super::session::interpreter_state(&cfg, None);
+    // A job left running with no runner alive was interrupted; the next
+    // `wo ask` or `wo memory run` tries it again.
+    let shown = |s: JobStatus| match (s, active) {
+        (JobStatus::Running, false) => "interrupted",
+        (JobStatus::Pending, _) => "pending",
+        (JobStatus::Running, true) => "running",
+        (JobStatus::Done, _) => "done",
+        (JobStatus::Failed, _) => "failed",
+        (JobStatus::Cancelled, _) => "cancelled",
+    };
+    if json {
+        let jobs: Vec<_> = jobs
+            .iter()
+            .map(|j| {
+                let mut v = serde_json::to_value(j).unwrap_or_default();
+                v["status"] = shown(j.status).into();
+                v
+            })
+            .collect();
+        outln!(
+            "{}",
+            render::json(&serde_json::json!({"interpreter": interpreter, "jobs": jobs}))?
+        );
+        return Ok(ExitCode::SUCCESS);
+    }
+    outln!("interpreter: {interpreter}");
+    if jobs.is_empty() {
+        outln!("no exchanges queued for the interpreter");
+    }
+    for j in &jobs {
+        let when = j
+            .finished
+            .as_ref()
+            .or(j.started.as_ref())
+            .unwrap_or(&j.queued);
+        let reason = j
+            .reason
+            .as_deref()
+            .map(|r| format!("  {r}"))
+            .unwrap_or_default();
+        outln!("{:<11} {}  {when}{reason}", shown(j.status), j.exchange);
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `wo memory run`: the queue, in this process, until nothing is pending.
+fn run_queue(g: &GlobalOpts, timeout: u64, quiet: bool) -> Result<ExitCode> {
+    use wo_engine::memory_jobs::RunContext;
+    let cfg = wo_providers::Config::load()?;
+    let mut store = open_store(g)?;
+    let project = store.path().parent().map(PathBuf::from);
+    let (_, prompt) = prompt_in_effect(
+        "interpreter",
+        project.as_deref(),
+        user_config_dir().as_deref(),
+    )?;
+    let build = |name: &str| wo_providers::build(name, &cfg).map_err(|e| e.to_string());
+    let ctx = RunContext {
+        provider: &build,
+        prompt: &prompt,
+        job_timeout: std::time::Duration::from_secs(timeout),
+    };
+    let rt = super::session::runtime()?;
+    match rt.block_on(wo_engine::memory_jobs::run_queue(&mut store, &ctx))? {
+        None if !quiet => outln!("another process is running the interpreter's queue"),
+        Some(ran) if !quiet => {
+            if ran.is_empty() {
+                outln!("nothing queued for the interpreter");
+            }
+            let jobs = wo_engine::memory_jobs::Queue::of(store.path()).jobs();
+            for (job, _) in ran {
+                if let Some(j) = jobs.iter().rev().find(|j| j.exchange == job.exchange) {
+                    let reason = j.reason.as_deref().unwrap_or_default();
+                    outln!("{:<9} {}  {reason}", j.status.as_str(), j.exchange);
+                }
+            }
+        }
+        _ => {}
+    }
     Ok(ExitCode::SUCCESS)
 }
 

@@ -149,16 +149,33 @@ pub fn runtime() -> Result<tokio::runtime::Runtime> {
         .context("cannot start the async runtime")
 }
 
-/// The memory step (product §7) a turn answered by `answered_by` runs after
-/// its commit, as `[interpreter]` says (`off`, `after`, `background`: the
-/// CLI exits only when it is done either way, the answer already shown).
-/// A step that cannot be set up is a note on stderr; the turn goes on.
+/// The memory step (product §7) a turn answered by `answered_by` is
+/// followed by, as `[interpreter]` says (`off`, `after`, `background`: the
+/// CLI never runs it itself — [`queue_memory`] hands it to a background
+/// process). A step that cannot be set up is a note on stderr; the turn
+/// goes on. With the built-in offline model and no `[interpreter] mode`,
+/// the interpreter is off, and the first time that is said (once per
+/// machine) with the lines that turn it on.
 pub fn memory_step(
     cfg: &Config,
     answered_by: &Arc<dyn Provider>,
     state_file: &Path,
 ) -> Option<wo_engine::chat::MemoryStep> {
-    if cfg.interpreter_mode() == wo_providers::config::InterpreterMode::Off {
+    let name = cfg
+        .interpreter
+        .provider
+        .as_deref()
+        .unwrap_or(answered_by.name());
+    if cfg.interpreter_mode_for(name) == wo_providers::config::InterpreterMode::Off {
+        if cfg.interpreter.mode.is_none()
+            && cfg.source.is_some()
+            && cfg.is_builtin_small_model(name)
+        {
+            say_once(
+                "small-model-interpreter",
+                wo_providers::config::SMALL_MODEL_INTERPRETER_NOTE,
+            );
+        }
         return None;
     }
     let interpreter = match &cfg.interpreter.provider {
@@ -177,6 +194,128 @@ pub fn memory_step(
             None
         },
     )
+}
+
+/// Whether the interpreter runs after answers from `provider` (default: the
+/// default provider), and why not, in words (`wo memory status`).
+pub fn interpreter_state(cfg: &Config, provider: Option<&str>) -> String {
+    use wo_providers::config::InterpreterMode;
+    let name = cfg
+        .interpreter
+        .provider
+        .as_deref()
+        .or(provider)
+        .unwrap_or(cfg.default_provider());
+    match (cfg.interpreter_mode_for(name), cfg.interpreter.mode) {
+        (InterpreterMode::Off, Some(_)) => "off ([interpreter] mode = \"off\")".into(),
+        (InterpreterMode::Off, None) if cfg.source.is_none() => {
+            "off (no config file; `wo init` writes one, then it runs with the provider you add)"
+                .into()
+        }
+        (InterpreterMode::Off, None) => format!("{SMALL_MODEL_OFF} (provider {name})"),
+        _ => format!("on: {name} interprets each exchange in the background, after the answer"),
+    }
+}
+
+const SMALL_MODEL_OFF: &str = "off with the built-in offline model (SmolLM2-135M does not produce usable memory operations); to turn it on anyway, add `[interpreter]` with `mode = \"after\"` to config.toml";
+
+/// Prints `note` on stderr the first time on this machine (a marker under
+/// `$XDG_STATE_HOME/wikioracle/notices/`); where no marker can be kept, every
+/// time.
+fn say_once(key: &str, note: &str) {
+    let marker = state_home().map(|d| d.join("wikioracle/notices").join(key));
+    if marker.as_ref().is_some_and(|m| m.exists()) {
+        return;
+    }
+    eoutln!("note: {note}");
+    if let Some(m) = marker {
+        let _ = m
+            .parent()
+            .map_or(Ok(()), std::fs::create_dir_all)
+            .and_then(|()| std::fs::write(&m, b""));
+    }
+}
+
+fn state_home() -> Option<std::path::PathBuf> {
+    std::env::var_os("XDG_STATE_HOME")
+        .filter(|v| !v.is_empty())
+        .map(std::path::PathBuf::from)
+        .or_else(|| {
+            std::env::var_os("HOME").map(|h| std::path::PathBuf::from(h).join(".local/state"))
+        })
+}
+
+/// Hands a saved turn's memory step to the background: the exchange is
+/// queued beside the state file and a detached `wo memory run` is started
+/// (stdio closed, its own process group: the terminal returns now, and
+/// Ctrl-C there does not reach it). A runner already at work takes the job
+/// instead. Failures of earlier jobs not yet shown are reported first, once.
+pub fn queue_memory(
+    g: &crate::cli::GlobalOpts,
+    state_file: &Path,
+    step: Option<wo_engine::chat::MemoryStep>,
+    outcome: &wo_engine::chat::TurnOutcome,
+) {
+    use wo_engine::memory_jobs::{Job, Queue};
+    let queue = Queue::of(state_file);
+    if let Ok(failed) = queue.take_unreported_failures() {
+        for j in failed {
+            eoutln!(
+                "note: memory: exchange {} was not remembered: {} (wo memory status)",
+                j.exchange,
+                j.reason.as_deref().unwrap_or("no reason recorded")
+            );
+        }
+    }
+    let Some(step) = step else { return };
+    if outcome.stopped() {
+        return;
+    }
+    let exchange = wo_engine::memory::Exchange {
+        question_id: outcome.user_id.clone(),
+        answer_id: outcome.assistant_id.clone(),
+    };
+    if let Err(e) = queue.push(Job::new(&exchange, step.provider.name())) {
+        eoutln!("note: memory: cannot queue the exchange for the interpreter: {e}");
+        return;
+    }
+    match spawn_runner(g, state_file) {
+        Ok(()) => eoutln!("memory: interpreting in the background (wo memory status)"),
+        Err(e) => eoutln!(
+            "note: memory: cannot start the background interpreter ({e}); `wo memory run` runs it"
+        ),
+    }
+}
+
+/// Starts `wo memory run --quiet` on `state_file`, detached.
+// Not waited for on purpose: it outlives this process, which exits now; the
+// system reaps it.
+#[allow(clippy::zombie_processes)]
+fn spawn_runner(g: &crate::cli::GlobalOpts, state_file: &Path) -> std::io::Result<()> {
+    use std::process::Stdio;
+    let exe = std::env::current_exe()?;
+    // Absolute, not canonical: the queue lives beside the path this
+    // process used (a symbolic link stays one), and the runner opens the
+    // file as this process did.
+    let state = std::path::absolute(state_file)?;
+    let mut cmd = std::process::Command::new(exe);
+    cmd.arg("--state")
+        .arg(state)
+        .arg("--max-state-bytes")
+        .arg(g.max_state_bytes.to_string());
+    if g.allow_symlink {
+        cmd.arg("--allow-symlink");
+    }
+    cmd.args(["memory", "run", "--quiet"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null());
+    #[cfg(unix)]
+    {
+        use std::os::unix::process::CommandExt;
+        cmd.process_group(0);
+    }
+    cmd.spawn().map(drop)
 }
 
 /// One line on stderr for what the memory step did (never fails the

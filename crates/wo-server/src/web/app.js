@@ -653,9 +653,9 @@ function mergeSummary(r) {
   const add = (n, what) => { if (n) parts.push(`${n} ${what}`); };
   add(r.messages_added, 'messages added');
   add(r.messages_replaced, 'messages replaced');
-  add(r.truth_added, 'truth entries added');
-  add(r.truth_updated, 'truth entries updated');
-  add(r.truth_deleted, 'truth entries deleted');
+  add(r.truth_added, 'memory entries added');
+  add(r.truth_updated, 'memory entries updated');
+  add(r.truth_deleted, 'memory entries deleted');
   add(r.tombstones_added, 'tombstones added');
   return parts.length ? parts.join(', ') : 'nothing new';
 }
@@ -1022,7 +1022,7 @@ const stateless = {
     if ('content' in changes) edit.content = (await markdownToXhtml(changes.content)) || '<p></p>';
     if ('certainty' in changes) edit.certainty = changes.certainty;
     const edited = editTruthIn(app.state, id, edit, nowStamp());
-    if (!edited) throw new ApiError(404, 'not_found', 'That truth entry no longer exists.');
+    if (!edited) throw new ApiError(404, 'not_found', 'That memory entry no longer exists.');
     app.state = edited;
     await stateless.save();
   },
@@ -1117,7 +1117,7 @@ const stateless = {
     app.state = incoming;
     app.total = incoming.messages.length;
     await idbPut(app.state);
-    return `Imported: this browser's state was replaced (${incoming.messages.length} messages, ${incoming.truth.trust.length} truth entries)${cleaned}.`;
+    return `Imported: this browser's state was replaced (${incoming.messages.length} messages, ${incoming.truth.trust.length} memory entries)${cleaned}.`;
   },
 };
 
@@ -1971,7 +1971,7 @@ function renderTruth() {
   list.replaceChildren(...entries.map((t) => truthItem(t, sup)));
   if (!entries.length) {
     list.append(h('li', { class: 'empty-hint', 'data-testid': 'truth-none' },
-      app.state.truth.trust.length ? 'No entry matches these filters.' : 'No truth entries yet.'));
+      app.state.truth.trust.length ? 'No entry matches these filters.' : 'No memory entries yet.'));
   }
   $('truth-filter-count').textContent = `${entries.length} of ${app.state.truth.trust.length}`;
 }
@@ -2001,7 +2001,7 @@ function truthItem(t, sup = supersededIds()) {
     const no = h('button', { type: 'button', class: 'small', 'data-testid': 'truth-delete-cancel', onclick: view }, 'Keep');
     row.replaceChildren(
       h('span', {}, 'Delete this entry?'),
-      h('button', { type: 'button', class: 'small danger', 'data-testid': 'truth-delete-confirm', onclick: () => run(() => backend().deleteTruth(t.id), 'Truth entry deleted.') }, 'Delete'),
+      h('button', { type: 'button', class: 'small danger', 'data-testid': 'truth-delete-confirm', onclick: () => run(() => backend().deleteTruth(t.id), 'Memory entry deleted.') }, 'Delete'),
       no);
     no.focus();
   };
@@ -2028,7 +2028,7 @@ function truthItem(t, sup = supersededIds()) {
       if (!(c >= 0 && c <= 1)) { notify('Certainty must be between 0 and 1.', 'error'); return; }
       if (c !== certainty) changes.certainty = c;
       if (!Object.keys(changes).length) { view(); return; }
-      run(() => backend().editTruth(t.id, changes), 'Truth entry saved.');
+      run(() => backend().editTruth(t.id, changes), 'Memory entry saved.');
     });
     item.replaceChildren(form);
     title.focus();
@@ -2578,7 +2578,7 @@ async function updateContext() {
       notify('Context left unchanged.');
       return;
     }
-    await run(() => backend().applyContext(draft, sentContext), 'Context updated; the change is recorded as a truth entry.');
+    await run(() => backend().applyContext(draft, sentContext), 'Context updated; the change is recorded as a memory entry.');
   }, { once: true });
 }
 
@@ -2602,7 +2602,7 @@ async function doSearch(q) {
     h('span', { class: 'hint' }, ` certainty ${Number(t.certainty ?? 0).toFixed(2)}`)));
   const chunks = (res.chunks || []).map((c) => h('li', { 'data-testid': 'search-hit-chunk' },
     h('code', {}, String(c.path ?? c.ref ?? '')), c.start_line != null ? ` lines ${c.start_line}–${c.end_line}` : '', c.label ? ` ${c.label}` : ''));
-  box.replaceChildren(...section('Messages', msgs), ...section('Truth', truth), ...(chunks.length ? section('Files', chunks) : []));
+  box.replaceChildren(...section('Messages', msgs), ...section('Memory', truth), ...(chunks.length ? section('Files', chunks) : []));
   openPanel('panel-search');
 }
 
@@ -3295,7 +3295,7 @@ function wire() {
     run(async () => {
       await backend().addTruth(entry);
       f.reset();
-    }, 'Truth entry added.');
+    }, 'Memory entry added.');
   });
 
   $('context-form').addEventListener('submit', (e) => {
