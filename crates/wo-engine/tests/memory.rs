@@ -726,6 +726,8 @@ fn the_interpreter_cannot_replace_the_persons_entry_on_its_own() {
     // Undoing the exchange keeps what the person accepted.
     let undone = undo(&mut s, &ex.answer_id, ts("2026-03-03T00:00:00Z")).unwrap();
     assert!(undone.kept.contains(suggested), "{undone:?}");
+}
+
 /// An effort the interpreter opened, then resolved by a second exchange:
 /// the state, the effort's id, and the two exchanges.
 fn opened_and_resolved() -> (State, String, Exchange, Exchange) {

@@ -459,6 +459,8 @@ fn a_forged_sidecar_with_another_transcripts_postings_sends_what_a_scan_does() {
         assemble_indexed(&state, Some(&index), QUERY, &opts, &estimate_tokens, &[]).unwrap();
     assert_eq!(scan.included, again.included);
     assert!(!index.is_untrusted());
+}
+
 /// A sidecar temp file a killed `wo ask` left (as big as the sidecar) is
 /// removed by the next save once it is stale; a fresh one (another
 /// process's write in progress), a link and other files are left alone.
