@@ -1267,7 +1267,11 @@ fn archived_conversations_are_hidden_listed_apart_and_restored() {
     let answer = p.state().messages()[1].id.clone();
     let r = run(wo(&p, &cfg, &["archive", &answer[..12]]));
     ok(&r);
-    assert!(r.stdout.contains(&format!("archived {kiln}")), "{}", r.stdout);
+    assert!(
+        r.stdout.contains(&format!("archived {kiln}")),
+        "{}",
+        r.stdout
+    );
     assert_eq!(p.state().messages().len(), before, "nothing is deleted");
     let r = run(wo(&p, &cfg, &["log", "--conversations"]));
     ok(&r);
@@ -1275,7 +1279,11 @@ fn archived_conversations_are_hidden_listed_apart_and_restored() {
     assert!(r.stdout.contains("glazes are glassy"), "{}", r.stdout);
     let r = run(wo(&p, &cfg, &["log", "--conversations", "--archived"]));
     ok(&r);
-    assert!(r.stdout.starts_with(&kiln) && r.stdout.lines().count() == 1, "{}", r.stdout);
+    assert!(
+        r.stdout.starts_with(&kiln) && r.stdout.lines().count() == 1,
+        "{}",
+        r.stdout
+    );
     ok(&run(wo(&p, &cfg, &["archive", "--restore", &kiln])));
     let r = run(wo(&p, &cfg, &["log", "--conversations"]));
     assert_eq!(r.stdout.lines().count(), 2, "{}", r.stdout);
@@ -1347,7 +1355,10 @@ fn simonw_llm_prompts_get_their_own_threads() {
         root_of("How slow should I cool my kiln?"),
         "How slow should I cool my kiln?"
     );
-    assert_eq!(root_of("And for stoneware?"), "How slow should I cool my kiln?");
+    assert_eq!(
+        root_of("And for stoneware?"),
+        "How slow should I cool my kiln?"
+    );
     assert_eq!(root_of("Name a glaze"), "Name a glaze");
     assert!(s.messages().iter().all(|m| !m.is_unlinked()));
 }

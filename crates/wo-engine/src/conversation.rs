@@ -145,7 +145,12 @@ pub fn rename<'s>(
 /// from conversation lists, every message kept (`State::set_archived` on
 /// its root). Returns the root's id; an unknown or ambiguous id is refused
 /// and nothing changes.
-pub fn archive(state: &mut State, id: &str, hidden: bool, now: Timestamp) -> Result<String, String> {
+pub fn archive(
+    state: &mut State,
+    id: &str,
+    hidden: bool,
+    now: Timestamp,
+) -> Result<String, String> {
     let root = wo_format::conversation::find(state, id.trim())?.to_owned();
     state
         .set_archived(&root, hidden, now)

@@ -119,7 +119,10 @@ pub fn regenerating(state: &State, id: &str) -> Result<Regenerating, FieldError>
                 ))
             })?,
         wo_format::Role::System => {
-            return Err(refuse(format!("{} is a system message, not a question", found.id)));
+            return Err(refuse(format!(
+                "{} is a system message, not a question",
+                found.id
+            )));
         }
     };
     let prompt = wo_format::xhtml::recover_text(&question.content)
@@ -127,10 +130,7 @@ pub fn regenerating(state: &State, id: &str) -> Result<Regenerating, FieldError>
     // Where the question stands: its parent, or the message the implicit
     // chain gives it, so the answer sees the same earlier turns.
     let branch = state.branch(&question.id);
-    let parent = branch
-        .len()
-        .checked_sub(2)
-        .map(|i| branch[i].id.clone());
+    let parent = branch.len().checked_sub(2).map(|i| branch[i].id.clone());
     Ok(Regenerating {
         question: question.id.clone(),
         prompt,

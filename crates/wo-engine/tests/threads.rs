@@ -12,13 +12,7 @@ fn at(s: i64) -> Timestamp {
 }
 
 /// Appends one exchange; returns (question id, answer id).
-fn exchange(
-    s: &mut State,
-    t: i64,
-    q: &str,
-    a: &str,
-    parent: Option<String>,
-) -> (String, String) {
+fn exchange(s: &mut State, t: i64, q: &str, a: &str, parent: Option<String>) -> (String, String) {
     let turn = CompletedTurn {
         parent,
         ..CompletedTurn::new("ann", q, a, ("p", "smollm2"), (at(t), at(t + 1)))
@@ -41,14 +35,29 @@ fn a_question_with_no_parent_starts_a_conversation() {
 #[test]
 fn a_client_continues_the_branch_holding_exactly_its_turns() {
     let mut s = State::new(at(0));
-    let (q1, a1) = exchange(&mut s, 0, "How slow should I cool my kiln?", "About **100 °C** an hour — see [the guide](https://example.org).", None);
+    let (q1, a1) = exchange(
+        &mut s,
+        0,
+        "How slow should I cool my kiln?",
+        "About **100 °C** an hour — see [the guide](https://example.org).",
+        None,
+    );
     let (_, a2) = exchange(&mut s, 10, "Name a glaze", "Celadon.", None);
-    let (_, a3) = exchange(&mut s, 20, "And for stoneware?", "Slower.", Some(a1.clone()));
+    let (_, a3) = exchange(
+        &mut s,
+        20,
+        "And for stoneware?",
+        "Slower.",
+        Some(a1.clone()),
+    );
     let known: [&str; 0] = [];
     // The client's copy of the answer is the Markdown it was sent.
     let kiln = turns(&[
         (Role::User, "How slow should I cool my kiln?"),
-        (Role::Assistant, "About **100 °C** an hour — see [the guide](https://example.org)."),
+        (
+            Role::Assistant,
+            "About **100 °C** an hour — see [the guide](https://example.org).",
+        ),
     ]);
     assert_eq!(continued_by(&s, &kiln, &known).unwrap().id, a1);
     let mut longer = kiln.clone();
@@ -56,13 +65,19 @@ fn a_client_continues_the_branch_holding_exactly_its_turns() {
     longer.push((Role::Assistant, "Slower.".into()));
     assert_eq!(continued_by(&s, &longer, &known).unwrap().id, a3);
     // Whitespace a client trims or adds does not matter.
-    let glaze = turns(&[(Role::User, "  Name a glaze"), (Role::Assistant, "Celadon.\n")]);
+    let glaze = turns(&[
+        (Role::User, "  Name a glaze"),
+        (Role::Assistant, "Celadon.\n"),
+    ]);
     assert_eq!(continued_by(&s, &glaze, &known).unwrap().id, a2);
     // A suffix, another answer, a wrong role or no turns: a new conversation.
     assert!(continued_by(&s, &longer[2..], &known).is_none());
     let other = turns(&[(Role::User, "Name a glaze"), (Role::Assistant, "Tenmoku.")]);
     assert!(continued_by(&s, &other, &known).is_none());
-    let roles = turns(&[(Role::Assistant, "Name a glaze"), (Role::Assistant, "Celadon.")]);
+    let roles = turns(&[
+        (Role::Assistant, "Name a glaze"),
+        (Role::Assistant, "Celadon."),
+    ]);
     assert!(continued_by(&s, &roles, &known).is_none());
     assert!(continued_by(&s, &[], &known).is_none());
     let _ = q1;
@@ -77,16 +92,29 @@ fn regenerating_answers_the_stored_question_again_beside_the_first_answer() {
     // where it stands.
     let again = regenerating(&s, &a2[..10]).unwrap();
     assert_eq!(
-        (again.question.as_str(), again.prompt.as_str(), again.parent.as_deref()),
+        (
+            again.question.as_str(),
+            again.prompt.as_str(),
+            again.parent.as_deref()
+        ),
         (q2.as_str(), "how hot?", Some(a1.as_str()))
     );
     let first = regenerating(&s, &q1).unwrap();
-    assert_eq!(first.parent, None, "a first question starts its conversation");
+    assert_eq!(
+        first.parent, None,
+        "a first question starts its conversation"
+    );
     // The commit appends only the answer, a sibling of the first.
     let before = s.messages().len();
     let turn = CompletedTurn {
         question: Some(q1.clone()),
-        ..CompletedTurn::new("ann", "what is a kiln", "A furnace.", ("p", "smollm2"), (at(30), at(31)))
+        ..CompletedTurn::new(
+            "ann",
+            "what is a kiln",
+            "A furnace.",
+            ("p", "smollm2"),
+            (at(30), at(31)),
+        )
     };
     let (q, a) = apply_turn(&mut s, &turn);
     assert_eq!(q, q1);

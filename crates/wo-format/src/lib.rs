@@ -28,9 +28,9 @@ pub use codec::{
 };
 pub use links::BranchWalk;
 pub use model::{
-    ARCHIVE_KEY, EffectivePrefs, EffortStatus, Expires, Extra, Message, NEW_CONVERSATION_KEY, Provenance,
-    RetrievalPrefs, Role, SCHEMA_URL, State, Tombstone, TranscriptVersion, Truth, TruthEdit,
-    TruthEntry, TruthKind, Usage,
+    ARCHIVE_KEY, EffectivePrefs, EffortStatus, Expires, Extra, Message, NEW_CONVERSATION_KEY,
+    Provenance, RetrievalPrefs, Role, SCHEMA_URL, State, Tombstone, TranscriptVersion, Truth,
+    TruthEdit, TruthEntry, TruthKind, Usage,
 };
 pub use rawjson::RawJson;
 pub use timestamp::Timestamp;

@@ -135,10 +135,16 @@ pub fn join_message(a: &Message, b: &Message) -> Message {
     let archive_key = |m: &Message| {
         (
             m.archive_say().map(|(at, _)| at),
-            m.extra.get(ARCHIVE_KEY).map(|r| r.as_str().as_bytes().to_vec()),
+            m.extra
+                .get(ARCHIVE_KEY)
+                .map(|r| r.as_str().as_bytes().to_vec()),
         )
     };
-    let archive = if archive_key(b) > archive_key(a) { b } else { a };
+    let archive = if archive_key(b) > archive_key(a) {
+        b
+    } else {
+        a
+    };
     match archive.extra.get(ARCHIVE_KEY) {
         Some(say) => extra.insert(ARCHIVE_KEY.to_owned(), say.clone()),
         None => extra.remove(ARCHIVE_KEY),

@@ -277,7 +277,11 @@ pub fn recover_text(xhtml: &str) -> Option<String> {
         let end = body.find("</code></pre>")?;
         let mut code = String::with_capacity(end);
         unescape_code(&body[..end], &mut code)?;
-        let longest_run = code.split(|c: char| c != '`').map(str::len).max().unwrap_or(0);
+        let longest_run = code
+            .split(|c: char| c != '`')
+            .map(str::len)
+            .max()
+            .unwrap_or(0);
         let fence = "`".repeat((longest_run + 1).max(3));
         out.push_str(&fence);
         out.push_str(lang.unwrap_or(""));
@@ -1762,7 +1766,10 @@ mod question_tests {
         assert_eq!(question_to_xhtml("a\nb\n\nc"), text_to_xhtml("a\nb\n\nc"));
         // An unclosed fence, or one with more after the language, is text.
         assert_eq!(question_to_xhtml("```\nx"), text_to_xhtml("```\nx"));
-        assert_eq!(question_to_xhtml("```a b\nx\n```"), text_to_xhtml("```a b\nx\n```"));
+        assert_eq!(
+            question_to_xhtml("```a b\nx\n```"),
+            text_to_xhtml("```a b\nx\n```")
+        );
         assert_eq!(question_to_xhtml(""), "<p></p>");
     }
 

@@ -597,21 +597,20 @@ pub async fn rename_message(
             };
             let retitle = title.as_ref().filter(|t| **t != current.title).cloned();
             if retitle.is_some() || archived.is_some() {
-                store
-                    .try_transact(|s| {
-                        let now = Timestamp::now();
-                        if let Some(t) = &retitle {
-                            rename(s, &id, t, now.clone()).map_err(|err| match err {
-                                // Removed by a hand edit since the check above.
-                                RenameError::NotFound(_) => ApiError::not_found(err.to_string()),
-                                other => ApiError::bad_field("/title", other.to_string()),
-                            })?;
-                        }
-                        if let Some(hidden) = archived {
-                            archive(s, &id, hidden, now).map_err(|e| ApiError::not_found(e))?;
-                        }
-                        Ok::<_, ApiError>(())
-                    })??;
+                store.try_transact(|s| {
+                    let now = Timestamp::now();
+                    if let Some(t) = &retitle {
+                        rename(s, &id, t, now.clone()).map_err(|err| match err {
+                            // Removed by a hand edit since the check above.
+                            RenameError::NotFound(_) => ApiError::not_found(err.to_string()),
+                            other => ApiError::bad_field("/title", other.to_string()),
+                        })?;
+                    }
+                    if let Some(hidden) = archived {
+                        archive(s, &id, hidden, now).map_err(|e| ApiError::not_found(e))?;
+                    }
+                    Ok::<_, ApiError>(())
+                })??;
             }
             let title = store
                 .state()

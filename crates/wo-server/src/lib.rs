@@ -148,7 +148,8 @@ pub enum ServeError {
 /// `addr` (loopback, one second at most) whether it is a WikiOracle server,
 /// and whether it is this project's (it accepts this project's kept token).
 async fn already_serving(addr: SocketAddr, token: Option<&str>) -> String {
-    const OTHER: &str = "another program uses the port; pick a free one with --port (--port 0: any)";
+    const OTHER: &str =
+        "another program uses the port; pick a free one with --port (--port 0: any)";
     let host = if addr.ip().is_unspecified() {
         SocketAddr::new(std::net::Ipv4Addr::LOCALHOST.into(), addr.port())
     } else {
@@ -160,9 +161,8 @@ async fn already_serving(addr: SocketAddr, token: Option<&str>) -> String {
         let auth = bearer
             .map(|t| format!("Authorization: Bearer {t}\r\n"))
             .unwrap_or_default();
-        let request = format!(
-            "GET {path} HTTP/1.1\r\nHost: {host}\r\n{auth}Connection: close\r\n\r\n"
-        );
+        let request =
+            format!("GET {path} HTTP/1.1\r\nHost: {host}\r\n{auth}Connection: close\r\n\r\n");
         stream.write_all(request.as_bytes()).await.ok()?;
         let mut reply = Vec::new();
         stream.take(64 * 1024).read_to_end(&mut reply).await.ok()?;
@@ -186,9 +186,9 @@ async fn already_serving(addr: SocketAddr, token: Option<&str>) -> String {
         None => false,
     };
     match token {
-        Some(t) if ours => format!(
-            "WikiOracle already serves this project there: open http://{host}/?token={t}"
-        ),
+        Some(t) if ours => {
+            format!("WikiOracle already serves this project there: open http://{host}/?token={t}")
+        }
         _ => format!(
             "a WikiOracle server for another project already listens on {host}; pick another port with --port"
         ),

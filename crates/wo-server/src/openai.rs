@@ -295,9 +295,7 @@ fn field_pointer(field: Field, req: &OpenAiChatRequest) -> String {
         Field::MaxTokens => "/max_tokens".into(),
         Field::Provider | Field::Model => "/model".into(),
         Field::Username => String::new(),
-        Field::MinCertainty | Field::Certainty | Field::Parent | Field::Regenerate => {
-            String::new()
-        }
+        Field::MinCertainty | Field::Certainty | Field::Parent | Field::Regenerate => String::new(),
     }
 }
 

@@ -280,7 +280,8 @@ pub async fn stopped(
     }
     // The same checks as the turn itself: message size, provider and model
     // allowed here, `parent` and `new_conversation` not both.
-    let req = crate::api::chat_turn_request(&app, body.turn, None).map_err(|e| e.within("/turn"))?;
+    let req =
+        crate::api::chat_turn_request(&app, body.turn, None).map_err(|e| e.within("/turn"))?;
     let (answer, sources) = (body.answer, body.sources);
     let kept = app
         .cpu(move || {

@@ -1582,7 +1582,10 @@ async fn a_taken_port_names_the_server_already_there_once() {
     // with the link to open, and the OS error is said once.
     let mut again = common::options(s.dir.path(), &s.upstream, false);
     again.addr = s.addr;
-    let e = wo_server::bind(again).await.err().expect("the port is taken");
+    let e = wo_server::bind(again)
+        .await
+        .err()
+        .expect("the port is taken");
     assert!(std::error::Error::source(&e).is_none(), "said once: {e:?}");
     let text = e.to_string();
     assert!(

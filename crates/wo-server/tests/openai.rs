@@ -163,10 +163,20 @@ fn roots_by_question(s: &Served) -> Vec<(String, String)> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn each_client_thread_is_its_own_conversation() {
-    let s = serve(Script::says("Slowly, **about 100 °C an hour** — see [the guide](https://example.org/kilns)."), false).await;
+    let s = serve(
+        Script::says(
+            "Slowly, **about 100 °C an hour** — see [the guide](https://example.org/kilns).",
+        ),
+        false,
+    )
+    .await;
     // The browser's conversation, newest in the file.
     let r = s
-        .browser_json(Method::POST, "/api/chat", &json!({"message": "Browser question"}))
+        .browser_json(
+            Method::POST,
+            "/api/chat",
+            &json!({"message": "Browser question"}),
+        )
         .await;
     assert_eq!(r.status(), StatusCode::OK);
     let _ = r.text().await.unwrap();
@@ -215,8 +225,14 @@ async fn each_client_thread_is_its_own_conversation() {
         root_of("How slow should I cool my kiln?"),
         "How slow should I cool my kiln?"
     );
-    assert_eq!(root_of("Unrelated: name a glaze"), "Unrelated: name a glaze");
-    assert_eq!(root_of("And for stoneware?"), "How slow should I cool my kiln?");
+    assert_eq!(
+        root_of("Unrelated: name a glaze"),
+        "Unrelated: name a glaze"
+    );
+    assert_eq!(
+        root_of("And for stoneware?"),
+        "How slow should I cool my kiln?"
+    );
     assert_eq!(root_of("Really?"), "Really?");
     // Every stored question has a parent or starts a conversation.
     let state = wo_format::parse(&s.state_bytes()).unwrap();
