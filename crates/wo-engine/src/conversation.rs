@@ -59,7 +59,7 @@ impl ClientTurn {
             return false;
         }
         let stored = comparable(&m.content);
-        self.forms.iter().any(|f| *f == stored)
+        self.forms.contains(&stored)
     }
 
     /// A word every message holding this turn contains in its raw XHTML

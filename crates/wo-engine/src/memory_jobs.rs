@@ -403,11 +403,15 @@ pub struct Outcome {
     pub operations: Option<usize>,
 }
 
+/// Builds the configured provider of a name (the face's config), or says
+/// why it cannot.
+pub type ProviderByName<'a> = &'a dyn Fn(&str) -> Result<Arc<dyn Provider>, String>;
+
 /// What [`run_queue`] needs from its face: the providers by name and the
 /// interpreter prompt.
 pub struct RunContext<'a> {
     /// Builds the configured provider `name`.
-    pub provider: &'a dyn Fn(&str) -> Result<Arc<dyn Provider>, String>,
+    pub provider: ProviderByName<'a>,
     /// The interpreter prompt in effect.
     pub prompt: &'a str,
     /// The longest one job may take (the call and its retry).

@@ -178,12 +178,12 @@ fn archiving_hides_a_conversation_keeps_its_messages_and_the_later_say_wins_a_me
         .iter()
         .map(|l| l.conversation.root.id.clone())
         .collect();
-    assert_eq!(listed, [r2.clone()]);
+    assert_eq!(listed, std::slice::from_ref(&r2));
     let archived: Vec<_> = wo_format::conversation::listed_archived(&s, "")
         .iter()
         .map(|l| l.conversation.root.id.clone())
         .collect();
-    assert_eq!(archived, [r1.clone()]);
+    assert_eq!(archived, std::slice::from_ref(&r1));
     assert_eq!(s.messages().len(), 2, "nothing is deleted");
     // It survives a save and a parse.
     let back = wo_format::parse(&wo_format::to_canonical_vec(&s)).unwrap();

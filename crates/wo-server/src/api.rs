@@ -607,7 +607,7 @@ pub async fn rename_message(
                         })?;
                     }
                     if let Some(hidden) = archived {
-                        archive(s, &id, hidden, now).map_err(|e| ApiError::not_found(e))?;
+                        archive(s, &id, hidden, now).map_err(ApiError::not_found)?;
                     }
                     Ok::<_, ApiError>(())
                 })??;
