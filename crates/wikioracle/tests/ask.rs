@@ -31,9 +31,14 @@ fn config(p: &Project, kind: &str, port: u16) -> std::path::PathBuf {
 }
 
 fn ask(p: &Project, cfg: &std::path::Path, extra: &[&str]) -> common::Run {
+    ask_about(p, cfg, extra, "hello there")
+}
+
+/// `wo ask` with `question`: memory is sent only when it relates to it.
+fn ask_about(p: &Project, cfg: &std::path::Path, extra: &[&str], question: &str) -> common::Run {
     let mut args = vec!["ask", "--provider", "test"];
     args.extend_from_slice(extra);
-    args.push("hello there");
+    args.push(question);
     p.run_with(cfg, &args)
 }
 
@@ -122,7 +127,7 @@ data: [DONE]\n\n";
     ]);
     let port = canned_server(response);
     let cfg = config(&p, "openai", port);
-    let r = ask(
+    let r = ask_about(
         &p,
         &cfg,
         &[
@@ -132,6 +137,7 @@ data: [DONE]\n\n";
             "--username",
             "alec",
         ],
+        "what is the capital of France",
     );
     assert_eq!(r.code, 0, "{}", r.stderr);
     assert_eq!(r.stdout.trim(), "Paris is **the** capital.");
@@ -147,7 +153,7 @@ data: [DONE]\n\n";
     assert_eq!(s.messages().len(), 2);
     let (q, a) = (&s.messages()[0], &s.messages()[1]);
     assert_eq!(q.username, "alec");
-    assert_eq!(q.content, "<p>hello there</p>");
+    assert_eq!(q.content, "<p>what is the capital of France</p>");
     assert_eq!(a.username, "m");
     assert_eq!(a.content, "<p>Paris is <strong>the</strong> capital.</p>");
     assert_eq!(a.parent.as_deref(), Some(q.id.as_str()));
@@ -350,7 +356,12 @@ fn url_fetch_refuses_private_targets_and_says_so() {
     assert_eq!(r.code, 0, "{}", r.stderr);
     let port = canned_server(response);
     let cfg = config(&p, "openai", port);
-    let r = ask(&p, &cfg, &["--url-fetch", "--show-context"]);
+    let r = ask_about(
+        &p,
+        &cfg,
+        &["--url-fetch", "--show-context"],
+        "where are the kiln docs",
+    );
     assert_eq!(r.code, 0, "{}", r.stderr);
     assert!(
         !r.stderr.contains("secret"),
