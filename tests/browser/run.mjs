@@ -1743,20 +1743,11 @@ for (const mode of ['local', 'stateless']) {
           await waitTurn(page);
           let st = await stateOf(server, page);
           assert(st.messages.some((m) => m.id === a.id), 'the original answer was lost');
-          let switched;
-          let newAnswer;
-          if (mode === 'local') {
-            const answers = st.messages.filter((m) => m.parent === q.id);
-            assert(answers.length === 2, `regenerate stored ${JSON.stringify(answers)}`);
-            assert(st.messages.filter((m) => m.parent === a0.id).length === 1, 'regenerate stored a second question');
-            newAnswer = answers.find((m) => m.id !== a.id);
-            switched = newAnswer;
-          } else {
-            const again = st.messages.filter((m) => m.id !== q.id && m.parent === a0.id);
-            assert(again.length === 1 && /print/.test(again[0].content) && /hello/.test(again[0].content), `regenerate stored ${JSON.stringify(again)}`);
-            newAnswer = st.messages.find((m) => m.parent === again[0].id);
-            switched = again[0];
-          }
+          const answers = st.messages.filter((m) => m.parent === q.id);
+          assert(answers.length === 2, `regenerate stored ${JSON.stringify(answers)}`);
+          assert(st.messages.filter((m) => m.parent === a0.id).length === 1, 'regenerate stored a second question');
+          const newAnswer = answers.find((m) => m.id !== a.id);
+          const switched = newAnswer;
           assert(newAnswer, 'no new answer stored');
           let shown = await shownIds(page);
           assert(shown.includes(newAnswer.id) && !shown.includes(a.id), 'the new answer is not the one shown');
@@ -1764,7 +1755,7 @@ for (const mode of ['local', 'stateless']) {
           assert(pos === '2/2', `the switcher shows ${pos}`);
           await page.click(`#msg-${switched.id} [data-testid="branch-prev"]`);
           await page.waitForSelector(`#msg-${a.id}`);
-          if (mode === 'local') {
+          {
             // A conversation's first answer too: a sibling in place, ‹2/2›,
             // and still one conversation in the sidebar.
             await page.click(`#msg-${a0.id} [data-testid="regenerate"]`);
@@ -1797,7 +1788,7 @@ for (const mode of ['local', 'stateless']) {
           assert(edited && edited.parent === a0.id, `the edited question's parent is ${edited && edited.parent}, expected ${a0.id}`);
           shown = await shownIds(page);
           assert(shown.includes(edited.id) && !shown.includes(q.id), 'the edit is not the branch shown');
-          assert((await page.textContent(`#msg-${edited.id} [data-testid="branch-position"]`)) === '3/3', 'the edit is not the third sibling');
+          assert((await page.textContent(`#msg-${edited.id} [data-testid="branch-position"]`)) === '2/2', 'the edit is not the second sibling question');
         });
       } finally {
         await server.stop();
@@ -2218,7 +2209,9 @@ for (const mode of ['local', 'stateless']) {
       }
     });
 
-    scenario(`${mode} ${size}: the provider picker offers only providers that answer, is remembered, and an unreachable choice says why once`, async () => {
+    // Local mode only: a stateless (hosted) server makes no outbound check
+    // for an anonymous client, so its page cannot know which providers answer.
+    if (mode === 'local') scenario(`${mode} ${size}: the provider picker offers only providers that answer, is remembered, and an unreachable choice says why once`, async () => {
       const server = mode === 'local' ? await localServer() : await statelessServer();
       await withPage(server, { size, prefs: { max_tokens: ANSWER_TOKENS, provider: 'dead' } }, async (page, watch, context) => {
         // The remembered choice cannot answer: said once, with the reason in local mode.

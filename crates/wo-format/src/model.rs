@@ -999,7 +999,12 @@ impl State {
                 t.id = ids::truth_id(&t.title, t.timestamp.as_str(), &t.content);
             }
         }
-        if !sorted {
+        // Checked again: a derived id may put messages of one instant out
+        // of (timestamp, id) order.
+        if !self
+            .messages
+            .is_sorted_by(|a, b| a.order_key() <= b.order_key())
+        {
             self.messages
                 .sort_by(|a, b| a.order_key().cmp(&b.order_key()));
             changed = true;

@@ -897,7 +897,13 @@ async fn hostile_interpreter_output_is_a_note_and_changes_nothing() {
     let m = memory_event(&evs);
     assert!(m["record"].is_null(), "{m}");
     assert_eq!(done(&evs)["memory_follows"], true);
-    assert!(m["note"].as_str().unwrap().contains("rejected"), "{m}");
+    assert!(
+        m["note"]
+            .as_str()
+            .unwrap()
+            .contains("not usable memory operations"),
+        "{m}"
+    );
     // The call was retried once: chat + two interpreter calls.
     assert_eq!(s.upstream.requests.load(Ordering::SeqCst), 3);
     let state = s.state_json();
