@@ -1062,6 +1062,18 @@ pub fn is_recorded(state: &State, exchange: &str) -> bool {
         .any(|r| r.exchange == exchange && r.undone.is_none())
 }
 
+/// The provider that interprets a turn answered by `answered_by`: the
+/// `[interpreter] provider`, else the one that answered.
+pub fn interpreter_name<'a>(
+    cfg: &'a wo_providers::Config,
+    answered_by: &'a dyn Provider,
+) -> &'a str {
+    cfg.interpreter
+        .provider
+        .as_deref()
+        .unwrap_or(answered_by.name())
+}
+
 /// The memory step `cfg` asks for after a turn answered by `answered_by`
 /// (`[interpreter] mode`, see `Config::interpreter_mode_for`; `off` →
 /// `None`): the `[interpreter] provider`
@@ -1075,11 +1087,7 @@ pub fn step_for(
     interpreter: Option<std::sync::Arc<dyn Provider>>,
     project_dir: Option<&std::path::Path>,
 ) -> Result<Option<crate::chat::MemoryStep>, std::io::Error> {
-    let name = cfg
-        .interpreter
-        .provider
-        .as_deref()
-        .unwrap_or(answered_by.name());
+    let name = interpreter_name(cfg, answered_by.as_ref());
     if cfg.interpreter_mode_for(name) == wo_providers::config::InterpreterMode::Off {
         return Ok(None);
     }

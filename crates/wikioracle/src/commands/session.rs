@@ -161,11 +161,7 @@ pub fn memory_step(
     answered_by: &Arc<dyn Provider>,
     state_file: &Path,
 ) -> Option<wo_engine::chat::MemoryStep> {
-    let name = cfg
-        .interpreter
-        .provider
-        .as_deref()
-        .unwrap_or(answered_by.name());
+    let name = wo_engine::memory::interpreter_name(cfg, answered_by.as_ref());
     if cfg.interpreter_mode_for(name) == wo_providers::config::InterpreterMode::Off {
         if cfg.interpreter.mode.is_none()
             && cfg.source.is_some()
