@@ -724,6 +724,9 @@ pub struct LogArgs {
     /// Token totals per model from what providers reported (answers without counts are counted apart).
     #[arg(long)]
     pub usage: bool,
+    /// What one answer's prompt was made of and what was left out, as recorded when it was written: the answer's id or its question's (a unique prefix is enough).
+    #[arg(long, value_name = "ID", conflicts_with_all = ["conversations", "usage"])]
+    pub context: Option<String>,
     /// One JSON object per line (the stored message, plus `text`).
     #[arg(long)]
     pub json: bool,

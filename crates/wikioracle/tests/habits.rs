@@ -1362,3 +1362,90 @@ fn simonw_llm_prompts_get_their_own_threads() {
     assert_eq!(root_of("Name a glaze"), "Name a glaze");
     assert!(s.messages().iter().all(|m| !m.is_unlinked()));
 }
+
+/// `wo log --context ID` shows, from the file alone, what `--show-context`
+/// showed when the answer was written: the memory entry sent (by title),
+/// the token totals, and what was left out.
+#[test]
+fn log_context_shows_what_an_answer_was_sent_after_the_fact() {
+    let (_fake, p, cfg) = answering("It is Paris.");
+    ok(&run(wo(&p, &cfg, &["init"])));
+    ok(&run(wo(
+        &p,
+        &cfg,
+        &[
+            "memory",
+            "add",
+            "Capital of France",
+            "--content",
+            "Paris is the capital of France.",
+        ],
+    )));
+    let r = run(wo(
+        &p,
+        &cfg,
+        &["ask", "--show-context", "what is the capital of France?"],
+    ));
+    ok(&r);
+    let live_total = r
+        .stderr
+        .lines()
+        .find(|l| l.contains("── context sent ("))
+        .map(|l| {
+            l.split(" tokens")
+                .next()
+                .unwrap()
+                .rsplit('(')
+                .next()
+                .unwrap()
+                .to_owned()
+        })
+        .unwrap_or_else(|| panic!("{}", r.stderr));
+    let state: State =
+        wo_format::parse(&std::fs::read(p.path().join("llm.json")).unwrap()).unwrap();
+    let answer = state.messages().last().unwrap().id.clone();
+    let question = state.messages()[state.messages().len() - 2].id.clone();
+
+    for by in [&answer[..8], &question[..]] {
+        let r = run(wo(&p, &cfg, &["log", "--context", by]));
+        ok(&r);
+        assert!(
+            r.stdout.contains(&format!("answer {answer}")),
+            "{}",
+            r.stdout
+        );
+        assert!(
+            r.stdout
+                .contains(&format!("── context sent ({live_total} tokens")),
+            "the totals shown live ({live_total}) are kept: {}",
+            r.stdout
+        );
+        assert!(
+            r.stdout
+                .lines()
+                .any(|l| l.contains("memory") && l.contains("Capital of France")),
+            "{}",
+            r.stdout
+        );
+    }
+    let r = run(wo(&p, &cfg, &["log", "--context", &answer, "--json"]));
+    ok(&r);
+    let v: Value = serde_json::from_str(&r.stdout).unwrap();
+    assert_eq!(v["answer"], answer.as_str());
+    assert!(
+        v["context_used"]["sent"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|p| p["kind"] == "memory")
+    );
+
+    let r = run(wo(&p, &cfg, &["log", "--context", "m_ffffffff"]));
+    assert_ne!(r.code, 0, "{}", r.stderr);
+    assert!(
+        r.stderr
+            .contains("--context m_ffffffff: no message has an id"),
+        "{}",
+        r.stderr
+    );
+}

@@ -125,6 +125,7 @@ fn main() {
         let t2 = Instant::now();
         let turn = CompletedTurn {
             sources: a.sources.clone(),
+            context_used: None,
             ..CompletedTurn::new(
                 "alec",
                 query,

@@ -681,7 +681,7 @@ fn completed_turn(
     provider: &dyn Provider,
     req: &TurnRequest,
     sent_at: Timestamp,
-    sources: Vec<String>,
+    (sources, context_used): (Vec<String>, Option<wo_format::ContextUsed>),
     streamed: &StreamedAnswer,
 ) -> CompletedTurn {
     CompletedTurn {
@@ -695,6 +695,7 @@ fn completed_turn(
         model: model_for(provider, req),
         usage: streamed.usage.clone(),
         sources,
+        context_used,
         parent: if req.new_conversation {
             None
         } else {
@@ -713,20 +714,21 @@ fn completed_turn(
 /// server's commit never reached it): the question as a turn stores it and
 /// `answer` as far as it got — possibly empty —, marked as [`run_turn`]
 /// marks a stopped answer ([`STOPPED`]). `state` gives the default parent,
-/// as for a commit.
+/// as for a commit; `sent` is the turn's `sources` and context record, as
+/// its `context` event told the client.
 pub fn stopped_turn(
     state: &State,
     provider: &dyn Provider,
     req: &TurnRequest,
     sent_at: Timestamp,
-    sources: Vec<String>,
+    sent: (Vec<String>, Option<wo_format::ContextUsed>),
     answer: String,
 ) -> CompletedTurn {
     let streamed = stopped_answer(StreamedAnswer {
         answer,
         ..StreamedAnswer::default()
     });
-    completed_turn(state, provider, req, sent_at, sources, &streamed)
+    completed_turn(state, provider, req, sent_at, sent, &streamed)
 }
 
 /// Drives `streamed` to completion while another thread serialises the
@@ -966,10 +968,13 @@ async fn turn_steps(
     let model = model_for(provider.as_ref(), &req);
     let committed = {
         let (provider, req, streamed) = (provider.clone(), req.clone(), streamed.clone());
-        let sources = assembled.sources.clone();
+        let sent = (
+            assembled.sources.clone(),
+            Some(crate::explain::context_used(&assembled)),
+        );
         state
             .commit(move |state| {
-                completed_turn(state, provider.as_ref(), &req, sent_at, sources, &streamed)
+                completed_turn(state, provider.as_ref(), &req, sent_at, sent, &streamed)
             })
             .await?
     };

@@ -8,7 +8,8 @@
 use std::collections::HashMap;
 
 use serde::Serialize;
-use wo_format::State;
+use wo_format::context_used::RECENT_TURNS;
+use wo_format::{ContextUsed, State, UsedPart};
 
 use crate::assemble::{Assembled, Dropped, SourceKind};
 
@@ -230,6 +231,184 @@ pub fn render_text(e: &Explanation) -> String {
                 id_suffix(d.id.as_deref()),
                 d.reason
             ));
+        }
+    }
+    out
+}
+
+/// The compact record of `a` an answer keeps in the file
+/// ([`wo_format::ContextUsed`]): each part's kind, id and tokens, a label
+/// only where the file cannot name the part (chunks, fetched pages), the
+/// recent window as one part. What every face shows after a reload, and
+/// what the web app shows live too, so the two never differ.
+pub fn context_used(a: &Assembled) -> ContextUsed {
+    let mut used = ContextUsed {
+        tokens: a.tokens as u64,
+        budget: a.budget as u64,
+        ..ContextUsed::default()
+    };
+    for i in &a.included {
+        let kind = used_kind(PartKind::of(i.kind));
+        let (id, label) = named(kind, i.id.as_deref(), &i.label);
+        used.push_sent(UsedPart {
+            kind: kind.to_owned(),
+            id,
+            count: (kind == RECENT_TURNS).then_some(1),
+            label,
+            tokens: Some(i.tokens as u64),
+            score: i.score,
+            ..UsedPart::default()
+        });
+    }
+    for d in &a.dropped {
+        let kind = used_kind(PartKind::of(d.kind));
+        let (id, label) = if kind == RECENT_TURNS {
+            (None, None)
+        } else {
+            named(kind, d.id.as_deref(), &d.label)
+        };
+        used.push_left_out(kind, id.as_deref(), label.as_deref(), &d.reason);
+    }
+    used
+}
+
+/// A part kind's word in the record: the recent window is kept as one
+/// part, hence plural.
+fn used_kind(k: PartKind) -> &'static str {
+    match k {
+        PartKind::RecentTurn => RECENT_TURNS,
+        other => other.as_str(),
+    }
+}
+
+/// The id and label a record keeps for a part: messages and memory entries
+/// by id alone (the file names them); chunks by id and label; a fetched
+/// page (`url:` id, no id a reader resolves) by its address alone.
+fn named(kind: &str, id: Option<&str>, label: &str) -> (Option<String>, Option<String>) {
+    match id {
+        Some(url) if url.starts_with("url:") => (None, Some(label.to_owned())),
+        Some(id) if kind == PartKind::Chunk.as_str() => {
+            (Some(id.to_owned()), Some(label.to_owned()))
+        }
+        Some(id) => (Some(id.to_owned()), None),
+        None => (None, None),
+    }
+}
+
+/// The answer `prefix` names (its id or a unique prefix; a question's
+/// names its latest answer) and the record of its context. The error says
+/// what is missing: no such message, a question never answered, or an
+/// answer written without a record (an import, an older wo) — then with the
+/// `sources` it does list.
+pub fn recorded_context<'s>(
+    state: &'s State,
+    prefix: &str,
+) -> Result<(&'s wo_format::Message, ContextUsed), String> {
+    let m = wo_format::query::find_by_prefix(state.messages(), |m| m.id.as_str(), prefix)
+        .map_err(|e| e.replace("no entry has", "no message has"))?;
+    let answer = if m.effective_role() == wo_format::Role::Assistant {
+        m
+    } else {
+        state
+            .messages()
+            .iter()
+            .rev()
+            .find(|a| {
+                a.parent.as_deref() == Some(m.id.as_str())
+                    && a.effective_role() == wo_format::Role::Assistant
+            })
+            .ok_or_else(|| format!("{} is a question with no answer in the file", m.id))?
+    };
+    match answer.context_used() {
+        Some(used) => Ok((answer, used)),
+        None => Err(match answer.sources.as_deref() {
+            Some(ids) if !ids.is_empty() => format!(
+                "{} keeps no record of its context (written by an import or an older wo); it names its sources: {}",
+                answer.id,
+                ids.join(", ")
+            ),
+            _ => format!(
+                "{} keeps no record of its context (written by an import or an older wo)",
+                answer.id
+            ),
+        }),
+    }
+}
+
+/// A [`ContextUsed`] record as text (`wo log --context`), parts named from
+/// `state` (a message's or memory entry's title; "no longer in the file"
+/// when it is gone).
+pub fn render_context_used(state: &State, used: &ContextUsed) -> String {
+    let name = |p: &UsedPart| -> String {
+        if let Some(label) = &p.label {
+            return label.clone();
+        }
+        let Some(id) = p.id.as_deref() else {
+            return match p.count {
+                Some(n) => format!(
+                    "{n} turn{} of the conversation",
+                    if n == 1 { "" } else { "s" }
+                ),
+                None => String::new(),
+            };
+        };
+        let title = state.message(id).map(|m| m.title.clone()).or_else(|| {
+            state
+                .truth
+                .trust
+                .iter()
+                .find(|t| t.id == id)
+                .map(|t| t.title.clone())
+        });
+        format!(
+            "{} [{id}]",
+            title.as_deref().unwrap_or("(no longer in the file)")
+        )
+    };
+    let mut out = format!(
+        "── context sent ({} of {} tokens, {} part{}) ──\n",
+        used.tokens,
+        used.budget,
+        used.sent.len(),
+        if used.sent.len() == 1 { "" } else { "s" }
+    );
+    for p in &used.sent {
+        out.push_str(&format!(
+            "  + {:<16} {:>5} tok  {}{}\n",
+            p.kind,
+            p.tokens.unwrap_or(0),
+            p.score
+                .map(|s| format!("relevance {s:.3}  "))
+                .unwrap_or_default(),
+            name(p),
+        ));
+    }
+    if used.left_out.is_empty() {
+        out.push_str("── nothing left out ──\n");
+    } else {
+        out.push_str("── left out ──\n");
+        for p in &used.left_out {
+            let n = p.count.unwrap_or(1);
+            out.push_str(&format!(
+                "  - {:<16} {n} left out: {}\n",
+                p.kind,
+                p.reason.as_deref().unwrap_or("")
+            ));
+            for id in &p.ids {
+                out.push_str(&format!(
+                    "      {}\n",
+                    name(&UsedPart {
+                        id: Some(id.clone()),
+                        ..UsedPart::default()
+                    })
+                ));
+            }
+            for label in &p.labels {
+                out.push_str(&format!("      {label}\n"));
+            }
+        }
+        if used.left_out_more > 0 {
+            out.push_str(&format!("  … and {} more left out\n", used.left_out_more));
         }
     }
     out

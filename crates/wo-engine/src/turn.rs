@@ -3,7 +3,7 @@
 
 use wo_format::title::title_for;
 use wo_format::xhtml::{markdown_to_xhtml, question_to_xhtml, to_plain_text};
-use wo_format::{Message, Role, State, Timestamp, Usage};
+use wo_format::{ContextUsed, Message, Role, State, Timestamp, Usage};
 
 /// Everything known about a completed exchange.
 #[derive(Clone, Debug)]
@@ -30,6 +30,9 @@ pub struct CompletedTurn {
     pub usage: Option<Usage>,
     /// The answer's `sources` (truth, recalled messages and chunks sent).
     pub sources: Vec<String>,
+    /// What the prompt was made of and what was left out, recorded on the
+    /// answer ([`crate::explain::context_used`]); `None`: not recorded.
+    pub context_used: Option<ContextUsed>,
     /// The message the prompt follows (branching), if any.
     pub parent: Option<String>,
     /// The prompt starts a new conversation (stored marked as its root;
@@ -69,6 +72,7 @@ impl CompletedTurn {
             model: model.to_owned(),
             usage: None,
             sources: Vec::new(),
+            context_used: None,
             parent: None,
             new_conversation: false,
             question: None,
@@ -123,6 +127,9 @@ pub fn turn_messages(turn: &CompletedTurn) -> (Message, Message) {
     assistant.model = Some(turn.model.clone());
     assistant.usage = turn.usage.clone();
     assistant.sources = Some(turn.sources.clone());
+    if let Some(used) = &turn.context_used {
+        assistant.set_context_used(used);
+    }
     (user, assistant)
 }
 
@@ -220,6 +227,7 @@ mod tests {
             model: "m".into(),
             usage: None,
             sources: vec![],
+            context_used: None,
             parent: None,
             new_conversation: false,
             question: None,
@@ -259,6 +267,7 @@ mod tests {
             model: "smollm2".into(),
             usage: None,
             sources: vec![tid.clone()],
+            context_used: None,
             parent: None,
             new_conversation: false,
             question: None,

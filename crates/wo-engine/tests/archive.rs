@@ -47,6 +47,7 @@ fn state() -> State {
 fn turn(sent: Timestamp, sources: Vec<String>, days: Option<u32>) -> CompletedTurn {
     CompletedTurn {
         sources,
+        context_used: None,
         archive_after_days: days,
         ..CompletedTurn::new(
             "ann",

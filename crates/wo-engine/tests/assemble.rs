@@ -393,6 +393,7 @@ fn stored_sources_name_what_retrieval_added_not_the_whole_conversation() {
     let mut state = s.clone();
     let turn = wo_engine::turn::CompletedTurn {
         sources: a.sources.clone(),
+        context_used: None,
         ..wo_engine::turn::CompletedTurn::new(
             "alec",
             "what firing schedule for the kiln?",

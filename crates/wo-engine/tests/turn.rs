@@ -761,3 +761,92 @@ fn no_memory_step_runs_when_the_turn_fails() {
     assert!(!events.iter().any(|e| e.starts_with("remembered")));
     assert_eq!(free.load(Ordering::SeqCst), 0);
 }
+
+/// What the live report showed (the assembly the sink saw) is what the
+/// answer keeps: the record in the file equals the one built from the
+/// assembly, names the memory entry and recalled parts by id, and a reader
+/// finds it again by the answer's id or its question's.
+#[test]
+fn the_answer_keeps_the_record_of_what_its_prompt_was_made_of() {
+    let s = Setup::new();
+    {
+        let mut state = s.state.lock().unwrap();
+        let mut entry = wo_format::TruthEntry::new(
+            "Paris is the capital of France",
+            Timestamp::now(),
+            0.9,
+            "<p>Paris is the capital of France.</p>",
+        );
+        entry.kind = Some(wo_format::TruthKind::Fact);
+        state.add_truth(entry);
+    }
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let mut live = None;
+    let outcome = rt
+        .block_on(run_turn(
+            s.backend(false),
+            s.provider(Script::Answer),
+            request("what is the capital of France?"),
+            Cancel::new(),
+            FnSink::new(|e: TurnEvent<'_>| {
+                if let TurnEvent::Assembled(a) = e {
+                    live = Some(wo_engine::explain::context_used(a));
+                }
+            }),
+        ))
+        .unwrap();
+    let live = live.expect("the sink saw the assembly");
+    let state = s.state.lock().unwrap();
+    let answer = state.message(&outcome.assistant_id).unwrap();
+    let kept = answer.context_used().expect("the answer keeps a record");
+    assert_eq!(kept, live);
+    let kinds: Vec<&str> = kept.sent.iter().map(|p| p.kind.as_str()).collect();
+    assert!(kinds.contains(&"memory"), "{kinds:?}");
+    assert!(kinds.contains(&"query"), "{kinds:?}");
+    let memory = kept.sent.iter().find(|p| p.kind == "memory").unwrap();
+    assert_eq!(
+        memory.id.as_deref(),
+        state.truth.trust.first().map(|t| t.id.as_str())
+    );
+    assert!(memory.tokens.unwrap() > 0);
+    assert!(kept.tokens > 0 && kept.tokens <= kept.budget);
+
+    for by in [&outcome.assistant_id[..6], &outcome.user_id[..]] {
+        let (found, used) = wo_engine::explain::recorded_context(&state, by).unwrap();
+        assert_eq!(
+            (found.id.as_str(), &used),
+            (outcome.assistant_id.as_str(), &kept)
+        );
+    }
+    let text = wo_engine::explain::render_context_used(&state, &kept);
+    assert!(text.contains("Paris is the capital of France"), "{text}");
+    let missing = wo_engine::explain::recorded_context(&state, "m_ffff").unwrap_err();
+    assert!(
+        missing.contains("no message has an id starting with"),
+        "{missing}"
+    );
+}
+
+/// An answer written without a record (an import, an older wo) says so
+/// and names the sources it does keep.
+#[test]
+fn an_answer_without_a_record_says_so() {
+    let mut state = State::new(Timestamp::now());
+    let turn = CompletedTurn {
+        sources: vec!["t_0123456789abcdef".into()],
+        ..CompletedTurn::new(
+            "ann",
+            "q",
+            "a",
+            ("fake", "fake-model"),
+            (Timestamp::now(), Timestamp::now()),
+        )
+    };
+    let (_, answer) = apply_turn(&mut state, &turn);
+    let err = wo_engine::explain::recorded_context(&state, &answer).unwrap_err();
+    assert!(err.contains("keeps no record of its context"), "{err}");
+    assert!(err.contains("t_0123456789abcdef"), "{err}");
+}

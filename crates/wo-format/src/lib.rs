@@ -6,6 +6,7 @@
 
 pub mod admit;
 pub mod codec;
+pub mod context_used;
 pub mod conversation;
 pub mod ids;
 mod links;
@@ -26,6 +27,7 @@ pub use codec::{
     CanonicalParts, MessageCache, ParseError, canonical_parts, parse, parse_written,
     to_canonical_vec, validate_bytes, write_canonical,
 };
+pub use context_used::{CONTEXT_USED_KEY, ContextUsed, UsedPart};
 pub use links::BranchWalk;
 pub use model::{
     ARCHIVE_KEY, EffectivePrefs, EffortStatus, Expires, Extra, Message, NEW_CONVERSATION_KEY,

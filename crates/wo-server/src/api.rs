@@ -215,6 +215,7 @@ pub fn context_report(
         sources: a.sources.clone(),
         included: a.included.iter().collect(),
         dropped: a.dropped.iter().collect(),
+        context_used: serde_json::to_value(wo_engine::explain::context_used(a)).unwrap_or_default(),
     }
 }
 

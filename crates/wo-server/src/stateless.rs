@@ -282,6 +282,11 @@ pub async fn stopped(
     // allowed here, `parent` and `new_conversation` not both.
     let req =
         crate::api::chat_turn_request(&app, body.turn, None).map_err(|e| e.within("/turn"))?;
+    let context_used = body
+        .context_used
+        .map(serde_json::from_value::<wo_format::ContextUsed>)
+        .transpose()
+        .map_err(|e| ApiError::bad_field("/context_used", format!("not a context record: {e}")))?;
     let (answer, sources) = (body.answer, body.sources);
     let kept = app
         .cpu(move || {
@@ -291,7 +296,7 @@ pub async fn stopped(
                 provider.as_ref(),
                 &req,
                 sent_at,
-                sources,
+                (sources, context_used),
                 answer,
             );
             let (user_id, assistant_id) = wo_engine::turn::apply_turn(&mut state, &turn);

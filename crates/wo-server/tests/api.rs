@@ -58,6 +58,13 @@ async fn a_turn_streams_and_lands_in_the_file() {
     assert_eq!(msgs[1]["id"], d["assistant_message_id"]);
     assert_eq!(msgs[1]["parent"], msgs[0]["id"]);
     assert_eq!(msgs[1]["content"], "<p>Paris is the capital.</p>");
+    // The live `context` event's record is what the answer keeps.
+    let live = &event(&evs, "context")["context_used"];
+    assert!(
+        live["sent"].as_array().is_some_and(|p| !p.is_empty()),
+        "{live}"
+    );
+    assert_eq!(&msgs[1]["context_used"], live);
     assert_eq!(d["model"], "fake-1");
     // The parameters reached the upstream.
     assert_eq!(s.upstream.bodies.lock().unwrap()[0]["temperature"], 0.3);
@@ -1266,7 +1273,11 @@ async fn a_stateless_client_keeps_a_stopped_turn_through_the_engine() {
         "turn": {"message": "Tell me *everything*", "parent": "m_0123456789abcdef", "params": {}},
         "answer": "**Paris** is the capital, and",
         "sent_at": "2026-11-26T00:00:00Z",
-        "sources": ["t_00000000000000aa"]
+        "sources": ["t_00000000000000aa"],
+        "context_used": {"tokens": 40, "budget": 100, "sent": [
+            {"kind": "memory", "id": "t_00000000000000aa", "tokens": 12, "score": 0.5},
+            {"kind": "query", "tokens": 8}
+        ]}
     }))
     .await;
     assert_eq!(r.status(), StatusCode::OK);
@@ -1291,6 +1302,10 @@ async fn a_stateless_client_keeps_a_stopped_turn_through_the_engine() {
     assert_eq!(a["model"], "fake-1");
     assert_eq!(a["usage"]["truncated"], json!({"reason": "stopped"}));
     assert_eq!(a["sources"], json!(["t_00000000000000aa"]));
+    // The record the live `context` event carried is kept, as a finished
+    // answer keeps it, so the panel reads the same after a reload.
+    assert_eq!(a["context_used"]["sent"][0]["id"], "t_00000000000000aa");
+    assert_eq!(a["context_used"]["tokens"], 40);
     // Applied as a turn's patch is, it makes a valid state.
     let fresh = wo_format::State::new(wo_format::Timestamp::now());
     let mut state: Value = serde_json::from_slice(&wo_format::to_canonical_vec(&fresh)).unwrap();
@@ -1323,6 +1338,10 @@ async fn a_stateless_client_keeps_a_stopped_turn_through_the_engine() {
         (
             json!({"turn": {"message": "q"}, "sent_at": "2026-11-26T00:00:00Z", "sources": ["a b"]}),
             "/sources/0",
+        ),
+        (
+            json!({"turn": {"message": "q"}, "sent_at": "2026-11-26T00:00:00Z", "context_used": {"tokens": "many"}}),
+            "/context_used",
         ),
         (
             json!({"turn": {"message": "q"}, "sent_at": "2026-11-26T00:00:00Z", "answer": "x".repeat(200_000)}),

@@ -452,6 +452,10 @@ pub struct StatelessStopped {
     /// The `sources` of the turn's `context` event, if it came.
     #[serde(default)]
     pub sources: Vec<String>,
+    /// The `context_used` of the turn's `context` event, if it came: kept
+    /// on the stopped answer as a finished one keeps it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub context_used: Option<serde_json::Value>,
 }
 
 /// The answer to `POST /api/stateless/stopped`: the patch that adds the

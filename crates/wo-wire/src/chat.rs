@@ -133,6 +133,10 @@ pub struct ContextReport<I = Value, D = Value> {
     pub included: Vec<I>,
     /// Each candidate left out, with the reason.
     pub dropped: Vec<D>,
+    /// The compact record the answer keeps in the file (`context_used`,
+    /// spec §1): what a client shows live and after a reload alike.
+    #[serde(default)]
+    pub context_used: Value,
 }
 
 /// One turn, sent by the client.

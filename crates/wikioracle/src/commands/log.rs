@@ -35,6 +35,9 @@ pub fn run(g: &GlobalOpts, args: LogArgs) -> Result<ExitCode> {
         until: date_flag("--until", args.until.as_deref())?,
     };
     let store = open_store(g)?;
+    if let Some(id) = &args.context {
+        return context(store.state(), id, args.json);
+    }
     if args.conversations {
         return conversations(store.state(), &filter, &args);
     }
@@ -59,6 +62,25 @@ pub fn run(g: &GlobalOpts, args: LogArgs) -> Result<ExitCode> {
         if r.is_err() {
             break; // a closed pipe (`| head`) is not an error
         }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `--context ID`: the record an answer keeps of its prompt, named from
+/// the file as it is now.
+fn context(state: &wo_format::State, id: &str, json: bool) -> Result<ExitCode> {
+    let (answer, used) = wo_engine::explain::recorded_context(state, id).map_err(|e| {
+        anyhow!("--context {id}: {e}\nhint: `wo log` lists message ids; `wo ask --show-context` shows a new answer's context as it is sent")
+    })?;
+    if json {
+        let v = serde_json::json!({"answer": answer.id, "context_used": used});
+        outln!("{}", render::json(&v)?);
+    } else {
+        outln!("answer {} ({})", answer.id, answer.title);
+        outln!(
+            "{}",
+            wo_engine::explain::render_context_used(state, &used).trim_end()
+        );
     }
     Ok(ExitCode::SUCCESS)
 }
