@@ -9,6 +9,7 @@ pub mod codec;
 pub mod context_used;
 pub mod conversation;
 pub mod ids;
+mod known;
 mod links;
 pub mod merge;
 pub mod merge3;

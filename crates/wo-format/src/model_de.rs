@@ -16,7 +16,7 @@ use serde::Deserialize;
 use serde::de::{self, DeserializeSeed, Deserializer, MapAccess, SeqAccess, Visitor};
 use serde_json::value::RawValue;
 
-use crate::admit::KnownMessages;
+use crate::known::KnownMessages;
 
 use crate::model::{
     EffortStatus, Expires, Extra, Message, Provenance, RetrievalPrefs, Role, State, Tombstone,
@@ -338,7 +338,7 @@ record!(Truth, "a truth object", |map| {
 /// `messages`: a sequence read element by element into one vector. With
 /// `known`, an element whose bytes are exactly those of a known message is
 /// counted in `skipped` instead of being built again (see
-/// [`crate::admit::KnownMessages`]); every other element is read as usual.
+/// [`crate::known::KnownMessages`]); every other element is read as usual.
 struct Messages<'k> {
     known: Option<&'k KnownMessages>,
     skipped: &'k Cell<usize>,

@@ -35,6 +35,7 @@ use serde_json::{Map, Value, json};
 use wo_format::{Message, Role, State};
 
 use crate::conv::{self, Conversation, Node, TextKind, nanos_from_secs};
+use crate::markdown::fence;
 use crate::source::{self, compact, kind, opt_f64, opt_str, shape};
 use crate::{ImportOptions, Imported, InteropError, Warning};
 
@@ -559,14 +560,6 @@ fn part_note(part: &Map<String, Value>, attachments: &[(String, String)]) -> Str
     }
 }
 
-/// A fenced code block whose fence is longer than any backtick run inside.
-pub(crate) fn fence(code: &str, lang: &str) -> String {
-    let longest = code.split(|c| c != '`').map(str::len).max().unwrap_or(0);
-    let f = "`".repeat(longest.max(2) + 1);
-    let body = code.strip_suffix('\n').unwrap_or(code);
-    format!("{f}{lang}\n{body}\n{f}")
-}
-
 /// The state's conversations in ChatGPT's `conversations.json` shape (an
 /// array; see the module docs).
 pub fn export(state: &State) -> Value {
@@ -657,12 +650,6 @@ fn secs(m: &Message) -> f64 {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn fences_outgrow_backticks_inside() {
-        assert_eq!(fence("a\n", "rust"), "```rust\na\n```");
-        assert_eq!(fence("x ```` y", ""), "`````\nx ```` y\n`````");
-    }
 
     #[test]
     fn parts_name_their_files() {

@@ -20,8 +20,8 @@ use std::path::Path;
 use serde_json::{Map, Value};
 use wo_format::Role;
 
-use crate::chatgpt::fence;
 use crate::conv::{self, Conversation, Node, TextKind, nanos_from_iso};
+use crate::markdown::fence;
 use crate::source::{self, compact, opt_str};
 use crate::{ImportOptions, Imported, InteropError, Warning};
 

@@ -246,7 +246,7 @@ fn block(n: &Node, out: &mut Vec<String>) {
             // HTML drops one newline right after `<pre>`; the sanitiser
             // doubles a leading one to keep it, so drop that one here.
             let code = code.strip_prefix('\n').unwrap_or(&code);
-            out.push(crate::chatgpt::fence(code, lang));
+            out.push(fence(code, lang));
         }
         "blockquote" => {
             let mut inner = Vec::new();
@@ -519,9 +519,23 @@ fn escape_line_starts(text: &str) -> String {
     out
 }
 
+/// A fenced code block whose fence is longer than any backtick run inside.
+pub(crate) fn fence(code: &str, lang: &str) -> String {
+    let longest = code.split(|c| c != '`').map(str::len).max().unwrap_or(0);
+    let f = "`".repeat(longest.max(2) + 1);
+    let body = code.strip_suffix('\n').unwrap_or(code);
+    format!("{f}{lang}\n{body}\n{f}")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn fences_outgrow_backticks_inside() {
+        assert_eq!(fence("a\n", "rust"), "```rust\na\n```");
+        assert_eq!(fence("x ```` y", ""), "`````\nx ```` y\n`````");
+    }
     use wo_format::xhtml::{markdown_to_xhtml, text_to_xhtml};
 
     #[test]

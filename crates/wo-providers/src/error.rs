@@ -280,7 +280,7 @@ const HINT_CANCELLED: &str = "nothing was saved";
 fn config_hint() -> String {
     format!(
         "see `wo providers` and {}",
-        crate::config::config_path_for_hints()
+        crate::env::config_path_for_hints()
     )
 }
 const HINT_UNREACHABLE: &str =

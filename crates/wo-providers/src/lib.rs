@@ -45,6 +45,7 @@
 
 pub mod anthropic;
 pub mod config;
+pub mod env;
 pub mod error;
 pub mod http;
 #[cfg(feature = "local")]

@@ -19,7 +19,7 @@ use std::net::IpAddr;
 
 use reqwest::Url;
 
-use crate::config::Env;
+use crate::env::Env;
 
 /// The variable that opts in to the environment's proxy variables.
 pub const OPT_IN_VAR: &str = "WO_USE_ENV_PROXY";
