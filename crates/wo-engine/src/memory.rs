@@ -1086,7 +1086,7 @@ pub fn step_for(
     answered_by: &std::sync::Arc<dyn Provider>,
     interpreter: Option<std::sync::Arc<dyn Provider>>,
     project_dir: Option<&std::path::Path>,
-) -> Result<Option<crate::chat::MemoryStep>, std::io::Error> {
+) -> Result<Option<crate::request::MemoryStep>, std::io::Error> {
     let name = interpreter_name(cfg, answered_by.as_ref());
     if cfg.interpreter_mode_for(name) == wo_providers::config::InterpreterMode::Off {
         return Ok(None);
@@ -1095,7 +1095,7 @@ pub fn step_for(
         .and_then(|p| p.parent().map(std::path::Path::to_path_buf));
     let (_, prompt) = prompt_in_effect("interpreter", project_dir, user_dir.as_deref())?;
     let provider = interpreter.unwrap_or_else(|| answered_by.clone());
-    Ok(Some(crate::chat::MemoryStep::new(provider, prompt)))
+    Ok(Some(crate::request::MemoryStep::new(provider, prompt)))
 }
 
 /// The exchanges of `state` the interpreter has no record of (a question

@@ -1,6 +1,8 @@
-//! One validation of a turn's inputs (issue 12.2): the raw parameters a
-//! face received (flags, a JSON body) plus the config's `[defaults]` become
-//! a valid [`TurnRequest`] or a [`FieldError`] naming the field at fault.
+//! What a face asks of one turn ([`TurnRequest`], with the memory step it
+//! runs after the commit) and the one validation of its inputs: the raw
+//! parameters a face received (flags, a JSON body) plus the config's
+//! `[defaults]` become a valid [`TurnRequest`] or a [`FieldError`] naming
+//! the field at fault.
 //! Each face names that field its own way: the CLI as a flag
 //! ([`Field::flag`]), the server as a JSON pointer ([`Field::pointer`]).
 //!
@@ -12,7 +14,133 @@ use wo_format::State;
 use wo_format::records::MAX_NAME_CHARS;
 use wo_providers::Config;
 
-use crate::chat::TurnRequest;
+use std::sync::Arc;
+
+use wo_format::Role;
+use wo_providers::Provider;
+
+use crate::assemble::ChunkCandidate;
+
+/// Tokens kept free for the answer when `max_tokens` is not given.
+pub const DEFAULT_ANSWER_RESERVE: u32 = 512;
+
+/// What the caller asks for one turn.
+#[derive(Clone, Debug, Default)]
+pub struct TurnRequest {
+    /// The user's message, as typed (plain text).
+    pub prompt: String,
+    /// Who asks: the user message's `username`.
+    pub username: String,
+    /// System instructions for this turn only (never persisted).
+    pub system: Option<String>,
+    /// The model to ask; `None`: the provider's default model.
+    pub model: Option<String>,
+    /// Sampling temperature passed to the provider (0 to 2, checked by
+    /// [`crate::request::TurnParams::build`]); `None`: the provider's own.
+    pub temperature: Option<f32>,
+    /// Longest answer in tokens; also the reserve kept free in the window
+    /// (default [`DEFAULT_ANSWER_RESERVE`]).
+    pub max_tokens: Option<u32>,
+    /// The message this turn follows (branching); default: the latest,
+    /// unless `new_conversation`.
+    pub parent: Option<String>,
+    /// The question starts a new conversation: it follows no message (it
+    /// is stored without a parent, marked as a conversation's root) and no
+    /// recent turns are sent with it. [`crate::request::TurnParams::build`]
+    /// refuses it together with a `parent`.
+    pub new_conversation: bool,
+    /// Regenerate: answer this stored question again. The prompt is its
+    /// text and `parent` / `new_conversation` where it stands
+    /// ([`crate::request::regenerating`] fills all three); the commit appends
+    /// only the answer, a sibling of the earlier ones.
+    pub regenerate: Option<String>,
+    /// Include truth entries (the `rag` tool; default on).
+    pub no_rag: bool,
+    /// File chunks retrieved from the directory index, if any.
+    pub chunks: Vec<ChunkCandidate>,
+    /// Fetch the links of the truth entries sent (the `url_fetch` tool),
+    /// under this policy; `None` leaves links unfetched.
+    pub url_fetch: Option<wo_fetch::FetchPolicy>,
+    /// Overrides `truth.retrieval_prefs.max_entries` for this turn.
+    pub max_entries: Option<usize>,
+    /// Overrides `truth.retrieval_prefs.min_certainty` for this turn.
+    pub min_certainty: Option<f64>,
+    /// Model names the config knows (every provider's `model`, the default
+    /// model): earlier messages written under one of these names are sent
+    /// as the assistant's. The answering model is added when the turn is
+    /// prepared (`chat::run_turn`).
+    pub known_models: Vec<String>,
+    /// The earlier turns of a conversation the client keeps itself (an
+    /// OpenAI-compatible client), oldest first: sent instead of the stored
+    /// branch's recent turns ([`crate::assemble::AssemblyOptions::conversation`]).
+    /// The exchange is still appended after the latest message (or `parent`).
+    pub conversation: Option<Vec<(Role, String)>>,
+    /// The memory interpreter to run on the exchange once it is committed
+    /// (product §7); `None` when `[interpreter] mode = "off"`.
+    pub memory: Option<MemoryStep>,
+    /// A cancellation keeps the exchange: the question and the answer as far
+    /// as it got are committed — an empty answer when it came before the
+    /// first word, so the question is never lost —, the answer marked
+    /// incomplete (`usage.truncated = {"reason": "stopped"}`, finish reason
+    /// [`STOPPED`]) and no memory step runs (the reader stopped it: an
+    /// interpretation of half an answer would remember what was never
+    /// said). Off, a cancellation commits nothing. The CLI's Ctrl-C and the
+    /// local server's chat set it.
+    pub keep_partial: bool,
+    /// `[memory] archive_after_days`: entries with `expires` unused this
+    /// long are archived when the turn is recorded; `None`: never.
+    pub archive_after_days: Option<u32>,
+}
+
+/// The finish reason of an answer stopped by its reader and kept
+/// ([`TurnRequest::keep_partial`]); also `usage.truncated.reason`.
+pub const STOPPED: &str = "stopped";
+
+/// The memory interpreter a turn runs after its commit: which provider
+/// interprets, with which prompt, and the name its operations are
+/// attributed to (`provider/model`).
+#[derive(Clone)]
+pub struct MemoryStep {
+    /// The provider that interprets the exchange (often the one that answered).
+    pub provider: Arc<dyn Provider>,
+    /// The interpreter prompt in effect (`memory::prompt_in_effect`).
+    pub prompt: String,
+    /// Who the operations are attributed to in their provenance:
+    /// `provider/model`.
+    pub by: String,
+}
+
+impl MemoryStep {
+    /// The step for `provider` (named as `provider/model`) with `prompt`.
+    pub fn new(provider: Arc<dyn Provider>, prompt: String) -> Self {
+        let by = format!("{}/{}", provider.name(), provider.default_model());
+        MemoryStep {
+            provider,
+            prompt,
+            by,
+        }
+    }
+}
+
+impl std::fmt::Debug for MemoryStep {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("MemoryStep").field("by", &self.by).finish()
+    }
+}
+
+/// Every model name `cfg` knows (the default model and each provider's), for
+/// [`TurnRequest::known_models`].
+pub fn configured_models(cfg: &wo_providers::Config) -> Vec<String> {
+    let mut names: Vec<String> = cfg.defaults.model.iter().cloned().collect();
+    for p in cfg.providers.values() {
+        if let Some(m) = &p.model
+            && !names.contains(m)
+        {
+            names.push(m.clone());
+        }
+    }
+    names
+}
 
 /// A field of a turn's inputs, as every face knows it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -339,7 +467,7 @@ impl TurnParams {
                 .max_entries
                 .map(|n| usize::try_from(n).unwrap_or(usize::MAX)),
             min_certainty: self.min_certainty,
-            known_models: crate::chat::configured_models(cfg),
+            known_models: configured_models(cfg),
             conversation: self.conversation,
             // The face adds it (`memory::step_for`): it knows the project.
             memory: None,
