@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Issue 3 / issue 18 benchmark: the `local` provider's prompt and generation
+"""Benchmark: the `local` provider's prompt and generation
 speed against a bare llama-cpp-2 loop and llama.cpp's own figures (via
 llama-cpp-python), for the same GGUF, prompt, thread count and greedy
 sampling, measured in one run.

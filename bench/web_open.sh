@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The web app opening and scrolling a 10,000-message llm.json in Chromium
-# (issue 16, item 8): tests/browser/run.mjs in its WO_BROWSER_BENCH=1 mode,
+# (tests/browser/run.mjs in its WO_BROWSER_BENCH=1 mode):
 # local and stateless, one 10,000-message conversation and 500 conversations
 # of 20. Prints, per case, the open time (navigation → the app's `wo-ready`
 # mark, median of 5 reloads) beside the reference measured in the same page:

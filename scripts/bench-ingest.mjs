@@ -1,5 +1,5 @@
 #!/usr/bin/env node
-// The in-browser index's cost (issue 17 item 5): the same tree indexed
+// The in-browser index's cost: the same tree indexed
 // natively, in wasm under Node and in wasm in Chromium, through the same
 // `Indexer` calls the ingestion page makes (`build` = wo_index::index_files,
 // then `renderExports("full")`), files already in memory on every side;

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Issue 5 item 6: `wo index` / `wo search` / `wo pack` against peers, in one run.
+"""`wo index` / `wo search` / `wo pack` against peers, in one run.
 
 Called by run.sh, which builds/installs every tool and prepares the snapshot tree; the
 paths arrive in the environment (see run.sh). Prints Markdown tables and writes

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 18 item 2: a full index against its floors, in ONE run, on two trees:
+# A full index against its floors, in ONE run, on two trees:
 #   (a) code: a copy of part of the local cargo registry's sources (Rust, plus what crates ship);
 #   (b) text: a tree without code (Markdown, HTML, JSON, plain text: /usr/share/doc's
 #       uncompressed files and the registry's .md/.json/.html/.txt files).

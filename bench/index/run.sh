@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 5 item 6: `wo index` against llmx-mcp, code2prompt, repomix and an rg floor on a large
+# `wo index` against llmx-mcp, code2prompt, repomix and an rg floor on a large
 # real tree, incremental re-index, query latency, retrieval quality (queries.tsv) and export
 # size, in ONE run. Prints Markdown tables; results.json and report.md go to $BENCH_OUT.
 #

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 18 item 3: a one-shot `wo search WORD` on a ~60k-chunk index against `rg WORD TREE` on
+# A one-shot `wo search WORD` on a ~60k-chunk index against `rg WORD TREE` on
 # the same tree, in ONE run (a few minutes once `wo` is built). Prints a Markdown table of
 # medians and the ratio; results.json goes to $BENCH_OUT.
 #

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# growth.sh OUT WO... : CPU per turn of `wo serve` as its llm.json grows (issue 18 item 4).
+# growth.sh OUT WO... : CPU per turn of `wo serve` as its llm.json grows.
 # For each wo binary given (e.g. a before and an after build, alternating in one run): a fresh
 # server that creates its llm.json and takes ROUNDS loads of 100 clients x 3 turns (0 -> 600 ->
 # 1,200 ... messages), then a server on an llm.json seeded with SEED messages (seed_state.py),

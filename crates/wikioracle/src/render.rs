@@ -6,7 +6,7 @@
 //! and a terminal obeys control sequences in what it prints: ESC/CSI can
 //! rewrite the screen or hide text, OSC 52 writes the clipboard, OSC 8
 //! plants links, DCS talks to the terminal itself, and the C1 characters
-//! U+0080–U+009F are single-character forms of the same (issue 11.5).
+//! U+0080–U+009F are single-character forms of the same.
 //! So human-readable output is printed only with [`outln!`], [`out!`],
 //! [`eoutln!`] and [`eout!`] (`clippy.toml` forbids `println!` & co. in
 //! this crate), which pass the text through [`term`]: every control

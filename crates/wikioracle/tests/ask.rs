@@ -414,7 +414,7 @@ fn ctrl_c_before_any_answer_keeps_the_question_marked_incomplete() {
             .contains("interrupted; the question was saved, before any answer, marked incomplete"),
         "{stderr}"
     );
-    // The question is never lost (issue 16.4): it is kept with an empty
+    // The question is never lost: it is kept with an empty
     // answer marked stopped.
     assert_ne!(std::fs::read(p.state_path()).unwrap(), before);
     let state = wo_format::parse(&std::fs::read(p.state_path()).unwrap()).unwrap();
@@ -619,7 +619,7 @@ fn endless_answers_are_capped_kept_and_marked() {
     assert!(report.is_empty(), "{}", report.join("\n"));
 }
 
-/// Issue 12.2: the engine's one request builder checks a turn's inputs, and
+/// The engine's one request builder checks a turn's inputs, and
 /// the CLI names the field at fault by its flag; nothing is sent or saved.
 #[test]
 fn bad_turn_inputs_are_named_by_their_flag() {

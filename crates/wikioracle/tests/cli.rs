@@ -13,7 +13,7 @@ fn init_refuses_to_clobber_and_force_backs_up_invalid_files() {
             .contains("created")
     );
     assert_eq!(p.state().context, "<div><p>Garden notes</p></div>");
-    // A valid file: said so, success, untouched (issue 15.5).
+    // A valid file: said so, success, untouched.
     let before = std::fs::read(p.state_path()).unwrap();
     let again = p.run(&["init"]);
     assert_eq!(again.code, 0);
@@ -28,7 +28,7 @@ fn init_refuses_to_clobber_and_force_backs_up_invalid_files() {
     let refused = p.run(&["init"]);
     assert_eq!(refused.code, 1);
     assert!(refused.stderr.contains("json-syntax"), "{}", refused.stderr);
-    // An error never suggests a command that replaces the file (issue 15).
+    // An error never suggests a command that replaces the file.
     assert!(!refused.stderr.contains("--force"), "{}", refused.stderr);
     assert!(refused.stderr.contains("wo validate"), "{}", refused.stderr);
     assert_eq!(
@@ -610,7 +610,7 @@ fn profiles_tree_round_trips_through_llm_json() {
     assert!(r.stderr.contains("warning:"), "{}", r.stderr);
 }
 
-/// Issue 10.9: no way in can leave a file wo cannot open again. A too-deep
+/// No way in can leave a file wo cannot open again. A too-deep
 /// export is refused by `wo import` and by `wo merge` (auto-detected beside
 /// the file) with its pointer and nothing written; hostile XHTML is
 /// sanitised on the way in and reported, and the file still validates.

@@ -172,7 +172,7 @@ fn concurrent_writers_lose_no_turn() {
 }
 
 // ---------------------------------------------------------------------------
-// Issue 10: a server, CLI writers and a plain-write editor at once.
+// A server, CLI writers and a plain-write editor at once.
 
 use std::collections::BTreeMap;
 use std::io::{Read, Write};
@@ -563,7 +563,7 @@ fn a_server_cli_writers_and_an_editor_lose_nothing() {
     assert_eq!(future, 0, "messages dated in the future");
 }
 
-/// Issue 10.6: `wo log` never waits for a writer; a writer gives up after
+/// `wo log` never waits for a writer; a writer gives up after
 /// WO_LOCK_TIMEOUT, naming the holder's pid, exit 2, file unchanged.
 #[test]
 fn readers_never_wait_and_writers_time_out_with_exit_2() {
@@ -599,7 +599,7 @@ fn readers_never_wait_and_writers_time_out_with_exit_2() {
     p.ok(&["truth", "add", "two", "--content", "y"]);
 }
 
-/// Issue 10.11: `wo init --force` on a full disk (a file-size limit here)
+/// `wo init --force` on a full disk (a file-size limit here)
 /// leaves no partial backup, exits 2, and changes nothing.
 #[test]
 fn init_force_on_a_full_disk_leaves_no_partial_backup() {
@@ -644,7 +644,7 @@ fn init_force_on_a_full_disk_leaves_no_partial_backup() {
     assert_eq!(std::fs::read(backup.path()).unwrap(), junk);
 }
 
-/// Issue 10.10: eight first-run `wo ask` at once in a directory without
+/// Eight first-run `wo ask` at once in a directory without
 /// llm.json all succeed, on one file.
 #[test]
 fn eight_first_runs_at_once_all_succeed() {

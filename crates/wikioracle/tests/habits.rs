@@ -1,4 +1,4 @@
-//! The CLI habits of issue 15 (items 3–8) through the real `wo` binary:
+//! The CLI's everyday habits through the real `wo` binary:
 //! conversations, input (piped text + prompt, `--file`), output (Markdown
 //! and a spinner on a terminal, plain on a pipe, usage totals, relative
 //! dates, completions, man page, closed pipes, quiet failures), Ctrl-C

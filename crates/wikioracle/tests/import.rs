@@ -238,7 +238,7 @@ fn exports_markdown_jsonl_and_chatgpt_round_trip() {
     // Again without --overwrite: refused, nothing touched.
     let again = p.run(&split);
     assert_eq!(again.code, 1);
-    // It never suggests the flag that replaces files (issue 15).
+    // It never suggests the flag that replaces files.
     assert!(
         again.stderr.contains("nothing was written") && !again.stderr.contains("--overwrite"),
         "{}",

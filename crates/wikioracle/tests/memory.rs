@@ -1,4 +1,4 @@
-//! `wo memory` and `wo prompts` through the real binary (issue 13.4–13.5).
+//! `wo memory` and `wo prompts` through the real binary.
 
 mod common;
 

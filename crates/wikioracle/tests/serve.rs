@@ -1,4 +1,4 @@
-//! `wo serve`'s sign-in across restarts (issue 16, item 5), with the real
+//! `wo serve`'s sign-in across restarts, with the real
 //! binary: the link it prints survives a restart, `--new-token` ends it,
 //! the kept token is 0600 in the data directory and nowhere else, and the
 //! flags that make no sense together are refused.

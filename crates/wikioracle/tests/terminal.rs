@@ -1,4 +1,4 @@
-//! Issue 11.5: hostile bytes in stored content, titles, usernames, truth,
+//! Hostile bytes in stored content, titles, usernames, truth,
 //! context, file names, index chunks, parse errors and model answers must
 //! never reach the terminal raw. Every human-readable output of the real
 //! binary is checked for raw ESC, other C0 controls (but newline and tab),

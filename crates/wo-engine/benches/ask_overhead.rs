@@ -1,4 +1,4 @@
-//! What `wo ask` adds around the model call (issue 3): load the state and
+//! What `wo ask` adds around the model call: load the state and
 //! the recall sidecar (`wo_engine::recall_file`, written by the run before),
 //! assemble the prompt (BM25 over truth, recall from the transcript's
 //! postings), append the turn and save, at 100k messages and 10k truth

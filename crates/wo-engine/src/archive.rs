@@ -1,4 +1,4 @@
-//! Archiving (product §7, issue 13 item 6): an entry with `expires` that
+//! Archiving (product §7): an entry with `expires` that
 //! no prompt has used for the configured age (`[memory]
 //! archive_after_days`) leaves retrieval. It is marked (`archived`, the
 //! time), never deleted, and stays listed and searchable on request

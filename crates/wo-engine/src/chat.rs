@@ -537,7 +537,7 @@ pub async fn stream_answer_keeping(
 }
 
 /// `out` as an answer stopped by its reader: kept as far as it got — even
-/// empty, so that the question is never lost (issue 16.4) — with finish
+/// empty, so that the question is never lost — with finish
 /// reason [`STOPPED`] and `usage.truncated = {"reason": "stopped"}`.
 fn stopped_answer(mut out: StreamedAnswer) -> StreamedAnswer {
     out.finish_reason = Some(STOPPED.into());

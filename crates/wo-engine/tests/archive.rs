@@ -1,4 +1,4 @@
-//! Archiving (issue 13 item 6): an entry with `expires` unused for the
+//! Archiving: an entry with `expires` unused for the
 //! configured age leaves retrieval, marked and kept; a use keeps it; the
 //! mark survives merges; archived entries are found on request only.
 

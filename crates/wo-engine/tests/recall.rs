@@ -1,4 +1,4 @@
-//! Recall of earlier messages within the budget (issue 13): stems and
+//! Recall of earlier messages within the budget: stems and
 //! speaker names match, the turns around a hit come with it, nothing is sent
 //! twice, recall fills the budget instead of stopping at a fixed count, and
 //! the explanation names every part.

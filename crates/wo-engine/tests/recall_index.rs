@@ -1,4 +1,4 @@
-//! The recall index (issue 13 item 7) sends exactly what the scan sends:
+//! The recall index sends exactly what the scan sends:
 //! on random transcripts, queries, budgets and histories of changes
 //! (appends, merges, insertions before the end, edits in place, duplicate
 //! ids), the context assembled with the index kept beside the state equals

@@ -1,4 +1,4 @@
-//! The floors a full index is measured against (issue 18 item 2), driven by
+//! The floors a full index is measured against, driven by
 //! `bench/index/floor.sh`:
 //!
 //! - `index_floor parse DIR [THREADS]`: the tree-sitter parse floor. The files the index would

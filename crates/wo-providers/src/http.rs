@@ -102,7 +102,7 @@ const MAX_REDIRECTS: usize = 5;
 
 /// Build a provider's client: rustls; redirects followed only within the
 /// origin (scheme, host, port) of the request, because the API key header
-/// and the prompt would otherwise go wherever a server points (issue 11.3);
+/// and the prompt would otherwise go wherever a server points;
 /// and no proxy but `proxy`, which the caller has resolved and checked
 /// ([`crate::proxy`]) — reqwest would otherwise read `HTTP_PROXY`/`ALL_PROXY`
 /// on its own and send every request, key included, through them.
@@ -185,7 +185,7 @@ impl ErrCtx {
     /// What a server said, fit for an error message: the key scrubbed from
     /// the *whole* text first, then one line of at most [`DETAIL_MAX`]
     /// characters. The other order would let a cut leave part of the key
-    /// unrecognised, and shown (issue 11.4).
+    /// unrecognised, and shown.
     pub fn detail(&self, text: &str) -> String {
         let scrubbed = match &self.secret {
             Some(s) => s.scrub(text),

@@ -1,4 +1,4 @@
-//! Which proxy, if any, a provider's requests go through (issue 11.3).
+//! Which proxy, if any, a provider's requests go through.
 //!
 //! A proxy sees every request it carries; for an `http://` service that
 //! includes the API key, in clear. So:

@@ -32,7 +32,7 @@ impl Secret {
     /// scrubbed too once 8 or more of its characters are there.
     ///
     /// Callers must scrub *before* shortening a message: a key cut in half
-    /// by truncation is no longer recognisable (issue 11.4).
+    /// by truncation is no longer recognisable.
     pub fn scrub(&self, text: &str) -> String {
         // Very short "keys" would scrub ordinary words; real keys are long.
         if self.0.len() < MIN_SCRUB_LEN {

@@ -167,7 +167,7 @@ impl fmt::Display for Reachability {
     }
 }
 
-/// Caps on one answer (issue 11.9): a hostile or broken upstream could
+/// Caps on one answer: a hostile or broken upstream could
 /// otherwise stream forever, and everything it sends would be held in
 /// memory and saved. When a cap is reached the caller stops reading, keeps
 /// what arrived, and marks the stored answer as truncated

@@ -1,5 +1,5 @@
-//! Issue 11.3 (redirects), 11.4 (keys in error text) and 11.14 (the
-//! ecosystem's `OPENAI_BASE_URL` & co.), against raw loopback servers that
+//! Keys never leave for another origin: redirects, keys in error text and
+//! the ecosystem's `OPENAI_BASE_URL` & co., against raw loopback servers that
 //! record every byte they receive. Each test prints `item N: X/Y held`.
 //! Proxies from the environment are in `proxy_env.rs` (they need the
 //! process environment, so they get a test binary of their own).

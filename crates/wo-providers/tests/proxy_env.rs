@@ -1,4 +1,4 @@
-//! Issue 11.3, proxies: `HTTP_PROXY`/`ALL_PROXY` in the environment must not
+//! Proxies: `HTTP_PROXY`/`ALL_PROXY` in the environment must not
 //! receive provider requests (and their keys) unless the user opted in; and
 //! an opted-in proxy never gets a key in clear. This file holds one test
 //! because it sets process environment variables, which no other test in

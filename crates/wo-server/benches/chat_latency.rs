@@ -1,5 +1,5 @@
-//! What a local server's memory costs the first token at scale (issue 13
-//! item 7's goal: at 100k stored messages, ≤ 5 ms over stateless). One
+//! What a local server's memory costs the first token at scale (the goal:
+//! at 100k stored messages, ≤ 5 ms over stateless). One
 //! loopback upstream that streams 16 OpenAI chunks at once, and three paths
 //! to it, alternating one request at a time, each on its own kept-alive
 //! connection:

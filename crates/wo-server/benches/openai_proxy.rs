@@ -1,5 +1,5 @@
 //! What `wo serve`'s OpenAI-compatible endpoint adds to the first token
-//! (issue 14's goal: ≤ 5 ms): the same streamed request sent to a loopback
+//! (the goal: ≤ 5 ms): the same streamed request sent to a loopback
 //! upstream that answers at once (**direct**), and to
 //! `POST /v1/chat/completions` of a local server whose provider is that
 //! upstream (**through wo serve**: token check, prompt assembly over

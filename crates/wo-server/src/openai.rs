@@ -1,4 +1,4 @@
-//! The OpenAI-compatible face of a local server (product §10, issue 14.2): `GET
+//! The OpenAI-compatible face of a local server (product §10): `GET
 //! /v1/models` and `POST /v1/chat/completions`, so that any OpenAI client
 //! pointed at `http://127.0.0.1:PORT/v1` gets answers with the person's
 //! memory. The bodies are `wo_wire::openai`'s.

@@ -1,5 +1,5 @@
-//! The sign-in of a local server across restarts (product §6; issue 16,
-//! item 5): one random token per project, kept in the user's data directory
+//! The sign-in of a local server across restarts (product §6):
+//! one random token per project, kept in the user's data directory
 //! (never in the project or in `llm.json`), so the link `wo serve` printed
 //! yesterday and the cookie it set keep working after a restart.
 //!

@@ -771,7 +771,7 @@ async fn search_and_chat_draw_on_the_directory_index() {
     );
 }
 
-/// Issue 12.2: `wo serve` honours `[defaults] temperature/max_tokens` as
+/// `wo serve` honours `[defaults] temperature/max_tokens` as
 /// `wo ask` does (the one request builder), a client's own values win, and
 /// a bad one is named by its JSON pointer.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -1,7 +1,7 @@
-//! The attack suite for issue 11's server items, each tried from outside
+//! The attack suite for the server's perimeter, each tried from outside
 //! over real HTTP (raw TCP where a client library would refuse to send
-//! the attack). Every test prints `item N: X/Y held` (N is the issue's
-//! numbering) and fails unless all hold.
+//! the attack). Every test prints `item N: X/Y held` (N numbers the
+//! attack class) and fails unless all hold.
 //!
 //! No timing thresholds: where a test waits, the wait is a guard against
 //! hanging forever (a defence that does not exist), never a speed claim.

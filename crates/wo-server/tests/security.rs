@@ -739,7 +739,7 @@ fn before_content(bytes: &[u8]) -> serde_json::Value {
     v["messages"][0]["content"].clone()
 }
 
-/// Issue 16, item 6: the PWA's files are public, typed, under the same
+/// The PWA's files are public, typed, under the same
 /// headers, and the CSP allows only this server's worker and manifest.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_pwa_files_are_served_typed_under_the_csp() {

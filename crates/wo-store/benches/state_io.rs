@@ -1,4 +1,4 @@
-//! State-file benchmark (issue 2): load, append-one-turn-and-save and merge
+//! State-file benchmark: load, append-one-turn-and-save and merge
 //! of ten exports at 1k, 10k and 100k messages, each compared in the same run
 //! against (a) the physical floor — writing the file's bytes with fsync — and
 //! (b) Python's `json` doing the same job (`bench/py_reference.py`).

@@ -394,7 +394,7 @@ fn disk(path: &Path) -> State {
     wo_format::parse(&fs::read(path).unwrap()).unwrap()
 }
 
-/// Issue 10.1: a store that stays open (a server, a slow `wo ask`) writes
+/// A store that stays open (a server, a slow `wo ask`) writes
 /// only its own changes; renames (id kept) and deletions made by hand
 /// meanwhile survive its next save.
 #[test]
@@ -457,7 +457,7 @@ fn hand_edits_made_while_a_store_is_open_survive_its_saves() {
     assert_eq!(store.state(), &after);
 }
 
-/// Issue 10.1: a change both sides made to one truth entry keeps each
+/// A change both sides made to one truth entry keeps each
 /// side's own fields (the editor's title, the store's certainty).
 #[test]
 fn a_truth_entry_changed_on_both_sides_keeps_both_changes() {
@@ -489,7 +489,7 @@ fn a_truth_entry_changed_on_both_sides_keeps_both_changes() {
     assert_eq!(e.certainty, 0.9);
 }
 
-/// Issue 10.6: readers never wait for a writer; a writer waits at most the
+/// Readers never wait for a writer; a writer waits at most the
 /// lock timeout, names the holder's pid, exits 2 and changes nothing.
 #[test]
 fn readers_never_wait_and_writers_give_up_naming_the_holder() {
@@ -541,7 +541,7 @@ fn readers_never_wait_and_writers_give_up_naming_the_holder() {
     );
 }
 
-/// Issue 11.6: a symbolic link at the lock's name is refused, and its
+/// A symbolic link at the lock's name is refused, and its
 /// target is left alone.
 #[test]
 fn a_symlinked_lock_file_is_refused() {
@@ -561,11 +561,11 @@ fn a_symlinked_lock_file_is_refused() {
     assert_eq!(fs::read(store.path()).unwrap(), before);
     // Reading still works: readers do not use the lock.
     Store::open(store.path(), OpenOptions::default()).unwrap();
-    // The attack-suite count (issue 11.6): refused, target intact, file intact.
+    // The attack-suite count: refused, target intact, file intact.
     println!("item 6: 3/3 held");
 }
 
-/// Issue 10.10: many first runs at once all succeed, on one file.
+/// Many first runs at once all succeed, on one file.
 #[test]
 fn concurrent_first_runs_all_open_one_file() {
     let dir = tempfile::tempdir().unwrap();
@@ -595,7 +595,7 @@ fn concurrent_first_runs_all_open_one_file() {
     assert_eq!(disk(&path).messages().len(), 8);
 }
 
-/// Issue 10.10: no error message suggests a command that destroys data.
+/// No error message suggests a command that destroys data.
 #[test]
 fn error_hints_never_suggest_starting_fresh() {
     let dir = tempfile::tempdir().unwrap();
@@ -609,13 +609,13 @@ fn error_hints_never_suggest_starting_fresh() {
     // Creating races with another first run: nothing to force.
     assert!(!exists.to_string().contains("--force"), "{exists}");
     // An invalid file: fixing it is what the error suggests; it never
-    // suggests a command that replaces the file (issue 15).
+    // suggests a command that replaces the file.
     let text = invalid.to_string();
     assert!(text.contains("fix them in an editor"), "{text}");
     assert!(!text.contains("--force"), "{text}");
 }
 
-/// Issue 10.11: the invalid-file backup is complete or absent, never partial.
+/// The invalid-file backup is complete or absent, never partial.
 #[test]
 fn backups_are_complete_and_durable() {
     let dir = tempfile::tempdir().unwrap();
@@ -636,7 +636,7 @@ fn backups_are_complete_and_durable() {
     assert!(err.to_string().contains("nothing was changed"), "{err}");
 }
 
-/// Issue 11.7: discovery refuses a parent directory's file owned by someone
+/// Discovery refuses a parent directory's file owned by someone
 /// else, naming it and how to use it anyway.
 #[test]
 fn discovery_refuses_another_users_file() {
@@ -663,7 +663,7 @@ fn discovery_refuses_another_users_file() {
     // Root's files are trusted (a system-wide default is not an attack).
     std::os::unix::fs::chown(&theirs, Some(0), None).unwrap();
     assert_eq!(wo_store::discover_state(&deep).unwrap(), Some(theirs));
-    // The attack-suite count (issue 11.7): refused with the path and a
+    // The attack-suite count: refused with the path and a
     // `--state` hint, and never returned by the silent lookup.
     println!("item 7: 2/2 held");
 }

@@ -1,4 +1,4 @@
-//! The OpenAI-compatible face of a local server (issue 14.2): the bodies of
+//! The OpenAI-compatible face of a local server: the bodies of
 //! `GET /v1/models` and `POST /v1/chat/completions` as OpenAI's API defines
 //! them, so that any OpenAI client (the `openai` SDKs, simonw/llm, aichat,
 //! Open WebUI, IDE plugins) can use WikiOracle as its base URL.

@@ -152,7 +152,7 @@ mod tests {
     use super::write_private;
     use std::os::unix::fs::{PermissionsExt, symlink};
 
-    /// Issue 11, item 12: every way a planted file could catch the token.
+    /// Every way a planted file could catch the token.
     #[test]
     fn the_url_file_is_created_privately_and_never_written_through_a_link() {
         let dir = tempfile::tempdir().unwrap();

@@ -1,5 +1,5 @@
-// WikiOracle's service worker: the offline shell of a stateless server
-// (issue 16, item 6). It keeps the page, its script, its wasm module (the
+// WikiOracle's service worker: the offline shell of a stateless server.
+// It keeps the page, its script, its wasm module (the
 // file format: stateless mode cannot work without it), styles, manifest and
 // icons, and answers them from that cache only when the network fails, so
 // an online page always gets the server's current files. It never touches
