@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Hosted scale-out: 1, 2 and 4 `wo serve --stateless` instances behind HAProxy (the
-# configuration documented in the README, bench/scale/haproxy.cfg), against one fast local
+# configuration documented in docs/deploy.md, bench/scale/haproxy.cfg), against one fast local
 # upstream speaking the OpenAI streaming format (bench/serve/harness). For each instance count:
 # requests/s of a closed loop of clients through the proxy, and first-token latency one request
 # at a time; the upstream called directly is the reference of the same run. With 2 and 4
@@ -38,9 +38,9 @@ rm -rf "$OUT"
 mkdir -p "$OUT"
 say() { printf '== %s  [load %s]\n' "$*" "$(cut -d' ' -f1-3 /proc/loadavg)" >&2; }
 
-# The README's configuration must be this file, byte for byte.
-if ! diff <(awk '/^```haproxy$/{on=1; next} /^```$/{on=0} on' README.md) bench/scale/haproxy.cfg >"$OUT/readme.diff"; then
-  echo "README.md's HAProxy configuration differs from bench/scale/haproxy.cfg:" >&2
+# docs/deploy.md's configuration must be this file, byte for byte.
+if ! diff <(awk '/^```haproxy$/{on=1; next} /^```$/{on=0} on' docs/deploy.md) bench/scale/haproxy.cfg >"$OUT/readme.diff"; then
+  echo "docs/deploy.md's HAProxy configuration differs from bench/scale/haproxy.cfg:" >&2
   cat "$OUT/readme.diff" >&2
   exit 1
 fi
@@ -81,7 +81,7 @@ write_upstream_config "$OUT/config.toml" "$(cat "$OUT/upstream.url")"
 
 echo "machine: $(nproc) cores, $(uname -r); load before: $(cut -d' ' -f1-3 /proc/loadavg); $("$HAPROXY" -v | head -1); wo $("$WO" --version 2>/dev/null || echo "$WO")" | tee "$OUT/machine.txt"
 
-# Instances run as the README's systemd unit starts them: --allow-host, no per-address caps
+# Instances run as docs/deploy.md's systemd unit starts them: --allow-host, no per-address caps
 # (every request comes from the proxy), graceful stop on SIGINT; --allow-model echo lets the
 # continuity check ask the upstream to echo the prompt it was sent.
 INST_PIDS=()
