@@ -746,3 +746,74 @@ fn two_rebuilds_at_once_record_each_exchange_once() {
     assert_eq!(exchanges.len(), 6);
     assert_eq!(s.truth.trust.len(), 6);
 }
+
+/// The children of `pid` that have exited and were not waited for.
+fn zombie_children(pid: u32) -> Vec<u32> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(child) = e.file_name().to_string_lossy().parse::<u32>() else {
+            continue;
+        };
+        let Ok(stat) = std::fs::read_to_string(format!("/proc/{child}/stat")) else {
+            continue;
+        };
+        // `pid (comm) state ppid …`: comm may hold spaces, so read after ')'.
+        let rest = stat.rsplit_once(')').map_or("", |(_, r)| r);
+        let mut fields = rest.split_whitespace();
+        let (state, ppid) = (fields.next(), fields.next());
+        if state == Some("Z") && ppid == Some(&pid.to_string()) {
+            out.push(child);
+        }
+    }
+    out
+}
+
+/// A `wo chat` session starts a background interpreter for each turn and
+/// waits for each one that ends: no zombie is left behind while the session
+/// goes on.
+#[test]
+fn wo_chat_leaves_no_finished_interpreter_behind() {
+    use std::io::Write;
+    let p = Project::new();
+    let ops = r#"{"ops": [{"op": "add", "kind": "fact", "title": "Capital of France", "content": "Paris", "certainty": 0.9}]}"#;
+    let port = two_step_server("Paris.", ops);
+    let cfg = p.openai_config(port);
+    p.ok_with(&cfg, &["init"]);
+    let mut chat = p
+        .cmd(&["chat", "--provider", "test"])
+        .env("WO_CONFIG", &cfg)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut input = chat.stdin.take().unwrap();
+    writeln!(input, "What is the capital of France?").unwrap();
+    input.flush().unwrap();
+    // The turn is saved and its job queued, then run by the background
+    // interpreter while the session waits for the next line.
+    let until = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    loop {
+        let j = jobs(&p, &cfg);
+        if j.iter().any(|j| j["status"] == "done") {
+            break;
+        }
+        assert!(std::time::Instant::now() < until, "no job done: {j:?}");
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    // The runner exits after its job; its parent reaps it at once.
+    let until = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    let mut zombies = zombie_children(chat.id());
+    while !zombies.is_empty() && std::time::Instant::now() < until {
+        std::thread::sleep(std::time::Duration::from_millis(100));
+        zombies = zombie_children(chat.id());
+    }
+    assert_eq!(zombies, Vec::<u32>::new(), "finished runners not reaped");
+    drop(input);
+    let out = chat.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}

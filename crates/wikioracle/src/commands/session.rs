@@ -283,10 +283,10 @@ pub fn queue_memory(
     }
 }
 
-/// Starts `wo memory run --quiet` on `state_file`, detached.
-// Not waited for on purpose: it outlives this process, which exits now; the
-// system reaps it.
-#[allow(clippy::zombie_processes)]
+/// Starts `wo memory run --quiet` on `state_file`, detached. A thread of
+/// this process waits for it, so a long session (`wo chat`) leaves no
+/// zombie behind each turn; a process that exits first (`wo ask`) leaves
+/// the runner to the system, which reaps it.
 fn spawn_runner(g: &crate::cli::GlobalOpts, state_file: &Path) -> std::io::Result<()> {
     use std::process::Stdio;
     let exe = std::env::current_exe()?;
@@ -311,7 +311,13 @@ fn spawn_runner(g: &crate::cli::GlobalOpts, state_file: &Path) -> std::io::Resul
         use std::os::unix::process::CommandExt;
         cmd.process_group(0);
     }
-    cmd.spawn().map(drop)
+    let mut runner = cmd.spawn()?;
+    std::thread::Builder::new()
+        .name("memory-runner-reaper".into())
+        .spawn(move || {
+            let _ = runner.wait();
+        })
+        .map(drop)
 }
 
 /// One line on stderr for what the memory step did (never fails the
