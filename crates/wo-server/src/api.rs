@@ -16,15 +16,15 @@ use axum::extract::{Path, Query, State};
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use serde_json::{Value, json};
-use wo_engine::chat::{TurnRequest, stream_answer};
+use wo_engine::chat::stream_answer;
 use wo_format::xhtml::{ContentFormat, sanitize_html, to_xhtml};
 use wo_format::{Timestamp, TruthEdit, TruthEntry};
-use wo_wire::ChatParams;
 use wo_wire::api as wire;
 
 use crate::app::{App, Local, Mode, Stateless};
 use crate::error::ApiError;
 use crate::extract::{JsonBody, Upload};
+use crate::setup::{chat_turn_request, client_chunks, index_chunks, regenerating};
 use crate::turn::LocalTurn;
 
 type AppState = State<Arc<Local>>;
@@ -116,142 +116,6 @@ fn provider_row(app: &App, i: &wo_providers::config::ProviderInfo) -> wire::Prov
         reachable: None,
         detail: None,
     }
-}
-
-/// The engine request for a turn from the API's parameters, validated by
-/// the engine's one builder (with the config's `[defaults]`); a bad field
-/// is named by its JSON pointer. The provider is already chosen here, so
-/// its default model applies (not `[defaults] model`).
-pub fn turn_request(
-    app: &App,
-    message: String,
-    username: Option<String>,
-    parent: Option<String>,
-    new_conversation: bool,
-    params: &ChatParams,
-) -> Result<TurnRequest, ApiError> {
-    turn_params(app, message, username, parent, new_conversation, params)?
-        .build(&app.config, || app.username.clone())
-        .map_err(|e| ApiError::bad_field(e.field.pointer(), e.message))
-}
-
-/// The engine's parameters for [`turn_request`], before they are built.
-pub fn turn_params(
-    app: &App,
-    message: String,
-    username: Option<String>,
-    parent: Option<String>,
-    new_conversation: bool,
-    params: &ChatParams,
-) -> Result<wo_engine::request::TurnParams, ApiError> {
-    let max_tokens = app.checked_choices(params)?;
-    Ok(wo_engine::request::TurnParams {
-        message,
-        username,
-        system: None,
-        provider_named: true,
-        model: params.model.clone(),
-        temperature: params.temperature,
-        max_tokens,
-        parent,
-        new_conversation,
-        rag: params.rag != Some(false),
-        url_fetch: params.url_fetch == Some(true),
-        max_entries: params.max_entries,
-        min_certainty: params.min_certainty,
-        max_message_chars: Some(app.limits.message_chars),
-        conversation: None,
-        regenerate: None,
-    })
-}
-
-/// [`turn_request`] for a local chat's body (`POST /api/chat`, and the
-/// turn a stateless client stopped); `again`: the stored question a
-/// `regenerate` body names, found in the state ([`regenerating`]).
-pub fn chat_turn_request(
-    app: &App,
-    body: wo_wire::ChatRequest,
-    again: Option<wo_engine::request::Regenerating>,
-) -> Result<TurnRequest, ApiError> {
-    let mut params = turn_params(
-        app,
-        body.message,
-        body.username,
-        body.parent,
-        body.new_conversation,
-        &body.params,
-    )?;
-    if let Some(again) = again {
-        again.apply(&mut params);
-    }
-    params
-        .build(&app.config, || app.username.clone())
-        .map_err(|e| ApiError::bad_field(e.field.pointer(), e.message))
-}
-
-/// The stored question a chat body's `regenerate` names, if it names one.
-async fn regenerating(
-    app: &Arc<Local>,
-    body: &wo_wire::ChatRequest,
-) -> Result<Option<wo_engine::request::Regenerating>, ApiError> {
-    let Some(id) = body.regenerate.clone() else {
-        return Ok(None);
-    };
-    app.with_store(move |store| {
-        wo_engine::request::regenerating(store.state(), &id)
-            .map(Some)
-            .map_err(|e| ApiError::bad_field(e.field.pointer(), e.message))
-    })
-    .await
-}
-
-/// The `context` event: what the prompt included and dropped, and why.
-pub fn context_report(
-    a: &wo_engine::Assembled,
-) -> wo_wire::ContextReport<&wo_engine::assemble::Included, &wo_engine::assemble::Dropped> {
-    wo_wire::ContextReport {
-        tokens: a.tokens,
-        budget: a.budget,
-        sources: a.sources.clone(),
-        included: a.included.iter().collect(),
-        dropped: a.dropped.iter().collect(),
-        context_used: serde_json::to_value(wo_engine::explain::context_used(a)).unwrap_or_default(),
-    }
-}
-
-/// The directory index's chunks relevant to `prompt`, if there is an
-/// index. A missing or unreadable index costs the chunks, not the turn.
-pub async fn index_chunks(
-    app: &Arc<Local>,
-    prompt: String,
-) -> Vec<wo_engine::assemble::ChunkCandidate> {
-    if app.index_root.is_none() {
-        return Vec::new();
-    }
-    let app = app.clone();
-    tokio::task::spawn_blocking(move || match app.index() {
-        Ok(Some(index)) => wo_engine::files::relevant_chunks(&index, &prompt),
-        _ => Vec::new(),
-    })
-    .await
-    .unwrap_or_default()
-}
-
-/// The chunks a client retrieved from its own folder index, checked
-/// (`wo_engine::files::client_chunks`); a fault names its JSON pointer.
-pub fn client_chunks(
-    given: Vec<wo_wire::FileChunk>,
-) -> Result<Vec<wo_engine::assemble::ChunkCandidate>, ApiError> {
-    let given = given
-        .into_iter()
-        .map(|c| wo_index::ContextChunk {
-            id: c.id,
-            label: c.label,
-            text: c.text,
-        })
-        .collect();
-    wo_engine::files::client_chunks(given)
-        .map_err(|e| ApiError::bad_field(e.pointer("/chunks"), e.message))
 }
 
 /// `POST /api/chat`: one turn on the server's state, run by the engine

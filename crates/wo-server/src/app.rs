@@ -14,8 +14,9 @@ use std::time::Duration;
 use wo_providers::{Config, Provider};
 use wo_store::Store;
 
+use crate::credentials::CookieNames;
 use crate::error::ApiError;
-use crate::guard::{CookieNames, RateLimiter};
+use crate::rate::RateLimiter;
 
 /// Size caps on what clients send.
 #[derive(Clone, Debug)]

@@ -1,8 +1,10 @@
 //! The API's error responses: `{"error": {"kind", "message", "pointer"?}}`
 //! (`wo_wire::ErrorBody`) with the matching HTTP status. Messages never carry secrets or content.
 
+use axum::Json;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
+use wo_wire::openai::{OpenAiError, OpenAiErrorDetail, param_of_pointer};
 
 /// An error answered to a client.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -200,6 +202,32 @@ fn pointer_of(path: &serde_path_to_error::Path) -> String {
         }
     }
     out
+}
+
+/// `ApiError` in OpenAI's shape, with the same status.
+pub fn error_response(e: &ApiError) -> Response {
+    (e.status, Json(openai_error(e))).into_response()
+}
+
+/// The body of [`error_response`]: `type` from the status as OpenAI uses
+/// it, `param` from the JSON pointer, `code` from the kind.
+pub fn openai_error(e: &ApiError) -> OpenAiError {
+    let (kind, code) = match e.status.as_u16() {
+        401 => ("invalid_request_error", "invalid_api_key"),
+        403 => ("permission_error", e.kind),
+        404 => ("invalid_request_error", e.kind),
+        429 => ("rate_limit_error", "rate_limit_exceeded"),
+        500.. => ("server_error", e.kind),
+        _ => ("invalid_request_error", e.kind),
+    };
+    OpenAiError {
+        error: OpenAiErrorDetail {
+            message: e.message.clone(),
+            kind: kind.into(),
+            param: e.pointer.as_deref().and_then(param_of_pointer),
+            code: Some(code.into()),
+        },
+    }
 }
 
 #[cfg(test)]

@@ -11,87 +11,22 @@
 //! need no `Origin`, and refuse a foreign one. Errors under `/v1/` are
 //! answered in OpenAI's shape.
 
-use std::collections::HashMap;
-use std::net::{IpAddr, SocketAddr};
-use std::sync::Mutex;
-use std::time::Instant;
+use std::net::SocketAddr;
 
 use axum::extract::{ConnectInfo, Request, State};
 use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
-use subtle::ConstantTimeEq;
 
 use crate::app::App;
+pub use crate::credentials::{
+    CookieNames, SESSION_COOKIE_PREFIX, new_instance_id, new_token, token_matches,
+};
 use crate::error::ApiError;
+pub use crate::rate::{RateKey, RateLimiter};
 
 /// Host names that always mean this machine.
 const LOOPBACK_NAMES: [&str; 3] = ["localhost", "127.0.0.1", "[::1]"];
-
-/// A fresh random token: 32 bytes, base64url without padding.
-pub fn new_token() -> String {
-    use base64::Engine as _;
-    let mut bytes = [0u8; 32];
-    getrandom::fill(&mut bytes).expect("the OS random source is available");
-    base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(bytes)
-}
-
-/// A short random id for this server process (6 hex digits).
-pub fn new_instance_id() -> String {
-    let mut bytes = [0u8; 3];
-    getrandom::fill(&mut bytes).expect("the OS random source is available");
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
-}
-
-/// The cookie names of one server. Browsers scope cookies by host name
-/// only, never by port, so every server on 127.0.0.1 sees every other's
-/// cookies: a fixed name let a second `wo serve` sign the first one out by
-/// overwriting its session, and share (or set) its preferences.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct CookieNames {
-    /// `wo_session_<port>_<instance>`: HttpOnly, carries the token. The
-    /// random instance id keeps a later server on the same port from
-    /// taking the name over.
-    pub session: String,
-    /// `wo_prefs_<port>`: the web client's settings. Stable across
-    /// restarts (settings survive them) and across the instances of a
-    /// stateless deployment behind one port; the client validates what it
-    /// reads against what the server offers, because any page on this host
-    /// can read and write a non-HttpOnly cookie whatever its name.
-    pub prefs: String,
-}
-
-impl CookieNames {
-    /// The names for a server on `port` with the random `instance` id.
-    pub fn new(port: u16, instance: &str) -> Self {
-        CookieNames {
-            session: format!("{SESSION_COOKIE_PREFIX}{port}_{instance}"),
-            prefs: format!("wo_prefs_{port}"),
-        }
-    }
-
-    /// Whether `name` is the session cookie of an earlier server on this
-    /// same port (another instance id): safe to expire at sign-in.
-    pub fn is_stale_session(&self, name: &str) -> bool {
-        let Some(ours_rest) = self.session.strip_prefix(SESSION_COOKIE_PREFIX) else {
-            return false;
-        };
-        let port_prefix = &ours_rest[..ours_rest.rfind('_').map_or(0, |i| i + 1)];
-        name != self.session
-            && name
-                .strip_prefix(SESSION_COOKIE_PREFIX)
-                .and_then(|rest| rest.strip_prefix(port_prefix))
-                .is_some_and(|id| !id.is_empty() && id.bytes().all(|b| b.is_ascii_hexdigit()))
-    }
-}
-
-/// Every session cookie's name starts so.
-pub const SESSION_COOKIE_PREFIX: &str = "wo_session_";
-
-/// Constant-time token comparison (no early exit on the first difference).
-pub fn token_matches(expected: &str, given: &str) -> bool {
-    expected.len() == given.len() && bool::from(expected.as_bytes().ct_eq(given.as_bytes()))
-}
 
 /// A `Host` header value as RFC 9110 §7.2 allows it (`uri-host [":"
 /// port]`), split into the lowercase name and the port; `None` for what no
@@ -262,7 +197,7 @@ pub fn speaks_openai(path: &str) -> bool {
 pub async fn guard(State(app): State<std::sync::Arc<App>>, req: Request, next: Next) -> Response {
     let mut resp = match check(&app, &req) {
         Ok(()) => next.run(req).await,
-        Err(e) if speaks_openai(req.uri().path()) => crate::openai::error_response(&e),
+        Err(e) if speaks_openai(req.uri().path()) => crate::error::error_response(&e),
         Err(e) => e.into_response(),
     };
     let h = resp.headers_mut();
@@ -430,56 +365,6 @@ fn check(app: &App, req: &Request) -> Result<(), ApiError> {
         }
     }
     Ok(())
-}
-
-/// Whose bucket a request draws from.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum RateKey {
-    /// Requests carrying this server's token (local mode): the user.
-    Session,
-    /// Anonymous requests, by client address.
-    Addr(IpAddr),
-}
-
-/// A per-client token bucket: `per_minute` requests a minute on average,
-/// bursts up to the same number. A map behind a mutex is enough at the
-/// request rates one process serves; idle clients are evicted.
-pub struct RateLimiter {
-    per_minute: u32,
-    buckets: Mutex<HashMap<RateKey, (f64, Instant)>>,
-}
-
-impl RateLimiter {
-    /// `per_minute == 0` turns limiting off.
-    pub fn new(per_minute: u32) -> Self {
-        RateLimiter {
-            per_minute,
-            buckets: Mutex::new(HashMap::new()),
-        }
-    }
-
-    /// Takes one token for `key`; false when its bucket is empty.
-    pub fn allow(&self, key: RateKey) -> bool {
-        if self.per_minute == 0 {
-            return true;
-        }
-        let now = Instant::now();
-        let cap = f64::from(self.per_minute);
-        let rate = cap / 60.0;
-        let mut buckets = self.buckets.lock().unwrap_or_else(|p| p.into_inner());
-        if buckets.len() > 10_000 {
-            buckets.retain(|_, (_, at)| now.duration_since(*at).as_secs() < 120);
-        }
-        let (tokens, at) = buckets.entry(key).or_insert((cap, now));
-        *tokens = (*tokens + now.duration_since(*at).as_secs_f64() * rate).min(cap);
-        *at = now;
-        if *tokens >= 1.0 {
-            *tokens -= 1.0;
-            true
-        } else {
-            false
-        }
-    }
 }
 
 #[cfg(test)]

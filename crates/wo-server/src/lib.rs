@@ -29,11 +29,14 @@
 pub mod api;
 pub mod app;
 pub mod assets;
+pub mod credentials;
 pub mod error;
 pub mod extract;
 pub mod guard;
 pub mod mcp;
 pub mod openai;
+pub mod rate;
+pub mod setup;
 pub mod signin;
 pub mod sse;
 pub mod stateless;

@@ -41,44 +41,18 @@ use wo_providers::Provider;
 use wo_wire::openai::{
     DONE_FRAME, OBJECT_CHUNK, OBJECT_COMPLETION, OBJECT_LIST, OBJECT_MODEL, OpenAiAssistantMessage,
     OpenAiChatCompletion, OpenAiChatRequest, OpenAiChoice, OpenAiChunk, OpenAiChunkChoice,
-    OpenAiContent, OpenAiDelta, OpenAiError, OpenAiErrorDetail, OpenAiModel, OpenAiModelList,
-    OpenAiRole, OpenAiUsage, param_of_pointer,
+    OpenAiContent, OpenAiDelta, OpenAiModel, OpenAiModelList, OpenAiRole, OpenAiUsage,
 };
 
 use crate::app::{App, Local};
 use crate::error::ApiError;
+pub use crate::error::{error_response, openai_error};
 use crate::extract::JsonBody;
 use crate::sse;
 use crate::turn::{LocalTurn, Started};
 
 /// `owned_by` of every model.
 const OWNER: &str = "wikioracle";
-
-/// `ApiError` in OpenAI's shape, with the same status.
-pub fn error_response(e: &ApiError) -> Response {
-    (e.status, Json(openai_error(e))).into_response()
-}
-
-/// The body of [`error_response`]: `type` from the status as OpenAI uses
-/// it, `param` from the JSON pointer, `code` from the kind.
-pub fn openai_error(e: &ApiError) -> OpenAiError {
-    let (kind, code) = match e.status.as_u16() {
-        401 => ("invalid_request_error", "invalid_api_key"),
-        403 => ("permission_error", e.kind),
-        404 => ("invalid_request_error", e.kind),
-        429 => ("rate_limit_error", "rate_limit_exceeded"),
-        500.. => ("server_error", e.kind),
-        _ => ("invalid_request_error", e.kind),
-    };
-    OpenAiError {
-        error: OpenAiErrorDetail {
-            message: e.message.clone(),
-            kind: kind.into(),
-            param: e.pointer.as_deref().and_then(param_of_pointer),
-            code: Some(code.into()),
-        },
-    }
-}
 
 /// Unix seconds now.
 fn unix_now() -> u64 {
@@ -519,7 +493,7 @@ async fn completions(
         })
         .await?;
     req.new_conversation = req.parent.is_none();
-    req.chunks = crate::api::index_chunks(&app, req.prompt.clone()).await;
+    req.chunks = crate::setup::index_chunks(&app, req.prompt.clone()).await;
     req.memory = app.memory_step(&provider, app.project_dir()).await;
     let answer = Answer::new(provider.as_ref(), &req);
     let body = Arc::new(body);

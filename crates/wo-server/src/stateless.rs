@@ -12,10 +12,10 @@ use wo_format::xhtml::sanitize_html;
 use wo_format::{Message, Timestamp, TruthEntry};
 use wo_wire::StatelessChatRequest;
 
-use crate::api::turn_request;
 use crate::app::Stateless;
 use crate::error::ApiError;
 use crate::extract::JsonBody;
+use crate::setup::turn_request;
 use crate::turn::StatelessTurn;
 
 /// A state holding only what a client sent: context, truth entries and a
@@ -120,7 +120,7 @@ pub async fn chat(
         })?;
         let again = wo_engine::request::regenerating(&state, &question)
             .map_err(|e| ApiError::bad_field("/window", e.message))?;
-        let mut params = crate::api::turn_params(
+        let mut params = crate::setup::turn_params(
             &app,
             String::new(),
             body.username,
@@ -146,7 +146,7 @@ pub async fn chat(
     // index retrieved (the ingestion page), checked, then assembled like a
     // local server's.
     if !req.no_rag {
-        req.chunks = crate::api::client_chunks(body.chunks)?;
+        req.chunks = crate::setup::client_chunks(body.chunks)?;
     }
     // No project here: the operator's prompt or the built-in one.
     req.memory = app.memory_step(&provider, None).await;
@@ -281,7 +281,7 @@ pub async fn stopped(
     // The same checks as the turn itself: message size, provider and model
     // allowed here, `parent` and `new_conversation` not both.
     let req =
-        crate::api::chat_turn_request(&app, body.turn, None).map_err(|e| e.within("/turn"))?;
+        crate::setup::chat_turn_request(&app, body.turn, None).map_err(|e| e.within("/turn"))?;
     let context_used = body
         .context_used
         .map(serde_json::from_value::<wo_format::ContextUsed>)

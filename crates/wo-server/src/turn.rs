@@ -24,6 +24,20 @@ use crate::app::{Local, Stateless};
 use crate::error::ApiError;
 use crate::sse;
 
+/// The `context` event: what the prompt included and dropped, and why.
+pub fn context_report(
+    a: &wo_engine::Assembled,
+) -> wo_wire::ContextReport<&wo_engine::assemble::Included, &wo_engine::assemble::Dropped> {
+    wo_wire::ContextReport {
+        tokens: a.tokens,
+        budget: a.budget,
+        sources: a.sources.clone(),
+        included: a.included.iter().collect(),
+        dropped: a.dropped.iter().collect(),
+        context_used: serde_json::to_value(wo_engine::explain::context_used(a)).unwrap_or_default(),
+    }
+}
+
 /// An [`ApiError`] carried through the engine's [`TurnError::State`], with
 /// the `error` event kind to report it under once the stream has begun.
 #[derive(Debug)]
@@ -268,7 +282,7 @@ impl TurnSink for SseSink {
                     let _ = started.send(Ok(()));
                 }
                 self.events
-                    .named(wo_wire::EVENT_CONTEXT, &crate::api::context_report(a));
+                    .named(wo_wire::EVENT_CONTEXT, &context_report(a));
             }
             TurnEvent::Delta(text) => self.events.delta(text),
             TurnEvent::Done(outcome) => self
