@@ -30,13 +30,20 @@ impl Client {
         })
     }
 
-    /// Where the snippet goes.
+    /// Where the snippet goes, and for which projects it works (the
+    /// snippet names the state file by its absolute path, so a global
+    /// config serves this memory from whatever directory the client
+    /// starts in).
     pub fn file(self) -> &'static str {
         match self {
-            Client::Claude => ".mcp.json (project) — or: claude mcp add wikioracle -- wo mcp",
-            Client::Codex => "~/.codex/config.toml",
-            Client::Cursor => ".cursor/mcp.json (project) or ~/.cursor/mcp.json",
-            Client::Vscode => ".vscode/mcp.json",
+            Client::Claude => {
+                "the project's .mcp.json (project scope); for every project: `claude mcp add --scope user wikioracle -- <command> <args>` with the command and args below"
+            }
+            Client::Codex => "~/.codex/config.toml (global: every project Codex opens)",
+            Client::Cursor => {
+                "the project's .cursor/mcp.json (project scope) or ~/.cursor/mcp.json (global: every project)"
+            }
+            Client::Vscode => "the workspace's .vscode/mcp.json (workspace scope)",
         }
     }
 }
@@ -104,8 +111,9 @@ on, and past conversations) and a searchable index of its files. Use them:\n\
   answering anything about the person or the project; `search` (truth, messages, chunks) and `read`\n\
   an id for the full text; `recent` for what happened lately.\n\
 - Saving (only if the server runs with `--allow-write`): `remember` a durable fact, decision, event\n\
-  or note (kind, certainty 0..1, tags), open an `effort` for unfinished work and `resolve` it when\n\
-  done; `log_exchange` a question and answer worth keeping. Do not save secrets.\n\
+  or note (only `content` is needed; kind, certainty 0..1, tags optional), open an `effort` for\n\
+  unfinished work and `resolve` it when done; `log_exchange` a question and answer worth keeping.\n\
+  Do not save secrets.\n\
 - Without MCP, from a shell: `wo context explain \"question\"`, `wo search \"words\"`, `wo log`,\n\
   `wo truth list`, `wo truth add --title T --content C --kind fact --certainty 0.8`.\n\
 - Never edit `llm.json` by hand while tools run; `wo validate llm.json` checks it.\n\

@@ -16,21 +16,24 @@ pub fn run(g: &GlobalOpts, args: McpArgs) -> Result<ExitCode> {
             McpClient::Cursor => Client::Cursor,
             McpClient::Vscode => Client::Vscode,
         };
-        // The absolute path of this `wo`, so the client need not find it on
-        // its PATH; the state file only when one was named.
+        // The absolute paths of this `wo` and of the state file `wo mcp`
+        // would serve here: a client starts the server from a directory of
+        // its own (a global config from anywhere), so nothing may depend on
+        // its working directory or PATH.
         let exe = std::env::current_exe()
             .ok()
             .map(|p| p.display().to_string())
             .unwrap_or_else(|| "wo".to_owned());
-        let state = g
-            .state
-            .as_ref()
-            .map(|p| std::path::absolute(p).unwrap_or_else(|_| p.clone()));
+        let state = state_path(g)?;
+        let state = std::path::absolute(&state).unwrap_or(state);
         eoutln!("# {}", client.file());
-        out!(
-            "{}",
-            snippet(client, &exe, state.as_deref(), args.allow_write)
-        );
+        if !state.exists() {
+            eoutln!(
+                "# note: {} does not exist yet; `wo init` creates it",
+                state.display()
+            );
+        }
+        out!("{}", snippet(client, &exe, Some(&state), args.allow_write));
         return Ok(ExitCode::SUCCESS);
     }
     let opts = wo_mcp::McpOptions {
