@@ -128,6 +128,18 @@ fn judge(line: &[u8], phase: Phase) -> Verdict {
         Ok(message) => message,
         Err(typed) => return judge_undecodable(line, &typed),
     };
+    // A request for a method MCP has whose parameters do not fit it is
+    // decoded as a custom request, which rmcp would leave unanswered.
+    if let JsonRpcMessage::Request(r) = &message
+        && let ClientRequest::CustomRequest(custom) = &r.request
+        && CLIENT_METHODS.contains(&custom.method.as_str())
+    {
+        return Verdict::Reply(error(
+            serde_json::to_value(&r.id).unwrap_or(Value::Null),
+            INVALID_PARAMS,
+            format!("invalid params for {}", custom.method),
+        ));
+    }
     match (&message, phase) {
         (_, Phase::Running) | (JsonRpcMessage::Request(_), Phase::Initialize) => {
             Verdict::Pass(Box::new(message))
@@ -363,6 +375,10 @@ mod tests {
             (r#"{"jsonrpc":"2.0","id":1}"#, INVALID_REQUEST),
             (
                 r#"{"jsonrpc":"2.0","id":8,"method":"tools/call","params":42}"#,
+                INVALID_PARAMS,
+            ),
+            (
+                r#"{"jsonrpc":"2.0","id":8,"method":"tools/call","params":"nonsense"}"#,
                 INVALID_PARAMS,
             ),
         ] {
