@@ -731,6 +731,64 @@ fn print_config_snippets_parse_in_each_clients_format() {
     bad.says(&["emacs", "claude"]);
 }
 
+/// A global config works from anywhere: the command and arguments the
+/// Codex snippet names, started in another directory (as a client starts
+/// it), serve this project's memory.
+#[test]
+fn a_global_snippet_serves_the_project_from_any_directory() {
+    use std::io::{BufRead, Write};
+    let (p, fact) = project_with_fact();
+    let out = p.ok(&["mcp", "--print-config", "codex"]);
+    let doc: toml_edit::DocumentMut = out.parse().unwrap();
+    let server = &doc["mcp_servers"]["wikioracle"];
+    let command = server["command"].as_str().unwrap().to_owned();
+    let args: Vec<String> = server["args"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a.as_str().unwrap().to_owned())
+        .collect();
+    let elsewhere = tempfile::tempdir().unwrap();
+    let mut child = Command::new(command)
+        .args(&args)
+        .current_dir(elsewhere.path())
+        .env_remove("WO_STATE")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let mut lines = std::io::BufReader::new(child.stdout.take().unwrap()).lines();
+    let mut ask = |line: Value| -> Value {
+        writeln!(stdin, "{line}").unwrap();
+        stdin.flush().unwrap();
+        loop {
+            let answer: Value =
+                serde_json::from_str(&lines.next().expect("an answer").unwrap()).unwrap();
+            if answer.get("id") == line.get("id") {
+                return answer;
+            }
+        }
+    };
+    let init = ask(
+        serde_json::json!({"jsonrpc": "2.0", "id": 1, "method": "initialize",
+        "params": {"protocolVersion": "2025-11-25", "capabilities": {},
+            "clientInfo": {"name": "codex", "version": "1"}}}),
+    );
+    assert_eq!(init["result"]["serverInfo"]["name"], "wikioracle", "{init}");
+    let found = ask(
+        serde_json::json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+        "params": {"name": "search", "arguments": {"query": "kangaroo"}}}),
+    );
+    assert_eq!(
+        found["result"]["structuredContent"]["items"][0]["id"], fact,
+        "{found}"
+    );
+    let _ = child.kill();
+    let _ = child.wait();
+}
+
 #[test]
 fn agents_md_is_written_then_updated_in_place() {
     let p = Project::new();
