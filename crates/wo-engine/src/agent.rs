@@ -246,15 +246,31 @@ fn cursor_offset(cursor: Option<&str>, total: usize) -> Result<usize, String> {
 /// The page of `items` that `req` asks for.
 pub fn paginate(items: Vec<Item>, req: &PageRequest) -> Result<Page, String> {
     let total = items.len();
+    let mut items: Vec<Option<Item>> = items.into_iter().map(Some).collect();
+    paginate_with(total, req, |i| items.get_mut(i).and_then(Option::take))
+}
+
+/// The page `req` asks for of a list of `total` items, the `i`th made by
+/// `item(i)` only when the page needs it (a long list is never rendered
+/// whole). The list ends early where `item` gives none.
+pub fn paginate_with(
+    total: usize,
+    req: &PageRequest,
+    mut item: impl FnMut(usize) -> Option<Item>,
+) -> Result<Page, String> {
     let start = cursor_offset(req.cursor.as_deref(), total)?;
     let mut page = Vec::new();
     let mut tokens = 0;
-    for item in items.into_iter().skip(start) {
-        if page.len() == req.limit || (!page.is_empty() && tokens + item.tokens > req.budget) {
+    for i in start..total {
+        if page.len() == req.limit {
             break;
         }
-        tokens += item.tokens;
-        page.push(item);
+        let Some(next) = item(i) else { break };
+        if !page.is_empty() && tokens + next.tokens > req.budget {
+            break;
+        }
+        tokens += next.tokens;
+        page.push(next);
     }
     let end = start + page.len();
     Ok(Page {
@@ -341,27 +357,33 @@ pub fn search_messages(state: &State, query: &str) -> Vec<Item> {
     .collect()
 }
 
-/// The latest messages and the memory entries changed last, newest first
-/// on one timeline (ties: memory first, then by id).
-pub fn recent(state: &State) -> Vec<Item> {
-    let mut timed: Vec<(&wo_format::Timestamp, Item)> = state
-        .truth
-        .trust
+/// The page `req` asks for of the latest messages and the memory entries
+/// changed last, newest first on one timeline (ties: memory first, then by
+/// id), as excerpts. Only the page's items are rendered.
+pub fn recent(state: &State, req: &PageRequest) -> Result<Page, String> {
+    let trust = &state.truth.trust;
+    let messages = state.messages();
+    // (when, 0 for memory / 1 for a message, index, id)
+    let mut order: Vec<(&wo_format::Timestamp, u8, usize, &str)> = trust
         .iter()
-        .map(|t| (t.effective_update(), Item::memory(t, Some(EXCERPT_CHARS))))
+        .enumerate()
+        .map(|(i, t)| (t.effective_update(), 0, i, t.id.as_str()))
         .chain(
-            state
-                .messages()
+            messages
                 .iter()
-                .map(|m| (&m.timestamp, Item::message(m, Some(EXCERPT_CHARS)))),
+                .enumerate()
+                .map(|(i, m)| (&m.timestamp, 1, i, m.id.as_str())),
         )
         .collect();
-    timed.sort_by(|a, b| {
-        b.0.cmp(a.0)
-            .then((a.1.kind as u8).cmp(&(b.1.kind as u8)))
-            .then(a.1.id.cmp(&b.1.id))
-    });
-    timed.into_iter().map(|(_, item)| item).collect()
+    order.sort_by(|a, b| b.0.cmp(a.0).then(a.1.cmp(&b.1)).then(a.3.cmp(b.3)));
+    paginate_with(order.len(), req, |n| {
+        let &(_, kind, i, _) = order.get(n)?;
+        Some(if kind == 0 {
+            Item::memory(&trust[i], Some(EXCERPT_CHARS))
+        } else {
+            Item::message(&messages[i], Some(EXCERPT_CHARS))
+        })
+    })
 }
 
 /// An agent's context for `query`: the project's context, then the
@@ -546,7 +568,8 @@ mod tests {
     #[test]
     fn recent_is_one_timeline_newest_first() {
         let s = state_with_chat();
-        let items = recent(&s);
+        let req = PageRequest::new(None, None, None).unwrap();
+        let items = recent(&s, &req).unwrap().items;
         assert_eq!(items.len(), 3);
         assert_eq!(items[0].title, "Unrelated browser chat");
         assert_eq!(items[2].kind, ItemKind::Memory);

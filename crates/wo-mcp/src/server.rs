@@ -797,7 +797,7 @@ impl WikiOracleMcp {
             Err(e) => return Ok(tool_error(e)),
         };
         let page = self
-            .with_store(move |store| Ok(agent::paginate(agent::recent(store.state()), &req)))
+            .with_store(move |store| Ok(agent::recent(store.state(), &req)))
             .await?;
         Ok(match page.map(PageOut::from) {
             Ok(page) => with_links(structured(&page), &page, &ctx),
