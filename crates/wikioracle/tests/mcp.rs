@@ -731,6 +731,75 @@ fn print_config_snippets_parse_in_each_clients_format() {
     bad.says(&["emacs", "claude"]);
 }
 
+/// `--install` writes the snippet into the client's own file, keeping the
+/// rest of it; a file it cannot read is left as it was.
+#[test]
+fn install_merges_the_snippet_into_each_clients_file() {
+    let p = Project::new();
+    p.ok(&["init", "."]);
+    let home = tempfile::tempdir().unwrap();
+    let run = |args: &[&str]| {
+        let out = p.cmd(args).env("HOME", home.path()).output().unwrap();
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    let codex = home.path().join(".codex/config.toml");
+    std::fs::create_dir_all(codex.parent().unwrap()).unwrap();
+    std::fs::write(
+        &codex,
+        "model = \"o3\"\n\n[mcp_servers.other]\ncommand = \"x\"\n",
+    )
+    .unwrap();
+    let (code, out, err) = run(&["mcp", "--print-config", "codex", "--install"]);
+    assert_eq!(code, Some(0), "{out}{err}");
+    assert!(out.contains("config.toml"), "{out}");
+    let doc: toml_edit::DocumentMut = std::fs::read_to_string(&codex).unwrap().parse().unwrap();
+    assert_eq!(doc["model"].as_str(), Some("o3"));
+    assert_eq!(doc["mcp_servers"]["other"]["command"].as_str(), Some("x"));
+    assert_eq!(
+        doc["mcp_servers"]["wikioracle"]["command"].as_str(),
+        Some(wo_bin().to_str().unwrap())
+    );
+    let (_, out, _) = run(&["mcp", "--print-config", "codex", "--install"]);
+    assert!(out.contains("up to date"), "{out}");
+
+    // The project's own files for Claude Code and VS Code.
+    for (client, file, key) in [
+        ("claude", ".mcp.json", "mcpServers"),
+        ("vscode", ".vscode/mcp.json", "servers"),
+    ] {
+        let (code, out, err) = run(&[
+            "mcp",
+            "--print-config",
+            client,
+            "--install",
+            "--allow-write",
+        ]);
+        assert_eq!(code, Some(0), "{client}: {out}{err}");
+        let v: Value =
+            serde_json::from_str(&std::fs::read_to_string(p.path().join(file)).unwrap()).unwrap();
+        assert_eq!(v[key]["wikioracle"]["args"][3], "--allow-write", "{client}");
+    }
+
+    // A file that is not JSON: refused by name, left byte for byte.
+    let cursor = home.path().join(".cursor/mcp.json");
+    std::fs::create_dir_all(cursor.parent().unwrap()).unwrap();
+    std::fs::write(&cursor, "{ half a file").unwrap();
+    let (code, _, err) = run(&["mcp", "--print-config", "cursor", "--install"]);
+    assert_ne!(code, Some(0));
+    assert!(
+        err.contains("mcp.json") && err.contains("nothing was written"),
+        "{err}"
+    );
+    assert_eq!(std::fs::read_to_string(&cursor).unwrap(), "{ half a file");
+    // --install without --print-config is a usage error.
+    let (code, _, _) = run(&["mcp", "--install"]);
+    assert_ne!(code, Some(0));
+}
+
 /// A global config works from anywhere: the command and arguments the
 /// Codex snippet names, started in another directory (as a client starts
 /// it), serve this project's memory.

@@ -1,11 +1,12 @@
 //! `wo mcp` (the MCP face in `wo-mcp`, over stdio) and `wo agents-md`.
 
+use std::path::Path;
 use std::process::ExitCode;
 
 use anyhow::{Context as _, Result};
-use wo_mcp::config::{Client, snippet, update_agents_md};
+use wo_mcp::config::{Client, install, install_path, snippet, update_agents_md};
 
-use super::{open_options, state_path};
+use super::{open_options, state_dir, state_path};
 use crate::cli::{AgentsMdArgs, GlobalOpts, McpArgs, McpClient};
 
 pub fn run(g: &GlobalOpts, args: McpArgs) -> Result<ExitCode> {
@@ -26,6 +27,9 @@ pub fn run(g: &GlobalOpts, args: McpArgs) -> Result<ExitCode> {
             .unwrap_or_else(|| "wo".to_owned());
         let state = state_path(g)?;
         let state = std::path::absolute(&state).unwrap_or(state);
+        if args.install {
+            return install_config(client, &exe, &state, args.allow_write);
+        }
         eoutln!("# {}", client.file());
         if !state.exists() {
             eoutln!(
@@ -45,6 +49,62 @@ pub fn run(g: &GlobalOpts, args: McpArgs) -> Result<ExitCode> {
     // stdout is the protocol channel: nothing else may be printed there.
     let rt = super::session::runtime()?;
     rt.block_on(wo_mcp::serve_stdio(opts))?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `--print-config CLIENT --install`: the snippet merged into the client's
+/// own file; the file's other servers and settings are kept, and a file
+/// that cannot be read as the client reads it is left alone.
+fn install_config(client: Client, exe: &str, state: &Path, allow_write: bool) -> Result<ExitCode> {
+    let home = std::env::var_os("HOME").map(std::path::PathBuf::from);
+    let project = state_dir(state);
+    let path = match (client, home) {
+        (Client::Codex | Client::Cursor, None) => {
+            anyhow::bail!(
+                "HOME is not set, so the global configuration file is unknown\nhint: leave out --install and paste the snippet yourself"
+            )
+        }
+        (_, home) => install_path(client, &project, &home.unwrap_or_default()),
+    };
+    // Never through a link: a link to a file elsewhere would be replaced
+    // by a regular file.
+    let existing =
+        match wo_durable::project::read_regular_string(&path, super::MAX_PROJECT_TEXT_BYTES) {
+            Ok(t) => t,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => String::new(),
+            Err(e) => anyhow::bail!(
+                "{}: cannot read it: {e}\nnothing was written",
+                path.display()
+            ),
+        };
+    let updated = install(client, &existing, exe, Some(state), allow_write).map_err(|e| {
+        anyhow::anyhow!(
+            "{}: {e}\nnothing was written; fix the file, or leave out --install and paste the snippet yourself",
+            path.display()
+        )
+    })?;
+    if updated == existing {
+        outln!("{} is up to date", path.display());
+        return Ok(ExitCode::SUCCESS);
+    }
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir)
+            .with_context(|| format!("{}: cannot create it", dir.display()))?;
+    }
+    wo_store::durable::write_atomic(&path, &[updated.as_bytes()])
+        .with_context(|| format!("{}: cannot write", path.display()))?;
+    outln!(
+        "{} the wikioracle server in {} — {}; restart the client",
+        if existing.is_empty() { "added" } else { "set" },
+        path.display(),
+        client.file()
+    );
+    if !state.exists() {
+        eoutln!(
+            "note: {} does not exist yet; `wo init` creates it",
+            state.display()
+        );
+    }
     Ok(ExitCode::SUCCESS)
 }
 
