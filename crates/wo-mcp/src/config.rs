@@ -63,7 +63,9 @@ pub fn install_path(client: Client, project: &Path, home: &Path) -> std::path::P
 
 /// `existing` (the text of `client`'s configuration file; empty when there
 /// is none) with its `wikioracle` server set to what [`snippet`] prints;
-/// every other server and setting is kept as it was. Errors, naming what
+/// every other server and setting is kept as it was (TOML with its
+/// comments and order; JSON re-serialised, its keys sorted, as
+/// `serde_json` writes them here). Errors, naming what
 /// is wrong, when the file is not what the client reads (nothing is
 /// guessed).
 pub fn install(
