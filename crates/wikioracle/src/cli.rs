@@ -251,9 +251,11 @@ The API is described at /api/openapi.json.")]
     #[command(after_help = "Examples:\n  \
 wo mcp                              serve ./llm.json (read-only) on stdin/stdout; a client starts this\n  \
 wo mcp --allow-write                also let clients remember, resolve efforts and log exchanges\n  \
-wo mcp --print-config claude        the snippet for .mcp.json (also: codex, cursor, vscode)\n\n\
+wo mcp --print-config claude        the snippet for .mcp.json (also: codex, cursor, vscode)\n  \
+wo mcp --print-config codex --install   add it to ~/.codex/config.toml, keeping everything else\n\n\
 Tools: context, search, read, recent; with --allow-write: remember, resolve, log_exchange.\n\
-Resources: wikioracle://context, wikioracle://llm.md. Writes record the client's name in x_provenance.")]
+Resources: wikioracle://context, wikioracle://llm.md, wikioracle://memory/{id}, wikioracle://message/{id}.\n\
+Prompts: recall, open_efforts. Writes record the client's name in x_provenance.")]
     Mcp(McpArgs),
     /// Write or update the WikiOracle section of AGENTS.md (or CLAUDE.md) for coding agents.
     #[command(after_help = "Examples:\n  \
@@ -294,6 +296,10 @@ pub struct McpArgs {
     /// Print the configuration snippet for this client instead of serving.
     #[arg(long, value_name = "CLIENT")]
     pub print_config: Option<McpClient>,
+    /// With --print-config: write the snippet into the client's own file instead (the project's
+    /// .mcp.json or .vscode/mcp.json, ~/.codex/config.toml, ~/.cursor/mcp.json), keeping the rest.
+    #[arg(long, requires = "print_config")]
+    pub install: bool,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]

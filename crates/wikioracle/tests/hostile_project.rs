@@ -302,14 +302,16 @@ fn error_code(v: &Value) -> i64 {
 fn mcp_stdio_answers_malformed_lines_and_lives_on() {
     let h = Hostile::new();
     let mut mcp = Mcp::start(h.p.cmd(&["mcp"]).current_dir(&h.root));
-    // Before the handshake: answered, not fatal.
+    // Before the handshake: answered, not fatal (a request without the
+    // handshake or 2026-07-28's per-request metadata is invalid).
     mcp.send("garbage before anything");
     assert_eq!(error_code(&mcp.answer()), -32700);
     mcp.send(r#"{"jsonrpc":"2.0","id":"early","method":"tools/list"}"#);
     let early = mcp.answer();
     assert_eq!(
         (early["id"].clone(), error_code(&early)),
-        (json!("early"), -32600)
+        (json!("early"), -32602),
+        "{early}"
     );
     mcp.handshake();
     let deep = format!("{}{}", "[".repeat(200_000), "]".repeat(200_000));

@@ -1,10 +1,14 @@
 //! `wo mcp` driven by a real client — the official Python MCP SDK over
-//! stdio (`tests/mcp/client.py`): every tool, the resources, refusals
-//! without `--allow-write`, bad arguments (clear errors, the file byte for
-//! byte unchanged), and concurrent writers — MCP `remember` while `wo ask` and
-//! `wo truth add` write (nothing lost). Also `wo mcp
-//! --print-config` (each snippet parses in its client's format) and
-//! `wo agents-md` (written, then updated in place).
+//! stdio and streamable HTTP (`tests/mcp/client.py`), on both generations
+//! of the protocol (the `initialize` handshake, and 2026-07-28's
+//! `server/discover` with self-contained requests): every tool with its
+//! structured result checked against its `outputSchema`, annotations, the
+//! resources and prompts, a read-only server listing only read tools,
+//! bad arguments (clear errors, the file byte for byte unchanged), and
+//! concurrent writers — MCP `remember` while `wo ask` and `wo truth add`
+//! write (nothing lost). Also `wo mcp --print-config` (each snippet parses
+//! in its client's format and names the state file absolutely) and `wo
+//! agents-md` (written, then updated in place).
 
 mod common;
 
@@ -20,10 +24,21 @@ fn client_script() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/mcp/client.py")
 }
 
+/// The protocol generations the Python client is run in: `legacy` (the
+/// `initialize` handshake) and `auto` (`server/discover`, then
+/// 2026-07-28).
+const MODES: [&str; 2] = ["legacy", "auto"];
+
 /// Runs the Python client's `scenario` against `wo mcp` in `p`; its JSON.
 fn drive(p: &Project, scenario: &str, extra: &[&str]) -> Value {
+    drive_in(p, "legacy", scenario, extra)
+}
+
+/// [`drive`] in protocol `mode`.
+fn drive_in(p: &Project, mode: &str, scenario: &str, extra: &[&str]) -> Value {
     let out = Command::new(python())
         .arg(client_script())
+        .env("MCP_MODE", mode)
         .arg(wo_bin())
         .arg(p.path())
         .arg(scenario)
@@ -82,12 +97,77 @@ fn assert_only_reads(ro: &Value, hint: &str, fact: &str) {
             ro[tool]
         );
     }
-    assert_eq!(ok_json(&ro["read_truth"], "reads still work")["id"], fact);
+    assert_eq!(
+        ok_json(&ro["read_truth"], "reads still work")["item"]["id"],
+        fact
+    );
 }
 
+/// A successful call's structured result, which the client checked
+/// against the tool's `outputSchema`; its text content is the same JSON.
 fn ok_json(v: &Value, what: &str) -> Value {
     assert_eq!(v["ok"], true, "{what}: {v}");
-    serde_json::from_str(v["text"].as_str().unwrap()).unwrap()
+    assert!(v.get("schema_error").is_none(), "{what}: {v}");
+    let text: Value = serde_json::from_str(v["text"].as_str().unwrap()).unwrap();
+    assert_eq!(
+        text, v["structured"],
+        "{what}: text and structured content agree"
+    );
+    v["structured"].clone()
+}
+
+/// The tools listed: names in order, each described, with an input and an
+/// output schema and all four annotations.
+fn check_tools(out: &Value, expected: &[&str]) {
+    assert_eq!(out["tool_order"], serde_json::json!(expected), "{out}");
+    for (name, t) in out["tools"].as_object().unwrap() {
+        assert!(
+            t["description"].as_str().is_some_and(|d| d.len() > 20),
+            "{name} has no description"
+        );
+        assert_eq!(t["schema"]["type"], "object", "{name}'s input schema");
+        assert_eq!(
+            t["output_schema"]["type"], "object",
+            "{name}'s output schema"
+        );
+        let a = &t["annotations"];
+        for hint in [
+            "readOnlyHint",
+            "destructiveHint",
+            "idempotentHint",
+            "openWorldHint",
+        ] {
+            assert!(a[hint].is_boolean(), "{name} lacks {hint}: {a}");
+        }
+        assert_eq!(a["destructiveHint"], false, "{name}: nothing is deleted");
+        assert_eq!(
+            a["openWorldHint"], false,
+            "{name}: memory is a closed world"
+        );
+        let writes = ["log_exchange", "remember", "resolve"].contains(&name.as_str());
+        assert_eq!(a["readOnlyHint"], !writes, "{name}");
+    }
+}
+
+const ALL_TOOLS: [&str; 7] = [
+    "context",
+    "log_exchange",
+    "read",
+    "recent",
+    "remember",
+    "resolve",
+    "search",
+];
+const READ_TOOLS: [&str; 4] = ["context", "read", "recent", "search"];
+
+/// The ids of a page's items.
+fn ids(page: &Value) -> Vec<&str> {
+    page["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|i| i["id"].as_str())
+        .collect()
 }
 
 #[test]
@@ -95,9 +175,12 @@ fn every_tool_works_through_the_python_sdk() {
     if !heavy(&[Need::PythonMcp]) {
         return;
     }
-    let (p, fact) = project_with_fact();
-    let out = drive(&p, "full", &["m_none", &fact]);
-    check_full_scenario(&p, &fact, &out);
+    for (mode, protocol) in MODES.into_iter().zip(["2025-11-25", "2026-07-28"]) {
+        let (p, fact) = project_with_fact();
+        let out = drive_in(&p, mode, "full", &["m_none", &fact]);
+        assert_eq!(out["protocol"], protocol, "{mode}");
+        check_full_scenario(&p, &fact, &out);
+    }
 }
 
 /// What the `full` scenario must have seen and left in the file, whatever
@@ -105,71 +188,99 @@ fn every_tool_works_through_the_python_sdk() {
 fn check_full_scenario(p: &Project, fact: &str, out: &Value) {
     let fact = fact.to_owned();
     assert_eq!(out["server"], "wikioracle");
-    let tools = out["tools"].as_object().unwrap();
-    let mut names: Vec<&str> = tools.keys().map(String::as_str).collect();
-    names.sort();
+    check_tools(out, &ALL_TOOLS);
     assert_eq!(
-        names,
-        [
-            "context",
-            "log_exchange",
-            "read",
-            "recent",
-            "remember",
-            "resolve",
-            "search"
-        ]
-    );
-    for (name, t) in tools {
-        assert!(
-            t["description"].as_str().is_some_and(|d| d.len() > 20),
-            "{name} has no description"
-        );
-        assert_eq!(t["schema"]["type"], "object", "{name}'s schema");
-    }
-    assert!(
-        tools["remember"]["schema"]["required"]
-            .as_array()
-            .unwrap()
-            .contains(&Value::from("certainty"))
+        out["tools"]["remember"]["schema"]["required"],
+        serde_json::json!(["content"]),
+        "remember needs only the text"
     );
 
     let search = ok_json(&out["search"], "search");
-    assert_eq!(search["truth"][0]["id"], fact.as_str());
+    assert_eq!(search["items"][0]["id"], fact.as_str());
+    assert_eq!(search["items"][0]["kind"], "memory");
+    assert_eq!(
+        search["items"][0]["uri"],
+        format!("wikioracle://memory/{fact}")
+    );
+    if out["protocol"] != "2025-03-26" {
+        assert!(
+            out["search"]["links"]
+                .as_array()
+                .unwrap()
+                .contains(&Value::from(format!("wikioracle://memory/{fact}"))),
+            "search results link their resources: {}",
+            out["search"]
+        );
+    }
     let filtered = ok_json(&out["search_truth_only"], "search with filters");
-    assert_eq!(filtered["truth"][0]["id"], fact.as_str());
-    assert_eq!(filtered["messages"], Value::Array(vec![]));
+    assert_eq!(ids(&filtered), [fact.as_str()]);
     let ctx = ok_json(&out["context"], "context");
     assert_eq!(ctx["budget"], 2000);
+    assert!(ctx["tokens"].as_u64().unwrap() <= 2000);
     assert!(
-        ctx["parts"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .any(|part| part["id"] == fact.as_str()),
+        ids(&ctx).contains(&fact.as_str()),
         "the relevant fact is in the context: {ctx}"
     );
+    assert!(
+        !ctx.to_string().contains("helpful assistant"),
+        "no chat persona: {ctx}"
+    );
     let recent = ok_json(&out["recent"], "recent");
-    assert_eq!(recent["truth"][0]["id"], fact.as_str());
+    assert_eq!(recent["items"][0]["id"], fact.as_str());
+    // Paging by one: the second page follows the first.
+    let page1 = ok_json(&out["recent_page1"], "recent, page 1");
+    let page2 = ok_json(&out["recent_page2"], "recent, page 2");
+    assert_eq!(page1["items"].as_array().unwrap().len(), 1);
+    assert_ne!(ids(&page1), ids(&page2));
 
-    let effort = ok_json(&out["remember"], "remember")["added"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let remembered = ok_json(&out["remember"], "remember");
+    let effort = remembered["added"].as_str().unwrap().to_owned();
+    assert_eq!(remembered["title"], "Deploys happen on Fridays");
+    let minimal = ok_json(&out["remember_minimal"], "remember with only content");
+    assert_eq!(
+        minimal["title"], "The staging server is called tuatara",
+        "the title is the content's first sentence"
+    );
     assert_eq!(
         ok_json(&out["resolve"], "resolve")["resolved"],
         effort.as_str()
     );
     let logged = ok_json(&out["log_exchange"], "log_exchange");
     let read_msg = ok_json(&out["read_message"], "read a message");
-    assert_eq!(read_msg["id"], logged["question"]);
-    assert_eq!(read_msg["text"], "What is the wombat's diet?");
+    assert_eq!(read_msg["item"]["id"], logged["question"]);
+    assert_eq!(read_msg["item"]["text"], "What is the wombat's diet?");
     let read_truth = ok_json(&out["read_truth"], "read truth by prefix");
-    assert_eq!(read_truth["id"], effort.as_str());
+    assert_eq!(read_truth["item"]["id"], effort.as_str());
+    assert_eq!(read_truth["record"]["status"], "resolved");
     assert_eq!(
         out["resources"],
         serde_json::json!(["wikioracle://context"]),
         "no directory index here, so no llm.md"
+    );
+    assert_eq!(
+        out["templates"],
+        serde_json::json!(["wikioracle://memory/{id}", "wikioracle://message/{id}"])
+    );
+    assert_eq!(
+        out["resource_memory"],
+        "Kangaroos live in Australia\n\nThe kangaroo habitat is grassland"
+    );
+    assert_eq!(
+        out["prompts"],
+        serde_json::json!(["recall", "open_efforts"])
+    );
+    assert!(
+        out["prompt_recall"].as_str().unwrap().contains(&fact),
+        "{}",
+        out["prompt_recall"]
+    );
+    assert!(
+        out["prompt_efforts"]
+            .as_str()
+            .unwrap()
+            .contains("no open efforts"),
+        "the one effort was resolved: {}",
+        out["prompt_efforts"]
     );
 
     // What the file now holds: written through the store, with provenance.
@@ -183,6 +294,15 @@ fn check_full_scenario(p: &Project, fact: &str, out: &Value) {
     let prov = e.extra["x_provenance"].to_value();
     assert_eq!(prov["by"], "pytest-agent");
     assert_eq!(prov["resolved_by"], "pytest-agent");
+    let m = s
+        .truth
+        .trust
+        .iter()
+        .find(|t| t.id == minimal["added"].as_str().unwrap())
+        .unwrap();
+    assert_eq!(m.kind, Some(TruthKind::Note), "the default kind");
+    assert_eq!(m.certainty, 0.7, "the default certainty, as `wo truth add`");
+    assert_eq!(m.tags, None);
     let q = s.message(logged["question"].as_str().unwrap()).unwrap();
     let a = s.message(logged["answer"].as_str().unwrap()).unwrap();
     assert_eq!(a.parent.as_deref(), Some(q.id.as_str()));
@@ -191,10 +311,116 @@ fn check_full_scenario(p: &Project, fact: &str, out: &Value) {
     p.ok(&["validate", "llm.json"]);
 }
 
+/// Runs the TypeScript SDK's client (`tests/mcp-node/client.mjs`) against
+/// `target` (the `wo` binary, or `/mcp`'s URL) in `scenario`; its JSON.
+fn drive_node(target: &str, place: &str, scenario: &str) -> Value {
+    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../tests/mcp-node/client.mjs");
+    let out = Command::new("node")
+        .arg(script)
+        .arg(target)
+        .arg(place)
+        .arg(scenario)
+        .env_remove("WO_STATE")
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "node client {scenario} failed: {stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_str(stdout.trim()).unwrap_or_else(|e| panic!("{e}: {stdout}"))
+}
+
+/// What the TypeScript client must have seen: the tools (annotated, with
+/// an output schema), each call's structured result (the SDK checked it
+/// against the schema), bad arguments refused as tool errors.
+fn check_node(out: &Value, tools: &[&str]) {
+    assert_eq!(out["server"], "wikioracle");
+    let listed: Vec<&str> = out["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(listed, tools);
+    for t in out["tools"].as_array().unwrap() {
+        assert_eq!(t["hasOutputSchema"], true, "{t}");
+        assert!(t["annotations"]["readOnlyHint"].is_boolean(), "{t}");
+    }
+    for (name, call) in out["calls"].as_object().unwrap() {
+        assert_eq!(call["ok"], true, "{name}: {call}");
+        assert!(call["structured"].is_object(), "{name}: {call}");
+    }
+    assert_eq!(out["calls"].as_object().unwrap().len(), tools.len());
+    for (call, r) in out["bad"].as_object().unwrap() {
+        assert_eq!(r["ok"], false, "{call}: {r}");
+        assert!(
+            !r["text"].as_str().unwrap().starts_with("threw"),
+            "{call}: {r}"
+        );
+    }
+    assert_eq!(
+        out["templates"],
+        serde_json::json!(["wikioracle://memory/{id}", "wikioracle://message/{id}"])
+    );
+    assert_eq!(
+        out["prompts"],
+        serde_json::json!(["recall", "open_efforts"])
+    );
+}
+
+#[test]
+fn every_tool_works_through_the_typescript_sdk() {
+    if !heavy(&[Need::NodeMcp]) {
+        return;
+    }
+    // Over stdio: read-only lists and calls only read tools, and writes nothing.
+    let (p, _) = project_with_fact();
+    let before = std::fs::read(p.state_path()).unwrap();
+    let wo = wo_bin().display().to_string();
+    let place = p.path().display().to_string();
+    check_node(&drive_node(&wo, &place, "readonly"), &READ_TOOLS);
+    assert_eq!(std::fs::read(p.state_path()).unwrap(), before);
+    // With --allow-write: `remember` with only its content, the others too.
+    check_node(&drive_node(&wo, &place, "write"), &ALL_TOOLS);
+    let s = p.state();
+    let numbat = s
+        .truth
+        .trust
+        .iter()
+        .find(|t| t.title == "The build server is called numbat")
+        .expect("remembered with only its content");
+    assert_eq!(numbat.extra["x_provenance"].to_value()["by"], "node-agent");
+    assert!(
+        !s.truth.trust.iter().any(|t| t.title == "x"),
+        "a refused call writes nothing"
+    );
+    p.ok(&["validate", "llm.json"]);
+
+    // Over streamable HTTP on `wo serve`.
+    let (p, _) = project_with_fact();
+    let server = Serving::start(&p, &p.write_config(""), &["--mcp-allow-write"]);
+    let url = format!("{}/mcp", server.base());
+    check_node(&drive_node(&url, &server.token, "write"), &ALL_TOOLS);
+    let (p, _) = project_with_fact();
+    let before = std::fs::read(p.state_path()).unwrap();
+    let server = Serving::start(&p, &p.write_config(""), &[]);
+    let url = format!("{}/mcp", server.base());
+    check_node(&drive_node(&url, &server.token, "readonly"), &READ_TOOLS);
+    assert_eq!(std::fs::read(p.state_path()).unwrap(), before);
+}
+
 /// Runs the Python client's `scenario` against `wo serve`'s `/mcp`.
 fn drive_http(server: &Serving, scenario: &str, extra: &[&str]) -> Value {
+    drive_http_in(server, "legacy", scenario, extra)
+}
+
+/// [`drive_http`] in protocol `mode`.
+fn drive_http_in(server: &Serving, mode: &str, scenario: &str, extra: &[&str]) -> Value {
     let out = Command::new(python())
         .arg(client_script())
+        .env("MCP_MODE", mode)
         .arg(format!("{}/mcp", server.base()))
         .arg(&server.token)
         .arg(scenario)
@@ -221,10 +447,15 @@ fn every_tool_works_over_streamable_http_on_wo_serve() {
     if !heavy(&[Need::PythonMcp]) {
         return;
     }
+    for (mode, protocol) in MODES.into_iter().zip(["2025-11-25", "2026-07-28"]) {
+        let (p, fact) = project_with_fact();
+        let server = Serving::start(&p, &p.write_config(""), &["--mcp-allow-write"]);
+        let out = drive_http_in(&server, mode, "full", &["m_none", &fact]);
+        assert_eq!(out["protocol"], protocol, "{mode}");
+        check_full_scenario(&p, &fact, &out);
+    }
     let (p, fact) = project_with_fact();
     let server = Serving::start(&p, &p.write_config(""), &["--mcp-allow-write"]);
-    let out = drive_http(&server, "full", &["m_none", &fact]);
-    check_full_scenario(&p, &fact, &out);
 
     // Bad arguments: clear errors, nothing written.
     let before = std::fs::read(p.state_path()).unwrap();
@@ -234,6 +465,7 @@ fn every_tool_works_over_streamable_http_on_wo_serve() {
         &[
             ("certainty", "certainty: 1.5 is outside 0..=1"),
             ("kind", "unknown variant `rumour`"),
+            ("missing", "missing field `content`"),
             ("unknown_field", "unknown field `colour`"),
             ("log_empty", "question: must not be empty"),
         ],
@@ -284,8 +516,11 @@ fn wo_serve_refuses_mcp_writes_without_its_flag() {
     let (p, fact) = project_with_fact();
     let before = std::fs::read(p.state_path()).unwrap();
     let server = Serving::start(&p, &p.write_config(""), &[]);
-    let ro = drive_http(&server, "readonly", &["m_none", &fact]);
-    assert_only_reads(&ro, "wo serve --mcp-allow-write", &fact);
+    for mode in MODES {
+        let ro = drive_http_in(&server, mode, "readonly", &["m_none", &fact]);
+        check_tools(&ro, &READ_TOOLS);
+        assert_only_reads(&ro, "wo serve --mcp-allow-write", &fact);
+    }
     assert_eq!(std::fs::read(p.state_path()).unwrap(), before);
 }
 
@@ -297,11 +532,14 @@ fn writes_are_refused_without_allow_write_and_bad_arguments_write_nothing() {
     let (p, fact) = project_with_fact();
     let before = std::fs::read(p.state_path()).unwrap();
 
-    let ro = drive(&p, "readonly", &["m_none", &fact]);
-    assert_only_reads(&ro, "--allow-write", &fact);
-    assert_eq!(std::fs::read(p.state_path()).unwrap(), before);
+    for mode in MODES {
+        let ro = drive_in(&p, mode, "readonly", &["m_none", &fact]);
+        check_tools(&ro, &READ_TOOLS);
+        assert_only_reads(&ro, "--allow-write", &fact);
+        assert_eq!(std::fs::read(p.state_path()).unwrap(), before);
+    }
 
-    let bad = drive(&p, "bad", &[&fact]);
+    let bad = drive_in(&p, "auto", "bad", &[&fact]);
     assert_refused(
         &bad["bad"],
         &[
@@ -309,8 +547,11 @@ fn writes_are_refused_without_allow_write_and_bad_arguments_write_nothing() {
             ("kind", "unknown variant `rumour`"),
             ("missing", "missing field `content`"),
             ("empty_title", "title: must not be empty"),
+            ("empty_content", "content: must not be empty"),
             ("unknown_field", "unknown field `colour`"),
             ("limit", "limit: 0 is outside 1..=100"),
+            ("budget", "budget: 5 is outside 100..=100000"),
+            ("cursor", "cursor: \"not-a-cursor\" is not a cursor"),
             ("read_missing", "t_ffffffffffffffff"),
             ("resolve_not_effort", "not an effort"),
             ("log_empty", "question: must not be empty"),
@@ -456,17 +697,165 @@ fn print_config_snippets_parse_in_each_clients_format() {
             assert_eq!(server["type"], "stdio");
         }
     }
-    let out = p.ok(&["mcp", "--print-config", "codex"]);
-    let doc: toml_edit::DocumentMut = out.parse().unwrap_or_else(|e| panic!("{e}\n{out}"));
+    // A global config names the state file absolutely (the client starts
+    // the server from a directory of its own), and says it is global.
+    p.ok(&["init", "."]);
+    let r = p.run(&["mcp", "--print-config", "codex"]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert!(r.stderr.contains("global"), "{}", r.stderr);
+    let doc: toml_edit::DocumentMut = r
+        .stdout
+        .parse()
+        .unwrap_or_else(|e| panic!("{e}\n{}", r.stdout));
     let server = &doc["mcp_servers"]["wikioracle"];
     assert_eq!(server["command"].as_str(), Some(wo_bin().to_str().unwrap()));
-    let args = server["args"].as_array().unwrap();
-    assert_eq!(args.len(), 1);
-    assert_eq!(args.get(0).unwrap().as_str(), Some("mcp"));
+    let args: Vec<&str> = server["args"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a.as_str().unwrap())
+        .collect();
+    assert_eq!(args[..2], ["mcp", "--state"]);
+    assert_eq!(
+        std::fs::canonicalize(args[2]).unwrap(),
+        std::fs::canonicalize(p.state_path()).unwrap()
+    );
+    assert_eq!(args.len(), 3);
+    for client in ["claude", "cursor", "vscode"] {
+        let r = p.run(&["mcp", "--print-config", client]);
+        assert!(r.stderr.contains("scope"), "{client}: {}", r.stderr);
+    }
 
     let bad = p.run(&["mcp", "--print-config", "emacs"]);
     assert_ne!(bad.code, 0);
     bad.says(&["emacs", "claude"]);
+}
+
+/// `--install` writes the snippet into the client's own file, keeping the
+/// rest of it; a file it cannot read is left as it was.
+#[test]
+fn install_merges_the_snippet_into_each_clients_file() {
+    let p = Project::new();
+    p.ok(&["init", "."]);
+    let home = tempfile::tempdir().unwrap();
+    let run = |args: &[&str]| {
+        let out = p.cmd(args).env("HOME", home.path()).output().unwrap();
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    let codex = home.path().join(".codex/config.toml");
+    std::fs::create_dir_all(codex.parent().unwrap()).unwrap();
+    std::fs::write(
+        &codex,
+        "model = \"o3\"\n\n[mcp_servers.other]\ncommand = \"x\"\n",
+    )
+    .unwrap();
+    let (code, out, err) = run(&["mcp", "--print-config", "codex", "--install"]);
+    assert_eq!(code, Some(0), "{out}{err}");
+    assert!(out.contains("config.toml"), "{out}");
+    let doc: toml_edit::DocumentMut = std::fs::read_to_string(&codex).unwrap().parse().unwrap();
+    assert_eq!(doc["model"].as_str(), Some("o3"));
+    assert_eq!(doc["mcp_servers"]["other"]["command"].as_str(), Some("x"));
+    assert_eq!(
+        doc["mcp_servers"]["wikioracle"]["command"].as_str(),
+        Some(wo_bin().to_str().unwrap())
+    );
+    let (_, out, _) = run(&["mcp", "--print-config", "codex", "--install"]);
+    assert!(out.contains("up to date"), "{out}");
+
+    // The project's own files for Claude Code and VS Code.
+    for (client, file, key) in [
+        ("claude", ".mcp.json", "mcpServers"),
+        ("vscode", ".vscode/mcp.json", "servers"),
+    ] {
+        let (code, out, err) = run(&[
+            "mcp",
+            "--print-config",
+            client,
+            "--install",
+            "--allow-write",
+        ]);
+        assert_eq!(code, Some(0), "{client}: {out}{err}");
+        let v: Value =
+            serde_json::from_str(&std::fs::read_to_string(p.path().join(file)).unwrap()).unwrap();
+        assert_eq!(v[key]["wikioracle"]["args"][3], "--allow-write", "{client}");
+    }
+
+    // A file that is not JSON: refused by name, left byte for byte.
+    let cursor = home.path().join(".cursor/mcp.json");
+    std::fs::create_dir_all(cursor.parent().unwrap()).unwrap();
+    std::fs::write(&cursor, "{ half a file").unwrap();
+    let (code, _, err) = run(&["mcp", "--print-config", "cursor", "--install"]);
+    assert_ne!(code, Some(0));
+    assert!(
+        err.contains("mcp.json") && err.contains("nothing was written"),
+        "{err}"
+    );
+    assert_eq!(std::fs::read_to_string(&cursor).unwrap(), "{ half a file");
+    // --install without --print-config is a usage error.
+    let (code, _, _) = run(&["mcp", "--install"]);
+    assert_ne!(code, Some(0));
+}
+
+/// A global config works from anywhere: the command and arguments the
+/// Codex snippet names, started in another directory (as a client starts
+/// it), serve this project's memory.
+#[test]
+fn a_global_snippet_serves_the_project_from_any_directory() {
+    use std::io::{BufRead, Write};
+    let (p, fact) = project_with_fact();
+    let out = p.ok(&["mcp", "--print-config", "codex"]);
+    let doc: toml_edit::DocumentMut = out.parse().unwrap();
+    let server = &doc["mcp_servers"]["wikioracle"];
+    let command = server["command"].as_str().unwrap().to_owned();
+    let args: Vec<String> = server["args"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a.as_str().unwrap().to_owned())
+        .collect();
+    let elsewhere = tempfile::tempdir().unwrap();
+    let mut child = Command::new(command)
+        .args(&args)
+        .current_dir(elsewhere.path())
+        .env_remove("WO_STATE")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let mut lines = std::io::BufReader::new(child.stdout.take().unwrap()).lines();
+    let mut ask = |line: Value| -> Value {
+        writeln!(stdin, "{line}").unwrap();
+        stdin.flush().unwrap();
+        loop {
+            let answer: Value =
+                serde_json::from_str(&lines.next().expect("an answer").unwrap()).unwrap();
+            if answer.get("id") == line.get("id") {
+                return answer;
+            }
+        }
+    };
+    let init = ask(
+        serde_json::json!({"jsonrpc": "2.0", "id": 1, "method": "initialize",
+        "params": {"protocolVersion": "2025-11-25", "capabilities": {},
+            "clientInfo": {"name": "codex", "version": "1"}}}),
+    );
+    assert_eq!(init["result"]["serverInfo"]["name"], "wikioracle", "{init}");
+    let found = ask(
+        serde_json::json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+        "params": {"name": "search", "arguments": {"query": "kangaroo"}}}),
+    );
+    assert_eq!(
+        found["result"]["structuredContent"]["items"][0]["id"], fact,
+        "{found}"
+    );
+    let _ = child.kill();
+    let _ = child.wait();
 }
 
 #[test]
@@ -517,6 +906,12 @@ fn help_teaches_and_a_missing_state_file_is_named() {
     let r = p.run(&["mcp"]);
     assert_ne!(r.code, 0, "no llm.json: nothing to serve");
     r.says(&["llm.json", "wo init"]);
+    assert_eq!(
+        r.stderr.matches("hint:").count(),
+        1,
+        "one hint, not two: {}",
+        r.stderr
+    );
     assert!(
         r.stdout.is_empty(),
         "stdout is the protocol channel: {}",
@@ -540,14 +935,20 @@ fn chunks_of_the_directory_index_are_searched_read_and_described() {
     p.ok(&["index"]);
     let out = drive(&p, "index", &[]);
     let search = ok_json(&out["search"], "search chunks");
-    let hit = &search["chunks"][0];
+    let hit = &search["items"][0];
+    assert_eq!(hit["kind"], "chunk");
     assert_eq!(hit["path"], "docs/wombat.md");
     let read = ok_json(&out["read_chunk"], "read chunk:<id>");
-    assert_eq!(read["id"], hit["read_id"]);
-    assert!(read["content"].as_str().unwrap().contains("strong claws"));
+    assert_eq!(read["item"]["id"], hit["id"]);
+    assert!(
+        read["item"]["text"]
+            .as_str()
+            .unwrap()
+            .contains("strong claws")
+    );
     assert_eq!(
-        ok_json(&out["read_ref"], "read c0001")["id"],
-        hit["read_id"]
+        ok_json(&out["read_ref"], "read c0001")["item"]["id"],
+        hit["id"]
     );
     assert_eq!(out["bad_chunk_kind"]["ok"], false);
     assert!(

@@ -28,8 +28,11 @@
 //!   retrieval (marked, never deleted) and stay searchable on request.
 //! * [`memory`] — memory by conclusions: validated operations on truth with
 //!   provenance, the per-exchange journal and undo, one interpreter call.
+//! * [`agent`] — what a coding agent is handed (MCP's search, recent and
+//!   context): items paged by a token budget and a cursor.
 //! * [`synopsis`] — drafting the context synopsis from the index catalog.
 
+pub mod agent;
 pub mod archive;
 pub mod assemble;
 pub mod chat;

@@ -10,7 +10,7 @@
 use std::time::{Duration, Instant};
 
 use rmcp::ServiceExt;
-use rmcp::model::CallToolRequestParam;
+use rmcp::model::CallToolRequestParams;
 use wo_format::{Message, State, Timestamp, TruthEntry};
 use wo_mcp::{McpOptions, WikiOracleMcp};
 use wo_store::{OpenOptions, Store};
@@ -119,10 +119,10 @@ fn main() {
             for _ in 0..repeat {
                 let t = Instant::now();
                 let r = client
-                    .call_tool(CallToolRequestParam {
-                        name: tool.into(),
-                        arguments: args.as_object().cloned(),
-                    })
+                    .call_tool(
+                        CallToolRequestParams::new(tool)
+                            .with_arguments(args.as_object().cloned().unwrap_or_default()),
+                    )
                     .await
                     .unwrap();
                 times.push(t.elapsed());

@@ -9,15 +9,17 @@
 //! client expects (-32700 parse error, -32600 invalid request, -32601 method
 //! not found, -32602 invalid params) and the next line is read.
 //! Notifications and responses that cannot be taken are dropped (JSON-RPC
-//! never answers a notification). Before the handshake is done, only its
-//! two messages are handed on (rmcp ends the session on anything else then);
-//! a ping is answered here, other requests with an error saying to
-//! initialise first.
+//! never answers a notification). Before a session has begun, only
+//! requests are handed on (rmcp answers `ping`, `server/discover` and a
+//! request whose `_meta` is incomplete, and begins the session at
+//! `initialize` or at the first self-contained 2026-07-28 request); a
+//! notification or response then would end the session in rmcp and is
+//! dropped here.
 
 use std::sync::Arc;
 
 use rmcp::RoleServer;
-use rmcp::model::{ClientNotification, ClientRequest, JsonRpcMessage};
+use rmcp::model::{ClientRequest, GetMeta, JsonRpcMessage, ProtocolVersion};
 use rmcp::service::{RxJsonRpcMessage, TxJsonRpcMessage};
 use rmcp::transport::Transport;
 use serde_json::{Value, json};
@@ -41,6 +43,14 @@ const INVALID_PARAMS: i64 = -32602;
 const CLIENT_METHODS: &[&str] = &[
     "ping",
     "initialize",
+    "server/discover",
+    "subscriptions/listen",
+    "tasks/get",
+    "tasks/update",
+    "tasks/cancel",
+    "skills/list",
+    "skills/get",
+    "resources/directory/read",
     "completion/complete",
     "logging/setLevel",
     "prompts/get",
@@ -54,16 +64,34 @@ const CLIENT_METHODS: &[&str] = &[
     "tools/list",
 ];
 
-/// Where the session is in MCP's handshake (rmcp ends it on anything but
-/// the expected message before it is done).
+/// Whether rmcp has begun the session (before, it ends it on any message
+/// but a request).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Phase {
-    /// Waiting for `initialize`.
+    /// Waiting for `initialize` or a self-contained request.
     Initialize,
-    /// `initialize` handed on; waiting for `notifications/initialized`.
-    Initialized,
-    /// Handshake done: every message rmcp can decode is handed on.
+    /// Begun: every message rmcp can decode is handed on.
     Running,
+}
+
+/// Whether rmcp begins the session at this request (it answers the others
+/// and waits on): `initialize`, or a request other than `ping` and
+/// `server/discover` whose `_meta` carries everything its protocol version
+/// requires, for a version the server supports (2026-07-28's stateless
+/// requests).
+fn begins_session(request: &ClientRequest) -> bool {
+    match request {
+        ClientRequest::InitializeRequest(_) => true,
+        ClientRequest::PingRequest(_) | ClientRequest::DiscoverRequest(_) => false,
+        other => {
+            let meta = other.get_meta();
+            meta.missing_required_keys(&ProtocolVersion::V_2026_07_28)
+                .is_empty()
+                && meta
+                    .protocol_version()
+                    .is_some_and(|v| ProtocolVersion::KNOWN_VERSIONS.contains(&v))
+        }
+    }
 }
 
 /// What to do with one line.
@@ -100,43 +128,22 @@ fn judge(line: &[u8], phase: Phase) -> Verdict {
         Ok(message) => message,
         Err(typed) => return judge_undecodable(line, &typed),
     };
-    match (&message, phase) {
-        (_, Phase::Running) => Verdict::Pass(Box::new(message)),
-        (JsonRpcMessage::Request(r), Phase::Initialize)
-            if matches!(r.request, ClientRequest::InitializeRequest(_)) =>
-        {
-            Verdict::Pass(Box::new(message))
-        }
-        (JsonRpcMessage::Notification(n), Phase::Initialized)
-            if matches!(
-                n.notification,
-                ClientNotification::InitializedNotification(_)
-            ) =>
-        {
-            Verdict::Pass(Box::new(message))
-        }
-        // A ping may come before the handshake ends (MCP allows it; rmcp
-        // would end the session): answered here.
-        (JsonRpcMessage::Request(r), _) if matches!(r.request, ClientRequest::PingRequest(_)) => {
-            Verdict::Reply(json!({
-                "jsonrpc": "2.0",
-                "id": serde_json::to_value(&r.id).unwrap_or(Value::Null),
-                "result": {},
-            }))
-        }
-        (JsonRpcMessage::Request(r), _) => Verdict::Reply(error(
+    // A request for a method MCP has whose parameters do not fit it is
+    // decoded as a custom request, which rmcp would leave unanswered.
+    if let JsonRpcMessage::Request(r) = &message
+        && let ClientRequest::CustomRequest(custom) = &r.request
+        && CLIENT_METHODS.contains(&custom.method.as_str())
+    {
+        return Verdict::Reply(error(
             serde_json::to_value(&r.id).unwrap_or(Value::Null),
-            INVALID_REQUEST,
-            match phase {
-                Phase::Initialize => {
-                    format!("{}: send `initialize` first", r.request.method())
-                }
-                _ => format!(
-                    "{}: send `notifications/initialized` first",
-                    r.request.method()
-                ),
-            },
-        )),
+            INVALID_PARAMS,
+            format!("invalid params for {}", custom.method),
+        ));
+    }
+    match (&message, phase) {
+        (_, Phase::Running) | (JsonRpcMessage::Request(_), Phase::Initialize) => {
+            Verdict::Pass(Box::new(message))
+        }
         _ => Verdict::Ignore,
     }
 }
@@ -317,10 +324,11 @@ where
             };
             match verdict {
                 Verdict::Pass(message) => {
-                    self.phase = match (self.phase, &*message) {
-                        (Phase::Initialize, _) => Phase::Initialized,
-                        _ => Phase::Running,
-                    };
+                    if let JsonRpcMessage::Request(r) = &*message
+                        && begins_session(&r.request)
+                    {
+                        self.phase = Phase::Running;
+                    }
                     return Some(*message);
                 }
                 Verdict::Reply(answer) => {
@@ -366,11 +374,11 @@ mod tests {
             (r#"{"id":1,"method":"ping"}"#, INVALID_REQUEST),
             (r#"{"jsonrpc":"2.0","id":1}"#, INVALID_REQUEST),
             (
-                r#"{"jsonrpc":"2.0","id":7,"method":"no/such"}"#,
-                METHOD_NOT_FOUND,
+                r#"{"jsonrpc":"2.0","id":8,"method":"tools/call","params":42}"#,
+                INVALID_PARAMS,
             ),
             (
-                r#"{"jsonrpc":"2.0","id":8,"method":"tools/call","params":42}"#,
+                r#"{"jsonrpc":"2.0","id":8,"method":"tools/call","params":"nonsense"}"#,
                 INVALID_PARAMS,
             ),
         ] {
@@ -382,11 +390,20 @@ mod tests {
                 &line[..line.len().min(60)]
             );
         }
+        // A method rmcp does not know decodes as a custom request: rmcp
+        // answers it (-32601), as tests/stdio.rs checks.
         let v = judge(
             br#"{"jsonrpc":"2.0","id":"x","method":"no/such"}"#,
             Phase::Running,
         );
-        let Verdict::Reply(r) = v else { panic!() };
+        assert!(matches!(v, Verdict::Pass(_)), "{v:?}");
+        let v = judge(
+            br#"{"jsonrpc":"2.0","id":"x","method":"no/such","params":42}"#,
+            Phase::Running,
+        );
+        let Verdict::Reply(r) = v else {
+            panic!("{v:?}")
+        };
         assert_eq!(r["id"], "x");
         // Notifications and responses are never answered (a response rmcp
         // can decode is handed on: it drops one it did not ask for).
@@ -402,25 +419,50 @@ mod tests {
     }
 
     #[test]
-    fn the_handshake_comes_first() {
+    fn before_the_session_only_requests_are_handed_on() {
         let list = br#"{"jsonrpc":"2.0","id":1,"method":"tools/list"}"#;
-        assert_eq!(
-            reply_code(&judge(list, Phase::Initialize)),
-            Some(INVALID_REQUEST)
-        );
-        assert_eq!(
-            reply_code(&judge(list, Phase::Initialized)),
-            Some(INVALID_REQUEST)
-        );
+        assert!(matches!(judge(list, Phase::Initialize), Verdict::Pass(_)));
         assert!(matches!(judge(list, Phase::Running), Verdict::Pass(_)));
-        let ping = br#"{"jsonrpc":"2.0","id":"p","method":"ping"}"#;
-        match judge(ping, Phase::Initialize) {
-            Verdict::Reply(r) => assert_eq!(r, json!({"jsonrpc": "2.0", "id": "p", "result": {}})),
-            other => panic!("{other:?}"),
-        }
         let done = br#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#;
         assert!(matches!(judge(done, Phase::Initialize), Verdict::Ignore));
-        assert!(matches!(judge(done, Phase::Initialized), Verdict::Pass(_)));
+        assert!(matches!(judge(done, Phase::Running), Verdict::Pass(_)));
+        let response = br#"{"jsonrpc":"2.0","id":3,"result":{}}"#;
+        assert!(matches!(
+            judge(response, Phase::Initialize),
+            Verdict::Ignore
+        ));
+    }
+
+    fn request(line: &str) -> ClientRequest {
+        match serde_json::from_str::<RxJsonRpcMessage<RoleServer>>(line).unwrap() {
+            JsonRpcMessage::Request(r) => r.request,
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_session_begins_at_initialize_or_a_self_contained_request() {
+        let init = r#"{"jsonrpc":"2.0","id":0,"method":"initialize","params":{
+            "protocolVersion":"2025-03-26","capabilities":{},
+            "clientInfo":{"name":"c","version":"1"}}}"#;
+        assert!(begins_session(&request(init)));
+        for waits in [
+            r#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#,
+            r#"{"jsonrpc":"2.0","id":1,"method":"tools/list"}"#,
+            r#"{"jsonrpc":"2.0","id":2,"method":"server/discover","params":{"_meta":{
+                "io.modelcontextprotocol/protocolVersion":"2026-07-28",
+                "io.modelcontextprotocol/clientInfo":{"name":"c","version":"1"},
+                "io.modelcontextprotocol/clientCapabilities":{}}}}"#,
+            r#"{"jsonrpc":"2.0","id":3,"method":"tools/list","params":{"_meta":{
+                "io.modelcontextprotocol/protocolVersion":"2026-07-28"}}}"#,
+        ] {
+            assert!(!begins_session(&request(waits)), "{waits}");
+        }
+        let stateless = r#"{"jsonrpc":"2.0","id":4,"method":"tools/list","params":{"_meta":{
+            "io.modelcontextprotocol/protocolVersion":"2026-07-28",
+            "io.modelcontextprotocol/clientInfo":{"name":"c","version":"1"},
+            "io.modelcontextprotocol/clientCapabilities":{}}}}"#;
+        assert!(begins_session(&request(stateless)));
     }
 
     #[tokio::test]

@@ -17,13 +17,18 @@ use wo_format::xhtml::{ContentFormat, to_xhtml};
 use wo_format::{EffortStatus, Message, Role, Timestamp, TruthEdit, TruthEntry, TruthKind};
 use wo_store::Store;
 
+/// The certainty of a memory entry whose writer gives none (as `wo truth add`).
+pub const DEFAULT_CERTAINTY: f64 = 0.7;
+
 /// A change a client asked for, already parsed from its arguments.
 #[derive(Clone, Debug)]
 pub enum WriteOp {
     /// `remember`: adds a truth entry.
     Remember {
-        /// Its title; must not be blank.
-        title: String,
+        /// Its title; must not be blank. `None`: derived from the content
+        /// by the rule every message title follows
+        /// ([`wo_format::title::title_for`]).
+        title: Option<String>,
         /// Its content as Markdown (stored as sanitised XHTML); must not be blank.
         content: String,
         /// Fact, event, note or effort (an effort is opened).
@@ -68,12 +73,14 @@ pub fn apply(store: &mut Store, op: WriteOp, by: &str) -> Result<Value, String> 
             certainty,
             tags,
         } => {
-            let title = title.trim().to_owned();
-            if title.is_empty() {
-                return Err("title: must not be empty".into());
-            }
             if content.trim().is_empty() {
                 return Err("content: must not be empty".into());
+            }
+            let given = title.map(|t| t.trim().to_owned());
+            if given.as_deref() == Some("") {
+                return Err(
+                    "title: must not be empty (leave it out to derive one from the content)".into(),
+                );
             }
             if !(0.0..=1.0).contains(&certainty) {
                 return Err(format!("certainty: {certainty} is outside 0..=1"));
@@ -83,6 +90,9 @@ pub fn apply(store: &mut Store, op: WriteOp, by: &str) -> Result<Value, String> 
             }
             let content = to_xhtml(&content, ContentFormat::Markdown);
             check_size(store, "content", &content)?;
+            let title = given.unwrap_or_else(|| {
+                wo_format::title::title_for(&wo_format::xhtml::to_plain_text(&content))
+            });
             let mut entry = TruthEntry::new(title, now, certainty, content);
             entry.kind = Some(kind);
             if kind == TruthKind::Effort {
@@ -95,10 +105,10 @@ pub fn apply(store: &mut Store, op: WriteOp, by: &str) -> Result<Value, String> 
             // The rules the file is read with, and the bounds of every
             // field: a refused entry is never written.
             refuse_issues("", &records::new_truth_entry_issues(&entry, ""))?;
-            let id = entry.id.clone();
+            let (id, title) = (entry.id.clone(), entry.title.clone());
             store.try_transact(|s| {
                 if s.add_truth(entry) {
-                    Ok(json!({"added": id}))
+                    Ok(json!({"added": id, "title": title}))
                 } else {
                     Err(format!("{id}: an identical entry already exists"))
                 }
@@ -273,7 +283,7 @@ mod tests {
 
     fn remember(content: String) -> WriteOp {
         WriteOp::Remember {
-            title: "t".into(),
+            title: Some("t".into()),
             content,
             kind: TruthKind::Fact,
             certainty: 0.5,

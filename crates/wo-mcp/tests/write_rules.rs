@@ -25,7 +25,7 @@ fn bytes(store: &Store) -> Vec<u8> {
 
 fn remember(title: &str, tags: Vec<String>) -> WriteOp {
     WriteOp::Remember {
-        title: title.into(),
+        title: Some(title.into()),
         content: "something".into(),
         kind: TruthKind::Effort,
         certainty: 0.5,

@@ -33,6 +33,9 @@ pub enum Need {
     /// The official Python MCP SDK (the `mcp` package), the client `wo mcp`'s
     /// tests drive it with.
     PythonMcp,
+    /// Node.js and the official MCP TypeScript SDK (`@modelcontextprotocol/sdk`)
+    /// in `tests/mcp-node`.
+    NodeMcp,
     /// The official Python OpenAI SDK (the `openai` package), the client
     /// `wo serve`'s OpenAI-compatible endpoint is tested with.
     PythonOpenai,
@@ -111,13 +114,23 @@ pub fn missing(need: Need) -> Option<String> {
                 python()
             )
         }),
+        Need::NodeMcp => {
+            if !node_runs() {
+                Some("Node.js is not installed (run: apt-get install nodejs npm)".into())
+            } else if !repo_root()
+                .join("tests/mcp-node/node_modules/@modelcontextprotocol/sdk")
+                .is_dir()
+            {
+                Some(
+                    "the MCP TypeScript SDK is not installed (run: npm ci --prefix tests/mcp-node)"
+                        .into(),
+                )
+            } else {
+                None
+            }
+        }
         Need::Browser => {
-            let node = Command::new("node")
-                .arg("--version")
-                .stdout(Stdio::null())
-                .stderr(Stdio::null())
-                .status()
-                .is_ok_and(|s| s.success());
+            let node = node_runs();
             if !node {
                 Some("Node.js is not installed (run: apt-get install nodejs npm)".into())
             } else if !chromium().is_file() {
@@ -135,6 +148,16 @@ pub fn missing(need: Need) -> Option<String> {
             }
         }
     }
+}
+
+/// Whether `node --version` runs.
+fn node_runs() -> bool {
+    Command::new("node")
+        .arg("--version")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success())
 }
 
 /// Whether the calling test, needing `needs`, runs: `true` when all are
