@@ -129,3 +129,44 @@ fn bad_input_is_named() {
     let none = p.run(&["context", "explain"]);
     assert_ne!(none.code, 0);
 }
+
+#[test]
+fn without_the_embedding_model_recall_is_by_words_with_one_note() {
+    // `Project` points WO_EMBEDDING_MODEL at a file that does not exist.
+    let (p, s) = project();
+    std::fs::write(
+        p.path().join("q.txt"),
+        "dogs?\nHow many dogs did Gina adopt?\n",
+    )
+    .unwrap();
+    let r = p.run(&["context", "explain", "--queries", "q.txt", "--json"]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let notes: Vec<&str> = r
+        .stderr
+        .lines()
+        .filter(|l| l.contains("recall uses words only (BM25)"))
+        .collect();
+    assert_eq!(
+        notes.len(),
+        1,
+        "one note for the whole command: {}",
+        r.stderr
+    );
+    assert!(
+        notes[0].contains("scripts/install-model.sh"),
+        "{}",
+        notes[0]
+    );
+    // BM25 still finds the message by its words.
+    let last: serde_json::Value = serde_json::from_str(r.stdout.lines().last().unwrap()).unwrap();
+    let hit = s.messages()[30].id.as_str();
+    assert!(
+        last["parts"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|p| p["kind"] == "recalled_message" && p["id"] == hit)
+    );
+    // No sidecar is written without the model.
+    assert!(!p.path().join(".llm.json.embed").exists());
+}

@@ -104,6 +104,9 @@ pub struct TurnRequest {
     /// `[memory] archive_after_days`: entries with `expires` unused this
     /// long are archived when the turn is recorded; `None`: never.
     pub archive_after_days: Option<u32>,
+    /// Dense recall for this turn (the embedding model and the
+    /// transcript's vectors, [`crate::dense`]); `None`: BM25 alone.
+    pub dense: Option<crate::dense::DenseRecall>,
 }
 
 /// The finish reason of an answer stopped by its reader and kept
@@ -382,6 +385,7 @@ fn prepare(
     opts.new_conversation = req.new_conversation;
     opts.rag = !req.no_rag;
     opts.known_models = req.known_models.clone();
+    opts.dense = req.dense.clone();
     opts.known_models.push(provider.default_model().to_owned());
     opts.known_models.extend(req.model.clone());
     if let Some(n) = req.max_entries {

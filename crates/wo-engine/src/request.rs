@@ -346,6 +346,8 @@ impl TurnParams {
             // Each face decides (the CLI keeps a stopped answer).
             keep_partial: false,
             archive_after_days: cfg.memory.archive_after_days(),
+            // The face adds it: it holds the embedding model.
+            dense: None,
         })
     }
 }
