@@ -170,3 +170,86 @@ fn without_the_embedding_model_recall_is_by_words_with_one_note() {
     // No sidecar is written without the model.
     assert!(!p.path().join(".llm.json.embed").exists());
 }
+
+/// Heavy (the embedding model, `scripts/install-model.sh`): a question
+/// worded unlike its answer finds it by meaning once `wo context embed` has
+/// embedded the file, the same way every time; the sidecar is the cache
+/// `wo context embed` wrote, and a damaged one gives the same answer after
+/// it is rebuilt.
+#[test]
+fn with_the_embedding_model_a_question_finds_its_answer_by_meaning() {
+    use wo_testkit::{Need, embedding_model_path, heavy};
+    if !heavy(&[Need::EmbeddingModel]) {
+        return;
+    }
+    let p = Project::new();
+    let mut s = State::new(Timestamp::from_unix(1_800_000_000));
+    for i in 0..80i64 {
+        let text = match i {
+            20 => "I signed up for pottery classes, they are on Tuesday evenings".to_owned(),
+            _ => format!("filler line {i} on weather and tea"),
+        };
+        s.push_message(Message::new(
+            if i % 2 == 0 { "Gina" } else { "Jon" },
+            Timestamp::from_unix(1_700_000_000 + i * 60),
+            text.clone(),
+            format!("<p>{text}</p>"),
+        ));
+    }
+    p.write_state("llm.json", &s);
+    let model = embedding_model_path();
+    let run = |args: &[&str]| {
+        common::to_run(
+            p.cmd(args)
+                .env("WO_EMBEDDING_MODEL", &model)
+                .output()
+                .unwrap(),
+        )
+    };
+    let embed = run(&["context", "embed"]);
+    assert_eq!(embed.code, 0, "{}", embed.stderr);
+    assert!(
+        embed.stderr.contains("embedded 80 messages"),
+        "{}",
+        embed.stderr
+    );
+    let ask = [
+        "context",
+        "explain",
+        "When is the ceramics course?",
+        "--json",
+    ];
+    let first = run(&ask);
+    assert_eq!(first.code, 0, "{}", first.stderr);
+    let v: serde_json::Value = serde_json::from_str(&first.stdout).unwrap();
+    let hit = s.messages()[20].id.as_str();
+    assert!(
+        v["parts"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|p| p["kind"] == "recalled_message" && p["id"] == hit),
+        "{}",
+        first.stdout
+    );
+    // Deterministic, and the same after the sidecar is damaged and rebuilt.
+    let without_seconds = |out: &str| {
+        let mut v: serde_json::Value = serde_json::from_str(out).unwrap();
+        v["seconds"] = serde_json::Value::Null;
+        v
+    };
+    assert_eq!(
+        without_seconds(&run(&ask).stdout),
+        without_seconds(&first.stdout)
+    );
+    let sidecar = p.path().join(".llm.json.embed");
+    let mut bytes = std::fs::read(&sidecar).unwrap();
+    let n = bytes.len();
+    bytes[n / 2] ^= 0xff;
+    std::fs::write(&sidecar, &bytes).unwrap();
+    assert_eq!(run(&["context", "embed"]).code, 0);
+    assert_eq!(
+        without_seconds(&run(&ask).stdout),
+        without_seconds(&first.stdout)
+    );
+}

@@ -58,10 +58,10 @@ pub struct DenseParams {
 
 /// The measured parameters (see [`DenseParams`]).
 pub const DENSE_PARAMS: DenseParams = DenseParams {
-    part: 0.30,
-    question: 0.55,
+    part: 0.35,
+    question: 0.45,
     depth: 100,
-    k: 60.0,
+    k: 20.0,
     weight: 1.0,
     hop: 0.0,
     hop_from: 3,
