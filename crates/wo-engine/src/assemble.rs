@@ -1194,7 +1194,8 @@ fn recall_from<'a>(
     // at a fraction of that score, so a strong hit's neighbours come before
     // weak hits and a weak hit's neighbours after strong ones; taken best
     // first, lazily, until the budget is spent.
-    let mut candidates = Candidates::new(hits, messages.len(), NEIGHBOUR_WEIGHT);
+    let neighbour_weight = dense.map_or(NEIGHBOUR_WEIGHT, |(_, p)| p.neighbours);
+    let mut candidates = Candidates::new(hits, messages.len(), neighbour_weight);
     // (transcript position, line, tokens, hit it neighbours, rank score)
     let mut chosen: Vec<(usize, String, usize, Option<&'a str>, f64)> = Vec::new();
     let mut spent = 0;

@@ -54,6 +54,9 @@ pub struct DenseParams {
     /// in the question) are searched for with BM25, and that ranking is
     /// fused at this weight (0: off).
     pub entities: f64,
+    /// A hit's neighbouring turns rank at this fraction of its fused score
+    /// (BM25 alone: half its score).
+    pub neighbours: f64,
 }
 
 /// The measured parameters (see [`DenseParams`]).
@@ -66,6 +69,7 @@ pub const DENSE_PARAMS: DenseParams = DenseParams {
     hop: 0.0,
     hop_from: 3,
     entities: 0.0,
+    neighbours: 0.5,
 };
 
 impl Default for DenseParams {

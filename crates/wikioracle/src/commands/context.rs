@@ -195,8 +195,9 @@ fn dense_params(
             "hop" => p.hop = n as f32,
             "hop_from" => p.hop_from = n as usize,
             "entities" => p.entities = n,
+            "neighbours" if n > 0.0 && n < 1.0 => p.neighbours = n,
             other => bail!(
-                "WO_DENSE_PARAMS: unknown knob {other:?} (part, question, depth, k, weight, hop, hop_from, entities)"
+                "WO_DENSE_PARAMS: unknown knob {other:?} (part, question, depth, k, weight, hop, hop_from, entities, neighbours in (0, 1))"
             ),
         }
     }
