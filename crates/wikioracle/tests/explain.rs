@@ -129,3 +129,127 @@ fn bad_input_is_named() {
     let none = p.run(&["context", "explain"]);
     assert_ne!(none.code, 0);
 }
+
+#[test]
+fn without_the_embedding_model_recall_is_by_words_with_one_note() {
+    // `Project` points WO_EMBEDDING_MODEL at a file that does not exist.
+    let (p, s) = project();
+    std::fs::write(
+        p.path().join("q.txt"),
+        "dogs?\nHow many dogs did Gina adopt?\n",
+    )
+    .unwrap();
+    let r = p.run(&["context", "explain", "--queries", "q.txt", "--json"]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let notes: Vec<&str> = r
+        .stderr
+        .lines()
+        .filter(|l| l.contains("recall uses words only (BM25)"))
+        .collect();
+    assert_eq!(
+        notes.len(),
+        1,
+        "one note for the whole command: {}",
+        r.stderr
+    );
+    assert!(
+        notes[0].contains("scripts/install-model.sh"),
+        "{}",
+        notes[0]
+    );
+    // BM25 still finds the message by its words.
+    let last: serde_json::Value = serde_json::from_str(r.stdout.lines().last().unwrap()).unwrap();
+    let hit = s.messages()[30].id.as_str();
+    assert!(
+        last["parts"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|p| p["kind"] == "recalled_message" && p["id"] == hit)
+    );
+    // No sidecar is written without the model.
+    assert!(!p.path().join(".llm.json.embed").exists());
+}
+
+/// Heavy (the embedding model, `scripts/install-model.sh`): a question
+/// worded unlike its answer finds it by meaning once `wo context embed` has
+/// embedded the file, the same way every time; the sidecar is the cache
+/// `wo context embed` wrote, and a damaged one gives the same answer after
+/// it is rebuilt.
+#[test]
+fn with_the_embedding_model_a_question_finds_its_answer_by_meaning() {
+    use wo_testkit::{Need, embedding_model_path, heavy};
+    if !heavy(&[Need::EmbeddingModel]) {
+        return;
+    }
+    let p = Project::new();
+    let mut s = State::new(Timestamp::from_unix(1_800_000_000));
+    for i in 0..80i64 {
+        let text = match i {
+            20 => "I signed up for pottery classes, they are on Tuesday evenings".to_owned(),
+            _ => format!("filler line {i} on weather and tea"),
+        };
+        s.push_message(Message::new(
+            if i % 2 == 0 { "Gina" } else { "Jon" },
+            Timestamp::from_unix(1_700_000_000 + i * 60),
+            text.clone(),
+            format!("<p>{text}</p>"),
+        ));
+    }
+    p.write_state("llm.json", &s);
+    let model = embedding_model_path();
+    let run = |args: &[&str]| {
+        common::to_run(
+            p.cmd(args)
+                .env("WO_EMBEDDING_MODEL", &model)
+                .output()
+                .unwrap(),
+        )
+    };
+    let embed = run(&["context", "embed"]);
+    assert_eq!(embed.code, 0, "{}", embed.stderr);
+    assert!(
+        embed.stderr.contains("embedded 80 messages"),
+        "{}",
+        embed.stderr
+    );
+    let ask = [
+        "context",
+        "explain",
+        "When is the ceramics course?",
+        "--json",
+    ];
+    let first = run(&ask);
+    assert_eq!(first.code, 0, "{}", first.stderr);
+    let v: serde_json::Value = serde_json::from_str(&first.stdout).unwrap();
+    let hit = s.messages()[20].id.as_str();
+    assert!(
+        v["parts"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|p| p["kind"] == "recalled_message" && p["id"] == hit),
+        "{}",
+        first.stdout
+    );
+    // Deterministic, and the same after the sidecar is damaged and rebuilt.
+    let without_seconds = |out: &str| {
+        let mut v: serde_json::Value = serde_json::from_str(out).unwrap();
+        v["seconds"] = serde_json::Value::Null;
+        v
+    };
+    assert_eq!(
+        without_seconds(&run(&ask).stdout),
+        without_seconds(&first.stdout)
+    );
+    let sidecar = p.path().join(".llm.json.embed");
+    let mut bytes = std::fs::read(&sidecar).unwrap();
+    let n = bytes.len();
+    bytes[n / 2] ^= 0xff;
+    std::fs::write(&sidecar, &bytes).unwrap();
+    assert_eq!(run(&["context", "embed"]).code, 0);
+    assert_eq!(
+        without_seconds(&run(&ask).stdout),
+        without_seconds(&first.stdout)
+    );
+}

@@ -1086,13 +1086,21 @@ fn git_merges_llm_json_with_the_merge_driver() {
     let ignore = std::fs::read_to_string(repo.join(".gitignore")).unwrap();
     assert_eq!(
         ignore.lines().collect::<Vec<_>>(),
-        [".llm.json.recall", ".recall-*.tmp"]
+        [
+            ".llm.json.recall",
+            ".llm.json.embed",
+            ".llm.json.embed.lock",
+            ".recall-*.tmp"
+        ]
     );
     std::fs::write(repo.join(".llm.json.recall"), b"cache").unwrap();
+    std::fs::write(repo.join(".llm.json.embed"), b"cache").unwrap();
+    std::fs::write(repo.join(".llm.json.embed.lock"), b"").unwrap();
     std::fs::write(repo.join(".recall-x1.tmp"), b"cache").unwrap();
     g(&["add", "."]);
     let tracked = g(&["ls-files"]).stdout;
     assert!(!tracked.contains("recall"), "{tracked}");
+    assert!(!tracked.contains("embed"), "{tracked}");
     g(&["commit", "-q", "-m", "base"]);
     // Two machines each add messages on their own branch.
     g(&["checkout", "-q", "-b", "laptop"]);

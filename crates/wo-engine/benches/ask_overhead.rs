@@ -5,6 +5,14 @@
 //! entries. Goal: under 300 ms. Also printed: the first run's cost of
 //! building and writing the sidecar, and the scan it replaces.
 //!
+//! Dense recall's share is measured after: the embeddings sidecar of every
+//! message (vectors made up here, 384 components as all-MiniLM-L6-v2's)
+//! read as `wo ask` reads it — on a thread beside the state's load, so it
+//! is printed apart — and the assembly with the question's dense ranking
+//! and fusion against the same assembly without (the question's own
+//! embedding, a few milliseconds of the real model, is measured by
+//! `cargo run -p wo-providers --features local --example embed_speed`).
+//!
 //! Run: `cargo bench -p wo-engine --bench ask_overhead` (env `MESSAGES`,
 //! `TRUTH`, `REPEAT`).
 
@@ -15,6 +23,7 @@ use std::time::{Duration, Instant};
 static ALLOC: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 use wo_engine::assemble::{AssemblyOptions, assemble_indexed, estimate_tokens};
+use wo_engine::dense::{self, EmbeddingStore};
 use wo_engine::recall_file;
 use wo_engine::turn::{CompletedTurn, apply_turn};
 use wo_format::{Message, State, Timestamp, TruthEntry};
@@ -57,6 +66,87 @@ fn build(messages: usize, truth: usize) -> State {
         ));
     }
     s
+}
+
+/// A stand-in for the embedding model: a vector made from a text's bytes.
+struct MadeUp;
+
+fn made_up(text: &str) -> Vec<f32> {
+    let mut h = text.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
+        (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3)
+    });
+    let mut v: Vec<f32> = (0..384)
+        .map(|_| {
+            h ^= h << 13;
+            h ^= h >> 7;
+            h ^= h << 17;
+            (h % 2001) as f32 / 1000.0 - 1.0
+        })
+        .collect();
+    wo_providers::embed::normalize(&mut v);
+    v
+}
+
+impl wo_providers::embed::Embedder for MadeUp {
+    fn id(&self) -> &str {
+        "made-up:384"
+    }
+    fn dim(&self) -> usize {
+        384
+    }
+    fn embed(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, String> {
+        Ok(texts.iter().map(|t| made_up(t)).collect())
+    }
+}
+
+/// Dense recall's share of `wo ask` at this size (see the module's doc).
+fn dense_phase(path: &std::path::Path, repeat: usize) {
+    let store = Store::open(path, OpenOptions::default()).unwrap();
+    let state = store.state();
+    let sidecar = wo_engine::embed_file::sidecar_path(path);
+    let embedder: std::sync::Arc<dyn wo_providers::embed::Embedder> = std::sync::Arc::new(MadeUp);
+    let t = Instant::now();
+    let mut vectors = EmbeddingStore::new(embedder.id(), embedder.dim());
+    vectors
+        .fill(embedder.as_ref(), state.messages(), None)
+        .unwrap();
+    let made = t.elapsed();
+    let t = Instant::now();
+    wo_engine::embed_file::save(&sidecar, &vectors).unwrap();
+    println!(
+        "  dense: {} vectors made up in {:.0} ms, sidecar written in {:.1} ms ({:.1} MB)",
+        vectors.len(),
+        made.as_secs_f64() * 1e3,
+        t.elapsed().as_secs_f64() * 1e3,
+        std::fs::metadata(&sidecar).unwrap().len() as f64 / 1e6
+    );
+    let (index, _) = recall_file::load(&recall_file::sidecar_path(path), state);
+    let query = "what firing schedule did we settle on for the porcelain kiln?";
+    let (mut read, mut words, mut fused) = (Vec::new(), Vec::new(), Vec::new());
+    for _ in 0..repeat {
+        let t = Instant::now();
+        let (mut d, prepared) =
+            dense::prepare(embedder.clone(), &sidecar, &[], Some(Instant::now()));
+        d.query = Some((query.to_owned(), made_up(query)));
+        assert!(matches!(
+            prepared.loaded,
+            wo_engine::embed_file::Loaded::Read(_)
+        ));
+        read.push(t.elapsed());
+        let mut opts = AssemblyOptions::new(state, 8192, 512);
+        let t = Instant::now();
+        let a = assemble_indexed(state, Some(&index), query, &opts, &estimate_tokens, &[]).unwrap();
+        words.push(t.elapsed());
+        opts.dense = Some(d);
+        let t = Instant::now();
+        let b = assemble_indexed(state, Some(&index), query, &opts, &estimate_tokens, &[]).unwrap();
+        fused.push(t.elapsed());
+        assert!(b.tokens > 0 && a.tokens > 0);
+    }
+    let row = |name: &str, d: Duration| println!("  {name:<34} {:>8.1} ms", d.as_secs_f64() * 1e3);
+    row("dense: sidecar read (beside load)", median(read));
+    row("assemble, BM25 alone", median(words));
+    row("assemble, BM25 + dense fused", median(fused));
 }
 
 fn main() {
@@ -197,4 +287,7 @@ fn main() {
             "not met"
         }
     );
+    if env("DENSE", 1) == 1 {
+        dense_phase(&path, repeat);
+    }
 }

@@ -16,16 +16,17 @@
 //! window's place, and the stored transcript is reached by recall only
 //! (skipping messages whose text the client already sends).
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 
 use serde::Serialize;
 use wo_format::xhtml::to_plain_text;
 use wo_format::{BranchWalk, EffectivePrefs, Message, Role, State, Timestamp};
 
+use crate::dense::{DenseParams, DenseRanking, entity_query, fuse};
 use crate::recall::{Candidates, RankedHits, RecallIndex};
 use crate::retrieve::{
     Recalled, RelevanceFloor, effective_certainty, noted_automatically, query_share, rank_truth,
-    scan_hits,
+    scan_hits, sort_recalled,
 };
 use wo_text::bm25::QueryStats;
 
@@ -76,6 +77,10 @@ pub struct AssemblyOptions {
     /// turns are the recent window instead of the stored branch (`leaf` is
     /// then not used), and recall skips stored messages saying the same.
     pub conversation: Option<Vec<(Role, String)>>,
+    /// Dense recall (the embedding model and the transcript's vectors):
+    /// earlier messages are then ranked by BM25 and by meaning, fused
+    /// ([`crate::dense`]). `None`: BM25 alone.
+    pub dense: Option<crate::dense::DenseRecall>,
 }
 
 impl AssemblyOptions {
@@ -96,6 +101,7 @@ impl AssemblyOptions {
             now: Timestamp::now(),
             known_models: Vec::new(),
             conversation: None,
+            dense: None,
         }
     }
 }
@@ -620,6 +626,10 @@ pub fn assemble_indexed(
         cap: recall_cap,
         limit: opts.recall_limit,
         floor: opts.relevance_floor,
+        dense: opts
+            .dense
+            .as_ref()
+            .and_then(|d| Some((d.rank(state.messages(), query, &skip)?, d.params))),
     };
     let (recalled_ids, recalled) = recall_within(state, index, &ask, count, &mut a);
     if let Some((text, spent)) = recalled {
@@ -968,6 +978,9 @@ struct RecallAsk<'q> {
     cap: usize,
     limit: Option<usize>,
     floor: RelevanceFloor,
+    /// The question's dense ranking and the fusion's knobs, with the
+    /// embedding model.
+    dense: Option<(DenseRanking, DenseParams)>,
 }
 
 /// A recall index's hit failed its check against the message: the
@@ -990,14 +1003,20 @@ fn recall_within<'a>(
     if let Some(ix) = index
         && let Some((found, stats)) = ix.hits(state, ask.query, ask.window)
     {
-        match recall_from(state, Some(ix), found, &stats, ask, count, a) {
+        let lookup = |q: &str| {
+            ix.hits(state, q, ask.window)
+                .map(|(hits, _)| hits)
+                .unwrap_or_default()
+        };
+        match recall_from(state, Some(ix), found, &stats, ask, &lookup, count, a) {
             Ok(done) => return done,
             Err(Forged) => a.dropped.truncate(dropped_before),
         }
     }
     let (found, stats) = scan_hits(state.messages(), ask.query, ask.window);
     // Hits of a scan are the messages' own scores: never refused.
-    recall_from(state, None, found, &stats, ask, count, a).unwrap_or_default()
+    let lookup = |q: &str| scan_hits(state.messages(), q, ask.window).0;
+    recall_from(state, None, found, &stats, ask, &lookup, count, a).unwrap_or_default()
 }
 
 /// What recall sent: the ids taken, and the section's text and tokens.
@@ -1017,12 +1036,14 @@ const BELOW_FLOOR_LISTED: usize = 5;
 /// itself, [`normalized`]). Hits below the floor are reported, the best
 /// by name with their relevance. Records what was sent in `a` and returns
 /// the ids taken and the section's text and tokens.
+#[allow(clippy::too_many_arguments)]
 fn recall_from<'a>(
     state: &'a State,
     index: Option<&RecallIndex>,
     found: Vec<Recalled<'a>>,
     stats: &QueryStats,
     ask: &RecallAsk<'_>,
+    lookup: &dyn Fn(&str) -> Vec<Recalled<'a>>,
     count: &dyn Fn(&str) -> usize,
     a: &mut Assembled,
 ) -> Result<Recall<'a>, Forged> {
@@ -1034,9 +1055,95 @@ fn recall_from<'a>(
     // Only what reaches the floor is a candidate; what shares a word or two
     // with the question and no more is reported, never sent.
     let best = share(found.iter().map(|h| h.score).fold(0.0, f64::max));
+    // A question whose meaning is close to a message relates to the
+    // transcript even when few of its words do: BM25's question floor is
+    // then passed, its part floor still applies.
+    let dense_related = ask
+        .dense
+        .as_ref()
+        .is_some_and(|(r, p)| r.best >= p.question);
+    let best = if dense_related {
+        best.max(ask.floor.question)
+    } else {
+        best
+    };
     let (found, mut below): (Vec<Recalled<'a>>, Vec<Recalled<'a>>) = found
         .into_iter()
         .partition(|h| ask.floor.refuses(share(h.score), best).is_none());
+    // Dense candidates, when the question relates to anything here.
+    let dense: Option<(&DenseRanking, &DenseParams)> = ask
+        .dense
+        .as_ref()
+        .filter(|_| best >= ask.floor.question)
+        .filter(|(r, _)| !r.hits.is_empty())
+        .map(|(r, p)| (r, p));
+    // BM25's scores by position (what a hit read from the index is checked
+    // against) and the similarities, when the two rankings are fused.
+    let mut bm25_of: Option<HashMap<usize, f64>> = None;
+    let mut cosine_of: HashMap<usize, f32> = HashMap::new();
+    let found = match dense {
+        None => found,
+        Some((ranking, params)) => {
+            let mut by_bm25 = found;
+            sort_recalled(&mut by_bm25);
+            let bm25_order: Vec<usize> = by_bm25.iter().map(|h| h.index).collect();
+            let dense_order: Vec<usize> = ranking.hits.iter().map(|h| h.0).collect();
+            cosine_of = ranking.hits.iter().copied().collect();
+            // A message found by meaning is not reported as below BM25's floor.
+            below.retain(|h| !cosine_of.contains_key(&h.index));
+            bm25_of = Some(by_bm25.iter().map(|h| (h.index, h.score)).collect());
+            // The second hop: what the best matches of both name.
+            let mut entity_order: Vec<usize> = Vec::new();
+            if params.entities > 0.0 {
+                let from: Vec<usize> = bm25_order
+                    .iter()
+                    .take(params.hop_from)
+                    .chain(dense_order.iter().take(params.hop_from))
+                    .copied()
+                    .collect();
+                let speakers: HashSet<&str> = from
+                    .iter()
+                    .map(|&i| messages[i].username.as_str())
+                    .collect();
+                let texts: Vec<String> = from
+                    .iter()
+                    .map(|&i| to_plain_text(&messages[i].content))
+                    .collect();
+                let q2 = entity_query(&texts, ask.query, &speakers);
+                if !q2.is_empty() {
+                    let mut hits = lookup(&q2);
+                    sort_recalled(&mut hits);
+                    entity_order = hits.iter().take(params.depth).map(|h| h.index).collect();
+                }
+            }
+            fuse(
+                &[
+                    (&bm25_order, 1.0),
+                    (&dense_order, params.weight),
+                    (&entity_order, params.entities),
+                ],
+                params.k,
+            )
+            .into_iter()
+            .map(|(index, score)| Recalled {
+                message: &messages[index],
+                index,
+                score,
+            })
+            .collect()
+        }
+    };
+    // What `--show-context` shows for a part: its share of the question
+    // (BM25), else its similarity.
+    let shown = |index: usize, score: f64| -> f64 {
+        match &bm25_of {
+            None => share(score),
+            Some(bm25) => match bm25.get(&index) {
+                Some(s) => share(*s),
+                None => cosine_of.get(&index).map_or(0.0, |c| f64::from(*c)),
+            },
+        }
+    };
     if !below.is_empty() {
         let listed = below.len().min(BELOW_FLOOR_LISTED);
         if listed < below.len() {
@@ -1087,7 +1194,8 @@ fn recall_from<'a>(
     // at a fraction of that score, so a strong hit's neighbours come before
     // weak hits and a weak hit's neighbours after strong ones; taken best
     // first, lazily, until the budget is spent.
-    let mut candidates = Candidates::new(hits, messages.len(), NEIGHBOUR_WEIGHT);
+    let neighbour_weight = dense.map_or(NEIGHBOUR_WEIGHT, |(_, p)| p.neighbours);
+    let mut candidates = Candidates::new(hits, messages.len(), neighbour_weight);
     // (transcript position, line, tokens, hit it neighbours, rank score)
     let mut chosen: Vec<(usize, String, usize, Option<&'a str>, f64)> = Vec::new();
     let mut spent = 0;
@@ -1107,13 +1215,19 @@ fn recall_from<'a>(
         }
         // A hit read from a file is used only once the message's own text
         // scores it (a neighbour's rank is its hit's, checked first).
+        let bm25_score = match &bm25_of {
+            None => Some(score),
+            // Found by meaning alone: nothing of the postings to check.
+            Some(bm25) => bm25.get(&idx).copied(),
+        };
         if neighbour_of.is_none()
             && let Some(ix) = index
+            && let Some(bm25_score) = bm25_score
             && !ix.verify(
                 &Recalled {
                     message: m,
                     index: idx,
-                    score,
+                    score: bm25_score,
                 },
                 ask.query,
                 stats,
@@ -1182,7 +1296,7 @@ fn recall_from<'a>(
                 None => m.title.clone(),
             },
             tokens: t,
-            score: Some(share(score)),
+            score: Some(shown(idx, score)),
         });
     }
     Ok((taken, Some((text, spent))))

@@ -265,6 +265,7 @@ fn prepare(
     opts.new_conversation = req.new_conversation;
     opts.rag = !req.no_rag;
     opts.known_models = req.known_models.clone();
+    opts.dense = req.dense.clone();
     opts.known_models.push(provider.default_model().to_owned());
     opts.known_models.extend(req.model.clone());
     if let Some(n) = req.max_entries {

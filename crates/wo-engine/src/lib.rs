@@ -38,6 +38,8 @@ pub mod assemble;
 pub mod chat;
 pub mod context_update;
 pub mod conversation;
+pub mod dense;
+pub mod embed_file;
 pub mod explain;
 pub mod files;
 pub mod input;

@@ -90,6 +90,9 @@ pub struct TurnRequest {
     /// `[memory] archive_after_days`: entries with `expires` unused this
     /// long are archived when the turn is recorded; `None`: never.
     pub archive_after_days: Option<u32>,
+    /// Dense recall for this turn (the embedding model and the
+    /// transcript's vectors, [`crate::dense`]); `None`: BM25 alone.
+    pub dense: Option<crate::dense::DenseRecall>,
 }
 
 /// The finish reason of an answer stopped by its reader and kept
@@ -474,6 +477,8 @@ impl TurnParams {
             // Each face decides (the CLI keeps a stopped answer).
             keep_partial: false,
             archive_after_days: cfg.memory.archive_after_days(),
+            // The face adds it: it holds the embedding model.
+            dense: None,
         })
     }
 }

@@ -45,6 +45,7 @@
 
 pub mod anthropic;
 pub mod config;
+pub mod embed;
 pub mod env;
 pub mod error;
 pub mod http;

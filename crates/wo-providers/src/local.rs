@@ -91,7 +91,9 @@ struct Loaded {
     gen_lock: Arc<tokio::sync::Mutex<()>>,
 }
 
-fn backend() -> Result<&'static LlamaBackend, String> {
+/// The process's one llama.cpp backend (llama.cpp may be initialised only
+/// once per process): shared by the chat models and the embedding model.
+pub(crate) fn backend() -> Result<&'static LlamaBackend, String> {
     static BACKEND: OnceLock<Result<LlamaBackend, String>> = OnceLock::new();
     BACKEND
         .get_or_init(|| {

@@ -26,6 +26,9 @@ pub const MODEL_FILE: &str = "SmolLM2-135M-Instruct.Q4_1.gguf";
 pub enum Need {
     /// The offline SmolLM2 GGUF (`scripts/install-model.sh`).
     Model,
+    /// Recall's sentence-embedding model, all-MiniLM-L6-v2 as GGUF
+    /// (`scripts/install-model.sh` installs it too).
+    EmbeddingModel,
     /// llama-cpp-python's OpenAI-compatible server (and the model).
     LlamaServer,
     /// Node.js, Debian's Chromium and playwright-core in `tests/browser`.
@@ -86,6 +89,15 @@ pub fn missing(need: Need) -> Option<String> {
     };
     match need {
         Need::Model => model(),
+        Need::EmbeddingModel => {
+            let path = embedding_model_path();
+            (!path.is_file()).then(|| {
+                format!(
+                    "the embedding model is not installed at {} (run: scripts/install-model.sh)",
+                    path.display()
+                )
+            })
+        }
         Need::LlamaServer => model().or_else(|| {
             (!python_imports("llama_cpp.server.app")).then(|| {
                 format!(
@@ -374,13 +386,30 @@ pub fn model_path() -> PathBuf {
     if let Some(p) = std::env::var_os("WO_MODEL").filter(|p| !p.is_empty()) {
         return PathBuf::from(p);
     }
+    models_dir().join(MODEL_FILE)
+}
+
+/// File name of recall's embedding model (scripts/install-embedding-model.sh).
+pub const EMBEDDING_MODEL_FILE: &str = "all-MiniLM-L6-v2.F32.gguf";
+
+/// Where scripts/install-model.sh puts the embedding model
+/// (`$WO_EMBEDDING_MODEL` overrides).
+pub fn embedding_model_path() -> PathBuf {
+    if let Some(p) = std::env::var_os("WO_EMBEDDING_MODEL").filter(|p| !p.is_empty()) {
+        return PathBuf::from(p);
+    }
+    models_dir().join(EMBEDDING_MODEL_FILE)
+}
+
+/// `$XDG_DATA_HOME/wikioracle/models`, else `~/.local/share/wikioracle/models`.
+fn models_dir() -> PathBuf {
     let data = std::env::var_os("XDG_DATA_HOME")
         .map(PathBuf::from)
         .filter(|p| p.is_absolute())
         .unwrap_or_else(|| {
             PathBuf::from(std::env::var_os("HOME").expect("HOME is unset")).join(".local/share")
         });
-    data.join("wikioracle/models").join(MODEL_FILE)
+    data.join("wikioracle/models")
 }
 
 /// The Python that runs the server (`$PYTHON`, else `python3`).

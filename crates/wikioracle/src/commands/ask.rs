@@ -58,6 +58,10 @@ pub fn run(g: &GlobalOpts, mut args: AskArgs) -> Result<ExitCode> {
         ),
     };
     let (cfg, provider) = provider(&mut args.model)?;
+    // Dense recall is prepared on another thread while the state file is
+    // read (the question embedded, the vectors loaded); without the
+    // embedding model, recall is BM25's alone.
+    let dense = super::dense::start(&super::state_path(g)?, &prompt, !args.show_context);
     let mut store = open_for_chat(g)?;
     // Checked before asking: a question too large to store would otherwise
     // fail only after the model had answered.
@@ -73,6 +77,8 @@ pub fn run(g: &GlobalOpts, mut args: AskArgs) -> Result<ExitCode> {
     };
     let mut req = turn_request(&cfg, &args.model, prompt, &place, again)?;
     req.chunks = retrieve_chunks(&args.model, store.path(), &req.prompt)?;
+    let dense = dense.wait();
+    req.dense = dense.as_ref().map(|d| d.dense.clone());
 
     let rt = runtime()?;
     let cancel = Cancel::new();
@@ -152,6 +158,9 @@ pub fn run(g: &GlobalOpts, mut args: AskArgs) -> Result<ExitCode> {
     // A cache: a failure to write it (a read-only directory) only means the
     // next run rebuilds it.
     let _ = wo_engine::recall_file::save(&sidecar, &mut recall, store.state(), &loaded);
+    if let Some(dense) = dense {
+        super::dense::finish(g, dense, store.state(), store.path());
+    }
     let outcome = match outcome {
         Ok(o) => o,
         Err(e) => {

@@ -24,6 +24,11 @@ pub fn run(g: &GlobalOpts, cmd: ContextCommand) -> Result<ExitCode> {
             }
         }
         ContextCommand::Explain(args) => return explain(g, args),
+        ContextCommand::Embed { quiet } => {
+            let store = open_store(g)?;
+            super::dense::embed_all(store.path(), store.state(), quiet)?;
+            return Ok(ExitCode::SUCCESS);
+        }
         ContextCommand::Edit { set, file, format } => {
             let mut store = open_store(g)?;
             let new = if set.is_some() || file.is_some() {
@@ -113,6 +118,29 @@ fn explain(g: &GlobalOpts, args: ExplainArgs) -> Result<ExitCode> {
     if let Some(question) = args.relevance_gate {
         opts.relevance_floor.question = question;
     }
+    // Dense recall as `wo ask` has it: the vectors the embeddings sidecar
+    // holds (`wo context embed` fills it; messages without one are found
+    // by BM25 alone).
+    if let Some(embedder) = super::dense::embedder(false) {
+        let sidecar = wo_engine::embed_file::sidecar_path(store.path());
+        let (mut dense, prepared) = wo_engine::dense::prepare(
+            embedder,
+            &sidecar,
+            state.messages(),
+            Some(std::time::Instant::now()),
+        );
+        if prepared.missing > 0 {
+            eoutln!(
+                "note: {} messages are not embedded yet: recall finds them by their words only \
+                 (`wo context embed` embeds them)",
+                prepared.missing
+            );
+        }
+        if let Ok(tuning) = std::env::var("WO_DENSE_PARAMS") {
+            dense.params = dense_params(&tuning, dense.params)?;
+        }
+        opts.dense = Some(dense);
+    }
     let mut out = std::io::stdout().lock();
     for q in &queries {
         let q = q.trim_end();
@@ -142,4 +170,36 @@ fn explain(g: &GlobalOpts, args: ExplainArgs) -> Result<ExitCode> {
         }
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// `WO_DENSE_PARAMS="part=0.3,question=0.55,depth=100,k=60,weight=1"`: the
+/// dense recall's knobs, for measurement (bench/locomo).
+fn dense_params(
+    spec: &str,
+    mut p: wo_engine::dense::DenseParams,
+) -> Result<wo_engine::dense::DenseParams> {
+    for item in spec.split(',').filter(|s| !s.trim().is_empty()) {
+        let (k, v) = item
+            .split_once('=')
+            .with_context(|| format!("WO_DENSE_PARAMS: {item:?} is not key=value"))?;
+        let n: f64 = v
+            .trim()
+            .parse()
+            .with_context(|| format!("WO_DENSE_PARAMS: {item:?}: not a number"))?;
+        match k.trim() {
+            "part" => p.part = n as f32,
+            "question" => p.question = n as f32,
+            "depth" => p.depth = n as usize,
+            "k" => p.k = n,
+            "weight" => p.weight = n,
+            "hop" => p.hop = n as f32,
+            "hop_from" => p.hop_from = n as usize,
+            "entities" => p.entities = n,
+            "neighbours" if n > 0.0 && n < 1.0 => p.neighbours = n,
+            other => bail!(
+                "WO_DENSE_PARAMS: unknown knob {other:?} (part, question, depth, k, weight, hop, hop_from, entities, neighbours in (0, 1))"
+            ),
+        }
+    }
+    Ok(p)
 }

@@ -131,9 +131,16 @@ pub fn git_setup(g: &GlobalOpts) -> Result<ExitCode> {
     // The recall sidecar beside the state file is a cache of this machine
     // (`wo_engine::recall_file`), rebuilt whenever it is missing: never
     // committed, nor its temp files.
-    let sidecar = wo_engine::recall_file::sidecar_path(&state);
-    if let Some(sidecar) = sidecar.file_name().and_then(|n| n.to_str()) {
-        ensure_line(&top.join(".gitignore"), sidecar)?;
+    // So are the embeddings sidecar (`wo_engine::embed_file`) and the lock
+    // of the process filling it.
+    for sidecar in [
+        wo_engine::recall_file::sidecar_path(&state),
+        wo_engine::embed_file::sidecar_path(&state),
+        wo_engine::embed_file::lock_path(&state),
+    ] {
+        if let Some(sidecar) = sidecar.file_name().and_then(|n| n.to_str()) {
+            ensure_line(&top.join(".gitignore"), sidecar)?;
+        }
     }
     ensure_line(
         &top.join(".gitignore"),

@@ -4,6 +4,7 @@
 mod ask;
 mod chat;
 mod context;
+mod dense;
 mod git;
 mod index;
 mod init;

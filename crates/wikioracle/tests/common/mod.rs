@@ -48,6 +48,13 @@ impl Project {
             .env("XDG_STATE_HOME", self.state_home.path())
             .env_remove("EDITOR")
             .env_remove("VISUAL")
+            // Recall by words alone unless a test asks for the embedding
+            // model (a heavy prerequisite): answers stay the same whether
+            // or not it is installed.
+            .env(
+                "WO_EMBEDDING_MODEL",
+                self.state_home.path().join("no-embedding-model.gguf"),
+            )
             .stdin(Stdio::null());
         c
     }

@@ -1,0 +1,188 @@
+//! Opening recall's embedding model for a command: the local
+//! all-MiniLM-L6-v2 GGUF when installed, else BM25 alone with one note.
+
+use std::sync::Arc;
+
+use wo_providers::embed::Embedder;
+
+/// The embedding model, when installed and loadable; otherwise `None`, and
+/// one line on stderr saying recall is BM25's alone and what installs it.
+pub fn embedder(quiet: bool) -> Option<Arc<dyn Embedder>> {
+    let path =
+        wo_providers::embed::default_embedding_model_path(&wo_providers::config::Env::process())?;
+    let why = match open(&path) {
+        Ok(e) => return Some(e),
+        Err(why) => why,
+    };
+    if !quiet {
+        eoutln!("note: recall uses words only (BM25): {why}");
+    }
+    None
+}
+
+#[cfg(feature = "local")]
+fn open(path: &std::path::Path) -> Result<Arc<dyn Embedder>, String> {
+    if !path.is_file() {
+        return Err(format!(
+            "no embedding model at {} (scripts/install-model.sh installs it)",
+            path.display()
+        ));
+    }
+    Ok(Arc::new(wo_providers::embed::LocalEmbedder::open(path)?))
+}
+
+#[cfg(not(feature = "local"))]
+fn open(_: &std::path::Path) -> Result<Arc<dyn Embedder>, String> {
+    Err("this wo was built without llama.cpp (the `local` feature)".into())
+}
+
+/// Dense recall being prepared for one turn on another thread: the model
+/// loaded, the embeddings sidecar read and the question embedded while this
+/// thread reads the state file (which takes longer on a large file), so
+/// the first token is not delayed by it.
+pub struct Pending {
+    sidecar: std::path::PathBuf,
+    job: std::thread::JoinHandle<Option<(wo_engine::dense::DenseRecall, Prepared)>>,
+}
+
+use wo_engine::dense::Prepared;
+
+/// Starts preparing dense recall for `question` on the state file at
+/// `state_path` (nothing is embedded but the question: messages the
+/// sidecar lacks are found by BM25 until [`finish`] embeds them).
+pub fn start(state_path: &std::path::Path, question: &str, quiet: bool) -> Pending {
+    let sidecar = wo_engine::embed_file::sidecar_path(state_path);
+    let path = sidecar.clone();
+    let question = question.to_owned();
+    let job = std::thread::spawn(move || {
+        let embedder = embedder(quiet)?;
+        let (mut dense, prepared) =
+            wo_engine::dense::prepare(embedder, &path, &[], Some(std::time::Instant::now()));
+        let v = dense.embedder.embed(&[question.as_str()]).ok()?.pop()?;
+        dense.query = Some((question, v));
+        Some((dense, prepared))
+    });
+    Pending { sidecar, job }
+}
+
+impl Pending {
+    /// The dense recall, once ready (`None`: BM25 alone).
+    pub fn wait(self) -> Option<Ready> {
+        let (dense, prepared) = self.job.join().ok()??;
+        Some(Ready {
+            sidecar: self.sidecar,
+            dense,
+            prepared,
+        })
+    }
+}
+
+/// Dense recall ready for a turn, and what [`finish`] needs to update the
+/// sidecar after it.
+pub struct Ready {
+    sidecar: std::path::PathBuf,
+    /// Given to the turn.
+    pub dense: wo_engine::dense::DenseRecall,
+    prepared: Prepared,
+}
+
+/// Messages [`finish`] embeds itself, after the answer (the turn's own two
+/// and a few more, tens of milliseconds); more are left to a detached
+/// `wo context embed`.
+const EMBED_INLINE: usize = 8;
+
+/// After the turn is saved: embeds the new messages when they are few and
+/// writes the sidecar; when many are missing (an import, a first use),
+/// starts `wo context embed` detached to embed them in the background.
+pub fn finish(
+    g: &crate::cli::GlobalOpts,
+    ready: Ready,
+    state: &wo_format::State,
+    state_path: &std::path::Path,
+) {
+    let Ready {
+        sidecar,
+        mut dense,
+        prepared,
+    } = ready;
+    let messages = state.messages();
+    let missing = dense.store.missing(messages).len();
+    if missing > EMBED_INLINE {
+        // Keep what was read (nothing new to write) and hand the rest over.
+        let _ = spawn_embedder(g, state_path);
+        return;
+    }
+    let _ = wo_engine::dense::persist(&mut dense, &sidecar, messages, &prepared, None);
+}
+
+/// Starts `wo context embed --quiet` on `state_path`, detached.
+// Not waited for on purpose: it outlives this process; the system reaps it.
+#[allow(clippy::zombie_processes)]
+fn spawn_embedder(g: &crate::cli::GlobalOpts, state_path: &std::path::Path) -> std::io::Result<()> {
+    use std::process::Stdio;
+    let exe = std::env::current_exe()?;
+    let state = std::path::absolute(state_path)?;
+    let mut cmd = std::process::Command::new(exe);
+    cmd.arg("--state")
+        .arg(state)
+        .arg("--max-state-bytes")
+        .arg(g.max_state_bytes.to_string());
+    if g.allow_symlink {
+        cmd.arg("--allow-symlink");
+    }
+    cmd.args(["context", "embed", "--quiet"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null());
+    #[cfg(unix)]
+    {
+        use std::os::unix::process::CommandExt;
+        cmd.process_group(0);
+    }
+    cmd.spawn().map(drop)
+}
+
+/// `wo context embed`: embeds every message the embeddings sidecar lacks
+/// and writes it. One at a time per file: a second run while one holds the
+/// lock returns at once.
+pub fn embed_all(
+    state_path: &std::path::Path,
+    state: &wo_format::State,
+    quiet: bool,
+) -> anyhow::Result<()> {
+    use anyhow::Context as _;
+    let Some(embedder) = embedder(quiet) else {
+        return Ok(());
+    };
+    let sidecar = wo_engine::embed_file::sidecar_path(state_path);
+    let lock_path = wo_engine::embed_file::lock_path(state_path);
+    let lock = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&lock_path)
+        .with_context(|| format!("cannot open {}", lock_path.display()))?;
+    if lock.try_lock().is_err() {
+        if !quiet {
+            eoutln!(
+                "another `wo context embed` is embedding {}",
+                state_path.display()
+            );
+        }
+        return Ok(());
+    }
+    let started = std::time::Instant::now();
+    let (mut dense, prepared) = wo_engine::dense::prepare(embedder, &sidecar, &[], Some(started));
+    let missing = dense.store.missing(state.messages()).len();
+    wo_engine::dense::persist(&mut dense, &sidecar, state.messages(), &prepared, None)
+        .with_context(|| format!("cannot write {}", sidecar.display()))?;
+    if !quiet {
+        eoutln!(
+            "embedded {missing} messages in {:.1} s ({} vectors in {})",
+            started.elapsed().as_secs_f64(),
+            dense.store.len(),
+            sidecar.display()
+        );
+    }
+    Ok(())
+}

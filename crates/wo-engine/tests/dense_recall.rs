@@ -1,0 +1,251 @@
+//! Dense recall (`wo_engine::dense`, `wo_engine::embed_file`) with a
+//! deterministic stand-in for the embedding model (words hashed into a
+//! vector, synonyms folded together): the embeddings sidecar is a cache that
+//! never changes an answer — missing, damaged, cut short, written for
+//! another model, or stale after edits and new turns, the context assembled
+//! after topping it up is the one a store rebuilt from the transcript
+//! gives; fusion is deterministic; a message found by meaning alone is
+//! recalled; and without dense recall the context is BM25's.
+
+use std::collections::HashSet;
+use std::sync::Arc;
+
+use wo_engine::assemble::estimate_tokens;
+use wo_engine::dense::{self, DenseRecall, EmbeddingStore};
+use wo_engine::embed_file::{self, Loaded};
+use wo_engine::{Assembled, AssemblyOptions, SourceKind, assemble};
+use wo_format::{Message, State, Timestamp};
+use wo_providers::embed::{Embedder, normalize};
+
+const NOW: i64 = 1_800_000_000;
+const DIM: usize = 64;
+
+/// Words hashed into `DIM` buckets; "ceramics" and "pottery", "lessons"
+/// and "classes", "when" and "tuesdays" are one word to it (what a
+/// sentence model knows and BM25 does not).
+struct Hashed {
+    id: String,
+}
+
+impl Embedder for Hashed {
+    fn id(&self) -> &str {
+        &self.id
+    }
+    fn dim(&self) -> usize {
+        DIM
+    }
+    fn embed(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, String> {
+        Ok(texts
+            .iter()
+            .map(|t| {
+                let mut v = vec![0f32; DIM];
+                for w in t
+                    .split(|c: char| !c.is_alphanumeric())
+                    .filter(|w| w.len() > 3)
+                {
+                    let w = w.to_lowercase();
+                    let w = match w.as_str() {
+                        "ceramics" => "pottery".to_owned(),
+                        "lessons" => "classes".to_owned(),
+                        "when" => "tuesdays".to_owned(),
+                        _ => w,
+                    };
+                    let h = w
+                        .bytes()
+                        .fold(7u32, |h, b| h.wrapping_mul(31).wrapping_add(b.into()));
+                    v[(h as usize) % DIM] += 1.0;
+                }
+                normalize(&mut v);
+                v
+            })
+            .collect())
+    }
+}
+
+fn embedder() -> Arc<dyn Embedder> {
+    Arc::new(Hashed {
+        id: "hashed-test:1".into(),
+    })
+}
+
+const TOPICS: &[&str] = &[
+    "the garden needs watering every morning",
+    "we drove to the coast for the weekend",
+    "my sister started a new job at the bank",
+    "the concert tickets sold out in minutes",
+    "I signed up for pottery classes on tuesdays",
+    "the dog chewed another shoe yesterday",
+    "we are painting the kitchen walls blue",
+];
+
+fn state_of(n: usize) -> State {
+    let mut s = State::new(Timestamp::from_unix(NOW));
+    for i in 0..n {
+        let text = format!("{} ({i})", TOPICS[i % TOPICS.len()]);
+        s.push_message(Message::new(
+            ["Caroline", "Melanie"][i % 2],
+            Timestamp::from_unix(NOW - 1_000_000 + 60 * i as i64),
+            text.clone(),
+            format!("<p>{text}</p>"),
+        ));
+    }
+    s
+}
+
+fn with_store(store: EmbeddingStore) -> DenseRecall {
+    DenseRecall {
+        embedder: embedder(),
+        store: Arc::new(store),
+        params: dense::DENSE_PARAMS,
+        query: None,
+    }
+}
+
+fn rebuilt(state: &State) -> DenseRecall {
+    let e = embedder();
+    let mut store = EmbeddingStore::new(e.id(), e.dim());
+    store.fill(e.as_ref(), state.messages(), None).unwrap();
+    with_store(store)
+}
+
+fn context(state: &State, dense: Option<DenseRecall>, query: &str) -> Assembled {
+    let mut opts = AssemblyOptions::new(state, 400, 64);
+    opts.now = Timestamp::from_unix(NOW);
+    opts.dense = dense;
+    assemble(state, query, &opts, &estimate_tokens, &[]).unwrap()
+}
+
+fn assert_same(a: &Assembled, b: &Assembled) {
+    assert_eq!(a.system, b.system);
+    assert_eq!(a.turns, b.turns);
+    assert_eq!(a.included, b.included);
+    assert_eq!(a.dropped, b.dropped);
+}
+
+fn recalled_ids(a: &Assembled) -> HashSet<String> {
+    a.included
+        .iter()
+        .filter(|p| p.kind == SourceKind::EarlierMessage)
+        .filter_map(|p| p.id.clone())
+        .collect()
+}
+
+const QUERY: &str = "When are Caroline's ceramics lessons?";
+
+/// Loads the sidecar, tops it up and writes it back, as `wo context embed`
+/// does; returns how it was loaded and the dense recall.
+fn load_fill_save(path: &std::path::Path, state: &State) -> (Loaded, DenseRecall) {
+    let (mut d, prepared) = dense::prepare(embedder(), path, state.messages(), None);
+    dense::persist(&mut d, path, state.messages(), &prepared, None).unwrap();
+    (prepared.loaded, d)
+}
+
+#[test]
+fn the_sidecar_never_changes_an_answer() {
+    let dir = tempfile::tempdir().unwrap();
+    let llm = dir.path().join("llm.json");
+    let path = embed_file::sidecar_path(&llm);
+    assert_eq!(path, dir.path().join(".llm.json.embed"));
+    let mut state = state_of(60);
+    let want = context(&state, Some(rebuilt(&state)), QUERY);
+
+    // Missing: embedded, written; read back as written.
+    let (loaded, d) = load_fill_save(&path, &state);
+    assert_eq!(loaded, Loaded::Missing);
+    assert_same(&context(&state, Some(d), QUERY), &want);
+    let (loaded, d) = load_fill_save(&path, &state);
+    assert_eq!(loaded, Loaded::Read(60));
+    assert_same(&context(&state, Some(d), QUERY), &want);
+    let good = std::fs::read(&path).unwrap();
+    assert!(good.starts_with(embed_file::MAGIC));
+
+    // Damaged, cut short, empty, for another model: unusable, rebuilt.
+    let mut damaged = good.clone();
+    damaged[40] ^= 0x55;
+    let cases: Vec<(&str, Vec<u8>)> = vec![
+        ("damaged", damaged),
+        ("cut", good[..good.len() / 2].to_vec()),
+        ("empty", Vec::new()),
+    ];
+    for (what, bytes) in cases {
+        std::fs::write(&path, &bytes).unwrap();
+        let (loaded, d) = load_fill_save(&path, &state);
+        assert!(matches!(loaded, Loaded::Unusable(_)), "{what}: {loaded:?}");
+        assert_same(&context(&state, Some(d), QUERY), &want);
+        assert_eq!(
+            std::fs::read(&path).unwrap(),
+            good,
+            "{what}: rewritten as a rebuild writes it"
+        );
+    }
+    let other = Arc::new(Hashed {
+        id: "another-model:2".into(),
+    });
+    let (store, loaded) = embed_file::load(&path, other.id(), other.dim());
+    assert!(matches!(loaded, Loaded::Unusable(ref why) if why.contains("another model")));
+    assert!(store.is_empty());
+
+    // Stale: a message edited, one removed, turns added. The vectors of the
+    // messages unchanged are used, the rest embedded: the same answer.
+    state.messages_mut()[4].content = "<p>I quit the pottery classes (4)</p>".into();
+    let gone = state.messages()[10].id.clone();
+    state.messages_mut().retain(|m| m.id != gone);
+    for i in 60..70 {
+        let text = format!("{} ({i})", TOPICS[i % TOPICS.len()]);
+        state.push_message(Message::new(
+            "Caroline",
+            Timestamp::from_unix(NOW - 1_000 + i as i64),
+            text.clone(),
+            format!("<p>{text}</p>"),
+        ));
+    }
+    let want = context(&state, Some(rebuilt(&state)), QUERY);
+    let (loaded, d) = load_fill_save(&path, &state);
+    assert_eq!(loaded, Loaded::Read(60));
+    assert_eq!(
+        d.store.len(),
+        rebuilt(&state).store.len(),
+        "gone messages' vectors dropped"
+    );
+    assert_same(&context(&state, Some(d), QUERY), &want);
+    assert_eq!(*rebuilt(&state).store, {
+        let (s, _) = embed_file::load(&path, "hashed-test:1", DIM);
+        s
+    });
+}
+
+#[test]
+fn fusion_is_deterministic_and_finds_by_meaning() {
+    let state = state_of(60);
+    let first = context(&state, Some(rebuilt(&state)), QUERY);
+    for _ in 0..5 {
+        assert_same(&context(&state, Some(rebuilt(&state)), QUERY), &first);
+    }
+    // "ceramics" is in no message: BM25 finds Caroline's messages by name
+    // only; the dense ranking finds the pottery classes (message 4 and
+    // every 7th after it), and they are sent.
+    let pottery: HashSet<String> = state
+        .messages()
+        .iter()
+        .filter(|m| m.content.contains("pottery"))
+        .map(|m| m.id.clone())
+        .collect();
+    let words_only = context(&state, None, QUERY);
+    assert!(recalled_ids(&words_only).is_disjoint(&pottery));
+    assert!(
+        !recalled_ids(&first).is_disjoint(&pottery),
+        "{:?}",
+        first.included
+    );
+}
+
+#[test]
+fn an_unrelated_question_still_recalls_nothing() {
+    let state = state_of(60);
+    let a = context(
+        &state,
+        Some(rebuilt(&state)),
+        "How do I rebase a branch in git?",
+    );
+    assert!(recalled_ids(&a).is_empty(), "{:?}", a.included);
+}

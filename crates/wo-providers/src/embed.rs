@@ -1,0 +1,177 @@
+//! Sentence embeddings for recall: the [`Embedder`] interface, where the
+//! model is expected ([`default_embedding_model_path`]), and — with the
+//! `local` feature — [`LocalEmbedder`], all-MiniLM-L6-v2 run in-process by
+//! llama.cpp from the GGUF file `scripts/install-embedding-model.sh`
+//! writes (mean pooling, as the model was trained; unit length).
+//!
+//! Nothing here downloads: without the file there is no embedder, and
+//! recall ranks by BM25 alone.
+
+use std::path::PathBuf;
+
+use crate::config::{Env, data_dir};
+
+/// File name of the embedding model (`scripts/install-embedding-model.sh`).
+pub const EMBEDDING_MODEL_FILE: &str = "all-MiniLM-L6-v2.F32.gguf";
+
+/// Where the embedding model is expected: `$WO_EMBEDDING_MODEL`, else
+/// `DATA_DIR/models/all-MiniLM-L6-v2.F32.gguf`.
+pub fn default_embedding_model_path(env: &Env) -> Option<PathBuf> {
+    if let Some(p) = env.get("WO_EMBEDDING_MODEL").filter(|p| !p.is_empty()) {
+        return Some(PathBuf::from(p));
+    }
+    Some(data_dir(env)?.join("models").join(EMBEDDING_MODEL_FILE))
+}
+
+/// Turns texts into unit-length vectors whose dot product says how alike
+/// their meanings are. The same text gives the same vector on a machine.
+pub trait Embedder: Send + Sync {
+    /// Names the model and its file: vectors of different ids are never
+    /// compared (a sidecar written with another model is rebuilt).
+    fn id(&self) -> &str;
+    /// Length of every vector.
+    fn dim(&self) -> usize;
+    /// One vector per text, in order. Blocking (milliseconds per text).
+    fn embed(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, String>;
+}
+
+/// Scales `v` to unit length (a zero vector stays zero).
+pub fn normalize(v: &mut [f32]) {
+    let norm = v
+        .iter()
+        .map(|x| f64::from(*x) * f64::from(*x))
+        .sum::<f64>()
+        .sqrt();
+    if norm > 0.0 {
+        for x in v {
+            *x = (f64::from(*x) / norm) as f32;
+        }
+    }
+}
+
+#[cfg(feature = "local")]
+pub use local::LocalEmbedder;
+
+#[cfg(feature = "local")]
+mod local {
+    use std::num::NonZeroU32;
+    use std::path::Path;
+
+    use llama_cpp_2::context::params::{LlamaContextParams, LlamaPoolingType};
+    use llama_cpp_2::llama_batch::LlamaBatch;
+    use llama_cpp_2::model::LlamaModel;
+    use llama_cpp_2::model::params::LlamaModelParams;
+
+    use super::{Embedder, normalize};
+
+    /// Tokens one text is cut to, [CLS] and [SEP] included: the length the
+    /// model was trained on (sentence-transformers' `max_seq_length`).
+    pub const MAX_TOKENS: usize = 256;
+
+    /// A BERT-family embedding model run by llama.cpp in this process (the
+    /// one llama.cpp backend the chat model uses too).
+    pub struct LocalEmbedder {
+        model: LlamaModel,
+        id: String,
+        dim: usize,
+        threads: i32,
+    }
+
+    impl std::fmt::Debug for LocalEmbedder {
+        fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            f.debug_struct("LocalEmbedder")
+                .field("id", &self.id)
+                .finish()
+        }
+    }
+
+    impl LocalEmbedder {
+        /// Loads the GGUF at `path` (tens of milliseconds: the file is
+        /// mapped, not read). Fails when it is missing or not an embedding
+        /// model llama.cpp can run.
+        pub fn open(path: &Path) -> Result<Self, String> {
+            let meta = std::fs::metadata(path)
+                .map_err(|e| format!("embedding model {}: {e}", path.display()))?;
+            let backend = crate::local::backend()?;
+            let model = LlamaModel::load_from_file(backend, path, &LlamaModelParams::default())
+                .map_err(|e| format!("cannot load the embedding model {}: {e}", path.display()))?;
+            let dim = usize::try_from(model.n_embd()).unwrap_or(0);
+            if dim == 0 {
+                return Err(format!("{}: not an embedding model", path.display()));
+            }
+            let name = path
+                .file_name()
+                .map_or_else(String::new, |n| n.to_string_lossy().into_owned());
+            let threads = std::env::var("WO_EMBED_THREADS")
+                .ok()
+                .and_then(|t| t.parse::<usize>().ok())
+                .unwrap_or(1);
+            Ok(LocalEmbedder {
+                id: format!("{name}:{}:{dim}", meta.len()),
+                model,
+                dim,
+                threads: i32::try_from(threads).unwrap_or(1),
+            })
+        }
+    }
+
+    impl Embedder for LocalEmbedder {
+        fn id(&self) -> &str {
+            &self.id
+        }
+
+        fn dim(&self) -> usize {
+            self.dim
+        }
+
+        fn embed(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, String> {
+            if texts.is_empty() {
+                return Ok(Vec::new());
+            }
+            let backend = crate::local::backend()?;
+            let params = LlamaContextParams::default()
+                .with_n_ctx(NonZeroU32::new(MAX_TOKENS as u32))
+                .with_n_batch(MAX_TOKENS as u32)
+                .with_n_ubatch(MAX_TOKENS as u32)
+                .with_n_threads(self.threads)
+                .with_n_threads_batch(self.threads)
+                .with_embeddings(true)
+                .with_pooling_type(LlamaPoolingType::Mean);
+            let mut ctx = self
+                .model
+                .new_context(backend, params)
+                .map_err(|e| format!("embedding context: {e}"))?;
+            let mut batch = LlamaBatch::new(MAX_TOKENS, 1);
+            let vocab = self.model.vocab();
+            let sep = vocab.sep();
+            let mut out = Vec::with_capacity(texts.len());
+            // One text per call: a text's vector never depends on which
+            // texts were embedded with it.
+            for text in texts {
+                // Special tokens in the text are text ([CLS] and [SEP] are
+                // added around it, not parsed out of it).
+                let mut tokens = vocab.tokenize(text.as_bytes(), true, false);
+                if tokens.len() > MAX_TOKENS {
+                    tokens.truncate(MAX_TOKENS - 1);
+                    tokens.push(sep);
+                }
+                batch.clear();
+                for (pos, tok) in tokens.iter().enumerate() {
+                    batch
+                        .add(*tok, pos as i32, &[0], true)
+                        .map_err(|e| format!("embedding batch: {e}"))?;
+                }
+                ctx.encode(&mut batch)
+                    .map_err(|e| format!("embedding: {e}"))?;
+                let mut v = ctx
+                    .embeddings_seq_ith(0)
+                    .map_err(|e| format!("embedding: {e}"))?
+                    .to_vec();
+                v.truncate(self.dim);
+                normalize(&mut v);
+                out.push(v);
+            }
+            Ok(out)
+        }
+    }
+}
