@@ -23,7 +23,7 @@ use std::time::{Duration, Instant};
 static ALLOC: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 use wo_engine::assemble::{AssemblyOptions, assemble_indexed, estimate_tokens};
-use wo_engine::dense::{self, EmbeddingStore};
+use wo_engine::dense::EmbeddingStore;
 use wo_engine::recall_file;
 use wo_engine::turn::{CompletedTurn, apply_turn};
 use wo_format::{Message, State, Timestamp, TruthEntry};
@@ -126,7 +126,7 @@ fn dense_phase(path: &std::path::Path, repeat: usize) {
     for _ in 0..repeat {
         let t = Instant::now();
         let (mut d, prepared) =
-            dense::prepare(embedder.clone(), &sidecar, &[], Some(Instant::now()));
+            wo_engine::embed_file::prepare(embedder.clone(), &sidecar, &[], Some(Instant::now()));
         d.query = Some((query.to_owned(), made_up(query)));
         assert!(matches!(
             prepared.loaded,

@@ -27,7 +27,13 @@
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
 
-use crate::dense::{EmbeddingStore, Quantized};
+use std::sync::Arc;
+use std::time::Instant;
+
+use wo_format::Message;
+use wo_providers::embed::Embedder;
+
+use crate::dense::{DENSE_PARAMS, DenseRecall, EmbeddingStore, Quantized};
 
 /// The file's first bytes; the last digit is the layout's version.
 pub const MAGIC: &[u8; 8] = b"WOEMBED1";
@@ -168,4 +174,68 @@ pub fn save(path: &Path, store: &EmbeddingStore) -> std::io::Result<()> {
     tmp.write_all(&out)?;
     tmp.persist(path).map_err(|e| e.error)?;
     Ok(())
+}
+/// What [`prepare`] did with the sidecar.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Prepared {
+    /// How the sidecar was read.
+    pub loaded: Loaded,
+    /// Messages embedded now.
+    pub added: usize,
+    /// Messages still without a vector (found by BM25 alone until embedded).
+    pub missing: usize,
+}
+
+/// Dense recall over `messages` with `embedder`: the vectors of the sidecar
+/// at `sidecar`, topped up with the messages it lacks — newest first, until
+/// `deadline` (none: all). An error of the model stops the top-up; what was
+/// embedded stays.
+pub fn prepare(
+    embedder: Arc<dyn Embedder>,
+    sidecar: &std::path::Path,
+    messages: &[Message],
+    deadline: Option<Instant>,
+) -> (DenseRecall, Prepared) {
+    let (mut store, loaded) = load(sidecar, embedder.id(), embedder.dim());
+    let added = store
+        .fill(embedder.as_ref(), messages, deadline)
+        .unwrap_or(0);
+    let missing = store.missing(messages).len();
+    (
+        DenseRecall {
+            embedder,
+            store: Arc::new(store),
+            params: DENSE_PARAMS,
+            query: None,
+        },
+        Prepared {
+            loaded,
+            added,
+            missing,
+        },
+    )
+}
+
+/// Tops `dense`'s store up with the messages of `messages` it lacks, until
+/// `deadline`, drops the vectors of messages gone, and writes the sidecar
+/// when anything changed (or it could not be read). Returns whether it
+/// wrote; a failure to write (a read-only directory) is only a cache miss.
+pub fn persist(
+    dense: &mut DenseRecall,
+    sidecar: &std::path::Path,
+    messages: &[Message],
+    prepared: &Prepared,
+    deadline: Option<Instant>,
+) -> std::io::Result<bool> {
+    let store = Arc::make_mut(&mut dense.store);
+    let added = store
+        .fill(dense.embedder.as_ref(), messages, deadline)
+        .unwrap_or(0);
+    let removed = store.retain_only(messages);
+    let unread = !matches!(prepared.loaded, Loaded::Read(_));
+    if added + prepared.added + removed == 0 && !unread {
+        return Ok(false);
+    }
+    save(sidecar, store)?;
+    Ok(true)
 }

@@ -22,10 +22,10 @@ use std::collections::{BinaryHeap, HashMap, HashSet};
 use std::sync::atomic::{AtomicBool, Ordering as AtomicOrdering};
 
 use wo_format::{Message, State, TranscriptVersion};
-use wo_text::bm25::{Doc, QueryStats};
+use wo_text::bm25::QueryStats;
 use wo_text::postings::Postings;
 
-use crate::retrieve::{Recalled, sort_recalled};
+use crate::retrieve::{Recalled, doc_of, sort_recalled};
 
 /// What [`RecallIndex::sync`] had to do.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -502,15 +502,6 @@ impl<'a> Iterator for Candidates<'a, '_> {
             });
         }
         Some((hit.index, None, hit.score))
-    }
-}
-
-/// What a message is scored on: its speaker and its text (not its title,
-/// see [`crate::retrieve`]).
-pub(crate) fn doc_of(m: &Message) -> Doc<'_> {
-    Doc {
-        plain: &m.username,
-        xhtml: &m.content,
     }
 }
 

@@ -23,8 +23,6 @@ use wo_format::{EffectivePrefs, Expires, Message, Timestamp, TruthEntry};
 
 use wo_text::bm25::{self, QueryStats};
 
-use crate::recall::doc_of;
-
 /// Age at which recency halves (30 days).
 pub const RECENCY_HALF_LIFE_SECS: f64 = 30.0 * 86_400.0;
 
@@ -377,6 +375,14 @@ pub(crate) fn sort_recalled(hits: &mut [Recalled<'_>]) {
             .total_cmp(&a.score)
             .then_with(|| b.message.order_key().cmp(&a.message.order_key()))
     });
+}
+
+/// What a message is scored on: its speaker and its text (not its title: see the module docs).
+pub(crate) fn doc_of(m: &Message) -> bm25::Doc<'_> {
+    bm25::Doc {
+        plain: &m.username,
+        xhtml: &m.content,
+    }
 }
 
 #[cfg(test)]

@@ -135,8 +135,9 @@ const QUERY: &str = "When are Caroline's ceramics lessons?";
 /// Loads the sidecar, tops it up and writes it back, as `wo context embed`
 /// does; returns how it was loaded and the dense recall.
 fn load_fill_save(path: &std::path::Path, state: &State) -> (Loaded, DenseRecall) {
-    let (mut d, prepared) = dense::prepare(embedder(), path, state.messages(), None);
-    dense::persist(&mut d, path, state.messages(), &prepared, None).unwrap();
+    let (mut d, prepared) =
+        wo_engine::embed_file::prepare(embedder(), path, state.messages(), None);
+    wo_engine::embed_file::persist(&mut d, path, state.messages(), &prepared, None).unwrap();
     (prepared.loaded, d)
 }
 

@@ -123,7 +123,7 @@ fn explain(g: &GlobalOpts, args: ExplainArgs) -> Result<ExitCode> {
     // by BM25 alone).
     if let Some(embedder) = super::dense::embedder(false) {
         let sidecar = wo_engine::embed_file::sidecar_path(store.path());
-        let (mut dense, prepared) = wo_engine::dense::prepare(
+        let (mut dense, prepared) = wo_engine::embed_file::prepare(
             embedder,
             &sidecar,
             state.messages(),

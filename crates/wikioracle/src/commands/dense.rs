@@ -45,7 +45,7 @@ pub struct Pending {
     job: std::thread::JoinHandle<Option<(wo_engine::dense::DenseRecall, Prepared)>>,
 }
 
-use wo_engine::dense::Prepared;
+use wo_engine::embed_file::Prepared;
 
 /// Starts preparing dense recall for `question` on the state file at
 /// `state_path` (nothing is embedded but the question: messages the
@@ -57,7 +57,7 @@ pub fn start(state_path: &std::path::Path, question: &str, quiet: bool) -> Pendi
     let job = std::thread::spawn(move || {
         let embedder = embedder(quiet)?;
         let (mut dense, prepared) =
-            wo_engine::dense::prepare(embedder, &path, &[], Some(std::time::Instant::now()));
+            wo_engine::embed_file::prepare(embedder, &path, &[], Some(std::time::Instant::now()));
         let v = dense.embedder.embed(&[question.as_str()]).ok()?.pop()?;
         dense.query = Some((question, v));
         Some((dense, prepared))
@@ -112,7 +112,7 @@ pub fn finish(
         let _ = spawn_embedder(g, state_path);
         return;
     }
-    let _ = wo_engine::dense::persist(&mut dense, &sidecar, messages, &prepared, None);
+    let _ = wo_engine::embed_file::persist(&mut dense, &sidecar, messages, &prepared, None);
 }
 
 /// Starts `wo context embed --quiet` on `state_path`, detached.
@@ -172,9 +172,10 @@ pub fn embed_all(
         return Ok(());
     }
     let started = std::time::Instant::now();
-    let (mut dense, prepared) = wo_engine::dense::prepare(embedder, &sidecar, &[], Some(started));
+    let (mut dense, prepared) =
+        wo_engine::embed_file::prepare(embedder, &sidecar, &[], Some(started));
     let missing = dense.store.missing(state.messages()).len();
-    wo_engine::dense::persist(&mut dense, &sidecar, state.messages(), &prepared, None)
+    wo_engine::embed_file::persist(&mut dense, &sidecar, state.messages(), &prepared, None)
         .with_context(|| format!("cannot write {}", sidecar.display()))?;
     if !quiet {
         eoutln!(
