@@ -120,7 +120,7 @@ const stateless = {
       context: st.context || '',
       truth: params.rag === false ? [] : selectTruth(message, st.context || ''),
       window: windowMsgs,
-      params: withFilePrefs(params, st),
+      params,
     };
     if (question) body.regenerate = true;
     else if (newConversation && !parent) body.new_conversation = true;
@@ -346,19 +346,6 @@ function selectTruth(message, context) {
     bytes += sizes[i];
     out.push(entries[i]);
   }
-  return out;
-}
-
-/**
- * The turn's params with the file's `max_entries` and `min_certainty`
- * where the settings leave them, as a local server's turn reads them from
- * its file (the request has no room for the file's other retrieval knobs).
- */
-function withFilePrefs(params, st) {
-  const file = isObject(st.truth.retrieval_prefs) ? st.truth.retrieval_prefs : {};
-  const out = { ...params };
-  if (out.max_entries === undefined && Number.isInteger(file.max_entries)) out.max_entries = file.max_entries;
-  if (out.min_certainty === undefined && typeof file.min_certainty === 'number') out.min_certainty = file.min_certainty;
   return out;
 }
 
