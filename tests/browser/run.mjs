@@ -374,6 +374,10 @@ async function waitStatus(page, re, timeout = 60_000) {
 
 async function openPanel(page, which) {
   const toggle = page.locator(`[data-testid="open-${which}"]`);
+  // On a narrower desktop some tools sit behind the header's "More".
+  if (!(await toggle.isVisible()) && (await page.locator('[data-testid="open-more"]').isVisible())) {
+    await page.click('[data-testid="open-more"]');
+  }
   if ((await toggle.getAttribute('aria-expanded')) !== 'true') await toggle.click();
   await page.waitForSelector(`[data-testid="panel-${which}"]:not([hidden])`);
 }
@@ -1032,6 +1036,47 @@ for (const mode of ['local', 'stateless']) {
   });
 }
 
+// The memory a turn uses is chosen by wo-engine's retrieval in both modes:
+// the stateless page sends its whole memory (within the request's limits)
+// rather than ranking it itself, so the hosted mode cannot pick otherwise
+// than a local server would. The decoys share the question's letters
+// ("kilnworks") but not its words: a substring count ranks them above the
+// one entry about kilns, BM25 does not.
+scenario('both: stateless and local modes pick the same memory for the same state and question', async () => {
+  const base = Date.UTC(2025, 2, 1, 0, 0, 0);
+  const entry = (title, content, i) => {
+    const timestamp = stamp(base + i * 1000);
+    return { id: 't_' + sha16(`${title}|${timestamp}|${content}`), title, timestamp, certainty: 0.9, content };
+  };
+  const trust = [entry('Kiln firing', '<p>The kiln fires at 1200 degrees.</p>', 0)];
+  for (let i = 1; i <= 40; i++) trust.push(entry(`kilnworks ${i}`, '<p>kilnworkskilnworks kilnworks kilnworkskilnworks</p>', i));
+  const fixture = {
+    version: 1, schema: 'wikioracle.llm_state', date: stamp(base + 60_000), context: '', messages: [],
+    truth: { trust, retrieval_prefs: { max_entries: 8 } },
+  };
+  const picked = {};
+  for (const stateless of [false, true]) {
+    const server = await startServer({ stateless });
+    try {
+      await withPage(server, {}, async (page) => {
+        await importFile(page, 'llm_2025.03.01.0000.json', JSON.stringify(fixture));
+        await waitStatus(page, /Imported|Merged/);
+        await sendMessage(page, 'What is the kiln firing temperature?');
+        const details = page.locator('[data-testid="message"]').last().locator('[data-testid="context-used"]');
+        await details.locator('summary').click();
+        picked[stateless ? 'stateless' : 'local'] = (await details.locator('[data-testid="context-included"] li').allTextContents())
+          .map((t) => t.trim().replace(/\s*\(\d+ tokens\)$/, '')).filter((t) => /^truth\b/i.test(t)).sort();
+      });
+    } finally {
+      await server.stop();
+    }
+  }
+  assert(picked.local.length > 0 && picked.local.some((t) => /Kiln firing/.test(t)),
+    `local mode did not use the entry about kilns: ${JSON.stringify(picked.local)}`);
+  assert(JSON.stringify(picked.stateless) === JSON.stringify(picked.local),
+    `the modes picked different memory: local ${JSON.stringify(picked.local)}, stateless ${JSON.stringify(picked.stateless)}`);
+});
+
 scenario('local: export, import into a fresh server, identical state', async () => {
   const server = await localServer();
   let exported;
@@ -1107,7 +1152,7 @@ scenario('stateless: export, import into a fresh browser, identical state', asyn
 // the same wasm module, the page runs).
 scenario('stateless: app.js agrees with the Rust golden vectors', async () => {
   const golden = JSON.parse(fs.readFileSync(path.join(HERE, 'golden.json'), 'utf8'));
-  for (const part of ['ids', 'text_to_xhtml', 'merges', 'exports', 'patches', 'truth_ops', 'renames', 'conversations']) {
+  for (const part of ['ids', 'text_to_xhtml', 'merges', 'exports', 'patches', 'truth_ops', 'renames', 'conversations', 'roles', 'bm25']) {
     assert(Array.isArray(golden[part]) && golden[part].length, `golden.json has no ${part} vectors`);
   }
   const server = await statelessServer();
@@ -1203,10 +1248,43 @@ scenario('stateless: app.js agrees with the Rust golden vectors', async () => {
         if (got !== want) return `conversations: filter ${show(v.filter)}: app.js lists ${got}, Rust ${want}`;
         checked++;
       }
+      // Ordering: timestamps pairwise, and messages sorted as the transcript.
+      for (const v of g.order.pairs) {
+        const got = m.compareTimestamps(v.a, v.b);
+        if (got !== v.order) return `order: ${v.a} vs ${v.b} is ${got} in app.js, ${v.order} in Rust`;
+        checked++;
+      }
+      const keyed = g.order.keys.map(([timestamp, id], i) => ({ timestamp, id, i }));
+      const ordered = m.sortMessages(keyed.slice()).map((x) => x.i);
+      if (show(ordered) !== show(g.order.order)) return `order: messages sort as ${show(ordered)} in app.js, ${show(g.order.order)} in Rust`;
+      checked++;
+      // The parent rule the branch tree follows, over a whole file.
+      const parents = m.messageParents(g.parents.state.messages, true);
+      for (const [id, parent] of g.parents.parents) {
+        if ((parents.get(id) ?? null) !== parent) return `parents: ${id}'s parent is ${parents.get(id)} in app.js, ${parent} in Rust`;
+        checked++;
+      }
+      for (const v of g.roles) {
+        const got = m.roleOf(v.message);
+        if (got !== v.role) return `roles: ${show(v.message)} is ${got} in app.js, ${v.role} in Rust`;
+        checked++;
+      }
+      const newest = m.truthByUpdate(g.truth_updates.entries);
+      if (show(newest) !== show(g.truth_updates.newest_first)) return `truth_updates: ${show(newest)} in app.js, ${show(g.truth_updates.newest_first)} in Rust`;
+      checked++;
+      const fresh = m.canonicalStateText(m.newState(g.truth_updates.new_state.now));
+      if (fresh !== g.truth_updates.new_state.state) return `new_state: ${diff(fresh, g.truth_updates.new_state.state)}`;
+      checked++;
+      for (const v of g.bm25) {
+        const got = m.bm25Scores(v.docs, v.query);
+        if (show(got) !== show(v.scores)) return `bm25: ${show(v.query)} scores ${show(got)} in app.js, ${show(v.scores)} in Rust`;
+        checked++;
+      }
       return { checked };
     }, golden);
     assert(typeof result === 'object', `app.js disagrees with Rust: ${result}`);
-    const total = ['ids', 'text_to_xhtml', 'merges', 'exports', 'patches', 'truth_ops', 'renames', 'conversations'].reduce((n, k) => n + golden[k].length, 0);
+    const total = ['ids', 'text_to_xhtml', 'merges', 'exports', 'patches', 'truth_ops', 'renames', 'conversations', 'roles', 'bm25'].reduce((n, k) => n + golden[k].length, 0)
+      + golden.order.pairs.length + 1 + golden.parents.parents.length + 2;
     assert(result.checked === total, `only ${result.checked} of ${total} golden vectors were checked`);
   });
 });
@@ -1969,6 +2047,102 @@ for (const mode of ['local', 'stateless']) {
     });
   }
 }
+
+// The layout holds at the sizes people use: the header stays one row (the
+// tools that do not fit go behind "More", or the phone menu), an opened
+// panel shows its title and close button below the header even with the
+// conversation scrolled, and the message box keeps at least half the width.
+const LAYOUT_SIZES = {
+  '1024x768': { viewport: { width: 1024, height: 768 }, reducedMotion: 'reduce' },
+  '1280x800': SIZES.desktop,
+  '390x844': SIZES.phone,
+};
+scenario('local: the layout holds at 1024×768, 1280×800 and 390×844 (header, panels, composer, shortcuts)', async () => {
+  const server = await serveFixture('local', exportFixture('layout', 60), 'layout');
+  try {
+    for (const [size, opts] of Object.entries(LAYOUT_SIZES)) {
+      const context = await browser.newContext({ acceptDownloads: true, ...opts });
+      await context.addCookies([{ name: prefsCookie(server), value: b64urlEncode(JSON.stringify({ max_tokens: ANSWER_TOKENS })), url: server.origin, sameSite: 'Strict' }]);
+      const page = await context.newPage();
+      const errors = [];
+      page.on('pageerror', (e) => errors.push(String(e && e.message ? e.message : e)));
+      try {
+        await page.goto(server.url);
+        await page.waitForFunction(() => document.body.dataset.ready === 'true');
+        const phone = size === '390x844';
+        const width = opts.viewport.width;
+        const header = async () => page.$eval('header.topbar', (e) => {
+          const tops = [...e.children].filter((c) => c.offsetParent && c.getBoundingClientRect().height).map((c) => Math.round(c.getBoundingClientRect().top));
+          return { height: e.getBoundingClientRect().height, bottom: e.getBoundingClientRect().bottom, spread: Math.max(...tops) - Math.min(...tops) };
+        });
+        const head = await header();
+        assert(head.height <= 64 && head.spread < 16, `${size}: the header is ${head.height}px tall, its items ${head.spread}px apart`);
+        const overflow = await page.evaluate(() => document.documentElement.scrollWidth - window.innerWidth);
+        assert(overflow <= 1, `${size}: the page is ${overflow}px wider than the screen`);
+        // The composer spans at least half the page, its message box at least half the composer.
+        const widths = async () => page.evaluate(() => ({
+          composer: document.querySelector('[data-testid="composer"]').getBoundingClientRect().width,
+          box: document.querySelector('[data-testid="composer-input"]').getBoundingClientRect().width,
+        }));
+        const w = await widths();
+        assert(w.composer >= width / 2 && w.box >= w.composer / 2, `${size}: the composer is ${Math.round(w.composer)}px of ${width}, its message box ${Math.round(w.box)}px`);
+        // A status line appears and goes without moving the conversation.
+        const before = await page.$eval('#conversation', (e) => e.getBoundingClientRect().top);
+        await page.evaluate(() => document.querySelector('[data-testid="status"]').classList.add('shown'));
+        await page.evaluate(() => { document.querySelector('[data-testid="status"]').textContent = 'Answer saved.'; });
+        const after = await page.$eval('#conversation', (e) => e.getBoundingClientRect().top);
+        assert(Math.abs(after - before) < 1, `${size}: a status line moved the conversation by ${after - before}px`);
+        for (const which of ['settings', 'truth', 'efforts', 'context']) {
+          // Scrolled down the conversation, as a reader would be.
+          await page.evaluate(() => window.scrollTo(0, document.documentElement.scrollHeight));
+          if (phone) {
+            await page.click('[data-testid="open-menu"]');
+            await page.waitForSelector('[data-testid="tools"]', { state: 'visible' });
+            const search = await page.$eval('[data-testid="search-input"]', (e) => e.getBoundingClientRect().height);
+            assert(search <= 56, `${size}: the menu's search box is ${search}px tall`);
+          }
+          await openPanel(page, which);
+          const close = await page.$eval(`[data-testid="panel-${which}"] .panel-close`, (e) => e.getBoundingClientRect().toJSON());
+          const title = await page.$eval(`[data-testid="panel-${which}"] h2`, (e) => e.getBoundingClientRect().toJSON());
+          const top = phone ? 0 : (await header()).bottom;
+          for (const [what, r] of [['close button', close], ['title', title]]) {
+            assert(r.top >= top - 1 && r.bottom <= opts.viewport.height && r.left >= 0 && r.right <= width,
+              `${size}: the ${which} panel's ${what} is outside the viewport or under the header: ${JSON.stringify(r)}`);
+          }
+          if (!phone) {
+            const hd = await header();
+            assert(hd.height <= 64 && hd.spread < 16, `${size}: with the ${which} panel open the header is ${hd.height}px tall`);
+            const open = await widths();
+            assert(open.box >= open.composer / 2, `${size}: with the ${which} panel open the message box is ${Math.round(open.box)}px of ${Math.round(open.composer)}`);
+          }
+          await page.click(`[data-testid="panel-${which}"] .panel-close`);
+          await page.waitForSelector(`[data-testid="panel-${which}"]`, { state: 'hidden' });
+        }
+        // The shortcuts: `?` lists them; Ctrl+Shift+O starts a new chat; `/` focuses search.
+        await page.focus('[data-testid="conversation-title"]').catch(() => {});
+        await page.evaluate(() => document.activeElement?.blur());
+        await page.keyboard.press('?');
+        await page.waitForSelector('[data-testid="shortcuts-dialog"][open]');
+        const listed = await page.textContent('[data-testid="shortcuts-list"]');
+        for (const what of ['New chat', 'Search', 'Stop']) assert(listed.includes(what), `${size}: the shortcuts do not list ${what}: ${listed}`);
+        await shot(page, `layout-${size}-shortcuts`);
+        await page.click('[data-testid="shortcuts-close"]');
+        await page.waitForSelector('[data-testid="shortcuts-dialog"]:not([open])', { state: 'attached' });
+        await page.keyboard.press('Control+Shift+O');
+        await page.waitForFunction(() => document.querySelector('[data-testid="conversation-title"]').textContent === 'New conversation');
+        await page.evaluate(() => document.activeElement?.blur());
+        await page.keyboard.press('/');
+        await page.waitForFunction(() => document.activeElement?.dataset.testid === 'search-input');
+        await shot(page, `layout-${size}`);
+        assert(!errors.length, `${size}: page errors: ${errors.join('; ')}`);
+      } finally {
+        await context.close();
+      }
+    }
+  } finally {
+    await server.stop();
+  }
+});
 
 // ------------------------------------------------- rename, highlighting, truth filters, efforts, context as Markdown, provider picker
 

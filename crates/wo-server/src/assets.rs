@@ -5,8 +5,45 @@
 
 /// The web client's page.
 pub const INDEX_HTML: &str = include_str!("web/index.html");
-/// The web client's script.
+/// The web client's entry module (`GET /app.js`): it imports the modules of
+/// [`APP_MODULES`] by relative paths.
 pub const APP_JS: &str = include_str!("web/app.js");
+/// The web client's ES modules (`GET /js/<name>`), no build step: each is
+/// served as written, with `app.js`'s type, caching and CSP. ARCHITECTURE.md's
+/// web-client table says what each owns; `sw.js` keeps each for the offline
+/// shell (a test holds the three lists equal).
+pub const APP_MODULES: &[(&str, &str)] = &[
+    ("backend-local.js", include_str!("web/js/backend-local.js")),
+    (
+        "backend-stateless.js",
+        include_str!("web/js/backend-stateless.js"),
+    ),
+    ("backend.js", include_str!("web/js/backend.js")),
+    ("dom.js", include_str!("web/js/dom.js")),
+    ("format.js", include_str!("web/js/format.js")),
+    ("highlight.js", include_str!("web/js/highlight.js")),
+    ("http.js", include_str!("web/js/http.js")),
+    ("main.js", include_str!("web/js/main.js")),
+    ("prefs.js", include_str!("web/js/prefs.js")),
+    ("render-memory.js", include_str!("web/js/render-memory.js")),
+    (
+        "render-messages.js",
+        include_str!("web/js/render-messages.js"),
+    ),
+    (
+        "render-settings.js",
+        include_str!("web/js/render-settings.js"),
+    ),
+    (
+        "render-sidebar.js",
+        include_str!("web/js/render-sidebar.js"),
+    ),
+    ("state.js", include_str!("web/js/state.js")),
+    ("tree.js", include_str!("web/js/tree.js")),
+    ("turn.js", include_str!("web/js/turn.js")),
+    ("view.js", include_str!("web/js/view.js")),
+    ("xhtml.js", include_str!("web/js/xhtml.js")),
+];
 /// The page a stale sign-in link gets (local mode): how to sign in again.
 pub const SIGNIN_HTML: &str = include_str!("web/signin.html");
 /// The web client's styles.
@@ -57,3 +94,34 @@ pub const OPENAPI_JSON: &str = include_str!("openapi.json");
 /// the page compile its own wasm module (from `'self'`, as every script);
 /// it allows no JavaScript `eval`.
 pub const CSP: &str = "default-src 'self'; script-src 'self' 'wasm-unsafe-eval'; style-src 'self'; img-src 'self' data:; connect-src 'self'; worker-src 'self'; manifest-src 'self'; frame-ancestors 'none'; base-uri 'none'; form-action 'self'; object-src 'none'";
+
+#[cfg(test)]
+mod tests {
+    use super::{APP_MODULES, SERVICE_WORKER};
+
+    /// Every module under `web/js/` is embedded, and the service worker's
+    /// offline shell keeps each: a module missing from either would leave
+    /// the page unable to start (served) or to start offline (cached).
+    #[test]
+    fn every_web_module_is_served_and_kept_offline() {
+        let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/src/web/js");
+        let mut on_disk: Vec<String> = std::fs::read_dir(dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .filter(|n| n.ends_with(".js"))
+            .collect();
+        on_disk.sort();
+        let mut embedded: Vec<String> = APP_MODULES.iter().map(|(n, _)| (*n).to_owned()).collect();
+        embedded.sort();
+        assert_eq!(
+            embedded, on_disk,
+            "assets::APP_MODULES must list every file of {dir}"
+        );
+        for name in &on_disk {
+            assert!(
+                SERVICE_WORKER.contains(&format!("'/js/{name}'")),
+                "sw.js's SHELL does not keep /js/{name}"
+            );
+        }
+    }
+}

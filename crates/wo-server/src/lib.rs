@@ -539,7 +539,15 @@ pub fn router(served: &Served) -> Router {
 /// The routes both modes serve: the web client, the OpenAPI document,
 /// health, info and providers.
 fn common<M: Mode>() -> Router<Arc<M>> {
-    Router::new()
+    let mut router = Router::new();
+    // The web client's modules, imported by `/app.js` as `./js/<name>`.
+    for &(name, body) in assets::APP_MODULES {
+        router = router.route(
+            &format!("/js/{name}"),
+            get(move || static_file(body, "text/javascript; charset=utf-8")),
+        );
+    }
+    router
         .route("/", get(index::<M>))
         .route(
             "/app.js",

@@ -76,6 +76,8 @@ async fn the_api_needs_the_token() {
         "/api/openapi.json",
         "/",
         "/app.js",
+        "/js/main.js",
+        "/js/state.js",
         "/app.css",
         "/wasm/wo_wasm.js",
         "/wasm/wo_wasm_bg.wasm",

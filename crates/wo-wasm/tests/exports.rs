@@ -178,3 +178,90 @@ fn bad_arguments_are_refused_naming_them() {
     let err = edit_truth(&ok, "t_1", "[]", now).unwrap_err();
     assert_eq!(err, "`edit` is not a JSON object");
 }
+
+#[test]
+fn ordering_links_roles_lists_and_scores_match_the_golden_vectors() {
+    let g = golden();
+    for v in g["order"]["pairs"].as_array().unwrap() {
+        let got = compare_timestamps(s(&v["a"]), s(&v["b"])).unwrap();
+        assert_eq!(i64::from(got), v["order"].as_i64().unwrap(), "{v}");
+    }
+    let order = message_order(&g["order"]["keys"].to_string()).unwrap();
+    let want: Vec<u32> = serde_json::from_value(g["order"]["order"].clone()).unwrap();
+    assert_eq!(order, want);
+
+    let state = &g["parents"]["state"];
+    let parents = message_parents(&state["messages"].to_string(), true).unwrap();
+    let parents: Value = serde_json::from_str(&parents).unwrap();
+    assert_eq!(parents, g["parents"]["parents"]);
+
+    for v in vectors("roles") {
+        assert_eq!(
+            message_role(&v["message"].to_string()).unwrap(),
+            s(&v["role"]),
+            "{v}"
+        );
+    }
+    for v in vectors("conversations") {
+        let got: Value = serde_json::from_str(
+            &list_conversations(&v["state"]["messages"].to_string(), s(&v["filter"])).unwrap(),
+        )
+        .unwrap();
+        assert_eq!(got, v["listed"], "filter {}", v["filter"]);
+    }
+    let t = &g["truth_updates"];
+    let got: Value =
+        serde_json::from_str(&truth_by_update(&t["entries"].to_string()).unwrap()).unwrap();
+    assert_eq!(got, t["newest_first"]);
+    assert_eq!(
+        new_state(s(&t["new_state"]["now"])).unwrap(),
+        s(&t["new_state"]["state"])
+    );
+    for v in vectors("bm25") {
+        let got = bm25_scores(&v["docs"].to_string(), s(&v["query"])).unwrap();
+        let want: Vec<f64> = serde_json::from_value(v["scores"].clone()).unwrap();
+        assert_eq!(got, want, "{v}");
+    }
+}
+
+/// Local mode loads pages: a parent that is not loaded makes a root there
+/// (in a whole file the same message would follow the latest unlinked one).
+#[test]
+fn a_parent_not_loaded_makes_a_root_only_for_partial_loads() {
+    let messages = json!([
+        {"id": "m_a", "timestamp": "2026-01-01T00:00:00Z"},
+        {"id": "m_b", "timestamp": "2026-01-01T00:00:01Z", "parent": "m_gone"},
+        {"id": "m_c", "timestamp": "2026-01-01T00:00:02Z", "parent": "m_b"},
+        {"id": "m_d", "timestamp": "2026-01-01T00:00:03Z", "new_conversation": true},
+    ])
+    .to_string();
+    let whole: Value = serde_json::from_str(&message_parents(&messages, true).unwrap()).unwrap();
+    assert_eq!(
+        whole,
+        json!([["m_a", null], ["m_b", "m_a"], ["m_c", "m_b"], ["m_d", null]])
+    );
+    let partial: Value = serde_json::from_str(&message_parents(&messages, false).unwrap()).unwrap();
+    assert_eq!(
+        partial,
+        json!([["m_a", null], ["m_b", null], ["m_c", "m_b"], ["m_d", null]])
+    );
+}
+
+#[test]
+fn bad_arguments_of_the_new_exports_are_refused_naming_them() {
+    let err = compare_timestamps("soon", "2026-01-01T00:00:00Z").unwrap_err();
+    assert!(err.starts_with("`a` is not a timestamp"), "{err}");
+    let err = message_order(r#"[["2026-01-01T00:00:00Z","m_a"],["later","m_b"]]"#).unwrap_err();
+    assert!(err.contains("/1/0"), "{err}");
+    let err = message_parents("{}", true).unwrap_err();
+    assert_eq!(err, "`messages` is not a JSON array");
+    let err = message_role(r#"{"username":"u","role":"robot"}"#).unwrap_err();
+    assert!(
+        err.starts_with("`message` is not a valid llm.json state"),
+        "{err}"
+    );
+    let err = bm25_scores("[1]", "q").unwrap_err();
+    assert!(err.starts_with("`docs`"), "{err}");
+    let err = new_state("now").unwrap_err();
+    assert!(err.starts_with("`now` is not a timestamp"), "{err}");
+}

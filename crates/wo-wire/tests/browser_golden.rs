@@ -1,9 +1,10 @@
 //! Golden vectors for the web client (`crates/wo-server/src/web/app.js`),
 //! which computes ids, merges, state patches, truth edits, tombstones and
 //! exports by calling this crate and wo-format compiled to wasm
-//! (`crates/wo-wasm`), renames included, and lists conversations by
-//! `wo_format::conversation::listed`'s rules (`listConversations`, checked
-//! against [`conversation_vectors`]): inputs and what the native build makes of them,
+//! (`crates/wo-wasm`), renames included, and orders timestamps and
+//! messages, links branches, infers roles, lists conversations
+//! (`wo_format::conversation::listed`), orders truth by update and scores
+//! search (`wo_text::bm25`) by the same calls: inputs and what the native build makes of them,
 //! written to `tests/browser/golden.json`; the browser suite
 //! (`tests/browser/run.mjs`, scenario "stateless: app.js agrees with the Rust
 //! golden vectors") runs every vector through app.js's calls into the wasm
@@ -557,6 +558,157 @@ fn text_to_xhtml_vectors() -> Vec<Value> {
     .collect()
 }
 
+/// Timestamps and messages in wo-format's order (app.js's `compareTimestamps`
+/// and `sortMessages`): instants with fractions of any length, one instant
+/// written two ways, ids ordered by UTF-8 bytes (not UTF-16 units: an id
+/// above U+FFFF sorts after one of U+FFFD here, before it in JavaScript).
+fn order_vectors() -> Value {
+    let stamps = [
+        "2026-01-01T00:00:00Z",
+        "2026-01-01T00:00:00.5Z",
+        "2026-01-01T00:00:00.50Z",
+        "2026-01-01T00:00:00.000000001Z",
+        "2025-12-31T23:59:59.999Z",
+        "2026-01-01T00:00:01Z",
+    ];
+    let mut pairs = Vec::new();
+    for a in stamps {
+        for b in stamps {
+            let (x, y) = (Timestamp::parse(a).unwrap(), Timestamp::parse(b).unwrap());
+            pairs.push(json!({"a": a, "b": b, "order": x.cmp(&y) as i32}));
+        }
+    }
+    let keys = [
+        ("2026-01-01T00:00:01Z", "m_b"),
+        ("2026-01-01T00:00:00.5Z", "m_\u{fffd}"),
+        ("2026-01-01T00:00:00.5Z", "m_\u{1f642}"),
+        ("2026-01-01T00:00:00.50Z", "m_a"),
+        ("2026-01-01T00:00:00Z", "m_z"),
+        ("2026-01-01T00:00:00.5Z", "m_a"),
+        ("2025-12-31T23:59:59.999Z", "m_y"),
+    ];
+    let mut order: Vec<usize> = (0..keys.len()).collect();
+    order.sort_by(|&i, &j| {
+        let a = (Timestamp::parse(keys[i].0).unwrap(), keys[i].1);
+        let b = (Timestamp::parse(keys[j].0).unwrap(), keys[j].1);
+        a.cmp(&b)
+    });
+    json!({"pairs": pairs, "keys": keys.iter().map(|(t, id)| json!([t, id])).collect::<Vec<_>>(), "order": order})
+}
+
+/// The state the link, role and update vectors read: the conversation
+/// vectors' messages (a legacy chain, marked roots, a branch, a parent not
+/// in the file, a continued chain) plus roles written and inferred.
+fn link_state() -> (String, wo_format::State) {
+    let conv = conversation_vectors();
+    let text = conv[0]["state"].to_string();
+    let st = state(&text);
+    (text, st)
+}
+
+/// Each message's parent by the rule `State::branch` follows (app.js's
+/// `buildTree` over a whole file).
+fn parent_vectors() -> Value {
+    let (text, st) = link_state();
+    let parents: Vec<Value> = st
+        .messages()
+        .iter()
+        .map(|m| {
+            let branch = st.branch(&m.id);
+            let parent = branch.len().checked_sub(2).map(|i| branch[i].id.clone());
+            json!([m.id, parent])
+        })
+        .collect();
+    json!({"state": serde_json::from_str::<Value>(&text).unwrap(), "parents": parents})
+}
+
+/// Roles as wo-format infers them (`Message::effective_role`; app.js's
+/// `roleOf`): written, "system" by name, assistant by provider, model or a
+/// model's name, else user.
+fn role_vectors() -> Vec<Value> {
+    let cases = [
+        json!({"username": "alec"}),
+        json!({"username": "alec", "role": "assistant"}),
+        json!({"username": "SYSTEM"}),
+        json!({"username": "bot", "provider": "openai"}),
+        json!({"username": "bot", "model": "m"}),
+        json!({"username": "gpt-4o"}),
+        json!({"username": "llama3.1:8b"}),
+        json!({"username": "system", "role": "user"}),
+    ];
+    cases
+        .into_iter()
+        .map(|m| {
+            let mut one = json!({"id": "m_1", "title": "", "timestamp": "2026-01-01T00:00:00Z", "content": ""});
+            for (k, v) in m.as_object().unwrap() {
+                one[k] = v.clone();
+            }
+            let text = json!({"version": 1, "schema": "wikioracle.llm_state", "date": "2026-01-01T00:00:00Z", "messages": [one]});
+            let role = state(&text.to_string()).messages()[0].effective_role().as_str();
+            json!({"message": m, "role": role})
+        })
+        .collect()
+}
+
+/// Truth entries newest first by `TruthEntry::effective_update` (app.js's
+/// efforts panel), and the SPEC's new state (`State::new`: app.js's
+/// `freshState`, default `retrieval_prefs` included).
+fn truth_update_vectors() -> Value {
+    let entries = json!([
+        {"id": "t_a", "title": "a", "timestamp": "2026-01-01T00:00:00Z", "certainty": 0.5, "content": "<p>a</p>"},
+        {"id": "t_b", "title": "b", "timestamp": "2025-01-01T00:00:00Z", "updated": "2026-02-01T00:00:00Z", "certainty": 0.5, "content": "<p>b</p>"},
+        {"id": "t_c", "title": "c", "timestamp": "2026-01-15T00:00:00.25Z", "certainty": 0.5, "content": "<p>c</p>"},
+    ]);
+    let text = json!({"version": 1, "schema": "wikioracle.llm_state", "date": "2026-01-01T00:00:00Z", "messages": [], "truth": {"trust": entries}});
+    let st = state(&text.to_string());
+    let mut trust: Vec<_> = st.truth.trust.iter().collect();
+    trust.sort_by(|a, b| b.effective_update().cmp(a.effective_update()));
+    let newest: Vec<Value> = trust
+        .iter()
+        .map(|t| json!([t.id, t.effective_update().as_str()]))
+        .collect();
+    let now = "2026-03-01T12:00:00Z";
+    json!({
+        "entries": entries,
+        "newest_first": newest,
+        "new_state": {"now": now, "state": canonical(&wo_format::State::new(Timestamp::parse(now).unwrap()))},
+    })
+}
+
+/// BM25 scores (`wo_text::bm25::scores_docs`, the server's search and the
+/// engine's retrieval): stemming, markup skipped, a term in no document.
+fn bm25_vectors() -> Vec<Value> {
+    let docs = [
+        ("Kiln firing", "<p>The kiln fires at 1200 degrees.</p>"),
+        ("kilnworks", "<p>kilnworkskilnworks kilnworks</p>"),
+        (
+            "Glazes",
+            "<p>Firing <em>glazes</em> in a kiln; kilns vary.</p>",
+        ),
+        ("", "<p>nothing here</p>"),
+    ];
+    let d: Vec<wo_text::bm25::Doc> = docs
+        .iter()
+        .map(|(plain, xhtml)| wo_text::bm25::Doc { plain, xhtml })
+        .collect();
+    [
+        "kiln firing temperature",
+        "glaze",
+        "KILNS",
+        "absent words",
+        "",
+    ]
+    .into_iter()
+    .map(|q| {
+        json!({
+            "docs": docs.iter().map(|(p, x)| json!([p, x])).collect::<Vec<_>>(),
+            "query": q,
+            "scores": wo_text::bm25::scores_docs(&d, q),
+        })
+    })
+    .collect()
+}
+
 #[test]
 fn browser_golden_vectors_are_current() {
     let doc = json!({
@@ -569,6 +721,11 @@ fn browser_golden_vectors_are_current() {
         "renames": rename_vectors(),
         "conversations": conversation_vectors(),
         "text_to_xhtml": text_to_xhtml_vectors(),
+        "order": order_vectors(),
+        "parents": parent_vectors(),
+        "roles": role_vectors(),
+        "truth_updates": truth_update_vectors(),
+        "bm25": bm25_vectors(),
     });
     let text = serde_json::to_string_pretty(&doc).unwrap() + "\n";
     let path = golden_path();

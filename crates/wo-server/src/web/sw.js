@@ -1,5 +1,5 @@
 // WikiOracle's service worker: the offline shell of a stateless server.
-// It keeps the page, its script, its wasm module (the
+// It keeps the page, its script and modules, its wasm module (the
 // file format: stateless mode cannot work without it), styles, manifest and
 // icons, and answers them from that cache only when the network fails, so
 // an online page always gets the server's current files. It never touches
@@ -8,8 +8,29 @@
 // app.js registers it in stateless mode only, and unregisters it in local
 // mode.
 
-const CACHE = 'wikioracle-shell-v2';
-const SHELL = ['/', '/app.js', '/wasm/wo_wasm.js', '/wasm/wo_wasm_bg.wasm', '/app.css', '/manifest.webmanifest', '/icon.svg', '/icon-192.png', '/icon-512.png'];
+const CACHE = 'wikioracle-shell-v3';
+const SHELL = [
+  '/', '/app.js', '/wasm/wo_wasm.js', '/wasm/wo_wasm_bg.wasm', '/app.css', '/manifest.webmanifest', '/icon.svg', '/icon-192.png', '/icon-512.png',
+  // app.js's modules (assets::APP_MODULES; a test holds this list to it).
+  '/js/backend-local.js',
+  '/js/backend-stateless.js',
+  '/js/backend.js',
+  '/js/dom.js',
+  '/js/format.js',
+  '/js/highlight.js',
+  '/js/http.js',
+  '/js/main.js',
+  '/js/prefs.js',
+  '/js/render-memory.js',
+  '/js/render-messages.js',
+  '/js/render-settings.js',
+  '/js/render-sidebar.js',
+  '/js/state.js',
+  '/js/tree.js',
+  '/js/turn.js',
+  '/js/view.js',
+  '/js/xhtml.js',
+];
 
 self.addEventListener('install', (event) => {
   event.waitUntil(caches.open(CACHE).then((c) => c.addAll(SHELL)).then(() => self.skipWaiting()));

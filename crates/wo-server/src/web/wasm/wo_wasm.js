@@ -64,6 +64,36 @@ export function applyStatePatch(target, patch) {
 }
 
 /**
+ * BM25 scores of `docs` (a JSON array of `[plain text, XHTML]`, as a
+ * message's title and content) for `query`, by `wo_text::bm25` — what
+ * the server's search and the engine's retrieval score with. 0: no term
+ * shared.
+ * @param {string} docs
+ * @param {string} query
+ * @returns {Float64Array}
+ */
+export function bm25Scores(docs, query) {
+    let ptr0, len0, ptr1, len1;
+    try {
+        ptr0 = passStringToWasm0(docs, wasm.__wbindgen_export, wasm.__wbindgen_export2);
+        len0 = WASM_VECTOR_LEN;
+        ptr1 = passStringToWasm0(query, wasm.__wbindgen_export, wasm.__wbindgen_export2);
+        len1 = WASM_VECTOR_LEN;
+    } catch (e) {
+        if (ptr1) { wasm.__wbindgen_export3(ptr1, len1 * 1, 1); }
+        if (ptr0) { wasm.__wbindgen_export3(ptr0, len0 * 1, 1); }
+        throw e;
+    }
+    const ret = wasm.bm25Scores(ptr0, len0, ptr1, len1);
+    if (ret[3]) {
+        throw takeFromExternrefTable0(ret[2]);
+    }
+    var v3 = getArrayF64FromWasm0(ret[0], ret[1]).slice();
+    wasm.__wbindgen_export3(ret[0], ret[1] * 8, 8);
+    return v3;
+}
+
+/**
  * A state's canonical text (`wo_format::parse` then `to_canonical_vec`):
  * missing ids derived, messages in order — what `wo export` writes for
  * the same state.
@@ -109,6 +139,32 @@ export function canonicalXhtml(fragment) {
     } finally {
         wasm.__wbindgen_export3(deferred2_0, deferred2_1, 1);
     }
+}
+
+/**
+ * wo-format's order of timestamps (`Timestamp`'s `Ord`: by instant,
+ * fractions of a second included, then by text): -1, 0 or 1.
+ * @param {string} a
+ * @param {string} b
+ * @returns {number}
+ */
+export function compareTimestamps(a, b) {
+    let ptr0, len0, ptr1, len1;
+    try {
+        ptr0 = passStringToWasm0(a, wasm.__wbindgen_export, wasm.__wbindgen_export2);
+        len0 = WASM_VECTOR_LEN;
+        ptr1 = passStringToWasm0(b, wasm.__wbindgen_export, wasm.__wbindgen_export2);
+        len1 = WASM_VECTOR_LEN;
+    } catch (e) {
+        if (ptr1) { wasm.__wbindgen_export3(ptr1, len1 * 1, 1); }
+        if (ptr0) { wasm.__wbindgen_export3(ptr0, len0 * 1, 1); }
+        throw e;
+    }
+    const ret = wasm.compareTimestamps(ptr0, len0, ptr1, len1);
+    if (ret[2]) {
+        throw takeFromExternrefTable0(ret[1]);
+    }
+    return ret[0];
 }
 
 /**
@@ -199,6 +255,46 @@ export function editTruth(state, id, edit, now) {
 }
 
 /**
+ * The conversations of `messages` (a JSON array of messages: a whole
+ * file's) as a person's list shows them (`wo_format::conversation::listed`,
+ * the server's `GET /api/conversations`): newest first, titled, filtered
+ * with snippets, archived ones left out. `[{root, latest, title, updated,
+ * count, snippet}]`.
+ * @param {string} messages
+ * @param {string} filter
+ * @returns {string}
+ */
+export function listConversations(messages, filter) {
+    let deferred4_0;
+    let deferred4_1;
+    try {
+        let ptr0, len0, ptr1, len1;
+        try {
+            ptr0 = passStringToWasm0(messages, wasm.__wbindgen_export, wasm.__wbindgen_export2);
+            len0 = WASM_VECTOR_LEN;
+            ptr1 = passStringToWasm0(filter, wasm.__wbindgen_export, wasm.__wbindgen_export2);
+            len1 = WASM_VECTOR_LEN;
+        } catch (e) {
+            if (ptr1) { wasm.__wbindgen_export3(ptr1, len1 * 1, 1); }
+            if (ptr0) { wasm.__wbindgen_export3(ptr0, len0 * 1, 1); }
+            throw e;
+        }
+        const ret = wasm.listConversations(ptr0, len0, ptr1, len1);
+        var ptr3 = ret[0];
+        var len3 = ret[1];
+        if (ret[3]) {
+            ptr3 = 0; len3 = 0;
+            throw takeFromExternrefTable0(ret[2]);
+        }
+        deferred4_0 = ptr3;
+        deferred4_1 = len3;
+        return getStringFromWasm0(ptr3, len3);
+    } finally {
+        wasm.__wbindgen_export3(deferred4_0, deferred4_1, 1);
+    }
+}
+
+/**
  * The product §3 merge of `incoming` into `base`
  * (`wo_format::merge::merge_into`): `{"report": <wo_wire::MergeReport>,
  * "state": <canonical merged state>}`.
@@ -267,6 +363,116 @@ export function messageId(username, timestamp, content) {
         return getStringFromWasm0(ret[0], ret[1]);
     } finally {
         wasm.__wbindgen_export3(deferred4_0, deferred4_1, 1);
+    }
+}
+
+/**
+ * The transcript's order (`Message::order_key`: timestamp, then id by
+ * its UTF-8 bytes) of `keys`, a JSON array of `[timestamp, id]`: the
+ * indexes of `keys`, first to last.
+ * @param {string} keys
+ * @returns {Uint32Array}
+ */
+export function messageOrder(keys) {
+    const ptr0 = passStringToWasm0(keys, wasm.__wbindgen_export, wasm.__wbindgen_export2);
+    const len0 = WASM_VECTOR_LEN;
+    const ret = wasm.messageOrder(ptr0, len0);
+    if (ret[3]) {
+        throw takeFromExternrefTable0(ret[2]);
+    }
+    var v2 = getArrayU32FromWasm0(ret[0], ret[1]).slice();
+    wasm.__wbindgen_export3(ret[0], ret[1] * 4, 4);
+    return v2;
+}
+
+/**
+ * Each message's parent by the rule `State::branch` follows (its
+ * `parent`; none for a conversation's root; the latest earlier unlinked
+ * message for a legacy transcript or a parent not in the file), as
+ * `[[id, parent or null], …]` in transcript order. `messages`: a JSON
+ * array of `{id, timestamp, parent?, new_conversation?}` (other fields are
+ * not read). `whole`: they are the whole file; otherwise (the local
+ * client's loaded pages) a parent not among them makes a root, since it
+ * is only not loaded.
+ * @param {string} messages
+ * @param {boolean} whole
+ * @returns {string}
+ */
+export function messageParents(messages, whole) {
+    let deferred4_0;
+    let deferred4_1;
+    try {
+        const val2 = +whole;
+        const ptr0 = passStringToWasm0(messages, wasm.__wbindgen_export, wasm.__wbindgen_export2);
+        const len0 = WASM_VECTOR_LEN;
+        const ret = wasm.messageParents(ptr0, len0, val2);
+        var ptr3 = ret[0];
+        var len3 = ret[1];
+        if (ret[3]) {
+            ptr3 = 0; len3 = 0;
+            throw takeFromExternrefTable0(ret[2]);
+        }
+        deferred4_0 = ptr3;
+        deferred4_1 = len3;
+        return getStringFromWasm0(ptr3, len3);
+    } finally {
+        wasm.__wbindgen_export3(deferred4_0, deferred4_1, 1);
+    }
+}
+
+/**
+ * A message's role, inferred where the file has none
+ * (`Message::effective_role`): `user`, `assistant` or `system`.
+ * `message`: a JSON object with its `role`, `username`, `provider` and
+ * `model` (other fields are not read).
+ * @param {string} message
+ * @returns {string}
+ */
+export function messageRole(message) {
+    let deferred3_0;
+    let deferred3_1;
+    try {
+        const ptr0 = passStringToWasm0(message, wasm.__wbindgen_export, wasm.__wbindgen_export2);
+        const len0 = WASM_VECTOR_LEN;
+        const ret = wasm.messageRole(ptr0, len0);
+        var ptr2 = ret[0];
+        var len2 = ret[1];
+        if (ret[3]) {
+            ptr2 = 0; len2 = 0;
+            throw takeFromExternrefTable0(ret[2]);
+        }
+        deferred3_0 = ptr2;
+        deferred3_1 = len2;
+        return getStringFromWasm0(ptr2, len2);
+    } finally {
+        wasm.__wbindgen_export3(deferred3_0, deferred3_1, 1);
+    }
+}
+
+/**
+ * A new, empty state dated `now` with the SPEC's defaults (its
+ * `retrieval_prefs` included): `State::new`, canonical.
+ * @param {string} now
+ * @returns {string}
+ */
+export function newState(now) {
+    let deferred3_0;
+    let deferred3_1;
+    try {
+        const ptr0 = passStringToWasm0(now, wasm.__wbindgen_export, wasm.__wbindgen_export2);
+        const len0 = WASM_VECTOR_LEN;
+        const ret = wasm.newState(ptr0, len0);
+        var ptr2 = ret[0];
+        var len2 = ret[1];
+        if (ret[3]) {
+            ptr2 = 0; len2 = 0;
+            throw takeFromExternrefTable0(ret[2]);
+        }
+        deferred3_0 = ptr2;
+        deferred3_1 = len2;
+        return getStringFromWasm0(ptr2, len2);
+    } finally {
+        wasm.__wbindgen_export3(deferred3_0, deferred3_1, 1);
     }
 }
 
@@ -359,6 +565,34 @@ export function textToXhtml(text) {
 }
 
 /**
+ * Truth entries newest first by when each last changed
+ * (`TruthEntry::effective_update`: `updated`, else `timestamp`):
+ * `[[id, effective update], …]`. `entries`: a JSON array of truth entries.
+ * @param {string} entries
+ * @returns {string}
+ */
+export function truthByUpdate(entries) {
+    let deferred3_0;
+    let deferred3_1;
+    try {
+        const ptr0 = passStringToWasm0(entries, wasm.__wbindgen_export, wasm.__wbindgen_export2);
+        const len0 = WASM_VECTOR_LEN;
+        const ret = wasm.truthByUpdate(ptr0, len0);
+        var ptr2 = ret[0];
+        var len2 = ret[1];
+        if (ret[3]) {
+            ptr2 = 0; len2 = 0;
+            throw takeFromExternrefTable0(ret[2]);
+        }
+        deferred3_0 = ptr2;
+        deferred3_1 = len2;
+        return getStringFromWasm0(ptr2, len2);
+    } finally {
+        wasm.__wbindgen_export3(deferred3_0, deferred3_1, 1);
+    }
+}
+
+/**
  * `t_…`: the content id of a truth entry (`wo_format::ids::truth_id`).
  * @param {string} title
  * @param {string} timestamp
@@ -414,9 +648,35 @@ function __wbg_get_imports() {
     };
 }
 
+function getArrayF64FromWasm0(ptr, len) {
+    ptr = ptr >>> 0;
+    return getFloat64ArrayMemory0().subarray(ptr / 8, ptr / 8 + len);
+}
+
+function getArrayU32FromWasm0(ptr, len) {
+    ptr = ptr >>> 0;
+    return getUint32ArrayMemory0().subarray(ptr / 4, ptr / 4 + len);
+}
+
+let cachedFloat64ArrayMemory0 = null;
+function getFloat64ArrayMemory0() {
+    if (cachedFloat64ArrayMemory0 === null || cachedFloat64ArrayMemory0.byteLength === 0) {
+        cachedFloat64ArrayMemory0 = new Float64Array(wasm.memory.buffer);
+    }
+    return cachedFloat64ArrayMemory0;
+}
+
 function getStringFromWasm0(ptr, len) {
     ptr = ptr >>> 0;
     return decodeText(getUint8ArrayMemory0().subarray(ptr, ptr + len));
+}
+
+let cachedUint32ArrayMemory0 = null;
+function getUint32ArrayMemory0() {
+    if (cachedUint32ArrayMemory0 === null || cachedUint32ArrayMemory0.byteLength === 0) {
+        cachedUint32ArrayMemory0 = new Uint32Array(wasm.memory.buffer);
+    }
+    return cachedUint32ArrayMemory0;
 }
 
 let cachedUint8ArrayMemory0 = null;
@@ -504,6 +764,8 @@ function __wbg_finalize_init(instance, module) {
     wasmInstance = instance;
     wasm = instance.exports;
     wasmModule = module;
+    cachedFloat64ArrayMemory0 = null;
+    cachedUint32ArrayMemory0 = null;
     cachedUint8ArrayMemory0 = null;
     wasm.__wbindgen_start();
     return wasm;
