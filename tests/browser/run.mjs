@@ -568,6 +568,22 @@ for (const mode of ['local', 'stateless']) {
       assert(stored.parent === q.id, `answer's parent is ${stored.parent}, expected ${q.id}`);
       const sorted = [...st.messages].sort((x, y) => (Date.parse(x.timestamp) - Date.parse(y.timestamp)) || (x.id < y.id ? -1 : 1));
       assert(canonical(sorted.map((m) => m.id)) === canonical(ids), 'messages are not sorted by (timestamp, id)');
+      // The "Context used" panel after a reload shows what it showed live:
+      // kinds, names, tokens and what was left out, from the answer's record.
+      assert(stored.context_used && Array.isArray(stored.context_used.sent), `the answer keeps no context record: ${JSON.stringify(stored)}`);
+      const panelText = () => page.evaluate((id) => {
+        const d = document.querySelector(`[data-testid="message"][data-id="${id}"] [data-testid="context-used"]`);
+        if (!d) return null;
+        d.open = true;
+        return d.innerText;
+      }, a.id);
+      const live = await panelText();
+      assert(live && /parts sent/.test(live) && /tokens/.test(live), `live panel: ${live}`);
+      await page.reload();
+      await page.waitForSelector('body[data-ready="true"]');
+      await page.waitForSelector(`[data-testid="message"][data-id="${a.id}"]`);
+      const reloaded = await panelText();
+      assert(reloaded === live, `after a reload the panel shows ${JSON.stringify(reloaded)}, live it showed ${JSON.stringify(live)}`);
     });
   });
 
@@ -1065,7 +1081,7 @@ scenario('both: stateless and local modes pick the same memory for the same stat
         const details = page.locator('[data-testid="message"]').last().locator('[data-testid="context-used"]');
         await details.locator('summary').click();
         picked[stateless ? 'stateless' : 'local'] = (await details.locator('[data-testid="context-included"] li').allTextContents())
-          .map((t) => t.trim().replace(/\s*\(\d+ tokens\)$/, '')).filter((t) => /^truth\b/i.test(t)).sort();
+          .map((t) => t.trim().replace(/\s*\(\d+ tokens\)$/, '').replace(/ — relevance [\d.]+$/, '')).filter((t) => /^memory\b/i.test(t)).sort();
       });
     } finally {
       await server.stop();

@@ -369,13 +369,15 @@ function savePendingTurn(turn) {
   }
 }
 
-/** `POST /api/stateless/stopped`'s body for a turn record: the chat body as sent, the answer so far, when, and its sources. */
+/** `POST /api/stateless/stopped`'s body for a turn record: the chat body as sent, the answer so far, when, its sources and context record. */
 function stoppedBody(turn) {
   const chat = { message: turn.message, params: isObject(turn.params) ? turn.params : {} };
   if (turn.parent) chat.parent = turn.parent;
   else if (turn.new_conversation) chat.new_conversation = true;
   if (turn.username) chat.username = turn.username;
-  return { turn: chat, answer: String(turn.answer || ''), sent_at: turn.sent_at, sources: Array.isArray(turn.sources) ? turn.sources : [] };
+  const body = { turn: chat, answer: String(turn.answer || ''), sent_at: turn.sent_at, sources: Array.isArray(turn.sources) ? turn.sources : [] };
+  if (isObject(turn.context_used)) body.context_used = turn.context_used;
+  return body;
 }
 
 function readPendingTurn() {

@@ -1,8 +1,8 @@
 // The messages renderer: the shown branch as a windowed list (the latest
 // WINDOW messages, earlier ones as the reader scrolls up), each message with
 // its actions (Copy, Regenerate, Edit & resend, Branch, ‹ i/n ›), its
-// "Context used" panel (`contextDetails`: this session's context report, else
-// the stored `sources`), what memory remembered with Undo, and the
+// "Context used" panel (`contextDetails`: the answer's `context_used` record,
+// the same live and after a reload; older answers: their `sources`), what memory remembered with Undo, and the
 // reply-to bar.
 
 
@@ -217,7 +217,11 @@ function memoryDetails(m) {
 }
 
 function contextDetails(m) {
+  // The record the answer keeps (the same one the live `context` event
+  // carried), so the panel reads the same live and after a reload.
   const report = app.reports.get(m.id);
+  const used = isObject(m.context_used) ? m.context_used : report?.context_used;
+  if (isObject(used) && Array.isArray(used.sent)) return usedDetails(used);
   if (report) return reportDetails(report);
   if (!Array.isArray(m.sources)) return null;
   const truthById = new Map(app.state.truth.trust.map((t) => [t.id, t]));
@@ -228,10 +232,45 @@ function contextDetails(m) {
       ? h('ul', {}, m.sources.map((id) => {
         const t = truthById.get(id);
         const x = msgById.get(id);
-        const label = t ? `truth: ${t.title}` : x ? `message: ${x.title}` : String(id).startsWith('t_') ? 'truth (no longer present)' : String(id).startsWith('m_') ? 'message' : 'file chunk';
+        const label = t ? `memory: ${t.title}` : x ? `message: ${x.title}` : String(id).startsWith('t_') ? 'memory (no longer present)' : String(id).startsWith('m_') ? 'message' : 'file chunk';
         return h('li', {}, h('code', {}, String(id)), ' ', label);
       }))
       : h('p', {}, 'Only the context and the conversation were sent.'));
+}
+
+/** A part of a `context_used` record as a person reads it: its label, else the title of the message or memory entry its id names, else the id. */
+function usedName(p, titles) {
+  if (typeof p.label === 'string') return p.label;
+  if (typeof p.id === 'string') return titles.get(p.id) ?? p.id;
+  if (typeof p.count === 'number') return `${p.count} turn${p.count === 1 ? '' : 's'} of the conversation`;
+  return '';
+}
+
+/** The "Context used" panel from an answer's `context_used` record (wo_format::ContextUsed): each part sent with its kind, name, tokens and relevance; each group left out with its reason and what it held. */
+function usedDetails(u) {
+  const titles = new Map();
+  for (const t of app.state.truth.trust) titles.set(t.id, t.title);
+  for (const x of app.state.messages) titles.set(x.id, x.title);
+  const sent = u.sent.filter(isObject);
+  const left = Array.isArray(u.left_out) ? u.left_out.filter(isObject) : [];
+  const more = Number.isInteger(u.left_out_more) ? u.left_out_more : 0;
+  const leftCount = left.reduce((n, p) => n + (Number.isInteger(p.count) ? p.count : 1), 0) + more;
+  const tokens = Number.isInteger(u.tokens) ? `, ${u.tokens}${Number.isInteger(u.budget) ? '/' + u.budget : ''} tokens` : '';
+  return h('details', { class: 'context-used', 'data-testid': 'context-used' },
+    h('summary', {}, `Context used (${sent.length} parts sent, ${leftCount} left out${tokens})`),
+    h('h4', {}, 'Sent'),
+    h('ul', { 'data-testid': 'context-included' }, sent.map((p) =>
+      h('li', {}, h('span', { class: 'tag' }, String(p.kind ?? '')), ' ', usedName(p, titles),
+        typeof p.score === 'number' ? ` — relevance ${p.score.toFixed(3)}` : '',
+        Number.isInteger(p.tokens) ? ` (${p.tokens} tokens)` : ''))),
+    left.length ? h('h4', {}, 'Left out') : null,
+    left.length ? h('ul', { 'data-testid': 'context-dropped' }, left.map((p) => {
+      const names = [...(Array.isArray(p.ids) ? p.ids.map((id) => titles.get(id) ?? id) : []), ...(Array.isArray(p.labels) ? p.labels : [])];
+      const n = Number.isInteger(p.count) ? p.count : 1;
+      return h('li', {}, h('span', { class: 'tag' }, String(p.kind ?? '')), ` ${n} — ${String(p.reason ?? '')}`,
+        names.length ? h('ul', {}, names.map((x) => h('li', {}, String(x)))) : null);
+    })) : null,
+    more ? h('p', {}, `… and ${more} more left out`) : null);
 }
 
 function reportDetails(r) {

@@ -298,6 +298,7 @@ function turnEvents(t, sawDone) {
       begin();
       t.report = r;
       if (Array.isArray(r?.sources)) t.turn.sources = r.sources.filter((x) => typeof x === 'string');
+      if (isObject(r?.context_used)) t.turn.context_used = r.context_used;
     },
     delta: (d) => {
       begin();
