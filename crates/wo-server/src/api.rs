@@ -24,7 +24,7 @@ use wo_wire::api as wire;
 use crate::app::{App, Local, Mode, Stateless};
 use crate::error::ApiError;
 use crate::extract::{JsonBody, Upload};
-use crate::setup::{chat_turn_request, client_chunks, index_chunks, regenerating};
+use crate::setup::{chat_turn_request, check_prefs, client_chunks, index_chunks, regenerating};
 use crate::turn::LocalTurn;
 
 type AppState = State<Arc<Local>>;
@@ -319,27 +319,6 @@ pub async fn patch_state(
         })
         .await?;
     Ok(Json(out))
-}
-
-fn check_prefs(p: &wo_format::RetrievalPrefs) -> Result<(), ApiError> {
-    if let Some(c) = p.min_certainty {
-        wo_engine::request::check_certainty(c)
-            .map_err(|m| ApiError::bad_field("/retrieval_prefs/min_certainty", m))?;
-    }
-    for (name, w) in [
-        ("certainty_weight", p.certainty_weight),
-        ("recency_weight", p.recency_weight),
-    ] {
-        if let Some(w) = w
-            && !(w.is_finite() && w >= 0.0)
-        {
-            return Err(ApiError::bad_field(
-                format!("/retrieval_prefs/{name}"),
-                "must be a number ≥ 0",
-            ));
-        }
-    }
-    Ok(())
 }
 
 /// A record a request built, refused with its first problem's pointer

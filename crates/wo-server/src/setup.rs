@@ -134,3 +134,27 @@ pub fn client_chunks(
     wo_engine::files::client_chunks(given)
         .map_err(|e| ApiError::bad_field(e.pointer("/chunks"), e.message))
 }
+
+/// Retrieval prefs a client sent (`PATCH /api/state`, a stateless turn's
+/// `retrieval_prefs`), refused with the pointer of the first value out of
+/// range.
+pub fn check_prefs(p: &wo_format::RetrievalPrefs) -> Result<(), ApiError> {
+    if let Some(c) = p.min_certainty {
+        wo_engine::request::check_certainty(c)
+            .map_err(|m| ApiError::bad_field("/retrieval_prefs/min_certainty", m))?;
+    }
+    for (name, w) in [
+        ("certainty_weight", p.certainty_weight),
+        ("recency_weight", p.recency_weight),
+    ] {
+        if let Some(w) = w
+            && !(w.is_finite() && w >= 0.0)
+        {
+            return Err(ApiError::bad_field(
+                format!("/retrieval_prefs/{name}"),
+                "must be a number ≥ 0",
+            ));
+        }
+    }
+    Ok(())
+}

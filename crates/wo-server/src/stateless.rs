@@ -105,12 +105,25 @@ pub async fn chat(
             "must be empty when new_conversation is true (a new conversation follows no message)",
         ));
     }
+    let prefs = match body.retrieval_prefs {
+        Some(v) => {
+            let p: wo_format::RetrievalPrefs = serde_json::from_value(v)
+                .map_err(|e| ApiError::bad_field("/retrieval_prefs", e.to_string()))?;
+            crate::setup::check_prefs(&p)?;
+            Some(p)
+        }
+        None => None,
+    };
     let provider = app.provider(body.params.provider.as_deref()).await?;
     let (context, truth, window) = (body.context, to_values(body.truth), to_values(body.window));
     // Sanitising what the client sent is CPU-heavy: off the async workers.
-    let state = app
+    let mut state = app
         .cpu(move || state_from_parts(context, truth, window, "/window"))
         .await??;
+    // The memory is picked by the file's own prefs, as a local server does.
+    if let Some(p) = prefs {
+        state.truth.retrieval_prefs = p;
+    }
     // The window is the branch up to the new message: its newest message is
     // the parent — or, to regenerate, the question answered again.
     let newest = state.messages().last().map(|m| m.id.clone());

@@ -1700,3 +1700,67 @@ async fn a_conversation_is_archived_listed_apart_and_restored() {
     assert_eq!(r.status(), StatusCode::BAD_REQUEST);
     assert_eq!(s.state_bytes(), bytes);
 }
+
+/// A stateless turn picks the memory by the file's own `retrieval_prefs`,
+/// as a local server picks it from the same file: the client sends them
+/// with the turn; out of range, they are refused by their pointer.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stateless_turn_picks_memory_by_the_files_retrieval_prefs() {
+    let s = serve(Script::says("Paris."), true).await;
+    let entry = |i: usize, certainty: f64| {
+        json!({"id": format!("t_00000000000000a{i}"), "title": format!("France fact {i}"), "timestamp": "2026-01-01T00:00:00Z", "certainty": certainty,
+               "content": format!("<p>France capital Paris fact {i}.</p>")})
+    };
+    let truth: Vec<Value> = (0..6)
+        .map(|i| entry(i, if i < 3 { 0.9 } else { 0.3 }))
+        .collect();
+    let sent_memory = |prefs: Option<Value>| {
+        let s = &s;
+        let truth = truth.clone();
+        async move {
+            let mut req = json!({"message": "What is the capital of France?", "truth": truth, "window": [], "params": {}});
+            if let Some(p) = prefs {
+                req["retrieval_prefs"] = p;
+            }
+            let r = s
+                .cookieless(Method::POST, "/api/stateless/chat", &req)
+                .await;
+            let status = r.status();
+            if status != StatusCode::OK {
+                panic!("{status}: {}", r.text().await.unwrap());
+            }
+            let evs = events(r).await;
+            event(&evs, "context")["context_used"]["sent"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .filter(|p| p["kind"] == "memory")
+                .count()
+        }
+    };
+    assert_eq!(
+        sent_memory(None).await,
+        6,
+        "the defaults send every related entry"
+    );
+    assert_eq!(
+        sent_memory(Some(json!({"max_entries": 2}))).await,
+        2,
+        "the file's max_entries holds"
+    );
+    assert_eq!(
+        sent_memory(Some(json!({"min_certainty": 0.5}))).await,
+        3,
+        "the file's min_certainty holds"
+    );
+    let r = s
+        .cookieless(
+            Method::POST,
+            "/api/stateless/chat",
+            &json!({"message": "q", "truth": [], "window": [], "retrieval_prefs": {"min_certainty": 7}}),
+        )
+        .await;
+    assert_eq!(r.status(), StatusCode::BAD_REQUEST);
+    let body: Value = r.json().await.unwrap();
+    assert_eq!(body["error"]["pointer"], "/retrieval_prefs/min_certainty");
+}

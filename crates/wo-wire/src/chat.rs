@@ -174,6 +174,13 @@ pub struct StatelessChatRequest {
     /// Provider and sampling parameters.
     #[serde(default)]
     pub params: ChatParams,
+    /// The state's `truth.retrieval_prefs` (`max_entries`, `min_certainty`,
+    /// `prefer_higher_certainty`, `certainty_weight`, `recency_weight`), so
+    /// the memory sent is picked as a local server picks it from the same
+    /// file; absent: the defaults. `params.max_entries`/`min_certainty`
+    /// still override them for the turn.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retrieval_prefs: Option<Value>,
     /// Fields from newer clients, kept as-is.
     #[serde(flatten)]
     pub extra: Map<String, Value>,

@@ -122,6 +122,9 @@ const stateless = {
       window: windowMsgs,
       params,
     };
+    // The file's retrieval prefs: the server picks the memory by them, as a
+    // local server does from the same file.
+    if (isObject(st.truth?.retrieval_prefs)) body.retrieval_prefs = st.truth.retrieval_prefs;
     if (question) body.regenerate = true;
     else if (newConversation && !parent) body.new_conversation = true;
     if (app.prefs.username) body.username = app.prefs.username;
