@@ -2791,6 +2791,33 @@ for (const size of ['desktop', 'phone']) {
   });
 }
 
+// The page can close after a finished turn is saved but before its
+// streaming record is removed: the next load must not keep it a second time.
+scenario('stateless: a finished turn whose record outlived its save is not kept twice', async () => {
+  const server = await startServer({ stateless: true });
+  try {
+    await withPage(server, {}, async (page) => {
+      await sendMessage(page, 'What colour is basalt?');
+      const before = await stateOf(server, page);
+      const q = before.messages.find((m) => /basalt/.test(m.content));
+      assert(q, 'the question was not saved');
+      // The record as the page leaves it just before removing it.
+      await page.evaluate((id) => localStorage.setItem('wo_pending_turn_stateless', JSON.stringify({
+        message: 'What colour is basalt?', answer: 'Dark grey.', sent_at: new Date().toISOString(), sources: [], params: {}, saved_as: id,
+      })), q.id);
+      await page.reload();
+      await page.waitForSelector('body[data-ready="true"]');
+      const after = await stateOf(server, page);
+      assert(after.messages.filter((m) => /basalt/.test(m.content) && m.role === 'user').length === 1,
+        `the question is in the state ${after.messages.filter((m) => /basalt/.test(m.content) && m.role === 'user').length} times`);
+      assert(after.messages.length === before.messages.length, `${after.messages.length - before.messages.length} messages added on reload`);
+      assert(await page.evaluate(() => localStorage.getItem('wo_pending_turn_stateless')) === null, 'the record was not removed');
+    });
+  } finally {
+    await server.stop();
+  }
+});
+
 scenario('local: no service worker is registered (the page of a local server always comes from it)', async () => {
   const server = await localServer();
   await withPage(server, {}, async (page) => {

@@ -133,6 +133,11 @@ const stateless = {
     return body;
   },
   async afterDone(done) {
+    // The record names the question's id before the state is saved: a page
+    // closed between the save and the record's removal then finds the turn
+    // already saved on its next load, instead of keeping it a second time.
+    const pending = readPendingTurn();
+    if (pending && typeof done?.user_message_id === 'string') savePendingTurn({ ...pending, saved_as: done.user_message_id });
     if (done && isObject(done.state_patch)) {
       setDocument(normalizeState(applyStatePatch(app.state, done.state_patch)));
     }
@@ -160,8 +165,15 @@ const stateless = {
    * as the local server keeps them — and they are added to this browser's
    * state as a turn's patch is. Returns the answer's id. The record stays
    * until they are saved, so a failure here is retried on the next load.
+   * Returns null for a finished turn already saved (nothing kept).
    */
   async keepStopped(turn) {
+    // A finished turn whose record outlived its save (the page closed in
+    // between): already in the state, nothing to keep.
+    if (typeof turn.saved_as === 'string' && app.state.messages.some((m) => m.id === turn.saved_as)) {
+      savePendingTurn(null);
+      return null;
+    }
     savePendingTurn(turn);
     const kept = await api('/api/stateless/stopped', { method: 'POST', body: stoppedBody(turn) });
     setDocument(normalizeState(applyStatePatch(app.state, kept.state_patch)));

@@ -17,6 +17,7 @@ async function keepInterruptedTurn() {
   if (!turn) return null;
   try {
     const id = await stateless.keepStopped(turn);
+    if (!id) return null;
     notify('The answer that was streaming when this page closed is kept, marked incomplete.');
     return id;
   } catch (e) {
