@@ -24,7 +24,6 @@
 //! as `i8`, sorted by key; a CRC-32 of everything before it. Written
 //! atomically (temp file, rename), like the recall sidecar.
 
-use std::io::Write as _;
 use std::path::{Path, PathBuf};
 
 use std::sync::Arc;
@@ -159,21 +158,7 @@ pub fn save(path: &Path, store: &EmbeddingStore) -> std::io::Result<()> {
         out.extend_from_slice(&v.scale.to_le_bytes());
         out.extend(v.q.iter().map(|x| *x as u8));
     }
-    let sum = crc32fast::hash(&out);
-    out.extend_from_slice(&sum.to_le_bytes());
-    let dir = match path.parent() {
-        Some(d) if !d.as_os_str().is_empty() => d,
-        _ => Path::new("."),
-    };
-    // The recall sidecar's temp-file names: `remove_stale_temps` and the
-    // `.gitignore` pattern cover both.
-    let mut tmp = tempfile::Builder::new()
-        .prefix(".recall-")
-        .suffix(".tmp")
-        .tempfile_in(dir)?;
-    tmp.write_all(&out)?;
-    tmp.persist(path).map_err(|e| e.error)?;
-    Ok(())
+    crate::recall_file::write_checked(path, out)
 }
 /// What [`prepare`] did with the sidecar.
 #[derive(Clone, Debug, PartialEq, Eq)]

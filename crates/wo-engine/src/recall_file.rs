@@ -293,6 +293,15 @@ fn write(path: &Path, postings: &Postings, messages: &[Message]) -> std::io::Res
         out.extend_from_slice(&key(m).to_le_bytes());
     }
     out.extend_from_slice(&postings.to_bytes());
+    write_checked(path, out)
+}
+
+/// Writes a sidecar's bytes `out` to `path` with their CRC-32 appended: a
+/// new temp file beside it (created exclusively, 0600, named `.recall-*.tmp`
+/// so that `remove_stale_temps` and the `.gitignore` pattern cover every
+/// sidecar), then a rename, so a reader sees the old file or the new one
+/// whole. The recall and embeddings sidecars share it.
+pub(crate) fn write_checked(path: &Path, mut out: Vec<u8>) -> std::io::Result<()> {
     let sum = crc32fast::hash(&out);
     out.extend_from_slice(&sum.to_le_bytes());
     let dir = match path.parent() {

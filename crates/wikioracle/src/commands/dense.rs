@@ -109,37 +109,10 @@ pub fn finish(
     let missing = dense.store.missing(messages).len();
     if missing > EMBED_INLINE {
         // Keep what was read (nothing new to write) and hand the rest over.
-        let _ = spawn_embedder(g, state_path);
+        let _ = super::session::spawn_detached(g, state_path, &["context", "embed", "--quiet"]);
         return;
     }
     let _ = wo_engine::embed_file::persist(&mut dense, &sidecar, messages, &prepared, None);
-}
-
-/// Starts `wo context embed --quiet` on `state_path`, detached.
-// Not waited for on purpose: it outlives this process; the system reaps it.
-#[allow(clippy::zombie_processes)]
-fn spawn_embedder(g: &crate::cli::GlobalOpts, state_path: &std::path::Path) -> std::io::Result<()> {
-    use std::process::Stdio;
-    let exe = std::env::current_exe()?;
-    let state = std::path::absolute(state_path)?;
-    let mut cmd = std::process::Command::new(exe);
-    cmd.arg("--state")
-        .arg(state)
-        .arg("--max-state-bytes")
-        .arg(g.max_state_bytes.to_string());
-    if g.allow_symlink {
-        cmd.arg("--allow-symlink");
-    }
-    cmd.args(["context", "embed", "--quiet"])
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null());
-    #[cfg(unix)]
-    {
-        use std::os::unix::process::CommandExt;
-        cmd.process_group(0);
-    }
-    cmd.spawn().map(drop)
 }
 
 /// `wo context embed`: embeds every message the embeddings sidecar lacks

@@ -283,16 +283,27 @@ pub fn queue_memory(
     }
 }
 
-/// Starts `wo memory run --quiet` on `state_file`, detached. A thread of
-/// this process waits for it, so a long session (`wo chat`) leaves no
-/// zombie behind each turn; a process that exits first (`wo ask`) leaves
-/// the runner to the system, which reaps it.
+/// Starts `wo memory run --quiet` on `state_file`, detached.
 fn spawn_runner(g: &crate::cli::GlobalOpts, state_file: &Path) -> std::io::Result<()> {
+    spawn_detached(g, state_file, &["memory", "run", "--quiet"])
+}
+
+/// Starts `wo --state STATE_FILE ARGS` (with this process's state-file
+/// options) detached: stdio closed, its own process group, so the terminal
+/// returns now and Ctrl-C there does not reach it. A thread of this process
+/// waits for it, so a long session (`wo chat`) leaves no zombie behind each
+/// turn; a process that exits first (`wo ask`) leaves it to the system,
+/// which reaps it.
+pub fn spawn_detached(
+    g: &crate::cli::GlobalOpts,
+    state_file: &Path,
+    args: &[&str],
+) -> std::io::Result<()> {
     use std::process::Stdio;
     let exe = std::env::current_exe()?;
-    // Absolute, not canonical: the queue lives beside the path this
-    // process used (a symbolic link stays one), and the runner opens the
-    // file as this process did.
+    // Absolute, not canonical: the queue and sidecars live beside the path
+    // this process used (a symbolic link stays one), and the child opens
+    // the file as this process did.
     let state = std::path::absolute(state_file)?;
     let mut cmd = std::process::Command::new(exe);
     cmd.arg("--state")
@@ -302,7 +313,7 @@ fn spawn_runner(g: &crate::cli::GlobalOpts, state_file: &Path) -> std::io::Resul
     if g.allow_symlink {
         cmd.arg("--allow-symlink");
     }
-    cmd.args(["memory", "run", "--quiet"])
+    cmd.args(args)
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::null());
@@ -311,11 +322,11 @@ fn spawn_runner(g: &crate::cli::GlobalOpts, state_file: &Path) -> std::io::Resul
         use std::os::unix::process::CommandExt;
         cmd.process_group(0);
     }
-    let mut runner = cmd.spawn()?;
+    let mut child = cmd.spawn()?;
     std::thread::Builder::new()
-        .name("memory-runner-reaper".into())
+        .name("detached-reaper".into())
         .spawn(move || {
-            let _ = runner.wait();
+            let _ = child.wait();
         })
         .map(drop)
 }
