@@ -196,6 +196,30 @@ impl Staged {
         self.finish(written)
     }
 
+    /// [`Staged::commit`], but the version it replaces is put aside rather
+    /// than unlinked (an atomic exchange of the two names, where the
+    /// filesystem offers one), so the caller can tell whether the file it
+    /// replaced is still the one it last looked at: an editor saving in
+    /// place in the instant between that look and the rename wrote into
+    /// the displaced file, and its save can be merged rather than lost.
+    /// `None` where no exchange is available (the plain rename was used,
+    /// or nothing was at the path).
+    pub fn commit_swapping(mut self) -> Result<(fs::Metadata, Option<Displaced>), CommitError> {
+        let written = self.written_meta();
+        let displaced = match exchange(&self.tmp, &self.path) {
+            Ok(()) => Some(Displaced {
+                path: std::mem::take(&mut self.tmp),
+            }),
+            Err(e) if exchange_unavailable(&e) => {
+                fs::rename(&self.tmp, &self.path).map_err(CommitError::NotReplaced)?;
+                self.tmp = PathBuf::new();
+                None
+            }
+            Err(e) => return Err(CommitError::NotReplaced(e)),
+        };
+        self.finish(written).map(|meta| (meta, displaced))
+    }
+
     /// Puts the new version in place only if nothing is at the path yet
     /// (a hard link fails when the name exists, so two creators cannot both
     /// win), then fsyncs the directory.
@@ -247,6 +271,73 @@ impl Staged {
             }),
         }
     }
+}
+
+/// The version a [`Staged::commit_swapping`] replaced, under the temp
+/// file's name; removed when dropped.
+#[derive(Debug)]
+pub struct Displaced {
+    path: PathBuf,
+}
+
+impl Displaced {
+    /// Where the displaced version is now (beside the target).
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Its metadata now: the same inode, length and modification time as
+    /// at the caller's last look, or someone wrote to it since.
+    pub fn metadata(&self) -> io::Result<fs::Metadata> {
+        fs::symlink_metadata(&self.path)
+    }
+}
+
+impl Drop for Displaced {
+    fn drop(&mut self) {
+        let _ = fs::remove_file(&self.path);
+    }
+}
+
+/// Swaps the names `a` and `b` atomically (both must exist).
+#[cfg(all(target_os = "linux", target_env = "gnu"))]
+fn exchange(a: &Path, b: &Path) -> io::Result<()> {
+    use std::ffi::CString;
+    use std::os::unix::ffi::OsStrExt;
+    let c = |p: &Path| {
+        CString::new(p.as_os_str().as_bytes())
+            .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "path holds a NUL byte"))
+    };
+    let (a, b) = (c(a)?, c(b)?);
+    // SAFETY: both are valid NUL-terminated paths that outlive the call.
+    let rc = unsafe {
+        libc::renameat2(
+            libc::AT_FDCWD,
+            a.as_ptr(),
+            libc::AT_FDCWD,
+            b.as_ptr(),
+            libc::RENAME_EXCHANGE,
+        )
+    };
+    if rc == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
+    }
+}
+
+#[cfg(not(all(target_os = "linux", target_env = "gnu")))]
+fn exchange(_: &Path, _: &Path) -> io::Result<()> {
+    Err(io::Error::from_raw_os_error(libc::ENOSYS))
+}
+
+/// An exchange this system or filesystem cannot do (or nothing to exchange
+/// with): a plain rename does the job, without the check.
+fn exchange_unavailable(e: &io::Error) -> bool {
+    matches!(
+        e.raw_os_error(),
+        Some(libc::EINVAL | libc::ENOSYS | libc::EOPNOTSUPP | libc::ENOENT)
+    )
 }
 
 /// The same file with the same content as far as metadata tells: inode,
@@ -442,6 +533,31 @@ mod tests {
             other => panic!("expected NotDurable, got {other:?}"),
         }
         assert_eq!(fs::read(&p).unwrap(), b"new");
+    }
+
+    #[test]
+    fn a_swapping_commit_puts_the_old_version_aside_until_dropped() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("llm.json");
+        fs::write(&p, b"old").unwrap();
+        let before = fs::metadata(&p).unwrap();
+        let (meta, displaced) = stage(&p, &[b"new"]).unwrap().commit_swapping().unwrap();
+        assert_eq!(fs::read(&p).unwrap(), b"new");
+        assert_eq!(meta.len(), 3);
+        if let Some(displaced) = displaced {
+            // Where the filesystem swaps: the old version, untouched.
+            use std::os::unix::fs::MetadataExt;
+            assert_eq!(fs::read(displaced.path()).unwrap(), b"old");
+            assert_eq!(displaced.metadata().unwrap().ino(), before.ino());
+            assert_eq!(entries(dir.path()), 2);
+            drop(displaced);
+        }
+        assert_eq!(entries(dir.path()), 1);
+        // Nothing at the path yet: a plain rename, nothing displaced.
+        let q = dir.path().join("new.json");
+        let (_, displaced) = stage(&q, &[b"x"]).unwrap().commit_swapping().unwrap();
+        assert!(displaced.is_none());
+        assert_eq!(fs::read(&q).unwrap(), b"x");
     }
 
     #[test]

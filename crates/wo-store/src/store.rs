@@ -20,8 +20,13 @@ pub const LOCK_TIMEOUT_ENV: &str = "WO_LOCK_TIMEOUT";
 /// bytes (default 1 MiB).
 pub const MAX_MESSAGE_BYTES_ENV: &str = "WO_MAX_MESSAGE_BYTES";
 /// How often a writer re-merges because the file changed between its
-/// re-read and its rename, before it gives up with nothing written.
+/// re-read and its rename, at least, before it gives up with nothing
+/// written: it keeps trying for [`WRITE_PATIENCE`] after that, so an
+/// editor saving faster than this writer stages a version (an fsync on a
+/// slow disk) does not starve it.
 const MAX_WRITE_ATTEMPTS: u32 = 8;
+/// How long a writer keeps re-merging an editor's saves (see above).
+const WRITE_PATIENCE: Duration = Duration::from_secs(5);
 
 /// Size limits with clear errors (product §2).
 #[derive(Clone, Debug)]
@@ -977,7 +982,10 @@ impl Store {
     /// an outside change had to be merged first (found at the last look).
     fn write_locked(&mut self, lock: &LockGuard) -> Result<(u64, bool), StoreError> {
         let mut merged = false;
-        for _ in 0..MAX_WRITE_ATTEMPTS {
+        let started = Instant::now();
+        let mut attempts = 0;
+        while attempts < MAX_WRITE_ATTEMPTS || started.elapsed() < WRITE_PATIENCE {
+            attempts += 1;
             self.check_content_limits()?;
             let previous_date = self.state.date.clone();
             let now = Timestamp::now();
@@ -1037,13 +1045,37 @@ impl Store {
                 }
                 continue;
             }
+            #[cfg(test)]
+            tests::AFTER_LAST_LOOK.with(|hook| {
+                if let Some(f) = hook.borrow_mut().as_mut() {
+                    f(&self.path);
+                }
+            });
             let committed = if current.is_none() {
-                staged.commit_new()
+                staged.commit_new().map(|meta| (meta, None))
             } else {
-                staged.commit()
+                staged.commit_swapping()
             };
             return match committed {
-                Ok(meta) => {
+                Ok((meta, displaced)) => {
+                    // An editor's in-place save between the last look and
+                    // the rename went into the version just displaced: our
+                    // version is in place, theirs is merged onto it and
+                    // written again, never lost.
+                    if let (Some(displaced), Some(looked)) = (displaced, &current)
+                        && let Some(theirs) = self.saved_meanwhile(&displaced, looked)
+                    {
+                        merged = true;
+                        drop(displaced);
+                        let generation = lock.generation().wrapping_add(1);
+                        lock.set_generation(generation);
+                        lock.set_written(self.writing.take());
+                        self.cache.clear();
+                        self.keep_state_before_merge();
+                        self.begin_change();
+                        self.take_theirs(theirs, Stamp::of(&meta, generation));
+                        continue;
+                    }
                     self.after_commit(lock, &meta);
                     Ok((size, merged))
                 }
@@ -1087,8 +1119,28 @@ impl Store {
         }
         Err(StoreError::Busy {
             path: self.path.clone(),
-            attempts: MAX_WRITE_ATTEMPTS,
+            attempts,
         })
+    }
+
+    /// The version an outside writer saved into `displaced` after our last
+    /// look at it (`looked`), if it did and it can be read; `None` when it
+    /// is still exactly what we looked at.
+    fn saved_meanwhile(&self, displaced: &durable::Displaced, looked: &Stamp) -> Option<State> {
+        let now = Stamp::of(&displaced.metadata().ok()?, looked.generation);
+        // The exchange itself moves the change time; nothing else may move.
+        let unchanged = Stamp {
+            ctime: looked.ctime,
+            ctime_nsec: looked.ctime_nsec,
+            ..now
+        } == *looked;
+        if unchanged {
+            return None;
+        }
+        read_state(displaced.path(), &self.opts)
+            .ok()
+            .flatten()
+            .map(|(state, _)| state)
     }
 
     /// After the new version is in place: it is the base now.
@@ -1437,6 +1489,62 @@ mod tests {
     thread_local! {
         /// Runs right before the last look and the rename of a write.
         pub(super) static BEFORE_RENAME: RefCell<Option<Hook>> = RefCell::new(None);
+        /// Runs after the last look, right before the rename.
+        pub(super) static AFTER_LAST_LOOK: RefCell<Option<Hook>> = RefCell::new(None);
+    }
+
+    /// An editor saves in place (truncate + write) an editor's title
+    /// change into the file as it was read.
+    fn save_in_place(path: &Path, retitle: &str) {
+        let mut s = wo_format::parse(&fs::read(path).unwrap()).unwrap();
+        s.messages_mut()[0].title = retitle.into();
+        let mut f = fs::OpenOptions::new()
+            .write(true)
+            .truncate(true)
+            .open(path)
+            .unwrap();
+        f.write_all(&wo_format::to_canonical_vec(&s)).unwrap();
+    }
+
+    /// An editor's in-place save in the instant between the writer's last
+    /// look and its rename lands in the version the rename replaces: it is
+    /// found there and merged, not lost.
+    #[test]
+    fn an_in_place_save_between_the_last_look_and_the_rename_is_merged() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut store = store_with_two(dir.path());
+        let saves = std::rc::Rc::new(std::cell::Cell::new(0));
+        let counter = saves.clone();
+        AFTER_LAST_LOOK.with(|h| {
+            *h.borrow_mut() = Some(Box::new(move |path: &Path| {
+                if counter.get() == 0 {
+                    counter.set(1);
+                    save_in_place(path, "saved in the last instant");
+                }
+            }));
+        });
+        let (_, outcome) = store
+            .transact(|s| s.push_message(Message::new("alec", ts(5), "mine", "<p>m</p>")))
+            .unwrap();
+        AFTER_LAST_LOOK.with(|h| *h.borrow_mut() = None);
+        assert_eq!(saves.get(), 1);
+        assert!(outcome.merged_outside_changes);
+        let disk = wo_format::parse(&fs::read(store.path()).unwrap()).unwrap();
+        let titles: Vec<&str> = disk.messages().iter().map(|m| m.title.as_str()).collect();
+        assert_eq!(titles, ["saved in the last instant", "mine"]);
+        assert_eq!(store.state(), &disk);
+        // Nothing is left beside the file: the displaced version is gone.
+        let names: Vec<String> = fs::read_dir(dir.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .filter(|n| n.contains(".tmp-"))
+            .collect();
+        assert!(names.is_empty(), "{names:?}");
+        // The next write sees its own version, not an outside change.
+        let (_, outcome) = store
+            .transact(|s| s.push_message(Message::new("alec", ts(6), "more", "<p>n</p>")))
+            .unwrap();
+        assert!(!outcome.merged_outside_changes);
     }
 
     fn ts(s: i64) -> Timestamp {
@@ -1505,11 +1613,14 @@ mod tests {
             .transact(|s| s.push_message(Message::new("alec", ts(5), "mine", "<p>m</p>")))
             .unwrap_err();
         BEFORE_RENAME.with(|h| *h.borrow_mut() = None);
-        assert!(matches!(err, StoreError::Busy { .. }), "{err}");
+        let StoreError::Busy { attempts, .. } = err else {
+            panic!("not busy: {err}");
+        };
+        assert!(attempts >= MAX_WRITE_ATTEMPTS);
         assert_eq!(err.exit_code(), 2);
         let disk = wo_format::parse(&fs::read(store.path()).unwrap()).unwrap();
         assert_eq!(disk.messages().len(), 1, "nothing of ours written");
-        assert_eq!(disk.context.len(), MAX_WRITE_ATTEMPTS as usize);
+        assert_eq!(disk.context.len(), attempts as usize);
     }
 
     /// The rename happened but the directory fsync failed: the error says
