@@ -12,7 +12,10 @@
 //! reply is read whole before it is returned, so a stopped attempt never
 //! leaves half a reply behind. Why: the in-process model runs one
 //! generation at a time, so an interpreter call of a minute would otherwise
-//! hold up the next answer for that minute.
+//! hold up the next answer for that minute. The time a call waits counts
+//! against the interpreter's own bound (`AnswerLimits::max_duration`), so
+//! a server answering without a pause fails its memory step in plain words
+//! rather than queueing it without end.
 
 use std::sync::Arc;
 
