@@ -618,21 +618,34 @@ fn memory_list_shows_every_entry_however_it_was_made() {
         p.ok(&["memory", "search", "anything", "--json"]).trim(),
         "[]"
     );
-    // By the interpreter, by an MCP client (its provenance kept as an
-    // extension), by hand through both names.
-    let (mut s, _, _) = learned();
-    let mut mcp = wo_format::TruthEntry::new(
-        "Prefers tea",
-        ts("2026-03-02T10:00:00Z"),
-        0.7,
-        "<p>tea, not coffee</p>",
-    );
-    mcp.extra.insert(
-        "x_provenance".into(),
-        wo_format::RawJson::parse(r#"{"by":"claude-code","at":"2026-03-02T10:00:00Z"}"#).unwrap(),
-    );
-    s.add_truth(mcp);
+    // By the interpreter, by an MCP client's `remember` (the tool's own
+    // write), by import from another llm.json, by hand through both names.
+    let (s, _, _) = learned();
     p.write_state("llm.json", &s);
+    {
+        let mut store = wo_store::Store::open(p.state_path(), Default::default()).unwrap();
+        wo_mcp::write::apply(
+            &mut store,
+            wo_mcp::write::WriteOp::Remember {
+                title: Some("Prefers tea".into()),
+                content: "tea, not coffee".into(),
+                kind: wo_format::TruthKind::Fact,
+                certainty: 0.7,
+                tags: Vec::new(),
+            },
+            "claude-code",
+        )
+        .unwrap();
+    }
+    let mut other = State::new(ts("2026-02-01T10:00:00Z"));
+    other.add_truth(wo_format::TruthEntry::new(
+        "Kiln in the garage",
+        ts("2026-02-01T10:00:00Z"),
+        0.8,
+        "<p>the kiln is in the garage</p>",
+    ));
+    let other = p.write_state("other.json", &other);
+    p.ok(&["import", other.to_str().unwrap(), "--format", "llm"]);
     p.ok(&["memory", "add", "Deploy window", "--content", "after 6pm"]);
     p.ok(&[
         "truth",
@@ -648,6 +661,7 @@ fn memory_list_shows_every_entry_however_it_was_made() {
         "Ship v2",
         "Deploys on Fridays",
         "Prefers tea",
+        "Kiln in the garage",
         "Deploy window",
         "Kiln cone",
     ] {
@@ -655,7 +669,7 @@ fn memory_list_shows_every_entry_however_it_was_made() {
     }
     let all: Vec<serde_json::Value> =
         serde_json::from_str(p.ok(&["memory", "list", "--json"]).trim()).unwrap();
-    assert_eq!(all.len(), 5);
+    assert_eq!(all.len(), 6, "{all:?}");
     // An effort added by hand starts open, and is found by the filters.
     let open = p.ok(&["memory", "list", "--kind", "effort", "--status", "open"]);
     assert!(

@@ -28,6 +28,8 @@
 //!   retrieval (marked, never deleted) and stay searchable on request.
 //! * [`memory`] — memory by conclusions: validated operations on truth with
 //!   provenance, the per-exchange journal and undo, one interpreter call.
+//! * [`priority`] — answers before memory: a server's memory step gives
+//!   way to answers in flight on the same model.
 //! * [`agent`] — what a coding agent is handed (MCP's search, recent and
 //!   context): items paged by a token budget and a cursor.
 //! * [`synopsis`] — drafting the context synopsis from the index catalog.
@@ -45,6 +47,7 @@ pub mod files;
 pub mod input;
 pub mod memory;
 pub mod memory_jobs;
+pub mod priority;
 pub mod recall;
 pub mod recall_file;
 pub mod request;

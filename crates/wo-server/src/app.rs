@@ -118,6 +118,9 @@ pub struct App {
     /// The directory index used for retrieval and search, if any.
     pub index_root: Option<PathBuf>,
     providers: Mutex<HashMap<String, Arc<dyn Provider>>>,
+    /// The answers in flight: memory steps give way to them
+    /// (`wo_engine::priority`).
+    foreground: Arc<wo_engine::priority::Foreground>,
     /// The loaded directory index and the `index.json` stamp it was read at.
     index_cache: Mutex<Option<(IndexStamp, Arc<wo_index::Index>)>>,
 }
@@ -152,6 +155,7 @@ impl App {
             username: opts.username.clone(),
             index_root: opts.index_root.clone(),
             providers: Mutex::new(HashMap::new()),
+            foreground: wo_engine::priority::Foreground::new(),
             index_cache: Mutex::new(None),
         }
     }
@@ -171,7 +175,8 @@ impl App {
     }
 
     /// The provider called `name` (default: the configured default), built
-    /// on first use and reused: a local model loads once.
+    /// on first use and reused: a local model loads once. Its answers are
+    /// counted as in flight, so memory steps give way to them.
     pub async fn provider(&self, name: Option<&str>) -> Result<Arc<dyn Provider>, ApiError> {
         let name = name.unwrap_or_else(|| self.default_provider()).to_owned();
         if !self.local && !self.offered_providers().contains(&name) {
@@ -183,7 +188,11 @@ impl App {
                 ),
             ));
         }
-        self.configured_provider(name).await
+        let built = self.configured_provider(name).await?;
+        Ok(wo_engine::priority::ForegroundProvider::wrap(
+            built,
+            self.foreground.clone(),
+        ))
     }
 
     /// The provider called `name`, built on first use, whether or not a
@@ -213,7 +222,9 @@ impl App {
     /// The memory step after a turn answered by `answered_by` (see
     /// `wo_engine::memory::step_for`), with the prompt of the project in
     /// `project_dir`. A step that cannot be set up costs the memory, not
-    /// the turn: the reason goes to the log.
+    /// the turn: the reason goes to the log. The step's calls give way to
+    /// answers in flight (`wo_engine::priority`): with the in-process model
+    /// the next answer never waits for the interpreter's generation.
     pub async fn memory_step(
         &self,
         answered_by: &Arc<dyn Provider>,
@@ -233,8 +244,19 @@ impl App {
             },
             None => None,
         };
-        match wo_engine::memory::step_for(&self.config, answered_by, interpreter, project_dir) {
-            Ok(step) => step,
+        // The provider itself, not the answers' wrapper handed to the turn.
+        let answered_by = self
+            .configured_provider(answered_by.name().to_owned())
+            .await
+            .unwrap_or_else(|_| answered_by.clone());
+        match wo_engine::memory::step_for(&self.config, &answered_by, interpreter, project_dir) {
+            Ok(step) => step.map(|mut step| {
+                step.provider = wo_engine::priority::BackgroundProvider::wrap(
+                    step.provider,
+                    self.foreground.clone(),
+                );
+                step
+            }),
             Err(e) => {
                 eprintln!("wo serve: memory: {e}");
                 None

@@ -1764,3 +1764,86 @@ async fn a_stateless_turn_picks_memory_by_the_files_retrieval_prefs() {
     let body: Value = r.json().await.unwrap();
     assert_eq!(body["error"]["pointer"], "/retrieval_prefs/min_certainty");
 }
+
+/// Reads `r`'s SSE body until its `done` event; returns the events so far
+/// and the rest of the body, still to be read.
+async fn until_done(mut r: reqwest::Response) -> (Vec<(String, Value)>, reqwest::Response) {
+    let mut text = String::new();
+    loop {
+        let evs = common::parse_events(&text);
+        if evs.iter().any(|(n, _)| n == "done") {
+            return (evs, r);
+        }
+        match r.chunk().await.unwrap() {
+            Some(bytes) => text.push_str(&String::from_utf8_lossy(&bytes)),
+            None => panic!("the stream ended before done: {text}"),
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_next_answer_never_waits_for_the_interpreter_on_a_one_at_a_time_model() {
+    // One request at a time, as the in-process model generates; the
+    // interpreter's call takes 4 s.
+    let mut script = Script::says("Paris.").remembering(REMEMBER_PARIS);
+    script.one_at_a_time = true;
+    script.memory_delay = Duration::from_secs(4);
+    let s = common::serve_with(script, false, remembering).await;
+    let first = s
+        .program_json(
+            Method::POST,
+            "/api/chat",
+            &json!({"message": "What is the capital of France?"}),
+        )
+        .await;
+    let (evs, rest) = until_done(first).await;
+    assert_eq!(done(&evs)["memory_follows"], true);
+    // The interpreter has started on the model.
+    let until = std::time::Instant::now() + Duration::from_secs(5);
+    while s
+        .upstream
+        .requests
+        .load(std::sync::atomic::Ordering::SeqCst)
+        < 2
+    {
+        assert!(std::time::Instant::now() < until, "no interpreter call");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    // The next question is answered at once: the interpreter gives way.
+    let asked = std::time::Instant::now();
+    let second = s
+        .program_json(
+            Method::POST,
+            "/api/chat",
+            &json!({"message": "And of Spain?"}),
+        )
+        .await;
+    let (evs2, rest2) = until_done(second).await;
+    let took = asked.elapsed();
+    assert!(took < Duration::from_secs(1), "the answer waited {took:?}");
+    assert!(done(&evs2)["assistant_message_id"].is_string());
+    // Both exchanges are remembered afterwards: the first interpreter call
+    // started again once the answer was done.
+    for rest in [rest, rest2] {
+        let tail = common::parse_events(&rest.text().await.unwrap());
+        let m = memory_event(&tail);
+        assert_eq!(
+            m["record"]["created"].as_array().map(Vec::len),
+            Some(1),
+            "{m}"
+        );
+    }
+    let memory_calls = s
+        .upstream
+        .bodies
+        .lock()
+        .unwrap()
+        .iter()
+        .filter(|b| b.get("response_format").is_some())
+        .count();
+    assert_eq!(
+        memory_calls, 3,
+        "one call stopped and made again, one for the second"
+    );
+}

@@ -33,6 +33,11 @@ pub struct Script {
     /// What the first chat call is answered instead of `tokens` (later
     /// calls get `tokens`).
     pub first_answer: Option<String>,
+    /// One request at a time, as one in-process model generates: a request
+    /// waits until the one before has ended or its client went away (the
+    /// interpreter's wait is then sent as SSE comments, so a client gone
+    /// is seen within 50 ms).
+    pub one_at_a_time: bool,
 }
 
 impl Script {
@@ -45,6 +50,7 @@ impl Script {
             memory_reply: None,
             memory_delay: Duration::ZERO,
             first_answer: None,
+            one_at_a_time: false,
         }
     }
 
@@ -69,6 +75,7 @@ pub async fn upstream(script: Script) -> Upstream {
     let requests = Arc::new(AtomicUsize::new(0));
     let bodies = Arc::new(std::sync::Mutex::new(Vec::new()));
     let (r, b) = (requests.clone(), bodies.clone());
+    let model = Arc::new(tokio::sync::Mutex::new(()));
     let app = axum::Router::new().route(
         "/v1/chat/completions",
         post(move |body: axum::body::Bytes| {
@@ -87,8 +94,19 @@ pub async fn upstream(script: Script) -> Upstream {
                 }
                 b.lock().unwrap().push(v);
             }
+            let model = model.clone();
             async move {
-                tokio::time::sleep(wait).await;
+                let turn = if script.one_at_a_time {
+                    Some(model.lock_owned().await)
+                } else {
+                    tokio::time::sleep(wait).await;
+                    None
+                };
+                let pings = if turn.is_some() {
+                    (wait.as_millis() / 50) as usize
+                } else {
+                    0
+                };
                 if let Some(status) = script.fail_status {
                     return Response::builder()
                         .status(status)
@@ -97,6 +115,13 @@ pub async fn upstream(script: Script) -> Upstream {
                         .unwrap();
                 }
                 let n = script.tokens.len();
+                let pinged = futures::stream::unfold(0usize, move |i| async move {
+                    if i >= pings {
+                        return None;
+                    }
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    Some((Ok::<_, std::io::Error>(": wait\n\n".to_owned()), i + 1))
+                });
                 let stream = futures::stream::unfold(0usize, move |i| {
                     let script = script.clone();
                     async move {
@@ -127,7 +152,14 @@ pub async fn upstream(script: Script) -> Upstream {
                 });
                 Response::builder()
                     .header("content-type", "text/event-stream")
-                    .body(Body::from_stream(stream))
+                    .body(Body::from_stream(futures::StreamExt::map(
+                        futures::StreamExt::chain(pinged, stream),
+                        // The model is held until the body ends or is dropped.
+                        move |frame| {
+                            let _held = &turn;
+                            frame
+                        },
+                    )))
                     .unwrap()
             }
         }),
