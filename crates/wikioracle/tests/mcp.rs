@@ -800,6 +800,94 @@ fn install_merges_the_snippet_into_each_clients_file() {
     assert_ne!(code, Some(0));
 }
 
+/// VS Code's file is JSON with comments: `--install` edits it in place
+/// (the comments, the other servers and the entry's own `env` stay) and
+/// says what is left to do in the client; Claude Code's file is plain
+/// JSON, so a comment there is refused and the file left as it was.
+#[test]
+fn install_edits_a_commented_file_in_place_and_names_the_next_step() {
+    let p = Project::new();
+    p.ok(&["init", "."]);
+    let vscode = p.path().join(".vscode/mcp.json");
+    std::fs::create_dir_all(vscode.parent().unwrap()).unwrap();
+    std::fs::write(
+        &vscode,
+        "{\n  // team servers\n  \"servers\": {\n    \"wikioracle\": {\"type\": \"stdio\", \"command\": \"/old/wo\", \"env\": {\"WO_X\": \"1\"}},\n    \"other\": {\"type\": \"stdio\", \"command\": \"x\"},\n  },\n}\n",
+    )
+    .unwrap();
+    let out = p.ok(&["mcp", "--print-config", "vscode", "--install"]);
+    assert!(out.contains("MCP: List Servers"), "{out}");
+    let now = std::fs::read_to_string(&vscode).unwrap();
+    assert!(now.contains("// team servers"), "{now}");
+    assert!(now.contains("\"WO_X\": \"1\""), "{now}");
+    assert!(
+        now.contains(&format!("\"command\": \"{}\"", wo_bin().display())),
+        "{now}"
+    );
+    assert!(
+        now.contains("\"other\": {\"type\": \"stdio\", \"command\": \"x\"},"),
+        "{now}"
+    );
+    assert!(!now.contains("/old/wo"), "{now}");
+
+    let out = p.ok(&["mcp", "--print-config", "claude", "--install"]);
+    assert!(out.contains("approve"), "{out}");
+    let claude = p.path().join(".mcp.json");
+    let commented = "{\"mcpServers\": {} // mine\n}\n";
+    std::fs::write(&claude, commented).unwrap();
+    let r = p.run(&["mcp", "--print-config", "claude", "--install"]);
+    assert_ne!(r.code, 0);
+    r.says(&[
+        ".mcp.json",
+        "Comments are not allowed",
+        "nothing was written",
+    ]);
+    assert_eq!(std::fs::read_to_string(&claude).unwrap(), commented);
+}
+
+/// Every shell command the AGENTS.md block teaches an agent runs as
+/// written (an agent copies them verbatim).
+#[test]
+fn agents_md_shell_commands_run_as_written() {
+    let p = Project::new();
+    p.ok(&["init", "."]);
+    p.ok(&["index", "."]);
+    p.ok(&["agents-md"]);
+    let text = std::fs::read_to_string(p.path().join("AGENTS.md")).unwrap();
+    let commands: Vec<&str> = text
+        .split('`')
+        .skip(1)
+        .step_by(2)
+        // `wo mcp` is the server a client starts, not a command to run.
+        .filter(|c| c.starts_with("wo ") && *c != "wo mcp")
+        .collect();
+    assert!(commands.len() >= 6, "{commands:?}");
+    let bin_dir = wo_bin().parent().unwrap().to_path_buf();
+    let path = std::env::join_paths(
+        std::iter::once(bin_dir).chain(std::env::split_paths(&std::env::var_os("PATH").unwrap())),
+    )
+    .unwrap();
+    let scratch = tempfile::tempdir().unwrap();
+    for c in commands {
+        let out = Command::new("sh")
+            .arg("-c")
+            .arg(c)
+            .current_dir(p.path())
+            .env("PATH", &path)
+            .env_remove("WO_STATE")
+            .env("XDG_STATE_HOME", scratch.path())
+            .env("WO_EMBEDDING_MODEL", scratch.path().join("none.gguf"))
+            .stdin(std::process::Stdio::null())
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{c}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+}
+
 /// A global config works from anywhere: the command and arguments the
 /// Codex snippet names, started in another directory (as a client starts
 /// it), serve this project's memory.

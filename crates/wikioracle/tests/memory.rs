@@ -831,3 +831,35 @@ fn wo_chat_leaves_no_finished_interpreter_behind() {
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+/// Without a config file, `wo memory status` says where one goes (the
+/// path), not a command that writes none.
+#[test]
+fn memory_status_without_a_config_file_names_where_it_goes() {
+    let p = Project::new();
+    p.ok(&["init", "."]);
+    let config_home = tempfile::tempdir().unwrap();
+    let r = to_status(
+        p.cmd(&["memory", "status"])
+            .env_remove("WO_CONFIG")
+            .env("XDG_CONFIG_HOME", config_home.path())
+            .output()
+            .unwrap(),
+    );
+    let want = config_home.path().join("wikioracle/config.toml");
+    assert!(
+        r.contains("interpreter: off (no config file")
+            && r.contains(&want.display().to_string())
+            && !r.contains("wo init"),
+        "{r}"
+    );
+}
+
+fn to_status(out: std::process::Output) -> String {
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}

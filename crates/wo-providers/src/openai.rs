@@ -19,7 +19,7 @@ use reqwest::header::HeaderMap;
 use serde::{Deserialize, Serialize};
 use tokio_util::sync::CancellationToken;
 
-use crate::error::ProviderError;
+use crate::error::{ErrorKind, ProviderError};
 use crate::http::{self, Decoder, Fault};
 
 use crate::sse::SseEvent;
@@ -183,7 +183,7 @@ impl Provider for OpenAiProvider {
         }
         let url = self.remote.url("chat/completions");
         let ctx = self.remote.ctx(&url);
-        let body = WireRequest {
+        let mut body = WireRequest {
             model: self.remote.model(&req.model),
             messages: req
                 .messages
@@ -206,8 +206,8 @@ impl Provider for OpenAiProvider {
                     req.top_k
                 },
             },
-            // Chat Completions' structured output; llama.cpp's and
-            // llama-cpp-python's servers turn it into a grammar.
+            // Chat Completions' structured output (OpenAI, llama.cpp's
+            // server, vLLM, Ollama, LM Studio turn it into a constraint).
             response_format: req.json_schema.as_ref().map(|s| {
                 serde_json::json!({
                     "type": "json_schema",
@@ -215,16 +215,40 @@ impl Provider for OpenAiProvider {
                 })
             }),
         };
-        self.remote
+        let first = self
+            .remote
             .post_sse(
-                ctx,
-                url,
+                ctx.clone(),
+                url.clone(),
                 self.auth_headers(),
                 &body,
-                cancel,
+                cancel.clone(),
                 OpenAiDecoder::default(),
             )
-            .await
+            .await;
+        match (first, &req.json_schema) {
+            // llama-cpp-python's server takes a schema only as
+            // `{"type": "json_object", "schema": …}` and refuses the other
+            // form (with a 500): asked that way once more, it answers under
+            // the same grammar.
+            (Err(e), Some(s)) if !self.is_openai_proper() && refuses_json_schema(&e) => {
+                body.response_format = Some(serde_json::json!({
+                    "type": "json_object",
+                    "schema": s.schema,
+                }));
+                self.remote
+                    .post_sse(
+                        ctx,
+                        url,
+                        self.auth_headers(),
+                        &body,
+                        cancel,
+                        OpenAiDecoder::default(),
+                    )
+                    .await
+            }
+            (first, _) => first,
+        }
     }
 
     async fn check(&self) -> Reachability {
@@ -277,6 +301,13 @@ fn openai_bpe(model: &str) -> Option<&'static tiktoken_rs::CoreBPE> {
         Tokenizer::Cl100kBase => Some(tiktoken_rs::cl100k_base_singleton()),
         _ => None,
     }
+}
+
+/// Whether `e` is a server refusing `response_format`'s `json_schema` type
+/// (before anything was streamed), as llama-cpp-python's does.
+fn refuses_json_schema(e: &ProviderError) -> bool {
+    matches!(e.kind(), ErrorKind::BadRequest | ErrorKind::Server)
+        && e.to_string().contains("json_schema")
 }
 
 #[cfg(test)]

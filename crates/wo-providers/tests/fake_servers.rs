@@ -264,6 +264,51 @@ async fn openai_streams_llamacpp_style_frames() {
     assert_eq!(body["messages"][1]["content"], "Capital of France?");
 }
 
+/// llama-cpp-python's server refuses `response_format` of type
+/// `json_schema` (HTTP 500, "Input should be 'text' or 'json_object'") and
+/// takes the schema as `{"type": "json_object", "schema": …}`: structured
+/// output is asked that way once more, and answers. A server error about
+/// anything else is not asked again.
+#[tokio::test]
+async fn openai_structured_output_falls_back_to_llama_cpp_pythons_json_object() {
+    let refusal = r#"{"error":{"message":"1 validation error: {'type': 'literal_error', 'loc': ('body', 'response_format', 'type'), 'msg': \"Input should be 'text' or 'json_object'\", 'input': 'json_schema'}","type":"internal_server_error"}}"#;
+    let schema = serde_json::json!({"type": "object", "properties": {"ops": {"type": "array"}}});
+    let structured = || {
+        let mut r = request();
+        r.json_schema = Some(wo_providers::JsonSchema {
+            name: "memory_ops".into(),
+            schema: schema.clone(),
+        });
+        r
+    };
+    let mut script: Vec<Reply> = (0..3).map(|_| Reply::json(500, refusal)).collect();
+    script.push(sse(&ok_frames(Kind::OpenAi), End::Clean));
+    let srv = FakeServer::start(script).await;
+    let p = provider(Kind::OpenAi, &srv.url, fast());
+    let out = run(p.as_ref(), structured(), CancellationToken::new())
+        .await
+        .unwrap();
+    assert_eq!(out.text, "Paris.", "{out:?}");
+    let reqs = srv.requests();
+    assert_eq!(reqs.len(), 4);
+    assert_eq!(reqs[0].json()["response_format"]["type"], "json_schema");
+    let last = reqs[3].json();
+    assert_eq!(last["response_format"]["type"], "json_object");
+    assert_eq!(last["response_format"]["schema"], schema);
+    assert_eq!(last["messages"], reqs[0].json()["messages"]);
+
+    // Another server error: reported, not asked in the other form.
+    let other = error_body(Kind::OpenAi, "server_error", "out of memory");
+    let srv = FakeServer::start((0..3).map(|_| Reply::json(500, &other)).collect()).await;
+    let p = provider(Kind::OpenAi, &srv.url, fast());
+    let e = match p.stream(structured(), CancellationToken::new()).await {
+        Err(e) => e,
+        Ok(_) => panic!("a failing server answered"),
+    };
+    assert_eq!(e.kind(), ErrorKind::Server);
+    assert_eq!(srv.requests().len(), 3);
+}
+
 #[tokio::test]
 async fn openai_accepts_a_stream_that_ends_after_finish_reason_without_done() {
     let frames: Vec<String> = ok_frames(Kind::OpenAi)[..5].to_vec();

@@ -31,6 +31,9 @@ pub fn run(g: &GlobalOpts, args: McpArgs) -> Result<ExitCode> {
             return install_config(client, &exe, &state, args.allow_write);
         }
         eoutln!("# {}", client.file());
+        for step in client.next_steps(&exe, Some(&state), args.allow_write) {
+            eoutln!("# {step}");
+        }
         if !state.exists() {
             eoutln!(
                 "# note: {} does not exist yet; `wo init` creates it",
@@ -79,7 +82,7 @@ fn install_config(client: Client, exe: &str, state: &Path, allow_write: bool) ->
         };
     let updated = install(client, &existing, exe, Some(state), allow_write).map_err(|e| {
         anyhow::anyhow!(
-            "{}: {e}\nnothing was written; fix the file, or leave out --install and paste the snippet yourself",
+            "{}: {e}\nnothing was written; fix the file (the client reads it the same way), or leave out --install and paste the snippet yourself",
             path.display()
         )
     })?;
@@ -99,6 +102,10 @@ fn install_config(client: Client, exe: &str, state: &Path, allow_write: bool) ->
         path.display(),
         client.file()
     );
+    // The same steps --print-config names, minus the other scope's line.
+    if let Some(step) = client.next_steps(exe, Some(state), allow_write).first() {
+        outln!("{step}");
+    }
     if !state.exists() {
         eoutln!(
             "note: {} does not exist yet; `wo init` creates it",

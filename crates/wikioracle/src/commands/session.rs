@@ -204,10 +204,11 @@ pub fn interpreter_state(cfg: &Config, provider: Option<&str>) -> String {
         .unwrap_or(cfg.default_provider());
     match (cfg.interpreter_mode_for(name), cfg.interpreter.mode) {
         (InterpreterMode::Off, Some(_)) => "off ([interpreter] mode = \"off\")".into(),
-        (InterpreterMode::Off, None) if cfg.source.is_none() => {
-            "off (no config file; `wo init` writes one, then it runs with the provider you add)"
-                .into()
-        }
+        // `wo init` writes no config file: say where one goes.
+        (InterpreterMode::Off, None) if cfg.source.is_none() => format!(
+            "off (no config file: add a provider to {} and it runs with that provider after each answer)",
+            wo_providers::config::config_path_for_hints()
+        ),
         (InterpreterMode::Off, None) => format!("{SMALL_MODEL_OFF} (provider {name})"),
         _ => format!("on: {name} interprets each exchange in the background, after the answer"),
     }
