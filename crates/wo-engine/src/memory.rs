@@ -758,6 +758,47 @@ pub enum InterpretError {
     /// The model's output failed validation twice (the reason of the last).
     #[error("the interpreter's output was rejected twice: {0}")]
     Rejected(OpsError),
+    /// The request leaves the model too little of its window to reply in.
+    #[error(
+        "the interpreter's request takes {prompt} of the model's {window}-token window, leaving under {MIN_REPLY_TOKENS} tokens for its reply"
+    )]
+    TooLong {
+        /// Tokens of the request (the model's count, else an estimate).
+        prompt: usize,
+        /// The provider's context window in tokens.
+        window: usize,
+    },
+}
+
+/// The most an interpreter reply may take: a full set of operations under
+/// the structured-output bounds fits with room to spare.
+const MAX_REPLY_TOKENS: u32 = 1024;
+/// The least room worth a call: one or two operations.
+const MIN_REPLY_TOKENS: usize = 256;
+
+/// Sizes `req`'s reply to what is left of `provider`'s window once its
+/// messages are counted: a server with a small window (llama.cpp's default
+/// is 2,048 tokens) drops a request asking for more than it holds, and the
+/// interpreter would fail every time with an empty answer.
+fn fit_to_window(provider: &dyn Provider, req: &mut ChatRequest) -> Result<(), InterpretError> {
+    // Each message also costs its role's framing: a few tokens, say 8.
+    let prompt: usize = req
+        .messages
+        .iter()
+        .map(|m| {
+            provider
+                .count_tokens(&m.content)
+                .unwrap_or_else(|| crate::assemble::estimate_tokens(&m.content))
+                + 8
+        })
+        .sum();
+    let window = provider.context_window();
+    let room = window.saturating_sub(prompt);
+    if room < MIN_REPLY_TOKENS {
+        return Err(InterpretError::TooLong { prompt, window });
+    }
+    req.max_tokens = Some(MAX_REPLY_TOKENS.min(u32::try_from(room).unwrap_or(u32::MAX)));
+    Ok(())
 }
 
 /// Plain text of a message or entry's XHTML, for the prompt.
@@ -833,7 +874,7 @@ pub fn interpreter_request(
     );
     let mut req = ChatRequest::new(vec![ChatMessage::system(system), ChatMessage::user(user)]);
     req.temperature = Some(0.0);
-    req.max_tokens = Some(1024);
+    req.max_tokens = Some(MAX_REPLY_TOKENS);
     req.json_schema = Some(wo_providers::JsonSchema {
         name: "memory_ops".into(),
         schema: structured_output_schema(&entries),
@@ -995,6 +1036,8 @@ pub async fn interpret(
             apply_ops(&mut scratch, &ops, origin).map(|_| ops)
         })
     };
+    let mut req = req;
+    fit_to_window(provider, &mut req)?;
     // A reply cut at a cap returns at once (a second would be as long).
     let reply = complete(provider, req.clone()).await?;
     let first = match check(&reply) {
@@ -1006,6 +1049,11 @@ pub async fn interpret(
     retry.messages.push(ChatMessage::user(format!(
         "That was rejected: {first}. Reply again with one valid JSON object only."
     )));
+    // The retry carries the first reply: no room left means the first
+    // reason stands.
+    if fit_to_window(provider, &mut retry).is_err() {
+        return Err(InterpretError::Rejected(first));
+    }
     let reply = complete(provider, retry).await?;
     check(&reply).map_err(InterpretError::Rejected)
 }

@@ -554,5 +554,10 @@ pub fn plain_interpret_reason(e: &InterpretError) -> String {
         InterpretError::NoMessage(id) => {
             format!("the exchange is no longer in the file (message {id})")
         }
+        InterpretError::TooLong { prompt, window } => format!(
+            "the exchange and the memory entries it is compared with take about {prompt} tokens, \
+             too many for the interpreter's model ({window}-token window); \
+             a model with a larger window (context_window in its provider's settings) can take it"
+        ),
     }
 }

@@ -413,6 +413,7 @@ fn the_published_schema_agrees_with_the_parser() {
 struct Scripted {
     replies: Mutex<Vec<String>>,
     seen: Mutex<Vec<ChatRequest>>,
+    window: usize,
 }
 
 #[async_trait::async_trait]
@@ -424,7 +425,7 @@ impl Provider for Scripted {
         "test"
     }
     fn context_window(&self) -> usize {
-        8192
+        self.window
     }
     async fn stream(
         &self,
@@ -476,6 +477,7 @@ fn one_interpreter_call_retries_once_with_the_reason_then_gives_up() {
     let p = Scripted {
         replies: Mutex::new(vec!["Sure! Here you go".into(), good.into()]),
         seen: Mutex::new(vec![]),
+        window: 8192,
     };
     let got = block_on(interpret_exchange(&p, &s, &ex, "PROMPT", &o)).unwrap();
     assert_eq!(got.len(), 1);
@@ -503,6 +505,7 @@ fn one_interpreter_call_retries_once_with_the_reason_then_gives_up() {
             "still not json".into(),
         ]),
         seen: Mutex::new(vec![]),
+        window: 8192,
     };
     match block_on(interpret_exchange(&p, &s, &ex, "PROMPT", &o)) {
         Err(InterpretError::Rejected(e)) => assert_eq!(e.pointer, ""),
@@ -510,10 +513,57 @@ fn one_interpreter_call_retries_once_with_the_reason_then_gives_up() {
     }
 }
 
+/// The interpreter's reply is sized to what the model's window leaves
+/// (a llama.cpp server at its default 2,048 tokens dropped every request
+/// asking for 1,024 more than it held), and a request that leaves too
+/// little is not sent at all: a plain reason instead.
+#[test]
+fn the_interpreters_reply_fits_the_models_window() {
+    let (s, ex) = state_with_exchange();
+    let o = origin(&ex, "2026-03-01T10:00:06Z");
+    let good = r#"{"ops": []}"#;
+    let mut p = scripted(&[good]);
+    let got = block_on(interpret_exchange(&p, &s, &ex, "PROMPT", &o)).unwrap();
+    assert!(got.is_empty());
+    assert_eq!(
+        p.seen.lock().unwrap()[0].max_tokens,
+        Some(1024),
+        "room enough"
+    );
+
+    // The same request in a window 500 tokens larger than it: the reply
+    // gets what is left.
+    let first = p.seen.lock().unwrap()[0].clone();
+    let prompt: usize = first
+        .messages
+        .iter()
+        .map(|m| wo_engine::assemble::estimate_tokens(&m.content) + 8)
+        .sum();
+    p = scripted(&[good]);
+    p.window = prompt + 500;
+    block_on(interpret_exchange(&p, &s, &ex, "PROMPT", &o)).unwrap();
+    assert_eq!(p.seen.lock().unwrap()[0].max_tokens, Some(500));
+
+    p = scripted(&[good]);
+    p.window = prompt;
+    match block_on(interpret_exchange(&p, &s, &ex, "PROMPT", &o)) {
+        Err(e @ InterpretError::TooLong { .. }) => {
+            let plain = wo_engine::memory_jobs::plain_interpret_reason(&e);
+            assert!(
+                plain.contains("window") && plain.contains("context_window"),
+                "{plain}"
+            );
+        }
+        other => panic!("{other:?}"),
+    }
+    assert!(p.seen.lock().unwrap().is_empty(), "nothing sent");
+}
+
 fn scripted(replies: &[&str]) -> Scripted {
     Scripted {
         replies: Mutex::new(replies.iter().map(|r| (*r).to_owned()).collect()),
         seen: Mutex::new(vec![]),
+        window: 8192,
     }
 }
 
