@@ -15,7 +15,6 @@
 //! the face says so once ([`embedder_or_note`]).
 
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
@@ -179,8 +178,9 @@ pub struct LiveEmbeddings {
     /// Swapped whole by [`Self::top_up`]: a turn holds the vectors it began
     /// with, never a lock.
     store: Mutex<Arc<EmbeddingStore>>,
-    /// A top-up is running (one at a time).
-    filling: AtomicBool,
+    /// Held by a top-up: one at a time, the next waits (a turn's messages
+    /// saved while the start's top-up runs are embedded after it).
+    filling: Mutex<()>,
 }
 
 impl LiveEmbeddings {
@@ -194,7 +194,7 @@ impl LiveEmbeddings {
                 embedder,
                 sidecar,
                 store: Mutex::new(Arc::new(store)),
-                filling: AtomicBool::new(false),
+                filling: Mutex::new(()),
             },
             loaded,
         )
@@ -261,20 +261,11 @@ impl LiveEmbeddings {
 
     /// Embeds `pending` (blocking: milliseconds a message) and writes the
     /// sidecar when anything changed. Meant for a background thread after
-    /// a turn is saved, never while a turn waits. Returns the vectors
-    /// added; `Ok(0)` when another top-up is running. A failure to write
-    /// the sidecar (a read-only directory) only costs the cache.
+    /// a turn is saved, never while a turn waits; waits for a top-up
+    /// already running. Returns the vectors added. A failure to write the
+    /// sidecar (a read-only directory) only costs the cache.
     pub fn top_up(&self, pending: Pending, deadline: Option<Instant>) -> std::io::Result<usize> {
-        if self.filling.swap(true, Ordering::AcqRel) {
-            return Ok(0);
-        }
-        struct Done<'a>(&'a AtomicBool);
-        impl Drop for Done<'_> {
-            fn drop(&mut self) {
-                self.0.store(false, Ordering::Release);
-            }
-        }
-        let _done = Done(&self.filling);
+        let _one_at_a_time = self.filling.lock().unwrap_or_else(|p| p.into_inner());
         let mut added = Vec::new();
         for group in pending.texts.chunks(16) {
             if deadline.is_some_and(|d| Instant::now() >= d) {
