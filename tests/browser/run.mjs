@@ -1054,41 +1054,78 @@ for (const mode of ['local', 'stateless']) {
 
 // The memory a turn uses is chosen by wo-engine's retrieval in both modes:
 // the stateless page sends its whole memory (within the request's limits)
-// rather than ranking it itself, so the hosted mode cannot pick otherwise
-// than a local server would. The decoys share the question's letters
-// ("kilnworks") but not its words: a substring count ranks them above the
-// one entry about kilns, BM25 does not.
+// and the file's own retrieval_prefs rather than ranking it itself, so the
+// hosted mode cannot pick otherwise than a local server would. The decoys
+// share the question's letters ("kilnworks") but not its words: a substring
+// count ranks them above the entries about kilns, BM25 does not. The file's
+// prefs (min_certainty 0.6) leave out the less certain entry about kilns,
+// which the defaults send: both modes must follow the file, not defaults.
 scenario('both: stateless and local modes pick the same memory for the same state and question', async () => {
   const base = Date.UTC(2025, 2, 1, 0, 0, 0);
-  const entry = (title, content, i) => {
+  const entry = (title, content, i, certainty = 0.9) => {
     const timestamp = stamp(base + i * 1000);
-    return { id: 't_' + sha16(`${title}|${timestamp}|${content}`), title, timestamp, certainty: 0.9, content };
+    return { id: 't_' + sha16(`${title}|${timestamp}|${content}`), title, timestamp, certainty, content };
   };
-  const trust = [entry('Kiln firing', '<p>The kiln fires at 1200 degrees.</p>', 0)];
-  for (let i = 1; i <= 40; i++) trust.push(entry(`kilnworks ${i}`, '<p>kilnworkskilnworks kilnworks kilnworkskilnworks</p>', i));
-  const fixture = {
+  const trust = [
+    entry('Kiln firing', '<p>The kiln fires at 1200 degrees.</p>', 0),
+    entry('Kiln glaze firing', '<p>A glaze firing in the kiln reaches a lower temperature.</p>', 1, 0.4),
+  ];
+  for (let i = 2; i <= 41; i++) trust.push(entry(`kilnworks ${i}`, '<p>kilnworkskilnworks kilnworks kilnworkskilnworks</p>', i));
+  const fixture = (retrieval_prefs) => ({
     version: 1, schema: 'wikioracle.llm_state', date: stamp(base + 60_000), context: '', messages: [],
-    truth: { trust, retrieval_prefs: { max_entries: 8 } },
+    truth: { trust, retrieval_prefs },
+  });
+  const withPrefs = fixture({ max_entries: 8, min_certainty: 0.6 });
+  const question = 'What is the kiln firing temperature?';
+  const memoryUsed = async (page) => {
+    const details = page.locator('[data-testid="message"]').last().locator('[data-testid="context-used"]');
+    await details.locator('summary').click();
+    return (await details.locator('[data-testid="context-included"] li').allTextContents())
+      .map((t) => t.trim().replace(/\s*\(\d+ tokens\)$/, '').replace(/ — relevance [\d.]+$/, '')).filter((t) => /^memory\b/i.test(t)).sort();
   };
   const picked = {};
-  for (const stateless of [false, true]) {
-    const server = await startServer({ stateless });
+  // Local mode: the server's own file holds the state (prefs and all);
+  // once with the file's prefs, once with the defaults.
+  for (const [name, fx] of [['local', withPrefs], ['defaults', fixture({})]]) {
+    const server = await serveFixture('local', fx, `same-memory-${name}`);
     try {
       await withPage(server, {}, async (page) => {
-        await importFile(page, 'llm_2025.03.01.0000.json', JSON.stringify(fixture));
-        await waitStatus(page, /Imported|Merged/);
-        await sendMessage(page, 'What is the kiln firing temperature?');
-        const details = page.locator('[data-testid="message"]').last().locator('[data-testid="context-used"]');
-        await details.locator('summary').click();
-        picked[stateless ? 'stateless' : 'local'] = (await details.locator('[data-testid="context-included"] li').allTextContents())
-          .map((t) => t.trim().replace(/\s*\(\d+ tokens\)$/, '').replace(/ — relevance [\d.]+$/, '')).filter((t) => /^memory\b/i.test(t)).sort();
+        await sendMessage(page, question);
+        picked[name] = await memoryUsed(page);
       });
     } finally {
       await server.stop();
     }
   }
-  assert(picked.local.length > 0 && picked.local.some((t) => /Kiln firing/.test(t)),
-    `local mode did not use the entry about kilns: ${JSON.stringify(picked.local)}`);
+  // Stateless mode: the same state as the browser keeps it (IndexedDB);
+  // an import would merge it, and a merge keeps the base's prefs.
+  const server = await startServer({ stateless: true });
+  try {
+    await withPage(server, {}, async (page) => {
+      await page.evaluate((state) => new Promise((resolve, reject) => {
+        const req = indexedDB.open('wikioracle', 1);
+        req.onerror = () => reject(req.error);
+        req.onsuccess = () => {
+          const db = req.result;
+          const put = db.transaction('state', 'readwrite').objectStore('state').put(state, 'llm.json');
+          put.onsuccess = () => { db.close(); resolve(null); };
+          put.onerror = () => reject(put.error);
+        };
+      }), withPrefs);
+      await page.reload();
+      await page.waitForSelector('body[data-ready="true"]');
+      const kept = await idbState(page);
+      assert(kept?.truth?.retrieval_prefs?.min_certainty === 0.6, `the stored state lost its prefs: ${JSON.stringify(kept?.truth?.retrieval_prefs)}`);
+      await sendMessage(page, question);
+      picked.stateless = await memoryUsed(page);
+    });
+  } finally {
+    await server.stop();
+  }
+  assert(picked.local.some((t) => /Kiln firing/.test(t)) && !picked.local.some((t) => /Kiln glaze/.test(t)),
+    `local mode did not follow the file's prefs (the kiln entry, not the uncertain one): ${JSON.stringify(picked.local)}`);
+  assert(picked.defaults.some((t) => /Kiln glaze/.test(t)),
+    `the defaults do not send the uncertain entry, so the prefs change nothing here: ${JSON.stringify(picked.defaults)}`);
   assert(JSON.stringify(picked.stateless) === JSON.stringify(picked.local),
     `the modes picked different memory: local ${JSON.stringify(picked.local)}, stateless ${JSON.stringify(picked.stateless)}`);
 });

@@ -218,3 +218,107 @@ fn new_token_is_refused_where_it_means_nothing() {
     assert!(stderr.contains("WO_SERVE_TOKEN"), "{stderr}");
     assert!(!home.path().join("data").exists(), "nothing kept");
 }
+
+/// Heavy (the embedding model, `scripts/install-model.sh`): `wo serve`
+/// recalls by meaning in `/api/chat`, as `wo ask` does. The server embeds
+/// the transcript the sidecar lacks in the background at start; a question
+/// worded unlike its answer (no word in common) then has that message
+/// recalled, and the turn's own two messages are embedded after it is
+/// saved (the sidecar grows by them).
+#[test]
+fn the_local_chat_recalls_by_meaning_with_the_embedding_model() {
+    use std::io::Write as _;
+    use wo_format::{Message, State, Timestamp};
+    use wo_testkit::{Need, embedding_model_path, heavy};
+    if !heavy(&[Need::EmbeddingModel]) {
+        return;
+    }
+    let p = Project::new();
+    let mut s = State::new(Timestamp::from_unix(1_800_000_000));
+    for i in 0..80i64 {
+        let text = match i {
+            20 => "I signed up for pottery classes, they are on Tuesday evenings".to_owned(),
+            _ => format!("filler line {i} on weather and tea"),
+        };
+        s.push_message(Message::new(
+            if i % 2 == 0 { "Gina" } else { "Jon" },
+            Timestamp::from_unix(1_700_000_000 + i * 60),
+            text.clone(),
+            format!("<p>{text}</p>"),
+        ));
+    }
+    p.write_state("llm.json", &s);
+    let upstream = common::loopback_server(|mut stream| {
+        let _ = stream.write_all(
+            b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\nconnection: close\r\n\r\n",
+        );
+        let frame = serde_json::json!({"choices":[{"index":0,"delta":{"content":"Tuesdays."},"finish_reason":null}]});
+        let _ = stream.write_all(format!("data: {frame}\n\n").as_bytes());
+        let _ = stream.write_all(
+            b"data: {\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"stop\"}]}\n\ndata: [DONE]\n\n",
+        );
+    });
+    let cfg = p.write_config(&format!(
+        "[defaults]\nprovider = \"test\"\n\n[interpreter]\nmode = \"off\"\n\n[providers.test]\nkind = \"openai\"\nbase_url = \"http://127.0.0.1:{upstream}/v1\"\nmodel = \"m\"\napi_key = \"sk-test-not-a-real-key\"\ntimeout_secs = 30\n"
+    ));
+    let model = embedding_model_path();
+    let server = common::Serving::start_with_env(
+        &p,
+        &cfg,
+        &[],
+        &[("WO_EMBEDDING_MODEL", model.as_os_str())],
+    );
+    let sidecar = p.path().join(".llm.json.embed");
+    // The vector count in the sidecar's header (magic, id, dim, count).
+    let vectors = || {
+        let b = std::fs::read(&sidecar).unwrap_or_default();
+        let word = |at: usize| {
+            b.get(at..at + 4)
+                .map_or(0, |w| u32::from_le_bytes(w.try_into().unwrap()) as usize)
+        };
+        word(8 + 4 + word(8) + 4)
+    };
+    let up = Instant::now();
+    while !sidecar.exists() {
+        assert!(
+            up.elapsed() < Duration::from_secs(120),
+            "the transcript was not embedded at start"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let body = r#"{"message":"When is the ceramics course?","new_conversation":true}"#;
+    let port = server.port;
+    let request = format!(
+        "POST /api/chat HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nAuthorization: Bearer {}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        server.token,
+        body.len()
+    );
+    let (status, text) = common::raw_http(port, &request);
+    assert_eq!(status, 200, "{text}");
+    let context = text
+        .lines()
+        .skip_while(|l| l.trim_end() != "event: context")
+        .find_map(|l| l.strip_prefix("data: "))
+        .unwrap_or_else(|| panic!("no context event: {text}"));
+    let context: serde_json::Value = serde_json::from_str(context).unwrap();
+    let hit = s.messages()[20].id.as_str();
+    assert!(
+        context["sources"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|id| id == hit),
+        "the message about pottery classes was not recalled: {context}"
+    );
+    assert!(text.contains("event: done"), "{text}");
+    // The turn's two messages are embedded after it was saved.
+    let up = Instant::now();
+    while vectors() < 82 {
+        assert!(
+            up.elapsed() < Duration::from_secs(60),
+            "the new messages were not embedded: {} vectors",
+            vectors()
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}

@@ -52,6 +52,7 @@ pub mod recall;
 pub mod recall_file;
 pub mod request;
 pub mod retrieve;
+pub mod setup;
 pub mod synopsis;
 pub mod turn;
 

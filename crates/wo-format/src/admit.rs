@@ -17,9 +17,10 @@ use std::cell::Cell;
 use crate::codec::{self, ParseError};
 pub use crate::known::KnownMessages;
 use crate::known::failing_contents;
-use crate::model::{Extra, State};
+use crate::model::Extra;
 use crate::model_de::StateSeed;
 use crate::rawjson::MAX_DEPTH;
+use crate::state::State;
 use crate::validate::{self, Issue};
 use crate::xhtml;
 

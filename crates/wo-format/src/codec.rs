@@ -10,7 +10,8 @@
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::model::{Message, State, TruthEntry};
+use crate::model::{Message, TruthEntry};
+use crate::state::State;
 use crate::validate::{self, Issue, is_accepted_schema, is_valid_id};
 
 /// Why bytes could not become a [`State`].

@@ -19,7 +19,8 @@
 
 use std::collections::HashMap;
 
-use crate::model::{Message, State};
+use crate::model::Message;
+use crate::state::State;
 use crate::timestamp::Timestamp;
 
 /// One conversation of a state, as [`list`] gives it.
@@ -51,7 +52,7 @@ pub fn roots(state: &State) -> Vec<usize> {
         .enumerate()
         .map(|(i, m)| (m.id.as_str(), i))
         .collect();
-    let previous_parentless = crate::model::implicit_chain(messages);
+    let previous_parentless = crate::state::implicit_chain(messages);
     // What each message follows; `None`: it is a root.
     let next = |i: usize| -> Option<usize> {
         let m = &messages[i];

@@ -8,7 +8,7 @@ use std::collections::HashMap;
 
 use crate::codec;
 use crate::model::Message;
-use crate::model::State;
+use crate::state::State;
 use crate::xhtml;
 
 /// Messages known to be admissible (a state's own, already admitted), by

@@ -18,8 +18,10 @@ mod model_de;
 pub mod query;
 pub mod rawjson;
 pub mod records;
+pub mod state;
 pub mod timestamp;
 pub mod title;
+mod transcript;
 mod undo;
 pub mod validate;
 pub mod xhtml;
@@ -32,9 +34,11 @@ pub use context_used::{CONTEXT_USED_KEY, ContextUsed, UsedPart};
 pub use links::BranchWalk;
 pub use model::{
     ARCHIVE_KEY, EffectivePrefs, EffortStatus, Expires, Extra, Message, NEW_CONVERSATION_KEY,
-    Provenance, RetrievalPrefs, Role, SCHEMA_URL, State, Tombstone, TranscriptVersion, Truth,
-    TruthEdit, TruthEntry, TruthKind, Usage,
+    Provenance, RetrievalPrefs, Role, SCHEMA_URL, Tombstone, Truth, TruthEdit, TruthEntry,
+    TruthKind, Usage,
 };
 pub use rawjson::RawJson;
+pub use state::State;
 pub use timestamp::Timestamp;
+pub use transcript::TranscriptVersion;
 pub use validate::Issue;

@@ -396,7 +396,8 @@ impl<'m> Iterator for BranchWalk<'m> {
 mod tests {
     use std::collections::HashSet;
 
-    use crate::model::{Message, State};
+    use crate::model::Message;
+    use crate::state::State;
     use crate::timestamp::Timestamp;
     use proptest::prelude::*;
 
@@ -528,7 +529,8 @@ mod walk_tests {
     use std::collections::HashSet;
 
     use super::Walk;
-    use crate::model::{Message, State};
+    use crate::model::Message;
+    use crate::state::State;
     use crate::timestamp::Timestamp;
 
     /// A long chain with a fork, built by appending as a server does: the

@@ -32,8 +32,9 @@ use std::collections::HashMap;
 
 use serde::Serialize;
 
-use crate::model::{ARCHIVE_KEY, Extra, Message, RETITLED_KEY, State, Tombstone, TruthEntry};
+use crate::model::{ARCHIVE_KEY, Extra, Message, RETITLED_KEY, Tombstone, TruthEntry};
 use crate::rawjson::RawJson;
+use crate::state::State;
 
 /// What a merge did, for `wo merge` and the server to print.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]

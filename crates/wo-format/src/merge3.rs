@@ -33,7 +33,8 @@ use std::collections::BTreeMap;
 use serde_json::{Map, Value};
 
 use crate::merge::merge_into;
-use crate::model::{Extra, Message, RetrievalPrefs, State, Tombstone, TruthEntry};
+use crate::model::{Extra, Message, RetrievalPrefs, Tombstone, TruthEntry};
+use crate::state::State;
 
 /// A 128-bit content fingerprint of one record.
 pub type Fingerprint = u128;

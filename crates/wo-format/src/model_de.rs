@@ -19,10 +19,11 @@ use serde_json::value::RawValue;
 use crate::known::KnownMessages;
 
 use crate::model::{
-    EffortStatus, Expires, Extra, Message, Provenance, RetrievalPrefs, Role, State, Tombstone,
-    Truth, TruthEntry, TruthKind, Usage,
+    EffortStatus, Expires, Extra, Message, Provenance, RetrievalPrefs, Role, Tombstone, Truth,
+    TruthEntry, TruthKind, Usage,
 };
 use crate::rawjson::ExtSeed;
+use crate::state::State;
 use crate::timestamp::Timestamp;
 
 /// Depth (root object = 1) of the object each record is at in a state file;
@@ -419,7 +420,7 @@ fn visit_state<'de, A: MapAccess<'de>>(
         extra,
         clean_prefix: 0,
         save_token: 0,
-        transcript: crate::model::TranscriptLog::new(),
+        transcript: crate::transcript::TranscriptLog::new(),
         links: Default::default(),
         savepoints: Vec::new(),
     })

@@ -1,4 +1,4 @@
-//! Savepoints: taking back a change to a [`State`] exactly.
+//! Savepoints: taking back a change to a [`State`](crate::State) exactly.
 //!
 //! A writer that may refuse a change only after applying it (a limit
 //! checked on the result, a disk that is full) must leave the state it
@@ -7,16 +7,17 @@
 //! than the change, so a savepoint copies only the small fields (context,
 //! truth, unknown fields, bookkeeping) and records how the transcript
 //! changes: a message inserted costs its position, a message replaced by
-//! [`State::set_message_title`] its old copy; only a change through
-//! [`State::messages_mut`] or a re-sort copies the whole transcript (once,
+//! [`State::set_message_title`](crate::State::set_message_title) its old copy; only a change through
+//! [`State::messages_mut`](crate::State::messages_mut) or a re-sort copies the whole transcript (once,
 //! and only while a savepoint is open).
 //!
-//! Savepoints nest: [`State::savepoint`] opens one, [`State::release`]
+//! Savepoints nest: [`State::savepoint`](crate::State::savepoint) opens one, [`State::release`](crate::State::release)
 //! keeps what changed since (folding it into the savepoint below, if any)
-//! and [`State::rollback`] takes it back.
+//! and [`State::rollback`](crate::State::rollback) takes it back.
 
-use crate::model::{Extra, Message, State, TranscriptLog, Truth};
+use crate::model::{Extra, Message, Truth};
 use crate::timestamp::Timestamp;
+use crate::transcript::TranscriptLog;
 
 /// One way the transcript changed since a savepoint, in the order done.
 #[derive(Clone, Debug)]
@@ -32,126 +33,27 @@ pub(crate) enum MessageChange {
 /// What a savepoint needs to restore the state as it was when opened.
 #[derive(Clone, Debug)]
 pub(crate) struct Savepoint {
-    version: u64,
-    schema: String,
-    date: Timestamp,
-    context: String,
-    truth: Truth,
-    extra: Extra,
-    clean_prefix: usize,
-    save_token: u64,
-    transcript: TranscriptLog,
-    changes: Vec<MessageChange>,
+    pub(crate) version: u64,
+    pub(crate) schema: String,
+    pub(crate) date: Timestamp,
+    pub(crate) context: String,
+    pub(crate) truth: Truth,
+    pub(crate) extra: Extra,
+    pub(crate) clean_prefix: usize,
+    pub(crate) save_token: u64,
+    pub(crate) transcript: TranscriptLog,
+    pub(crate) changes: Vec<MessageChange>,
     /// `changes` holds an [`MessageChange::All`]: what follows it needs no
     /// record (restoring the copy undoes it too).
-    copied: bool,
+    pub(crate) copied: bool,
 }
 
 impl Savepoint {
-    fn record(&mut self, change: impl FnOnce() -> MessageChange) {
+    pub(crate) fn record(&mut self, change: impl FnOnce() -> MessageChange) {
         if !self.copied {
             let change = change();
             self.copied = matches!(change, MessageChange::All(_));
             self.changes.push(change);
-        }
-    }
-}
-
-impl State {
-    /// Opens a savepoint: [`State::rollback`] restores the state exactly as
-    /// it is now, [`State::release`] keeps what changed. Savepoints nest.
-    pub fn savepoint(&mut self) {
-        let sp = Savepoint {
-            version: self.version,
-            schema: self.schema.clone(),
-            date: self.date.clone(),
-            context: self.context.clone(),
-            truth: self.truth.clone(),
-            extra: self.extra.clone(),
-            clean_prefix: self.clean_prefix,
-            save_token: self.save_token,
-            transcript: self.transcript.clone(),
-            changes: Vec::new(),
-            copied: false,
-        };
-        self.savepoints.push(sp);
-    }
-
-    /// Open savepoints.
-    pub fn savepoints(&self) -> usize {
-        self.savepoints.len()
-    }
-
-    /// Keeps what changed since the innermost savepoint and closes it (an
-    /// enclosing savepoint can still take it back). False when none is open.
-    pub fn release(&mut self) -> bool {
-        let Some(inner) = self.savepoints.pop() else {
-            return false;
-        };
-        if let Some(outer) = self.savepoints.last_mut() {
-            for change in inner.changes {
-                if outer.copied {
-                    break;
-                }
-                outer.record(|| change);
-            }
-        }
-        true
-    }
-
-    /// Restores the state exactly as it was when the innermost savepoint
-    /// was opened, and closes it. False (nothing changed) when none is open.
-    pub fn rollback(&mut self) -> bool {
-        let Some(sp) = self.savepoints.pop() else {
-            return false;
-        };
-        let touched = !sp.changes.is_empty();
-        for change in sp.changes.into_iter().rev() {
-            match change {
-                MessageChange::Inserted(pos) => {
-                    self.messages.remove(pos);
-                }
-                MessageChange::Replaced(pos, old) => self.messages[pos] = *old,
-                MessageChange::All(messages) => self.messages = messages,
-            }
-        }
-        if touched {
-            // Rebuilt on the next walk; the restored transcript log says
-            // which versions handed out before the savepoint still hold.
-            self.links.clear();
-        }
-        self.version = sp.version;
-        self.schema = sp.schema;
-        self.date = sp.date;
-        self.context = sp.context;
-        self.truth = sp.truth;
-        self.extra = sp.extra;
-        self.clean_prefix = sp.clean_prefix;
-        self.save_token = sp.save_token;
-        self.transcript = sp.transcript;
-        true
-    }
-
-    /// Before a message is inserted at `pos`.
-    pub(crate) fn note_inserted(&mut self, pos: usize) {
-        if let Some(sp) = self.savepoints.last_mut() {
-            sp.record(|| MessageChange::Inserted(pos));
-        }
-    }
-
-    /// Before the message at `pos` is changed in place.
-    pub(crate) fn note_replacing(&mut self, pos: usize) {
-        if let Some(sp) = self.savepoints.last_mut() {
-            let old = &self.messages[pos];
-            sp.record(|| MessageChange::Replaced(pos, Box::new(old.clone())));
-        }
-    }
-
-    /// Before the transcript may change in any way.
-    pub(crate) fn note_any_change(&mut self) {
-        if let Some(sp) = self.savepoints.last_mut() {
-            let messages = &self.messages;
-            sp.record(|| MessageChange::All(messages.clone()));
         }
     }
 }

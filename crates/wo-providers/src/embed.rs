@@ -23,6 +23,31 @@ pub fn default_embedding_model_path(env: &Env) -> Option<PathBuf> {
     Some(data_dir(env)?.join("models").join(EMBEDDING_MODEL_FILE))
 }
 
+/// The installed embedding model ([`default_embedding_model_path`]),
+/// loaded; otherwise why there is none, in words a note can show (recall is
+/// then BM25's alone). Never downloads.
+pub fn open_installed(env: &Env) -> Result<std::sync::Arc<dyn Embedder>, String> {
+    let path = default_embedding_model_path(env)
+        .ok_or("no data directory to find the embedding model in (set WO_EMBEDDING_MODEL)")?;
+    open_at(&path)
+}
+
+#[cfg(feature = "local")]
+fn open_at(path: &std::path::Path) -> Result<std::sync::Arc<dyn Embedder>, String> {
+    if !path.is_file() {
+        return Err(format!(
+            "no embedding model at {} (scripts/install-model.sh installs it)",
+            path.display()
+        ));
+    }
+    Ok(std::sync::Arc::new(LocalEmbedder::open(path)?))
+}
+
+#[cfg(not(feature = "local"))]
+fn open_at(_: &std::path::Path) -> Result<std::sync::Arc<dyn Embedder>, String> {
+    Err("this wo was built without llama.cpp (the `local` feature)".into())
+}
+
 /// Turns texts into unit-length vectors whose dot product says how alike
 /// their meanings are. The same text gives the same vector on a machine.
 pub trait Embedder: Send + Sync {

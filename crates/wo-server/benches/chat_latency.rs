@@ -14,8 +14,14 @@
 //!   and the same 50 truth entries: prompt assembly with recall over the
 //!   whole transcript, and the exchange recorded after the answer.
 //!
+//! * **local + meaning** (only with `EMBEDDING_MODEL=PATH`, the
+//!   all-MiniLM-L6-v2 GGUF `scripts/install-embedding-model.sh` installs):
+//!   the same local server with recall by meaning — the question embedded
+//!   on the answer's path, ranked against the transcript's vectors (embedded
+//!   at start, before the timing begins) and fused with BM25.
+//!
 //! First token = the first `delta` event. Prints p50/p90 of each path and
-//! local minus stateless at p50.
+//! local minus stateless at p50 (and local + meaning minus local).
 //!
 //! The provider's `context_window` is `CONTEXT_WINDOW` (default 8192, a
 //! typical local model's): the local server fills that budget with recalled
@@ -24,7 +30,8 @@
 //! index does.
 //!
 //! Run: `cargo bench -p wo-server --bench chat_latency` (env `REQUESTS`,
-//! default 100; `WARMUP`, 10; `MESSAGES`, 100000; `CONTEXT_WINDOW`, 8192).
+//! default 100; `WARMUP`, 10; `MESSAGES`, 100000; `CONTEXT_WINDOW`, 8192;
+//! `EMBEDDING_MODEL`, unset: with it, add `--features local`).
 
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
@@ -95,6 +102,7 @@ async fn server(
     dir: &std::path::Path,
     up: SocketAddr,
     state_file: Option<std::path::PathBuf>,
+    embedding_model: Option<&std::path::Path>,
 ) -> SocketAddr {
     let window = env("CONTEXT_WINDOW", 8192);
     let text = format!(
@@ -103,7 +111,11 @@ async fn server(
     let config = wo_providers::Config::from_toml(
         &text,
         &dir.join("config.toml"),
-        wo_providers::config::Env::from_pairs([("HOME", dir.as_os_str().to_owned())]),
+        wo_providers::config::Env::from_pairs(
+            [("HOME", dir.as_os_str().to_owned())]
+                .into_iter()
+                .chain(embedding_model.map(|m| ("WO_EMBEDDING_MODEL", m.as_os_str().to_owned()))),
+        ),
     )
     .unwrap();
     let local = state_file.is_some();
@@ -133,8 +145,35 @@ fn main() {
         let path = dir.path().join("llm.json");
         std::fs::write(&path, wo_format::to_canonical_vec(&state)).unwrap();
         let size = std::fs::metadata(&path).unwrap().len();
-        let local = server(dir.path(), up, Some(path.clone())).await;
-        let stateless = server(dir.path(), up, None).await;
+        let local = server(dir.path(), up, Some(path.clone()), None).await;
+        let stateless = server(dir.path(), up, None, None).await;
+        // Recall by meaning: a copy of the file in a directory of its own
+        // (its own embeddings sidecar), embedded before the timing begins.
+        let model = std::env::var_os("EMBEDDING_MODEL").map(std::path::PathBuf::from);
+        let meaning_dir = tempfile::tempdir_in(".").unwrap();
+        let meaning = match &model {
+            Some(model) => {
+                let copy = meaning_dir.path().join("llm.json");
+                std::fs::copy(&path, &copy).unwrap();
+                let addr = server(meaning_dir.path(), up, Some(copy), Some(model)).await;
+                let sidecar = meaning_dir.path().join(".llm.json.embed");
+                let began = Instant::now();
+                while !sidecar.exists() {
+                    assert!(
+                        began.elapsed() < Duration::from_secs(1800),
+                        "the transcript was not embedded: is {} the embedding model?",
+                        model.display()
+                    );
+                    tokio::time::sleep(Duration::from_millis(200)).await;
+                }
+                println!(
+                    "chat_latency: {messages} messages embedded in {:.0} s",
+                    began.elapsed().as_secs_f64()
+                );
+                Some(addr)
+            }
+            None => None,
+        };
         // The stateless client's request: its recent window and the truth.
         let state_json: Value =
             serde_json::from_slice(&wo_format::to_canonical_vec(&state)).unwrap();
@@ -148,12 +187,14 @@ fn main() {
         let local_body = json!({"message": QUERY, "username": "ann", "params": {}});
         let upstream_body = json!({"model": "up", "stream": true,
             "messages": [{"role": "user", "content": QUERY}]});
-        let (c_direct, c_local, c_stateless) = (
+        let (c_direct, c_local, c_stateless, c_meaning) = (
+            reqwest::Client::new(),
             reqwest::Client::new(),
             reqwest::Client::new(),
             reqwest::Client::new(),
         );
-        let (mut direct, mut loc, mut stl) = (Vec::new(), Vec::new(), Vec::new());
+        let (mut direct, mut loc, mut stl, mut mean) =
+            (Vec::new(), Vec::new(), Vec::new(), Vec::new());
         for i in 0..warmup + requests {
             let d = first_token(
                 c_direct
@@ -175,10 +216,23 @@ fn main() {
                     .json(&local_body),
             )
             .await;
+            let m = match meaning {
+                Some(addr) => Some(
+                    first_token(
+                        c_meaning
+                            .post(format!("http://{addr}/api/chat"))
+                            .bearer_auth(TOKEN)
+                            .json(&local_body),
+                    )
+                    .await,
+                ),
+                None => None,
+            };
             if i >= warmup {
                 direct.push(d);
                 stl.push(s);
                 loc.push(l);
+                mean.extend(m);
             }
         }
         let stored = wo_format::parse(&std::fs::read(&path).unwrap())
@@ -207,5 +261,14 @@ fn main() {
             ms(l50) / ms(s50),
             if added <= 5.0 { "met" } else { "NOT met" }
         );
+        if !mean.is_empty() {
+            let m50 = row("local + meaning /api/chat", &mut mean);
+            let added = ms(m50) - ms(l50);
+            println!(
+                "  recall by meaning over words alone at p50: {added:+.3} ms (ratio {:.2}x); goal <= 5 ms: {}",
+                ms(m50) / ms(l50),
+                if added <= 5.0 { "met" } else { "NOT met" }
+            );
+        }
     });
 }

@@ -24,7 +24,7 @@ use wo_wire::api as wire;
 use crate::app::{App, Local, Mode, Stateless};
 use crate::error::ApiError;
 use crate::extract::{JsonBody, Upload};
-use crate::setup::{chat_turn_request, check_prefs, client_chunks, index_chunks, regenerating};
+use crate::setup::{chat_turn_request, check_prefs, client_chunks, regenerating, set_up_local};
 use crate::turn::LocalTurn;
 
 type AppState = State<Arc<Local>>;
@@ -131,16 +131,11 @@ pub async fn chat(
     // The browser's own folder index (the ingestion page) adds its chunks.
     let browser_chunks = client_chunks(std::mem::take(&mut body.chunks))?;
     let again = regenerating(&app, &body).await?;
-    let mut req = chat_turn_request(&app, body, again)?;
-    if !req.no_rag {
-        req.chunks = index_chunks(&app, req.prompt.clone()).await;
-        req.chunks.extend(browser_chunks);
-    }
-    req.memory = app.memory_step(&provider, app.project_dir()).await;
+    let req = chat_turn_request(&app, body, again)?;
     // Stop, or the tab closing, ends the stream: the question and the
     // answer so far are kept, marked incomplete, even when no word had come
     // yet.
-    req.keep_partial = true;
+    let req = set_up_local(&app, &provider, req, browser_chunks, true).await?;
     let name = provider.name().to_owned();
     crate::turn::respond(&name, false, |cancel, sink| {
         crate::turn::run(LocalTurn { app }, provider, req, cancel, sink)

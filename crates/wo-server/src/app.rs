@@ -232,36 +232,28 @@ impl App {
     ) -> Option<wo_engine::chat::MemoryStep> {
         let interpreter = match &self.config.interpreter.provider {
             // The operator's choice: not limited to what clients may pick.
-            Some(name) => match self.configured_provider(name.clone()).await {
-                Ok(p) => Some(p),
-                Err(e) => {
-                    eprintln!(
-                        "wo serve: memory: [interpreter] provider {name:?}: {}",
-                        e.message
-                    );
-                    return None;
-                }
-            },
-            None => None,
+            Some(name) => self
+                .configured_provider(name.clone())
+                .await
+                .map(Some)
+                .map_err(|e| e.message),
+            None => Ok(None),
         };
         // The provider itself, not the answers' wrapper handed to the turn.
         let answered_by = self
             .configured_provider(answered_by.name().to_owned())
             .await
             .unwrap_or_else(|_| answered_by.clone());
-        match wo_engine::memory::step_for(&self.config, &answered_by, interpreter, project_dir) {
-            Ok(step) => step.map(|mut step| {
-                step.provider = wo_engine::priority::BackgroundProvider::wrap(
-                    step.provider,
-                    self.foreground.clone(),
-                );
-                step
-            }),
-            Err(e) => {
-                eprintln!("wo serve: memory: {e}");
-                None
-            }
+        let (step, note) =
+            wo_engine::setup::memory_step(&self.config, &answered_by, interpreter, project_dir);
+        if let Some(note) = note {
+            eprintln!("wo serve: {note}");
         }
+        step.map(|mut step| {
+            step.provider =
+                wo_engine::priority::BackgroundProvider::wrap(step.provider, self.foreground.clone());
+            step
+        })
     }
 
     /// The provider used when a client names none: the configured default,
@@ -486,6 +478,9 @@ pub struct Local {
     recall: Arc<Mutex<wo_engine::RecallIndex>>,
     /// The directory of the state file: the project whose prompts apply.
     project_dir: Option<PathBuf>,
+    /// Recall by meaning: the transcript's vectors (the embeddings sidecar),
+    /// when the embedding model is installed; `None`: by words alone.
+    dense: Option<Arc<wo_engine::setup::LiveEmbeddings>>,
     /// `/mcp`: the MCP server on this same store.
     pub mcp: wo_mcp::http::McpHttpService,
 }
@@ -503,16 +498,30 @@ impl Local {
         let group = Arc::new(wo_store::GroupCommit::new(&store));
         let store = Arc::new(Mutex::new(store));
         let recall = Arc::new(Mutex::new(wo_engine::RecallIndex::new()));
+        let dense = Self::open_dense(&app, &state);
         // Built in the background, so the first turn finds it ready (a
-        // 100k-message transcript takes a moment to tokenise).
+        // 100k-message transcript takes a moment to tokenise); then the
+        // messages the embeddings sidecar lacks are embedded, found by
+        // words alone until then.
         {
-            let (store, recall) = (store.clone(), recall.clone());
+            let (store, recall, dense) = (store.clone(), recall.clone(), dense.clone());
             std::thread::spawn(move || {
-                let store = store.lock().unwrap_or_else(|p| p.into_inner());
-                recall
-                    .lock()
-                    .unwrap_or_else(|p| p.into_inner())
-                    .sync(store.state());
+                let pending = {
+                    let store = store.lock().unwrap_or_else(|p| p.into_inner());
+                    recall
+                        .lock()
+                        .unwrap_or_else(|p| p.into_inner())
+                        .sync(store.state());
+                    dense
+                        .as_ref()
+                        .map(|d| d.pending(store.state().messages(), usize::MAX))
+                };
+                if let (Some(dense), Some(pending)) = (dense, pending)
+                    && !pending.is_empty()
+                    && let Err(e) = dense.top_up(pending, None)
+                {
+                    eprintln!("wo serve: recall: cannot write the embeddings sidecar: {e}");
+                }
             });
         }
         // The same store, so `/mcp`, the API and the OpenAI endpoint never
@@ -534,7 +543,28 @@ impl Local {
             turnstile: Arc::new(tokio::sync::Mutex::new(())),
             recall,
             project_dir,
+            dense,
         }
+    }
+
+    /// The embedding model and the sidecar beside the state file at
+    /// `state`, or one note that recall is by words alone.
+    fn open_dense(
+        app: &App,
+        state: &std::path::Path,
+    ) -> Option<Arc<wo_engine::setup::LiveEmbeddings>> {
+        let (embedder, note) = wo_engine::setup::embedder_or_note(app.config.env());
+        if let Some(note) = note {
+            eprintln!("wo serve: note: {note}");
+        }
+        let sidecar = wo_engine::embed_file::sidecar_path(state);
+        let (live, _) = wo_engine::setup::LiveEmbeddings::open(embedder?, sidecar);
+        Some(Arc::new(live))
+    }
+
+    /// Recall by meaning, when the embedding model is installed.
+    pub fn dense(&self) -> Option<&Arc<wo_engine::setup::LiveEmbeddings>> {
+        self.dense.as_ref()
     }
 
     /// The directory of the state file (its project's prompts apply).

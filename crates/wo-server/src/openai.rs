@@ -493,8 +493,8 @@ async fn completions(
         })
         .await?;
     req.new_conversation = req.parent.is_none();
-    req.chunks = crate::setup::index_chunks(&app, req.prompt.clone()).await;
-    req.memory = app.memory_step(&provider, app.project_dir()).await;
+    // The client keeps its own copy of a stopped answer: nothing is kept.
+    let req = crate::setup::set_up_local(&app, &provider, req, Vec::new(), false).await?;
     let answer = Answer::new(provider.as_ref(), &req);
     let body = Arc::new(body);
 

@@ -8,6 +8,7 @@
 use std::sync::Arc;
 
 use wo_engine::chat::TurnRequest;
+use wo_engine::setup::{Dense, TurnSetup};
 use wo_wire::ChatParams;
 
 use crate::app::{App, Local};
@@ -100,22 +101,58 @@ pub async fn regenerating(
     .await
 }
 
-/// The directory index's chunks relevant to `prompt`, if there is an
-/// index. A missing or unreadable index costs the chunks, not the turn.
-pub async fn index_chunks(
+/// The local turn's set-up ([`wo_engine::setup::TurnSetup`]): the
+/// directory index's chunks and `client_chunks`, the memory step after a
+/// turn answered by `provider`, whether a stop keeps the exchange, and
+/// recall by meaning when the embedding model is installed (the question
+/// embedded here). A missing or unreadable index costs the chunks, not the
+/// turn.
+pub async fn set_up_local(
     app: &Arc<Local>,
-    prompt: String,
-) -> Vec<wo_engine::assemble::ChunkCandidate> {
-    if app.index_root.is_none() {
-        return Vec::new();
-    }
+    provider: &Arc<dyn wo_providers::Provider>,
+    mut req: TurnRequest,
+    client_chunks: Vec<wo_engine::assemble::ChunkCandidate>,
+    keep_partial: bool,
+) -> Result<TurnRequest, ApiError> {
+    let memory = app.memory_step(provider, app.project_dir()).await;
     let app = app.clone();
-    tokio::task::spawn_blocking(move || match app.index() {
-        Ok(Some(index)) => wo_engine::files::relevant_chunks(&index, &prompt),
-        _ => Vec::new(),
+    tokio::task::spawn_blocking(move || {
+        let index = if req.no_rag {
+            None
+        } else {
+            app.index().ok().flatten()
+        };
+        TurnSetup {
+            index: index.as_deref(),
+            client_chunks,
+            memory,
+            keep_partial,
+            dense: app.dense().map_or(Dense::Off, |d| Dense::Live(d)),
+        }
+        .apply(&mut req);
+        req
     })
     .await
-    .unwrap_or_default()
+    .map_err(|e| ApiError::internal(format!("the turn's set-up panicked: {e}")))
+}
+
+/// The stateless turn's set-up: the client's chunks (no index, no file to
+/// recall by meaning from), the memory step with the operator's or the
+/// built-in prompt; the client keeps a stopped turn itself.
+pub async fn set_up_stateless(
+    app: &App,
+    provider: &Arc<dyn wo_providers::Provider>,
+    req: &mut TurnRequest,
+    client_chunks: Vec<wo_engine::assemble::ChunkCandidate>,
+) {
+    TurnSetup {
+        index: None,
+        client_chunks,
+        memory: app.memory_step(provider, None).await,
+        keep_partial: false,
+        dense: Dense::Off,
+    }
+    .apply(req);
 }
 
 /// The chunks a client retrieved from its own folder index, checked
@@ -137,24 +174,7 @@ pub fn client_chunks(
 
 /// Retrieval prefs a client sent (`PATCH /api/state`, a stateless turn's
 /// `retrieval_prefs`), refused with the pointer of the first value out of
-/// range.
+/// range ([`wo_engine::setup::check_prefs`]).
 pub fn check_prefs(p: &wo_format::RetrievalPrefs) -> Result<(), ApiError> {
-    if let Some(c) = p.min_certainty {
-        wo_engine::request::check_certainty(c)
-            .map_err(|m| ApiError::bad_field("/retrieval_prefs/min_certainty", m))?;
-    }
-    for (name, w) in [
-        ("certainty_weight", p.certainty_weight),
-        ("recency_weight", p.recency_weight),
-    ] {
-        if let Some(w) = w
-            && !(w.is_finite() && w >= 0.0)
-        {
-            return Err(ApiError::bad_field(
-                format!("/retrieval_prefs/{name}"),
-                "must be a number ≥ 0",
-            ));
-        }
-    }
-    Ok(())
+    wo_engine::setup::check_prefs(p).map_err(|e| ApiError::bad_field(e.pointer(), e.message))
 }

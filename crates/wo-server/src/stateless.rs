@@ -158,11 +158,8 @@ pub async fn chat(
     // No index here: the file chunks are those the browser's own folder
     // index retrieved (the ingestion page), checked, then assembled like a
     // local server's.
-    if !req.no_rag {
-        req.chunks = crate::setup::client_chunks(body.chunks)?;
-    }
-    // No project here: the operator's prompt or the built-in one.
-    req.memory = app.memory_step(&provider, None).await;
+    let chunks = crate::setup::client_chunks(body.chunks)?;
+    crate::setup::set_up_stateless(&app, &provider, &mut req, chunks).await;
     let state = StatelessTurn {
         app: app.clone(),
         state: Arc::new(state),

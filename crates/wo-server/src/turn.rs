@@ -93,14 +93,39 @@ impl TurnState for LocalTurn {
     ) -> Result<Committed, TurnError> {
         // Grouped: turns finishing together share one durable write; each
         // is acknowledged (`done`) only after that write's fsync.
-        self.app
+        let embed = self.app.dense().is_some();
+        let (committed, new) = self
+            .app
             .commit_grouped(move |state| {
                 let turn = record(state);
                 let (user_id, assistant_id) = apply_turn(state, &turn);
-                Committed::kept(user_id, assistant_id)
+                // The two messages, for recall by meaning (appended: last).
+                let new: Vec<wo_format::Message> = if embed {
+                    state
+                        .messages()
+                        .iter()
+                        .rev()
+                        .take(64)
+                        .filter(|m| m.id == user_id || m.id == assistant_id)
+                        .cloned()
+                        .collect()
+                } else {
+                    Vec::new()
+                };
+                (Committed::kept(user_id, assistant_id), new)
             })
             .await
-            .map_err(|e| refused(e, "storage"))
+            .map_err(|e| refused(e, "storage"))?;
+        // Embedded after the turn is saved, off the answer's path; until
+        // then recall finds them by words.
+        if let Some(dense) = self.app.dense().cloned()
+            && !new.is_empty()
+        {
+            tokio::task::spawn_blocking(move || {
+                let _ = dense.top_up(dense.pending_new(&new), None);
+            });
+        }
+        Ok(committed)
     }
 
     async fn remember(

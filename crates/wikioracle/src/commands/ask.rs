@@ -8,8 +8,8 @@ use wo_engine::chat::{FnSink, StoreTurn, TurnError, TurnEvent, run_turn};
 use wo_providers::{Cancel, ErrorKind};
 
 use super::session::{
-    open_for_chat, placement, provider, remember_current, render_context, retrieve_chunks, runtime,
-    turn_request,
+    open_for_chat, open_index, placement, provider, remember_current, render_context, runtime,
+    set_up, turn_request,
 };
 use crate::cli::{AskArgs, GlobalOpts};
 
@@ -76,9 +76,13 @@ pub fn run(g: &GlobalOpts, mut args: AskArgs) -> Result<ExitCode> {
         None => None,
     };
     let mut req = turn_request(&cfg, &args.model, prompt, &place, again)?;
-    req.chunks = retrieve_chunks(&args.model, store.path(), &req.prompt)?;
+    let index = open_index(&args.model, store.path())?;
     let dense = dense.wait();
-    req.dense = dense.as_ref().map(|d| d.dense.clone());
+    set_up(
+        &mut req,
+        index.as_ref(),
+        dense.as_ref().map(|d| d.dense.clone()),
+    );
 
     let rt = runtime()?;
     let cancel = Cancel::new();

@@ -9,8 +9,8 @@ use wo_engine::chat::{FnSink, StoreTurn, TurnEvent, TurnOutcome, run_turn};
 use wo_providers::{Cancel, ErrorKind};
 
 use super::session::{
-    Placement, open_for_chat, placement, provider, remember_current, render_context,
-    retrieve_chunks, runtime, turn_request,
+    Placement, open_for_chat, open_index, placement, provider, remember_current, render_context,
+    runtime, set_up, turn_request,
 };
 use crate::cli::{ChatArgs, GlobalOpts};
 
@@ -139,13 +139,14 @@ pub fn run(g: &GlobalOpts, mut args: ChatArgs) -> Result<ExitCode> {
                 continue;
             }
         };
-        req.chunks = match retrieve_chunks(&args.model, store.path(), text) {
-            Ok(c) => c,
+        let index = match open_index(&args.model, store.path()) {
+            Ok(index) => index,
             Err(e) => {
                 eoutln!("warning: {e:#}");
-                Vec::new()
+                None
             }
         };
+        set_up(&mut req, index.as_ref(), None);
         // Queued after the answer is saved, for a background process.
         let memory = super::session::memory_step(&cfg, &provider, store.path());
         let cancel = Cancel::new();

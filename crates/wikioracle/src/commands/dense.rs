@@ -8,32 +8,14 @@ use wo_providers::embed::Embedder;
 /// The embedding model, when installed and loadable; otherwise `None`, and
 /// one line on stderr saying recall is BM25's alone and what installs it.
 pub fn embedder(quiet: bool) -> Option<Arc<dyn Embedder>> {
-    let path =
-        wo_providers::embed::default_embedding_model_path(&wo_providers::config::Env::process())?;
-    let why = match open(&path) {
-        Ok(e) => return Some(e),
-        Err(why) => why,
-    };
-    if !quiet {
-        eoutln!("note: recall uses words only (BM25): {why}");
+    let (embedder, note) =
+        wo_engine::setup::embedder_or_note(&wo_providers::config::Env::process());
+    if let Some(note) = note
+        && !quiet
+    {
+        eoutln!("note: {note}");
     }
-    None
-}
-
-#[cfg(feature = "local")]
-fn open(path: &std::path::Path) -> Result<Arc<dyn Embedder>, String> {
-    if !path.is_file() {
-        return Err(format!(
-            "no embedding model at {} (scripts/install-model.sh installs it)",
-            path.display()
-        ));
-    }
-    Ok(Arc::new(wo_providers::embed::LocalEmbedder::open(path)?))
-}
-
-#[cfg(not(feature = "local"))]
-fn open(_: &std::path::Path) -> Result<Arc<dyn Embedder>, String> {
-    Err("this wo was built without llama.cpp (the `local` feature)".into())
+    embedder
 }
 
 /// Dense recall being prepared for one turn on another thread: the model

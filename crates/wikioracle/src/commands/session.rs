@@ -7,7 +7,6 @@ use std::sync::Arc;
 
 use anyhow::{Context as _, Result, anyhow};
 use wo_engine::Assembled;
-use wo_engine::assemble::ChunkCandidate;
 use wo_engine::chat::TurnRequest;
 use wo_engine::request::TurnParams;
 use wo_providers::{Config, Provider};
@@ -107,30 +106,43 @@ pub fn turn_request(
     if let Some(again) = regenerate {
         again.apply(&mut params);
     }
-    let mut req = params
+    params
         .build(cfg, wo_interop::default_username)
-        .map_err(|e| anyhow!(e.for_cli()))?;
-    // Ctrl-C keeps what the model said so far (marked incomplete).
-    req.keep_partial = true;
-    Ok(req)
+        .map_err(|e| anyhow!(e.for_cli()))
 }
 
-/// File chunks relevant to `query` from the directory index at `--index`
-/// (or the nearest indexed directory above the state file), when there is one.
-pub fn retrieve_chunks(
-    opts: &ModelOpts,
-    state_file: &Path,
-    query: &str,
-) -> Result<Vec<ChunkCandidate>> {
+/// The directory index at `--index` (or the nearest indexed directory
+/// above the state file), when there is one and the turn sends file chunks
+/// (not `--no-rag`); the turn's set-up searches it.
+pub fn open_index(opts: &ModelOpts, state_file: &Path) -> Result<Option<wo_index::Index>> {
     if opts.no_rag {
-        return Ok(Vec::new());
+        return Ok(None);
     }
     let Some(root) = wo_engine::files::index_root_for(state_file, opts.index.as_deref()) else {
-        return Ok(Vec::new());
+        return Ok(None);
     };
     let index = wo_index::Index::open(&root)
         .with_context(|| format!("cannot open the directory index of {}", root.display()))?;
-    Ok(wo_engine::files::relevant_chunks(&index, query))
+    Ok(Some(index))
+}
+
+/// The turn's set-up for `wo ask` / `wo chat` ([`wo_engine::setup`]):
+/// Ctrl-C keeps what the model said so far (marked incomplete); the memory
+/// step is never run here but queued ([`queue_memory`]).
+pub fn set_up(
+    req: &mut TurnRequest,
+    index: Option<&wo_index::Index>,
+    dense: Option<wo_engine::dense::DenseRecall>,
+) {
+    use wo_engine::setup::{Dense, TurnSetup};
+    TurnSetup {
+        index,
+        client_chunks: Vec::new(),
+        memory: None,
+        keep_partial: true,
+        dense: dense.map_or(Dense::Off, Dense::Ready),
+    }
+    .apply(req);
 }
 
 /// The `--show-context` report: the prompt as sent, its parts (kind, ids,
@@ -175,21 +187,17 @@ pub fn memory_step(
         return None;
     }
     let interpreter = match &cfg.interpreter.provider {
-        Some(name) => match wo_providers::build(name, cfg) {
-            Ok(p) => Some(p),
-            Err(e) => {
-                eoutln!("note: memory: [interpreter] provider {name:?}: {e}");
-                return None;
-            }
-        },
-        None => None,
+        Some(name) => wo_providers::build(name, cfg)
+            .map(Some)
+            .map_err(|e| e.to_string()),
+        None => Ok(None),
     };
-    wo_engine::memory::step_for(cfg, answered_by, interpreter, state_file.parent()).unwrap_or_else(
-        |e| {
-            eoutln!("note: memory: {e}");
-            None
-        },
-    )
+    let (step, note) =
+        wo_engine::setup::memory_step(cfg, answered_by, interpreter, state_file.parent());
+    if let Some(note) = note {
+        eoutln!("note: {note}");
+    }
+    step
 }
 
 /// Whether the interpreter runs after answers from `provider` (default: the

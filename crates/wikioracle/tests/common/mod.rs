@@ -287,6 +287,17 @@ impl Serving {
     /// on a free port with a fixed token; waits until it accepts
     /// connections.
     pub fn start(p: &Project, cfg: &Path, extra: &[&str]) -> Serving {
+        Self::start_with_env(p, cfg, extra, &[])
+    }
+
+    /// [`Serving::start`] with more environment variables (they win over
+    /// the project's: e.g. `WO_EMBEDDING_MODEL` for the installed model).
+    pub fn start_with_env(
+        p: &Project,
+        cfg: &Path,
+        extra: &[&str],
+        env: &[(&str, &std::ffi::OsStr)],
+    ) -> Serving {
         let port = std::net::TcpListener::bind("127.0.0.1:0")
             .unwrap()
             .local_addr()
@@ -296,8 +307,9 @@ impl Serving {
         let port_arg = port.to_string();
         let mut args = vec!["serve", "--port", &port_arg, "--rate-limit", "0"];
         args.extend_from_slice(extra);
-        let mut child = p
-            .cmd(&args)
+        let mut cmd = p.cmd(&args);
+        cmd.envs(env.iter().copied());
+        let mut child = cmd
             .env("WO_CONFIG", cfg)
             .env("WO_SERVE_TOKEN", &token)
             .env("WO_SERVE_QUIET", "1")
