@@ -24,6 +24,7 @@
 
 mod addr;
 mod html;
+pub mod tls;
 
 use std::error::Error as StdError;
 use std::net::{IpAddr, SocketAddr};
@@ -345,6 +346,7 @@ fn build_client(policy: &FetchPolicy) -> Result<reqwest::Client, reqwest::Error>
         }
     });
     reqwest::Client::builder()
+        .tls_backend_preconfigured(tls::client_config(false))
         .no_proxy()
         .dns_resolver(Arc::new(GuardedResolver))
         .redirect(redirect)

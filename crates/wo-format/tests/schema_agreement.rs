@@ -40,7 +40,7 @@ fn schema_errors(doc: &Value) -> Option<BTreeSet<String>> {
     let formats = FORMAT_VALIDATOR.is_valid(doc);
     let errors: BTreeSet<String> = VALIDATOR
         .iter_errors(doc)
-        .map(|e| e.instance_path.as_str().to_owned())
+        .map(|e| e.instance_path().as_str().to_owned())
         .collect();
     assert_eq!(
         errors.is_empty(),

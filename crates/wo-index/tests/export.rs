@@ -29,7 +29,7 @@ fn zip_entries(path: &Path) -> Vec<(String, Vec<u8>)> {
             let mut f = archive.by_index(i).unwrap();
             let mut bytes = Vec::new();
             f.read_to_end(&mut bytes).unwrap();
-            (f.name().to_string(), bytes)
+            (f.name().unwrap().to_string(), bytes)
         })
         .collect()
 }

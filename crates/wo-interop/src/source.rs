@@ -64,11 +64,13 @@ pub(crate) fn read_zip_entry(
         message: format!("not a readable zip archive: {e}"),
         hint: hint.to_owned(),
     })?;
+    // A name the zip crate cannot decode is not the one asked for.
     let wanted = archive
         .file_names()
-        .filter(|n| *n == name || n.ends_with(&format!("/{name}")))
+        .filter_map(Result::ok)
+        .filter(|n| n == name || n.ends_with(&format!("/{name}")))
         .min_by_key(|n| (n.matches('/').count(), n.to_string()))
-        .map(str::to_owned)
+        .map(|n| n.into_owned())
         .ok_or_else(|| InteropError::Archive {
             path: zip.to_owned(),
             message: format!("the archive holds no {name}"),

@@ -11,7 +11,7 @@ use std::time::{Duration, SystemTime};
 
 use bytes::Bytes;
 use futures::stream::{BoxStream, StreamExt};
-use rand::Rng;
+use rand::RngExt;
 use reqwest::header::HeaderMap;
 use reqwest::{Client, RequestBuilder, StatusCode};
 use tokio_util::sync::CancellationToken;
@@ -100,7 +100,7 @@ impl HttpSettings {
 /// Redirect hops followed at most (all within the first request's origin).
 const MAX_REDIRECTS: usize = 5;
 
-/// Build a provider's client: rustls; redirects followed only within the
+/// Build a provider's client: rustls ([`wo_fetch::tls`]); redirects followed only within the
 /// origin (scheme, host, port) of the request, because the API key header
 /// and the prompt would otherwise go wherever a server points;
 /// and no proxy but `proxy`, which the caller has resolved and checked
@@ -111,6 +111,7 @@ pub(crate) fn client(
     proxy: Option<&reqwest::Url>,
 ) -> Result<Client, String> {
     let mut b = Client::builder()
+        .tls_backend_preconfigured(wo_fetch::tls::client_config(true))
         .connect_timeout(settings.connect_timeout)
         .user_agent(concat!("wikioracle/", env!("CARGO_PKG_VERSION")))
         .redirect(reqwest::redirect::Policy::custom(same_origin_redirects))
