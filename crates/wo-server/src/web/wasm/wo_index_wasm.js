@@ -21,13 +21,13 @@ export class Indexer {
     add(path, bytes) {
         let ptr0, len0, ptr1, len1;
         try {
-            ptr0 = passStringToWasm0(path, wasm.__wbindgen_export, wasm.__wbindgen_export2);
+            ptr0 = passStringToWasm0(path, wasm.__wbindgen_export3, wasm.__wbindgen_export4);
             len0 = WASM_VECTOR_LEN;
-            ptr1 = passArray8ToWasm0(bytes, wasm.__wbindgen_export);
+            ptr1 = passArray8ToWasm0(bytes, wasm.__wbindgen_export3);
             len1 = WASM_VECTOR_LEN;
         } catch (e) {
-            if (ptr1) { wasm.__wbindgen_export3(ptr1, len1 * 1, 1); }
-            if (ptr0) { wasm.__wbindgen_export3(ptr0, len0 * 1, 1); }
+            if (ptr1) { wasm.__wbindgen_export5(ptr1, len1 * 1, 1); }
+            if (ptr0) { wasm.__wbindgen_export5(ptr0, len0 * 1, 1); }
             throw e;
         }
         wasm.indexer_add(this.__wbg_ptr, ptr0, len0, ptr1, len1);
@@ -45,14 +45,14 @@ export class Indexer {
         let deferred2_0;
         let deferred2_1;
         try {
-            var ptr0 = isLikeNone(previous) ? 0 : passStringToWasm0(previous, wasm.__wbindgen_export, wasm.__wbindgen_export2);
+            var ptr0 = isLikeNone(previous) ? 0 : passStringToWasm0(previous, wasm.__wbindgen_export3, wasm.__wbindgen_export4);
             var len0 = WASM_VECTOR_LEN;
             const ret = wasm.indexer_build(this.__wbg_ptr, ptr0, len0);
             deferred2_0 = ret[0];
             deferred2_1 = ret[1];
             return getStringFromWasm0(ret[0], ret[1]);
         } finally {
-            wasm.__wbindgen_export3(deferred2_0, deferred2_1, 1);
+            wasm.__wbindgen_export5(deferred2_0, deferred2_1, 1);
         }
     }
     /**
@@ -64,7 +64,7 @@ export class Indexer {
         let deferred3_0;
         let deferred3_1;
         try {
-            const ptr0 = passStringToWasm0(key, wasm.__wbindgen_export, wasm.__wbindgen_export2);
+            const ptr0 = passStringToWasm0(key, wasm.__wbindgen_export3, wasm.__wbindgen_export4);
             const len0 = WASM_VECTOR_LEN;
             const ret = wasm.indexer_chunk(this.__wbg_ptr, ptr0, len0);
             var ptr2 = ret[0];
@@ -77,7 +77,7 @@ export class Indexer {
             deferred3_1 = len2;
             return getStringFromWasm0(ptr2, len2);
         } finally {
-            wasm.__wbindgen_export3(deferred3_0, deferred3_1, 1);
+            wasm.__wbindgen_export5(deferred3_0, deferred3_1, 1);
         }
     }
     /**
@@ -97,7 +97,7 @@ export class Indexer {
         let deferred3_0;
         let deferred3_1;
         try {
-            const ptr0 = passStringToWasm0(question, wasm.__wbindgen_export, wasm.__wbindgen_export2);
+            const ptr0 = passStringToWasm0(question, wasm.__wbindgen_export3, wasm.__wbindgen_export4);
             const len0 = WASM_VECTOR_LEN;
             const ret = wasm.indexer_contextChunks(this.__wbg_ptr, ptr0, len0);
             var ptr2 = ret[0];
@@ -110,7 +110,7 @@ export class Indexer {
             deferred3_1 = len2;
             return getStringFromWasm0(ptr2, len2);
         } finally {
-            wasm.__wbindgen_export3(deferred3_0, deferred3_1, 1);
+            wasm.__wbindgen_export5(deferred3_0, deferred3_1, 1);
         }
     }
     /**
@@ -120,14 +120,14 @@ export class Indexer {
      * @returns {Uint8Array}
      */
     exportFile(name) {
-        const ptr0 = passStringToWasm0(name, wasm.__wbindgen_export, wasm.__wbindgen_export2);
+        const ptr0 = passStringToWasm0(name, wasm.__wbindgen_export3, wasm.__wbindgen_export4);
         const len0 = WASM_VECTOR_LEN;
         const ret = wasm.indexer_exportFile(this.__wbg_ptr, ptr0, len0);
         if (ret[3]) {
             throw takeFromExternrefTable0(ret[2]);
         }
         var v2 = getArrayU8FromWasm0(ret[0], ret[1]).slice();
-        wasm.__wbindgen_export3(ret[0], ret[1] * 1, 1);
+        wasm.__wbindgen_export5(ret[0], ret[1] * 1, 1);
         return v2;
     }
     /**
@@ -149,7 +149,7 @@ export class Indexer {
             deferred2_1 = len1;
             return getStringFromWasm0(ptr1, len1);
         } finally {
-            wasm.__wbindgen_export3(deferred2_0, deferred2_1, 1);
+            wasm.__wbindgen_export5(deferred2_0, deferred2_1, 1);
         }
     }
     /**
@@ -158,7 +158,7 @@ export class Indexer {
      * @param {string} index_json
      */
     load(index_json) {
-        const ptr0 = passStringToWasm0(index_json, wasm.__wbindgen_export, wasm.__wbindgen_export2);
+        const ptr0 = passStringToWasm0(index_json, wasm.__wbindgen_export3, wasm.__wbindgen_export4);
         const len0 = WASM_VECTOR_LEN;
         const ret = wasm.indexer_load(this.__wbg_ptr, ptr0, len0);
         if (ret[1]) {
@@ -170,7 +170,7 @@ export class Indexer {
      * @param {string} name
      */
     constructor(name) {
-        const ptr0 = passStringToWasm0(name, wasm.__wbindgen_export, wasm.__wbindgen_export2);
+        const ptr0 = passStringToWasm0(name, wasm.__wbindgen_export3, wasm.__wbindgen_export4);
         const len0 = WASM_VECTOR_LEN;
         const ret = wasm.indexer_new(ptr0, len0);
         this.__wbg_ptr = ret;
@@ -186,7 +186,7 @@ export class Indexer {
         let deferred3_0;
         let deferred3_1;
         try {
-            const ptr0 = passStringToWasm0(path, wasm.__wbindgen_export, wasm.__wbindgen_export2);
+            const ptr0 = passStringToWasm0(path, wasm.__wbindgen_export3, wasm.__wbindgen_export4);
             const len0 = WASM_VECTOR_LEN;
             const ret = wasm.indexer_outline(this.__wbg_ptr, ptr0, len0);
             var ptr2 = ret[0];
@@ -199,7 +199,7 @@ export class Indexer {
             deferred3_1 = len2;
             return getStringFromWasm0(ptr2, len2);
         } finally {
-            wasm.__wbindgen_export3(deferred3_0, deferred3_1, 1);
+            wasm.__wbindgen_export5(deferred3_0, deferred3_1, 1);
         }
     }
     /**
@@ -214,7 +214,7 @@ export class Indexer {
         let deferred3_0;
         let deferred3_1;
         try {
-            const ptr0 = passStringToWasm0(layout, wasm.__wbindgen_export, wasm.__wbindgen_export2);
+            const ptr0 = passStringToWasm0(layout, wasm.__wbindgen_export3, wasm.__wbindgen_export4);
             const len0 = WASM_VECTOR_LEN;
             const ret = wasm.indexer_renderExports(this.__wbg_ptr, ptr0, len0);
             var ptr2 = ret[0];
@@ -227,7 +227,7 @@ export class Indexer {
             deferred3_1 = len2;
             return getStringFromWasm0(ptr2, len2);
         } finally {
-            wasm.__wbindgen_export3(deferred3_0, deferred3_1, 1);
+            wasm.__wbindgen_export5(deferred3_0, deferred3_1, 1);
         }
     }
     /**
@@ -241,7 +241,7 @@ export class Indexer {
         let deferred3_0;
         let deferred3_1;
         try {
-            const ptr0 = passStringToWasm0(query, wasm.__wbindgen_export, wasm.__wbindgen_export2);
+            const ptr0 = passStringToWasm0(query, wasm.__wbindgen_export3, wasm.__wbindgen_export4);
             const len0 = WASM_VECTOR_LEN;
             const ret = wasm.indexer_search(this.__wbg_ptr, ptr0, len0);
             var ptr2 = ret[0];
@@ -254,7 +254,7 @@ export class Indexer {
             deferred3_1 = len2;
             return getStringFromWasm0(ptr2, len2);
         } finally {
-            wasm.__wbindgen_export3(deferred3_0, deferred3_1, 1);
+            wasm.__wbindgen_export5(deferred3_0, deferred3_1, 1);
         }
     }
     /**
@@ -266,7 +266,7 @@ export class Indexer {
         let deferred3_0;
         let deferred3_1;
         try {
-            const ptr0 = passStringToWasm0(path, wasm.__wbindgen_export, wasm.__wbindgen_export2);
+            const ptr0 = passStringToWasm0(path, wasm.__wbindgen_export3, wasm.__wbindgen_export4);
             const len0 = WASM_VECTOR_LEN;
             const ret = wasm.indexer_symbols(this.__wbg_ptr, ptr0, len0);
             var ptr2 = ret[0];
@@ -279,7 +279,7 @@ export class Indexer {
             deferred3_1 = len2;
             return getStringFromWasm0(ptr2, len2);
         } finally {
-            wasm.__wbindgen_export3(deferred3_0, deferred3_1, 1);
+            wasm.__wbindgen_export5(deferred3_0, deferred3_1, 1);
         }
     }
 }
@@ -290,6 +290,9 @@ function __wbg_get_imports() {
         __wbg___wbindgen_throw_4c88d8bf264fd984: function(arg0, arg1) {
             throw new Error(getStringFromWasm0(arg0, arg1));
         },
+        __wbg_getRandomValues_8b6f1f663e6f188d: function() { return handleError(function (arg0, arg1) {
+            globalThis.crypto.getRandomValues(getArrayU8FromWasm0(arg0, arg1));
+        }, arguments); },
         __wbindgen_generic_0000000000000001: function(arg0, arg1) {
             // Cast intrinsic for `Ref(String) -> Externref`.
             const ret = getStringFromWasm0(arg0, arg1);
@@ -314,6 +317,12 @@ const IndexerFinalization = (typeof FinalizationRegistry === 'undefined')
     ? { register: () => {}, unregister: () => {} }
     : new FinalizationRegistry(ptr => wasm.__wbg_indexer_free(ptr, 1));
 
+function addToExternrefTable0(obj) {
+    const idx = wasm.__wbindgen_export2();
+    wasm.__wbindgen_externrefs.set(idx, obj);
+    return idx;
+}
+
 function getArrayU8FromWasm0(ptr, len) {
     ptr = ptr >>> 0;
     return getUint8ArrayMemory0().subarray(ptr / 1, ptr / 1 + len);
@@ -330,6 +339,15 @@ function getUint8ArrayMemory0() {
         cachedUint8ArrayMemory0 = new Uint8Array(wasm.memory.buffer);
     }
     return cachedUint8ArrayMemory0;
+}
+
+function handleError(f, args) {
+    try {
+        return f.apply(this, args);
+    } catch (e) {
+        const idx = addToExternrefTable0(e);
+        wasm.__wbindgen_export(idx);
+    }
 }
 
 function isLikeNone(x) {
@@ -382,7 +400,7 @@ function passStringToWasm0(arg, malloc, realloc) {
 
 function takeFromExternrefTable0(idx) {
     const value = wasm.__wbindgen_externrefs.get(idx);
-    wasm.__wbindgen_export4(idx);
+    wasm.__wbindgen_export6(idx);
     return value;
 }
 
