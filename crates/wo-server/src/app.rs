@@ -250,8 +250,10 @@ impl App {
             eprintln!("wo serve: {note}");
         }
         step.map(|mut step| {
-            step.provider =
-                wo_engine::priority::BackgroundProvider::wrap(step.provider, self.foreground.clone());
+            step.provider = wo_engine::priority::BackgroundProvider::wrap(
+                step.provider,
+                self.foreground.clone(),
+            );
             step
         })
     }
