@@ -225,6 +225,8 @@ struct Mcp {
     child: Child,
     stdin: ChildStdin,
     lines: mpsc::Receiver<String>,
+    /// What was sent last, for the failure message.
+    last_sent: String,
 }
 
 impl Mcp {
@@ -250,23 +252,28 @@ impl Mcp {
             child,
             stdin,
             lines,
+            last_sent: String::new(),
         }
     }
 
     fn send(&mut self, line: &str) {
+        self.last_sent = line.to_owned();
         self.stdin.write_all(line.as_bytes()).unwrap();
         self.stdin.write_all(b"\n").unwrap();
         self.stdin.flush().unwrap();
     }
 
-    /// The next line `wo mcp` writes, as JSON.
+    /// The next line `wo mcp` writes, as JSON. Generous: on a loaded
+    /// two-core machine a debug build parsing a 400 KB line can take a
+    /// while; a lost answer still fails, naming the line sent last.
     fn answer(&mut self) -> Value {
         let line = self
             .lines
-            .recv_timeout(Duration::from_secs(20))
+            .recv_timeout(Duration::from_secs(90))
             .unwrap_or_else(|e| {
                 let status = self.child.try_wait();
-                panic!("no answer ({e}); wo mcp: {status:?}")
+                let last: String = self.last_sent.chars().take(100).collect();
+                panic!("no answer ({e}) to {last:?}; wo mcp: {status:?}")
             });
         serde_json::from_str(&line).unwrap_or_else(|e| panic!("{e}: {line}"))
     }
