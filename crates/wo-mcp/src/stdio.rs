@@ -24,7 +24,7 @@ use rmcp::service::{RxJsonRpcMessage, TxJsonRpcMessage};
 use rmcp::transport::Transport;
 use serde_json::{Value, json};
 use tokio::io::{AsyncBufRead, AsyncBufReadExt, AsyncRead, AsyncWrite, AsyncWriteExt, BufReader};
-use tokio::sync::Mutex;
+use tokio::sync::{Mutex, mpsc};
 
 /// The longest line read (a `log_exchange` of the largest messages fits
 /// many times over); a longer one is answered -32600 and skipped without
@@ -260,21 +260,73 @@ async fn read_line<R: AsyncBufRead + Unpin>(
 
 /// The stdio transport (see the module docs), over any reader and writer
 /// (stdin and stdout for `wo mcp`; pipes in tests).
+///
+/// Lines are read, judged and answered by a task of their own, and what
+/// rmcp takes reaches it through a channel: rmcp drops a pending
+/// `receive` whenever another event wins its select, and a `receive` that
+/// read or answered a line itself lost that line (or its answer) then.
 pub struct LineTransport<R, W> {
-    reader: BufReader<R>,
+    /// Until the first `receive` starts the reading task.
+    reader: Option<BufReader<R>>,
     writer: Arc<Mutex<W>>,
-    phase: Phase,
     max_line: usize,
+    incoming: Option<mpsc::Receiver<RxJsonRpcMessage<RoleServer>>>,
 }
 
 impl<R: AsyncRead + Unpin, W: AsyncWrite + Unpin> LineTransport<R, W> {
     /// A transport reading requests from `reader` and writing to `writer`.
     pub fn new(reader: R, writer: W) -> Self {
         Self {
-            reader: BufReader::new(reader),
+            reader: Some(BufReader::new(reader)),
             writer: Arc::new(Mutex::new(writer)),
-            phase: Phase::Initialize,
             max_line: MAX_LINE_BYTES,
+            incoming: None,
+        }
+    }
+}
+
+/// The reading task: every line judged in order; what rmcp takes is sent
+/// on `to_rmcp`, the rest answered here. Ends at the end of input, when
+/// the client is gone, or when rmcp no longer listens.
+async fn read_lines<R, W>(
+    mut reader: BufReader<R>,
+    writer: Arc<Mutex<W>>,
+    max_line: usize,
+    to_rmcp: mpsc::Sender<RxJsonRpcMessage<RoleServer>>,
+) where
+    R: AsyncRead + Unpin,
+    W: AsyncWrite + Unpin,
+{
+    let mut phase = Phase::Initialize;
+    loop {
+        let verdict = match read_line(&mut reader, max_line).await {
+            Ok(None) | Err(_) => return,
+            Ok(Some(Line::TooLong)) => Verdict::Reply(error(
+                Value::Null,
+                INVALID_REQUEST,
+                format!("invalid request: the line is longer than {max_line} bytes"),
+            )),
+            Ok(Some(Line::Bytes(line))) => judge(&line, phase),
+        };
+        match verdict {
+            Verdict::Pass(message) => {
+                if let JsonRpcMessage::Request(r) = &*message
+                    && begins_session(&r.request)
+                {
+                    phase = Phase::Running;
+                }
+                if to_rmcp.send(*message).await.is_err() {
+                    return;
+                }
+            }
+            Verdict::Reply(answer) => {
+                let bytes = serde_json::to_vec(&answer).unwrap_or_default();
+                // The client is gone when its answer cannot be written.
+                if write_line(&writer, bytes).await.is_err() {
+                    return;
+                }
+            }
+            Verdict::Ignore => {}
         }
     }
 }
@@ -309,38 +361,14 @@ where
     }
 
     async fn receive(&mut self) -> Option<RxJsonRpcMessage<RoleServer>> {
-        loop {
-            let verdict = match read_line(&mut self.reader, self.max_line).await {
-                Ok(None) | Err(_) => return None,
-                Ok(Some(Line::TooLong)) => Verdict::Reply(error(
-                    Value::Null,
-                    INVALID_REQUEST,
-                    format!(
-                        "invalid request: the line is longer than {} bytes",
-                        self.max_line
-                    ),
-                )),
-                Ok(Some(Line::Bytes(line))) => judge(&line, self.phase),
-            };
-            match verdict {
-                Verdict::Pass(message) => {
-                    if let JsonRpcMessage::Request(r) = &*message
-                        && begins_session(&r.request)
-                    {
-                        self.phase = Phase::Running;
-                    }
-                    return Some(*message);
-                }
-                Verdict::Reply(answer) => {
-                    let bytes = serde_json::to_vec(&answer).unwrap_or_default();
-                    // The client is gone when its answer cannot be written.
-                    if write_line(&self.writer, bytes).await.is_err() {
-                        return None;
-                    }
-                }
-                Verdict::Ignore => {}
-            }
+        if self.incoming.is_none() {
+            let reader = self.reader.take()?;
+            let (tx, rx) = mpsc::channel(16);
+            tokio::spawn(read_lines(reader, self.writer.clone(), self.max_line, tx));
+            self.incoming = Some(rx);
         }
+        // Cancel-safe: a message not yet taken stays in the channel.
+        self.incoming.as_mut()?.recv().await
     }
 
     async fn close(&mut self) -> Result<(), Self::Error> {
@@ -351,6 +379,7 @@ where
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::time::Duration;
 
     fn reply_code(v: &Verdict) -> Option<i64> {
         match v {
@@ -463,6 +492,33 @@ mod tests {
             "io.modelcontextprotocol/clientInfo":{"name":"c","version":"1"},
             "io.modelcontextprotocol/clientCapabilities":{}}}}"#;
         assert!(begins_session(&request(stateless)));
+    }
+
+    /// rmcp drops a pending `receive` whenever another event wins its
+    /// select: a line half read at that moment must not be lost.
+    #[tokio::test]
+    async fn a_dropped_receive_loses_no_line() {
+        use tokio::io::AsyncWriteExt as _;
+        let (mut client, server_read) = tokio::io::duplex(1 << 16);
+        let (server_write, _client_read) = tokio::io::duplex(1 << 16);
+        let mut t = LineTransport::new(server_read, server_write);
+        let line = r#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#;
+        let (first, rest) = line.split_at(20);
+        client.write_all(first.as_bytes()).await.unwrap();
+        let pending = tokio::time::timeout(Duration::from_millis(50), t.receive()).await;
+        assert!(pending.is_err(), "no whole line yet");
+        client.write_all(rest.as_bytes()).await.unwrap();
+        client.write_all(b"\n").await.unwrap();
+        let got = tokio::time::timeout(Duration::from_secs(5), t.receive())
+            .await
+            .expect("the line arrives")
+            .expect("a message");
+        match got {
+            JsonRpcMessage::Request(r) => {
+                assert!(matches!(r.request, ClientRequest::PingRequest(_)))
+            }
+            other => panic!("{other:?}"),
+        }
     }
 
     #[tokio::test]
