@@ -263,13 +263,12 @@ impl Mcp {
         self.stdin.flush().unwrap();
     }
 
-    /// The next line `wo mcp` writes, as JSON. Generous: on a loaded
-    /// two-core machine a debug build parsing a 400 KB line can take a
-    /// while; a lost answer still fails, naming the line sent last.
+    /// The next line `wo mcp` writes, as JSON; a lost answer fails,
+    /// naming the line sent last.
     fn answer(&mut self) -> Value {
         let line = self
             .lines
-            .recv_timeout(Duration::from_secs(90))
+            .recv_timeout(Duration::from_secs(20))
             .unwrap_or_else(|e| {
                 let status = self.child.try_wait();
                 let last: String = self.last_sent.chars().take(100).collect();

@@ -1493,11 +1493,14 @@ mod tests {
         pub(super) static AFTER_LAST_LOOK: RefCell<Option<Hook>> = RefCell::new(None);
     }
 
-    /// An editor saves in place (truncate + write) an editor's title
-    /// change into the file as it was read.
-    fn save_in_place(path: &Path, retitle: &str) {
+    /// An editor saves in place (truncate + write) a new title for the
+    /// first message (and the first entry) into the file as it was read.
+    fn save_in_place(path: &Path, retitle: &str, entry_title: Option<&str>) {
         let mut s = wo_format::parse(&fs::read(path).unwrap()).unwrap();
         s.messages_mut()[0].title = retitle.into();
+        if let Some(title) = entry_title {
+            s.truth.trust[0].title = title.into();
+        }
         let mut f = fs::OpenOptions::new()
             .write(true)
             .truncate(true)
@@ -1519,7 +1522,7 @@ mod tests {
             *h.borrow_mut() = Some(Box::new(move |path: &Path| {
                 if counter.get() == 0 {
                     counter.set(1);
-                    save_in_place(path, "saved in the last instant");
+                    save_in_place(path, "saved in the last instant", None);
                 }
             }));
         });
@@ -1572,15 +1575,7 @@ mod tests {
                     return;
                 }
                 counter.set(1);
-                let mut s = wo_format::parse(&fs::read(path).unwrap()).unwrap();
-                s.messages_mut()[0].title = "renamed in the editor".into();
-                s.truth.trust[0].title = "entry renamed".into();
-                let mut f = fs::OpenOptions::new()
-                    .write(true)
-                    .truncate(true)
-                    .open(path)
-                    .unwrap();
-                f.write_all(&wo_format::to_canonical_vec(&s)).unwrap();
+                save_in_place(path, "renamed in the editor", Some("entry renamed"));
             }));
         });
         let (_, outcome) = store
