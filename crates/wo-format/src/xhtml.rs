@@ -760,7 +760,7 @@ pub fn check_fragment(fragment: &str) -> Result<(), XhtmlProblem> {
         match event {
             Event::Start(ref e) | Event::Empty(ref e) => {
                 let is_start = matches!(event, Event::Start(_));
-                let name = String::from_utf8_lossy(e.name().as_ref()).into_owned();
+                let name: String = e.name().as_ref().to_owned();
                 if !root_opened {
                     root_opened = true;
                     depth += 1;
@@ -774,14 +774,16 @@ pub fn check_fragment(fragment: &str) -> Result<(), XhtmlProblem> {
                 let mut keys = std::collections::HashSet::new();
                 for attr in e.attributes().with_checks(false) {
                     let attr = attr.map_err(|e| malformed(format!("{e}")))?;
-                    let key = String::from_utf8_lossy(attr.key.as_ref()).into_owned();
+                    let key: String = attr.key.as_ref().to_owned();
                     if !keys.insert(key.clone()) {
                         return Err(malformed(format!(
                             "attribute {key:?} appears twice on <{name}>"
                         )));
                     }
+                    // Normalised as an XML parser (the browser, for XHTML)
+                    // reads it: references resolved, tabs and newlines as spaces.
                     let value = attr
-                        .unescape_value()
+                        .normalized_value(quick_xml::XmlVersion::Implicit1_0)
                         .map_err(|e| malformed(format!("attribute {key}: {e}")))?;
                     check_attribute(&name, &key, &value).map_err(disallowed)?;
                 }
@@ -793,11 +795,10 @@ pub fn check_fragment(fragment: &str) -> Result<(), XhtmlProblem> {
                 depth = depth.saturating_sub(1);
                 root_closed = depth == 0;
             }
-            Event::Text(t) => {
-                t.decode().map_err(|e| malformed(format!("text: {e}")))?;
-            }
+            // The reader works on a `&str`: text is valid UTF-8 by construction.
+            Event::Text(_) => {}
             Event::GeneralRef(r) => {
-                let name = String::from_utf8_lossy(&r).into_owned();
+                let name: String = r.as_ref().to_owned();
                 let known = matches!(name.as_str(), "amp" | "lt" | "gt" | "quot" | "apos")
                     || r.resolve_char_ref().ok().flatten().is_some();
                 if !known {
