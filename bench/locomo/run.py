@@ -231,9 +231,13 @@ def measure(wo, samples, budget, workdir, label, floor=None, unrelated=(), gate=
         shutil.copyfile(sidecar, cached)
     ours, plain = Tally(), Tally()
     bm = PlainBM25([t for _, t in texts])
+    rows = []
     for (q, ev, cat), e in zip(qs, expls):
         cov = {dia[i] for i in covered_ids(e) if i in dia}
         ours.add(cat, cov, ev, e["tokens"], e["seconds"], recalled_tokens(e))
+        _, hit_any, hit_all, *_ = ours.rows[-1]
+        rows.append({"category": cat, "any": hit_any, "all": hit_all, "tokens": e["tokens"],
+                     "recalled_tokens": recalled_tokens(e)})
         top = {texts[i][0] for i in bm.top(q, 10)}
         plain.add(cat, top, ev)
     out = {
@@ -243,6 +247,8 @@ def measure(wo, samples, budget, workdir, label, floor=None, unrelated=(), gate=
         "wall_seconds_per_question": wall / max(len(qs), 1),
         "wo": ours.summary(),
         "plain_bm25_top10": plain.summary(),
+        # Question by question, in the file's order (for splits by question).
+        "questions_scored": rows,
     }
     if unrelated:
         ue, _ = explain_all(wo, state, [(q, [], 0) for q in unrelated], budget, workdir, floor,

@@ -228,8 +228,9 @@ const RECENT_SHARE: f64 = 0.25;
 /// Recall stops looking after this many hits in a row did not fit (a long
 /// transcript can match thousands of messages).
 const RECALL_MISSES: usize = 32;
-/// Recall stops when less than this is left: a recalled line's timestamp and
-/// username alone cost about this much, so nothing useful fits below it.
+/// Recall stops when less than this is left: a recalled line's time and
+/// username (and its day's heading) cost about this much, so nothing useful
+/// fits below it.
 const RECALL_MIN_LINE_TOKENS: usize = 8;
 /// A hit's neighbouring turns rank at this fraction of the hit's score.
 const NEIGHBOUR_WEIGHT: f64 = 0.5;
@@ -1198,6 +1199,8 @@ fn recall_from<'a>(
     let mut candidates = Candidates::new(hits, messages.len(), neighbour_weight);
     // (transcript position, line, tokens, hit it neighbours, rank score)
     let mut chosen: Vec<(usize, String, usize, Option<&'a str>, f64)> = Vec::new();
+    // The days whose heading is already paid for (see [`recalled_line`]).
+    let mut days: HashSet<&'a str> = HashSet::new();
     let mut spent = 0;
     let mut misses = 0;
     // Hits left out because the client sends the same text itself.
@@ -1240,13 +1243,15 @@ fn recall_from<'a>(
             client_sends.insert(m.id.as_str());
             continue;
         }
-        let line = format!(
-            "- [{} {}]: {}\n",
-            m.timestamp,
-            m.username,
-            plain.replace('\n', " ")
-        );
-        let t = count(&line);
+        let line = recalled_line(m, &plain);
+        let day = recalled_day(m);
+        // The first line of a day also pays for the day's heading.
+        let t = count(&line)
+            + if days.contains(day) {
+                0
+            } else {
+                count(&day_heading(day))
+            };
         if spent + t > cap {
             misses += 1;
             if neighbour_of.is_none() {
@@ -1261,6 +1266,7 @@ fn recall_from<'a>(
         }
         misses = 0;
         spent += t;
+        days.insert(day);
         taken.insert(m.id.as_str());
         chosen.push((idx, line, t, neighbour_of.map(|m| m.id.as_str()), score));
     }
@@ -1281,11 +1287,29 @@ fn recall_from<'a>(
         return Ok((taken, None));
     }
     // Sent in transcript order, so a hit and its neighbours read as the
-    // exchange they were.
-    chosen.sort_by_key(|c| c.0);
+    // exchange they were, under one heading per day: the days in the order
+    // they first appear (a transcript out of date order still heads each
+    // day once, as its cost was counted), each day's lines in transcript
+    // order. A day's heading is counted in its first line's tokens.
+    let mut first_of_day: HashMap<&str, usize> = HashMap::new();
+    for c in &chosen {
+        let day = recalled_day(&messages[c.0]);
+        let first = first_of_day.entry(day).or_insert(c.0);
+        *first = (*first).min(c.0);
+    }
+    chosen.sort_by_key(|c| (first_of_day[recalled_day(&messages[c.0])], c.0));
     let mut text = String::new();
-    for (idx, line, t, neighbour_of, score) in chosen {
+    let mut day_sent: Option<&str> = None;
+    for (idx, line, _, neighbour_of, score) in chosen {
         let m = &messages[idx];
+        let day = recalled_day(m);
+        let mut t = count(&line);
+        if day_sent != Some(day) {
+            let heading = day_heading(day);
+            t += count(&heading);
+            text.push_str(&heading);
+            day_sent = Some(day);
+        }
         text.push_str(&line);
         a.sources.push(m.id.clone());
         a.included.push(Included {
@@ -1300,6 +1324,32 @@ fn recall_from<'a>(
         });
     }
     Ok((taken, Some((text, spent))))
+}
+
+/// The day a recalled message was written (`YYYY-MM-DD`, UTC): recalled
+/// lines are grouped under one heading per day ([`day_heading`]), so the
+/// date is sent once per day rather than once per line.
+fn recalled_day(m: &Message) -> &str {
+    // A `Timestamp` is always `YYYY-MM-DDTHH:MM:SS[.f]Z` (validated on read).
+    m.timestamp
+        .as_str()
+        .get(..10)
+        .unwrap_or(m.timestamp.as_str())
+}
+
+/// The heading of a day's recalled lines: the date, and that times are UTC.
+fn day_heading(day: &str) -> String {
+    format!("{day} (UTC):\n")
+}
+
+/// One recalled message as the prompt shows it, under its day's heading:
+/// the time to the minute, who wrote it, and what they wrote on one line.
+/// Who, when and what are all there at about a third of the cost of a full
+/// timestamp on every line (`- [2023-05-08T13:56:00.123456Z Caroline]:`),
+/// so the same budget carries more evidence.
+fn recalled_line(m: &Message, plain: &str) -> String {
+    let time = m.timestamp.as_str().get(11..16).unwrap_or("");
+    format!("- {time} {}: {}\n", m.username, plain.replace('\n', " "))
 }
 
 /// The longest prefix of `text` (cut at a word boundary) within `cap` tokens.

@@ -431,3 +431,117 @@ fn automatic_notes_are_quoted_after_the_persons_entries() {
         a.system
     );
 }
+
+#[test]
+fn recalled_lines_say_who_when_and_what_with_each_day_headed_once() {
+    // Two days of talk about the pottery class among filler, one message
+    // stamped to the microsecond (as `wo` stamps new ones).
+    let day = 86_400;
+    let base = (NOW / day) * day - 3 * day; // a midnight, UTC
+    let mut s = State::new(Timestamp::from_unix(NOW));
+    let mut at = |who: &str, when: Timestamp, text: &str| {
+        s.push_message(Message::new(
+            who,
+            when,
+            text.to_owned(),
+            format!("<p>{text}</p>"),
+        ));
+    };
+    at(
+        "Caroline",
+        Timestamp::from_unix(base + 9 * 3600 + 5 * 60 + 7),
+        "I signed up for the pottery class today",
+    );
+    at(
+        "Melanie",
+        Timestamp::from_unix_micros((base + 9 * 3600 + 6 * 60) * 1_000_000 + 123_456),
+        "Great, pottery is relaxing",
+    );
+    for i in 0..60 {
+        at(
+            if i % 2 == 0 { "Caroline" } else { "Melanie" },
+            Timestamp::from_unix(base + 10 * 3600 + i * 60),
+            &format!("filler remark number {i} on weather and tea"),
+        );
+    }
+    at(
+        "Caroline",
+        Timestamp::from_unix(base + day + 18 * 3600 + 30 * 60),
+        "The pottery class made me a bowl",
+    );
+    for i in 0..60 {
+        at(
+            if i % 2 == 0 { "Caroline" } else { "Melanie" },
+            Timestamp::from_unix(base + 2 * day + i * 60),
+            &format!("more filler {i} about the garden"),
+        );
+    }
+    let a = assemble(&s, "pottery class", &opts(&s, 2000), &estimate_tokens, &[]).unwrap();
+    let start = a.system.find("## Earlier messages\n").unwrap() + "## Earlier messages\n".len();
+    let section = &a.system[start..];
+    let section = &section[..section.find("\n\n## ").unwrap_or(section.len())];
+    let lines: Vec<&str> = section.lines().collect();
+    let recalled: Vec<&Message> = a
+        .included
+        .iter()
+        .filter(|i| i.kind == SourceKind::EarlierMessage)
+        .map(|i| {
+            s.messages()
+                .iter()
+                .find(|m| Some(&m.id) == i.id.as_ref())
+                .unwrap()
+        })
+        .collect();
+    for text in [
+        "signed up for the pottery",
+        "pottery is relaxing",
+        "made me a bowl",
+    ] {
+        assert!(
+            recalled.iter().any(|m| m.content.contains(text)),
+            "{text}: {section}"
+        );
+    }
+    // Every recalled message: its day's heading above it, then one line
+    // with the time to the minute, who wrote it and what they wrote.
+    for m in &recalled {
+        let ts = m.timestamp.as_str();
+        let heading = format!("{} (UTC):", &ts[..10]);
+        let text = m.content.trim_start_matches("<p>").trim_end_matches("</p>");
+        let line = format!("- {} {}: {}", &ts[11..16], m.username, text);
+        let at = lines
+            .iter()
+            .position(|l| *l == line)
+            .unwrap_or_else(|| panic!("{line:?} not in:\n{section}"));
+        let head = lines[..at]
+            .iter()
+            .rposition(|l| !l.starts_with("- "))
+            .unwrap_or_else(|| panic!("no day above {line:?}:\n{section}"));
+        assert_eq!(lines[head], heading, "{section}");
+    }
+    assert!(
+        section.contains("- 09:06 Melanie: Great, pottery"),
+        "{section}"
+    );
+    // Each day is headed once, and only the days of what was sent.
+    let headings: Vec<&&str> = lines.iter().filter(|l| !l.starts_with("- ")).collect();
+    let unique: HashSet<&&&str> = headings.iter().collect();
+    assert_eq!(headings.len(), unique.len(), "{section}");
+    let days: HashSet<&str> = recalled
+        .iter()
+        .map(|m| &m.timestamp.as_str()[..10])
+        .collect();
+    assert_eq!(headings.len(), days.len(), "{section}");
+    // The parts' tokens add up to what the section costs, headings included.
+    let parts: usize = a
+        .included
+        .iter()
+        .filter(|i| i.kind == SourceKind::EarlierMessage)
+        .map(|i| i.tokens)
+        .sum();
+    let rendered: usize = lines
+        .iter()
+        .map(|l| estimate_tokens(&format!("{l}\n")))
+        .sum();
+    assert_eq!(parts, rendered, "{section}");
+}
