@@ -1449,7 +1449,7 @@ fn verify(opts: &Opts) -> Res<()> {
     }
     write_json(
         opts,
-        &json!({"messages": messages.len(), "turns": recorded.len(), "unanswered": unanswered,
+        &json!({"messages": messages.len(), "seeded": seeded, "turns": recorded.len(), "unanswered": unanswered,
                 "problems": problems.len(), "problem_samples": problems.iter().take(10).collect::<Vec<_>>(),
                 "bytes": std::fs::metadata(state_path).map(|m| m.len()).unwrap_or(0)}),
     )
@@ -1830,7 +1830,10 @@ fn summary(opts: &Opts) -> Res<()> {
             v["problems"],
             yes(c["errors"] == 0
                 && v["problems"] == 0
-                && v["messages"].as_u64() == c["turns"].as_u64().map(|t| 2 * t))
+                && v["messages"].as_u64()
+                    == c["turns"]
+                        .as_u64()
+                        .map(|t| v["seeded"].as_u64().unwrap_or(0) + 2 * t))
         );
     }
     if let Some(r) = load(dir, "rps.json") {
