@@ -27,6 +27,8 @@
 #   CONC_CLIENTS    concurrent clients [100]; CONC_TURNS turns each [3]; CONC_TOKENS [32];
 #                   CONC_MODEL the upstream's pacing [bench@1000: ~2 ms a token; bench: none]. The
 #                   same load is first run against the upstream directly, for the ratios.
+#                   CONC_SEED_MESSAGES: messages in llm.json before the load [3000]
+#                   (seed_state.py; 0: a fresh file)
 #   RPS_CLIENTS     [48]; RPS_SECONDS per phase [10]; RPS_ROUNDS [2]; RPS_TOKENS [8]
 #   SKIP            words among: latency throughput concurrent rps
 set -euo pipefail
@@ -40,7 +42,7 @@ LAT_ITERS="${LAT_ITERS:-300}" LAT_WARMUP="${LAT_WARMUP:-30}" LAT_TOKENS="${LAT_T
 LAT_DELAY_US="${LAT_DELAY_US:-1000}" SEED_MESSAGES="${SEED_MESSAGES:-10000}"
 TP_ITERS="${TP_ITERS:-50}" TP_TOKENS="${TP_TOKENS:-4096}"
 CONC_CLIENTS="${CONC_CLIENTS:-100}" CONC_TURNS="${CONC_TURNS:-3}" CONC_TOKENS="${CONC_TOKENS:-32}"
-CONC_MODEL="${CONC_MODEL:-bench@1000}"
+CONC_MODEL="${CONC_MODEL:-bench@1000}" CONC_SEED_MESSAGES="${CONC_SEED_MESSAGES:-3000}"
 RPS_CLIENTS="${RPS_CLIENTS:-48}" RPS_SECONDS="${RPS_SECONDS:-10}" RPS_ROUNDS="${RPS_ROUNDS:-2}"
 RPS_TOKENS="${RPS_TOKENS:-8}" SKIP="${SKIP:-}" INDEXED="${INDEXED:-1}" NODELAY_SHIM="${NODELAY_SHIM:-0}"
 
@@ -180,8 +182,12 @@ fi
 
 # ---- 2. concurrent chats -------------------------------------------------------------------
 if ! skip concurrent; then
-  say "2. ${CONC_CLIENTS} concurrent clients × ${CONC_TURNS} turns (local mode, model $CONC_MODEL), then llm.json is checked"
+  say "2. ${CONC_CLIENTS} concurrent clients × ${CONC_TURNS} turns (local mode, model $CONC_MODEL, $CONC_SEED_MESSAGES messages seeded), then llm.json is checked"
   mkdir -p "$ST/conc" "$RUN/conc"
+  if [ "$CONC_SEED_MESSAGES" -gt 0 ]; then
+    python3 "$ROOT/bench/serve/seed_state.py" "$ST/conc/llm.json" "$CONC_SEED_MESSAGES"
+    echo "concurrent: llm.json seeded with $CONC_SEED_MESSAGES messages" | tee "$RUN/conc/seed.txt"
+  fi
   serve local-conc --state "$ST/conc/llm.json"
   timeout 600 "$H" concurrent --target "local=wo-local:$RUN/local-conc.url" \
     --reference "$DIRECT" \
@@ -192,7 +198,7 @@ if ! skip concurrent; then
   # The server is stopped first (graceful), so the check reads what it left on disk.
   stop "$PID_local_conc"
   "$H" verify --state "$ST/conc/llm.json" --ids "$RUN/conc/turns.json" \
-    --expect-turns $((CONC_CLIENTS * CONC_TURNS)) --json "$RUN/verify.json" | tee -a "$RUN/concurrent.txt"
+    --expect-turns $((CONC_CLIENTS * CONC_TURNS)) --seeded-messages "$CONC_SEED_MESSAGES" --json "$RUN/verify.json" | tee -a "$RUN/concurrent.txt"
   "$WO" validate "$ST/conc/llm.json" | tee -a "$RUN/concurrent.txt"
 fi
 

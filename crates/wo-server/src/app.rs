@@ -475,9 +475,18 @@ pub struct Local {
     /// thread: operations wait their turn here, not each on a thread of
     /// its own blocked on the store's mutex.
     turnstile: Arc<tokio::sync::Mutex<()>>,
-    /// The transcript's recall postings, kept across turns (taken after
-    /// `store`, never before, by [`Local::read_indexed`]).
-    recall: Arc<Mutex<wo_engine::RecallIndex>>,
+    /// The state as last written or read, for turns' reads
+    /// ([`Local::read`], [`Local::read_indexed`]): they never wait for the
+    /// store's mutex, which a batch holds through its fsyncs. Taken after
+    /// `store`, never before.
+    published: Arc<Mutex<Published>>,
+    /// Turns' reads running at once (one per core): each holds a blocking
+    /// thread while it runs, none while it waits.
+    readers: Arc<tokio::sync::Semaphore>,
+    /// The transcript's recall postings, kept across turns: readers share
+    /// it; the first reader after a change brings it up to date alone
+    /// (taken after `store`, before `published`).
+    recall: Arc<std::sync::RwLock<wo_engine::RecallIndex>>,
     /// The directory of the state file: the project whose prompts apply.
     project_dir: Option<PathBuf>,
     /// Recall by meaning: the transcript's vectors (the embeddings sidecar),
@@ -498,8 +507,12 @@ impl Local {
         let project_dir = store.path().parent().map(std::path::Path::to_path_buf);
         let state = store.path().to_path_buf();
         let group = Arc::new(wo_store::GroupCommit::new(&store));
+        let published = Arc::new(Mutex::new(Published::of(&store)));
         let store = Arc::new(Mutex::new(store));
-        let recall = Arc::new(Mutex::new(wo_engine::RecallIndex::new()));
+        let recall = Arc::new(std::sync::RwLock::new(wo_engine::RecallIndex::new()));
+        let readers = Arc::new(tokio::sync::Semaphore::new(
+            std::thread::available_parallelism().map_or(2, std::num::NonZeroUsize::get),
+        ));
         let dense = Self::open_dense(&app, &state);
         // Built in the background, so the first turn finds it ready (a
         // 100k-message transcript takes a moment to tokenise); then the
@@ -507,13 +520,15 @@ impl Local {
         // words alone until then.
         {
             let (store, recall, dense) = (store.clone(), recall.clone(), dense.clone());
+            let published = published.clone();
             std::thread::spawn(move || {
                 let pending = {
                     let store = store.lock().unwrap_or_else(|p| p.into_inner());
+                    let state = lock(&published).state.clone();
                     recall
-                        .lock()
+                        .write()
                         .unwrap_or_else(|p| p.into_inner())
-                        .sync(store.state());
+                        .sync(&state);
                     dense
                         .as_ref()
                         .map(|d| d.pending(store.state().messages(), usize::MAX))
@@ -543,6 +558,8 @@ impl Local {
             store,
             group,
             turnstile: Arc::new(tokio::sync::Mutex::new(())),
+            published,
+            readers,
             recall,
             project_dir,
             dense,
@@ -580,14 +597,20 @@ impl Local {
         &self,
         f: impl FnOnce(&mut Store) -> Result<T, ApiError> + Send + 'static,
     ) -> Result<T, ApiError> {
-        let store = self.store.clone();
+        let (store, published) = (self.store.clone(), self.published.clone());
         let busy = Busy::new(&self.app.busy);
         let _turn = self.turnstile.lock().await;
         tokio::task::spawn_blocking(move || {
             let _busy = busy;
             let mut guard = store.lock().unwrap_or_else(|p| p.into_inner());
-            guard.refresh()?;
-            f(&mut guard)
+            let refreshed = guard.refresh()?;
+            let result = f(&mut guard);
+            // What `f` wrote (or the refresh took in) is what turns read
+            // next: an edit acknowledged here is in the next turn's prompt.
+            let mut published = lock(&published);
+            published.stale |= refreshed;
+            published.publish(&guard);
+            result
         })
         .await
         .map_err(|e| ApiError::internal(format!("a state operation panicked: {e}")))?
@@ -614,7 +637,12 @@ impl Local {
         });
         if must_lead {
             let (store, group) = (self.store.clone(), self.group.clone());
-            tokio::task::spawn_blocking(move || group.lead(&store));
+            let published = self.published.clone();
+            // Published before the batch's committers hear they are
+            // durable: a client's next turn names this one as its parent.
+            tokio::task::spawn_blocking(move || {
+                group.lead_then(&store, &|store| lock(&published).publish(store));
+            });
         }
         let verdict = rx
             .await
@@ -623,23 +651,120 @@ impl Local {
         verdict.map(|(value, _)| value).map_err(ApiError::from)
     }
 
-    /// [`Local::with_store`] for reading with the recall index: the index is
-    /// brought up to date with the state (appended messages added, a
-    /// rebuild after other changes) and lent with it.
+    /// Runs `f` on the state as last written or read (taking in a change
+    /// made outside the server when the store is free to look), on a
+    /// blocking thread, one per core at once. Never waits for the store's
+    /// mutex: a batch of turns holds it through its fsyncs, and a turn's
+    /// read (the prompt) needs only what was durable when it began.
+    pub async fn read<T: Send + 'static>(
+        &self,
+        f: impl FnOnce(&Arc<wo_format::State>) -> Result<T, ApiError> + Send + 'static,
+    ) -> Result<T, ApiError> {
+        let (store, published) = (self.store.clone(), self.published.clone());
+        let busy = Busy::new(&self.app.busy);
+        let permit = self
+            .readers
+            .clone()
+            .acquire_owned()
+            .await
+            .map_err(|_| ApiError::internal("the readers' gate is closed"))?;
+        tokio::task::spawn_blocking(move || {
+            let _held = (permit, busy);
+            let state = latest(&store, &published)?;
+            f(&state)
+        })
+        .await
+        .map_err(|e| ApiError::internal(format!("a state operation panicked: {e}")))?
+    }
+
+    /// [`Local::read`] with the recall index: the index is brought up to
+    /// date with the state (appended messages added, the tail re-indexed
+    /// after insertions) and lent with it. Readers share the index; the
+    /// first one after a change updates it alone.
     pub async fn read_indexed<T: Send + 'static>(
         &self,
         f: impl FnOnce(&wo_format::State, &wo_engine::RecallIndex) -> Result<T, ApiError>
         + Send
         + 'static,
     ) -> Result<T, ApiError> {
-        let recall = self.recall.clone();
-        self.with_store(move |store| {
-            let mut index = recall.lock().unwrap_or_else(|p| p.into_inner());
-            index.sync(store.state());
-            f(store.state(), &index)
+        let (recall, published) = (self.recall.clone(), self.published.clone());
+        self.read(move |state| {
+            {
+                let index = recall.read().unwrap_or_else(|p| p.into_inner());
+                if index.is_current(state) {
+                    return f(state, &index);
+                }
+            }
+            let mut index = recall.write().unwrap_or_else(|p| p.into_inner());
+            // The newest state, not this read's (which may be older than
+            // what another reader indexed meanwhile): the index only moves
+            // forward, never back and forth between versions.
+            let state = lock(&published).state.clone();
+            index.sync(&state);
+            f(&state, &index)
         })
         .await
     }
+}
+
+/// The state published for readers ([`Local::read`]).
+struct Published {
+    state: Arc<wo_format::State>,
+    /// What `state` was published from: its date (every write sets it to
+    /// a later microsecond) and transcript version (every change of a
+    /// message changes it).
+    key: (wo_format::Timestamp, wo_format::TranscriptVersion),
+    /// The store re-read the file since (an outside change, which need not
+    /// change the key): publish it again.
+    stale: bool,
+}
+
+impl Published {
+    fn of(store: &Store) -> Published {
+        Published {
+            state: Arc::new(store.state().clone()),
+            key: Published::key_of(store.state()),
+            stale: false,
+        }
+    }
+
+    fn key_of(state: &wo_format::State) -> (wo_format::Timestamp, wo_format::TranscriptVersion) {
+        (state.date.clone(), state.transcript_version())
+    }
+
+    /// Publishes the store's state unless it is what is published already.
+    fn publish(&mut self, store: &Store) {
+        if self.stale || self.key != Published::key_of(store.state()) {
+            *self = Published::of(store);
+        }
+    }
+}
+
+/// The state to read: when the store is free, first brought up to date with
+/// the file (an outside change taken in) and published; when a write holds
+/// it, what was published last (that write publishes again when it ends).
+fn latest(
+    store: &Mutex<Store>,
+    published: &Mutex<Published>,
+) -> Result<Arc<wo_format::State>, ApiError> {
+    let free = match store.try_lock() {
+        Ok(guard) => Some(guard),
+        Err(std::sync::TryLockError::Poisoned(p)) => Some(p.into_inner()),
+        Err(std::sync::TryLockError::WouldBlock) => None,
+    };
+    if let Some(mut store) = free {
+        let refreshed = store.refresh()?;
+        let mut published = lock(published);
+        published.stale |= refreshed;
+        published.publish(&store);
+        return Ok(published.state.clone());
+    }
+    Ok(lock(published).state.clone())
+}
+
+/// A poisoned lock only means a panic elsewhere; what it guards is whole.
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 impl Deref for Local {
@@ -695,5 +820,123 @@ impl Deref for Stateless {
 impl Mode for Stateless {
     fn shared(&self) -> &Arc<App> {
         &self.app
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::mpsc;
+    use wo_engine::chat::TurnState;
+    use wo_format::{Message, State, Timestamp};
+
+    fn msg(n: i64) -> Message {
+        Message::new(
+            "alec",
+            Timestamp::from_unix(1_800_000_000 + n),
+            format!("m{n}"),
+            format!("<p>message {n}</p>"),
+        )
+    }
+
+    /// A local server's state on a fresh file in `dir` (no model, no HOME).
+    fn local(dir: &std::path::Path) -> Arc<Local> {
+        let path = dir.join("llm.json");
+        let store = Store::create(
+            &path,
+            State::new(Timestamp::from_unix(1_800_000_000)),
+            wo_store::OpenOptions::default(),
+        )
+        .unwrap();
+        let config =
+            wo_providers::Config::builtin(wo_providers::env::Env::from_pairs::<&str, &str>([]));
+        let opts = crate::ServeOptions::new(Some(path), config);
+        let cookies = CookieNames::new(1, "test");
+        let app = Arc::new(App::new(true, Some("token".into()), cookies, &opts));
+        Arc::new(Local::new(app, store, false))
+    }
+
+    /// Holds the store's mutex on a thread of its own, as a batch of turns
+    /// holds it through its write and fsyncs, until the sender is dropped.
+    fn hold_store(local: &Local) -> (mpsc::Sender<()>, std::thread::JoinHandle<()>) {
+        let store = local.store.clone();
+        let (held, is_held) = mpsc::channel();
+        let (release, released) = mpsc::channel::<()>();
+        let holder = std::thread::spawn(move || {
+            let _guard = store.lock().unwrap();
+            held.send(()).unwrap();
+            let _ = released.recv();
+        });
+        is_held.recv().unwrap();
+        (release, holder)
+    }
+
+    async fn messages_read(local: &Arc<Local>, indexed: bool) -> Vec<String> {
+        let mut turn = crate::turn::LocalTurn { app: local.clone() };
+        let ids =
+            |s: &State| -> Vec<String> { s.messages().iter().map(|m| m.id.clone()).collect() };
+        let read = async {
+            if indexed {
+                turn.read_indexed(move |s, index| {
+                    assert!(index.is_some_and(|i| i.is_current(s)));
+                    Ok(ids(s))
+                })
+                .await
+            } else {
+                turn.read(move |s| Ok(ids(s))).await
+            }
+        };
+        tokio::time::timeout(Duration::from_secs(10), read)
+            .await
+            .expect("a turn's read waited for the store's mutex")
+            .unwrap()
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_turns_read_never_waits_for_a_write_in_progress_and_sees_what_was_acknowledged() {
+        let dir = tempfile::tempdir().unwrap();
+        let local = local(dir.path());
+        let first = msg(1);
+        let id = first.id.clone();
+        local
+            .commit_grouped(move |s| s.push_message(first))
+            .await
+            .unwrap();
+        let (release, holder) = hold_store(&local);
+        // Acknowledged before the store was taken: read while it is held.
+        assert_eq!(messages_read(&local, false).await, vec![id.clone()]);
+        assert_eq!(messages_read(&local, true).await, vec![id]);
+        drop(release);
+        holder.join().unwrap();
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn an_edit_through_the_store_and_an_outside_change_reach_the_next_read() {
+        let dir = tempfile::tempdir().unwrap();
+        let local = local(dir.path());
+        // An API edit (the store lent out mutably, written).
+        let edited = msg(1);
+        let edited_id = edited.id.clone();
+        local
+            .with_store(move |store| {
+                store.transact(|s| s.push_message(edited))?;
+                Ok(())
+            })
+            .await
+            .unwrap();
+        assert_eq!(messages_read(&local, true).await, vec![edited_id.clone()]);
+        // Another process writes the file: the next read takes it in.
+        let mut other = Store::open(
+            dir.path().join("llm.json"),
+            wo_store::OpenOptions::default(),
+        )
+        .unwrap();
+        let outside = msg(2);
+        let outside_id = outside.id.clone();
+        other.transact(|s| s.push_message(outside)).unwrap();
+        assert_eq!(
+            messages_read(&local, true).await,
+            vec![edited_id, outside_id]
+        );
     }
 }

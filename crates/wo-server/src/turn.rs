@@ -72,7 +72,7 @@ impl TurnState for LocalTurn {
         f: impl FnOnce(&State) -> Result<T, TurnError> + Send + 'static,
     ) -> Result<T, TurnError> {
         self.app
-            .with_store(move |store| Ok(f(store.state())))
+            .read(move |state| Ok(f(state)))
             .await
             .map_err(|e| refused(e, "storage"))?
     }

@@ -180,6 +180,15 @@ impl GroupCommit {
     /// panic in a change fails its batch's members and is re-raised here,
     /// after leadership is handed back (the next submitter leads).
     pub fn lead(&self, store: &Mutex<Store>) {
+        self.lead_then(store, &|_| {});
+    }
+
+    /// [`GroupCommit::lead`], calling `written` after each batch's write
+    /// (or failed write) with the store still locked and before any of its
+    /// committers hears its verdict: a server publishes the store's state
+    /// there for readers that never take the store's lock, so a committer
+    /// acknowledged as durable finds its change in what they read next.
+    pub fn lead_then(&self, store: &Mutex<Store>, written: &(dyn Fn(&Store) + Sync)) {
         loop {
             let batch = {
                 let mut queue = lock(&self.queue);
@@ -193,7 +202,7 @@ impl GroupCommit {
                 }
                 std::mem::take(&mut queue.waiting)
             };
-            if let Err(payload) = write_batch(store, batch) {
+            if let Err(payload) = write_batch(store, batch, written) {
                 let mut queue = lock(&self.queue);
                 queue.leading = false;
                 let orphans = !queue.waiting.is_empty();
@@ -201,7 +210,7 @@ impl GroupCommit {
                 drop(queue);
                 if orphans {
                     // Changes queued meanwhile still need a leader.
-                    self.lead_after_panic(store);
+                    self.lead_after_panic(store, written);
                 }
                 resume_unwind(payload);
             }
@@ -210,7 +219,7 @@ impl GroupCommit {
 
     /// After a panicking batch: writes what was queued behind it, if no
     /// one else leads.
-    fn lead_after_panic(&self, store: &Mutex<Store>) {
+    fn lead_after_panic(&self, store: &Mutex<Store>, written: &(dyn Fn(&Store) + Sync)) {
         let must_lead = {
             let mut queue = lock(&self.queue);
             !std::mem::replace(&mut queue.leading, true)
@@ -218,7 +227,7 @@ impl GroupCommit {
         if must_lead {
             // A second panic here would be a second broken change: let it
             // propagate from the thread that found it.
-            let _ = catch_unwind(AssertUnwindSafe(|| self.lead(store)));
+            let _ = catch_unwind(AssertUnwindSafe(|| self.lead_then(store, written)));
         }
     }
 
@@ -268,10 +277,13 @@ impl GroupCommit {
 fn write_batch(
     store: &Mutex<Store>,
     mut batch: Vec<Box<dyn Member>>,
+    after: &(dyn Fn(&Store) + Sync),
 ) -> Result<(), Box<dyn Any + Send>> {
     let written = catch_unwind(AssertUnwindSafe(|| {
         let mut store = lock(store);
-        store.transact_each(batch.len(), |i, state| batch[i].apply(state))
+        let written = store.transact_each(batch.len(), |i, state| batch[i].apply(state));
+        after(&store);
+        written
     }));
     match written {
         Ok(Ok((refused, outcome))) => {

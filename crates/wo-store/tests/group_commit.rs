@@ -361,3 +361,54 @@ fn submitted_changes_are_written_by_one_leader_and_each_is_told() {
     group.lead(&store);
     assert_eq!(disk(&dir.path().join("llm.json")).messages().len(), 11);
 }
+
+#[test]
+fn lead_then_shows_each_batch_as_written_before_any_committer_is_told() {
+    let dir = tempfile::tempdir().unwrap();
+    let (store, group) = shared_store(dir.path());
+    // What the hook saw, appended as each batch ends: the messages in the
+    // store, and how many verdicts had been delivered by then.
+    let seen: Arc<Mutex<Vec<(usize, usize)>>> = Arc::default();
+    let told = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    for k in 1..=5 {
+        let told = told.clone();
+        group.submit(
+            move |s: &mut State| s.push_message(msg(k)),
+            move |verdict| {
+                verdict.unwrap();
+                told.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            },
+        );
+    }
+    let hook = {
+        let (seen, told) = (seen.clone(), told.clone());
+        move |s: &Store| {
+            let told = told.load(std::sync::atomic::Ordering::SeqCst);
+            seen.lock()
+                .unwrap()
+                .push((s.state().messages().len(), told));
+        }
+    };
+    group.lead_then(&store, &hook);
+    assert_eq!(
+        *seen.lock().unwrap(),
+        vec![(5, 0)],
+        "one batch: the hook saw all five written, before any verdict"
+    );
+    assert_eq!(told.load(std::sync::atomic::Ordering::SeqCst), 5);
+
+    // After a failed write too (the store as the failure left it), still
+    // before the committer hears of the failure.
+    wo_durable::fail_dir_syncs(true);
+    let failed = group.submit(
+        |s: &mut State| s.push_message(msg(6)),
+        |v| {
+            assert!(v.is_err(), "a batch whose fsync failed was acknowledged");
+        },
+    );
+    assert!(failed);
+    group.lead_then(&store, &hook);
+    wo_durable::fail_dir_syncs(false);
+    let seen = seen.lock().unwrap();
+    assert_eq!(seen.len(), 2, "the hook runs after a failed write too");
+}

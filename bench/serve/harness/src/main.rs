@@ -1340,6 +1340,8 @@ fn verify(opts: &Opts) -> Res<()> {
     let state_path = opts.need("state")?;
     let ids_path = opts.need("ids")?;
     let expect_turns: usize = opts.num("expect-turns", 0)?;
+    // Messages the file held before the load (a seeded file).
+    let seeded: usize = opts.num("seeded-messages", 0)?;
     let state: Value = serde_json::from_slice(
         &std::fs::read(state_path).map_err(|e| format!("{state_path}: {e}"))?,
     )
@@ -1428,11 +1430,11 @@ fn verify(opts: &Opts) -> Res<()> {
                 recorded.len()
             ));
         }
-        if messages.len() != 2 * expect_turns {
+        if messages.len() != seeded + 2 * expect_turns {
             problems.push(format!(
-                "llm.json holds {} messages, {} expected (2 per turn)",
+                "llm.json holds {} messages, {} expected ({seeded} seeded + 2 per turn)",
                 messages.len(),
-                2 * expect_turns
+                seeded + 2 * expect_turns
             ));
         }
     }
@@ -1447,7 +1449,7 @@ fn verify(opts: &Opts) -> Res<()> {
     }
     write_json(
         opts,
-        &json!({"messages": messages.len(), "turns": recorded.len(), "unanswered": unanswered,
+        &json!({"messages": messages.len(), "seeded": seeded, "turns": recorded.len(), "unanswered": unanswered,
                 "problems": problems.len(), "problem_samples": problems.iter().take(10).collect::<Vec<_>>(),
                 "bytes": std::fs::metadata(state_path).map(|m| m.len()).unwrap_or(0)}),
     )
@@ -1828,7 +1830,10 @@ fn summary(opts: &Opts) -> Res<()> {
             v["problems"],
             yes(c["errors"] == 0
                 && v["problems"] == 0
-                && v["messages"].as_u64() == c["turns"].as_u64().map(|t| 2 * t))
+                && v["messages"].as_u64()
+                    == c["turns"]
+                        .as_u64()
+                        .map(|t| v["seeded"].as_u64().unwrap_or(0) + 2 * t))
         );
     }
     if let Some(r) = load(dir, "rps.json") {
