@@ -329,6 +329,106 @@ fn chat_repl_runs_turns_and_commands_from_a_pipe() {
     );
 }
 
+/// A transcript whose message 20 answers "When is the ceramics course?"
+/// without a word in common with it (BM25 cannot find it; meaning can).
+fn pottery_transcript(p: &Project) -> wo_format::State {
+    use wo_format::{Message, State, Timestamp};
+    let mut s = State::new(Timestamp::from_unix(1_800_000_000));
+    for i in 0..80i64 {
+        let text = match i {
+            20 => "I signed up for pottery classes, they are on Tuesday evenings".to_owned(),
+            _ => format!("filler line {i} on weather and tea"),
+        };
+        s.push_message(Message::new(
+            if i % 2 == 0 { "Gina" } else { "Jon" },
+            Timestamp::from_unix(1_700_000_000 + i * 60),
+            text.clone(),
+            format!("<p>{text}</p>"),
+        ));
+    }
+    p.write_state("llm.json", &s);
+    s
+}
+
+const CANNED_ANSWER: &[u8] = b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n\r\ndata: {\"choices\":[{\"delta\":{\"content\":\"Noted.\"}}]}\n\ndata: {\"choices\":[{\"delta\":{},\"finish_reason\":\"stop\"}]}\n\ndata: [DONE]\n\n";
+
+/// Without the embedding model (`Project` points `WO_EMBEDDING_MODEL` at a
+/// file that does not exist), a `wo chat` session recalls by words and
+/// says so once, however many turns it runs.
+#[test]
+fn chat_without_the_embedding_model_says_so_once() {
+    let p = Project::new();
+    pottery_transcript(&p);
+    let cfg = config(&p, "openai", canned_server(CANNED_ANSWER));
+    let out = common::feed(
+        p.cmd(&["chat", "--provider", "test"])
+            .env("WO_CONFIG", &cfg)
+            .env("XDG_DATA_HOME", p.path().join("data")),
+        b"When is the ceramics course?\nand the weather?\n/exit\n",
+    );
+    common::assert_success(&out);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let notes = stderr
+        .lines()
+        .filter(|l| l.contains("recall uses words only (BM25)"))
+        .count();
+    assert_eq!(notes, 1, "one note for the whole session: {stderr}");
+    assert_eq!(p.state().messages().len(), 84, "{stderr}");
+    assert!(!p.path().join(".llm.json.embed").exists());
+}
+
+/// Heavy (the embedding model, `scripts/install-model.sh`): `wo chat`
+/// recalls by meaning as `wo ask` and `wo serve` do — a question worded
+/// unlike its answer has that message sent — and the session's own
+/// messages are embedded into the sidecar by the time it ends.
+#[test]
+fn chat_recalls_by_meaning_with_the_embedding_model() {
+    use wo_testkit::{Need, embedding_model_path, heavy};
+    if !heavy(&[Need::EmbeddingModel]) {
+        return;
+    }
+    let p = Project::new();
+    pottery_transcript(&p);
+    let model = embedding_model_path();
+    let embed = common::to_run(
+        p.cmd(&["context", "embed"])
+            .env("WO_EMBEDDING_MODEL", &model)
+            .output()
+            .unwrap(),
+    );
+    assert_eq!(embed.code, 0, "{}", embed.stderr);
+    let sidecar = p.path().join(".llm.json.embed");
+    let vectors = || {
+        let b = std::fs::read(&sidecar).unwrap();
+        let word = |at: usize| u32::from_le_bytes(b[at..at + 4].try_into().unwrap()) as usize;
+        word(8 + 4 + word(8) + 4)
+    };
+    assert_eq!(vectors(), 80);
+    let cfg = config(&p, "openai", canned_server(CANNED_ANSWER));
+    let chat = |model: &std::path::Path| {
+        let out = common::feed(
+            p.cmd(&["chat", "--provider", "test"])
+                .env("WO_CONFIG", &cfg)
+                .env("WO_EMBEDDING_MODEL", model)
+                .env("XDG_DATA_HOME", p.path().join("data")),
+            b"When is the ceramics course?\n/context\n/exit\n",
+        );
+        common::assert_success(&out);
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    let by_meaning = chat(model.as_path());
+    assert!(
+        by_meaning.contains("pottery classes"),
+        "the message found by meaning is sent: {by_meaning}"
+    );
+    // The turn's question and answer were embedded before the session
+    // ended.
+    assert_eq!(vectors(), 82);
+    // By words alone the same question does not find it.
+    let by_words = chat(p.path().join("no-such-model.gguf").as_path());
+    assert!(!by_words.contains("pottery classes"), "{by_words}");
+}
+
 #[test]
 fn url_fetch_refuses_private_targets_and_says_so() {
     let response: &'static [u8] = b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n\r\ndata: {\"choices\":[{\"delta\":{\"content\":\"ok\"}}]}\n\ndata: [DONE]\n\n";

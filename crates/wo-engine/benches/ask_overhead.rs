@@ -11,7 +11,9 @@
 //! is printed apart — and the assembly with the question's dense ranking
 //! and fusion against the same assembly without (the question's own
 //! embedding, a few milliseconds of the real model, is measured by
-//! `cargo run -p wo-providers --features local --example embed_speed`).
+//! `cargo run -p wo-providers --features local --example embed_speed`);
+//! then the ranking alone, and what `wo ask` does after the answer (the
+//! turn's two messages embedded, the sidecar written).
 //!
 //! Run: `cargo bench -p wo-engine --bench ask_overhead` (env `MESSAGES`,
 //! `TRUTH`, `REPEAT`).
@@ -123,6 +125,18 @@ fn dense_phase(path: &std::path::Path, repeat: usize) {
     let (index, _) = recall_file::load(&recall_file::sidecar_path(path), state);
     let query = "what firing schedule did we settle on for the porcelain kiln?";
     let (mut read, mut words, mut fused) = (Vec::new(), Vec::new(), Vec::new());
+    let (mut ranked, mut after) = (Vec::new(), Vec::new());
+    let skip = std::collections::HashSet::new();
+    // A turn's two new messages, for what `wo ask` does after the answer.
+    let mut grown = state.clone();
+    for i in 0..2 {
+        grown.push_message(Message::new(
+            if i == 0 { "alec" } else { "smollm2" },
+            Timestamp::from_unix(2_100_000_000 + i),
+            format!("new turn {i}"),
+            format!("<p>new message {i} about the kiln</p>"),
+        ));
+    }
     for _ in 0..repeat {
         let t = Instant::now();
         let (mut d, prepared) =
@@ -137,16 +151,40 @@ fn dense_phase(path: &std::path::Path, repeat: usize) {
         let t = Instant::now();
         let a = assemble_indexed(state, Some(&index), query, &opts, &estimate_tokens, &[]).unwrap();
         words.push(t.elapsed());
-        opts.dense = Some(d);
+        let t = Instant::now();
+        let r = d.rank(state.messages(), query, &skip).unwrap();
+        ranked.push(t.elapsed());
+        assert!(r.best > -1.0);
+        opts.dense = Some(d.clone());
         let t = Instant::now();
         let b = assemble_indexed(state, Some(&index), query, &opts, &estimate_tokens, &[]).unwrap();
         fused.push(t.elapsed());
         assert!(b.tokens > 0 && a.tokens > 0);
+        // After the answer: the turn's two messages embedded and the
+        // sidecar written (`wo ask`'s last step; the file is restored
+        // after, so each repeat starts from the same sidecar).
+        let kept = std::fs::read(&sidecar).unwrap();
+        let (mut d, prepared) =
+            wo_engine::embed_file::prepare(embedder.clone(), &sidecar, &[], Some(Instant::now()));
+        let t = Instant::now();
+        assert!(
+            wo_engine::embed_file::persist(&mut d, &sidecar, grown.messages(), &prepared, None)
+                .unwrap()
+        );
+        after.push(t.elapsed());
+        std::fs::write(&sidecar, kept).unwrap();
     }
     let row = |name: &str, d: Duration| println!("  {name:<34} {:>8.1} ms", d.as_secs_f64() * 1e3);
+    let (words, fused, after) = (median(words), median(fused), median(after));
     row("dense: sidecar read (beside load)", median(read));
-    row("assemble, BM25 alone", median(words));
-    row("assemble, BM25 + dense fused", median(fused));
+    row("dense: rank (question vector given)", median(ranked));
+    row("assemble, BM25 alone", words);
+    row("assemble, BM25 + dense fused", fused);
+    row("dense: after the answer (2 + write)", after);
+    row(
+        "dense: added to the whole run",
+        fused.saturating_sub(words) + after,
+    );
 }
 
 fn main() {

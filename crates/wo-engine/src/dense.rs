@@ -8,10 +8,15 @@
 //! stores holding the same messages hold the same vectors: a store read from
 //! the sidecar ([`crate::embed_file`]), topped up, answers exactly as one
 //! rebuilt from the transcript. Vectors are stored at 8 bits per component
-//! with a per-vector scale (384 bytes a message).
+//! with a per-vector scale (384 bytes a message), all in one block.
 //!
 //! At a question, [`DenseRecall::rank`] embeds it (milliseconds) and ranks
-//! the embedded messages by cosine similarity; recall fuses that ranking
+//! the embedded messages by cosine similarity — the question at 16 bits
+//! ([`Question`]) against each stored vector in integers, exact and so
+//! independent of the order the sums are taken in, which lets the compiler
+//! use SIMD multiply-adds (100k messages in a few milliseconds); only the
+//! candidates above the part floor are kept, and only the best `depth` of
+//! them sorted. Recall fuses that ranking
 //! with BM25's by reciprocal rank ([`fuse`]) inside the same relevance floor
 //! and budget (`crate::assemble`). Messages not embedded yet (a large
 //! import being caught up) are found by BM25 alone. Without the model there
@@ -93,7 +98,7 @@ pub fn key(m: &Message) -> u64 {
     (u64::from(crc.finalize()) << 32) | (m.content.len() as u64 & 0xffff_ffff)
 }
 
-/// One stored vector: components at 8 bits, `scale` × q / 127 each.
+/// One vector at 8 bits a component: `scale` × q / 127 each.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Quantized {
     /// The largest absolute component.
@@ -121,19 +126,142 @@ impl Quantized {
 
     /// The dot product with the full-precision `v`.
     pub fn dot(&self, v: &[f32]) -> f32 {
-        let s: f32 = self.q.iter().zip(v).map(|(q, x)| f32::from(*q) * x).sum();
-        s * self.scale / 127.0
+        self.as_ref().dot(v)
+    }
+
+    /// This vector as the store lends its own.
+    pub fn as_ref(&self) -> StoredVector<'_> {
+        StoredVector {
+            scale: self.scale,
+            q: &self.q,
+        }
     }
 }
 
-/// The vectors of a transcript's messages, by [`key`], for one model.
+/// A vector held by an [`EmbeddingStore`]: `scale` × q / 127 each.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct StoredVector<'a> {
+    /// The largest absolute component.
+    pub scale: f32,
+    /// The components, scaled to −127..=127.
+    pub q: &'a [i8],
+}
+
+impl StoredVector<'_> {
+    /// The dot product with the full-precision `v`.
+    pub fn dot(&self, v: &[f32]) -> f32 {
+        let s: f32 = self.q.iter().zip(v).map(|(q, x)| f32::from(*q) * x).sum();
+        s * self.scale / 127.0
+    }
+
+    /// The dot product with a question at 16 bits: the sum is taken in
+    /// integers (exact, so the same in any order and on any vector width:
+    /// the compiler turns it into SIMD multiply-adds), then scaled once.
+    pub fn score(&self, question: &Question) -> f32 {
+        // i8 × i16 products summed in i32 overflow past ~516 components:
+        // blocks of 512 each fit, and their sums are added in i64.
+        let dot: i64 = self
+            .q
+            .chunks(512)
+            .zip(question.q.chunks(512))
+            .map(|(a, b)| i64::from(dot_i8_i16(a, b)))
+            .sum();
+        dot as f32 * (self.scale / 127.0) * question.unit
+    }
+}
+
+fn dot_i8_i16(a: &[i8], b: &[i16]) -> i32 {
+    a.iter()
+        .zip(b)
+        .map(|(x, y)| i32::from(*x) * i32::from(*y))
+        .sum()
+}
+
+/// A question's vector at 16 bits a component (`unit` × q each), so that
+/// scoring it against a stored vector is an integer dot product — a
+/// relative error of 1/65,534 per component, well under the stored
+/// vectors' own 1/254.
 #[derive(Clone, Debug, PartialEq)]
+pub struct Question {
+    q: Vec<i16>,
+    unit: f32,
+}
+
+impl Question {
+    /// `v` at 16 bits (deterministic).
+    pub fn new(v: &[f32]) -> Self {
+        let max = v.iter().fold(0f32, |m, x| m.max(x.abs()));
+        if !(max > 0.0 && max.is_finite()) {
+            return Question {
+                q: vec![0; v.len()],
+                unit: 0.0,
+            };
+        }
+        Question {
+            q: v.iter()
+                .map(|x| (x / max * 32767.0).round().clamp(-32767.0, 32767.0) as i16)
+                .collect(),
+            unit: max / 32767.0,
+        }
+    }
+}
+
+/// Keys are CRC-32s beside lengths, already spread: hashing them again
+/// (SipHash) would cost more than the look-up itself.
+#[derive(Default, Clone, Copy)]
+pub(crate) struct KeyHasher(u64);
+
+impl std::hash::Hasher for KeyHasher {
+    fn finish(&self) -> u64 {
+        let x = self.0 ^ (self.0 >> 32);
+        let h = x.wrapping_mul(0x9e37_79b9_7f4a_7c15);
+        h ^ (h >> 32)
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for b in bytes {
+            self.0 = self.0.rotate_left(8) ^ u64::from(*b);
+        }
+    }
+    fn write_u64(&mut self, n: u64) {
+        self.0 = n;
+    }
+}
+
+type KeyMap<V> = HashMap<u64, V, std::hash::BuildHasherDefault<KeyHasher>>;
+
+/// The vectors of a transcript's messages, by [`key`], for one model.
+///
+/// Held in one block (a row of `dim` components per vector, its scale in a
+/// column beside): reading the sidecar is a copy, not an allocation per
+/// message, and a question is scored by walking contiguous memory.
+#[derive(Clone, Debug)]
 pub struct EmbeddingStore {
     /// The model's [`Embedder::id`]: vectors of another are never used.
     pub model: String,
     /// Components per vector.
     pub dim: usize,
-    pub(crate) vectors: HashMap<u64, Quantized>,
+    /// Key → row.
+    rows: KeyMap<u32>,
+    /// Row → key.
+    keys: Vec<u64>,
+    /// Row → scale.
+    scales: Vec<f32>,
+    /// Rows of `dim` components.
+    components: Vec<i8>,
+}
+
+/// Two stores are equal when they hold the same vectors under the same
+/// keys for the same model, whatever the order they were added in.
+impl PartialEq for EmbeddingStore {
+    fn eq(&self, other: &Self) -> bool {
+        self.model == other.model
+            && self.dim == other.dim
+            && self.len() == other.len()
+            && self
+                .keys
+                .iter()
+                .all(|k| self.get_key(*k) == other.get_key(*k))
+    }
 }
 
 impl EmbeddingStore {
@@ -142,30 +270,154 @@ impl EmbeddingStore {
         EmbeddingStore {
             model: model.to_owned(),
             dim,
-            vectors: HashMap::new(),
+            rows: KeyMap::default(),
+            keys: Vec::new(),
+            scales: Vec::new(),
+            components: Vec::new(),
         }
+    }
+
+    /// Room for `n` more vectors.
+    pub fn reserve(&mut self, n: usize) {
+        self.rows.reserve(n);
+        self.keys.reserve(n);
+        self.scales.reserve(n);
+        self.components.reserve(n.saturating_mul(self.dim));
     }
 
     /// Vectors held.
     pub fn len(&self) -> usize {
-        self.vectors.len()
+        self.keys.len()
     }
 
     /// True when no vector is held.
     pub fn is_empty(&self) -> bool {
-        self.vectors.is_empty()
+        self.keys.is_empty()
+    }
+
+    /// Whether a vector is held for `key`.
+    pub fn contains_key(&self, key: u64) -> bool {
+        self.rows.contains_key(&key)
+    }
+
+    /// Holds `scale` and `q` (`dim` components) as the vector of `key`,
+    /// replacing any held.
+    ///
+    /// # Panics
+    /// When `q` is not `dim` components long (a caller's bug: the
+    /// embedder's and the file's lengths are checked before).
+    pub fn insert_parts(&mut self, key: u64, scale: f32, q: impl IntoIterator<Item = i8>) {
+        let start = self.components.len();
+        self.components.extend(q);
+        assert_eq!(
+            self.components.len() - start,
+            self.dim,
+            "a vector of another length"
+        );
+        match self.rows.get(&key) {
+            Some(&row) => {
+                // Replace in place: move the new components over the old.
+                let row = row as usize;
+                self.components.copy_within(start.., row * self.dim);
+                self.components.truncate(start);
+                self.scales[row] = scale;
+            }
+            None => {
+                let row = u32::try_from(self.keys.len()).expect("fewer than 2^32 vectors");
+                self.rows.insert(key, row);
+                self.keys.push(key);
+                self.scales.push(scale);
+            }
+        }
+    }
+
+    /// Holds `v` as the vector of `key`, replacing any held.
+    pub fn insert(&mut self, key: u64, v: &Quantized) {
+        self.insert_parts(key, v.scale, v.q.iter().copied());
+    }
+
+    /// Keeps only the vectors whose key `keep` accepts.
+    pub fn retain(&mut self, mut keep: impl FnMut(u64) -> bool) {
+        let dim = self.dim;
+        let mut to = 0;
+        for from in 0..self.keys.len() {
+            let key = self.keys[from];
+            if !keep(key) {
+                self.rows.remove(&key);
+                continue;
+            }
+            if to != from {
+                self.keys[to] = key;
+                self.scales[to] = self.scales[from];
+                self.components
+                    .copy_within(from * dim..(from + 1) * dim, to * dim);
+                self.rows.insert(key, to as u32);
+            }
+            to += 1;
+        }
+        self.keys.truncate(to);
+        self.scales.truncate(to);
+        self.components.truncate(to * dim);
+    }
+
+    /// Every held vector with its key, in no particular order.
+    pub fn iter(&self) -> impl Iterator<Item = (u64, StoredVector<'_>)> {
+        self.keys
+            .iter()
+            .enumerate()
+            .map(|(row, k)| (*k, self.row(row)))
+    }
+
+    /// The row holding the vector of `key`.
+    fn row_of(&self, key: u64) -> Option<usize> {
+        self.rows.get(&key).map(|row| *row as usize)
+    }
+
+    /// Every held vector's score against `question`, by row.
+    fn scores(&self, question: &Question) -> Vec<f32> {
+        if self.dim == 0 {
+            return vec![0.0; self.len()];
+        }
+        self.components
+            .chunks_exact(self.dim)
+            .zip(&self.scales)
+            .map(|(q, scale)| StoredVector { scale: *scale, q }.score(question))
+            .collect()
+    }
+
+    /// Appends the vector of a key not held yet, as read from the sidecar
+    /// (whose keys are unique: one look-up, not two).
+    pub(crate) fn push_new(&mut self, key: u64, scale: f32, q: &[u8]) {
+        debug_assert!(!self.rows.contains_key(&key) && q.len() == self.dim);
+        let row = u32::try_from(self.keys.len()).expect("fewer than 2^32 vectors");
+        self.rows.insert(key, row);
+        self.keys.push(key);
+        self.scales.push(scale);
+        self.components.extend(q.iter().map(|b| *b as i8));
+    }
+
+    fn row(&self, row: usize) -> StoredVector<'_> {
+        StoredVector {
+            scale: self.scales[row],
+            q: &self.components[row * self.dim..(row + 1) * self.dim],
+        }
+    }
+
+    /// The vector held for `key`.
+    pub fn get_key(&self, key: u64) -> Option<StoredVector<'_>> {
+        self.rows.get(&key).map(|row| self.row(*row as usize))
     }
 
     /// Messages of `messages` with no vector yet, newest first (the ones a
     /// question is likeliest to need), each text once.
     pub fn missing<'a>(&self, messages: &'a [Message]) -> Vec<&'a Message> {
-        let mut seen = HashSet::new();
+        let mut seen = HashSet::<u64, std::hash::BuildHasherDefault<KeyHasher>>::default();
         messages
             .iter()
             .rev()
             .filter(|m| {
                 let k = key(m);
-                !self.vectors.contains_key(&k) && seen.insert(k)
+                !self.rows.contains_key(&k) && seen.insert(k)
             })
             .collect()
     }
@@ -197,7 +449,7 @@ impl EmbeddingStore {
                         self.dim
                     ));
                 }
-                self.vectors.insert(key(m), Quantized::new(&v));
+                self.insert(key(m), &Quantized::new(&v));
                 added += 1;
             }
         }
@@ -207,15 +459,16 @@ impl EmbeddingStore {
     /// Drops the vectors of messages no longer in `messages` (edited or
     /// removed); returns how many.
     pub fn retain_only(&mut self, messages: &[Message]) -> usize {
-        let keys: HashSet<u64> = messages.iter().map(key).collect();
-        let before = self.vectors.len();
-        self.vectors.retain(|k, _| keys.contains(k));
-        before - self.vectors.len()
+        let keys: HashSet<u64, std::hash::BuildHasherDefault<KeyHasher>> =
+            messages.iter().map(key).collect();
+        let before = self.len();
+        self.retain(|k| keys.contains(&k));
+        before - self.len()
     }
 
     /// The vector of `m`, when embedded.
-    pub fn get(&self, m: &Message) -> Option<&Quantized> {
-        self.vectors.get(&key(m))
+    pub fn get(&self, m: &Message) -> Option<StoredVector<'_>> {
+        self.get_key(key(m))
     }
 }
 
@@ -274,21 +527,31 @@ impl DenseRecall {
         if q.len() != self.store.dim {
             return None;
         }
+        let question = Question::new(&q);
+        let hop = self.params.hop > 0.0 && self.params.hop_from > 0;
         let mut best = f32::NEG_INFINITY;
-        let mut scored: Vec<(usize, &Quantized, f32)> = Vec::new();
+        // Every stored vector scored in the order it is held (sequential
+        // memory: several times faster than in the transcript's order,
+        // which jumps about the block), then looked up per message.
+        let scores = self.store.scores(&question);
+        let mut scored: Vec<(usize, StoredVector<'_>, f32)> = Vec::new();
         for (i, m) in messages.iter().enumerate() {
-            if skip.contains(m.id.as_str()) {
-                continue;
-            }
-            let Some(v) = self.store.get(m) else {
+            let Some(row) = self.store.row_of(key(m)) else {
                 continue;
             };
-            let s = v.dot(&q);
+            let (v, s) = (self.store.row(row), scores[row]);
+            // Most messages are neither a candidate nor the best so far:
+            // the window's ids are looked up only for those that are.
+            if !(hop || s >= self.params.part || s > best) || skip.contains(m.id.as_str()) {
+                continue;
+            }
             best = best.max(s);
-            scored.push((i, v, s));
+            if hop || s >= self.params.part {
+                scored.push((i, v, s));
+            }
         }
-        if self.params.hop > 0.0 && self.params.hop_from > 0 && !scored.is_empty() {
-            let mut top: Vec<&(usize, &Quantized, f32)> = scored.iter().collect();
+        if hop && !scored.is_empty() {
+            let mut top: Vec<&(usize, StoredVector<'_>, f32)> = scored.iter().collect();
             top.sort_by(|a, b| b.2.total_cmp(&a.2).then_with(|| a.0.cmp(&b.0)));
             top.truncate(self.params.hop_from);
             let mut centre = vec![0f32; q.len()];
@@ -313,8 +576,18 @@ impl DenseRecall {
             .filter(|(_, _, s)| *s >= self.params.part)
             .map(|(i, _, s)| (i, s))
             .collect();
-        hits.sort_by(|a, b| b.1.total_cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
-        hits.truncate(self.params.depth);
+        // Best first, ties by position: a total order, so selecting the
+        // top `depth` before sorting them gives the full sort's prefix.
+        let order = |a: &(usize, f32), b: &(usize, f32)| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0));
+        if hits.len() > self.params.depth {
+            if self.params.depth == 0 {
+                hits.clear();
+            } else {
+                hits.select_nth_unstable_by(self.params.depth - 1, order);
+                hits.truncate(self.params.depth);
+            }
+        }
+        hits.sort_unstable_by(order);
         Some(DenseRanking {
             hits,
             best: if best.is_finite() { best } else { 0.0 },
@@ -403,6 +676,145 @@ mod tests {
             &speakers,
         );
         assert_eq!(q, "Sweden 2022 LGBTQ");
+    }
+
+    fn unit(seed: u64, dim: usize) -> Vec<f32> {
+        let mut h = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
+        let mut v: Vec<f32> = (0..dim)
+            .map(|_| {
+                h ^= h << 13;
+                h ^= h >> 7;
+                h ^= h << 17;
+                (h % 2001) as f32 / 1000.0 - 1.0
+            })
+            .collect();
+        wo_providers::embed::normalize(&mut v);
+        v
+    }
+
+    #[test]
+    fn integer_scores_match_the_float_dot_product() {
+        for dim in [4, 384, 1100] {
+            let q = unit(1, dim);
+            let question = Question::new(&q);
+            for seed in 2..40 {
+                let stored = Quantized::new(&unit(seed, dim));
+                let (exact, fast) = (stored.dot(&q), stored.as_ref().score(&question));
+                assert!((exact - fast).abs() < 1e-4, "{dim}: {exact} vs {fast}");
+            }
+        }
+        // Opposite extremes in every component sum past i32 in one block
+        // of a long vector: still exact.
+        let long = Quantized {
+            scale: 1.0,
+            q: vec![127i8; 2000].into(),
+        };
+        let s = long.as_ref().score(&Question::new(&[1.0; 2000]));
+        assert!((s - 2000.0).abs() < 0.01, "{s}");
+        let zero = Question::new(&[0.0; 4]);
+        assert_eq!(Quantized::new(&[1.0; 4]).as_ref().score(&zero), 0.0);
+    }
+
+    struct Fixed(Vec<f32>);
+
+    impl Embedder for Fixed {
+        fn id(&self) -> &str {
+            "fixed"
+        }
+        fn dim(&self) -> usize {
+            self.0.len()
+        }
+        fn embed(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, String> {
+            Ok(texts.iter().map(|_| self.0.clone()).collect())
+        }
+    }
+
+    #[test]
+    fn the_ranking_is_the_best_depth_ties_by_position() {
+        let dim = 16;
+        let messages: Vec<Message> = (0..300)
+            .map(|i| {
+                Message::new(
+                    "ann",
+                    wo_format::Timestamp::from_unix(1_700_000_000 + i),
+                    format!("m{i}"),
+                    format!("<p>message {i}</p>"),
+                )
+            })
+            .collect();
+        let q = unit(7, dim);
+        let mut store = EmbeddingStore::new("fixed", dim);
+        for (i, m) in messages.iter().enumerate() {
+            // Every third message is the question itself: many ties.
+            let v = if i % 3 == 0 {
+                q.clone()
+            } else {
+                unit(i as u64 + 100, dim)
+            };
+            store.insert(key(m), &Quantized::new(&v));
+        }
+        let skip: HashSet<&str> = [messages[0].id.as_str(), messages[5].id.as_str()].into();
+        for depth in [0, 1, 7, 50, 100, 1000] {
+            let d = DenseRecall {
+                embedder: Arc::new(Fixed(q.clone())),
+                store: Arc::new(store.clone()),
+                params: DenseParams {
+                    depth,
+                    part: 0.2,
+                    ..DENSE_PARAMS
+                },
+                query: None,
+            };
+            let got = d.rank(&messages, "anything", &skip).unwrap();
+            // The reference: every message outside `skip` scored, the
+            // floor applied, all sorted.
+            let question = Question::new(&q);
+            let mut all: Vec<(usize, f32)> = messages
+                .iter()
+                .enumerate()
+                .filter(|(_, m)| !skip.contains(m.id.as_str()))
+                .map(|(i, m)| (i, store.get(m).unwrap().score(&question)))
+                .collect();
+            let best = all.iter().fold(f32::NEG_INFINITY, |b, x| b.max(x.1));
+            all.retain(|x| x.1 >= 0.2);
+            all.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
+            all.truncate(depth);
+            assert_eq!(got.hits, all, "depth {depth}");
+            assert_eq!(got.best, best);
+            if depth >= 7 {
+                assert_eq!(got.hits[0].0, 3, "the first tie not skipped");
+            }
+        }
+    }
+
+    #[test]
+    fn the_store_replaces_retains_and_compares_by_content() {
+        let mut a = EmbeddingStore::new("m", 4);
+        let mut b = EmbeddingStore::new("m", 4);
+        let (v1, v2, v3) = (
+            Quantized::new(&[1.0, 0.0, 0.0, 0.0]),
+            Quantized::new(&[0.0, 1.0, 0.0, 0.0]),
+            Quantized::new(&[0.0, 0.0, 0.5, 0.5]),
+        );
+        a.insert(1, &v1);
+        a.insert(2, &v2);
+        a.insert(3, &v3);
+        b.insert(3, &v3);
+        b.insert(2, &v1);
+        b.insert(1, &v1);
+        assert_ne!(a, b);
+        // Replaced in place: no second row.
+        b.insert(2, &v2);
+        assert_eq!(b.len(), 3);
+        assert_eq!(a, b, "the same vectors, added in another order");
+        assert_eq!(a.get_key(2), Some(v2.as_ref()));
+        a.retain(|k| k != 2);
+        assert_eq!((a.len(), a.get_key(2)), (2, None));
+        assert_eq!(a.get_key(3), Some(v3.as_ref()));
+        assert_eq!(a.get_key(1), Some(v1.as_ref()));
+        a.retain(|_| false);
+        assert!(a.is_empty() && a.get_key(1).is_none());
+        assert_ne!(a, EmbeddingStore::new("other", 4));
     }
 
     #[test]

@@ -32,7 +32,7 @@ use std::time::Instant;
 use wo_format::Message;
 use wo_providers::embed::Embedder;
 
-use crate::dense::{DENSE_PARAMS, DenseRecall, EmbeddingStore, Quantized};
+use crate::dense::{DENSE_PARAMS, DenseRecall, EmbeddingStore};
 
 /// The file's first bytes; the last digit is the layout's version.
 pub const MAGIC: &[u8; 8] = b"WOEMBED1";
@@ -128,15 +128,20 @@ fn read(bytes: &[u8], model: &str, dim: usize) -> Result<EmbeddingStore, String>
         return Err("the vector count and the file's length disagree".into());
     }
     let mut store = EmbeddingStore::new(model, dim);
-    store.vectors.reserve(count);
+    store.reserve(count);
+    let mut previous = None;
     for rec in records.chunks_exact(each) {
         let key = u64::from_le_bytes(rec[..8].try_into().expect("8 bytes"));
         let scale = f32::from_le_bytes(rec[8..12].try_into().expect("4 bytes"));
         if !scale.is_finite() {
             return Err("a vector with a non-finite scale".into());
         }
-        let q: Box<[i8]> = rec[12..].iter().map(|b| *b as i8).collect();
-        store.vectors.insert(key, Quantized { scale, q });
+        // Written in ascending key order: each key once.
+        if previous.is_some_and(|p| p >= key) {
+            return Err("vectors out of key order".into());
+        }
+        previous = Some(key);
+        store.push_new(key, scale, &rec[12..]);
     }
     Ok(store)
 }
@@ -144,16 +149,15 @@ fn read(bytes: &[u8], model: &str, dim: usize) -> Result<EmbeddingStore, String>
 /// Writes `store` to the sidecar at `path` (temp file beside it, then a
 /// rename). The caller may ignore a failure: the next run embeds again.
 pub fn save(path: &Path, store: &EmbeddingStore) -> std::io::Result<()> {
-    let mut keys: Vec<&u64> = store.vectors.keys().collect();
-    keys.sort_unstable();
-    let mut out = Vec::with_capacity(24 + store.model.len() + keys.len() * (12 + store.dim));
+    let mut vectors: Vec<_> = store.iter().collect();
+    vectors.sort_unstable_by_key(|(k, _)| *k);
+    let mut out = Vec::with_capacity(24 + store.model.len() + vectors.len() * (12 + store.dim));
     out.extend_from_slice(MAGIC);
     out.extend_from_slice(&(store.model.len() as u32).to_le_bytes());
     out.extend_from_slice(store.model.as_bytes());
     out.extend_from_slice(&(store.dim as u32).to_le_bytes());
-    out.extend_from_slice(&(keys.len() as u32).to_le_bytes());
-    for k in keys {
-        let v = &store.vectors[k];
+    out.extend_from_slice(&(vectors.len() as u32).to_le_bytes());
+    for (k, v) in vectors {
         out.extend_from_slice(&k.to_le_bytes());
         out.extend_from_slice(&v.scale.to_le_bytes());
         out.extend(v.q.iter().map(|x| *x as u8));

@@ -286,9 +286,11 @@ impl LiveEmbeddings {
             let mut held = self.store.lock().unwrap_or_else(|p| p.into_inner());
             let store = Arc::make_mut(&mut held);
             let before = store.len();
-            store.vectors.extend(added);
+            for (k, v) in &added {
+                store.insert(*k, v);
+            }
             if let Some(keep) = &pending.keep {
-                store.vectors.retain(|k, _| keep.contains(k));
+                store.retain(|k| keep.contains(&k));
             }
             if store.len() == before && n == 0 {
                 return Ok(0);

@@ -250,3 +250,66 @@ fn an_unrelated_question_still_recalls_nothing() {
     );
     assert!(recalled_ids(&a).is_empty(), "{:?}", a.included);
 }
+
+/// The long-lived faces' path (`wo serve`, `wo chat`: `LiveEmbeddings`
+/// read once, topped up in the background): a damaged sidecar — a byte
+/// flipped among the vectors, cut short, with bytes appended — or a stale
+/// one (messages edited, removed, added since it was written) gives, once
+/// topped up, the answers and the file a rebuild gives.
+#[test]
+fn a_live_store_from_a_damaged_or_stale_sidecar_answers_as_a_rebuild() {
+    use wo_engine::setup::LiveEmbeddings;
+    let dir = tempfile::tempdir().unwrap();
+    let path = embed_file::sidecar_path(&dir.path().join("llm.json"));
+    let mut state = state_of(60);
+    let want = context(&state, Some(rebuilt(&state)), QUERY);
+    load_fill_save(&path, &state);
+    let good = std::fs::read(&path).unwrap();
+    let live_context = |state: &State| {
+        let (live, loaded) = LiveEmbeddings::open(embedder(), path.clone());
+        live.top_up(live.pending(state.messages(), usize::MAX), None)
+            .unwrap();
+        (loaded, context(state, live.for_question(QUERY), QUERY))
+    };
+    let (loaded, got) = live_context(&state);
+    assert_eq!(loaded, Loaded::Read(60));
+    assert_same(&got, &want);
+
+    let mut last_flipped = good.clone();
+    let n = last_flipped.len();
+    last_flipped[n - 5] ^= 0x01;
+    let mut appended = good.clone();
+    appended.extend_from_slice(&[0; 76]);
+    let cases: Vec<(&str, Vec<u8>)> = vec![
+        ("a component flipped", last_flipped),
+        ("cut short", good[..good.len() - 100].to_vec()),
+        ("bytes appended", appended),
+    ];
+    for (what, bytes) in cases {
+        std::fs::write(&path, &bytes).unwrap();
+        let (loaded, got) = live_context(&state);
+        assert!(matches!(loaded, Loaded::Unusable(_)), "{what}: {loaded:?}");
+        assert_same(&got, &want);
+        assert_eq!(std::fs::read(&path).unwrap(), good, "{what}: rebuilt");
+    }
+
+    // Stale: an edit, a removal, new turns.
+    state.messages_mut()[4].content = "<p>I quit the pottery classes (4)</p>".into();
+    let gone = state.messages()[11].id.clone();
+    state.messages_mut().retain(|m| m.id != gone);
+    for i in 60..66 {
+        let text = format!("{} ({i})", TOPICS[i % TOPICS.len()]);
+        state.push_message(Message::new(
+            "Melanie",
+            Timestamp::from_unix(NOW - 500 + i as i64),
+            text.clone(),
+            format!("<p>{text}</p>"),
+        ));
+    }
+    let want = context(&state, Some(rebuilt(&state)), QUERY);
+    let (loaded, got) = live_context(&state);
+    assert_eq!(loaded, Loaded::Read(60));
+    assert_same(&got, &want);
+    let (on_disk, _) = embed_file::load(&path, "hashed-test:1", DIM);
+    assert_eq!(on_disk, *rebuilt(&state).store, "the file a rebuild writes");
+}

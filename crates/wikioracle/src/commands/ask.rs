@@ -81,7 +81,9 @@ pub fn run(g: &GlobalOpts, mut args: AskArgs) -> Result<ExitCode> {
     set_up(
         &mut req,
         index.as_ref(),
-        dense.as_ref().map(|d| d.dense.clone()),
+        dense.as_ref().map_or(wo_engine::setup::Dense::Off, |d| {
+            wo_engine::setup::Dense::Ready(d.dense.clone())
+        }),
     );
 
     let rt = runtime()?;

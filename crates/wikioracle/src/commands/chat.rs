@@ -29,6 +29,9 @@ pub fn run(g: &GlobalOpts, mut args: ChatArgs) -> Result<ExitCode> {
     // The transcript's postings, from the recall sidecar, kept across turns.
     let sidecar = wo_engine::recall_file::sidecar_path(store.path());
     let (mut recall, loaded) = wo_engine::recall_file::load(&sidecar, store.state());
+    // Recall by meaning, as `wo ask` and `wo serve` do: the model and the
+    // embeddings sidecar open while the first question is typed.
+    let mut dense = super::dense::session(store.path());
     // Where the first question goes; each answer then moves it on.
     let mut place = placement(&store, &args.conv, None)?;
     let rt = runtime()?;
@@ -146,7 +149,7 @@ pub fn run(g: &GlobalOpts, mut args: ChatArgs) -> Result<ExitCode> {
                 None
             }
         };
-        set_up(&mut req, index.as_ref(), None);
+        set_up(&mut req, index.as_ref(), dense.dense());
         // Queued after the answer is saved, for a background process.
         let memory = super::session::memory_step(&cfg, &provider, store.path());
         let cancel = Cancel::new();
@@ -202,6 +205,12 @@ pub fn run(g: &GlobalOpts, mut args: ChatArgs) -> Result<ExitCode> {
         match result {
             Ok(outcome) => {
                 remember_current(&store, &outcome.user_id);
+                dense.saved(
+                    [&outcome.user_id, &outcome.assistant_id]
+                        .into_iter()
+                        .filter_map(|id| store.state().message(id).cloned())
+                        .collect(),
+                );
                 super::session::queue_memory(g, store.path(), memory, &outcome);
                 if outcome.stopped() {
                     eoutln!(
@@ -236,6 +245,7 @@ pub fn run(g: &GlobalOpts, mut args: ChatArgs) -> Result<ExitCode> {
     }
     // A cache: failing to write it only means the next run rebuilds it.
     let _ = wo_engine::recall_file::save(&sidecar, &mut recall, store.state(), &loaded);
+    dense.finish(g, store.state(), store.path());
     Ok(ExitCode::SUCCESS)
 }
 

@@ -142,3 +142,82 @@ pub fn embed_all(
     }
     Ok(())
 }
+
+/// Recall by meaning for a session of many turns (`wo chat`): the model
+/// and the embeddings sidecar are opened once, on another thread while the
+/// session starts, and kept ([`wo_engine::setup::LiveEmbeddings`], as
+/// `wo serve` keeps them); each turn embeds only its question, and its two
+/// new messages are embedded after it is saved, off the next prompt's path.
+pub struct Session {
+    opening: Option<std::thread::JoinHandle<Option<Arc<wo_engine::setup::LiveEmbeddings>>>>,
+    live: Option<Arc<wo_engine::setup::LiveEmbeddings>>,
+    topping_up: Vec<std::thread::JoinHandle<()>>,
+}
+
+/// Starts opening recall by meaning for the state file at `state_path`.
+/// Without the model, one note says recall is by words alone.
+pub fn session(state_path: &std::path::Path) -> Session {
+    let sidecar = wo_engine::embed_file::sidecar_path(state_path);
+    let opening = std::thread::spawn(move || {
+        let embedder = embedder(false)?;
+        let (live, _) = wo_engine::setup::LiveEmbeddings::open(embedder, sidecar);
+        Some(Arc::new(live))
+    });
+    Session {
+        opening: Some(opening),
+        live: None,
+        topping_up: Vec::new(),
+    }
+}
+
+impl Session {
+    /// Recall by meaning for the next turn (waits for the opening the
+    /// first time).
+    pub fn dense(&mut self) -> wo_engine::setup::Dense<'_> {
+        if let Some(opening) = self.opening.take() {
+            self.live = opening.join().ok().flatten();
+        }
+        self.live
+            .as_deref()
+            .map_or(wo_engine::setup::Dense::Off, wo_engine::setup::Dense::Live)
+    }
+
+    /// After a turn is saved: embeds its messages `new` on another thread
+    /// (found by words until then) and writes the sidecar.
+    pub fn saved(&mut self, new: Vec<wo_format::Message>) {
+        let Some(live) = self.live.clone() else {
+            return;
+        };
+        self.topping_up.retain(|t| !t.is_finished());
+        self.topping_up.push(std::thread::spawn(move || {
+            let _ = live.top_up(live.pending_new(&new), None);
+        }));
+    }
+
+    /// At the end of the session: waits for the turns' top-ups, then embeds
+    /// the few messages still missing and writes the sidecar, or — when
+    /// many are (an import, a first use) — starts `wo context embed`
+    /// detached to embed them in the background, as `wo ask` does.
+    pub fn finish(
+        mut self,
+        g: &crate::cli::GlobalOpts,
+        state: &wo_format::State,
+        state_path: &std::path::Path,
+    ) {
+        for t in self.topping_up.drain(..) {
+            let _ = t.join();
+        }
+        if let Some(opening) = self.opening.take() {
+            self.live = opening.join().ok().flatten();
+        }
+        let Some(live) = self.live else {
+            return;
+        };
+        let pending = live.pending(state.messages(), usize::MAX);
+        if pending.len() > EMBED_INLINE {
+            let _ = super::session::spawn_detached(g, state_path, &["context", "embed", "--quiet"]);
+            return;
+        }
+        let _ = live.top_up(pending, None);
+    }
+}

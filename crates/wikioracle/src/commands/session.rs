@@ -132,15 +132,14 @@ pub fn open_index(opts: &ModelOpts, state_file: &Path) -> Result<Option<wo_index
 pub fn set_up(
     req: &mut TurnRequest,
     index: Option<&wo_index::Index>,
-    dense: Option<wo_engine::dense::DenseRecall>,
+    dense: wo_engine::setup::Dense<'_>,
 ) {
-    use wo_engine::setup::{Dense, TurnSetup};
-    TurnSetup {
+    wo_engine::setup::TurnSetup {
         index,
         client_chunks: Vec::new(),
         memory: None,
         keep_partial: true,
-        dense: dense.map_or(Dense::Off, Dense::Ready),
+        dense,
     }
     .apply(req);
 }
