@@ -407,7 +407,9 @@ fn chat_recalls_by_meaning_with_the_embedding_model() {
     let cfg = config(&p, "openai", canned_server(CANNED_ANSWER));
     let chat = |model: &std::path::Path| {
         let out = common::feed(
-            p.cmd(&["chat", "--provider", "test"])
+            // A new conversation: the transcript is not the recent window,
+            // so the message reaches the prompt only if recall finds it.
+            p.cmd(&["chat", "--new", "--provider", "test"])
                 .env("WO_CONFIG", &cfg)
                 .env("WO_EMBEDDING_MODEL", model)
                 .env("XDG_DATA_HOME", p.path().join("data")),
