@@ -67,7 +67,10 @@ fn fixture(root: &Path) {
         ("cut.html", "<p>text before a cut <a href=\"x"),
         ("cut2.html", "<h2>cut in heading <b"),
         ("empty.html", ""),
-        ("plaintext.html", "<p>a</p><plaintext><p>b</p>&amp;\n</plaintext>c"),
+        (
+            "plaintext.html",
+            "<p>a</p><plaintext><p>b</p>&amp;\n</plaintext>c",
+        ),
     ];
     for (name, text) in pages {
         write(root, &format!("html/{name}"), text);
@@ -85,7 +88,9 @@ fn fixture(root: &Path) {
     nul.push_str("<p>a\u{0}b</p><p\u{0}x>n</p\u{0}><p t=\"\u{0}\">v</p><!-- \u{0} -->w<style>\u{0}</style>z\n");
     write(root, "html/nul.html", &nul);
     // A documentation-like page: long, tag-heavy, with sections.
-    let mut doc = String::from("<!DOCTYPE html><html><head><meta charset=\"utf-8\"><title>Doc</title></head><body>\n");
+    let mut doc = String::from(
+        "<!DOCTYPE html><html><head><meta charset=\"utf-8\"><title>Doc</title></head><body>\n",
+    );
     for s in 0..60 {
         let _ = write!(
             doc,
@@ -100,7 +105,10 @@ fn fixture(root: &Path) {
     // Minified JavaScript: one line far over the chunk cap, and a bundle of long lines.
     let mut min = String::new();
     for i in 0..4000 {
-        let _ = write!(min, "function f{i}(a,b){{return a*{i}+b}}var v{i}=f{i}(1,2);");
+        let _ = write!(
+            min,
+            "function f{i}(a,b){{return a*{i}+b}}var v{i}=f{i}(1,2);"
+        );
     }
     write(root, "js/app.min.js", &min);
     let mut bundle = String::new();
