@@ -1024,10 +1024,10 @@ fn cap_attributes(input: &str) -> std::borrow::Cow<'_, str> {
     let mut cuts: Vec<(usize, usize)> = Vec::new();
     let mut i = 0;
     while i < b.len() {
-        if b[i] != b'<' {
-            i += 1;
-            continue;
-        }
+        let Some(lt) = memchr::memchr(b'<', &b[i..]) else {
+            break;
+        };
+        i += lt;
         let mut j = i + 1;
         if j < b.len() && b[j] == b'/' {
             j += 1;
@@ -1070,9 +1070,7 @@ fn cap_attributes(input: &str) -> std::borrow::Cow<'_, str> {
                 match b.get(j) {
                     Some(&q @ (b'"' | b'\'')) => {
                         j += 1;
-                        while j < b.len() && b[j] != q {
-                            j += 1;
-                        }
+                        j = memchr::memchr(q, &b[j..]).map_or(b.len(), |k| j + k);
                         j += 1;
                     }
                     Some(b'>') | None => {}
