@@ -15,6 +15,8 @@
 use std::cell::RefCell;
 
 use html5ever::tendril::StrTendril;
+mod fast_walk;
+
 use html5ever::tokenizer::{
     BufferQueue, Tag, TagKind, Token, TokenSink, TokenSinkResult, Tokenizer, TokenizerOpts,
 };
@@ -641,28 +643,157 @@ fn heading_level(name: &str) -> Option<usize> {
 }
 
 /// Walks the visible text of any HTML (a stored fragment, a whole page, a
-/// truncated one) in one pass over html5ever's tokenizer, calling `visit`
-/// with each [`TextEvent`] and the source line (1-based) it was read on.
-/// The content of scripts, styles, embedded documents, foreign content and
-/// form controls (the sanitiser's `DROP_WITH_CONTENT`) is never text; raw-
-/// text elements are read as a browser reads them. [`html_to_text`] and
-/// the directory index's HTML chunker (which keeps source lines and
-/// headings) are built on it.
-pub fn walk_text(html: &str, visit: impl FnMut(TextEvent<'_>, usize)) {
+/// truncated one) in one pass, calling `visit` with each [`TextEvent`] and
+/// the source line (1-based) it was read on. The content of scripts,
+/// styles, embedded documents, foreign content and form controls (the
+/// sanitiser's `DROP_WITH_CONTENT`) is never text; raw-text elements are
+/// read as a browser reads them. [`html_to_text`] and the directory index's
+/// HTML chunker (which keeps source lines and headings) are built on it.
+///
+/// Tags, references and text are read the way html5ever's tokenizer reads
+/// them: by a byte scanner for the shapes it reads for certain (nearly all
+/// real pages; `fast_walk`), else by html5ever itself. Text may come in
+/// more or fewer pieces either way; the text between two other events, and
+/// the line of every character, do not change.
+pub fn walk_text(html: &str, mut visit: impl FnMut(TextEvent<'_>, usize)) {
+    let html = cap_attributes(html);
+    if fast_walk::walk(&html, &mut WalkCore::default(), &mut visit).is_some() {
+        return;
+    }
+    walk_text_tokenizer(&html, visit);
+}
+
+/// [`walk_text`] over html5ever's tokenizer only: the reference the fast
+/// scanner is held to.
+#[doc(hidden)]
+pub fn walk_text_tokenizer(html: &str, visit: impl FnMut(TextEvent<'_>, usize)) {
     let sink = TextWalker {
         state: RefCell::new(WalkState {
             visit,
-            skip: None,
-            in_title: false,
+            core: WalkCore::default(),
         }),
     };
     run_tokenizer(sink, html);
 }
 
-struct WalkState<F> {
-    visit: F,
+/// How the tokenizer reads what follows a tag.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum ReadAs {
+    Data,
+    Rcdata,
+    Rawtext,
+    ScriptData,
+    Plaintext,
+}
+
+impl ReadAs {
+    /// The mode after the start tag `name`: the elements a browser reads
+    /// as raw text must be read so here too, or markup inside them would be
+    /// taken for tags.
+    fn after_start_tag(name: &str) -> ReadAs {
+        match name {
+            "script" => ReadAs::ScriptData,
+            "style" | "iframe" | "noscript" | "xmp" | "noembed" | "noframes" => ReadAs::Rawtext,
+            "textarea" | "title" => ReadAs::Rcdata,
+            "plaintext" => ReadAs::Plaintext,
+            _ => ReadAs::Data,
+        }
+    }
+
+    fn sink_result(self) -> TokenSinkResult<()> {
+        use html5ever::tokenizer::states::RawKind;
+        match self {
+            ReadAs::Data => TokenSinkResult::Continue,
+            ReadAs::Rcdata => TokenSinkResult::RawData(RawKind::Rcdata),
+            ReadAs::Rawtext => TokenSinkResult::RawData(RawKind::Rawtext),
+            ReadAs::ScriptData => TokenSinkResult::RawData(RawKind::ScriptData),
+            ReadAs::Plaintext => TokenSinkResult::Plaintext,
+        }
+    }
+}
+
+/// What [`walk_text`] knows between tokens, whichever reader reads them.
+#[derive(Default)]
+struct WalkCore {
     skip: Option<Skip>,
     in_title: bool,
+    /// The start tag that put the tokenizer in a raw-text mode: its end tag
+    /// ends the mode.
+    raw_end: Option<&'static str>,
+}
+
+impl WalkCore {
+    /// A tag (name lower-cased): its event, if any, goes to `visit`; returns
+    /// how to read on.
+    fn tag(
+        &mut self,
+        name: &str,
+        start: bool,
+        self_closing: bool,
+        visit: &mut impl FnMut(TextEvent<'_>),
+    ) -> ReadAs {
+        if Skip::swallows_named(&mut self.skip, name, start, self_closing) {
+            return ReadAs::Data;
+        }
+        if name == "title" {
+            visit(TextEvent::Break);
+            self.in_title = start && !self_closing;
+            if self.in_title {
+                self.raw_end = Some("title");
+                return ReadAs::Rcdata;
+            }
+        } else if let Some(level) = heading_level(name) {
+            visit(if start {
+                TextEvent::HeadingStart(level)
+            } else {
+                TextEvent::HeadingEnd(level)
+            });
+        } else if matches!(name, "td" | "th") {
+            if start {
+                visit(TextEvent::Cell);
+            }
+        } else if BLOCK_ELEMENTS.contains(&name) {
+            visit(TextEvent::Break);
+        } else if start {
+            self.skip = Skip::start_named(name, self_closing);
+            let mode = ReadAs::after_start_tag(name);
+            if mode != ReadAs::Data {
+                self.raw_end = RAW_TEXT_ELEMENTS.iter().find(|e| **e == name).copied();
+            }
+            return mode;
+        }
+        ReadAs::Data
+    }
+
+    /// Whether text read now is visible: `Some(true)` for the title's,
+    /// `Some(false)` for the body's, `None` inside dropped content.
+    fn text_kind(&self) -> Option<bool> {
+        self.skip.is_none().then_some(self.in_title)
+    }
+
+    /// The end tag that ends the raw-text mode just entered.
+    fn raw_end_name(&self) -> Option<&'static str> {
+        self.raw_end
+    }
+}
+
+/// Elements whose content the tokenizer reads as raw text or RCDATA.
+const RAW_TEXT_ELEMENTS: &[&str] = &[
+    "script",
+    "style",
+    "iframe",
+    "noscript",
+    "xmp",
+    "noembed",
+    "noframes",
+    "textarea",
+    "title",
+    "plaintext",
+];
+
+struct WalkState<F> {
+    visit: F,
+    core: WalkCore,
 }
 
 struct TextWalker<F> {
@@ -677,48 +808,26 @@ impl<F: FnMut(TextEvent<'_>, usize)> TokenSink for TextWalker<F> {
         let st = &mut *guard;
         match token {
             Token::TagToken(tag) => {
-                if Skip::swallows(&mut st.skip, &tag) {
-                    return TokenSinkResult::Continue;
-                }
-                let name: &str = &tag.name;
-                let start = tag.kind == TagKind::StartTag;
-                if name == "title" {
-                    (st.visit)(TextEvent::Break, line);
-                    st.in_title = start && !tag.self_closing;
-                    if st.in_title {
-                        return TokenSinkResult::RawData(
-                            html5ever::tokenizer::states::RawKind::Rcdata,
-                        );
-                    }
-                } else if let Some(level) = heading_level(name) {
-                    let event = if start {
-                        TextEvent::HeadingStart(level)
-                    } else {
-                        TextEvent::HeadingEnd(level)
-                    };
-                    (st.visit)(event, line);
-                } else if matches!(name, "td" | "th") {
-                    if start {
-                        (st.visit)(TextEvent::Cell, line);
-                    }
-                } else if BLOCK_ELEMENTS.contains(&name) {
-                    (st.visit)(TextEvent::Break, line);
-                } else if start {
-                    st.skip = Skip::start(&tag);
-                    return raw_text_mode(name);
-                }
+                let visit = &mut st.visit;
+                st.core
+                    .tag(
+                        &tag.name,
+                        tag.kind == TagKind::StartTag,
+                        tag.self_closing,
+                        &mut |event| visit(event, line),
+                    )
+                    .sink_result()
             }
-            Token::CharacterTokens(text) if st.skip.is_none() => {
-                let event = if st.in_title {
-                    TextEvent::Title(&text)
-                } else {
-                    TextEvent::Text(&text)
-                };
-                (st.visit)(event, line);
+            Token::CharacterTokens(text) => {
+                match st.core.text_kind() {
+                    Some(true) => (st.visit)(TextEvent::Title(&text), line),
+                    Some(false) => (st.visit)(TextEvent::Text(&text), line),
+                    None => {}
+                }
+                TokenSinkResult::Continue
             }
-            _ => {}
+            _ => TokenSinkResult::Continue,
         }
-        TokenSinkResult::Continue
     }
 }
 
@@ -916,10 +1025,10 @@ fn cap_attributes(input: &str) -> std::borrow::Cow<'_, str> {
     let mut cuts: Vec<(usize, usize)> = Vec::new();
     let mut i = 0;
     while i < b.len() {
-        if b[i] != b'<' {
-            i += 1;
-            continue;
-        }
+        let Some(lt) = memchr::memchr(b'<', &b[i..]) else {
+            break;
+        };
+        i += lt;
         let mut j = i + 1;
         if j < b.len() && b[j] == b'/' {
             j += 1;
@@ -962,9 +1071,7 @@ fn cap_attributes(input: &str) -> std::borrow::Cow<'_, str> {
                 match b.get(j) {
                     Some(&q @ (b'"' | b'\'')) => {
                         j += 1;
-                        while j < b.len() && b[j] != q {
-                            j += 1;
-                        }
+                        j = memchr::memchr(q, &b[j..]).map_or(b.len(), |k| j + k);
                         j += 1;
                     }
                     Some(b'>') | None => {}
@@ -1070,7 +1177,7 @@ struct Open {
 
 /// Inside an element dropped with its content.
 struct Skip {
-    name: html5ever::LocalName,
+    name: &'static str,
     /// Nested elements of the same name still open inside it.
     nested: usize,
     /// `svg`/`math`: an HTML element such as `<p>` ends it, as in browsers.
@@ -1081,13 +1188,23 @@ impl Skip {
     /// The skip a start tag begins: one of `DROP_WITH_CONTENT` (a
     /// self-closed `<svg/>` or `<math/>` has no content to drop).
     fn start(tag: &Tag) -> Option<Skip> {
-        let name: &str = &tag.name;
+        Skip::start_named(&tag.name, tag.self_closing)
+    }
+
+    /// [`Skip::start`] for a tag given by its (lower-case) name.
+    fn start_named(name: &str, self_closing: bool) -> Option<Skip> {
         let foreign = matches!(name, "svg" | "math");
-        (DROP_WITH_CONTENT.contains(&name) && !(foreign && tag.self_closing)).then(|| Skip {
-            name: tag.name.clone(),
-            nested: 0,
-            foreign,
-        })
+        if foreign && self_closing {
+            return None;
+        }
+        DROP_WITH_CONTENT
+            .iter()
+            .find(|e| **e == name)
+            .map(|name| Skip {
+                name,
+                nested: 0,
+                foreign,
+            })
     }
 
     /// Feeds a tag to the skip in progress, if any: true when the tag is
@@ -1095,31 +1212,40 @@ impl Skip {
     /// when nothing is skipped or the tag leaves foreign content, as a
     /// browser reads it, and is to be handled as usual.
     fn swallows(skip: &mut Option<Skip>, tag: &Tag) -> bool {
+        Skip::swallows_named(
+            skip,
+            &tag.name,
+            tag.kind == TagKind::StartTag,
+            tag.self_closing,
+        )
+    }
+
+    /// [`Skip::swallows`] for a tag given by its (lower-case) name.
+    fn swallows_named(
+        skip: &mut Option<Skip>,
+        name: &str,
+        start: bool,
+        self_closing: bool,
+    ) -> bool {
         let Some(sk) = skip.as_mut() else {
             return false;
         };
-        let same = tag.name == sk.name;
-        match tag.kind {
-            TagKind::StartTag if sk.foreign && breaks_out_of_foreign(&tag.name) => {
-                *skip = None;
-                false
+        let same = name == sk.name;
+        if start && sk.foreign && breaks_out_of_foreign(name) {
+            *skip = None;
+            return false;
+        }
+        if start {
+            if same && !(sk.foreign && self_closing) {
+                sk.nested += 1;
             }
-            TagKind::StartTag => {
-                if same && !(sk.foreign && tag.self_closing) {
-                    sk.nested += 1;
-                }
-                true
-            }
-            TagKind::EndTag => {
-                if same {
-                    match sk.nested.checked_sub(1) {
-                        Some(n) => sk.nested = n,
-                        None => *skip = None,
-                    }
-                }
-                true
+        } else if same {
+            match sk.nested.checked_sub(1) {
+                Some(n) => sk.nested = n,
+                None => *skip = None,
             }
         }
+        true
     }
 }
 
@@ -1127,16 +1253,7 @@ impl Skip {
 /// browser reads as raw text must be read so here too, or markup inside
 /// them would be taken for tags.
 fn raw_text_mode(name: &str) -> TokenSinkResult<()> {
-    use html5ever::tokenizer::states::RawKind;
-    match name {
-        "script" => TokenSinkResult::RawData(RawKind::ScriptData),
-        "style" | "iframe" | "noscript" | "xmp" | "noembed" | "noframes" => {
-            TokenSinkResult::RawData(RawKind::Rawtext)
-        }
-        "textarea" | "title" => TokenSinkResult::RawData(RawKind::Rcdata),
-        "plaintext" => TokenSinkResult::Plaintext,
-        _ => TokenSinkResult::Continue,
-    }
+    ReadAs::after_start_tag(name).sink_result()
 }
 
 struct SanitizeState {

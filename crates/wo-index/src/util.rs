@@ -70,15 +70,38 @@ pub fn truncate_chars(input: &str, max: usize) -> String {
 
 /// One-line form of a label: control characters become spaces, whitespace runs collapse.
 pub fn single_line(input: &str) -> String {
+    // Byte by byte over ASCII (a separator there is a control character or a space), a
+    // character at a time elsewhere: the same words as splitting on
+    // `char::is_whitespace || char::is_control`, without a call per character (this ran
+    // on every line of every HTML page indexed).
+    let b = input.as_bytes();
     let mut out = String::with_capacity(input.len());
-    for word in input.split(|c: char| c.is_whitespace() || c.is_control()) {
-        if word.is_empty() {
-            continue;
-        }
+    let mut word: Option<usize> = None;
+    let mut i = 0;
+    let push = |out: &mut String, word: &str| {
         if !out.is_empty() {
             out.push(' ');
         }
         out.push_str(word);
+    };
+    while i < b.len() {
+        let (separator, len) = if b[i] < 0x80 {
+            (b[i] <= b' ' || b[i] == 0x7F, 1)
+        } else {
+            let c = input[i..].chars().next().unwrap_or(' ');
+            (c.is_whitespace() || c.is_control(), c.len_utf8())
+        };
+        if separator {
+            if let Some(start) = word.take() {
+                push(&mut out, &input[start..i]);
+            }
+        } else if word.is_none() {
+            word = Some(i);
+        }
+        i += len;
+    }
+    if let Some(start) = word {
+        push(&mut out, &input[start..]);
     }
     out
 }
@@ -153,5 +176,39 @@ mod tests {
         assert_eq!(slugify("  Hello, World! v2 "), "hello-world-v2");
         assert_eq!(truncate_chars("héllo wörld", 6), "héllo");
         assert_eq!(single_line("a\tb\n\nc"), "a b c");
+    }
+}
+
+#[cfg(test)]
+mod single_line_tests {
+    use super::single_line;
+    use proptest::prelude::*;
+
+    /// The definition: words between whitespace and control characters, joined by a space.
+    fn by_split(input: &str) -> String {
+        input
+            .split(|c: char| c.is_whitespace() || c.is_control())
+            .filter(|w| !w.is_empty())
+            .collect::<Vec<_>>()
+            .join(" ")
+    }
+
+    #[test]
+    fn separators_of_every_kind() {
+        for s in [
+            "",
+            " a  b\t\nc\r\u{b}d\u{c}e\u{7f}f\u{0}g ",
+            "\u{85}x\u{a0}y\u{2028}z\u{3000}w\u{9f}v\u{200b}u",
+            "caf\u{e9} \u{65e5}\u{672c}\u{1f600}",
+        ] {
+            assert_eq!(single_line(s), by_split(s), "{s:?}");
+        }
+    }
+
+    proptest! {
+        #[test]
+        fn the_same_words_as_splitting(s in "[ a-z\t\n\r\u{0}-\u{20}\u{7f}-\u{a0}\u{1680}\u{2000}-\u{200b}\u{2028}\u{3000}\u{e9}\u{1f600}]{0,40}") {
+            prop_assert_eq!(single_line(&s), by_split(&s));
+        }
     }
 }

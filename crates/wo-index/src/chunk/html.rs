@@ -48,7 +48,7 @@ impl State {
 
     fn text(&mut self, chunk: &str, end_line: usize) {
         // The tokenizer reports the line where a text run ends; count back to where it began.
-        let newlines = chunk.matches('\n').count();
+        let newlines = chunk.bytes().filter(|&b| b == b'\n').count();
         let mut line = end_line.saturating_sub(newlines).max(1);
         for (i, part) in chunk.split('\n').enumerate() {
             if i > 0 {
