@@ -74,17 +74,7 @@ fn build(messages: usize, truth: usize) -> State {
 struct MadeUp;
 
 fn made_up(text: &str) -> Vec<f32> {
-    let mut h = text.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
-        (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3)
-    });
-    let mut v: Vec<f32> = (0..384)
-        .map(|_| {
-            h ^= h << 13;
-            h ^= h >> 7;
-            h ^= h << 17;
-            (h % 2001) as f32 / 1000.0 - 1.0
-        })
-        .collect();
+    let mut v = wo_testkit::made_up_vector(text, 384);
     wo_providers::embed::normalize(&mut v);
     v
 }

@@ -147,17 +147,7 @@ fn made_up_sidecar(state: &State, model: &std::path::Path, sidecar: &std::path::
     let dim = embedder.dim();
     let mut store = wo_engine::dense::EmbeddingStore::new(embedder.id(), dim);
     for m in state.messages() {
-        let mut h = m.content.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
-            (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3)
-        });
-        let mut v: Vec<f32> = (0..dim)
-            .map(|_| {
-                h ^= h << 13;
-                h ^= h >> 7;
-                h ^= h << 17;
-                (h % 2001) as f32 / 1000.0 - 1.0
-            })
-            .collect();
+        let mut v = wo_testkit::made_up_vector(&m.content, dim);
         wo_providers::embed::normalize(&mut v);
         store.insert(
             wo_engine::dense::key(m),

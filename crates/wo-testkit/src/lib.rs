@@ -241,6 +241,24 @@ impl Rng {
     }
 }
 
+/// A made-up embedding of `text` with `dim` components in [-1, 1]: the same
+/// text gives the same vector everywhere, different texts unrelated ones.
+/// For benchmarks that need a sidecar of realistic size without running the
+/// embedding model on every message (callers normalise it as vectors are).
+pub fn made_up_vector(text: &str, dim: usize) -> Vec<f32> {
+    let mut h = text.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
+        (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3)
+    });
+    (0..dim)
+        .map(|_| {
+            h ^= h << 13;
+            h ^= h >> 7;
+            h ^= h << 17;
+            (h % 2001) as f32 / 1000.0 - 1.0
+        })
+        .collect()
+}
+
 /// Writes a zip archive at `path` holding `entries` (name, bytes), stored
 /// uncompressed (what readers must accept; no compression backend needed).
 pub fn write_zip(path: &Path, entries: &[(&str, &[u8])]) {
