@@ -329,27 +329,6 @@ fn chat_repl_runs_turns_and_commands_from_a_pipe() {
     );
 }
 
-/// A transcript whose message 20 answers "When is the ceramics course?"
-/// without a word in common with it (BM25 cannot find it; meaning can).
-fn pottery_transcript(p: &Project) -> wo_format::State {
-    use wo_format::{Message, State, Timestamp};
-    let mut s = State::new(Timestamp::from_unix(1_800_000_000));
-    for i in 0..80i64 {
-        let text = match i {
-            20 => "I signed up for pottery classes, they are on Tuesday evenings".to_owned(),
-            _ => format!("filler line {i} on weather and tea"),
-        };
-        s.push_message(Message::new(
-            if i % 2 == 0 { "Gina" } else { "Jon" },
-            Timestamp::from_unix(1_700_000_000 + i * 60),
-            text.clone(),
-            format!("<p>{text}</p>"),
-        ));
-    }
-    p.write_state("llm.json", &s);
-    s
-}
-
 const CANNED_ANSWER: &[u8] = b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n\r\ndata: {\"choices\":[{\"delta\":{\"content\":\"Noted.\"}}]}\n\ndata: {\"choices\":[{\"delta\":{},\"finish_reason\":\"stop\"}]}\n\ndata: [DONE]\n\n";
 
 /// Without the embedding model (`Project` points `WO_EMBEDDING_MODEL` at a
@@ -358,7 +337,7 @@ const CANNED_ANSWER: &[u8] = b"HTTP/1.1 200 OK\r\ncontent-type: text/event-strea
 #[test]
 fn chat_without_the_embedding_model_says_so_once() {
     let p = Project::new();
-    pottery_transcript(&p);
+    common::pottery_transcript(&p);
     let cfg = config(&p, "openai", canned_server(CANNED_ANSWER));
     let out = common::feed(
         p.cmd(&["chat", "--provider", "test"])
@@ -388,7 +367,7 @@ fn chat_recalls_by_meaning_with_the_embedding_model() {
         return;
     }
     let p = Project::new();
-    pottery_transcript(&p);
+    common::pottery_transcript(&p);
     let model = embedding_model_path();
     let embed = common::to_run(
         p.cmd(&["context", "embed"])

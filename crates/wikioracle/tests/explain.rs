@@ -183,20 +183,7 @@ fn with_the_embedding_model_a_question_finds_its_answer_by_meaning() {
         return;
     }
     let p = Project::new();
-    let mut s = State::new(Timestamp::from_unix(1_800_000_000));
-    for i in 0..80i64 {
-        let text = match i {
-            20 => "I signed up for pottery classes, they are on Tuesday evenings".to_owned(),
-            _ => format!("filler line {i} on weather and tea"),
-        };
-        s.push_message(Message::new(
-            if i % 2 == 0 { "Gina" } else { "Jon" },
-            Timestamp::from_unix(1_700_000_000 + i * 60),
-            text.clone(),
-            format!("<p>{text}</p>"),
-        ));
-    }
-    p.write_state("llm.json", &s);
+    let s = common::pottery_transcript(&p);
     let model = embedding_model_path();
     let run = |args: &[&str]| {
         common::to_run(

@@ -228,26 +228,12 @@ fn new_token_is_refused_where_it_means_nothing() {
 #[test]
 fn the_local_chat_recalls_by_meaning_with_the_embedding_model() {
     use std::io::Write as _;
-    use wo_format::{Message, State, Timestamp};
     use wo_testkit::{Need, embedding_model_path, heavy};
     if !heavy(&[Need::EmbeddingModel]) {
         return;
     }
     let p = Project::new();
-    let mut s = State::new(Timestamp::from_unix(1_800_000_000));
-    for i in 0..80i64 {
-        let text = match i {
-            20 => "I signed up for pottery classes, they are on Tuesday evenings".to_owned(),
-            _ => format!("filler line {i} on weather and tea"),
-        };
-        s.push_message(Message::new(
-            if i % 2 == 0 { "Gina" } else { "Jon" },
-            Timestamp::from_unix(1_700_000_000 + i * 60),
-            text.clone(),
-            format!("<p>{text}</p>"),
-        ));
-    }
-    p.write_state("llm.json", &s);
+    let s = common::pottery_transcript(&p);
     let upstream = common::loopback_server(|mut stream| {
         let _ = stream.write_all(
             b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\nconnection: close\r\n\r\n",

@@ -237,6 +237,27 @@ pub fn state_with_messages(user: &str, base: i64, n: usize, body: &str) -> State
     s
 }
 
+/// A transcript whose message 20 answers "When is the ceramics course?"
+/// without a word in common with it (BM25 cannot find it; meaning can).
+#[allow(dead_code)] // used by the files that test recall by meaning
+pub fn pottery_transcript(p: &Project) -> State {
+    let mut s = State::new(Timestamp::from_unix(1_800_000_000));
+    for i in 0..80i64 {
+        let text = match i {
+            20 => "I signed up for pottery classes, they are on Tuesday evenings".to_owned(),
+            _ => format!("filler line {i} on weather and tea"),
+        };
+        s.push_message(Message::new(
+            if i % 2 == 0 { "Gina" } else { "Jon" },
+            Timestamp::from_unix(1_700_000_000 + i * 60),
+            text.clone(),
+            format!("<p>{text}</p>"),
+        ));
+    }
+    p.write_state("llm.json", &s);
+    s
+}
+
 /// Reads one HTTP request (headers, then a `Content-Length` body) from a
 /// loopback fake server's connection. `false` when the client hung up
 /// before the headers ended.
