@@ -356,6 +356,34 @@ fn chat_without_the_embedding_model_says_so_once() {
     assert!(!p.path().join(".llm.json.embed").exists());
 }
 
+/// Without the embedding model, `wo ask` says that recall is by words
+/// alone the first time on this machine, not on every question; asked to
+/// show what is sent (`--show-context`), it says so every time.
+#[test]
+fn ask_without_the_embedding_model_says_so_once_per_machine() {
+    let p = Project::new();
+    common::pottery_transcript(&p);
+    let cfg = config(&p, "openai", canned_server(CANNED_ANSWER));
+    let notes = |r: &common::Run| {
+        r.stderr
+            .lines()
+            .filter(|l| l.contains("recall uses words only (BM25)"))
+            .count()
+    };
+    for (i, extra) in [&[][..], &[], &["--show-context"], &["--show-context"], &[]]
+        .into_iter()
+        .enumerate()
+    {
+        let r = ask_about(&p, &cfg, extra, "When is the ceramics course?");
+        assert_eq!(r.code, 0, "{}", r.stderr);
+        let expected = match i {
+            0 | 2 | 3 => 1,
+            _ => 0,
+        };
+        assert_eq!(notes(&r), expected, "run {i} {extra:?}: {}", r.stderr);
+    }
+}
+
 /// Heavy (the embedding model, `scripts/install-model.sh`): `wo chat`
 /// recalls by meaning as `wo ask` and `wo serve` do — a question worded
 /// unlike its answer has that message sent — and the session's own

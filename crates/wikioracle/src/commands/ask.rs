@@ -61,7 +61,12 @@ pub fn run(g: &GlobalOpts, mut args: AskArgs) -> Result<ExitCode> {
     // Dense recall is prepared on another thread while the state file is
     // read (the question embedded, the vectors loaded); without the
     // embedding model, recall is BM25's alone.
-    let dense = super::dense::start(&super::state_path(g)?, &prompt, !args.show_context);
+    let note = if args.show_context {
+        super::dense::Note::Always
+    } else {
+        super::dense::Note::Once
+    };
+    let dense = super::dense::start(&super::state_path(g)?, &prompt, note);
     let mut store = open_for_chat(g)?;
     // Checked before asking: a question too large to store would otherwise
     // fail only after the model had answered.

@@ -121,7 +121,7 @@ fn explain(g: &GlobalOpts, args: ExplainArgs) -> Result<ExitCode> {
     // Dense recall as `wo ask` has it: the vectors the embeddings sidecar
     // holds (`wo context embed` fills it; messages without one are found
     // by BM25 alone).
-    if let Some(embedder) = super::dense::embedder(false) {
+    if let Some(embedder) = super::dense::embedder(super::dense::Note::Always) {
         let sidecar = wo_engine::embed_file::sidecar_path(store.path());
         let (mut dense, prepared) = wo_engine::embed_file::prepare(
             embedder,

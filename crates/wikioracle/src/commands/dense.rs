@@ -5,15 +5,30 @@ use std::sync::Arc;
 
 use wo_providers::embed::Embedder;
 
+/// When to say that recall is by words alone (no embedding model).
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub enum Note {
+    /// Every time: the user asked to see what is sent (`--show-context`,
+    /// `wo context explain`, `wo context embed`).
+    Always,
+    /// The first time on this machine: a one-shot `wo ask` run many times
+    /// a day should not repeat it, but a new user must learn it once.
+    Once,
+    /// Never: nobody reads this stderr (a detached background run).
+    Never,
+}
+
 /// The embedding model, when installed and loadable; otherwise `None`, and
-/// one line on stderr saying recall is BM25's alone and what installs it.
-pub fn embedder(quiet: bool) -> Option<Arc<dyn Embedder>> {
-    let (embedder, note) =
-        wo_engine::setup::embedder_or_note(&wo_providers::config::Env::process());
-    if let Some(note) = note
-        && !quiet
-    {
-        eoutln!("note: {note}");
+/// (as `note` says) one line on stderr saying recall is BM25's alone and
+/// what installs it.
+pub fn embedder(note: Note) -> Option<Arc<dyn Embedder>> {
+    let (embedder, why) = wo_engine::setup::embedder_or_note(&wo_providers::config::Env::process());
+    if let Some(why) = why {
+        match note {
+            Note::Always => eoutln!("note: {why}"),
+            Note::Once => super::session::say_once("words-only-recall", &why),
+            Note::Never => {}
+        }
     }
     embedder
 }
@@ -32,12 +47,12 @@ use wo_engine::embed_file::Prepared;
 /// Starts preparing dense recall for `question` on the state file at
 /// `state_path` (nothing is embedded but the question: messages the
 /// sidecar lacks are found by BM25 until [`finish`] embeds them).
-pub fn start(state_path: &std::path::Path, question: &str, quiet: bool) -> Pending {
+pub fn start(state_path: &std::path::Path, question: &str, note: Note) -> Pending {
     let sidecar = wo_engine::embed_file::sidecar_path(state_path);
     let path = sidecar.clone();
     let question = question.to_owned();
     let job = std::thread::spawn(move || {
-        let embedder = embedder(quiet)?;
+        let embedder = embedder(note)?;
         let (mut dense, prepared) =
             wo_engine::embed_file::prepare(embedder, &path, &[], Some(std::time::Instant::now()));
         let v = dense.embedder.embed(&[question.as_str()]).ok()?.pop()?;
@@ -106,7 +121,7 @@ pub fn embed_all(
     quiet: bool,
 ) -> anyhow::Result<()> {
     use anyhow::Context as _;
-    let Some(embedder) = embedder(quiet) else {
+    let Some(embedder) = embedder(if quiet { Note::Never } else { Note::Always }) else {
         return Ok(());
     };
     let sidecar = wo_engine::embed_file::sidecar_path(state_path);
@@ -159,7 +174,7 @@ pub struct Session {
 pub fn session(state_path: &std::path::Path) -> Session {
     let sidecar = wo_engine::embed_file::sidecar_path(state_path);
     let opening = std::thread::spawn(move || {
-        let embedder = embedder(false)?;
+        let embedder = embedder(Note::Always)?;
         let (live, _) = wo_engine::setup::LiveEmbeddings::open(embedder, sidecar);
         Some(Arc::new(live))
     });

@@ -226,7 +226,7 @@ const SMALL_MODEL_OFF: &str = "off with the built-in offline model (SmolLM2-135M
 /// Prints `note` on stderr the first time on this machine (a marker under
 /// `$XDG_STATE_HOME/wikioracle/notices/`); where no marker can be kept, every
 /// time.
-fn say_once(key: &str, note: &str) {
+pub(crate) fn say_once(key: &str, note: &str) {
     let marker = state_home().map(|d| d.join("wikioracle/notices").join(key));
     if marker.as_ref().is_some_and(|m| m.exists()) {
         return;
