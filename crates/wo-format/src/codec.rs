@@ -624,7 +624,7 @@ fn parse_split(bytes: &[u8], layout: &Layout) -> (Option<Split>, crc32fast::Hash
         let mut out = Vec::with_capacity(capacity);
         let mut ids_in_place = true;
         for &(a, b) in spans {
-            let m = serde_json::from_str::<Message>(&text[a - from..b - from]).ok()?;
+            let m = crate::canonical_read::read_message(&text[a - from..b - from]).ok()?;
             if !message_ok(&m) {
                 return None;
             }
@@ -685,12 +685,15 @@ fn parse_split(bytes: &[u8], layout: &Layout) -> (Option<Split>, crc32fast::Hash
         }
         // Each element opened with its id and normalising moves nothing:
         // the i-th element is the i-th message.
-        let ids_in_place = first_ids
-            && second_ids
-            && state
-                .messages
-                .is_sorted_by(|a, b| a.order_key() <= b.order_key());
-        state.normalize();
+        let sorted = state
+            .messages
+            .is_sorted_by(|a, b| a.order_key() <= b.order_key());
+        let ids_in_place = first_ids && second_ids && sorted;
+        // An element that opens with its id has one: only when some did
+        // not can an id be missing.
+        let ids_missing =
+            !(first_ids && second_ids) && state.messages.iter().any(|m| m.id.is_empty());
+        state.normalize_known(sorted, ids_missing);
         Some(Split {
             state,
             ids_in_place,
