@@ -236,3 +236,44 @@ fn hand_edits_to_a_big_file_survive_a_one_shot_append() {
         assert!(fs::read_to_string(&path).unwrap().contains(kept), "{what}");
     }
 }
+
+/// A big file's replaced version is removed on a helper thread (the new
+/// version is in place first): once the store is dropped, or before its
+/// next write, nothing but the file and its lock is left.
+#[test]
+fn the_replaced_version_of_a_big_file_is_gone_when_the_store_is() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut state = State::new(ts(0));
+    let body = "x".repeat(3000);
+    for i in 1..=2000 {
+        let mut m = msg(i);
+        m.content = format!("<p>{i} {body}</p>");
+        state.push_message(m);
+    }
+    let path = Store::create(dir.path().join("llm.json"), state, OpenOptions::default())
+        .unwrap()
+        .path()
+        .to_path_buf();
+    assert!(fs::metadata(&path).unwrap().len() > 5 << 20, "big enough");
+    let names = || {
+        let mut names: Vec<String> = fs::read_dir(dir.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        names.sort();
+        names
+    };
+    let mut store = Store::open(&path, OpenOptions::default()).unwrap();
+    for n in 2001..=2003 {
+        store.transact(|s| s.push_message(msg(n))).unwrap();
+        // At most the one version being removed, never more.
+        assert!(names().len() <= 3, "{:?}", names());
+    }
+    drop(store);
+    assert_eq!(names(), ["llm.json", "llm.json.lock"]);
+    let state = parse(&fs::read(&path).unwrap()).unwrap();
+    assert_eq!(state.messages().len(), 2003);
+    // A one-shot run leaves nothing either.
+    assert_eq!(one_shot(&path, 2004), 2003);
+    assert_eq!(names(), ["llm.json", "llm.json.lock"]);
+}
