@@ -604,98 +604,168 @@ pub fn parse_written(
     Ok((state, cache))
 }
 
+/// Elements one claim of [`parse_split`] reads: small enough that the two
+/// threads finish within a fraction of a millisecond of each other.
+const CLAIM: usize = 256;
+
 /// [`parse`] with the messages' elements deserialised on two threads and
 /// the rest of the document (its head, `[]` for the messages, its tail)
-/// on this one, each thread also taking the CRC-32 of its half of the
-/// messages region. The state is `None` on any error: the caller re-parses
-/// with [`parse`] for its report. The checksum is the whole region's.
+/// on this one. The elements are read in claims of [`CLAIM`]: this thread
+/// takes them from the front once the document is read, the other from
+/// the back, until they meet (a split fixed in advance left one thread
+/// waiting for the other a quarter of the time: fresh memory costs one
+/// more than the other, and the document's share is not its byte count).
+/// Each claim also takes the CRC-32 of its bytes. The state is `None` on
+/// any error: the caller re-parses with [`parse`] for its report. The
+/// checksum is the whole region's.
 fn parse_split(bytes: &[u8], layout: &Layout) -> (Option<Split>, crc32fast::Hasher) {
-    // Each element parsed and checked ([`semantic_ok`]'s message rules)
-    // where it was parsed, into a vector of the right size (growing one of
-    // 100k messages would move and zero tens of MB).
-    // The half's text is checked as UTF-8 once, in one pass, so the JSON
-    // reader need not check every string on its own (a fifth of the parse).
-    // Each element is also checked to open with its id while its bytes are
-    // still in the CPU's cache (for `seed`; afterwards it is a cache miss
-    // per message).
-    let elements = |spans: &[(usize, usize)], capacity: usize| -> Option<(Vec<Message>, bool)> {
-        let (from, to) = (spans.first()?.0, spans.last()?.1);
-        let text = std::str::from_utf8(&bytes[from..to]).ok()?;
-        let mut out = Vec::with_capacity(capacity);
+    use std::sync::Mutex;
+    use std::sync::atomic::{AtomicBool, Ordering};
+
+    let spans = &layout.spans;
+    let n = spans.len();
+    let claims = n.div_ceil(CLAIM);
+    // The bytes of claim `c`: from its first element to the next claim's
+    // first element (separators included), so the claims tile the region.
+    let bounds = |c: usize| {
+        let from = spans[c * CLAIM].0;
+        let to = spans.get((c + 1) * CLAIM).map_or(layout.end(), |s| s.0);
+        (from, to)
+    };
+    // Claim `c` read into `out`: its checksum and whether each element
+    // opened with its id (for `seed`, while the bytes are in the CPU's
+    // cache). Its text is checked as UTF-8 once, in one pass, so the reader
+    // need not check every string on its own.
+    let read_claim = |c: usize, out: &mut Vec<Message>| -> Option<(crc32fast::Hasher, bool)> {
+        let (from, to) = bounds(c);
+        let chunk = &bytes[from..to];
+        let text = std::str::from_utf8(chunk).ok()?;
         let mut ids_in_place = true;
-        for &(a, b) in spans {
-            let m = serde_json::from_str::<Message>(&text[a - from..b - from]).ok()?;
+        for &(a, b) in &spans[c * CLAIM..((c + 1) * CLAIM).min(n)] {
+            let m = crate::canonical_read::read_message(&text[a - from..b - from]).ok()?;
             if !message_ok(&m) {
                 return None;
             }
             ids_in_place &= opens_with_id(&bytes[a..b], &m.id);
             out.push(m);
         }
-        Some((out, ids_in_place))
+        let mut crc = crc32fast::Hasher::new();
+        crc.update(chunk);
+        Some((crc, ids_in_place))
     };
-    let n = layout.spans.len();
-    // Equal bytes for both threads: this one also parses the document
-    // around the messages (its truth can be megabytes).
-    let region = layout.end() - layout.start;
-    let around = bytes.len() - region;
-    let middle_byte = layout.start + region.saturating_sub(around) / 2;
-    let cut = layout
-        .spans
-        .partition_point(|&(a, _)| a < middle_byte)
-        .clamp(1, n - 1);
-    let (first, second) = layout.spans.split_at(cut);
-    let middle = second[0].0;
-    let crc_of = |a: usize, b: usize| {
-        let mut h = crc32fast::Hasher::new();
-        h.update(&bytes[a..b]);
-        h
+    // Claims not yet taken: `front..back`.
+    let open = Mutex::new((0usize, claims));
+    let failed = AtomicBool::new(false);
+    let take = |from_front: bool| -> Option<usize> {
+        if failed.load(Ordering::Relaxed) {
+            return None;
+        }
+        let mut open = open.lock().unwrap_or_else(|e| e.into_inner());
+        let (front, back) = &mut *open;
+        if front >= back {
+            return None;
+        }
+        Some(if from_front {
+            *front += 1;
+            *front - 1
+        } else {
+            *back -= 1;
+            *back
+        })
     };
-    let (doc, first, second, mut region, second_crc) = std::thread::scope(|scope| {
+    // The messages, in order, into a vector of the right size (growing one
+    // of 100k messages would move and zero tens of MB); `None` on an error.
+    // The front: its messages, each claim's checksum, whether the ids were
+    // in place; the back: each claim's messages, checksum and ids.
+    type Front = Option<(Vec<Message>, Vec<crc32fast::Hasher>, bool)>;
+    type Back = Option<Vec<(Vec<Message>, crc32fast::Hasher, bool)>>;
+    let (doc, front, back): (_, Front, Back) = std::thread::scope(|scope| {
         let other = scope.spawn(|| {
-            let crc = crc_of(middle, layout.end());
-            (elements(second, second.len()), crc)
+            let mut taken = Vec::new();
+            while let Some(c) = take(false) {
+                let mut out = Vec::with_capacity(CLAIM);
+                let Some((crc, ids)) = read_claim(c, &mut out) else {
+                    failed.store(true, Ordering::Relaxed);
+                    return None;
+                };
+                taken.push((out, crc, ids));
+            }
+            Some(taken)
         });
-        let region = crc_of(layout.start, middle);
-        let first = elements(first, n);
-        // The array emptied: `[` + `]`, then what follows the last element's
-        // closing `\n  ]`.
+        // The array emptied: `[` + `]`, then what follows the last
+        // element's closing `\n  ]`.
         let mut doc = Vec::with_capacity(layout.start + bytes.len() - layout.end());
         doc.extend_from_slice(&bytes[..layout.start - 1]);
         doc.push(b']');
         doc.extend_from_slice(&bytes[layout.end() + 4..]);
         let doc = parse_untracked(&doc).ok();
+        let mut messages = Vec::with_capacity(n);
+        let mut crcs = Vec::new();
+        let mut ids_in_place = true;
+        let mut front = Some(());
+        while let Some(c) = take(true) {
+            match read_claim(c, &mut messages) {
+                Some((crc, ids)) => {
+                    crcs.push(crc);
+                    ids_in_place &= ids;
+                }
+                None => {
+                    failed.store(true, Ordering::Relaxed);
+                    front = None;
+                    break;
+                }
+            }
+        }
         // The spawned thread only parses and hashes: it cannot panic on
         // any input; were it to, this thread panics with it.
-        let (second, second_crc) = other
+        let back = other
             .join()
             .unwrap_or_else(|e| std::panic::resume_unwind(e));
-        (doc, first, second, region, second_crc)
+        (doc, front.map(|()| (messages, crcs, ids_in_place)), back)
     });
-    region.combine(&second_crc);
+    let mut region = crc32fast::Hasher::new();
     let state = (|| {
+        let (mut messages, crcs, front_ids) = front?;
+        let back = back?;
+        // Every claim was read (none failed), the front's in order, the
+        // back's from the end: the region's checksum in the file's order.
+        for crc in &crcs {
+            region.combine(crc);
+        }
+        let mut ids_in_place = front_ids;
+        for (chunk, crc, ids) in back.into_iter().rev() {
+            messages.extend(chunk);
+            region.combine(&crc);
+            ids_in_place &= ids;
+        }
         let mut state = doc?;
         if !state.messages.is_empty() {
             return None;
         }
-        let ((mut messages, first_ids), (second, second_ids)) = (first?, second?);
-        messages.extend(second);
         state.messages = messages;
         if !state_ok_but_messages(&state) {
             return None;
         }
         // Each element opened with its id and normalising moves nothing:
         // the i-th element is the i-th message.
-        let ids_in_place = first_ids
-            && second_ids
-            && state
-                .messages
-                .is_sorted_by(|a, b| a.order_key() <= b.order_key());
-        state.normalize();
+        let sorted = state
+            .messages
+            .is_sorted_by(|a, b| a.order_key() <= b.order_key());
+        // An element that opens with its id has one: only when some did
+        // not can an id be missing.
+        let ids_missing = !ids_in_place && state.messages.iter().any(|m| m.id.is_empty());
+        state.normalize_known(sorted, ids_missing);
         Some(Split {
             state,
-            ids_in_place,
+            ids_in_place: ids_in_place && sorted,
         })
     })();
+    // Any error: the caller re-parses with `parse`, which says what is wrong
+    // whatever the checksum; the region's checksum is then taken in one go.
+    if state.is_none() {
+        region = crc32fast::Hasher::new();
+        region.update(&bytes[layout.start..layout.end()]);
+    }
     (state, region)
 }
 

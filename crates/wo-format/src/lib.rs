@@ -5,6 +5,7 @@
 //! This crate does no I/O; `wo-store` owns files and locks.
 
 pub mod admit;
+mod canonical_read;
 pub mod codec;
 pub mod context_used;
 pub mod conversation;

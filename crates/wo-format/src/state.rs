@@ -194,14 +194,25 @@ impl State {
         let sorted = self
             .messages
             .is_sorted_by(|a, b| a.order_key() <= b.order_key());
-        if !sorted || self.messages.iter().any(|m| m.id.is_empty()) {
+        let ids_missing = self.messages.iter().any(|m| m.id.is_empty());
+        self.normalize_known(sorted, ids_missing);
+    }
+
+    /// [`State::normalize`] for a caller that already knows whether the
+    /// messages are sorted and whether any lacks its id (the parser finds
+    /// both while reading: each pass over 100k messages costs
+    /// milliseconds).
+    pub(crate) fn normalize_known(&mut self, sorted: bool, ids_missing: bool) {
+        if !sorted || ids_missing {
             self.note_any_change();
         }
         let mut changed = false;
-        for m in &mut self.messages {
-            if m.id.is_empty() {
-                m.id = ids::message_id(&m.username, m.timestamp.as_str(), &m.content);
-                changed = true;
+        if ids_missing {
+            for m in &mut self.messages {
+                if m.id.is_empty() {
+                    m.id = ids::message_id(&m.username, m.timestamp.as_str(), &m.content);
+                    changed = true;
+                }
             }
         }
         for t in &mut self.truth.trust {
@@ -209,12 +220,14 @@ impl State {
                 t.id = ids::truth_id(&t.title, t.timestamp.as_str(), &t.content);
             }
         }
-        // Checked again: a derived id may put messages of one instant out
-        // of (timestamp, id) order.
-        if !self
-            .messages
-            .is_sorted_by(|a, b| a.order_key() <= b.order_key())
-        {
+        // Checked again after deriving: a derived id may put messages of
+        // one instant out of (timestamp, id) order.
+        let sorted = sorted
+            && (!changed
+                || self
+                    .messages
+                    .is_sorted_by(|a, b| a.order_key() <= b.order_key()));
+        if !sorted {
             self.messages
                 .sort_by(|a, b| a.order_key().cmp(&b.order_key()));
             changed = true;

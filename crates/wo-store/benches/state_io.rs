@@ -275,6 +275,23 @@ fn main() {
                 .unzip();
             let (cold, cold_cpu) = (median(cold), median(cold_cpu));
             row("open+append+save", cold, python("cold", &path, &[]), true);
+            // The same with the store dropped inside the timing, as a CLI
+            // run ends: its state freed, and the replaced version removed
+            // if that is still going on.
+            let to_end = median(
+                (0..repeat())
+                    .map(|i| {
+                        timed(|| {
+                            let mut st = Store::open(&work, OpenOptions::default()).unwrap();
+                            assert_eq!(st.reusable_messages(), st.state().messages().len());
+                            st.transact(|st| st.push_message(new_turn(3000 + i)))
+                                .unwrap();
+                        })
+                        .0
+                    })
+                    .collect(),
+            );
+            row("  … to the store's drop", to_end, None, true);
 
             // the same after a hand edit (here: a space after the closing
             // brace): nothing of the file is trusted, every byte is parsed

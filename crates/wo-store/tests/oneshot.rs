@@ -177,3 +177,103 @@ fn a_damaged_file_gets_its_error_with_file_and_pointer() {
     assert!(matches!(err, StoreError::Invalid { .. }), "{err}");
     assert_eq!(fs::read(&path).unwrap(), &text.as_bytes()[..text.len() / 2]);
 }
+
+/// Past the two-thread parse's threshold (4096 messages), where the
+/// store's own file is read element by element in its canonical layout.
+const BIG: i64 = 4200;
+
+/// A hand edit to a big file the store wrote — same length or not, in the
+/// middle or inside the last message — is read, kept by the next one-shot
+/// append, and the result is the full path's bytes.
+#[test]
+fn hand_edits_to_a_big_file_survive_a_one_shot_append() {
+    type Edit = fn(&str) -> String;
+    let edits: [(&str, Edit, &str); 3] = [
+        (
+            "same length, middle",
+            |t| t.replacen("<p>message 2000</p>", "<p>MESSAGE 2000</p>", 1),
+            "<p>MESSAGE 2000</p>",
+        ),
+        (
+            "same length, last message",
+            |t| {
+                t.replacen(
+                    &format!("<p>message {BIG}</p>"),
+                    &format!("<p>messagE {BIG}</p>"),
+                    1,
+                )
+            },
+            "<p>messagE 4200</p>",
+        ),
+        (
+            "longer, with an escape",
+            |t| t.replacen("<p>message 7</p>", "<p>message \\\"7\\\" é</p>", 1),
+            "<p>message \\\"7\\\" é</p>",
+        ),
+    ];
+    for (what, edit, kept) in edits {
+        let dir = tempfile::tempdir().unwrap();
+        let path = written(dir.path(), BIG);
+        assert_eq!(one_shot(&path, BIG + 1), BIG as usize, "{what}");
+        let text = fs::read_to_string(&path).unwrap();
+        let edited = edit(&text);
+        assert_ne!(edited, text, "{what}: the edit applies");
+        fs::write(&path, &edited).unwrap();
+        assert_eq!(one_shot(&path, BIG + 2), 0, "{what}: not re-used");
+        let after = fs::read_to_string(&path).unwrap();
+        assert!(after.contains(kept), "{what}: the hand edit was lost");
+        // The full path's bytes: what serialising the edited file plus the
+        // append gives, dated as the write dated it.
+        let mut expected = parse(edited.as_bytes()).unwrap();
+        expected.push_message(msg(BIG + 2));
+        expected.date = parse(after.as_bytes()).unwrap().date;
+        assert!(
+            to_canonical_vec(&expected) == after.as_bytes(),
+            "{what}: not the full path's bytes"
+        );
+        // The next run re-uses what this one wrote, edit included.
+        assert_eq!(one_shot(&path, BIG + 3), BIG as usize + 2, "{what}");
+        assert!(fs::read_to_string(&path).unwrap().contains(kept), "{what}");
+    }
+}
+
+/// A big file's replaced version is removed on a helper thread (the new
+/// version is in place first): once the store is dropped, or before its
+/// next write, nothing but the file and its lock is left.
+#[test]
+fn the_replaced_version_of_a_big_file_is_gone_when_the_store_is() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut state = State::new(ts(0));
+    let body = "x".repeat(3000);
+    for i in 1..=2000 {
+        let mut m = msg(i);
+        m.content = format!("<p>{i} {body}</p>");
+        state.push_message(m);
+    }
+    let path = Store::create(dir.path().join("llm.json"), state, OpenOptions::default())
+        .unwrap()
+        .path()
+        .to_path_buf();
+    assert!(fs::metadata(&path).unwrap().len() > 5 << 20, "big enough");
+    let names = || {
+        let mut names: Vec<String> = fs::read_dir(dir.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        names.sort();
+        names
+    };
+    let mut store = Store::open(&path, OpenOptions::default()).unwrap();
+    for n in 2001..=2003 {
+        store.transact(|s| s.push_message(msg(n))).unwrap();
+        // At most the one version being removed, never more.
+        assert!(names().len() <= 3, "{:?}", names());
+    }
+    drop(store);
+    assert_eq!(names(), ["llm.json", "llm.json.lock"]);
+    let state = parse(&fs::read(&path).unwrap()).unwrap();
+    assert_eq!(state.messages().len(), 2003);
+    // A one-shot run leaves nothing either.
+    assert_eq!(one_shot(&path, 2004), 2003);
+    assert_eq!(names(), ["llm.json", "llm.json.lock"]);
+}
