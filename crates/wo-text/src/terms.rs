@@ -193,9 +193,57 @@ pub const STOPWORDS: &[&str] = &[
     "yourselves",
 ];
 
+/// Longest stopword, in bytes: a longer word is never one.
+const STOPWORD_MAX_BYTES: usize = max_len(STOPWORDS);
+
+/// Per first letter (`a`..=`z`), the range of [`STOPWORDS`] that starts with it.
+const STOPWORDS_BY_FIRST: [(u16, u16); 26] = ranges_by_first_letter(STOPWORDS);
+
+const fn max_len(words: &[&str]) -> usize {
+    let (mut i, mut max) = (0, 0);
+    while i < words.len() {
+        if words[i].len() > max {
+            max = words[i].len();
+        }
+        i += 1;
+    }
+    max
+}
+
+/// The list is sorted and every stopword starts with `a`..=`z` (checked at compile time),
+/// so the words sharing a first letter are one contiguous run.
+const fn ranges_by_first_letter(words: &[&str]) -> [(u16, u16); 26] {
+    let mut ranges = [(0u16, 0u16); 26];
+    let mut i = 0;
+    while i < words.len() {
+        let first = words[i].as_bytes()[0];
+        assert!(first.is_ascii_lowercase(), "stopwords start with a-z");
+        let slot = (first - b'a') as usize;
+        if ranges[slot].1 == 0 {
+            ranges[slot].0 = i as u16;
+        }
+        ranges[slot].1 = i as u16 + 1;
+        i += 1;
+    }
+    ranges
+}
+
 /// True when `lower` (already lowercase) is a stopword.
+///
+/// Runs on every term of every distinct word an index meets, so it looks only at the
+/// stopwords sharing the word's first letter (a handful) and rejects long words and words
+/// not starting with a letter without a comparison.
 pub fn is_stopword(lower: &str) -> bool {
-    STOPWORDS.binary_search(&lower).is_ok()
+    let Some(&first) = lower.as_bytes().first() else {
+        return false;
+    };
+    if lower.len() > STOPWORD_MAX_BYTES || !first.is_ascii_lowercase() {
+        return false;
+    }
+    let (start, end) = STOPWORDS_BY_FIRST[(first - b'a') as usize];
+    STOPWORDS[start as usize..end as usize]
+        .binary_search(&lower)
+        .is_ok()
 }
 
 fn stemmer() -> &'static Stemmer {
@@ -532,6 +580,32 @@ mod tests {
             text in "([a-zA-Z0-9_]{0,12}|[ .,;:<>&'-]|é|Ω|ß|İ|Σ|日本|٣){0,24}"
         ) {
             prop_assert_eq!(terms(&text), reference_terms(&text));
+        }
+
+        /// The first-letter lookup answers as a search of the whole list does,
+        /// on near-stopwords, other scripts and the empty word alike.
+        #[test]
+        fn stopword_lookup_matches_the_whole_list(
+            word in "([a-z]{0,11}|[a-z]{1,3}_|[0-9]|é|ß|[A-Z]){0,3}"
+        ) {
+            prop_assert_eq!(is_stopword(&word), STOPWORDS.binary_search(&word.as_str()).is_ok());
+        }
+    }
+
+    #[test]
+    fn every_stopword_and_only_those_is_one() {
+        assert!(
+            STOPWORDS.windows(2).all(|w| w[0] < w[1]),
+            "STOPWORDS sorted"
+        );
+        for w in STOPWORDS {
+            assert!(is_stopword(w), "{w}");
+            assert!(
+                !is_stopword(&format!("{w}x")) || STOPWORDS.contains(&format!("{w}x").as_str())
+            );
+        }
+        for w in ["", "zebra", "themselvesx", "Ăa", "9", "_"] {
+            assert!(!is_stopword(w), "{w:?}");
         }
     }
 }
