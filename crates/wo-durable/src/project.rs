@@ -204,6 +204,25 @@ pub fn read_regular_file(path: &Path, max_bytes: u64) -> io::Result<Vec<u8>> {
     read_project_file(&root, Path::new(name), max_bytes)
 }
 
+/// Opens the existing regular file at `path` (its folder trusted, as in
+/// [`read_regular_file`]) for reading and appending: no link followed at
+/// the file, nothing but a regular file, never created.
+pub fn open_regular_for_append(path: &Path) -> io::Result<File> {
+    let file = OpenOptions::new()
+        .read(true)
+        .append(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_CLOEXEC)
+        .open(path)
+        .map_err(|e| match e.raw_os_error() {
+            Some(libc::ELOOP) => refused(path.to_path_buf(), Refusal::Symlink),
+            _ => with_path(path, e),
+        })?;
+    if !file.metadata().map_err(|e| with_path(path, e))?.is_file() {
+        return Err(refused(path.to_path_buf(), Refusal::NotRegular));
+    }
+    Ok(file)
+}
+
 /// [`read_project_string`] for a path given whole (see [`read_regular_file`]).
 pub fn read_regular_string(path: &Path, max_bytes: u64) -> io::Result<String> {
     let (root, name) = split(path)?;

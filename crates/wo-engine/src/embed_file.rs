@@ -23,6 +23,16 @@
 //! vectors, then per vector a `u64` key, an `f32` scale and the components
 //! as `i8`, sorted by key; a CRC-32 of everything before it. Written
 //! atomically (temp file, rename), like the recall sidecar.
+//!
+//! Then zero or more appended blocks: `u32` vectors (at least one), the
+//! vectors as above (in any order), and a CRC-32 of the block. A one-shot
+//! `wo ask` adds its turn's vectors as one block instead of rewriting every
+//! vector (tens of megabytes at 100k messages). A block is read only when
+//! whole and its checksum holds; reading stops at the first that is not (a
+//! crash mid-append), and the next write then rewrites the file. An append
+//! goes only to the file as it was read (same length, so no other writer
+//! came between); otherwise, and whenever vectors were dropped, the whole
+//! file is rewritten. A key already read is not read again.
 
 use std::path::{Path, PathBuf};
 
@@ -34,8 +44,9 @@ use wo_providers::embed::Embedder;
 
 use crate::dense::{DENSE_PARAMS, DenseRecall, EmbeddingStore};
 
-/// The file's first bytes; the last digit is the layout's version.
-pub const MAGIC: &[u8; 8] = b"WOEMBED1";
+/// The file's first bytes; the last digit is the layout's version (a file
+/// of another version is rebuilt).
+pub const MAGIC: &[u8; 8] = b"WOEMBED2";
 
 /// The most [`load`] reads (a million messages' vectors and more); a larger
 /// file is not one wo wrote.
@@ -58,6 +69,21 @@ pub fn lock_path(state_path: &Path) -> PathBuf {
     state_path.with_file_name(format!(".{name}.embed.lock"))
 }
 
+/// Where a sidecar read whole ends: what [`persist`] may append after.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FileEnd {
+    /// The file's length, every byte of it read and checked.
+    pub len: u64,
+    /// Vectors read from it, in the store's first rows.
+    pub rows: usize,
+    /// Appended blocks read.
+    pub blocks: usize,
+}
+
+/// Appended blocks after which the next write rewrites the file instead:
+/// keeps the number of blocks a read walks small.
+const MAX_BLOCKS: usize = 256;
+
 /// How [`load`] got its store.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Loaded {
@@ -72,27 +98,62 @@ pub enum Loaded {
 /// The store in the sidecar at `path` for the model `model` with `dim`
 /// components, or an empty one (see [`Loaded`]). Never fails.
 pub fn load(path: &Path, model: &str, dim: usize) -> (EmbeddingStore, Loaded) {
+    let (store, loaded, _) = load_with_end(path, model, dim);
+    (store, loaded)
+}
+
+/// [`load`], and where the file ends when every byte of it was read (`None`:
+/// missing, unusable, or a torn block at its end).
+pub fn load_with_end(
+    path: &Path,
+    model: &str,
+    dim: usize,
+) -> (EmbeddingStore, Loaded, Option<FileEnd>) {
     let empty = || EmbeddingStore::new(model, dim);
     let bytes = match wo_store::durable::project::read_regular_file(path, MAX_SIDECAR_BYTES) {
         Ok(b) => b,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return (empty(), Loaded::Missing),
-        Err(e) => return (empty(), Loaded::Unusable(e.to_string())),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            return (empty(), Loaded::Missing, None);
+        }
+        Err(e) => return (empty(), Loaded::Unusable(e.to_string()), None),
     };
     match read(&bytes, model, dim) {
-        Ok(store) => {
+        Ok((store, end)) => {
             let n = store.len();
-            (store, Loaded::Read(n))
+            (store, Loaded::Read(n), end)
         }
         Err(why) => (
             empty(),
             Loaded::Unusable(format!("{}: {why}", path.display())),
+            None,
         ),
     }
 }
 
-fn read(bytes: &[u8], model: &str, dim: usize) -> Result<EmbeddingStore, String> {
+fn read(
+    bytes: &[u8],
+    model: &str,
+    dim: usize,
+) -> Result<(EmbeddingStore, Option<FileEnd>), String> {
     let short = || "shorter than its header".to_owned();
-    let (body, sum) = bytes.split_last_chunk::<4>().ok_or_else(short)?;
+    let word = |b: &[u8]| u32::from_le_bytes(b.try_into().expect("4 bytes")) as usize;
+    // The base's length comes from its header; its checksum follows it.
+    let header = |b: &[u8]| -> Option<usize> {
+        let id_len = word(b.get(8..12)?);
+        let count_at = 12usize.checked_add(id_len)?.checked_add(4)?;
+        let count = word(b.get(count_at..count_at + 4)?);
+        (count_at + 4).checked_add(count.checked_mul(12 + dim)?)
+    };
+    let base_len = header(bytes).filter(|n| *n <= bytes.len().saturating_sub(4));
+    let Some(base_len) = base_len else {
+        return Err(if bytes.starts_with(MAGIC) || bytes.len() < MAGIC.len() {
+            "the vector count and the file's length disagree (damaged or cut short)".into()
+        } else {
+            "not an embeddings sidecar of this version".into()
+        });
+    };
+    let (body, after) = bytes.split_at(base_len);
+    let (sum, mut tail) = after.split_first_chunk::<4>().ok_or_else(short)?;
     if crc32fast::hash(body) != u32::from_le_bytes(*sum) {
         return Err("checksum mismatch (damaged or cut short)".into());
     }
@@ -109,7 +170,6 @@ fn read(bytes: &[u8], model: &str, dim: usize) -> Result<EmbeddingStore, String>
         rest = tail;
         Ok(head)
     };
-    let word = |b: &[u8]| u32::from_le_bytes(b.try_into().expect("4 bytes")) as usize;
     let id_len = word(take(4)?);
     let id = std::str::from_utf8(take(id_len)?).map_err(|_| "a model id that is not UTF-8")?;
     if id != model {
@@ -131,8 +191,7 @@ fn read(bytes: &[u8], model: &str, dim: usize) -> Result<EmbeddingStore, String>
     store.reserve(count);
     let mut previous = None;
     for rec in records.chunks_exact(each) {
-        let key = u64::from_le_bytes(rec[..8].try_into().expect("8 bytes"));
-        let scale = f32::from_le_bytes(rec[8..12].try_into().expect("4 bytes"));
+        let (key, scale) = record_head(rec);
         if !scale.is_finite() {
             return Err("a vector with a non-finite scale".into());
         }
@@ -143,7 +202,53 @@ fn read(bytes: &[u8], model: &str, dim: usize) -> Result<EmbeddingStore, String>
         previous = Some(key);
         store.push_new(key, scale, &rec[12..]);
     }
-    Ok(store)
+    // Appended blocks, while whole and checked.
+    let mut blocks = 0;
+    while let Some(len) = block_len(tail, each) {
+        let (block, next) = tail.split_at(len);
+        let (inner, sum) = block
+            .split_last_chunk::<4>()
+            .expect("a block holds its checksum");
+        if crc32fast::hash(inner) != u32::from_le_bytes(*sum) {
+            break;
+        }
+        let records = &inner[4..];
+        if records
+            .chunks_exact(each)
+            .any(|rec| !record_head(rec).1.is_finite())
+        {
+            break;
+        }
+        for rec in records.chunks_exact(each) {
+            let (key, scale) = record_head(rec);
+            if !store.contains_key(key) {
+                store.push_new(key, scale, &rec[12..]);
+            }
+        }
+        blocks += 1;
+        tail = next;
+    }
+    let end = tail.is_empty().then(|| FileEnd {
+        len: bytes.len() as u64,
+        rows: store.len(),
+        blocks,
+    });
+    Ok((store, end))
+}
+
+/// The key and scale at the head of one stored vector.
+fn record_head(rec: &[u8]) -> (u64, f32) {
+    let key = u64::from_le_bytes(rec[..8].try_into().expect("8 bytes"));
+    let scale = f32::from_le_bytes(rec[8..12].try_into().expect("4 bytes"));
+    (key, scale)
+}
+
+/// The length of the whole appended block at the start of `tail` (`None`:
+/// none there, or cut short).
+fn block_len(tail: &[u8], each: usize) -> Option<usize> {
+    let count = u32::from_le_bytes(*tail.first_chunk::<4>()?) as usize;
+    let len = count.checked_mul(each)?.checked_add(8)?;
+    (count > 0 && len <= tail.len()).then_some(len)
 }
 
 /// Writes `store` to the sidecar at `path` (temp file beside it, then a
@@ -164,11 +269,58 @@ pub fn save(path: &Path, store: &EmbeddingStore) -> std::io::Result<()> {
     }
     crate::recall_file::write_checked(path, out)
 }
+
+/// Appends the vectors of `store` past `end.rows` as one block to the
+/// sidecar at `path`, if it is still the file [`load_with_end`] read (same
+/// length). `Ok(false)`: it is not (or cannot be opened for appending); the
+/// caller rewrites it.
+fn append(path: &Path, store: &EmbeddingStore, end: &FileEnd) -> std::io::Result<bool> {
+    let Ok(mut file) = wo_store::durable::project::open_regular_for_append(path) else {
+        return Ok(false);
+    };
+    if file.metadata()?.len() != end.len {
+        return Ok(false);
+    }
+    // Same length is not proof of the same file: its header must name this
+    // model too, or the block would hand another model's reader our vectors.
+    let mut header = Vec::with_capacity(16 + store.model.len());
+    header.extend_from_slice(MAGIC);
+    header.extend_from_slice(&(store.model.len() as u32).to_le_bytes());
+    header.extend_from_slice(store.model.as_bytes());
+    header.extend_from_slice(&(store.dim as u32).to_le_bytes());
+    let mut on_disk = vec![0; header.len()];
+    if std::os::unix::fs::FileExt::read_exact_at(&file, &mut on_disk, 0).is_err()
+        || on_disk != header
+    {
+        return Ok(false);
+    }
+    let new: Vec<_> = store.iter().skip(end.rows).collect();
+    let Ok(count) = u32::try_from(new.len()) else {
+        return Ok(false);
+    };
+    if count == 0 {
+        return Ok(true);
+    }
+    let mut block = Vec::with_capacity(8 + new.len() * (12 + store.dim));
+    block.extend_from_slice(&count.to_le_bytes());
+    for (k, v) in new {
+        block.extend_from_slice(&k.to_le_bytes());
+        block.extend_from_slice(&v.scale.to_le_bytes());
+        block.extend(v.q.iter().map(|x| *x as u8));
+    }
+    let sum = crc32fast::hash(&block);
+    block.extend_from_slice(&sum.to_le_bytes());
+    // One write: a concurrent appender's block lands before or after it.
+    std::io::Write::write_all(&mut file, &block)?;
+    Ok(true)
+}
 /// What [`prepare`] did with the sidecar.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Prepared {
     /// How the sidecar was read.
     pub loaded: Loaded,
+    /// Where the file ended, when read whole (what [`persist`] appends to).
+    pub end: Option<FileEnd>,
     /// Messages embedded now.
     pub added: usize,
     /// Messages still without a vector (found by BM25 alone until embedded).
@@ -185,7 +337,7 @@ pub fn prepare(
     messages: &[Message],
     deadline: Option<Instant>,
 ) -> (DenseRecall, Prepared) {
-    let (mut store, loaded) = load(sidecar, embedder.id(), embedder.dim());
+    let (mut store, loaded, end) = load_with_end(sidecar, embedder.id(), embedder.dim());
     let added = store
         .fill(embedder.as_ref(), messages, deadline)
         .unwrap_or(0);
@@ -199,6 +351,7 @@ pub fn prepare(
         },
         Prepared {
             loaded,
+            end,
             added,
             missing,
         },
@@ -224,6 +377,15 @@ pub fn persist(
     let unread = !matches!(prepared.loaded, Loaded::Read(_));
     if added + prepared.added + removed == 0 && !unread {
         return Ok(false);
+    }
+    // New vectors only: one block after what was read, not every vector
+    // again. Dropped vectors, a file read in part or too many blocks: all.
+    if let Some(end) = prepared.end.as_ref().filter(|e| e.blocks < MAX_BLOCKS)
+        && removed == 0
+        && store.len() >= end.rows
+        && append(sidecar, store, end)?
+    {
+        return Ok(true);
     }
     save(sidecar, store)?;
     Ok(true)

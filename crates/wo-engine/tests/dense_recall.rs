@@ -10,6 +10,8 @@
 use std::collections::HashSet;
 use std::sync::Arc;
 
+use wo_engine::embed_file::FileEnd;
+
 use wo_engine::assemble::estimate_tokens;
 use wo_engine::dense::{self, DenseRecall, EmbeddingStore};
 use wo_engine::embed_file::{self, Loaded};
@@ -278,12 +280,9 @@ fn a_live_store_from_a_damaged_or_stale_sidecar_answers_as_a_rebuild() {
     let mut last_flipped = good.clone();
     let n = last_flipped.len();
     last_flipped[n - 5] ^= 0x01;
-    let mut appended = good.clone();
-    appended.extend_from_slice(&[0; 76]);
     let cases: Vec<(&str, Vec<u8>)> = vec![
         ("a component flipped", last_flipped),
         ("cut short", good[..good.len() - 100].to_vec()),
-        ("bytes appended", appended),
     ];
     for (what, bytes) in cases {
         std::fs::write(&path, &bytes).unwrap();
@@ -292,6 +291,15 @@ fn a_live_store_from_a_damaged_or_stale_sidecar_answers_as_a_rebuild() {
         assert_same(&got, &want);
         assert_eq!(std::fs::read(&path).unwrap(), good, "{what}: rebuilt");
     }
+    // Bytes after the checked part that are no whole block (an append cut
+    // short by a crash): what came before them is read, the same answers.
+    let mut appended = good.clone();
+    appended.extend_from_slice(&[0; 76]);
+    std::fs::write(&path, &appended).unwrap();
+    let (loaded, got) = live_context(&state);
+    assert_eq!(loaded, Loaded::Read(60));
+    assert_same(&got, &want);
+    std::fs::write(&path, &good).unwrap();
 
     // Stale: an edit, a removal, new turns.
     state.messages_mut()[4].content = "<p>I quit the pottery classes (4)</p>".into();
@@ -312,4 +320,174 @@ fn a_live_store_from_a_damaged_or_stale_sidecar_answers_as_a_rebuild() {
     assert_same(&got, &want);
     let (on_disk, _) = embed_file::load(&path, "hashed-test:1", DIM);
     assert_eq!(on_disk, *rebuilt(&state).store, "the file a rebuild writes");
+}
+
+/// `n` more turns after `state`'s messages.
+fn with_new_turns(state: &State, from: usize, n: usize) -> State {
+    let mut s = state.clone();
+    for i in from..from + n {
+        let text = format!("{} ({i})", TOPICS[i % TOPICS.len()]);
+        s.push_message(Message::new(
+            "Melanie",
+            Timestamp::from_unix(NOW - 900 + i as i64),
+            text.clone(),
+            format!("<p>{text}</p>"),
+        ));
+    }
+    s
+}
+
+/// What `wo ask` does: the sidecar read before the turn (nothing embedded
+/// yet), then after it the missing vectors embedded and written.
+fn ask_then_persist(path: &std::path::Path, after: &State) -> bool {
+    let (mut d, prepared) = embed_file::prepare(embedder(), path, &[], None);
+    embed_file::persist(&mut d, path, after.messages(), &prepared, None).unwrap()
+}
+
+/// The bytes a rebuild writes for `state`.
+fn rebuilt_bytes(state: &State) -> Vec<u8> {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join(".x.embed");
+    embed_file::save(&path, &rebuilt(state).store).unwrap();
+    std::fs::read(path).unwrap()
+}
+
+/// A turn's new vectors are appended to the file as one checked block — the
+/// bytes before them are left as they were — and the file reads back as a
+/// rebuild; a second turn appends a second block.
+#[test]
+fn new_vectors_are_appended_and_read_back_as_a_rebuild() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = embed_file::sidecar_path(&dir.path().join("llm.json"));
+    let state = state_of(60);
+    load_fill_save(&path, &state);
+    let good = std::fs::read(&path).unwrap();
+    let record = 12 + DIM;
+
+    let two = with_new_turns(&state, 60, 2);
+    assert!(ask_then_persist(&path, &two));
+    let after = std::fs::read(&path).unwrap();
+    assert_eq!(after.len(), good.len() + 8 + 2 * record, "one block of two");
+    assert_eq!(after[..good.len()], good[..], "what was there is untouched");
+    let (store, loaded, end) = embed_file::load_with_end(&path, "hashed-test:1", DIM);
+    assert_eq!(loaded, Loaded::Read(62));
+    assert_eq!(store, *rebuilt(&two).store);
+    assert_eq!(
+        end,
+        Some(FileEnd {
+            len: after.len() as u64,
+            rows: 62,
+            blocks: 1
+        })
+    );
+    assert_same(
+        &context(&two, Some(with_store(store)), QUERY),
+        &context(&two, Some(rebuilt(&two)), QUERY),
+    );
+
+    let four = with_new_turns(&two, 62, 2);
+    assert!(ask_then_persist(&path, &four));
+    let (store, _, end) = embed_file::load_with_end(&path, "hashed-test:1", DIM);
+    assert_eq!(store, *rebuilt(&four).store);
+    assert_eq!(end.map(|e| e.blocks), Some(2));
+    // Nothing new: nothing written.
+    let before = std::fs::read(&path).unwrap();
+    assert!(!ask_then_persist(&path, &four));
+    assert_eq!(std::fs::read(&path).unwrap(), before);
+}
+
+/// An append cut short at any byte (a crash in the middle of it) reads as
+/// the file before the append — never another vector — and the next write
+/// rewrites the whole file as a rebuild does.
+#[test]
+fn an_append_cut_at_any_byte_reads_as_the_file_before_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = embed_file::sidecar_path(&dir.path().join("llm.json"));
+    let state = state_of(30);
+    load_fill_save(&path, &state);
+    let good = std::fs::read(&path).unwrap();
+    let two = with_new_turns(&state, 30, 2);
+    assert!(ask_then_persist(&path, &two));
+    let full = std::fs::read(&path).unwrap();
+    let before = rebuilt(&state);
+    for cut in good.len()..full.len() {
+        std::fs::write(&path, &full[..cut]).unwrap();
+        let (store, loaded, end) = embed_file::load_with_end(&path, "hashed-test:1", DIM);
+        assert_eq!(loaded, Loaded::Read(30), "cut at {cut}");
+        assert_eq!(store, *before.store, "cut at {cut}");
+        assert_eq!(end.is_some(), cut == good.len(), "cut at {cut}");
+    }
+    // A block whose checksum does not hold is not read either.
+    let mut flipped = full.clone();
+    flipped[good.len() + 20] ^= 0x10;
+    std::fs::write(&path, &flipped).unwrap();
+    let (store, loaded, end) = embed_file::load_with_end(&path, "hashed-test:1", DIM);
+    assert_eq!((loaded, end), (Loaded::Read(30), None));
+    assert_eq!(store, *before.store);
+    // The next turn rewrites the file: a rebuild's bytes.
+    std::fs::write(&path, &full[..full.len() - 3]).unwrap();
+    let three = with_new_turns(&two, 32, 1);
+    assert!(ask_then_persist(&path, &three));
+    assert_eq!(std::fs::read(&path).unwrap(), rebuilt_bytes(&three));
+}
+
+/// The whole file is rewritten, not appended to, when vectors are dropped
+/// (a message edited) or when the file changed since it was read (another
+/// writer): never a block after a file it was not read from.
+#[test]
+fn an_edit_or_another_writer_rewrites_the_whole_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = embed_file::sidecar_path(&dir.path().join("llm.json"));
+    let state = state_of(30);
+    load_fill_save(&path, &state);
+    let mut edited = with_new_turns(&state, 30, 2);
+    edited.messages_mut()[3].content = "<p>an edited message</p>".into();
+    assert!(ask_then_persist(&path, &edited));
+    assert_eq!(std::fs::read(&path).unwrap(), rebuilt_bytes(&edited));
+
+    // Read, then the file replaced by another writer before the write.
+    let (mut d, prepared) = embed_file::prepare(embedder(), &path, &[], None);
+    let other = state_of(10);
+    embed_file::save(&path, &rebuilt(&other).store).unwrap();
+    let next = with_new_turns(&edited, 32, 1);
+    embed_file::persist(&mut d, &path, next.messages(), &prepared, None).unwrap();
+    assert_eq!(std::fs::read(&path).unwrap(), rebuilt_bytes(&next));
+}
+
+/// Several writers at once, appending and rewriting: whatever lands, the
+/// file reads, and every vector in it is the one a rebuild computes for
+/// its key.
+#[test]
+fn concurrent_appends_leave_a_file_of_right_vectors() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = embed_file::sidecar_path(&dir.path().join("llm.json"));
+    let state = state_of(30);
+    load_fill_save(&path, &state);
+    let everything = with_new_turns(&state, 30, 40);
+    let threads: Vec<_> = (0..8)
+        .map(|t| {
+            let path = path.clone();
+            // Half append every new vector (the same keys as each other),
+            // half hold only their own turns (their writes drop the rest:
+            // whole rewrites racing the appends).
+            let mine = if t % 2 == 0 {
+                everything.clone()
+            } else {
+                with_new_turns(&state, 30 + t * 5, 5)
+            };
+            std::thread::spawn(move || ask_then_persist(&path, &mine))
+        })
+        .collect();
+    for t in threads {
+        // Whether it wrote: one that read the file after another wrote
+        // every vector has nothing to add.
+        t.join().unwrap();
+    }
+    let (store, loaded, _) = embed_file::load_with_end(&path, "hashed-test:1", DIM);
+    assert!(matches!(loaded, Loaded::Read(n) if n >= 35), "{loaded:?}");
+    let all = rebuilt(&everything);
+    for (key, v) in store.iter() {
+        let want = all.store.get_key(key).expect("a key of these messages");
+        assert_eq!((v.scale, v.q), (want.scale, want.q));
+    }
 }
