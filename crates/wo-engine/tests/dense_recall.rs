@@ -193,15 +193,7 @@ fn the_sidecar_never_changes_an_answer() {
     state.messages_mut()[4].content = "<p>I quit the pottery classes (4)</p>".into();
     let gone = state.messages()[10].id.clone();
     state.messages_mut().retain(|m| m.id != gone);
-    for i in 60..70 {
-        let text = format!("{} ({i})", TOPICS[i % TOPICS.len()]);
-        state.push_message(Message::new(
-            "Caroline",
-            Timestamp::from_unix(NOW - 1_000 + i as i64),
-            text.clone(),
-            format!("<p>{text}</p>"),
-        ));
-    }
+    state = with_new_turns(&state, 60, 10);
     let want = context(&state, Some(rebuilt(&state)), QUERY);
     let (loaded, d) = load_fill_save(&path, &state);
     assert_eq!(loaded, Loaded::Read(60));
@@ -305,21 +297,23 @@ fn a_live_store_from_a_damaged_or_stale_sidecar_answers_as_a_rebuild() {
     state.messages_mut()[4].content = "<p>I quit the pottery classes (4)</p>".into();
     let gone = state.messages()[11].id.clone();
     state.messages_mut().retain(|m| m.id != gone);
-    for i in 60..66 {
-        let text = format!("{} ({i})", TOPICS[i % TOPICS.len()]);
-        state.push_message(Message::new(
-            "Melanie",
-            Timestamp::from_unix(NOW - 500 + i as i64),
-            text.clone(),
-            format!("<p>{text}</p>"),
-        ));
-    }
+    state = with_new_turns(&state, 60, 6);
     let want = context(&state, Some(rebuilt(&state)), QUERY);
     let (loaded, got) = live_context(&state);
     assert_eq!(loaded, Loaded::Read(60));
     assert_same(&got, &want);
     let (on_disk, _) = embed_file::load(&path, "hashed-test:1", DIM);
     assert_eq!(on_disk, *rebuilt(&state).store, "the file a rebuild writes");
+}
+
+/// A project folder whose sidecar holds the vectors of `n` messages
+/// (written by a full top-up), its path, and the state.
+fn sidecar_of(n: usize) -> (tempfile::TempDir, std::path::PathBuf, State) {
+    let dir = tempfile::tempdir().unwrap();
+    let path = embed_file::sidecar_path(&dir.path().join("llm.json"));
+    let state = state_of(n);
+    load_fill_save(&path, &state);
+    (dir, path, state)
 }
 
 /// `n` more turns after `state`'s messages.
@@ -357,10 +351,7 @@ fn rebuilt_bytes(state: &State) -> Vec<u8> {
 /// rebuild; a second turn appends a second block.
 #[test]
 fn new_vectors_are_appended_and_read_back_as_a_rebuild() {
-    let dir = tempfile::tempdir().unwrap();
-    let path = embed_file::sidecar_path(&dir.path().join("llm.json"));
-    let state = state_of(60);
-    load_fill_save(&path, &state);
+    let (_dir, path, state) = sidecar_of(60);
     let good = std::fs::read(&path).unwrap();
     let record = 12 + DIM;
 
@@ -401,10 +392,7 @@ fn new_vectors_are_appended_and_read_back_as_a_rebuild() {
 /// rewrites the whole file as a rebuild does.
 #[test]
 fn an_append_cut_at_any_byte_reads_as_the_file_before_it() {
-    let dir = tempfile::tempdir().unwrap();
-    let path = embed_file::sidecar_path(&dir.path().join("llm.json"));
-    let state = state_of(30);
-    load_fill_save(&path, &state);
+    let (_dir, path, state) = sidecar_of(30);
     let good = std::fs::read(&path).unwrap();
     let two = with_new_turns(&state, 30, 2);
     assert!(ask_then_persist(&path, &two));
@@ -436,10 +424,7 @@ fn an_append_cut_at_any_byte_reads_as_the_file_before_it() {
 /// writer): never a block after a file it was not read from.
 #[test]
 fn an_edit_or_another_writer_rewrites_the_whole_file() {
-    let dir = tempfile::tempdir().unwrap();
-    let path = embed_file::sidecar_path(&dir.path().join("llm.json"));
-    let state = state_of(30);
-    load_fill_save(&path, &state);
+    let (_dir, path, state) = sidecar_of(30);
     let mut edited = with_new_turns(&state, 30, 2);
     edited.messages_mut()[3].content = "<p>an edited message</p>".into();
     assert!(ask_then_persist(&path, &edited));
@@ -459,10 +444,7 @@ fn an_edit_or_another_writer_rewrites_the_whole_file() {
 /// its key.
 #[test]
 fn concurrent_appends_leave_a_file_of_right_vectors() {
-    let dir = tempfile::tempdir().unwrap();
-    let path = embed_file::sidecar_path(&dir.path().join("llm.json"));
-    let state = state_of(30);
-    load_fill_save(&path, &state);
+    let (_dir, path, state) = sidecar_of(30);
     let everything = with_new_turns(&state, 30, 40);
     let threads: Vec<_> = (0..8)
         .map(|t| {
