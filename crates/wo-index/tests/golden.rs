@@ -12,11 +12,8 @@ mod common;
 use std::fmt::Write as _;
 use std::path::Path;
 
-use common::{PNG, copy_tree, project, snapshot_dir, write};
-use wo_index::{
-    ChunkingConfig, Index, IndexOptions, Layout, PackOptions, index_directory, index_files, pack,
-    sha256_hex,
-};
+use common::{PNG, copy_tree, digests, index_and_pack, project, snapshot_dir, write};
+use wo_index::{ChunkingConfig, Index, IndexOptions, index_directory, index_files, sha256_hex};
 
 /// A deterministic fixture with every kind of input the chunkers treat differently.
 fn fixture(root: &Path) {
@@ -101,33 +98,9 @@ fn options(threads: usize) -> IndexOptions {
     }
 }
 
-/// `index.json` and every pack file (full layout with both zips) of `root`, indexed with `opts`.
+/// What the golden test pins for `root` indexed with `opts`.
 fn outputs(root: &Path, opts: &IndexOptions) -> Vec<(String, Vec<u8>)> {
-    index_directory(root, opts, &|_| {}).expect("index");
-    let mut out = vec![(
-        "index.json".to_string(),
-        std::fs::read(root.join(".wo-index/index.json")).unwrap(),
-    )];
-    let pack_dir = tempfile::tempdir().unwrap();
-    let index = Index::open(root).unwrap();
-    let pack_opts = PackOptions {
-        layout: Layout::Full,
-        zips: true,
-        project_name: Some("golden".into()),
-        ..PackOptions::default()
-    };
-    pack(&index, pack_dir.path(), &pack_opts).expect("pack");
-    for (rel, bytes) in snapshot_dir(pack_dir.path()) {
-        out.push((format!("pack/{rel}"), bytes));
-    }
-    out
-}
-
-fn digests(files: &[(String, Vec<u8>)]) -> String {
-    files
-        .iter()
-        .map(|(name, bytes)| format!("{} {:>7} {name}\n", &sha256_hex(bytes)[..16], bytes.len()))
-        .collect()
+    index_and_pack(root, opts, "golden")
 }
 
 #[test]

@@ -14,8 +14,8 @@ mod common;
 use std::fmt::Write as _;
 use std::path::Path;
 
-use common::{snapshot_dir, write};
-use wo_index::{Index, IndexOptions, Layout, PackOptions, index_directory, pack, sha256_hex};
+use common::{digests, index_and_pack, write};
+use wo_index::IndexOptions;
 
 /// HTML pages, each stressing one part of the tokenizer, plus long-line code and text.
 fn fixture(root: &Path) {
@@ -127,37 +127,13 @@ fn fixture(root: &Path) {
     write(root, "text/long.txt", &long);
 }
 
-/// `index.json` and every pack file (full layout with both zips) of `root`.
+/// What the golden test pins for `root` indexed on `threads` threads.
 fn outputs(root: &Path, threads: usize) -> Vec<(String, Vec<u8>)> {
     let opts = IndexOptions {
         threads,
         ..IndexOptions::default()
     };
-    index_directory(root, &opts, &|_| {}).expect("index");
-    let mut out = vec![(
-        "index.json".to_string(),
-        std::fs::read(root.join(".wo-index/index.json")).unwrap(),
-    )];
-    let pack_dir = tempfile::tempdir().unwrap();
-    let index = Index::open(root).unwrap();
-    let pack_opts = PackOptions {
-        layout: Layout::Full,
-        zips: true,
-        project_name: Some("golden-markup".into()),
-        ..PackOptions::default()
-    };
-    pack(&index, pack_dir.path(), &pack_opts).expect("pack");
-    for (rel, bytes) in snapshot_dir(pack_dir.path()) {
-        out.push((format!("pack/{rel}"), bytes));
-    }
-    out
-}
-
-fn digests(files: &[(String, Vec<u8>)]) -> String {
-    files
-        .iter()
-        .map(|(name, bytes)| format!("{} {:>7} {name}\n", &sha256_hex(bytes)[..16], bytes.len()))
-        .collect()
+    index_and_pack(root, &opts, "golden-markup")
 }
 
 #[test]

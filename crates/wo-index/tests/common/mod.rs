@@ -93,3 +93,45 @@ pub fn snapshot_dir(dir: &Path) -> Vec<(String, Vec<u8>)> {
     out.sort();
     out
 }
+
+/// `index.json` and every pack file (full layout with both zips, named
+/// `project_name`) of `root`, indexed with `opts`: what the golden tests pin.
+pub fn index_and_pack(
+    root: &Path,
+    opts: &wo_index::IndexOptions,
+    project_name: &str,
+) -> Vec<(String, Vec<u8>)> {
+    use wo_index::{Index, Layout, PackOptions, index_directory, pack};
+    index_directory(root, opts, &|_| {}).expect("index");
+    let mut out = vec![(
+        "index.json".to_string(),
+        std::fs::read(root.join(".wo-index/index.json")).unwrap(),
+    )];
+    let pack_dir = tempfile::tempdir().unwrap();
+    let index = Index::open(root).unwrap();
+    let pack_opts = PackOptions {
+        layout: Layout::Full,
+        zips: true,
+        project_name: Some(project_name.into()),
+        ..PackOptions::default()
+    };
+    pack(&index, pack_dir.path(), &pack_opts).expect("pack");
+    for (rel, bytes) in snapshot_dir(pack_dir.path()) {
+        out.push((format!("pack/{rel}"), bytes));
+    }
+    out
+}
+
+/// One line per file: a digest prefix, the length, the name.
+pub fn digests(files: &[(String, Vec<u8>)]) -> String {
+    files
+        .iter()
+        .map(|(name, bytes)| {
+            format!(
+                "{} {:>7} {name}\n",
+                &wo_index::sha256_hex(bytes)[..16],
+                bytes.len()
+            )
+        })
+        .collect()
+}
