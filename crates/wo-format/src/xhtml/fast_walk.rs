@@ -175,6 +175,25 @@ impl Scanner<'_> {
         }
     }
 
+    /// Sends the text from `pos` up to the byte the scan stopped at (`found`,
+    /// an offset from `pos`) and returns that byte's place; without one, the
+    /// rest of the input is text, `pos` moves to the end and `None` is returned.
+    fn text_to(&mut self, core: &WalkCore, found: Option<usize>) -> Option<usize> {
+        let Some(i) = found else {
+            let end = self.b.len();
+            if self.pos < end {
+                self.push_text(core, Piece::Span(self.pos, end), end);
+            }
+            self.pos = end;
+            return None;
+        };
+        let at = self.pos + i;
+        if i > 0 {
+            self.push_text(core, Piece::Span(self.pos, at), at);
+        }
+        Some(at)
+    }
+
     fn push_other(&mut self, other: OtherEvent, line: usize) {
         self.events.push(Event::Other(other, line));
     }
@@ -197,19 +216,8 @@ impl Scanner<'_> {
     /// Text up to the end of the input, line ends normalised (plaintext).
     fn text_until_end(&mut self, core: &WalkCore) {
         while self.pos < self.b.len() {
-            match memchr(b'\r', &self.b[self.pos..]) {
-                Some(i) => {
-                    let at = self.pos + i;
-                    if i > 0 {
-                        self.push_text(core, Piece::Span(self.pos, at), at);
-                    }
-                    self.carriage_return(core, at);
-                }
-                None => {
-                    let end = self.b.len();
-                    self.push_text(core, Piece::Span(self.pos, end), end);
-                    self.pos = end;
-                }
+            if let Some(at) = self.text_to(core, memchr(b'\r', &self.b[self.pos..])) {
+                self.carriage_return(core, at);
             }
         }
     }
@@ -228,18 +236,10 @@ impl Scanner<'_> {
     /// returns how to read what follows.
     fn data(&mut self, core: &mut WalkCore) -> Option<ReadAs> {
         loop {
-            let Some(i) = memchr3(b'<', b'&', b'\r', &self.b[self.pos..]) else {
-                let end = self.b.len();
-                if self.pos < end {
-                    self.push_text(core, Piece::Span(self.pos, end), end);
-                }
-                self.pos = end;
+            let found = memchr3(b'<', b'&', b'\r', &self.b[self.pos..]);
+            let Some(at) = self.text_to(core, found) else {
                 return Some(ReadAs::Data);
             };
-            let at = self.pos + i;
-            if i > 0 {
-                self.push_text(core, Piece::Span(self.pos, at), at);
-            }
             match self.b[at] {
                 b'\r' => self.carriage_return(core, at),
                 b'&' => self.char_ref(core, at)?,
@@ -542,18 +542,9 @@ impl Scanner<'_> {
             } else {
                 memchr2(b'<', b'\r', rest)
             };
-            let Some(i) = found else {
-                let end = self.b.len();
-                if self.pos < end {
-                    self.push_text(core, Piece::Span(self.pos, end), end);
-                }
-                self.pos = end;
+            let Some(at) = self.text_to(core, found) else {
                 return Some(mode);
             };
-            let at = self.pos + i;
-            if i > 0 {
-                self.push_text(core, Piece::Span(self.pos, at), at);
-            }
             match self.b[at] {
                 b'\r' => self.carriage_return(core, at),
                 b'&' => self.char_ref(core, at)?,
