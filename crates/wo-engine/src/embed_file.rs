@@ -135,57 +135,44 @@ fn read(
     model: &str,
     dim: usize,
 ) -> Result<(EmbeddingStore, Option<FileEnd>), String> {
-    let short = || "shorter than its header".to_owned();
-    let word = |b: &[u8]| u32::from_le_bytes(b.try_into().expect("4 bytes")) as usize;
-    // The base's length comes from its header; its checksum follows it.
-    let header = |b: &[u8]| -> Option<usize> {
-        let id_len = word(b.get(8..12)?);
-        let count_at = 12usize.checked_add(id_len)?.checked_add(4)?;
-        let count = word(b.get(count_at..count_at + 4)?);
-        (count_at + 4).checked_add(count.checked_mul(12 + dim)?)
-    };
-    let base_len = header(bytes).filter(|n| *n <= bytes.len().saturating_sub(4));
-    let Some(base_len) = base_len else {
-        return Err(if bytes.starts_with(MAGIC) || bytes.len() < MAGIC.len() {
-            "the vector count and the file's length disagree (damaged or cut short)".into()
-        } else {
-            "not an embeddings sidecar of this version".into()
-        });
-    };
-    let (body, after) = bytes.split_at(base_len);
-    let (sum, mut tail) = after.split_first_chunk::<4>().ok_or_else(short)?;
-    if crc32fast::hash(body) != u32::from_le_bytes(*sum) {
-        return Err("checksum mismatch (damaged or cut short)".into());
-    }
-    let (magic, rest) = body.split_first_chunk::<8>().ok_or_else(short)?;
-    if magic != MAGIC {
-        return Err("not an embeddings sidecar of this version".into());
-    }
-    let mut rest: &[u8] = rest;
+    // The base: its header says how long it is; its checksum follows it and
+    // is checked before anything read from it is believed.
+    let mut rest = bytes;
     let mut take = |n: usize| -> Result<&[u8], String> {
         if rest.len() < n {
-            return Err(short());
+            return Err("cut short, or not an embeddings sidecar".into());
         }
         let (head, tail) = rest.split_at(n);
         rest = tail;
         Ok(head)
     };
+    let word = |b: &[u8]| u32::from_le_bytes(b.try_into().expect("4 bytes")) as usize;
+    let magic = take(MAGIC.len())?;
     let id_len = word(take(4)?);
-    let id = std::str::from_utf8(take(id_len)?).map_err(|_| "a model id that is not UTF-8")?;
+    let id = take(id_len)?;
+    let file_dim = word(take(4)?);
+    let count = word(take(4)?);
+    let each = 12 + dim;
+    let records = take(
+        count
+            .checked_mul(12 + file_dim)
+            .ok_or("the vector count and the file's length disagree")?,
+    )?;
+    let sum = take(4)?;
+    let mut tail = rest;
+    let base_len = bytes.len() - tail.len() - sum.len();
+    if crc32fast::hash(&bytes[..base_len]).to_le_bytes() != sum {
+        return Err("checksum mismatch (damaged or cut short)".into());
+    }
+    if magic != MAGIC {
+        return Err("not an embeddings sidecar of this version".into());
+    }
+    let id = std::str::from_utf8(id).map_err(|_| "a model id that is not UTF-8")?;
     if id != model {
         return Err(format!("written for another model ({id})"));
     }
-    if word(take(4)?) != dim {
+    if file_dim != dim {
         return Err("vectors of another length".into());
-    }
-    let count = word(take(4)?);
-    let each = 12 + dim;
-    let records = count
-        .checked_mul(each)
-        .map(&mut take)
-        .ok_or("the vector count and the file's length disagree")??;
-    if !rest.is_empty() {
-        return Err("the vector count and the file's length disagree".into());
     }
     let mut store = EmbeddingStore::new(model, dim);
     store.reserve(count);
