@@ -661,12 +661,13 @@ for (const mode of ['local', 'stateless']) {
         for (let attempt = 1; ; attempt++) {
           marker = `${mode} ${size} close test ${attempt}`;
           const streaming = await startLongAnswer(page, `Write a long story, at least 500 words, about a dragon who learns to bake bread. (${marker})`, 20);
-          if (streaming) break;
-          assert(attempt < 5, 'the model finished every answer before 20 characters were shown');
+          // The answer so far reaches the browser's record (stateless) or
+          // the server; the small model sometimes ends its story meanwhile.
+          if (streaming) await sleep(600);
+          if (streaming && await page.isVisible('[data-testid="stop"]')) break;
+          assert(attempt < 5, 'the model finished every answer before the page could close mid-answer');
           await page.waitForSelector('[data-testid="send"]:not([hidden])');
         }
-        await sleep(600); // the answer so far reaches the browser's record (stateless) or the server
-        assert(await page.isVisible('[data-testid="stop"]'), 'the answer finished before the page closed');
         await page.close({ runBeforeUnload: false });
         if (!server.stateless) {
           // The server keeps it when the connection drops: in the file, before any page asks.
