@@ -125,6 +125,27 @@ impl TermTable {
 /// A term of a merge source placed in a shard: (source, id in the source, id in the shard).
 type Placed = (u32, u32, u32);
 
+/// `a == b` for the short words that fill the hot-word cache, without a call to `memcmp`
+/// (perf: its call and set-up were ~5% of a text tree's CPU, nearly all on cache hits). Each
+/// length class compares overlapping loads that together cover every byte.
+#[inline(always)]
+fn same_word(a: &str, b: &str) -> bool {
+    let (a, b) = (a.as_bytes(), b.as_bytes());
+    let n = a.len();
+    if n != b.len() {
+        return false;
+    }
+    let u64_at = |x: &[u8], at: usize| u64::from_le_bytes(x[at..at + 8].try_into().unwrap());
+    let u32_at = |x: &[u8], at: usize| u32::from_le_bytes(x[at..at + 4].try_into().unwrap());
+    match n {
+        0 => true,
+        1..=3 => a[0] == b[0] && a[n / 2] == b[n / 2] && a[n - 1] == b[n - 1],
+        4..=7 => u32_at(a, 0) == u32_at(b, 0) && u32_at(a, n - 4) == u32_at(b, n - 4),
+        8..=16 => u64_at(a, 0) == u64_at(b, 0) && u64_at(a, n - 8) == u64_at(b, n - 8),
+        _ => a == b,
+    }
+}
+
 /// Postings of one block of chunks (borrowing their words for its cache).
 #[derive(Default)]
 struct Block<'a> {
@@ -158,7 +179,7 @@ impl<'a> Block<'a> {
         }
         let slot = (FxBuildHasher.hash_one(word) as usize) & (HOT_WORDS - 1);
         let (start, end) = match self.hot[slot] {
-            (w, start, end) if w == word => (start, end),
+            (w, start, end) if same_word(w, word) => (start, end),
             _ => {
                 let span = self.cached_word(word);
                 self.hot[slot] = (word, span.0, span.1);
@@ -533,6 +554,25 @@ mod tests {
                 )
             })
             .collect()
+    }
+
+    #[test]
+    fn same_word_is_equality_at_every_length() {
+        let base = "abcdefghijklmnopqrstuvwxyz0123456789";
+        for n in 0..base.len() {
+            let a = &base[..n];
+            assert!(same_word(a, &a.to_string()), "{a:?}");
+            // One byte changed at each position, and a different length, are told apart.
+            for at in 0..n {
+                let mut b = a.as_bytes().to_vec();
+                b[at] = b'_';
+                assert!(
+                    !same_word(a, std::str::from_utf8(&b).unwrap()),
+                    "{a:?} at {at}"
+                );
+            }
+            assert!(!same_word(a, &base[..n + 1]), "{a:?}");
+        }
     }
 
     #[test]
