@@ -561,7 +561,7 @@ mod tests {
         let base = "abcdefghijklmnopqrstuvwxyz0123456789";
         for n in 0..base.len() {
             let a = &base[..n];
-            assert!(same_word(a, &a.to_string()), "{a:?}");
+            assert!(same_word(a, a), "{a:?}");
             // One byte changed at each position, and a different length, are told apart.
             for at in 0..n {
                 let mut b = a.as_bytes().to_vec();
