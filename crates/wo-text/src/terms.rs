@@ -316,7 +316,13 @@ fn classes(c: char) -> u8 {
 /// Whether `c` separates words (neither alphanumeric nor `_`).
 #[inline]
 fn separates_words(c: char) -> bool {
-    c != '_' && classes(c) & ALNUM == 0
+    let alphanumeric = if (c as u32) < CLASSED_BELOW {
+        class_table()[c as usize] & ALNUM != 0
+    } else {
+        // One lookup, not the four of `classes_of`.
+        c.is_alphanumeric()
+    };
+    !alphanumeric && c != '_'
 }
 
 /// Scratch space reused from word to word, so that tokenising a long text
