@@ -951,7 +951,8 @@ pub enum KindArg {
 
 #[derive(Args, Debug)]
 pub struct TruthAddArgs {
-    /// A short title.
+    /// A short title. At a terminal, without --content or --file, the title is the whole entry:
+    /// `wo memory add "The build server is named hopper"`.
     pub title: String,
     #[command(flatten)]
     pub input: ContentInput,

@@ -863,3 +863,39 @@ fn to_status(out: std::process::Output) -> String {
     );
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
+
+#[test]
+fn memory_add_at_a_terminal_takes_the_title_as_the_entry() {
+    let p = Project::new();
+    p.write_state("llm.json", &State::new(ts("2026-03-01T10:00:00Z")));
+    // A terminal on standard input (util-linux `script` gives the command a pty): the
+    // sentence is the entry, at once, instead of a silent wait for standard input.
+    let line = format!(
+        "{} memory add 'The build server is named hopper'",
+        common::wo_bin().display()
+    );
+    let cmd = p.cmd(&[]);
+    let mut script = std::process::Command::new("script");
+    script
+        .args(["-q", "-e", "-c", &line, "/dev/null"])
+        .current_dir(p.path())
+        .envs(cmd.get_envs().filter_map(|(k, v)| v.map(|v| (k, v))))
+        .env_remove("WO_STATE")
+        .stdin(std::process::Stdio::null());
+    let out = script.output().expect("util-linux `script` runs");
+    assert!(out.status.success(), "{out:?}");
+    let s = p.state();
+    assert_eq!(s.truth.trust.len(), 1, "{:?}", s.truth.trust);
+    let entry = &s.truth.trust[0];
+    assert_eq!(entry.title, "The build server is named hopper");
+    assert!(
+        entry.content.contains("The build server is named hopper"),
+        "{}",
+        entry.content
+    );
+    // Without a terminal, an empty standard input is still refused, with the way out.
+    let refused = p.run(&["memory", "add", "Another title"]);
+    assert_ne!(refused.code, 0);
+    refused.says(&["the content is empty", "--content"]);
+    assert_eq!(p.state().truth.trust.len(), 1);
+}

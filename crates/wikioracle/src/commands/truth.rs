@@ -1,6 +1,7 @@
 //! `wo memory add|edit|rm` and its alias `wo truth list|add|edit|rm` (the
 //! entries are kept under `truth` in llm.json).
 
+use std::io::IsTerminal;
 use std::process::ExitCode;
 
 use anyhow::{Result, anyhow};
@@ -41,11 +42,13 @@ pub fn run(g: &GlobalOpts, cmd: TruthCommand) -> Result<ExitCode> {
 /// `wo memory add`: one entry made by hand.
 pub fn add(g: &GlobalOpts, args: crate::cli::TruthAddArgs) -> Result<()> {
     let certainty = check_certainty("--certainty", args.certainty)?;
-    let content = read_content(
-        args.input.content.as_deref(),
-        args.input.file.as_deref(),
-        args.input.format,
-    )?;
+    // At a terminal with neither --content nor --file, `wo memory add "The build server is
+    // hopper"` means that sentence: reading standard input there would wait without a word.
+    let inline = match (&args.input.content, &args.input.file) {
+        (None, None) if std::io::stdin().is_terminal() => Some(args.title.as_str()),
+        (content, _) => content.as_deref(),
+    };
+    let content = read_content(inline, args.input.file.as_deref(), args.input.format)?;
     let mut entry = TruthEntry::new(args.title, Timestamp::now(), certainty, content);
     entry.kind = args.kind.map(|k| match k {
         KindArg::Fact => TruthKind::Fact,
