@@ -124,12 +124,18 @@ async fn local_generation_is_cancellable_and_the_model_stays_usable() {
     let req = ChatRequest::new(vec![ChatMessage::user("Say hello.")])
         .with_temperature(0.0)
         .with_max_tokens(8);
-    let (text, _) = ask(p.as_ref(), req).await;
+    let (text, _) = ask(p.as_ref(), req.clone()).await;
+    let after_drop = started.elapsed();
     assert!(!text.is_empty());
+    // Against the same request on a model nobody else is using, in the same
+    // run (the machine may be loaded): the dropped stream's 600 tokens take
+    // far longer than a few times "Say hello.".
+    let started = Instant::now();
+    ask(p.as_ref(), req).await;
+    let alone = started.elapsed();
     assert!(
-        started.elapsed() < Duration::from_secs(5),
-        "{:?}",
-        started.elapsed()
+        after_drop < alone * 4 + Duration::from_secs(2),
+        "after the drop {after_drop:?}, alone {alone:?}"
     );
 }
 

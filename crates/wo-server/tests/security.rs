@@ -198,8 +198,12 @@ async fn the_sign_in_survives_a_restart_and_new_token_ends_it() {
     let upstream = common::upstream(Script::says("ok")).await;
     let dir = tempfile::tempdir().unwrap();
     let data = tempfile::tempdir().unwrap();
+    // A fresh connection per request: the restarts below close the old
+    // server's keep-alive connections, and a request sent on one in that
+    // instant fails with "incomplete message" (a browser would retry it).
     let client = reqwest::Client::builder()
         .redirect(reqwest::redirect::Policy::none())
+        .pool_max_idle_per_host(0)
         .build()
         .unwrap();
     let get_state = |addr: std::net::SocketAddr, cookie: String| {
