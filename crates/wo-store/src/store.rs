@@ -394,9 +394,17 @@ impl StoreError {
 /// mtime moves in coarse ticks, so two quick writes of the same length can
 /// leave identical metadata. Every writer therefore also bumps a generation
 /// number kept in the lock file (after its rename, under the lock); editors
-/// that do not know about it still change the metadata.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+/// that do not know about it still change the metadata — except an
+/// in-place save of the same length in the very clock tick the version
+/// was written in, which leaves the metadata as it was: for a version that
+/// young, `content` holds the CRC-32 of its bytes, and the version a
+/// write displaces is checked against it (see `Store::saved_meanwhile`).
+#[derive(Clone, Copy, Debug)]
 struct Stamp {
+    /// CRC-32 of the version's bytes, when the version was at most
+    /// [`SAME_TICK`] old as it was stamped (not part of equality: the
+    /// metadata is what a look at the path can compare).
+    content: Option<u32>,
     generation: u64,
     dev: u64,
     ino: u64,
@@ -407,9 +415,43 @@ struct Stamp {
     ctime_nsec: i64,
 }
 
+impl PartialEq for Stamp {
+    fn eq(&self, other: &Self) -> bool {
+        let key = |s: &Stamp| {
+            (
+                s.generation,
+                s.dev,
+                s.ino,
+                s.len,
+                s.mtime,
+                s.mtime_nsec,
+                s.ctime,
+                s.ctime_nsec,
+            )
+        };
+        key(self) == key(other)
+    }
+}
+
+impl Eq for Stamp {}
+
+/// How young a version must be for an in-place save to possibly share its
+/// modification time: beyond any clock tick (a few ms) or timestamp
+/// granularity (FAT's 2 s) a filesystem uses.
+const SAME_TICK: Duration = Duration::from_millis(2_100);
+
 impl Stamp {
+    /// This stamp, remembering the CRC-32 of the version's bytes.
+    fn with_content(self, crc32: u32) -> Self {
+        Stamp {
+            content: Some(crc32),
+            ..self
+        }
+    }
+
     fn of(m: &fs::Metadata, generation: u64) -> Self {
         Stamp {
+            content: None,
             generation,
             dev: m.dev(),
             ino: m.ino(),
@@ -1114,18 +1156,25 @@ impl Store {
                     // the rename went into the version just displaced: our
                     // version is in place, theirs is merged onto it and
                     // written again, never lost.
-                    if let (Some(old), Some(looked)) = (&displaced, &current)
+                    // `self.stamp` equals the last look (or it would have
+                    // been re-read), and remembers the bytes when young.
+                    if let (Some(old), Some(looked)) = (&displaced, &self.stamp)
                         && let Some(theirs) = self.saved_meanwhile(old, looked)
                     {
                         merged = true;
                         drop(displaced);
                         let generation = lock.generation().wrapping_add(1);
                         lock.set_generation(generation);
-                        lock.set_written(self.writing.take());
+                        let written = self.writing.take();
+                        let mut stamp = Stamp::of(&meta, generation);
+                        if let Some(w) = &written {
+                            stamp = stamp.with_content(w.crc32);
+                        }
+                        lock.set_written(written);
                         self.cache.clear();
                         self.keep_state_before_merge();
                         self.begin_change();
-                        self.take_theirs(theirs, Stamp::of(&meta, generation));
+                        self.take_theirs(theirs, stamp);
                         continue;
                     }
                     if let Some(old) = displaced {
@@ -1189,7 +1238,13 @@ impl Store {
             ctime_nsec: looked.ctime_nsec,
             ..now
         } == *looked;
-        if unchanged {
+        // A version stamped young may hold a same-length save from its own
+        // clock tick that the metadata cannot show: its bytes tell.
+        let same_bytes = || match looked.content {
+            Some(crc) => fs::read(displaced.path()).is_ok_and(|b| crc32fast::hash(&b) == crc),
+            None => true,
+        };
+        if unchanged && same_bytes() {
             return None;
         }
         read_state(displaced.path(), &self.opts)
@@ -1205,8 +1260,15 @@ impl Store {
         self.cache.seal(token);
         let generation = lock.generation().wrapping_add(1);
         lock.set_generation(generation);
-        lock.set_written(self.writing.take());
-        self.stamp = Some(Stamp::of(meta, generation));
+        let written = self.writing.take();
+        let crc = written.as_ref().map(|w| w.crc32);
+        lock.set_written(written);
+        let stamp = Stamp::of(meta, generation);
+        // Just written: an editor's save in this same tick would not show.
+        self.stamp = Some(match crc {
+            Some(crc) => stamp.with_content(crc),
+            None => stamp,
+        });
         // A fingerprinted base moves forward cheaply (a turn appended adds
         // two fingerprints); a light one is dropped: the state is the base.
         match &mut self.base {
@@ -1432,6 +1494,14 @@ fn read_state_seeded(
         }
         // Possibly what a store last wrote (same length): `parse_written`
         // checks the CRC-32 and parses it the fast way, seeding the cache.
+        // A version this young may get an in-place save that leaves its
+        // metadata as it is (see `Stamp`): remember what its bytes were.
+        let young = after
+            .modified()
+            .ok()
+            .and_then(|m| m.elapsed().ok())
+            .is_none_or(|age| age < SAME_TICK);
+        let crc = young.then(|| crc32fast::hash(&bytes));
         let parsed = match written.filter(|w| w.len == bytes.len() as u64) {
             Some(w) => wo_format::parse_written(bytes, w.crc32),
             None => wo_format::parse(&bytes).map(|state| (state, None)),
@@ -1454,7 +1524,12 @@ fn read_state_seeded(
                         seed = None;
                     }
                 }
-                return Ok(Some((state, Stamp::of(&after, generation), seed)));
+                let stamp = Stamp::of(&after, generation);
+                let stamp = match crc {
+                    Some(crc) => stamp.with_content(crc),
+                    None => stamp,
+                };
+                return Ok(Some((state, stamp, seed)));
             }
             Err(_) if attempts < 25 && just_modified(&after) => {
                 std::thread::sleep(Duration::from_millis(20));
@@ -1603,6 +1678,45 @@ mod tests {
             .transact(|s| s.push_message(Message::new("alec", ts(6), "more", "<p>n</p>")))
             .unwrap();
         assert!(!outcome.merged_outside_changes);
+    }
+
+    /// An editor saving in place in the clock tick the store's last write
+    /// landed in, at the same length: the file's metadata stays as the
+    /// store stamped it (modelled by putting the modification time back;
+    /// the change time, which moves too, is not compared once the rename
+    /// is under way). The bytes tell the save apart: merged, not lost.
+    #[test]
+    fn a_same_length_save_in_the_writes_clock_tick_is_merged() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut store = store_with_two(dir.path());
+        store
+            .transact(|s| s.push_message(Message::new("alec", ts(5), "mine", "<p>m</p>")))
+            .unwrap();
+        let saves = std::rc::Rc::new(std::cell::Cell::new(0));
+        let counter = saves.clone();
+        AFTER_LAST_LOOK.with(|h| {
+            *h.borrow_mut() = Some(Box::new(move |path: &Path| {
+                if counter.get() > 0 {
+                    return;
+                }
+                counter.set(1);
+                let written = fs::metadata(path).unwrap().modified().unwrap();
+                // "first" → "FIRST": the same length.
+                save_in_place(path, "FIRST", None);
+                let f = fs::OpenOptions::new().write(true).open(path).unwrap();
+                f.set_modified(written).unwrap();
+            }));
+        });
+        let (_, outcome) = store
+            .transact(|s| s.push_message(Message::new("alec", ts(6), "more", "<p>n</p>")))
+            .unwrap();
+        AFTER_LAST_LOOK.with(|h| *h.borrow_mut() = None);
+        assert_eq!(saves.get(), 1);
+        assert!(outcome.merged_outside_changes);
+        let disk = wo_format::parse(&fs::read(store.path()).unwrap()).unwrap();
+        let titles: Vec<&str> = disk.messages().iter().map(|m| m.title.as_str()).collect();
+        assert_eq!(titles, ["FIRST", "mine", "more"]);
+        assert_eq!(store.state(), &disk);
     }
 
     fn ts(s: i64) -> Timestamp {
