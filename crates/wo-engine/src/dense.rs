@@ -98,6 +98,30 @@ pub fn key(m: &Message) -> u64 {
     (u64::from(crc.finalize()) << 32) | (m.content.len() as u64 & 0xffff_ffff)
 }
 
+/// The [`key`] of each of `messages`, in order: the one pass over the
+/// transcript's text that a store's look-ups need.
+pub fn keys(messages: &[Message]) -> Vec<u64> {
+    messages.iter().map(key).collect()
+}
+
+/// How an [`EmbeddingStore`] stands against a transcript
+/// ([`EmbeddingStore::reconcile`]).
+#[derive(Clone, Debug)]
+pub struct Reconciled<'a> {
+    /// The messages with no vector, newest first, each text once, with
+    /// their keys.
+    pub missing: Vec<(u64, &'a Message)>,
+    /// Row → whether some message has that row's vector.
+    used: Vec<bool>,
+}
+
+impl Reconciled<'_> {
+    /// Vectors held for no message of the transcript (edited or removed).
+    pub fn unused(&self) -> usize {
+        self.used.iter().filter(|u| !**u).count()
+    }
+}
+
 /// One vector at 8 bits a component: `scale` × q / 127 each.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Quantized {
@@ -209,7 +233,7 @@ impl Question {
 /// Keys are CRC-32s beside lengths, already spread: hashing them again
 /// (SipHash) would cost more than the look-up itself.
 #[derive(Default, Clone, Copy)]
-pub(crate) struct KeyHasher(u64);
+pub struct KeyHasher(u64);
 
 impl std::hash::Hasher for KeyHasher {
     fn finish(&self) -> u64 {
@@ -228,6 +252,9 @@ impl std::hash::Hasher for KeyHasher {
 }
 
 type KeyMap<V> = HashMap<u64, V, std::hash::BuildHasherDefault<KeyHasher>>;
+
+/// A set of [`key`]s.
+pub type KeySet = HashSet<u64, std::hash::BuildHasherDefault<KeyHasher>>;
 
 /// The vectors of a transcript's messages, by [`key`], for one model.
 ///
@@ -337,7 +364,13 @@ impl EmbeddingStore {
     }
 
     /// Keeps only the vectors whose key `keep` accepts.
-    pub fn retain(&mut self, mut keep: impl FnMut(u64) -> bool) {
+    pub fn retain(&mut self, keep: impl FnMut(u64) -> bool) {
+        self.retain_rows(keep);
+    }
+
+    /// [`Self::retain`], asking `keep` about each row in order, first to
+    /// last.
+    fn retain_rows(&mut self, mut keep: impl FnMut(u64) -> bool) {
         let dim = self.dim;
         let mut to = 0;
         for from in 0..self.keys.len() {
@@ -368,9 +401,12 @@ impl EmbeddingStore {
             .map(|(row, k)| (*k, self.row(row)))
     }
 
-    /// The row holding the vector of `key`.
-    fn row_of(&self, key: u64) -> Option<usize> {
-        self.rows.get(&key).map(|row| *row as usize)
+    /// The row holding the vector of each of `keys`.
+    fn rows_of_keys(&self, keys: &[u64]) -> Vec<Option<u32>> {
+        // Looked up in a loop of their own, after every key is computed:
+        // the look-ups (a cache miss each at 100k messages) then overlap
+        // instead of each waiting on its message's checksum.
+        keys.iter().map(|k| self.rows.get(k).copied()).collect()
     }
 
     /// Every held vector's score against `question`, by row.
@@ -408,17 +444,46 @@ impl EmbeddingStore {
         self.rows.get(&key).map(|row| self.row(*row as usize))
     }
 
+    /// How this store stands against the transcript `messages`: which
+    /// messages have no vector yet and which vectors no message has. One
+    /// pass that keys every message once ([`keys`]), then looks each key up:
+    /// what [`Self::missing`], [`Self::fill`] and [`Self::retain_only`] each
+    /// did on their own, for a caller that needs more than one of them.
+    pub fn reconcile<'a>(&self, messages: &'a [Message]) -> Reconciled<'a> {
+        self.reconcile_keyed(messages, &keys(messages))
+    }
+
+    /// [`Self::reconcile`] with the messages' [`keys`] already computed.
+    ///
+    /// # Panics
+    /// When `keys` is not one key per message (a caller's bug).
+    pub fn reconcile_keyed<'a>(&self, messages: &'a [Message], keys: &[u64]) -> Reconciled<'a> {
+        assert_eq!(messages.len(), keys.len(), "one key per message");
+        let rows = self.rows_of_keys(keys);
+        let mut used = vec![false; self.len()];
+        let mut missing = Vec::new();
+        for ((m, k), row) in messages.iter().zip(keys).zip(&rows).rev() {
+            match row {
+                Some(row) => used[*row as usize] = true,
+                None => missing.push((*k, m)),
+            }
+        }
+        // Each text once: only the missing keys are compared (few, after
+        // the first embedding of a transcript).
+        if missing.len() > 1 {
+            let mut seen = KeySet::with_capacity_and_hasher(missing.len(), Default::default());
+            missing.retain(|(k, _)| seen.insert(*k));
+        }
+        Reconciled { missing, used }
+    }
+
     /// Messages of `messages` with no vector yet, newest first (the ones a
     /// question is likeliest to need), each text once.
     pub fn missing<'a>(&self, messages: &'a [Message]) -> Vec<&'a Message> {
-        let mut seen = HashSet::<u64, std::hash::BuildHasherDefault<KeyHasher>>::default();
-        messages
-            .iter()
-            .rev()
-            .filter(|m| {
-                let k = key(m);
-                !self.rows.contains_key(&k) && seen.insert(k)
-            })
+        self.reconcile(messages)
+            .missing
+            .into_iter()
+            .map(|(_, m)| m)
             .collect()
     }
 
@@ -431,17 +496,29 @@ impl EmbeddingStore {
         messages: &[Message],
         deadline: Option<Instant>,
     ) -> Result<usize, String> {
+        let missing = self.reconcile(messages).missing;
+        self.embed_missing(embedder, &missing, deadline)
+    }
+
+    /// Embeds `missing` (from [`Self::reconcile`]: keys not held), in
+    /// order, until `deadline`. Returns how many were added; an error of the
+    /// model leaves those embedded before it.
+    pub fn embed_missing(
+        &mut self,
+        embedder: &dyn Embedder,
+        missing: &[(u64, &Message)],
+        deadline: Option<Instant>,
+    ) -> Result<usize, String> {
         const STEP: usize = 16;
-        let missing = self.missing(messages);
         let mut added = 0;
         for group in missing.chunks(STEP) {
             if deadline.is_some_and(|d| Instant::now() >= d) {
                 break;
             }
-            let texts: Vec<String> = group.iter().map(|m| embedded_text(m)).collect();
+            let texts: Vec<String> = group.iter().map(|(_, m)| embedded_text(m)).collect();
             let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
             let vectors = embedder.embed(&refs)?;
-            for (m, v) in group.iter().zip(vectors) {
+            for ((k, _), v) in group.iter().zip(vectors) {
                 if v.len() != self.dim {
                     return Err(format!(
                         "the embedding model gave {} components, expected {}",
@@ -449,7 +526,7 @@ impl EmbeddingStore {
                         self.dim
                     ));
                 }
-                self.insert(key(m), &Quantized::new(&v));
+                self.insert(*k, &Quantized::new(&v));
                 added += 1;
             }
         }
@@ -459,11 +536,25 @@ impl EmbeddingStore {
     /// Drops the vectors of messages no longer in `messages` (edited or
     /// removed); returns how many.
     pub fn retain_only(&mut self, messages: &[Message]) -> usize {
-        let keys: HashSet<u64, std::hash::BuildHasherDefault<KeyHasher>> =
-            messages.iter().map(key).collect();
-        let before = self.len();
-        self.retain(|k| keys.contains(&k));
-        before - self.len()
+        let reconciled = self.reconcile(messages);
+        self.drop_unused(&reconciled)
+    }
+
+    /// Drops the vectors that no message had when `reconciled` was made
+    /// (rows added since are kept); returns how many.
+    pub fn drop_unused(&mut self, reconciled: &Reconciled<'_>) -> usize {
+        let unused = reconciled.unused();
+        if unused == 0 {
+            return 0;
+        }
+        let used = &reconciled.used;
+        let mut row = 0;
+        self.retain_rows(|_| {
+            let keep = used.get(row).is_none_or(|u| *u);
+            row += 1;
+            keep
+        });
+        unused
     }
 
     /// The vector of `m`, when embedded.
@@ -534,9 +625,10 @@ impl DenseRecall {
         // memory: several times faster than in the transcript's order,
         // which jumps about the block), then looked up per message.
         let scores = self.store.scores(&question);
+        let rows = self.store.rows_of_keys(&keys(messages));
         let mut scored: Vec<(usize, StoredVector<'_>, f32)> = Vec::new();
-        for (i, m) in messages.iter().enumerate() {
-            let Some(row) = self.store.row_of(key(m)) else {
+        for (i, (m, row)) in messages.iter().zip(rows).enumerate() {
+            let Some(row) = row.map(|r| r as usize) else {
                 continue;
             };
             let (v, s) = (self.store.row(row), scores[row]);
@@ -815,6 +907,70 @@ mod tests {
         a.retain(|_| false);
         assert!(a.is_empty() && a.get_key(1).is_none());
         assert_ne!(a, EmbeddingStore::new("other", 4));
+    }
+
+    #[test]
+    fn reconciling_finds_the_missing_newest_first_and_the_unused() {
+        let message = |i: i64, text: &str| {
+            Message::new(
+                "ann",
+                wo_format::Timestamp::from_unix(1_700_000_000 + i),
+                format!("message {i}"),
+                format!("<p>{text}</p>"),
+            )
+        };
+        let messages = vec![
+            message(0, "held"),
+            message(1, "new"),
+            message(2, "also held"),
+            message(3, "new"),
+            message(4, "newest"),
+        ];
+        let v = Quantized::new(&[1.0, 0.0, 0.0, 0.0]);
+        let mut store = EmbeddingStore::new("m", 4);
+        store.insert(key(&messages[0]), &v);
+        store.insert(99, &v);
+        store.insert(key(&messages[2]), &v);
+        store.insert(98, &v);
+        assert_eq!(
+            keys(&messages),
+            messages.iter().map(key).collect::<Vec<_>>()
+        );
+        let r = store.reconcile(&messages);
+        // Newest first, the repeated text once (its newest copy).
+        let missing: Vec<&Message> = r.missing.iter().map(|(_, m)| *m).collect();
+        assert_eq!(missing, [&messages[4], &messages[3]]);
+        assert!(r.missing.iter().all(|(k, m)| *k == key(m)));
+        assert_eq!(r.unused(), 2);
+        assert_eq!(
+            store.missing(&messages),
+            [&messages[4], &messages[3]],
+            "the same as reconcile's"
+        );
+        // Rows added after the reconciling are kept; unused ones dropped.
+        let mut filled = store.clone();
+        filled
+            .embed_missing(&Fixed(vec![0.0, 1.0, 0.0, 0.0]), &r.missing, None)
+            .unwrap();
+        assert_eq!(filled.drop_unused(&r), 2);
+        assert_eq!(filled.len(), 4);
+        assert!(!filled.contains_key(99) && !filled.contains_key(98));
+        assert!(messages.iter().all(|m| filled.get(m).is_some()));
+        let mut retained = store.clone();
+        assert_eq!(retained.retain_only(&messages), 2);
+        assert_eq!(retained.len(), 2);
+        // Nothing unused: nothing dropped, the store unchanged.
+        let r = filled.reconcile(&messages);
+        assert!(r.missing.is_empty());
+        let before = filled.clone();
+        assert_eq!(filled.drop_unused(&r), 0);
+        assert_eq!(filled, before);
+        assert!(
+            EmbeddingStore::new("m", 4)
+                .reconcile(&[])
+                .missing
+                .is_empty()
+        );
     }
 
     #[test]

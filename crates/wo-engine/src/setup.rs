@@ -233,15 +233,16 @@ impl LiveEmbeddings {
     /// go. When all fit, the vectors of messages gone are dropped too.
     pub fn pending(&self, messages: &[Message], limit: usize) -> Pending {
         let store = self.current();
-        let missing = store.missing(messages);
+        // The transcript keyed once, for what is missing and what to keep.
+        let keys = crate::dense::keys(messages);
+        let missing = store.reconcile_keyed(messages, &keys).missing;
         Pending {
             texts: missing
                 .iter()
                 .take(limit)
-                .map(|m| (crate::dense::key(m), crate::dense::embedded_text(m)))
+                .map(|(k, m)| (*k, crate::dense::embedded_text(m)))
                 .collect(),
-            keep: (missing.len() <= limit)
-                .then(|| messages.iter().map(crate::dense::key).collect()),
+            keep: (missing.len() <= limit).then(|| keys.into_iter().collect()),
         }
     }
 
@@ -307,7 +308,7 @@ pub struct Pending {
     texts: Vec<(u64, String)>,
     /// Every message's key, when all missing ones are in `texts`: vectors
     /// of messages gone (edited, removed) are dropped then.
-    keep: Option<std::collections::HashSet<u64>>,
+    keep: Option<crate::dense::KeySet>,
 }
 
 impl Pending {

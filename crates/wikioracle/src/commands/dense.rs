@@ -102,14 +102,18 @@ pub fn finish(
         mut dense,
         prepared,
     } = ready;
-    let messages = state.messages();
-    let missing = dense.store.missing(messages).len();
-    if missing > EMBED_INLINE {
-        // Keep what was read (nothing new to write) and hand the rest over.
+    let few = wo_engine::embed_file::persist_few(
+        &mut dense,
+        &sidecar,
+        state.messages(),
+        &prepared,
+        EMBED_INLINE,
+    );
+    if let Ok(None) = few {
+        // Too many to embed here: what was read is kept (nothing new to
+        // write) and the rest handed over.
         let _ = super::session::spawn_detached(g, state_path, &["context", "embed", "--quiet"]);
-        return;
     }
-    let _ = wo_engine::embed_file::persist(&mut dense, &sidecar, messages, &prepared, None);
 }
 
 /// `wo context embed`: embeds every message the embeddings sidecar lacks
