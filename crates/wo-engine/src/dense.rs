@@ -100,8 +100,45 @@ pub fn key(m: &Message) -> u64 {
 
 /// The [`key`] of each of `messages`, in order: the one pass over the
 /// transcript's text that a store's look-ups need.
+///
+/// A long transcript is keyed on several threads (its text is read once,
+/// tens of megabytes at 100k messages, on every turn); the keys are the
+/// same however it is split.
 pub fn keys(messages: &[Message]) -> Vec<u64> {
-    messages.iter().map(key).collect()
+    let threads = (messages.len() / KEYS_PER_THREAD).clamp(1, key_threads());
+    if threads == 1 {
+        return messages.iter().map(key).collect();
+    }
+    let mut out = vec![0u64; messages.len()];
+    let share = messages.len().div_ceil(threads);
+    std::thread::scope(|scope| {
+        let mut parts = out.chunks_mut(share).zip(messages.chunks(share));
+        let mine = parts.next();
+        for (keys, part) in parts {
+            scope.spawn(move || fill_keys(keys, part));
+        }
+        if let Some((keys, part)) = mine {
+            fill_keys(keys, part);
+        }
+    });
+    out
+}
+
+/// Below this many messages a thread's share, starting it costs more than
+/// it saves.
+const KEYS_PER_THREAD: usize = 16_384;
+
+/// Threads [`keys`] may use: the cores this process may run on, at most 4
+/// (past that the memory's bandwidth, not the checksum, is the limit).
+fn key_threads() -> usize {
+    static THREADS: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+    *THREADS.get_or_init(|| std::thread::available_parallelism().map_or(1, |n| n.get().min(4)))
+}
+
+fn fill_keys(keys: &mut [u64], messages: &[Message]) {
+    for (k, m) in keys.iter_mut().zip(messages) {
+        *k = key(m);
+    }
 }
 
 /// How an [`EmbeddingStore`] stands against a transcript
@@ -907,6 +944,24 @@ mod tests {
         a.retain(|_| false);
         assert!(a.is_empty() && a.get_key(1).is_none());
         assert_ne!(a, EmbeddingStore::new("other", 4));
+    }
+
+    #[test]
+    fn a_long_transcript_keyed_on_several_threads_gets_the_same_keys() {
+        let messages: Vec<Message> = (0..3 * KEYS_PER_THREAD + 5)
+            .map(|i| {
+                Message::new(
+                    ["ann", "bob"][i % 2],
+                    wo_format::Timestamp::from_unix(1_700_000_000 + i as i64),
+                    "t",
+                    format!("<p>{i}</p>"),
+                )
+            })
+            .collect();
+        let want: Vec<u64> = messages.iter().map(key).collect();
+        assert_eq!(keys(&messages), want);
+        assert_eq!(keys(&messages[..7]), want[..7]);
+        assert!(keys(&[]).is_empty());
     }
 
     #[test]
