@@ -131,7 +131,7 @@ fn dense_phase(path: &std::path::Path, repeat: usize) {
         let t = Instant::now();
         let (mut d, prepared) =
             wo_engine::embed_file::prepare(embedder.clone(), &sidecar, &[], Some(Instant::now()));
-        d.query = Some((query.to_owned(), made_up(query)));
+        d.query = Some(wo_engine::dense::QueryVector::ready(query, made_up(query)));
         assert!(matches!(
             prepared.loaded,
             wo_engine::embed_file::Loaded::Read(_)

@@ -610,9 +610,69 @@ pub struct DenseRecall {
     pub store: Arc<EmbeddingStore>,
     /// Floors and fusion.
     pub params: DenseParams,
-    /// A question embedded ahead of time (while the state file was read):
-    /// its text and vector. [`Self::rank`] uses it for that question.
-    pub query: Option<(String, Vec<f32>)>,
+    /// A question embedded ahead of time (while the state file was read,
+    /// or on another thread while the turn is set up): [`Self::rank`] uses
+    /// it for that question.
+    pub query: Option<QueryVector>,
+}
+
+/// A question's vector, embedded ahead: given, or being computed on another
+/// thread while the caller goes on ([`Self::start`]).
+#[derive(Clone)]
+pub struct QueryVector {
+    text: String,
+    vector: Arc<std::sync::OnceLock<Option<Vec<f32>>>>,
+}
+
+impl QueryVector {
+    /// The vector `v` of the question `text`, already computed.
+    pub fn ready(text: impl Into<String>, v: Vec<f32>) -> Self {
+        QueryVector {
+            text: text.into(),
+            vector: Arc::new(std::sync::OnceLock::from(Some(v))),
+        }
+    }
+
+    /// Starts embedding the question `text` with `embedder` on another
+    /// thread: the caller's own work (the transcript keyed, words
+    /// searched) overlaps it, and [`DenseRecall::rank`] waits for it.
+    pub fn start(embedder: Arc<dyn Embedder>, text: &str) -> Self {
+        let vector = Arc::new(std::sync::OnceLock::new());
+        let (cell, model, question) = (vector.clone(), embedder.clone(), text.to_owned());
+        let embed = move || {
+            // Set whatever happens, so that nobody waits for ever: a
+            // failed or panicking model is no vector (words alone).
+            let v = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                model.embed(&[question.as_str()]).ok()?.pop()
+            }))
+            .unwrap_or(None);
+            let _ = cell.set(v);
+        };
+        if std::thread::Builder::new()
+            .name("wo-question".into())
+            .spawn(embed)
+            .is_err()
+        {
+            // No thread to be had: embedded here instead.
+            let v = embedder.embed(&[text]).ok().and_then(|mut v| v.pop());
+            let _ = vector.set(v);
+        }
+        QueryVector {
+            text: text.to_owned(),
+            vector,
+        }
+    }
+
+    /// The question this vector is for.
+    pub fn text(&self) -> &str {
+        &self.text
+    }
+
+    /// The vector, once computed (blocks until then); `None` when the
+    /// model failed.
+    pub fn wait(&self) -> Option<&[f32]> {
+        self.vector.wait().as_deref()
+    }
 }
 
 impl std::fmt::Debug for DenseRecall {
@@ -648,8 +708,12 @@ impl DenseRecall {
         if self.store.model != self.embedder.id() {
             return None;
         }
+        // Each message's vector found first: a question still being
+        // embedded on another thread ([`QueryVector::start`]) is waited
+        // for only after this pass over the transcript's text.
+        let rows = self.store.rows_of_keys(&keys(messages));
         let q = match &self.query {
-            Some((text, v)) if text == query => v.clone(),
+            Some(ahead) if ahead.text() == query => ahead.wait()?.to_vec(),
             _ => self.embedder.embed(&[query]).ok()?.pop()?,
         };
         if q.len() != self.store.dim {
@@ -662,7 +726,6 @@ impl DenseRecall {
         // memory: several times faster than in the transcript's order,
         // which jumps about the block), then looked up per message.
         let scores = self.store.scores(&question);
-        let rows = self.store.rows_of_keys(&keys(messages));
         let mut scored: Vec<(usize, StoredVector<'_>, f32)> = Vec::new();
         for (i, (m, row)) in messages.iter().zip(rows).enumerate() {
             let Some(row) = row.map(|r| r as usize) else {
@@ -914,6 +977,98 @@ mod tests {
                 assert_eq!(got.hits[0].0, 3, "the first tie not skipped");
             }
         }
+    }
+
+    /// Embeds slowly, or fails, or panics: what a question embedded on
+    /// another thread may meet.
+    struct Moody {
+        v: Vec<f32>,
+        mood: &'static str,
+        calls: std::sync::atomic::AtomicUsize,
+    }
+
+    impl Embedder for Moody {
+        fn id(&self) -> &str {
+            "fixed"
+        }
+        fn dim(&self) -> usize {
+            self.v.len()
+        }
+        fn embed(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, String> {
+            self.calls.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            match self.mood {
+                "slow" => std::thread::sleep(std::time::Duration::from_millis(100)),
+                "failing" => return Err("no model".into()),
+                "panicking" => panic!("the model fell over"),
+                _ => {}
+            }
+            Ok(texts.iter().map(|_| self.v.clone()).collect())
+        }
+    }
+
+    #[test]
+    fn a_question_embedded_on_another_thread_ranks_as_one_given() {
+        let dim = 16;
+        let messages: Vec<Message> = (0..50)
+            .map(|i| {
+                Message::new(
+                    "ann",
+                    wo_format::Timestamp::from_unix(1_700_000_000 + i),
+                    "t",
+                    format!("<p>message {i}</p>"),
+                )
+            })
+            .collect();
+        let q = unit(7, dim);
+        let mut store = EmbeddingStore::new("fixed", dim);
+        for (i, m) in messages.iter().enumerate() {
+            let v = if i % 5 == 0 {
+                q.clone()
+            } else {
+                unit(i as u64 + 100, dim)
+            };
+            store.insert(key(m), &Quantized::new(&v));
+        }
+        let recall = |mood: &'static str, ahead: Option<&str>| {
+            let embedder = Arc::new(Moody {
+                v: q.clone(),
+                mood,
+                calls: Default::default(),
+            });
+            let d = DenseRecall {
+                embedder: embedder.clone(),
+                store: Arc::new(store.clone()),
+                params: DenseParams {
+                    part: 0.2,
+                    ..DENSE_PARAMS
+                },
+                query: ahead.map(|text| QueryVector::start(embedder.clone(), text)),
+            };
+            let ranked = d.rank(&messages, "the question", &HashSet::new());
+            (
+                ranked,
+                embedder.calls.load(std::sync::atomic::Ordering::SeqCst),
+            )
+        };
+        let (given, _) = recall("steady", None);
+        let given = given.unwrap();
+        assert_eq!(
+            given.hits[..10].iter().map(|h| h.0).collect::<Vec<_>>(),
+            [0, 5, 10, 15, 20, 25, 30, 35, 40, 45]
+        );
+        // Waited for, not embedded again.
+        assert_eq!(
+            recall("slow", Some("the question")),
+            (Some(given.clone()), 1)
+        );
+        // Started for another question: this one is embedded when ranked.
+        assert_eq!(recall("steady", Some("another")).0, Some(given));
+        // A model that fails or panics on that thread: words alone, and
+        // nobody waits for ever.
+        assert_eq!(recall("failing", Some("the question")).0, None);
+        assert_eq!(recall("panicking", Some("the question")).0, None);
+        let ready = QueryVector::ready("x", q.clone());
+        assert_eq!((ready.text(), ready.wait()), ("x", Some(&q[..])));
     }
 
     #[test]

@@ -56,7 +56,7 @@ pub fn start(state_path: &std::path::Path, question: &str, note: Note) -> Pendin
         let (mut dense, prepared) =
             wo_engine::embed_file::prepare(embedder, &path, &[], Some(std::time::Instant::now()));
         let v = dense.embedder.embed(&[question.as_str()]).ok()?.pop()?;
-        dense.query = Some((question, v));
+        dense.query = Some(wo_engine::dense::QueryVector::ready(question, v));
         Some((dense, prepared))
     });
     Pending { sidecar, job }
