@@ -400,14 +400,9 @@ impl EmbeddingStore {
         self.insert_parts(key, v.scale, v.q.iter().copied());
     }
 
-    /// Keeps only the vectors whose key `keep` accepts.
-    pub fn retain(&mut self, keep: impl FnMut(u64) -> bool) {
-        self.retain_rows(keep);
-    }
-
-    /// [`Self::retain`], asking `keep` about each row in order, first to
-    /// last.
-    fn retain_rows(&mut self, mut keep: impl FnMut(u64) -> bool) {
+    /// Keeps only the vectors whose key `keep` accepts (asked about each
+    /// row once, first to last).
+    pub fn retain(&mut self, mut keep: impl FnMut(u64) -> bool) {
         let dim = self.dim;
         let mut to = 0;
         for from in 0..self.keys.len() {
@@ -586,7 +581,7 @@ impl EmbeddingStore {
         }
         let used = &reconciled.used;
         let mut row = 0;
-        self.retain_rows(|_| {
+        self.retain(|_| {
             let keep = used.get(row).is_none_or(|u| *u);
             row += 1;
             keep

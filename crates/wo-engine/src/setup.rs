@@ -9,9 +9,9 @@
 //! ([`crate::embed_file`]): prepared ahead by a one-shot process
 //! ([`Dense::Ready`], `wo ask`), or kept for a long-lived one
 //! ([`LiveEmbeddings`], `wo serve`), which embeds only the question, on
-//! another thread while the turn is set up; messages that have no vector yet are embedded off the
-//! answer's path ([`LiveEmbeddings::top_up`]) and are found by words (BM25)
-//! until then. Without the embedding model, recall is by words alone and
+//! another thread while the turn is set up; messages that have no vector
+//! yet are embedded off the answer's path ([`LiveEmbeddings::top_up`]) and
+//! are found by words (BM25) until then. Without the embedding model, recall is by words alone and
 //! the face says so once ([`embedder_or_note`]).
 
 use std::path::PathBuf;
