@@ -438,6 +438,59 @@ fn chat_recalls_by_meaning_with_the_embedding_model() {
     assert!(!by_words.contains("pottery classes"), "{by_words}");
 }
 
+/// Heavy (the embedding model): `wo ask` recalls by meaning — the question
+/// embedded beside the state's load — and at its end appends the turn's two
+/// vectors to the sidecar as one block, the vectors already there left as
+/// they were.
+#[test]
+fn ask_recalls_by_meaning_and_appends_the_turns_vectors() {
+    use wo_testkit::{Need, embedding_model_path, heavy};
+    if !heavy(&[Need::EmbeddingModel]) {
+        return;
+    }
+    let p = Project::new();
+    common::pottery_transcript(&p);
+    let model = embedding_model_path();
+    let embed = common::to_run(
+        p.cmd(&["context", "embed"])
+            .env("WO_EMBEDDING_MODEL", &model)
+            .output()
+            .unwrap(),
+    );
+    assert_eq!(embed.code, 0, "{}", embed.stderr);
+    let sidecar = p.path().join(".llm.json.embed");
+    let before = std::fs::read(&sidecar).unwrap();
+    let cfg = config(&p, "openai", canned_server(CANNED_ANSWER));
+    let out = common::to_run(
+        p.cmd(&[
+            "ask",
+            "--new",
+            "--provider",
+            "test",
+            "--show-context",
+            "When is the ceramics course?",
+        ])
+        .env("WO_CONFIG", &cfg)
+        .env("WO_EMBEDDING_MODEL", &model)
+        .env("XDG_DATA_HOME", p.path().join("data"))
+        .output()
+        .unwrap(),
+    );
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert!(
+        out.stderr.contains("pottery classes"),
+        "the message found by meaning is sent: {}",
+        out.stderr
+    );
+    let after = std::fs::read(&sidecar).unwrap();
+    assert_eq!(after[..before.len()], before[..], "what was there is kept");
+    assert_eq!(
+        after.len(),
+        before.len() + 8 + 2 * (12 + 384),
+        "one block of two"
+    );
+}
+
 #[test]
 fn url_fetch_refuses_private_targets_and_says_so() {
     let response: &'static [u8] = b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n\r\ndata: {\"choices\":[{\"delta\":{\"content\":\"ok\"}}]}\n\ndata: [DONE]\n\n";

@@ -131,7 +131,7 @@ fn dense_phase(path: &std::path::Path, repeat: usize) {
         let t = Instant::now();
         let (mut d, prepared) =
             wo_engine::embed_file::prepare(embedder.clone(), &sidecar, &[], Some(Instant::now()));
-        d.query = Some((query.to_owned(), made_up(query)));
+        d.query = Some(wo_engine::dense::QueryVector::ready(query, made_up(query)));
         assert!(matches!(
             prepared.loaded,
             wo_engine::embed_file::Loaded::Read(_)
@@ -151,15 +151,16 @@ fn dense_phase(path: &std::path::Path, repeat: usize) {
         fused.push(t.elapsed());
         assert!(b.tokens > 0 && a.tokens > 0);
         // After the answer: the turn's two messages embedded and the
-        // sidecar written (`wo ask`'s last step; the file is restored
-        // after, so each repeat starts from the same sidecar).
+        // sidecar written, as `wo ask`'s last step does it (the file is
+        // restored after, so each repeat starts from the same sidecar).
         let kept = std::fs::read(&sidecar).unwrap();
         let (mut d, prepared) =
             wo_engine::embed_file::prepare(embedder.clone(), &sidecar, &[], Some(Instant::now()));
         let t = Instant::now();
-        assert!(
-            wo_engine::embed_file::persist(&mut d, &sidecar, grown.messages(), &prepared, None)
-                .unwrap()
+        assert_eq!(
+            wo_engine::embed_file::persist_few(&mut d, &sidecar, grown.messages(), &prepared, 8)
+                .unwrap(),
+            Some(true)
         );
         after.push(t.elapsed());
         std::fs::write(&sidecar, kept).unwrap();

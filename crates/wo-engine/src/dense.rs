@@ -98,6 +98,67 @@ pub fn key(m: &Message) -> u64 {
     (u64::from(crc.finalize()) << 32) | (m.content.len() as u64 & 0xffff_ffff)
 }
 
+/// The [`key`] of each of `messages`, in order: the one pass over the
+/// transcript's text that a store's look-ups need.
+///
+/// A long transcript is keyed on several threads (its text is read once,
+/// tens of megabytes at 100k messages, on every turn); the keys are the
+/// same however it is split.
+pub fn keys(messages: &[Message]) -> Vec<u64> {
+    let threads = (messages.len() / KEYS_PER_THREAD).clamp(1, key_threads());
+    if threads == 1 {
+        return messages.iter().map(key).collect();
+    }
+    let mut out = vec![0u64; messages.len()];
+    let share = messages.len().div_ceil(threads);
+    std::thread::scope(|scope| {
+        let mut parts = out.chunks_mut(share).zip(messages.chunks(share));
+        let mine = parts.next();
+        for (keys, part) in parts {
+            scope.spawn(move || fill_keys(keys, part));
+        }
+        if let Some((keys, part)) = mine {
+            fill_keys(keys, part);
+        }
+    });
+    out
+}
+
+/// Below this many messages a thread's share, starting it costs more than
+/// it saves.
+const KEYS_PER_THREAD: usize = 16_384;
+
+/// Threads [`keys`] may use: the cores this process may run on, at most 4
+/// (past that the memory's bandwidth, not the checksum, is the limit).
+fn key_threads() -> usize {
+    static THREADS: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+    *THREADS.get_or_init(|| std::thread::available_parallelism().map_or(1, |n| n.get().min(4)))
+}
+
+fn fill_keys(keys: &mut [u64], messages: &[Message]) {
+    for (k, m) in keys.iter_mut().zip(messages) {
+        *k = key(m);
+    }
+}
+
+/// How an [`EmbeddingStore`] stands against a transcript
+/// ([`EmbeddingStore::reconcile`]).
+#[derive(Clone, Debug)]
+pub struct Reconciled<'a> {
+    /// The messages with no vector, newest first, each text once, with
+    /// their keys.
+    pub missing: Vec<(u64, &'a Message)>,
+    /// Row → whether some message has that row's vector.
+    used: Vec<bool>,
+}
+
+impl Reconciled<'_> {
+    /// Vectors held for no message of the transcript (edited or removed).
+    pub fn unused(&self) -> usize {
+        self.used.iter().filter(|u| !**u).count()
+    }
+}
+
 /// One vector at 8 bits a component: `scale` × q / 127 each.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Quantized {
@@ -170,11 +231,17 @@ impl StoredVector<'_> {
     }
 }
 
+/// The integer dot product of at most 512 components. It cannot overflow
+/// (|−128 × −32,767| × 512 < 2³¹), so the sum is taken with wrapping adds:
+/// the same result, but a build with overflow checks (tests, the dev
+/// profile the benchmarks use) vectorises it as a release build does
+/// instead of checking each add.
 fn dot_i8_i16(a: &[i8], b: &[i16]) -> i32 {
+    debug_assert!(a.len() <= 512 && b.len() <= 512);
     a.iter()
         .zip(b)
-        .map(|(x, y)| i32::from(*x) * i32::from(*y))
-        .sum()
+        .map(|(x, y)| i32::from(*x).wrapping_mul(i32::from(*y)))
+        .fold(0i32, i32::wrapping_add)
 }
 
 /// A question's vector at 16 bits a component (`unit` × q each), so that
@@ -209,7 +276,7 @@ impl Question {
 /// Keys are CRC-32s beside lengths, already spread: hashing them again
 /// (SipHash) would cost more than the look-up itself.
 #[derive(Default, Clone, Copy)]
-pub(crate) struct KeyHasher(u64);
+pub struct KeyHasher(u64);
 
 impl std::hash::Hasher for KeyHasher {
     fn finish(&self) -> u64 {
@@ -228,6 +295,9 @@ impl std::hash::Hasher for KeyHasher {
 }
 
 type KeyMap<V> = HashMap<u64, V, std::hash::BuildHasherDefault<KeyHasher>>;
+
+/// A set of [`key`]s.
+pub type KeySet = HashSet<u64, std::hash::BuildHasherDefault<KeyHasher>>;
 
 /// The vectors of a transcript's messages, by [`key`], for one model.
 ///
@@ -336,7 +406,8 @@ impl EmbeddingStore {
         self.insert_parts(key, v.scale, v.q.iter().copied());
     }
 
-    /// Keeps only the vectors whose key `keep` accepts.
+    /// Keeps only the vectors whose key `keep` accepts (asked about each
+    /// row once, first to last).
     pub fn retain(&mut self, mut keep: impl FnMut(u64) -> bool) {
         let dim = self.dim;
         let mut to = 0;
@@ -368,9 +439,12 @@ impl EmbeddingStore {
             .map(|(row, k)| (*k, self.row(row)))
     }
 
-    /// The row holding the vector of `key`.
-    fn row_of(&self, key: u64) -> Option<usize> {
-        self.rows.get(&key).map(|row| *row as usize)
+    /// The row holding the vector of each of `keys`.
+    fn rows_of_keys(&self, keys: &[u64]) -> Vec<Option<u32>> {
+        // Looked up in a loop of their own, after every key is computed:
+        // the look-ups (a cache miss each at 100k messages) then overlap
+        // instead of each waiting on its message's checksum.
+        keys.iter().map(|k| self.rows.get(k).copied()).collect()
     }
 
     /// Every held vector's score against `question`, by row.
@@ -408,17 +482,46 @@ impl EmbeddingStore {
         self.rows.get(&key).map(|row| self.row(*row as usize))
     }
 
+    /// How this store stands against the transcript `messages`: which
+    /// messages have no vector yet and which vectors no message has. One
+    /// pass that keys every message once ([`keys`]), then looks each key up:
+    /// what [`Self::missing`], [`Self::fill`] and [`Self::retain_only`] each
+    /// did on their own, for a caller that needs more than one of them.
+    pub fn reconcile<'a>(&self, messages: &'a [Message]) -> Reconciled<'a> {
+        self.reconcile_keyed(messages, &keys(messages))
+    }
+
+    /// [`Self::reconcile`] with the messages' [`keys`] already computed.
+    ///
+    /// # Panics
+    /// When `keys` is not one key per message (a caller's bug).
+    pub fn reconcile_keyed<'a>(&self, messages: &'a [Message], keys: &[u64]) -> Reconciled<'a> {
+        assert_eq!(messages.len(), keys.len(), "one key per message");
+        let rows = self.rows_of_keys(keys);
+        let mut used = vec![false; self.len()];
+        let mut missing = Vec::new();
+        for ((m, k), row) in messages.iter().zip(keys).zip(&rows).rev() {
+            match row {
+                Some(row) => used[*row as usize] = true,
+                None => missing.push((*k, m)),
+            }
+        }
+        // Each text once: only the missing keys are compared (few, after
+        // the first embedding of a transcript).
+        if missing.len() > 1 {
+            let mut seen = KeySet::with_capacity_and_hasher(missing.len(), Default::default());
+            missing.retain(|(k, _)| seen.insert(*k));
+        }
+        Reconciled { missing, used }
+    }
+
     /// Messages of `messages` with no vector yet, newest first (the ones a
     /// question is likeliest to need), each text once.
     pub fn missing<'a>(&self, messages: &'a [Message]) -> Vec<&'a Message> {
-        let mut seen = HashSet::<u64, std::hash::BuildHasherDefault<KeyHasher>>::default();
-        messages
-            .iter()
-            .rev()
-            .filter(|m| {
-                let k = key(m);
-                !self.rows.contains_key(&k) && seen.insert(k)
-            })
+        self.reconcile(messages)
+            .missing
+            .into_iter()
+            .map(|(_, m)| m)
             .collect()
     }
 
@@ -431,17 +534,29 @@ impl EmbeddingStore {
         messages: &[Message],
         deadline: Option<Instant>,
     ) -> Result<usize, String> {
+        let missing = self.reconcile(messages).missing;
+        self.embed_missing(embedder, &missing, deadline)
+    }
+
+    /// Embeds `missing` (from [`Self::reconcile`]: keys not held), in
+    /// order, until `deadline`. Returns how many were added; an error of the
+    /// model leaves those embedded before it.
+    pub fn embed_missing(
+        &mut self,
+        embedder: &dyn Embedder,
+        missing: &[(u64, &Message)],
+        deadline: Option<Instant>,
+    ) -> Result<usize, String> {
         const STEP: usize = 16;
-        let missing = self.missing(messages);
         let mut added = 0;
         for group in missing.chunks(STEP) {
             if deadline.is_some_and(|d| Instant::now() >= d) {
                 break;
             }
-            let texts: Vec<String> = group.iter().map(|m| embedded_text(m)).collect();
+            let texts: Vec<String> = group.iter().map(|(_, m)| embedded_text(m)).collect();
             let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
             let vectors = embedder.embed(&refs)?;
-            for (m, v) in group.iter().zip(vectors) {
+            for ((k, _), v) in group.iter().zip(vectors) {
                 if v.len() != self.dim {
                     return Err(format!(
                         "the embedding model gave {} components, expected {}",
@@ -449,7 +564,7 @@ impl EmbeddingStore {
                         self.dim
                     ));
                 }
-                self.insert(key(m), &Quantized::new(&v));
+                self.insert(*k, &Quantized::new(&v));
                 added += 1;
             }
         }
@@ -459,11 +574,25 @@ impl EmbeddingStore {
     /// Drops the vectors of messages no longer in `messages` (edited or
     /// removed); returns how many.
     pub fn retain_only(&mut self, messages: &[Message]) -> usize {
-        let keys: HashSet<u64, std::hash::BuildHasherDefault<KeyHasher>> =
-            messages.iter().map(key).collect();
-        let before = self.len();
-        self.retain(|k| keys.contains(&k));
-        before - self.len()
+        let reconciled = self.reconcile(messages);
+        self.drop_unused(&reconciled)
+    }
+
+    /// Drops the vectors that no message had when `reconciled` was made
+    /// (rows added since are kept); returns how many.
+    pub fn drop_unused(&mut self, reconciled: &Reconciled<'_>) -> usize {
+        let unused = reconciled.unused();
+        if unused == 0 {
+            return 0;
+        }
+        let used = &reconciled.used;
+        let mut row = 0;
+        self.retain(|_| {
+            let keep = used.get(row).is_none_or(|u| *u);
+            row += 1;
+            keep
+        });
+        unused
     }
 
     /// The vector of `m`, when embedded.
@@ -482,9 +611,69 @@ pub struct DenseRecall {
     pub store: Arc<EmbeddingStore>,
     /// Floors and fusion.
     pub params: DenseParams,
-    /// A question embedded ahead of time (while the state file was read):
-    /// its text and vector. [`Self::rank`] uses it for that question.
-    pub query: Option<(String, Vec<f32>)>,
+    /// A question embedded ahead of time (while the state file was read,
+    /// or on another thread while the turn is set up): [`Self::rank`] uses
+    /// it for that question.
+    pub query: Option<QueryVector>,
+}
+
+/// A question's vector, embedded ahead: given, or being computed on another
+/// thread while the caller goes on ([`Self::start`]).
+#[derive(Clone)]
+pub struct QueryVector {
+    text: String,
+    vector: Arc<std::sync::OnceLock<Option<Vec<f32>>>>,
+}
+
+impl QueryVector {
+    /// The vector `v` of the question `text`, already computed.
+    pub fn ready(text: impl Into<String>, v: Vec<f32>) -> Self {
+        QueryVector {
+            text: text.into(),
+            vector: Arc::new(std::sync::OnceLock::from(Some(v))),
+        }
+    }
+
+    /// Starts embedding the question `text` with `embedder` on another
+    /// thread: the caller's own work (the transcript keyed, words
+    /// searched) overlaps it, and [`DenseRecall::rank`] waits for it.
+    pub fn start(embedder: Arc<dyn Embedder>, text: &str) -> Self {
+        let vector = Arc::new(std::sync::OnceLock::new());
+        let (cell, model, question) = (vector.clone(), embedder.clone(), text.to_owned());
+        let embed = move || {
+            // Set whatever happens, so that nobody waits for ever: a
+            // failed or panicking model is no vector (words alone).
+            let v = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                model.embed(&[question.as_str()]).ok()?.pop()
+            }))
+            .unwrap_or(None);
+            let _ = cell.set(v);
+        };
+        if std::thread::Builder::new()
+            .name("wo-question".into())
+            .spawn(embed)
+            .is_err()
+        {
+            // No thread to be had: embedded here instead.
+            let v = embedder.embed(&[text]).ok().and_then(|mut v| v.pop());
+            let _ = vector.set(v);
+        }
+        QueryVector {
+            text: text.to_owned(),
+            vector,
+        }
+    }
+
+    /// The question this vector is for.
+    pub fn text(&self) -> &str {
+        &self.text
+    }
+
+    /// The vector, once computed (blocks until then); `None` when the
+    /// model failed.
+    pub fn wait(&self) -> Option<&[f32]> {
+        self.vector.wait().as_deref()
+    }
 }
 
 impl std::fmt::Debug for DenseRecall {
@@ -520,8 +709,12 @@ impl DenseRecall {
         if self.store.model != self.embedder.id() {
             return None;
         }
+        // Each message's vector found first: a question still being
+        // embedded on another thread ([`QueryVector::start`]) is waited
+        // for only after this pass over the transcript's text.
+        let rows = self.store.rows_of_keys(&keys(messages));
         let q = match &self.query {
-            Some((text, v)) if text == query => v.clone(),
+            Some(ahead) if ahead.text() == query => ahead.wait()?.to_vec(),
             _ => self.embedder.embed(&[query]).ok()?.pop()?,
         };
         if q.len() != self.store.dim {
@@ -535,8 +728,8 @@ impl DenseRecall {
         // which jumps about the block), then looked up per message.
         let scores = self.store.scores(&question);
         let mut scored: Vec<(usize, StoredVector<'_>, f32)> = Vec::new();
-        for (i, m) in messages.iter().enumerate() {
-            let Some(row) = self.store.row_of(key(m)) else {
+        for (i, (m, row)) in messages.iter().zip(rows).enumerate() {
+            let Some(row) = row.map(|r| r as usize) else {
                 continue;
             };
             let (v, s) = (self.store.row(row), scores[row]);
@@ -711,6 +904,15 @@ mod tests {
         };
         let s = long.as_ref().score(&Question::new(&[1.0; 2000]));
         assert!((s - 2000.0).abs() < 0.01, "{s}");
+        // The most negative byte a file can hold, against the most negative
+        // question, in a full block of 512: exact, no overflow.
+        let extreme = StoredVector {
+            scale: 127.0,
+            q: &[-128i8; 512],
+        };
+        let most = Question::new(&[-1.0; 512]);
+        assert_eq!(dot_i8_i16(extreme.q, &most.q), 128 * 32767 * 512);
+        assert!((extreme.score(&most) - 128.0 * 512.0).abs() < 0.1);
         let zero = Question::new(&[0.0; 4]);
         assert_eq!(Quantized::new(&[1.0; 4]).as_ref().score(&zero), 0.0);
     }
@@ -787,6 +989,98 @@ mod tests {
         }
     }
 
+    /// Embeds slowly, or fails, or panics: what a question embedded on
+    /// another thread may meet.
+    struct Moody {
+        v: Vec<f32>,
+        mood: &'static str,
+        calls: std::sync::atomic::AtomicUsize,
+    }
+
+    impl Embedder for Moody {
+        fn id(&self) -> &str {
+            "fixed"
+        }
+        fn dim(&self) -> usize {
+            self.v.len()
+        }
+        fn embed(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, String> {
+            self.calls.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            match self.mood {
+                "slow" => std::thread::sleep(std::time::Duration::from_millis(100)),
+                "failing" => return Err("no model".into()),
+                "panicking" => panic!("the model fell over"),
+                _ => {}
+            }
+            Ok(texts.iter().map(|_| self.v.clone()).collect())
+        }
+    }
+
+    #[test]
+    fn a_question_embedded_on_another_thread_ranks_as_one_given() {
+        let dim = 16;
+        let messages: Vec<Message> = (0..50)
+            .map(|i| {
+                Message::new(
+                    "ann",
+                    wo_format::Timestamp::from_unix(1_700_000_000 + i),
+                    "t",
+                    format!("<p>message {i}</p>"),
+                )
+            })
+            .collect();
+        let q = unit(7, dim);
+        let mut store = EmbeddingStore::new("fixed", dim);
+        for (i, m) in messages.iter().enumerate() {
+            let v = if i % 5 == 0 {
+                q.clone()
+            } else {
+                unit(i as u64 + 100, dim)
+            };
+            store.insert(key(m), &Quantized::new(&v));
+        }
+        let recall = |mood: &'static str, ahead: Option<&str>| {
+            let embedder = Arc::new(Moody {
+                v: q.clone(),
+                mood,
+                calls: Default::default(),
+            });
+            let d = DenseRecall {
+                embedder: embedder.clone(),
+                store: Arc::new(store.clone()),
+                params: DenseParams {
+                    part: 0.2,
+                    ..DENSE_PARAMS
+                },
+                query: ahead.map(|text| QueryVector::start(embedder.clone(), text)),
+            };
+            let ranked = d.rank(&messages, "the question", &HashSet::new());
+            (
+                ranked,
+                embedder.calls.load(std::sync::atomic::Ordering::SeqCst),
+            )
+        };
+        let (given, _) = recall("steady", None);
+        let given = given.unwrap();
+        assert_eq!(
+            given.hits[..10].iter().map(|h| h.0).collect::<Vec<_>>(),
+            [0, 5, 10, 15, 20, 25, 30, 35, 40, 45]
+        );
+        // Waited for, not embedded again.
+        assert_eq!(
+            recall("slow", Some("the question")),
+            (Some(given.clone()), 1)
+        );
+        // Started for another question: this one is embedded when ranked.
+        assert_eq!(recall("steady", Some("another")).0, Some(given));
+        // A model that fails or panics on that thread: words alone, and
+        // nobody waits for ever.
+        assert_eq!(recall("failing", Some("the question")).0, None);
+        assert_eq!(recall("panicking", Some("the question")).0, None);
+        let ready = QueryVector::ready("x", q.clone());
+        assert_eq!((ready.text(), ready.wait()), ("x", Some(&q[..])));
+    }
+
     #[test]
     fn the_store_replaces_retains_and_compares_by_content() {
         let mut a = EmbeddingStore::new("m", 4);
@@ -815,6 +1109,88 @@ mod tests {
         a.retain(|_| false);
         assert!(a.is_empty() && a.get_key(1).is_none());
         assert_ne!(a, EmbeddingStore::new("other", 4));
+    }
+
+    #[test]
+    fn a_long_transcript_keyed_on_several_threads_gets_the_same_keys() {
+        let messages: Vec<Message> = (0..3 * KEYS_PER_THREAD + 5)
+            .map(|i| {
+                Message::new(
+                    ["ann", "bob"][i % 2],
+                    wo_format::Timestamp::from_unix(1_700_000_000 + i as i64),
+                    "t",
+                    format!("<p>{i}</p>"),
+                )
+            })
+            .collect();
+        let want: Vec<u64> = messages.iter().map(key).collect();
+        assert_eq!(keys(&messages), want);
+        assert_eq!(keys(&messages[..7]), want[..7]);
+        assert!(keys(&[]).is_empty());
+    }
+
+    #[test]
+    fn reconciling_finds_the_missing_newest_first_and_the_unused() {
+        let message = |i: i64, text: &str| {
+            Message::new(
+                "ann",
+                wo_format::Timestamp::from_unix(1_700_000_000 + i),
+                format!("message {i}"),
+                format!("<p>{text}</p>"),
+            )
+        };
+        let messages = vec![
+            message(0, "held"),
+            message(1, "new"),
+            message(2, "also held"),
+            message(3, "new"),
+            message(4, "newest"),
+        ];
+        let v = Quantized::new(&[1.0, 0.0, 0.0, 0.0]);
+        let mut store = EmbeddingStore::new("m", 4);
+        store.insert(key(&messages[0]), &v);
+        store.insert(99, &v);
+        store.insert(key(&messages[2]), &v);
+        store.insert(98, &v);
+        assert_eq!(
+            keys(&messages),
+            messages.iter().map(key).collect::<Vec<_>>()
+        );
+        let r = store.reconcile(&messages);
+        // Newest first, the repeated text once (its newest copy).
+        let missing: Vec<&Message> = r.missing.iter().map(|(_, m)| *m).collect();
+        assert_eq!(missing, [&messages[4], &messages[3]]);
+        assert!(r.missing.iter().all(|(k, m)| *k == key(m)));
+        assert_eq!(r.unused(), 2);
+        assert_eq!(
+            store.missing(&messages),
+            [&messages[4], &messages[3]],
+            "the same as reconcile's"
+        );
+        // Rows added after the reconciling are kept; unused ones dropped.
+        let mut filled = store.clone();
+        filled
+            .embed_missing(&Fixed(vec![0.0, 1.0, 0.0, 0.0]), &r.missing, None)
+            .unwrap();
+        assert_eq!(filled.drop_unused(&r), 2);
+        assert_eq!(filled.len(), 4);
+        assert!(!filled.contains_key(99) && !filled.contains_key(98));
+        assert!(messages.iter().all(|m| filled.get(m).is_some()));
+        let mut retained = store.clone();
+        assert_eq!(retained.retain_only(&messages), 2);
+        assert_eq!(retained.len(), 2);
+        // Nothing unused: nothing dropped, the store unchanged.
+        let r = filled.reconcile(&messages);
+        assert!(r.missing.is_empty());
+        let before = filled.clone();
+        assert_eq!(filled.drop_unused(&r), 0);
+        assert_eq!(filled, before);
+        assert!(
+            EmbeddingStore::new("m", 4)
+                .reconcile(&[])
+                .missing
+                .is_empty()
+        );
     }
 
     #[test]

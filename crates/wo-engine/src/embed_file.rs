@@ -42,7 +42,7 @@ use std::time::Instant;
 use wo_format::Message;
 use wo_providers::embed::Embedder;
 
-use crate::dense::{DENSE_PARAMS, DenseRecall, EmbeddingStore};
+use crate::dense::{DENSE_PARAMS, DenseRecall, EmbeddingStore, Reconciled};
 
 /// The file's first bytes; the last digit is the layout's version (a file
 /// of another version is rebuilt).
@@ -325,10 +325,11 @@ pub fn prepare(
     deadline: Option<Instant>,
 ) -> (DenseRecall, Prepared) {
     let (mut store, loaded, end) = load_with_end(sidecar, embedder.id(), embedder.dim());
+    let reconciled = store.reconcile(messages);
     let added = store
-        .fill(embedder.as_ref(), messages, deadline)
+        .embed_missing(embedder.as_ref(), &reconciled.missing, deadline)
         .unwrap_or(0);
-    let missing = store.missing(messages).len();
+    let missing = reconciled.missing.len() - added;
     (
         DenseRecall {
             embedder,
@@ -356,11 +357,43 @@ pub fn persist(
     prepared: &Prepared,
     deadline: Option<Instant>,
 ) -> std::io::Result<bool> {
+    let reconciled = dense.store.reconcile(messages);
+    write_reconciled(dense, sidecar, &reconciled, prepared, deadline)
+}
+
+/// [`persist`] at the end of a one-shot turn (`wo ask`): when at most
+/// `most` messages lack a vector (the turn's own and a few more), embeds
+/// them and writes the sidecar, returning `Ok(Some(wrote))`; when more do
+/// (an import, a first use: the caller hands them to a background run),
+/// changes nothing and returns `Ok(None)`. The transcript is keyed once for
+/// both the count and the write.
+pub fn persist_few(
+    dense: &mut DenseRecall,
+    sidecar: &std::path::Path,
+    messages: &[Message],
+    prepared: &Prepared,
+    most: usize,
+) -> std::io::Result<Option<bool>> {
+    let reconciled = dense.store.reconcile(messages);
+    if reconciled.missing.len() > most {
+        return Ok(None);
+    }
+    write_reconciled(dense, sidecar, &reconciled, prepared, None).map(Some)
+}
+
+/// [`persist`] once the transcript is reconciled with `dense`'s store.
+fn write_reconciled(
+    dense: &mut DenseRecall,
+    sidecar: &std::path::Path,
+    reconciled: &Reconciled<'_>,
+    prepared: &Prepared,
+    deadline: Option<Instant>,
+) -> std::io::Result<bool> {
     let store = Arc::make_mut(&mut dense.store);
     let added = store
-        .fill(dense.embedder.as_ref(), messages, deadline)
+        .embed_missing(dense.embedder.as_ref(), &reconciled.missing, deadline)
         .unwrap_or(0);
-    let removed = store.retain_only(messages);
+    let removed = store.drop_unused(reconciled);
     let unread = !matches!(prepared.loaded, Loaded::Read(_));
     if added + prepared.added + removed == 0 && !unread {
         return Ok(false);

@@ -8,10 +8,10 @@
 //! Recall by meaning comes from the embeddings sidecar
 //! ([`crate::embed_file`]): prepared ahead by a one-shot process
 //! ([`Dense::Ready`], `wo ask`), or kept for a long-lived one
-//! ([`LiveEmbeddings`], `wo serve`), which embeds only the question while a
-//! turn waits; messages that have no vector yet are embedded off the
-//! answer's path ([`LiveEmbeddings::top_up`]) and are found by words (BM25)
-//! until then. Without the embedding model, recall is by words alone and
+//! ([`LiveEmbeddings`], `wo serve`), which embeds only the question, on
+//! another thread while the turn is set up; messages that have no vector
+//! yet are embedded off the answer's path ([`LiveEmbeddings::top_up`]) and
+//! are found by words (BM25) until then. Without the embedding model, recall is by words alone and
 //! the face says so once ([`embedder_or_note`]).
 
 use std::path::PathBuf;
@@ -23,7 +23,7 @@ use wo_providers::Provider;
 use wo_providers::embed::Embedder;
 
 use crate::assemble::ChunkCandidate;
-use crate::dense::{DENSE_PARAMS, DenseRecall, EmbeddingStore, Quantized};
+use crate::dense::{DENSE_PARAMS, DenseRecall, EmbeddingStore, Quantized, QueryVector};
 use crate::embed_file::{Loaded, load, save};
 use crate::request::{MemoryStep, TurnRequest};
 
@@ -59,9 +59,15 @@ impl TurnSetup<'_> {
     /// Puts the set-up into `req`. With the `rag` tool off no file chunk is
     /// sent and the index is not searched (truth is left out by assembly);
     /// recall of earlier messages, by words and by meaning, goes on either
-    /// way. Blocking: the index is searched and, with [`Dense::Live`], the
-    /// question embedded (milliseconds).
+    /// way. Blocking: the index is searched; with [`Dense::Live`] the
+    /// question is embedded on another thread meanwhile (started first, so
+    /// that the search and the rest of the turn's set-up overlap it).
     pub fn apply(self, req: &mut TurnRequest) {
+        req.dense = match self.dense {
+            Dense::Off => None,
+            Dense::Ready(d) => Some(d),
+            Dense::Live(live) => live.for_question(&req.prompt),
+        };
         req.chunks = if req.no_rag {
             Vec::new()
         } else {
@@ -74,11 +80,6 @@ impl TurnSetup<'_> {
         };
         req.memory = self.memory;
         req.keep_partial = self.keep_partial;
-        req.dense = match self.dense {
-            Dense::Off => None,
-            Dense::Ready(d) => Some(d),
-            Dense::Live(live) => live.for_question(&req.prompt),
-        };
     }
 }
 
@@ -214,16 +215,17 @@ impl LiveEmbeddings {
         self.store.lock().unwrap_or_else(|p| p.into_inner()).clone()
     }
 
-    /// Dense recall for `question` with the vectors held now: the question
-    /// is embedded here (the one cost on the answer's path). `None` when
-    /// the model fails: recall is then by words alone.
+    /// Dense recall for `question` with the vectors held now. The question
+    /// is embedded on another thread, started here: the turn's set-up goes
+    /// on beside it (the transcript keyed, words searched) and the ranking
+    /// waits for it — the one cost on the answer's path. When the model
+    /// fails, recall is by words alone.
     pub fn for_question(&self, question: &str) -> Option<DenseRecall> {
-        let v = self.embedder.embed(&[question]).ok()?.pop()?;
         Some(DenseRecall {
             embedder: self.embedder.clone(),
             store: self.current(),
             params: DENSE_PARAMS,
-            query: Some((question.to_owned(), v)),
+            query: Some(QueryVector::start(self.embedder.clone(), question)),
         })
     }
 
@@ -233,15 +235,16 @@ impl LiveEmbeddings {
     /// go. When all fit, the vectors of messages gone are dropped too.
     pub fn pending(&self, messages: &[Message], limit: usize) -> Pending {
         let store = self.current();
-        let missing = store.missing(messages);
+        // The transcript keyed once, for what is missing and what to keep.
+        let keys = crate::dense::keys(messages);
+        let missing = store.reconcile_keyed(messages, &keys).missing;
         Pending {
             texts: missing
                 .iter()
                 .take(limit)
-                .map(|m| (crate::dense::key(m), crate::dense::embedded_text(m)))
+                .map(|(k, m)| (*k, crate::dense::embedded_text(m)))
                 .collect(),
-            keep: (missing.len() <= limit)
-                .then(|| messages.iter().map(crate::dense::key).collect()),
+            keep: (missing.len() <= limit).then(|| keys.into_iter().collect()),
         }
     }
 
@@ -307,7 +310,7 @@ pub struct Pending {
     texts: Vec<(u64, String)>,
     /// Every message's key, when all missing ones are in `texts`: vectors
     /// of messages gone (edited, removed) are dropped then.
-    keep: Option<std::collections::HashSet<u64>>,
+    keep: Option<crate::dense::KeySet>,
 }
 
 impl Pending {

@@ -387,6 +387,45 @@ fn new_vectors_are_appended_and_read_back_as_a_rebuild() {
     assert_eq!(std::fs::read(&path).unwrap(), before);
 }
 
+/// The end of a one-shot turn (`wo ask`): a few messages without a vector
+/// are embedded and appended, as [`embed_file::persist`] would; more than
+/// the limit (an import) leave the file and the store as they were, for a
+/// background run.
+#[test]
+fn a_turns_end_embeds_a_few_and_leaves_many_for_later() {
+    let (_dir, path, state) = sidecar_of(30);
+    let good = std::fs::read(&path).unwrap();
+
+    let many = with_new_turns(&state, 30, 9);
+    let (mut d, prepared) = embed_file::prepare(embedder(), &path, &[], None);
+    let held = d.store.clone();
+    let got = embed_file::persist_few(&mut d, &path, many.messages(), &prepared, 8).unwrap();
+    assert_eq!(got, None, "9 missing, 8 allowed");
+    assert_eq!(std::fs::read(&path).unwrap(), good, "the file untouched");
+    assert_eq!(*d.store, *held, "nothing embedded");
+
+    let few = with_new_turns(&state, 30, 2);
+    let got = embed_file::persist_few(&mut d, &path, few.messages(), &prepared, 8).unwrap();
+    assert_eq!(got, Some(true));
+    let after = std::fs::read(&path).unwrap();
+    assert_eq!(after.len(), good.len() + 8 + 2 * (12 + DIM), "appended");
+    let (store, loaded) = embed_file::load(&path, "hashed-test:1", DIM);
+    assert_eq!(loaded, Loaded::Read(32));
+    assert_eq!(store, *rebuilt(&few).store);
+    // Nothing missing, nothing gone: nothing written.
+    let (mut d, prepared) = embed_file::prepare(embedder(), &path, &[], None);
+    let got = embed_file::persist_few(&mut d, &path, few.messages(), &prepared, 8).unwrap();
+    assert_eq!(got, Some(false));
+    assert_eq!(std::fs::read(&path).unwrap(), after);
+    // An edit within the limit: the edited message embedded, its old
+    // vector dropped, the file rewritten as a rebuild.
+    let mut edited = few.clone();
+    edited.messages_mut()[3].content = "<p>an edited message</p>".into();
+    let got = embed_file::persist_few(&mut d, &path, edited.messages(), &prepared, 8).unwrap();
+    assert_eq!(got, Some(true));
+    assert_eq!(std::fs::read(&path).unwrap(), rebuilt_bytes(&edited));
+}
+
 /// An append cut short at any byte (a crash in the middle of it) reads as
 /// the file before the append — never another vector — and the next write
 /// rewrites the whole file as a rebuild does.

@@ -81,7 +81,9 @@ pub use local::LocalEmbedder;
 mod local {
     use std::num::NonZeroU32;
     use std::path::Path;
+    use std::sync::{Mutex, mpsc};
 
+    use llama_cpp_2::context::LlamaContext;
     use llama_cpp_2::context::params::{LlamaContextParams, LlamaPoolingType};
     use llama_cpp_2::llama_batch::LlamaBatch;
     use llama_cpp_2::model::LlamaModel;
@@ -95,11 +97,24 @@ mod local {
 
     /// A BERT-family embedding model run by llama.cpp in this process (the
     /// one llama.cpp backend the chat model uses too).
+    ///
+    /// The model lives on a thread of its own, which keeps one llama.cpp
+    /// context for every call: a question is not charged a context's set-up
+    /// (its buffers allocated and its compute graph reserved), and every
+    /// call computes on the same thread's OpenMP team (a call landing on
+    /// another thread got a second team and ran at half speed, as the chat
+    /// model's generation thread found). Calls from several threads are
+    /// queued, one at a time.
     pub struct LocalEmbedder {
-        model: LlamaModel,
         id: String,
         dim: usize,
-        threads: i32,
+        jobs: Mutex<mpsc::Sender<Job>>,
+    }
+
+    /// Texts to embed, and where their vectors go.
+    struct Job {
+        texts: Vec<String>,
+        reply: mpsc::Sender<Result<Vec<Vec<f32>>, String>>,
     }
 
     impl std::fmt::Debug for LocalEmbedder {
@@ -112,8 +127,8 @@ mod local {
 
     impl LocalEmbedder {
         /// Loads the GGUF at `path` (tens of milliseconds: the file is
-        /// mapped, not read). Fails when it is missing or not an embedding
-        /// model llama.cpp can run.
+        /// mapped, not read) and starts its thread. Fails when it is missing
+        /// or not an embedding model llama.cpp can run.
         pub fn open(path: &Path) -> Result<Self, String> {
             let meta = std::fs::metadata(path)
                 .map_err(|e| format!("embedding model {}: {e}", path.display()))?;
@@ -131,13 +146,99 @@ mod local {
                 .ok()
                 .and_then(|t| t.parse::<usize>().ok())
                 .unwrap_or(1);
+            let threads = i32::try_from(threads).unwrap_or(1).max(1);
+            let (send, jobs) = mpsc::channel::<Job>();
+            std::thread::Builder::new()
+                .name("wo-embedding".into())
+                .spawn(move || serve(&model, dim, threads, &jobs))
+                .map_err(|e| format!("cannot start the embedding thread: {e}"))?;
             Ok(LocalEmbedder {
                 id: format!("{name}:{}:{dim}", meta.len()),
-                model,
                 dim,
-                threads: i32::try_from(threads).unwrap_or(1),
+                jobs: Mutex::new(send),
             })
         }
+    }
+
+    /// The embedding thread: one job at a time, on one context kept from
+    /// the first job on (made again after a failure), until the
+    /// [`LocalEmbedder`] is dropped.
+    fn serve(model: &LlamaModel, dim: usize, threads: i32, jobs: &mpsc::Receiver<Job>) {
+        let mut kept: Option<LlamaContext<'_>> = None;
+        for job in jobs {
+            let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                let ctx = match kept.take() {
+                    Some(ctx) => ctx,
+                    None => context(model, threads)?,
+                };
+                let ctx = kept.insert(ctx);
+                embed_with(model, ctx, dim, &job.texts)
+            }))
+            .unwrap_or_else(|_| {
+                Err("the embedding model failed (a panic in llama.cpp's bindings)".into())
+            });
+            if result.is_err() {
+                // A context a call failed in is not trusted with the next.
+                kept = None;
+            }
+            // The caller may have gone (nothing waits for the vectors).
+            let _ = job.reply.send(result);
+        }
+    }
+
+    fn context(model: &LlamaModel, threads: i32) -> Result<LlamaContext<'_>, String> {
+        let backend = crate::local::backend()?;
+        let params = LlamaContextParams::default()
+            .with_n_ctx(NonZeroU32::new(MAX_TOKENS as u32))
+            .with_n_batch(MAX_TOKENS as u32)
+            .with_n_ubatch(MAX_TOKENS as u32)
+            .with_n_threads(threads)
+            .with_n_threads_batch(threads)
+            .with_embeddings(true)
+            .with_pooling_type(LlamaPoolingType::Mean);
+        model
+            .new_context(backend, params)
+            .map_err(|e| format!("embedding context: {e}"))
+    }
+
+    /// One vector per text, each text encoded alone: a text's vector never
+    /// depends on which texts were embedded with it, or before it on this
+    /// context (an encoder keeps no state between calls).
+    fn embed_with(
+        model: &LlamaModel,
+        ctx: &mut LlamaContext<'_>,
+        dim: usize,
+        texts: &[String],
+    ) -> Result<Vec<Vec<f32>>, String> {
+        let mut batch = LlamaBatch::new(MAX_TOKENS, 1);
+        let vocab = model.vocab();
+        let sep = vocab.sep();
+        let mut out = Vec::with_capacity(texts.len());
+        for text in texts {
+            // Special tokens in the text are text ([CLS] and [SEP] are
+            // added around it, not parsed out of it).
+            let mut tokens = vocab.tokenize(text.as_bytes(), true, false);
+            if tokens.len() > MAX_TOKENS {
+                tokens.truncate(MAX_TOKENS - 1);
+                tokens.push(sep);
+            }
+            batch.clear();
+            for (pos, tok) in tokens.iter().enumerate() {
+                batch
+                    .add(*tok, pos as i32, &[0], true)
+                    .map_err(|e| format!("embedding batch: {e}"))?;
+            }
+            ctx.encode(&mut batch)
+                .map_err(|e| format!("embedding: {e}"))?;
+            let mut v = ctx
+                .embeddings_seq_ith(0)
+                .map_err(|e| format!("embedding: {e}"))?
+                .to_vec();
+            v.truncate(dim);
+            normalize(&mut v);
+            out.push(v);
+        }
+        Ok(out)
     }
 
     impl Embedder for LocalEmbedder {
@@ -153,50 +254,18 @@ mod local {
             if texts.is_empty() {
                 return Ok(Vec::new());
             }
-            let backend = crate::local::backend()?;
-            let params = LlamaContextParams::default()
-                .with_n_ctx(NonZeroU32::new(MAX_TOKENS as u32))
-                .with_n_batch(MAX_TOKENS as u32)
-                .with_n_ubatch(MAX_TOKENS as u32)
-                .with_n_threads(self.threads)
-                .with_n_threads_batch(self.threads)
-                .with_embeddings(true)
-                .with_pooling_type(LlamaPoolingType::Mean);
-            let mut ctx = self
-                .model
-                .new_context(backend, params)
-                .map_err(|e| format!("embedding context: {e}"))?;
-            let mut batch = LlamaBatch::new(MAX_TOKENS, 1);
-            let vocab = self.model.vocab();
-            let sep = vocab.sep();
-            let mut out = Vec::with_capacity(texts.len());
-            // One text per call: a text's vector never depends on which
-            // texts were embedded with it.
-            for text in texts {
-                // Special tokens in the text are text ([CLS] and [SEP] are
-                // added around it, not parsed out of it).
-                let mut tokens = vocab.tokenize(text.as_bytes(), true, false);
-                if tokens.len() > MAX_TOKENS {
-                    tokens.truncate(MAX_TOKENS - 1);
-                    tokens.push(sep);
-                }
-                batch.clear();
-                for (pos, tok) in tokens.iter().enumerate() {
-                    batch
-                        .add(*tok, pos as i32, &[0], true)
-                        .map_err(|e| format!("embedding batch: {e}"))?;
-                }
-                ctx.encode(&mut batch)
-                    .map_err(|e| format!("embedding: {e}"))?;
-                let mut v = ctx
-                    .embeddings_seq_ith(0)
-                    .map_err(|e| format!("embedding: {e}"))?
-                    .to_vec();
-                v.truncate(self.dim);
-                normalize(&mut v);
-                out.push(v);
-            }
-            Ok(out)
+            let (reply, vectors) = mpsc::channel();
+            let job = Job {
+                texts: texts.iter().map(|t| (*t).to_owned()).collect(),
+                reply,
+            };
+            let gone = || "the embedding thread has ended".to_owned();
+            self.jobs
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .send(job)
+                .map_err(|_| gone())?;
+            vectors.recv().map_err(|_| gone())?
         }
     }
 }

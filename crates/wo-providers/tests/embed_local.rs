@@ -40,5 +40,46 @@ fn embeds_like_sentence_transformers_and_deterministically() {
     let long = "word ".repeat(2000);
     let w = e.embed(&[long.as_str(), ""]).unwrap();
     assert_eq!(w.len(), 2);
+    // The model keeps one context from call to call: after a text that
+    // filled its window, from another thread, and from a second embedder
+    // of the same file, the first texts' vectors are the same bits.
+    assert_eq!(e.embed(&texts).unwrap(), v);
+    let e = std::sync::Arc::new(e);
+    let other = e.clone();
+    let from_a_thread = std::thread::spawn(move || other.embed(&texts).unwrap());
+    assert_eq!(from_a_thread.join().unwrap(), v);
+    let second = LocalEmbedder::open(&embedding_model_path()).unwrap();
+    assert_eq!(second.embed(&texts).unwrap(), v);
     assert!(LocalEmbedder::open(std::path::Path::new("/nonexistent/model.gguf")).is_err());
+}
+
+/// Many threads asking at once are answered one at a time, each with its
+/// own text's vector; an embedder dropped ends its thread, and a new one
+/// works.
+#[test]
+fn concurrent_questions_each_get_their_own_vector() {
+    if !heavy(&[Need::EmbeddingModel]) {
+        return;
+    }
+    let e = std::sync::Arc::new(LocalEmbedder::open(&embedding_model_path()).unwrap());
+    let questions: Vec<String> = (0..8).map(|i| format!("question number {i}?")).collect();
+    let want: Vec<Vec<f32>> = questions
+        .iter()
+        .map(|q| e.embed(&[q.as_str()]).unwrap().remove(0))
+        .collect();
+    let threads: Vec<_> = questions
+        .iter()
+        .cloned()
+        .map(|q| {
+            let e = e.clone();
+            std::thread::spawn(move || e.embed(&[q.as_str()]).unwrap().remove(0))
+        })
+        .collect();
+    for (t, want) in threads.into_iter().zip(&want) {
+        assert_eq!(&t.join().unwrap(), want);
+    }
+    drop(e);
+    let again = LocalEmbedder::open(&embedding_model_path()).unwrap();
+    assert_eq!(again.embed(&[questions[0].as_str()]).unwrap()[0], want[0]);
+    assert!(again.embed(&[]).unwrap().is_empty());
 }

@@ -56,7 +56,7 @@ pub fn start(state_path: &std::path::Path, question: &str, note: Note) -> Pendin
         let (mut dense, prepared) =
             wo_engine::embed_file::prepare(embedder, &path, &[], Some(std::time::Instant::now()));
         let v = dense.embedder.embed(&[question.as_str()]).ok()?.pop()?;
-        dense.query = Some((question, v));
+        dense.query = Some(wo_engine::dense::QueryVector::ready(question, v));
         Some((dense, prepared))
     });
     Pending { sidecar, job }
@@ -102,14 +102,18 @@ pub fn finish(
         mut dense,
         prepared,
     } = ready;
-    let messages = state.messages();
-    let missing = dense.store.missing(messages).len();
-    if missing > EMBED_INLINE {
-        // Keep what was read (nothing new to write) and hand the rest over.
+    let few = wo_engine::embed_file::persist_few(
+        &mut dense,
+        &sidecar,
+        state.messages(),
+        &prepared,
+        EMBED_INLINE,
+    );
+    if let Ok(None) = few {
+        // Too many to embed here: what was read is kept (nothing new to
+        // write) and the rest handed over.
         let _ = super::session::spawn_detached(g, state_path, &["context", "embed", "--quiet"]);
-        return;
     }
-    let _ = wo_engine::embed_file::persist(&mut dense, &sidecar, messages, &prepared, None);
 }
 
 /// `wo context embed`: embeds every message the embeddings sidecar lacks
