@@ -9,9 +9,10 @@ which is the part's own match). It then fills recall's budget again in that
 order, with the assembler's rule (best first; a part that does not fit is
 skipped, 32 in a row end it; a day's heading costs its first line), at the
 real recall budget plus each `--extra`, and scores evidence coverage as
-run.py does. `--extra 0` reproduces run.py's figures exactly while the
-recent window keeps no share before recall (questions asked long after the
-conversation, as here); a simulation is only as good as that check.
+run.py does. `--extra 0` reproduces run.py's figures while the recent window
+keeps no share before recall (questions asked long after the conversation,
+as here; the first message, the large run's one-turn window, is the one
+message not ranked); a simulation is only as good as that check.
 
 Usage:
   python3 bench/locomo/simulate.py LOCOMO_JSON --wo PATH [--embed-cache DIR]

@@ -2,9 +2,10 @@
 //!
 //! Order of priority: system instructions and `context` (always), truth
 //! entries (up to a share), the newest turns of the current branch (up to a
-//! share, while the conversation is in progress: a question asked after a
-//! pause of a sitting reserves nothing for the last turns, which recall
-//! then ranks with the rest), earlier messages recalled by relevance — each hit with the turns
+//! share, while the conversation is in progress: a question that follows
+//! the latest message after a pause of a sitting reserves nothing for the
+//! last turns, which recall then ranks with the rest), earlier messages
+//! recalled by relevance — each hit with the turns
 //! before and after it — until the budget left after files is spent, file
 //! chunks, then more recent turns with whatever is left; the new message
 //! always goes last. Nothing is sent twice: recall skips the recent window
@@ -523,18 +524,23 @@ impl<'a> Window<'a> {
     }
 }
 
-/// Whether the question continues a conversation in progress: its newest
-/// stored turn is less than [`SITTING_GAP_SECS`] before `now` (a turn
-/// dated after `now`, a client's own turns and an empty window count as in
-/// progress). Only then do the newest turns keep a share of the budget
-/// before recall: after a pause the question is as likely to be about
-/// anything in the file as about how the last conversation ended, so its
-/// last turns compete with every earlier message by relevance, and take
+/// Whether the question continues a conversation in progress: the caller
+/// named the message it follows (`leaf`: the person chose that
+/// conversation, however old), or the newest stored turn is less than
+/// [`SITTING_GAP_SECS`] before `now` (a turn dated after `now`, a client's
+/// own turns and an empty window count as in progress too). Only then do
+/// the newest turns keep a share of the budget before recall: a question
+/// that merely follows the latest message after a pause is as likely to be
+/// about anything in the file as about how the last conversation ended, so
+/// those turns compete with every earlier message by relevance, and take
 /// what recall leaves.
-fn in_progress(window: &mut Window<'_>, now: &Timestamp) -> bool {
+fn in_progress(window: &mut Window<'_>, opts: &AssemblyOptions) -> bool {
+    if opts.leaf.is_some() {
+        return true;
+    }
     match window.get(0) {
         Some(WindowTurn::Stored(m)) => {
-            now.unix_seconds() - m.timestamp.unix_seconds() < SITTING_GAP_SECS
+            opts.now.unix_seconds() - m.timestamp.unix_seconds() < SITTING_GAP_SECS
         }
         Some(WindowTurn::Client { .. }) | None => true,
     }
@@ -632,7 +638,7 @@ pub fn assemble_indexed(
     // window takes more below only if recall leaves budget unused. A
     // conversation left for longer than a sitting keeps no share of its
     // own (see [`in_progress`]): its last turns are ranked with the rest.
-    let continuing = in_progress(&mut window, &opts.now);
+    let continuing = in_progress(&mut window, opts);
     let recent_cap = if continuing {
         share_of(flexible, RECENT_SHARE)
     } else {

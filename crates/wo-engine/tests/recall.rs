@@ -176,11 +176,13 @@ fn the_recent_window_keeps_a_share_and_recall_skips_it() {
     assert!(a.turns.len() > 3);
 }
 
-/// A question asked after a pause longer than a sitting does not continue
-/// the last turns: they keep no share of the budget before recall, so
-/// recall has their share too (more earlier messages that match fit), and
-/// a last turn that matches is ranked with the rest — sent once, recalled.
-/// A question that recalls nothing still gets the last turns.
+/// A question that follows the latest message after a pause longer than a
+/// sitting does not continue the last turns: they keep no share of the
+/// budget before recall, so recall has their share too (more earlier
+/// messages that match fit), and a last turn that matches is ranked with
+/// the rest — sent once, recalled. A question that recalls nothing still
+/// gets the last turns, and one that names the message it follows keeps
+/// them.
 #[test]
 fn after_a_pause_the_last_turns_have_no_share_before_recall() {
     let mut special: Vec<(usize, &str, &str)> = (0..40)
@@ -267,6 +269,13 @@ fn after_a_pause_the_last_turns_have_no_share_before_recall() {
     assert!(recalled(&s, &u_after).is_empty());
     assert!(u_after.turns.len() > 3);
     assert_eq!(u_after.turns, u_during.turns);
+    // Naming the message the question follows continues that conversation
+    // however old it is: its last turns keep their share.
+    let mut named = asked_after(&s, 1200, sitting * 10);
+    named.leaf = Some(newest.clone());
+    let continued = assemble(&s, "pottery class", &named, &estimate_tokens, &[]).unwrap();
+    assert_eq!(kinds_of(&continued, &newest), [SourceKind::RecentTurn]);
+    assert_eq!(pottery_recalled(&continued), pottery_recalled(&during));
 }
 
 #[test]
