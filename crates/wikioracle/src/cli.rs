@@ -1030,7 +1030,8 @@ wo context explain \"What did we decide about deploys?\"\n  \
 wo context explain \"kiln temperature\" --budget 2000 --json\n  \
 wo context explain --queries q.txt --json       one JSON line per line of q.txt\n\n\
 Parts: instruction, context, memory (an entry), recalled message, recent turn, chunk, query;\n\
-what did not fit is listed with the reason. Nothing is sent; llm.json is not changed.\n\
+recalled messages and memory entries say the order the budget chose them in (`rank`,\n\
+`chosen #n`); what did not fit is listed with the reason. Nothing is sent; llm.json is not changed.\n\
 Tokens are estimated at 4 characters each; `wo ask --show-context` lists the same parts,\n\
 counted with the model's tokenizer within its window.")]
     Explain(ExplainArgs),

@@ -2,7 +2,10 @@
 //!
 //! Order of priority: system instructions and `context` (always), truth
 //! entries (up to a share), the newest turns of the current branch (up to a
-//! share), earlier messages recalled by relevance — each hit with the turns
+//! share, while the conversation is in progress: a question that follows
+//! the latest message after a pause of a sitting reserves nothing for the
+//! last turns, which recall then ranks with the rest), earlier messages
+//! recalled by relevance — each hit with the turns
 //! before and after it — until the budget left after files is spent, file
 //! chunks, then more recent turns with whatever is left; the new message
 //! always goes last. Nothing is sent twice: recall skips the recent window
@@ -166,6 +169,15 @@ pub struct Included {
     /// hit.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub score: Option<f64>,
+    /// For a part sent for its relevance: the order it was chosen in among
+    /// the parts of its kind, from 1 — recalled messages in the order the
+    /// recall budget was filled (the fused ranking, each neighbouring turn
+    /// after its hit at a fraction of its score), memory entries in their
+    /// ranking's order. Parts are placed otherwise (recalled messages by
+    /// day, in transcript order), and `score` is the part's own match, not
+    /// the ranking that chose it: this is what the budget followed.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rank: Option<usize>,
 }
 
 /// A candidate that was not sent, and why.
@@ -234,6 +246,10 @@ const RECALL_MISSES: usize = 32;
 const RECALL_MIN_LINE_TOKENS: usize = 8;
 /// A hit's neighbouring turns rank at this fraction of the hit's score.
 const NEIGHBOUR_WEIGHT: f64 = 0.5;
+/// A pause longer than this ends a sitting: a question asked after it
+/// starts afresh rather than continuing the last turns (long enough for a
+/// meeting or a meal, shorter than the night between two days' work).
+pub const SITTING_GAP_SECS: i64 = 4 * 3600;
 /// The context may take at most this share of the budget before it is cut
 /// (and the cut is reported).
 const CONTEXT_SHARE: f64 = 0.35;
@@ -286,6 +302,9 @@ struct Offer<'x> {
     refused: Option<String>,
     /// Shown in `included` when it is sent (see [`Included::score`]).
     score: Option<f64>,
+    /// Whether `included` numbers it ([`Included::rank`]): the filler
+    /// counts the parts it took in the order they were offered.
+    ranked: bool,
 }
 
 /// Fills one section of the system message (knowledge, files) with
@@ -299,6 +318,8 @@ struct SectionFiller<'c> {
     count: &'c dyn Fn(&str) -> usize,
     text: String,
     spent: usize,
+    /// Parts taken so far.
+    taken: usize,
 }
 
 impl<'c> SectionFiller<'c> {
@@ -317,6 +338,7 @@ impl<'c> SectionFiller<'c> {
             count,
             text: String::new(),
             spent: 0,
+            taken: 0,
         }
     }
 
@@ -338,6 +360,7 @@ impl<'c> SectionFiller<'c> {
             return false;
         }
         self.spent += t;
+        self.taken += 1;
         self.text.push_str(&offer.block);
         a.included.push(Included {
             kind: self.kind,
@@ -345,6 +368,7 @@ impl<'c> SectionFiller<'c> {
             label: offer.included_label,
             tokens: t,
             score: offer.score,
+            rank: offer.ranked.then_some(self.taken),
         });
         true
     }
@@ -500,6 +524,28 @@ impl<'a> Window<'a> {
     }
 }
 
+/// Whether the question continues a conversation in progress: the caller
+/// named the message it follows (`leaf`: the person chose that
+/// conversation, however old), or the newest stored turn is less than
+/// [`SITTING_GAP_SECS`] before `now` (a turn dated after `now`, a client's
+/// own turns and an empty window count as in progress too). Only then do
+/// the newest turns keep a share of the budget before recall: a question
+/// that merely follows the latest message after a pause is as likely to be
+/// about anything in the file as about how the last conversation ended, so
+/// those turns compete with every earlier message by relevance, and take
+/// what recall leaves.
+fn in_progress(window: &mut Window<'_>, opts: &AssemblyOptions) -> bool {
+    if opts.leaf.is_some() {
+        return true;
+    }
+    match window.get(0) {
+        Some(WindowTurn::Stored(m)) => {
+            opts.now.unix_seconds() - m.timestamp.unix_seconds() < SITTING_GAP_SECS
+        }
+        Some(WindowTurn::Client { .. }) | None => true,
+    }
+}
+
 /// Text compared across the stored transcript and a client's turns:
 /// whitespace runs are one space, ends trimmed.
 fn normalized(text: &str) -> String {
@@ -589,8 +635,15 @@ pub fn assemble_indexed(
 
     // Recent turns first pass: the newest turns within their share of the
     // budget, so recall knows which messages the window already covers. The
-    // window takes more below only if recall leaves budget unused.
-    let recent_cap = share_of(flexible, RECENT_SHARE);
+    // window takes more below only if recall leaves budget unused. A
+    // conversation left for longer than a sitting keeps no share of its
+    // own (see [`in_progress`]): its last turns are ranked with the rest.
+    let continuing = in_progress(&mut window, opts);
+    let recent_cap = if continuing {
+        share_of(flexible, RECENT_SHARE)
+    } else {
+        0
+    };
     let mut window_ids: HashSet<&str> = HashSet::new();
     let mut window_tokens = 0;
     let mut i = 0;
@@ -638,7 +691,15 @@ pub fn assemble_indexed(
     }
 
     add_chunks(&mut a, &mut budget, chunks, chunk_cap, count);
-    add_recent_turns(&mut a, &mut budget, &mut window, &recalled_ids, opts, count);
+    add_recent_turns(
+        &mut a,
+        &mut budget,
+        &mut window,
+        &recalled_ids,
+        continuing,
+        opts,
+        count,
+    );
 
     a.turns.push((Role::User, query.to_owned()));
     a.included.push(Included {
@@ -647,6 +708,7 @@ pub fn assemble_indexed(
         label: "your message".into(),
         tokens: query_tokens,
         score: None,
+        rank: None,
     });
     a.tokens = budget.used;
     Ok(a)
@@ -678,6 +740,7 @@ fn add_instructions(
         label: "system instructions".into(),
         tokens: instr_tokens,
         score: None,
+        rank: None,
     });
     budget.spend(instr_tokens + query_tokens);
     Ok(())
@@ -714,6 +777,7 @@ fn add_context(
         label: "context".into(),
         tokens,
         score: None,
+        rank: None,
     });
     push_section(a, budget, "Context", &text, tokens);
 }
@@ -807,6 +871,7 @@ fn add_truth<'s>(
                 refused: (rank >= opts.prefs.max_entries)
                     .then(|| format!("beyond max_entries ({})", opts.prefs.max_entries)),
                 score: Some(r.share),
+                ranked: true,
             },
         );
         if taken {
@@ -857,6 +922,7 @@ fn add_chunks(
                 included_label: c.label.clone(),
                 refused: None,
                 score: None,
+                ranked: false,
             },
         );
         // A fetched page's id (`url:…`) is no id a reader can resolve (and
@@ -869,12 +935,15 @@ fn add_chunks(
 }
 
 /// Recent turns of the branch, newest first, until the budget is spent,
-/// skipping those recall already sent; sent oldest first.
+/// skipping those recall already sent; sent oldest first. `continuing`:
+/// the conversation was in progress ([`in_progress`]); otherwise the turns
+/// left out say they had no share of their own.
 fn add_recent_turns(
     a: &mut Assembled,
     budget: &mut Budget,
     window: &mut Window<'_>,
     recalled_ids: &HashSet<&str>,
+    continuing: bool,
     opts: &AssemblyOptions,
     count: &dyn Fn(&str) -> usize,
 ) {
@@ -887,7 +956,16 @@ fn add_recent_turns(
     // conversion and a report line per message, on every turn.
     let mut unlisted = 0usize;
     let mut oldest_unlisted: Option<&str> = None;
-    let too_old = "older than what fits the token budget";
+    let too_old = if continuing {
+        "older than what fits the token budget".to_owned()
+    } else {
+        format!(
+            "older than what fits the token budget (the conversation's last turn is over {} \
+             hours old: a new sitting, so its turns had no share before recall and were ranked \
+             with the rest)",
+            SITTING_GAP_SECS / 3600
+        )
+    };
     let mut next = 0;
     loop {
         // The branch may hold the whole transcript (100k messages): once
@@ -926,7 +1004,7 @@ fn add_recent_turns(
             kind: SourceKind::RecentTurn,
             id: m.id().map(str::to_owned),
             label: m.label(),
-            reason: too_old.into(),
+            reason: too_old.clone(),
         });
     }
     if unlisted > 0 {
@@ -941,7 +1019,7 @@ fn add_recent_turns(
                 }
                 None => format!("{unlisted} older messages the client sent"),
             },
-            reason: too_old.into(),
+            reason: too_old,
         });
     }
     // The recent turns are not added to `sources`: they are the answer's
@@ -963,6 +1041,7 @@ fn add_recent_turns(
             label: m.label(),
             tokens: t,
             score: None,
+            rank: None,
         });
         a.turns.push((role, text));
     }
@@ -1197,8 +1276,9 @@ fn recall_from<'a>(
     // first, lazily, until the budget is spent.
     let neighbour_weight = dense.map_or(NEIGHBOUR_WEIGHT, |(_, p)| p.neighbours);
     let mut candidates = Candidates::new(hits, messages.len(), neighbour_weight);
-    // (transcript position, line, tokens, hit it neighbours, rank score)
-    let mut chosen: Vec<(usize, String, usize, Option<&'a str>, f64)> = Vec::new();
+    // (transcript position, line, hit it neighbours, rank score, the order
+    // it was chosen in from 1)
+    let mut chosen: Vec<(usize, String, Option<&'a str>, f64, usize)> = Vec::new();
     // The days whose heading is already paid for (see [`recalled_line`]).
     let mut days: HashSet<&'a str> = HashSet::new();
     let mut spent = 0;
@@ -1268,7 +1348,8 @@ fn recall_from<'a>(
         spent += t;
         days.insert(day);
         taken.insert(m.id.as_str());
-        chosen.push((idx, line, t, neighbour_of.map(|m| m.id.as_str()), score));
+        let rank = chosen.len() + 1;
+        chosen.push((idx, line, neighbour_of.map(|m| m.id.as_str()), score, rank));
     }
     // Hits neither sent, nor listed as dropped, nor sent by the client.
     let mut accounted: HashSet<&str> = a.dropped.iter().filter_map(|d| d.id.as_deref()).collect();
@@ -1300,7 +1381,7 @@ fn recall_from<'a>(
     chosen.sort_by_key(|c| (first_of_day[recalled_day(&messages[c.0])], c.0));
     let mut text = String::new();
     let mut day_sent: Option<&str> = None;
-    for (idx, line, _, neighbour_of, score) in chosen {
+    for (idx, line, neighbour_of, score, rank) in chosen {
         let m = &messages[idx];
         let day = recalled_day(m);
         let mut t = count(&line);
@@ -1321,6 +1402,7 @@ fn recall_from<'a>(
             },
             tokens: t,
             score: Some(shown(idx, score)),
+            rank: Some(rank),
         });
     }
     Ok((taken, Some((text, spent))))

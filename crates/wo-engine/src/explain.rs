@@ -81,6 +81,12 @@ pub struct Part {
     /// [`crate::assemble::Included::score`]).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub score: Option<f64>,
+    /// For a part sent for its relevance: the order it was chosen in among
+    /// the parts of its kind, from 1 — the order the budget was filled by
+    /// (see [`crate::assemble::Included::rank`]), which neither the order
+    /// parts are placed in nor `score` tells.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rank: Option<usize>,
     /// What a person reads: a title, a path and lines, a URL.
     pub label: String,
 }
@@ -166,6 +172,7 @@ pub fn explain(state: &State, a: &Assembled) -> Explanation {
                     .unwrap_or_default(),
                 tokens: i.tokens,
                 score: i.score,
+                rank: i.rank,
                 label: i.label.clone(),
             })
             .collect(),
@@ -204,9 +211,10 @@ pub fn render_text(e: &Explanation) -> String {
     out.push_str("── parts ──\n");
     for p in &e.parts {
         out.push_str(&format!(
-            "  + {:<16} {:>5} tok  {}{}{}{}\n",
+            "  + {:<16} {:>5} tok  {}{}{}{}{}\n",
             p.kind.as_str(),
             p.tokens,
+            p.rank.map(|r| format!("chosen #{r}  ")).unwrap_or_default(),
             p.score
                 .map(|s| format!("relevance {s:.3}  "))
                 .unwrap_or_default(),

@@ -144,10 +144,26 @@ fn recall_fills_the_budget_and_nothing_is_sent_twice() {
     }
 }
 
+/// Options for a question asked `after` seconds after the last message of
+/// `s`.
+fn asked_after(s: &State, budget: usize, after: i64) -> AssemblyOptions {
+    let mut o = opts(s, budget);
+    o.now = Timestamp::from_unix(s.messages().last().unwrap().timestamp.unix_seconds() + after);
+    o
+}
+
 #[test]
 fn the_recent_window_keeps_a_share_and_recall_skips_it() {
     let s = conversation(&[(299, "Melanie", "the pottery class starts today")]);
-    let a = assemble(&s, "pottery class", &opts(&s, 2000), &estimate_tokens, &[]).unwrap();
+    // Asked a minute after the last turn: the conversation is in progress.
+    let a = assemble(
+        &s,
+        "pottery class",
+        &asked_after(&s, 2000, 60),
+        &estimate_tokens,
+        &[],
+    )
+    .unwrap();
     // The newest turn matches but is in the window: sent once, as a turn.
     let newest = &s.messages()[299].id;
     let kinds: Vec<SourceKind> = a
@@ -158,6 +174,108 @@ fn the_recent_window_keeps_a_share_and_recall_skips_it() {
         .collect();
     assert_eq!(kinds, [SourceKind::RecentTurn]);
     assert!(a.turns.len() > 3);
+}
+
+/// A question that follows the latest message after a pause longer than a
+/// sitting does not continue the last turns: they keep no share of the
+/// budget before recall, so recall has their share too (more earlier
+/// messages that match fit), and a last turn that matches is ranked with
+/// the rest — sent once, recalled. A question that recalls nothing still
+/// gets the last turns, and one that names the message it follows keeps
+/// them.
+#[test]
+fn after_a_pause_the_last_turns_have_no_share_before_recall() {
+    let mut special: Vec<(usize, &str, &str)> = (0..40)
+        .map(|k| {
+            (
+                20 + 6 * k,
+                "Caroline",
+                "the pottery class glazed bowls today, and the teacher showed us a new glaze",
+            )
+        })
+        .collect();
+    special.push((299, "Melanie", "the pottery class starts today"));
+    let s = conversation(&special);
+    let newest = s.messages()[299].id.clone();
+    let sitting = wo_engine::assemble::SITTING_GAP_SECS;
+    let kinds_of = |a: &wo_engine::Assembled, id: &str| -> Vec<SourceKind> {
+        a.included
+            .iter()
+            .filter(|i| i.id.as_deref() == Some(id))
+            .map(|i| i.kind)
+            .collect()
+    };
+    let pottery_recalled = |a: &wo_engine::Assembled| {
+        recalled(&s, a)
+            .into_iter()
+            .filter(|&i| special.iter().any(|(at, _, _)| *at == i))
+            .count()
+    };
+    let during = assemble(
+        &s,
+        "pottery class",
+        &asked_after(&s, 1200, sitting - 60),
+        &estimate_tokens,
+        &[],
+    )
+    .unwrap();
+    let after = assemble(
+        &s,
+        "pottery class",
+        &asked_after(&s, 1200, sitting + 60),
+        &estimate_tokens,
+        &[],
+    )
+    .unwrap();
+    assert_eq!(kinds_of(&during, &newest), [SourceKind::RecentTurn]);
+    assert_eq!(kinds_of(&after, &newest), [SourceKind::EarlierMessage]);
+    assert!(
+        pottery_recalled(&after) > pottery_recalled(&during),
+        "recall has the window's share: {} vs {}",
+        pottery_recalled(&after),
+        pottery_recalled(&during)
+    );
+    for a in [&during, &after] {
+        assert!(a.tokens <= a.budget);
+    }
+    // The turns left out say why they had no share.
+    assert!(
+        after
+            .dropped
+            .iter()
+            .any(|d| d.kind == SourceKind::RecentTurn && d.reason.contains("a new sitting")),
+        "{:?}",
+        after.dropped
+    );
+    assert!(
+        during
+            .dropped
+            .iter()
+            .all(|d| !d.reason.contains("a new sitting"))
+    );
+    // A question relating to nothing here gets the same last turns either
+    // way: recall takes nothing, and the turns take what it leaves.
+    let unrelated = |after_secs| {
+        assemble(
+            &s,
+            "quantum chromodynamics lattice",
+            &asked_after(&s, 1200, after_secs),
+            &estimate_tokens,
+            &[],
+        )
+        .unwrap()
+    };
+    let (u_during, u_after) = (unrelated(60), unrelated(sitting * 10));
+    assert!(recalled(&s, &u_after).is_empty());
+    assert!(u_after.turns.len() > 3);
+    assert_eq!(u_after.turns, u_during.turns);
+    // Naming the message the question follows continues that conversation
+    // however old it is: its last turns keep their share.
+    let mut named = asked_after(&s, 1200, sitting * 10);
+    named.leaf = Some(newest.clone());
+    let continued = assemble(&s, "pottery class", &named, &estimate_tokens, &[]).unwrap();
+    assert_eq!(kinds_of(&continued, &newest), [SourceKind::RecentTurn]);
+    assert_eq!(pottery_recalled(&continued), pottery_recalled(&during));
 }
 
 #[test]
@@ -241,6 +359,101 @@ fn a_strong_hits_neighbours_come_before_a_weak_hit() {
         }
     }
     assert!(seen_weak, "the weak hit is recalled once the budget allows");
+}
+
+/// The parts are placed in transcript order, but the budget was filled in
+/// another: a strong hit first, then its neighbouring turns, then a weaker
+/// hit said earlier. Each recalled part says the order it was chosen in
+/// (`rank`), so a reader of the explanation can tell which part a smaller
+/// budget would have left out; parts not sent for their relevance have no
+/// rank.
+#[test]
+fn recalled_parts_say_the_order_the_budget_chose_them_in() {
+    let mut s = conversation(&[
+        (30, "Melanie", "a kiln"),
+        (150, "Caroline", "the kiln glaze firing went wrong"),
+    ]);
+    s.truth.trust.push(TruthEntry::new(
+        "Glaze",
+        Timestamp::from_unix(NOW),
+        0.9,
+        "<p>The glaze firing needs cone six</p>",
+    ));
+    let id = |i: usize| s.messages()[i].id.clone();
+    let a = assemble(
+        &s,
+        "kiln glaze firing",
+        &opts(&s, 3000),
+        &estimate_tokens,
+        &[],
+    )
+    .unwrap();
+    let e = explain(&s, &a);
+    let rank_of = |i: usize| {
+        e.parts
+            .iter()
+            .find(|p| p.id == Some(id(i)))
+            .unwrap_or_else(|| panic!("message {i} is sent"))
+            .rank
+    };
+    // Placed in transcript order: the weak hit (30) before the strong one.
+    assert_eq!(recalled(&s, &a)[..5], [29, 30, 31, 149, 150]);
+    // Chosen: the strong hit, its two neighbours, then the weak hit and
+    // its neighbours.
+    assert_eq!(rank_of(150), Some(1));
+    let mut neighbours = [rank_of(149).unwrap(), rank_of(151).unwrap()];
+    neighbours.sort();
+    assert_eq!(neighbours, [2, 3]);
+    assert_eq!(rank_of(30), Some(4));
+    // Ranks number the recalled parts 1..n, each once.
+    let mut ranks: Vec<usize> = e
+        .parts
+        .iter()
+        .filter(|p| p.kind == PartKind::RecalledMessage)
+        .map(|p| p.rank.expect("a recalled part has a rank"))
+        .collect();
+    ranks.sort();
+    assert_eq!(ranks, (1..=ranks.len()).collect::<Vec<_>>());
+    // Memory entries are numbered among themselves.
+    let memory: Vec<Option<usize>> = e
+        .parts
+        .iter()
+        .filter(|p| p.kind == PartKind::Artifact)
+        .map(|p| p.rank)
+        .collect();
+    assert_eq!(memory, [Some(1)]);
+    // The instructions, recent turns and the question are not ranked, and
+    // their JSON has no `rank`.
+    let json = serde_json::to_value(&e).unwrap();
+    for p in json["parts"].as_array().unwrap() {
+        let ranked = p["kind"] == "recalled_message" || p["kind"] == "artifact";
+        assert_eq!(p.get("rank").is_some(), ranked, "{p}");
+    }
+    assert!(render_text(&e).contains("chosen #1"), "{}", render_text(&e));
+    // A budget that holds only the first choices keeps exactly those.
+    let small = assemble(
+        &s,
+        "kiln glaze firing",
+        &opts(&s, 300),
+        &estimate_tokens,
+        &[],
+    )
+    .unwrap();
+    let small_sent: HashSet<String> = small
+        .included
+        .iter()
+        .filter(|i| i.kind == SourceKind::EarlierMessage)
+        .filter_map(|i| i.id.clone())
+        .collect();
+    let first_choices: HashSet<String> = e
+        .parts
+        .iter()
+        .filter(|p| p.kind == PartKind::RecalledMessage)
+        .filter(|p| p.rank.is_some_and(|r| r <= small_sent.len()))
+        .filter_map(|p| p.id.clone())
+        .collect();
+    assert!(!small_sent.is_empty());
+    assert_eq!(small_sent, first_choices);
 }
 
 /// An imported history of everyday chats, a code review and notes: what
