@@ -913,8 +913,12 @@ impl Store {
         let mut refused = Vec::with_capacity(count);
         for i in 0..count {
             self.state.savepoint();
+            let before = self.state.transcript_version();
             apply(i, &mut self.state);
-            match self.check_content_limits() {
+            // Only what this change touched can be a new offender: the
+            // changes before it in the batch were checked on their own.
+            let touched_from = self.state.unchanged_prefix_since(&before).unwrap_or(0);
+            match self.check_content_limits_from(touched_from) {
                 Ok(()) => {
                     self.state.release();
                     refused.push(None);
@@ -1216,7 +1220,19 @@ impl Store {
         self.unchanged = usize::MAX;
     }
 
+    /// Checks what this process changed since the base against the limits
+    /// and the read rules, before a write.
     fn check_content_limits(&self) -> Result<(), StoreError> {
+        self.check_content_limits_from(0)
+    }
+
+    /// [`Store::check_content_limits`] for the messages from `first` on
+    /// (and those changed since the base, which start no earlier than the
+    /// unchanged prefix): the batch checks each change's own messages.
+    /// Pointers are built only for what fails: a batch checks hundreds of
+    /// messages that pass.
+    fn check_content_limits_from(&self, first: usize) -> Result<(), StoreError> {
+        let first = first.max(self.unchanged_prefix());
         let limits = &self.opts.limits;
         let too_large = |what: String, size: usize, limit: usize| StoreError::ContentTooLarge {
             path: self.path.clone(),
@@ -1233,7 +1249,7 @@ impl Store {
         }
         // Only messages changed since the base can be new offenders.
         let messages = self.state.messages();
-        for (i, m) in messages.iter().enumerate().skip(self.unchanged_prefix()) {
+        for (i, m) in messages.iter().enumerate().skip(first) {
             if m.content.len() > limits.max_message_bytes {
                 return Err(too_large(
                     format!("/messages/{i}/content"),
@@ -1254,11 +1270,15 @@ impl Store {
         // Whatever a writer built is held to the rules the file is read
         // with, so no write makes it unopenable.
         let mut issues = Vec::new();
-        for (i, m) in messages.iter().enumerate().skip(self.unchanged_prefix()) {
-            issues.extend(records::message_issues(m, &format!("/messages/{i}")));
+        for (i, m) in messages.iter().enumerate().skip(first) {
+            if !records::message_ok(m) {
+                issues.extend(records::message_issues(m, &format!("/messages/{i}")));
+            }
         }
         for (i, t) in self.state.truth.trust.iter().enumerate() {
-            issues.extend(records::truth_entry_issues(t, &format!("/truth/trust/{i}")));
+            if !records::truth_entry_ok(t) {
+                issues.extend(records::truth_entry_issues(t, &format!("/truth/trust/{i}")));
+            }
         }
         if !issues.is_empty() {
             return Err(StoreError::Refused {
