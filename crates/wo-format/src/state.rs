@@ -548,6 +548,36 @@ impl State {
         self.savepoints.push(sp);
     }
 
+    /// Positions in the transcript now of the messages inserted or replaced
+    /// since the innermost savepoint, ascending: what a writer checking one
+    /// change must look at (the messages that only moved are as they were).
+    /// `None` when no savepoint is open or the transcript may have changed
+    /// anywhere ([`State::messages_mut`], a re-sort).
+    pub fn touched_since_savepoint(&self) -> Option<Vec<usize>> {
+        let sp = self.savepoints.last()?;
+        let mut touched: Vec<usize> = Vec::new();
+        for change in &sp.changes {
+            match change {
+                MessageChange::Inserted(pos) => {
+                    for p in &mut touched {
+                        if *p >= *pos {
+                            *p += 1;
+                        }
+                    }
+                    touched.push(*pos);
+                }
+                MessageChange::Replaced(pos, _) => {
+                    if !touched.contains(pos) {
+                        touched.push(*pos);
+                    }
+                }
+                MessageChange::All(_) => return None,
+            }
+        }
+        touched.sort_unstable();
+        Some(touched)
+    }
+
     /// Open savepoints.
     pub fn savepoints(&self) -> usize {
         self.savepoints.len()
@@ -793,6 +823,37 @@ mod transcript_version_tests {
         let mut short = state(1);
         short.refresh_copy(&src, Some(&v));
         assert_same_as_clone(&short, &src);
+    }
+
+    #[test]
+    fn touched_since_savepoint_names_what_was_inserted_or_replaced() {
+        let mut s = state(5);
+        assert_eq!(s.touched_since_savepoint(), None, "no savepoint");
+        s.savepoint();
+        assert_eq!(s.touched_since_savepoint(), Some(vec![]));
+        s.push_message(msg(100)); // at 5
+        s.push_message(msg(15)); // at 2: the first one moves to 6
+        let id = s.messages()[0].id.clone();
+        s.set_message_title(&id, "renamed".into(), Timestamp::from_unix(1_900_000_000));
+        s.push_message(msg(-5)); // at 0: everything moves
+        assert_eq!(s.touched_since_savepoint(), Some(vec![0, 1, 3, 7]));
+        let titles: Vec<&str> = [0, 1, 3, 7]
+            .iter()
+            .map(|&i| s.messages()[i].title.as_str())
+            .collect();
+        assert_eq!(titles, ["t", "renamed", "t", "t"]);
+        assert_eq!(s.messages()[3].timestamp, msg(15).timestamp);
+        assert_eq!(s.messages()[7].timestamp, msg(100).timestamp);
+        let _ = s.messages_mut();
+        assert_eq!(
+            s.touched_since_savepoint(),
+            None,
+            "anything may have changed"
+        );
+        s.rollback();
+        s.savepoint();
+        s.push_message(msg(200));
+        assert_eq!(s.touched_since_savepoint(), Some(vec![5]));
     }
 
     #[test]

@@ -392,7 +392,12 @@ fn an_old_message_edited_in_a_batch_is_still_checked() {
     let verdicts = std::sync::Arc::new(Mutex::new(Vec::new()));
     type Change = Box<dyn FnOnce(&mut State) + Send>;
     let changes: Vec<(i64, Change)> = vec![
-        (1, Box::new(|s: &mut State| drop(s.push_message(msg(100))))),
+        (
+            1,
+            Box::new(|s: &mut State| {
+                s.push_message(msg(100));
+            }),
+        ),
         // The oldest message made too large.
         (
             2,
@@ -414,7 +419,12 @@ fn an_old_message_edited_in_a_batch_is_still_checked() {
                 s.push_message(m);
             }),
         ),
-        (5, Box::new(|s: &mut State| drop(s.push_message(msg(200))))),
+        (
+            5,
+            Box::new(|s: &mut State| {
+                s.push_message(msg(200));
+            }),
+        ),
     ];
     let mut must_lead = false;
     for (n, change) in changes {
