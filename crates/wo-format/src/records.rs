@@ -27,6 +27,18 @@ pub const MAX_TAG_CHARS: usize = 64;
 /// Longest resolution of an effort, in bytes.
 pub const MAX_RESOLUTION_BYTES: usize = 64 * 1024;
 
+/// Whether `m` meets the read rules ([`message_issues`] is empty): the
+/// check alone, for a writer that builds the JSON pointer of the issues
+/// only when there are some (it checks every message a batch touched).
+pub fn message_ok(m: &Message) -> bool {
+    codec::message_ok(m)
+}
+
+/// Whether `t` meets the read rules ([`truth_entry_issues`] is empty).
+pub fn truth_entry_ok(t: &TruthEntry) -> bool {
+    codec::truth_entry_ok(t)
+}
+
 /// The read rules for one message at `at` (its JSON pointer). Empty: a file
 /// holding it opens.
 pub fn message_issues(m: &Message, at: &str) -> Vec<Issue> {

@@ -178,6 +178,52 @@ impl State {
         self.save_token
     }
 
+    /// Makes `self` what `src.clone()` would be, copying only what changed:
+    /// `copied` is the version [`State::refresh_copy`] returned when it last
+    /// made `self` a copy of `src` (which must not have changed since;
+    /// `None`: `self` is no copy of it). The messages `src` kept since that
+    /// version are kept as they are here, only those after them are cloned,
+    /// and the branch links follow an append instead of being rebuilt.
+    /// Returns the version to pass next time.
+    ///
+    /// For a long-lived reader's copy of a writer's state (the server
+    /// publishes one after each write): a full clone of a large transcript
+    /// copies every message for the two a turn appends.
+    pub fn refresh_copy(
+        &mut self,
+        src: &State,
+        copied: Option<&TranscriptVersion>,
+    ) -> TranscriptVersion {
+        let kept = copied
+            .filter(|v| v.len == self.messages.len())
+            .and_then(|v| src.unchanged_prefix_since(v))
+            .unwrap_or(0);
+        let appended = kept == self.messages.len();
+        self.messages.truncate(kept);
+        if appended {
+            for m in &src.messages[kept..] {
+                self.links.appending(&self.messages, m);
+                self.messages.push(m.clone());
+            }
+        } else {
+            self.links.clear();
+            self.messages.extend_from_slice(&src.messages[kept..]);
+        }
+        self.version = src.version;
+        self.schema.clone_from(&src.schema);
+        self.date = src.date.clone();
+        self.context.clone_from(&src.context);
+        self.truth.clone_from(&src.truth);
+        self.extra.clone_from(&src.extra);
+        self.clean_prefix = src.clean_prefix;
+        self.save_token = src.save_token;
+        self.transcript = src.transcript.clone();
+        self.savepoints.clone_from(&src.savepoints);
+        // Taken from `src` (it marks the version handed out there), so a
+        // later insertion in `src` keeps it in its log.
+        src.transcript_version()
+    }
+
     /// Finds a message by id.
     pub fn message(&self, id: &str) -> Option<&Message> {
         self.messages.iter().find(|m| m.id == id)
@@ -502,6 +548,36 @@ impl State {
         self.savepoints.push(sp);
     }
 
+    /// Positions in the transcript now of the messages inserted or replaced
+    /// since the innermost savepoint, ascending: what a writer checking one
+    /// change must look at (the messages that only moved are as they were).
+    /// `None` when no savepoint is open or the transcript may have changed
+    /// anywhere ([`State::messages_mut`], a re-sort).
+    pub fn touched_since_savepoint(&self) -> Option<Vec<usize>> {
+        let sp = self.savepoints.last()?;
+        let mut touched: Vec<usize> = Vec::new();
+        for change in &sp.changes {
+            match change {
+                MessageChange::Inserted(pos) => {
+                    for p in &mut touched {
+                        if *p >= *pos {
+                            *p += 1;
+                        }
+                    }
+                    touched.push(*pos);
+                }
+                MessageChange::Replaced(pos, _) => {
+                    if !touched.contains(pos) {
+                        touched.push(*pos);
+                    }
+                }
+                MessageChange::All(_) => return None,
+            }
+        }
+        touched.sort_unstable();
+        Some(touched)
+    }
+
     /// Open savepoints.
     pub fn savepoints(&self) -> usize {
         self.savepoints.len()
@@ -676,6 +752,108 @@ mod transcript_version_tests {
         // A version longer than the transcript never holds.
         let short = state(2);
         assert!(!short.unchanged_since(&v));
+    }
+
+    /// `copy` is what a clone of `src` would be: content, transcript
+    /// versions, branch walks.
+    fn assert_same_as_clone(copy: &State, src: &State) {
+        assert_eq!(copy, src);
+        assert_eq!(copy.transcript_version(), src.transcript_version());
+        assert_eq!(copy.clean_prefix(), src.clean_prefix());
+        assert_eq!(copy.save_token(), src.save_token());
+        for leaf in src.messages() {
+            let ids = |s: &State| -> Vec<String> {
+                s.branch(&leaf.id).iter().map(|m| m.id.clone()).collect()
+            };
+            assert_eq!(ids(copy), ids(src), "branch of {}", leaf.id);
+            assert_eq!(ids(copy), ids(&src.clone()));
+        }
+    }
+
+    #[test]
+    fn refresh_copy_is_a_clone_that_copies_only_what_changed() {
+        let mut src = state(4);
+        src.context = "<p>c</p>".into();
+        let mut copy = State::new(Timestamp::from_unix(1));
+        // Not a copy yet: everything is copied.
+        let mut v = copy.refresh_copy(&src, None);
+        assert_same_as_clone(&copy, &src);
+        let first = copy.messages()[0].content.as_ptr();
+
+        // Appended: the messages already here stay (same allocations).
+        src.push_message(msg(100));
+        src.push_message(msg(110));
+        src.date = Timestamp::from_unix(1_900_000_000);
+        v = copy.refresh_copy(&src, Some(&v));
+        assert_same_as_clone(&copy, &src);
+        assert_eq!(
+            copy.messages()[0].content.as_ptr(),
+            first,
+            "kept, not copied"
+        );
+
+        // Inserted before the end: the prefix before it stays.
+        src.push_message(msg(15));
+        v = copy.refresh_copy(&src, Some(&v));
+        assert_same_as_clone(&copy, &src);
+        assert_eq!(copy.messages()[0].content.as_ptr(), first);
+
+        // Changed in place (a rename voids every version): all copied.
+        let id = src.messages()[0].id.clone();
+        src.set_message_title(&id, "renamed".into(), Timestamp::from_unix(1_900_000_001));
+        v = copy.refresh_copy(&src, Some(&v));
+        assert_same_as_clone(&copy, &src);
+        assert_eq!(copy.messages()[0].title, "renamed");
+
+        // Changed and taken back: the copy follows exactly.
+        src.savepoint();
+        src.push_message(msg(-50));
+        let w = copy.refresh_copy(&src, Some(&v));
+        assert_same_as_clone(&copy, &src);
+        src.rollback();
+        copy.refresh_copy(&src, Some(&w));
+        assert_same_as_clone(&copy, &src);
+
+        // A version of another lineage (a re-read) is no help: all copied.
+        let reread = crate::parse(&crate::to_canonical_vec(&src)).unwrap();
+        let mut other = copy.clone();
+        other.refresh_copy(&reread, Some(&v));
+        assert_same_as_clone(&other, &reread);
+        // Nor is one that does not match the copy's length.
+        let mut short = state(1);
+        short.refresh_copy(&src, Some(&v));
+        assert_same_as_clone(&short, &src);
+    }
+
+    #[test]
+    fn touched_since_savepoint_names_what_was_inserted_or_replaced() {
+        let mut s = state(5);
+        assert_eq!(s.touched_since_savepoint(), None, "no savepoint");
+        s.savepoint();
+        assert_eq!(s.touched_since_savepoint(), Some(vec![]));
+        s.push_message(msg(100)); // at 5
+        s.push_message(msg(15)); // at 2: the first one moves to 6
+        let id = s.messages()[0].id.clone();
+        s.set_message_title(&id, "renamed".into(), Timestamp::from_unix(1_900_000_000));
+        s.push_message(msg(-5)); // at 0: everything moves
+        assert_eq!(s.touched_since_savepoint(), Some(vec![0, 1, 3, 7]));
+        let titles: Vec<&str> = [0, 1, 3, 7]
+            .iter()
+            .map(|&i| s.messages()[i].title.as_str())
+            .collect();
+        assert_eq!(titles, ["t", "renamed", "t", "t"]);
+        assert_eq!(s.messages()[3].timestamp, msg(15).timestamp);
+        assert_eq!(s.messages()[7].timestamp, msg(100).timestamp);
+        let _ = s.messages_mut();
+        assert_eq!(
+            s.touched_since_savepoint(),
+            None,
+            "anything may have changed"
+        );
+        s.rollback();
+        s.savepoint();
+        s.push_message(msg(200));
+        assert_eq!(s.touched_since_savepoint(), Some(vec![5]));
     }
 
     #[test]

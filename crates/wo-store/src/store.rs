@@ -956,7 +956,16 @@ impl Store {
         for i in 0..count {
             self.state.savepoint();
             apply(i, &mut self.state);
-            match self.check_content_limits() {
+            // Only what this change inserted or replaced can be a new
+            // offender: the messages it only moved are the base's or were
+            // checked with the change before it that added them (questions
+            // sort back among the answers written meanwhile, so that is
+            // often hundreds of messages, each with its list of sources).
+            let checked = match self.state.touched_since_savepoint() {
+                Some(touched) => self.check_content_limits_of(touched.into_iter()),
+                None => self.check_content_limits(),
+            };
+            match checked {
                 Ok(()) => {
                     self.state.release();
                     refused.push(None);
@@ -1278,7 +1287,20 @@ impl Store {
         self.unchanged = usize::MAX;
     }
 
+    /// Checks what this process changed since the base against the limits
+    /// and the read rules, before a write.
     fn check_content_limits(&self) -> Result<(), StoreError> {
+        self.check_content_limits_of(self.unchanged_prefix()..self.state.messages().len())
+    }
+
+    /// [`Store::check_content_limits`] for the messages at `positions`
+    /// (ascending): the batch checks each change's own messages. Pointers
+    /// are built only for what fails: a batch checks hundreds of messages
+    /// that pass.
+    fn check_content_limits_of(
+        &self,
+        positions: impl Iterator<Item = usize> + Clone,
+    ) -> Result<(), StoreError> {
         let limits = &self.opts.limits;
         let too_large = |what: String, size: usize, limit: usize| StoreError::ContentTooLarge {
             path: self.path.clone(),
@@ -1295,7 +1317,10 @@ impl Store {
         }
         // Only messages changed since the base can be new offenders.
         let messages = self.state.messages();
-        for (i, m) in messages.iter().enumerate().skip(self.unchanged_prefix()) {
+        for (i, m) in positions
+            .clone()
+            .filter_map(|i| Some((i, messages.get(i)?)))
+        {
             if m.content.len() > limits.max_message_bytes {
                 return Err(too_large(
                     format!("/messages/{i}/content"),
@@ -1316,11 +1341,15 @@ impl Store {
         // Whatever a writer built is held to the rules the file is read
         // with, so no write makes it unopenable.
         let mut issues = Vec::new();
-        for (i, m) in messages.iter().enumerate().skip(self.unchanged_prefix()) {
-            issues.extend(records::message_issues(m, &format!("/messages/{i}")));
+        for (i, m) in positions.filter_map(|i| Some((i, messages.get(i)?))) {
+            if !records::message_ok(m) {
+                issues.extend(records::message_issues(m, &format!("/messages/{i}")));
+            }
         }
         for (i, t) in self.state.truth.trust.iter().enumerate() {
-            issues.extend(records::truth_entry_issues(t, &format!("/truth/trust/{i}")));
+            if !records::truth_entry_ok(t) {
+                issues.extend(records::truth_entry_issues(t, &format!("/truth/trust/{i}")));
+            }
         }
         if !issues.is_empty() {
             return Err(StoreError::Refused {

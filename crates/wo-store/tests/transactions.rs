@@ -371,3 +371,100 @@ proptest! {
         assert_in_step(&store);
     }
 }
+
+/// A batch checks each change's own messages only, but "its own" includes
+/// an old message it edits: an edit far back in the transcript that breaks
+/// a limit or a read rule is refused with that message's pointer, alone,
+/// and the store and file stay as the accepted changes left them.
+#[test]
+fn an_old_message_edited_in_a_batch_is_still_checked() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut first = new_store(dir.path());
+    first
+        .transact(|s| {
+            for n in 1..=5 {
+                s.push_message(msg(n * 10));
+            }
+        })
+        .unwrap();
+    let store = Mutex::new(first);
+    let group = GroupCommit::new(&store.lock().unwrap());
+    let verdicts = std::sync::Arc::new(Mutex::new(Vec::new()));
+    type Change = Box<dyn FnOnce(&mut State) + Send>;
+    let changes: Vec<(i64, Change)> = vec![
+        (
+            1,
+            Box::new(|s: &mut State| {
+                s.push_message(msg(100));
+            }),
+        ),
+        // The oldest message made too large.
+        (
+            2,
+            Box::new(|s: &mut State| {
+                s.messages_mut()[0].content = format!("<p>{}</p>", "-".repeat(MAX_MESSAGE));
+            }),
+        ),
+        // The second oldest given a parent that is no id.
+        (
+            3,
+            Box::new(|s: &mut State| s.messages_mut()[1].parent = Some("not an id".into())),
+        ),
+        // Inserted before the end, breaking a read rule (a blank username).
+        (
+            4,
+            Box::new(|s: &mut State| {
+                let mut m = msg(15);
+                m.username = " ".into();
+                s.push_message(m);
+            }),
+        ),
+        (
+            5,
+            Box::new(|s: &mut State| {
+                s.push_message(msg(200));
+            }),
+        ),
+    ];
+    let mut must_lead = false;
+    for (n, change) in changes {
+        let v = verdicts.clone();
+        must_lead |= group.submit(change, move |verdict| {
+            v.lock().unwrap().push((n, verdict.map(|_| ())))
+        });
+    }
+    assert!(must_lead);
+    group.lead(&store);
+    let verdicts = verdicts.lock().unwrap();
+    let ok: Vec<(i64, bool)> = verdicts.iter().map(|(n, v)| (*n, v.is_ok())).collect();
+    assert_eq!(
+        ok,
+        [(1, true), (2, false), (3, false), (4, false), (5, true)]
+    );
+    match verdicts[1].1.as_ref().unwrap_err() {
+        StoreError::ContentTooLarge { what, .. } => assert_eq!(what, "/messages/0/content"),
+        e => panic!("not a size refusal: {e}"),
+    }
+    for (i, pointer) in [(2, "/messages/1/parent"), (3, "/messages/1/username")] {
+        match verdicts[i].1.as_ref().unwrap_err() {
+            StoreError::Refused { issues, .. } => {
+                assert!(
+                    issues.iter().any(|issue| issue.pointer == pointer),
+                    "{pointer} not in {issues:?}"
+                );
+            }
+            e => panic!("not a refusal: {e}"),
+        }
+    }
+    let store = store.into_inner().unwrap();
+    assert_in_step(&store);
+    let on_disk = disk(&store);
+    assert_eq!(on_disk.messages().len(), 7);
+    assert!(
+        on_disk
+            .messages()
+            .iter()
+            .all(|m| m.content.len() < MAX_MESSAGE)
+    );
+    assert!(on_disk.messages().iter().all(|m| m.parent.is_none()));
+}
