@@ -384,19 +384,12 @@ fn ask_without_the_embedding_model_says_so_once_per_machine() {
     }
 }
 
-/// Heavy (the embedding model, `scripts/install-model.sh`): `wo chat`
-/// recalls by meaning as `wo ask` and `wo serve` do — a question worded
-/// unlike its answer has that message sent — and the session's own
-/// messages are embedded into the sidecar by the time it ends.
-#[test]
-fn chat_recalls_by_meaning_with_the_embedding_model() {
-    use wo_testkit::{Need, embedding_model_path, heavy};
-    if !heavy(&[Need::EmbeddingModel]) {
-        return;
-    }
+/// A project holding the pottery transcript, embedded by `wo context embed`
+/// with the real model: the project, the model and the sidecar's path.
+fn embedded_pottery() -> (Project, std::path::PathBuf, std::path::PathBuf) {
     let p = Project::new();
     common::pottery_transcript(&p);
-    let model = embedding_model_path();
+    let model = wo_testkit::embedding_model_path();
     let embed = common::to_run(
         p.cmd(&["context", "embed"])
             .env("WO_EMBEDDING_MODEL", &model)
@@ -405,6 +398,20 @@ fn chat_recalls_by_meaning_with_the_embedding_model() {
     );
     assert_eq!(embed.code, 0, "{}", embed.stderr);
     let sidecar = p.path().join(".llm.json.embed");
+    (p, model, sidecar)
+}
+
+/// Heavy (the embedding model, `scripts/install-model.sh`): `wo chat`
+/// recalls by meaning as `wo ask` and `wo serve` do — a question worded
+/// unlike its answer has that message sent — and the session's own
+/// messages are embedded into the sidecar by the time it ends.
+#[test]
+fn chat_recalls_by_meaning_with_the_embedding_model() {
+    use wo_testkit::{Need, heavy};
+    if !heavy(&[Need::EmbeddingModel]) {
+        return;
+    }
+    let (p, model, sidecar) = embedded_pottery();
     let vectors = || {
         let b = std::fs::read(&sidecar).unwrap();
         let word = |at: usize| u32::from_le_bytes(b[at..at + 4].try_into().unwrap()) as usize;
@@ -444,21 +451,11 @@ fn chat_recalls_by_meaning_with_the_embedding_model() {
 /// they were.
 #[test]
 fn ask_recalls_by_meaning_and_appends_the_turns_vectors() {
-    use wo_testkit::{Need, embedding_model_path, heavy};
+    use wo_testkit::{Need, heavy};
     if !heavy(&[Need::EmbeddingModel]) {
         return;
     }
-    let p = Project::new();
-    common::pottery_transcript(&p);
-    let model = embedding_model_path();
-    let embed = common::to_run(
-        p.cmd(&["context", "embed"])
-            .env("WO_EMBEDDING_MODEL", &model)
-            .output()
-            .unwrap(),
-    );
-    assert_eq!(embed.code, 0, "{}", embed.stderr);
-    let sidecar = p.path().join(".llm.json.embed");
+    let (p, model, sidecar) = embedded_pottery();
     let before = std::fs::read(&sidecar).unwrap();
     let cfg = config(&p, "openai", canned_server(CANNED_ANSWER));
     let out = common::to_run(
