@@ -1652,6 +1652,25 @@ mod tests {
         pub(super) static AFTER_LAST_LOOK: RefCell<Option<Hook>> = RefCell::new(None);
     }
 
+    /// Sets `hook` to run `edit` on the state file the first time it fires;
+    /// the count says how often it ran (0 or 1).
+    fn edit_once(
+        hook: &'static std::thread::LocalKey<RefCell<Option<Hook>>>,
+        mut edit: impl FnMut(&Path) + 'static,
+    ) -> std::rc::Rc<std::cell::Cell<usize>> {
+        let runs = std::rc::Rc::new(std::cell::Cell::new(0));
+        let counter = runs.clone();
+        hook.with(|h| {
+            *h.borrow_mut() = Some(Box::new(move |path: &Path| {
+                if counter.get() == 0 {
+                    counter.set(1);
+                    edit(path);
+                }
+            }));
+        });
+        runs
+    }
+
     /// An editor saves in place (truncate + write) a new title for the
     /// first message (and the first entry) into the file as it was read.
     fn save_in_place(path: &Path, retitle: &str, entry_title: Option<&str>) {
@@ -1675,15 +1694,8 @@ mod tests {
     fn an_in_place_save_between_the_last_look_and_the_rename_is_merged() {
         let dir = tempfile::tempdir().unwrap();
         let mut store = store_with_two(dir.path());
-        let saves = std::rc::Rc::new(std::cell::Cell::new(0));
-        let counter = saves.clone();
-        AFTER_LAST_LOOK.with(|h| {
-            *h.borrow_mut() = Some(Box::new(move |path: &Path| {
-                if counter.get() == 0 {
-                    counter.set(1);
-                    save_in_place(path, "saved in the last instant", None);
-                }
-            }));
+        let saves = edit_once(&AFTER_LAST_LOOK, |path| {
+            save_in_place(path, "saved in the last instant", None)
         });
         let (_, outcome) = store
             .transact(|s| s.push_message(Message::new("alec", ts(5), "mine", "<p>m</p>")))
@@ -1721,20 +1733,12 @@ mod tests {
         store
             .transact(|s| s.push_message(Message::new("alec", ts(5), "mine", "<p>m</p>")))
             .unwrap();
-        let saves = std::rc::Rc::new(std::cell::Cell::new(0));
-        let counter = saves.clone();
-        AFTER_LAST_LOOK.with(|h| {
-            *h.borrow_mut() = Some(Box::new(move |path: &Path| {
-                if counter.get() > 0 {
-                    return;
-                }
-                counter.set(1);
-                let written = fs::metadata(path).unwrap().modified().unwrap();
-                // "first" → "FIRST": the same length.
-                save_in_place(path, "FIRST", None);
-                let f = fs::OpenOptions::new().write(true).open(path).unwrap();
-                f.set_modified(written).unwrap();
-            }));
+        let saves = edit_once(&AFTER_LAST_LOOK, |path| {
+            let written = fs::metadata(path).unwrap().modified().unwrap();
+            // "first" → "FIRST": the same length.
+            save_in_place(path, "FIRST", None);
+            let f = fs::OpenOptions::new().write(true).open(path).unwrap();
+            f.set_modified(written).unwrap();
         });
         let (_, outcome) = store
             .transact(|s| s.push_message(Message::new("alec", ts(6), "more", "<p>n</p>")))
@@ -1765,16 +1769,8 @@ mod tests {
     fn an_in_place_save_right_before_the_rename_is_merged() {
         let dir = tempfile::tempdir().unwrap();
         let mut store = store_with_two(dir.path());
-        let saves = std::rc::Rc::new(std::cell::Cell::new(0));
-        let counter = saves.clone();
-        BEFORE_RENAME.with(|h| {
-            *h.borrow_mut() = Some(Box::new(move |path: &Path| {
-                if counter.get() > 0 {
-                    return;
-                }
-                counter.set(1);
-                save_in_place(path, "renamed in the editor", Some("entry renamed"));
-            }));
+        let saves = edit_once(&BEFORE_RENAME, |path| {
+            save_in_place(path, "renamed in the editor", Some("entry renamed"))
         });
         let (_, outcome) = store
             .transact(|s| s.push_message(Message::new("alec", ts(5), "mine", "<p>m</p>")))
