@@ -64,6 +64,10 @@ pub fn write_atomic_with(
     match stage_with(path, mode, write)?.commit() {
         Ok(meta) => Ok(meta),
         Err(CommitError::NotReplaced(e)) => Err(e),
+        // Only a swapping commit looks at the version it replaces.
+        Err(CommitError::ChangedMeanwhile) => Err(io::Error::other(
+            "the file changed while it was being replaced; nothing was written",
+        )),
         Err(CommitError::NotDurable { source, .. }) => Err(io::Error::new(
             source.kind(),
             format!("the new version is in place but not confirmed durable: {source}"),
@@ -86,6 +90,10 @@ pub struct Staged {
 pub enum CommitError {
     /// The rename failed: the file at the path is what it was.
     NotReplaced(io::Error),
+    /// The version at the path had changed since the caller's last look
+    /// (see [`Staged::commit_swapping`]): it was put back at once, and the
+    /// new version was not put in place.
+    ChangedMeanwhile,
     /// The rename succeeded (the new version is in place) but the directory
     /// fsync that makes it durable failed.
     NotDurable {
@@ -201,15 +209,35 @@ impl Staged {
     /// filesystem offers one), so the caller can tell whether the file it
     /// replaced is still the one it last looked at: an editor saving in
     /// place in the instant between that look and the rename wrote into
-    /// the displaced file, and its save can be merged rather than lost.
+    /// the displaced file.
+    ///
+    /// `as_looked` is asked right after the exchange. When it says the
+    /// displaced version changed, the two names are exchanged back at once
+    /// and the commit fails with [`CommitError::ChangedMeanwhile`]: the
+    /// path holds that save again, having shown the new version (which
+    /// lacks it) only for that instant — an editor that reloads on every
+    /// change and saves again would otherwise save over its own edit while
+    /// the caller merged. Only if putting it back fails is the displaced
+    /// version returned all the same, changed, for the caller to merge.
     /// `None` where no exchange is available (the plain rename was used,
     /// or nothing was at the path).
-    pub fn commit_swapping(mut self) -> Result<(fs::Metadata, Option<Displaced>), CommitError> {
+    pub fn commit_swapping(
+        mut self,
+        as_looked: impl FnOnce(&Displaced) -> bool,
+    ) -> Result<(fs::Metadata, Option<Displaced>), CommitError> {
         let written = self.written_meta();
         let displaced = match exchange(&self.tmp, &self.path) {
-            Ok(()) => Some(Displaced {
-                path: std::mem::take(&mut self.tmp),
-            }),
+            Ok(()) => {
+                let displaced = Displaced {
+                    path: std::mem::take(&mut self.tmp),
+                };
+                if !as_looked(&displaced) && exchange(&displaced.path, &self.path).is_ok() {
+                    // The temp name holds the new version again: dropping
+                    // `displaced` removes it.
+                    return Err(CommitError::ChangedMeanwhile);
+                }
+                Some(displaced)
+            }
             Err(e) if exchange_unavailable(&e) => {
                 fs::rename(&self.tmp, &self.path).map_err(CommitError::NotReplaced)?;
                 self.tmp = PathBuf::new();
@@ -235,6 +263,31 @@ impl Staged {
     /// wrote, whatever lands at the path afterwards.
     fn written_meta(&self) -> Option<fs::Metadata> {
         self.file.as_ref().and_then(|f| f.metadata().ok())
+    }
+
+    /// Waits, at most a few clock ticks (usually not at all: the fsync
+    /// took longer), until any later write to the staged file would move
+    /// its modification time — see [`modifications_move_past`]. Call
+    /// before putting it in place: from then on an editor's save in place
+    /// always shows in the metadata. False where that cannot be told (the
+    /// filesystem keeps whole seconds): the caller must then compare bytes.
+    pub fn settle(&self) -> bool {
+        let Some(meta) = self.written_meta() else {
+            return false;
+        };
+        let waiting = std::time::Instant::now();
+        loop {
+            match modifications_move_past(&meta) {
+                Some(true) => return true,
+                None => return false,
+                // A clock tick is 1–10 ms; a clock that does not move is
+                // not waited for.
+                Some(false) if waiting.elapsed() < std::time::Duration::from_millis(50) => {
+                    std::thread::sleep(std::time::Duration::from_millis(1));
+                }
+                Some(false) => return false,
+            }
+        }
     }
 
     /// The temp file holding the new version (for a caller that links it
@@ -354,6 +407,48 @@ impl Drop for Staged {
             let _ = fs::remove_file(&self.tmp);
         }
     }
+}
+
+/// Whether every write to the file whose metadata is `meta` from now on
+/// gives it a later modification time than `meta` holds: the clock the
+/// kernel stamps files with (its coarse clock, which moves in ticks of a
+/// few milliseconds) has moved past it. Until then a save in place of the
+/// same length can leave the metadata exactly as it was. `None` when it
+/// cannot be told: a time with no sub-second part may come from a
+/// filesystem keeping whole (or even) seconds.
+pub fn modifications_move_past(meta: &fs::Metadata) -> Option<bool> {
+    use std::os::unix::fs::MetadataExt;
+    if meta.mtime_nsec() == 0 {
+        return None;
+    }
+    let now = file_clock_now()?;
+    Some(now > (meta.mtime(), meta.mtime_nsec()))
+}
+
+/// The time a file modified now would be stamped with, at the latest: the
+/// kernel's coarse real-time clock (seconds, nanoseconds).
+#[cfg(target_os = "linux")]
+fn file_clock_now() -> Option<(i64, i64)> {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `ts` is a valid, writable timespec for the call's duration.
+    let rc = unsafe { libc::clock_gettime(libc::CLOCK_REALTIME_COARSE, &mut ts) };
+    // `time_t` and `c_long` are 32 bits wide on some targets.
+    #[allow(clippy::unnecessary_cast)]
+    (rc == 0).then_some((ts.tv_sec as i64, ts.tv_nsec as i64))
+}
+
+/// Elsewhere the clock's tick is not known: a time 2.1 s back (beyond any
+/// tick, and FAT's 2 s granularity) stands in for it.
+#[cfg(not(target_os = "linux"))]
+fn file_clock_now() -> Option<(i64, i64)> {
+    let d = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .ok()?
+        .checked_sub(std::time::Duration::from_millis(2_100))?;
+    Some((d.as_secs() as i64, i64::from(d.subsec_nanos())))
 }
 
 /// Removes temp files a killed writer of `path` left behind. Call only
@@ -541,7 +636,10 @@ mod tests {
         let p = dir.path().join("llm.json");
         fs::write(&p, b"old").unwrap();
         let before = fs::metadata(&p).unwrap();
-        let (meta, displaced) = stage(&p, &[b"new"]).unwrap().commit_swapping().unwrap();
+        let (meta, displaced) = stage(&p, &[b"new"])
+            .unwrap()
+            .commit_swapping(|_| true)
+            .unwrap();
         assert_eq!(fs::read(&p).unwrap(), b"new");
         assert_eq!(meta.len(), 3);
         if let Some(displaced) = displaced {
@@ -555,9 +653,38 @@ mod tests {
         assert_eq!(entries(dir.path()), 1);
         // Nothing at the path yet: a plain rename, nothing displaced.
         let q = dir.path().join("new.json");
-        let (_, displaced) = stage(&q, &[b"x"]).unwrap().commit_swapping().unwrap();
+        let (_, displaced) = stage(&q, &[b"x"])
+            .unwrap()
+            .commit_swapping(|_| true)
+            .unwrap();
         assert!(displaced.is_none());
         assert_eq!(fs::read(&q).unwrap(), b"x");
+    }
+
+    #[test]
+    fn a_swapping_commit_puts_a_version_changed_since_the_look_back() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("llm.json");
+        fs::write(&p, b"old").unwrap();
+        let mut asked = 0;
+        let result = stage(&p, &[b"new"]).unwrap().commit_swapping(|displaced| {
+            asked += 1;
+            // Asked with the new version in place and the old one aside.
+            assert_eq!(fs::read(displaced.path()).unwrap(), b"old");
+            assert_eq!(fs::read(&p).unwrap(), b"new");
+            false
+        });
+        if let Ok((_, None)) = result {
+            return; // no exchange on this filesystem: a plain rename, nothing to ask
+        }
+        assert_eq!(asked, 1);
+        assert!(
+            matches!(result, Err(CommitError::ChangedMeanwhile)),
+            "{result:?}"
+        );
+        // The changed version is back at the path; the new one is gone.
+        assert_eq!(fs::read(&p).unwrap(), b"old");
+        assert_eq!(entries(dir.path()), 1);
     }
 
     #[test]

@@ -233,6 +233,10 @@ fn write(file: &Path, token: &str, new_only: bool) -> io::Result<()> {
         Ok(_) => Ok(()),
         Err(durable::CommitError::NotReplaced(e)) => Err(e),
         Err(durable::CommitError::NotDurable { source, .. }) => Err(source),
+        // Only a swapping commit looks at the version it replaces.
+        Err(durable::CommitError::ChangedMeanwhile) => Err(io::Error::other(
+            "the token file changed while it was being replaced; nothing was written",
+        )),
     }
 }
 

@@ -8,8 +8,8 @@ use std::io;
 use std::path::{Path, PathBuf};
 
 pub use wo_durable::{
-    CommitError, Displaced, Staged, parent_dir, project, remove_stale_temps, stage, sync_dir,
-    write_atomic,
+    CommitError, Displaced, Staged, modifications_move_past, parent_dir, project,
+    remove_stale_temps, stage, sync_dir, write_atomic,
 };
 
 /// Copies the bytes of an invalid state file to `<name>.bak-<UTC>` beside it

@@ -396,14 +396,17 @@ impl StoreError {
 /// number kept in the lock file (after its rename, under the lock); editors
 /// that do not know about it still change the metadata — except an
 /// in-place save of the same length in the very clock tick the version
-/// was written in, which leaves the metadata as it was: for a version that
-/// young, `content` holds the CRC-32 of its bytes, and the version a
-/// write displaces is checked against it (see `Store::saved_meanwhile`).
+/// was written in, which leaves the metadata as it was. A store's own
+/// write waits for that tick to pass before its rename
+/// ([`durable::Staged::settle`]); a version read within its tick (an
+/// editor's save a moment ago), or on a filesystem whose ticks cannot be
+/// told, keeps the CRC-32 of its bytes in `content`, and the version a
+/// write displaces is checked against it (see `Store::still_as_looked`).
 #[derive(Clone, Copy, Debug)]
 struct Stamp {
-    /// CRC-32 of the version's bytes, when the version was at most
-    /// [`SAME_TICK`] old as it was stamped (not part of equality: the
-    /// metadata is what a look at the path can compare).
+    /// CRC-32 of the version's bytes, when a save in place could still
+    /// leave its metadata unchanged (not part of equality: the metadata is
+    /// what a look at the path can compare).
     content: Option<u32>,
     generation: u64,
     dev: u64,
@@ -434,11 +437,6 @@ impl PartialEq for Stamp {
 }
 
 impl Eq for Stamp {}
-
-/// How young a version must be for an in-place save to possibly share its
-/// modification time: beyond any clock tick (a few ms) or timestamp
-/// granularity (FAT's 2 s) a filesystem uses.
-const SAME_TICK: Duration = Duration::from_millis(2_100);
 
 impl Stamp {
     /// This stamp, remembering the CRC-32 of the version's bytes.
@@ -1122,6 +1120,11 @@ impl Store {
                     });
                 }
             };
+            // Before anyone can open it: from here on a save in place
+            // shows in its metadata, and its stamp needs no bytes.
+            let settled = staged.settle();
+            #[cfg(test)]
+            let settled = settled && !tests::UNSETTLED.with(std::cell::Cell::get);
             #[cfg(test)]
             tests::BEFORE_RENAME.with(|hook| {
                 if let Some(f) = hook.borrow_mut().as_mut() {
@@ -1135,17 +1138,7 @@ impl Store {
             if current != self.stamp {
                 merged = true;
                 drop(staged);
-                self.cache.clear();
-                self.state.date = previous_date;
-                match read_state(&self.path, &self.opts)? {
-                    Some((disk, stamp)) => {
-                        self.keep_state_before_merge();
-                        self.begin_change();
-                        self.take_theirs(disk, stamp);
-                    }
-                    // Deleted meanwhile: ours goes in its place.
-                    None => self.stamp = None,
-                }
+                self.merge_current(previous_date)?;
                 continue;
             }
             #[cfg(test)]
@@ -1154,21 +1147,29 @@ impl Store {
                     f(&self.path);
                 }
             });
+            // An editor's in-place save between the last look and the
+            // rename goes into the version the exchange puts aside: it is
+            // put back at once and merged like any outside change. (Should
+            // putting it back fail, ours stays and theirs is merged onto it
+            // and written again.) `self.stamp` equals the last look (or it
+            // would have been re-read), and remembers the bytes when the
+            // metadata alone could miss a save (see `Stamp`).
+            let changed_aside = std::cell::Cell::new(false);
             let committed = if current.is_none() {
                 staged.commit_new().map(|meta| (meta, None))
             } else {
-                staged.commit_swapping()
+                let looked = self.stamp;
+                staged.commit_swapping(|old| {
+                    let as_looked = looked.is_none_or(|l| self.still_as_looked(old, &l));
+                    changed_aside.set(!as_looked);
+                    as_looked
+                })
             };
             return match committed {
                 Ok((meta, displaced)) => {
-                    // An editor's in-place save between the last look and
-                    // the rename went into the version just displaced: our
-                    // version is in place, theirs is merged onto it and
-                    // written again, never lost.
-                    // `self.stamp` equals the last look (or it would have
-                    // been re-read), and remembers the bytes when young.
-                    if let (Some(old), Some(looked)) = (&displaced, &self.stamp)
-                        && let Some(theirs) = self.saved_meanwhile(old, looked)
+                    if changed_aside.get()
+                        && let Some(old) = &displaced
+                        && let Some((theirs, _)) = read_state(old.path(), &self.opts).ok().flatten()
                     {
                         merged = true;
                         drop(displaced);
@@ -1176,7 +1177,7 @@ impl Store {
                         lock.set_generation(generation);
                         let written = self.writing.take();
                         let mut stamp = Stamp::of(&meta, generation);
-                        if let Some(w) = &written {
+                        if let Some(w) = written.as_ref().filter(|_| !settled) {
                             stamp = stamp.with_content(w.crc32);
                         }
                         lock.set_written(written);
@@ -1189,21 +1190,21 @@ impl Store {
                     if let Some(old) = displaced {
                         self.removal.start(old, current.map_or(0, |c| c.len));
                     }
-                    self.after_commit(lock, &meta);
+                    self.after_commit(lock, &meta, settled);
                     Ok((size, merged))
+                }
+                // Saved in place in the last instant, and put back; or
+                // created by someone else in the last instant: merge.
+                Err(CommitError::ChangedMeanwhile) => {
+                    merged = true;
+                    self.merge_current(previous_date)?;
+                    continue;
                 }
                 Err(CommitError::NotReplaced(source))
                     if current.is_none() && source.kind() == io::ErrorKind::AlreadyExists =>
                 {
-                    // Created by someone else in the last instant: merge.
                     merged = true;
-                    self.cache.clear();
-                    self.state.date = previous_date;
-                    if let Some((disk, stamp)) = read_state(&self.path, &self.opts)? {
-                        self.keep_state_before_merge();
-                        self.begin_change();
-                        self.take_theirs(disk, stamp);
-                    }
+                    self.merge_current(previous_date)?;
                     continue;
                 }
                 Err(CommitError::NotReplaced(source)) => {
@@ -1217,7 +1218,7 @@ impl Store {
                 Err(CommitError::NotDurable { source, meta }) => {
                     // The rename happened: the file holds this version.
                     match meta {
-                        Some(meta) => self.after_commit(lock, &meta),
+                        Some(meta) => self.after_commit(lock, &meta, settled),
                         None => {
                             self.cache.clear();
                             self.stamp = None;
@@ -1236,11 +1237,31 @@ impl Store {
         })
     }
 
-    /// The version an outside writer saved into `displaced` after our last
-    /// look at it (`looked`), if it did and it can be read; `None` when it
-    /// is still exactly what we looked at.
-    fn saved_meanwhile(&self, displaced: &durable::Displaced, looked: &Stamp) -> Option<State> {
-        let now = Stamp::of(&displaced.metadata().ok()?, looked.generation);
+    /// Takes back this attempt's date and merges onto the version at the
+    /// path now: an outside change found at the last moment. (Nothing
+    /// there: deleted meanwhile, ours goes in its place.)
+    fn merge_current(&mut self, previous_date: Timestamp) -> Result<(), StoreError> {
+        self.cache.clear();
+        self.state.date = previous_date;
+        match read_state(&self.path, &self.opts)? {
+            Some((disk, stamp)) => {
+                self.keep_state_before_merge();
+                self.begin_change();
+                self.take_theirs(disk, stamp);
+            }
+            None => self.stamp = None,
+        }
+        Ok(())
+    }
+
+    /// Whether the version a write put aside (`displaced`) is still exactly
+    /// what we last looked at (`looked`): no outside writer saved into it
+    /// in place since. One that cannot be examined counts as changed.
+    fn still_as_looked(&self, displaced: &durable::Displaced, looked: &Stamp) -> bool {
+        let Ok(meta) = displaced.metadata() else {
+            return false;
+        };
+        let now = Stamp::of(&meta, looked.generation);
         // The exchange itself moves the change time; nothing else may move.
         let unchanged = Stamp {
             ctime: looked.ctime,
@@ -1250,20 +1271,15 @@ impl Store {
         // A version stamped young may hold a same-length save from its own
         // clock tick that the metadata cannot show: its bytes tell.
         let same_bytes = || match looked.content {
-            Some(crc) => fs::read(displaced.path()).is_ok_and(|b| crc32fast::hash(&b) == crc),
+            Some(crc) => crc32_of_file(displaced.path()).is_ok_and(|c| c == crc),
             None => true,
         };
-        if unchanged && same_bytes() {
-            return None;
-        }
-        read_state(displaced.path(), &self.opts)
-            .ok()
-            .flatten()
-            .map(|(state, _)| state)
+        unchanged && same_bytes()
     }
 
-    /// After the new version is in place: it is the base now.
-    fn after_commit(&mut self, lock: &LockGuard, meta: &fs::Metadata) {
+    /// After the new version is in place: it is the base now. `settled`: it
+    /// was put in place after its clock tick (see `Stamp`).
+    fn after_commit(&mut self, lock: &LockGuard, meta: &fs::Metadata, settled: bool) {
         let unchanged = self.unchanged_prefix();
         let token = self.state.mark_saved();
         self.cache.seal(token);
@@ -1273,8 +1289,9 @@ impl Store {
         let crc = written.as_ref().map(|w| w.crc32);
         lock.set_written(written);
         let stamp = Stamp::of(meta, generation);
-        // Just written: an editor's save in this same tick would not show.
-        self.stamp = Some(match crc {
+        // Put in place within its clock tick: an editor's save in that same
+        // tick would not show in the metadata; the bytes tell.
+        self.stamp = Some(match crc.filter(|_| !settled) {
             Some(crc) => stamp.with_content(crc),
             None => stamp,
         });
@@ -1514,7 +1531,13 @@ fn read_state_seeded(
     let mut attempts = 0;
     loop {
         attempts += 1;
-        let Some((bytes, before, after)) = read_once(path, opts)? else {
+        let Some(FileRead {
+            bytes,
+            before,
+            after,
+            settled,
+        }) = read_once(path, opts)?
+        else {
             return Ok(None);
         };
         if !same_version(&before, &after) && attempts < 5 {
@@ -1523,14 +1546,10 @@ fn read_state_seeded(
         }
         // Possibly what a store last wrote (same length): `parse_written`
         // checks the CRC-32 and parses it the fast way, seeding the cache.
-        // A version this young may get an in-place save that leaves its
-        // metadata as it is (see `Stamp`): remember what its bytes were.
-        let young = after
-            .modified()
-            .ok()
-            .and_then(|m| m.elapsed().ok())
-            .is_none_or(|age| age < SAME_TICK);
-        let crc = young.then(|| crc32fast::hash(&bytes));
+        // A version read within its clock tick may get an in-place save
+        // that leaves its metadata as it is (see `Stamp`): remember what
+        // its bytes were.
+        let crc = (!settled).then(|| crc32fast::hash(&bytes));
         let parsed = match written.filter(|w| w.len == bytes.len() as u64) {
             Some(w) => wo_format::parse_written(bytes, w.crc32),
             None => wo_format::parse(&bytes).map(|state| (state, None)),
@@ -1573,6 +1592,22 @@ fn read_state_seeded(
     }
 }
 
+/// The CRC-32 of a file's bytes, read a block at a time (the whole file is
+/// never held: at 100k messages it is 50 MB).
+fn crc32_of_file(path: &Path) -> io::Result<u32> {
+    let mut file = File::open(path)?;
+    let mut hasher = crc32fast::Hasher::new();
+    let mut block = vec![0u8; 256 * 1024];
+    loop {
+        match file.read(&mut block) {
+            Ok(0) => return Ok(hasher.finalize()),
+            Ok(n) => hasher.update(&block[..n]),
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+}
+
 /// Modified within the last second (an editor may still be writing it).
 fn just_modified(meta: &fs::Metadata) -> bool {
     meta.modified()
@@ -1585,11 +1620,19 @@ fn same_version(a: &fs::Metadata, b: &fs::Metadata) -> bool {
     Stamp::of(a, 0) == Stamp::of(b, 0)
 }
 
+/// One read of the file.
+struct FileRead {
+    bytes: Vec<u8>,
+    /// Its metadata before reading, and after.
+    before: fs::Metadata,
+    after: fs::Metadata,
+    /// The clock tick `before` was stamped in had passed before the bytes
+    /// were read: any save since shows in the metadata.
+    settled: bool,
+}
+
 /// One read of the file: its bytes and its metadata before and after.
-fn read_once(
-    path: &Path,
-    opts: &OpenOptions,
-) -> Result<Option<(Vec<u8>, fs::Metadata, fs::Metadata)>, StoreError> {
+fn read_once(path: &Path, opts: &OpenOptions) -> Result<Option<FileRead>, StoreError> {
     let read_err = |source| StoreError::Read {
         path: path.to_path_buf(),
         source,
@@ -1601,6 +1644,7 @@ fn read_once(
         Err(e) => return Err(read_err(e)),
     };
     let meta = file.metadata().map_err(read_err)?;
+    let settled = durable::modifications_move_past(&meta) == Some(true);
     if !meta.is_file() {
         return Err(StoreError::NotAFile {
             path: path.to_path_buf(),
@@ -1631,7 +1675,12 @@ fn read_once(
         });
     }
     let after = file.metadata().map_err(read_err)?;
-    Ok(Some((bytes, meta, after)))
+    Ok(Some(FileRead {
+        bytes,
+        before: meta,
+        after,
+        settled,
+    }))
 }
 
 #[cfg(test)]
@@ -1650,6 +1699,9 @@ mod tests {
         pub(super) static BEFORE_RENAME: RefCell<Option<Hook>> = RefCell::new(None);
         /// Runs after the last look, right before the rename.
         pub(super) static AFTER_LAST_LOOK: RefCell<Option<Hook>> = RefCell::new(None);
+        /// Writes count as put in place within their clock tick (as on a
+        /// filesystem whose ticks cannot be told).
+        pub(super) static UNSETTLED: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
     }
 
     /// Sets `hook` to run `edit` on the state file the first time it fires;
@@ -1721,18 +1773,77 @@ mod tests {
         assert!(!outcome.merged_outside_changes);
     }
 
-    /// An editor saving in place in the clock tick the store's last write
-    /// landed in, at the same length: the file's metadata stays as the
-    /// store stamped it (modelled by putting the modification time back;
-    /// the change time, which moves too, is not compared once the rename
-    /// is under way). The bytes tell the save apart: merged, not lost.
+    /// While a write merges a save from the instant between its last look
+    /// and its rename, the path shows that save: an editor that reloads on
+    /// every change and saves again never saves over its own edit.
     #[test]
-    fn a_same_length_save_in_the_writes_clock_tick_is_merged() {
+    fn a_save_from_the_last_instant_stays_at_the_path_while_it_is_merged() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut store = store_with_two(dir.path());
+        let saves = edit_once(&AFTER_LAST_LOOK, |path| {
+            save_in_place(path, "saved in the last instant", None)
+        });
+        // What a reader of the path sees at each attempt's rename.
+        let seen = std::rc::Rc::new(RefCell::new(Vec::<String>::new()));
+        let log = seen.clone();
+        BEFORE_RENAME.with(|h| {
+            *h.borrow_mut() = Some(Box::new(move |path: &Path| {
+                let s = wo_format::parse(&fs::read(path).unwrap()).unwrap();
+                log.borrow_mut().push(s.messages()[0].title.clone());
+            }));
+        });
+        store
+            .transact(|s| s.push_message(Message::new("alec", ts(5), "mine", "<p>m</p>")))
+            .unwrap();
+        AFTER_LAST_LOOK.with(|h| *h.borrow_mut() = None);
+        BEFORE_RENAME.with(|h| *h.borrow_mut() = None);
+        assert_eq!(saves.get(), 1);
+        assert_eq!(*seen.borrow(), ["first", "saved in the last instant"]);
+        let disk = wo_format::parse(&fs::read(store.path()).unwrap()).unwrap();
+        assert_eq!(disk.messages()[0].title, "saved in the last instant");
+    }
+
+    /// A write is put in place only once its clock tick has passed, so an
+    /// editor's save in place right after it, at the same length, moves the
+    /// modification time: the metadata shows it, and it is merged.
+    #[test]
+    fn a_same_length_save_right_after_a_write_shows_and_is_merged() {
         let dir = tempfile::tempdir().unwrap();
         let mut store = store_with_two(dir.path());
         store
             .transact(|s| s.push_message(Message::new("alec", ts(5), "mine", "<p>m</p>")))
             .unwrap();
+        let written = fs::metadata(store.path()).unwrap();
+        assert_eq!(durable::modifications_move_past(&written), Some(true));
+        // "first" → "FIRST": the same length, as soon as possible.
+        save_in_place(store.path(), "FIRST", None);
+        let saved = fs::metadata(store.path()).unwrap();
+        assert_eq!(saved.len(), written.len());
+        assert_ne!(saved.modified().unwrap(), written.modified().unwrap());
+        let (_, outcome) = store
+            .transact(|s| s.push_message(Message::new("alec", ts(6), "more", "<p>n</p>")))
+            .unwrap();
+        assert!(outcome.merged_outside_changes);
+        let disk = wo_format::parse(&fs::read(store.path()).unwrap()).unwrap();
+        let titles: Vec<&str> = disk.messages().iter().map(|m| m.title.as_str()).collect();
+        assert_eq!(titles, ["FIRST", "mine", "more"]);
+    }
+
+    /// Where a write cannot wait out its clock tick (a filesystem keeping
+    /// whole seconds), an editor saving in place in that tick at the same
+    /// length leaves the file's metadata as the store stamped it (modelled
+    /// by putting the modification time back; the change time, which moves
+    /// too, is not compared once the rename is under way). The bytes tell
+    /// the save apart: merged, not lost.
+    #[test]
+    fn a_same_length_save_in_the_writes_clock_tick_is_merged() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut store = store_with_two(dir.path());
+        UNSETTLED.with(|u| u.set(true));
+        store
+            .transact(|s| s.push_message(Message::new("alec", ts(5), "mine", "<p>m</p>")))
+            .unwrap();
+        UNSETTLED.with(|u| u.set(false));
         let saves = edit_once(&AFTER_LAST_LOOK, |path| {
             let written = fs::metadata(path).unwrap().modified().unwrap();
             // "first" → "FIRST": the same length.
