@@ -265,29 +265,18 @@ impl Staged {
         self.file.as_ref().and_then(|f| f.metadata().ok())
     }
 
-    /// Waits, at most a few clock ticks (usually not at all: the fsync
-    /// took longer), until any later write to the staged file would move
-    /// its modification time — see [`modifications_move_past`]. Call
-    /// before putting it in place: from then on an editor's save in place
-    /// always shows in the metadata. False where that cannot be told (the
-    /// filesystem keeps whole seconds): the caller must then compare bytes.
-    pub fn settle(&self) -> bool {
-        let Some(meta) = self.written_meta() else {
-            return false;
-        };
-        let waiting = std::time::Instant::now();
-        loop {
-            match modifications_move_past(&meta) {
-                Some(true) => return true,
-                None => return false,
-                // A clock tick is 1–10 ms; a clock that does not move is
-                // not waited for.
-                Some(false) if waiting.elapsed() < std::time::Duration::from_millis(50) => {
-                    std::thread::sleep(std::time::Duration::from_millis(1));
-                }
-                Some(false) => return false,
-            }
-        }
+    /// Whether any write to the staged file from now on would move its
+    /// modification time (see [`modifications_move_past`]): asked before
+    /// putting it in place, true means an editor's save in place will
+    /// always show in the metadata. Usually true for a large file (its
+    /// fsync outlasts the clock's tick); false for a small one written
+    /// within the tick, or where it cannot be told (a filesystem keeping
+    /// whole seconds): the caller then compares bytes, cheap for a small
+    /// file.
+    pub fn settled(&self) -> bool {
+        self.written_meta()
+            .and_then(|meta| modifications_move_past(&meta))
+            .unwrap_or(false)
     }
 
     /// The temp file holding the new version (for a caller that links it
@@ -685,6 +674,30 @@ mod tests {
         // The changed version is back at the path; the new one is gone.
         assert_eq!(fs::read(&p).unwrap(), b"old");
         assert_eq!(entries(dir.path()), 1);
+    }
+
+    /// Once the file clock has passed a file's modification time, a save
+    /// in place of the same length moves it.
+    #[test]
+    fn after_its_tick_a_same_length_save_moves_the_modification_time() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("llm.json");
+        let staged = stage(&p, &[b"one"]).unwrap();
+        let started = std::time::Instant::now();
+        while !staged.settled() {
+            assert!(
+                started.elapsed() < std::time::Duration::from_secs(3),
+                "the file clock never passed a fresh file's modification time"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+        staged.commit().unwrap();
+        let before = fs::metadata(&p).unwrap();
+        assert_eq!(modifications_move_past(&before), Some(true));
+        fs::write(&p, b"two").unwrap();
+        let after = fs::metadata(&p).unwrap();
+        assert_eq!(after.len(), before.len());
+        assert_ne!(after.modified().unwrap(), before.modified().unwrap());
     }
 
     #[test]
