@@ -611,6 +611,22 @@ fn memory_cancel_stops_a_running_interpreter_and_nothing_is_remembered() {
 fn memory_list_shows_every_entry_however_it_was_made() {
     let p = Project::new();
     p.write_state("llm.json", &State::new(ts("2026-03-01T10:00:00Z")));
+    // Empty: nothing on standard output, and a word on standard error
+    // saying so and how to add one (a silent empty list reads as broken).
+    for args in [&["memory", "list"][..], &["truth", "list"]] {
+        let r = p.run(args);
+        assert_eq!(
+            (r.code, r.stdout.as_str()),
+            (0, ""),
+            "{args:?}: {}",
+            r.stderr
+        );
+        assert!(
+            r.stderr.contains("no memory entries yet") && r.stderr.contains("wo memory add"),
+            "{args:?}: {}",
+            r.stderr
+        );
+    }
     // Empty: valid JSON.
     assert_eq!(p.ok(&["memory", "list", "--json"]).trim(), "[]");
     assert_eq!(p.ok(&["truth", "list", "--json"]).trim(), "[]");
@@ -670,6 +686,10 @@ fn memory_list_shows_every_entry_however_it_was_made() {
     let all: Vec<serde_json::Value> =
         serde_json::from_str(p.ok(&["memory", "list", "--json"]).trim()).unwrap();
     assert_eq!(all.len(), 6, "{all:?}");
+    // Filters that match nothing say so, and how to widen them.
+    let r = p.run(&["memory", "list", "--tag", "no-such-tag"]);
+    assert_eq!((r.code, r.stdout.as_str()), (0, ""), "{}", r.stderr);
+    assert!(r.stderr.contains("matches these filters"), "{}", r.stderr);
     // An effort added by hand starts open, and is found by the filters.
     let open = p.ok(&["memory", "list", "--kind", "effort", "--status", "open"]);
     assert!(

@@ -52,6 +52,9 @@ pub fn run(g: &GlobalOpts, cmd: MemoryCommand) -> Result<ExitCode> {
             learned.sort_by(|a, b| b.timestamp.cmp(&a.timestamp).then(a.id.cmp(&b.id)));
             if json {
                 outln!("{}", render::json(&learned)?);
+            } else if learned.is_empty() {
+                let filtered = kind.is_some() || status.is_some() || tag.is_some();
+                eoutln!("{}", nothing_listed(filtered, archived));
             } else {
                 for t in learned {
                     outln!("{}", entry_line(t));
@@ -198,6 +201,21 @@ pub fn run(g: &GlobalOpts, cmd: MemoryCommand) -> Result<ExitCode> {
 
 /// One entry as `wo memory list`/`search` print it: the truth line, and
 /// when it was archived.
+/// What `wo memory list` says (on standard error, so standard output stays
+/// empty for scripts) when it lists nothing: which list was empty, and how
+/// to fill it or widen it.
+pub(super) fn nothing_listed(filtered: bool, archived: bool) -> &'static str {
+    match (filtered, archived) {
+        (true, _) => {
+            "no memory entry matches these filters\nhint: `wo memory list` without them lists every entry"
+        }
+        (false, true) => "no archived memory entries",
+        (false, false) => {
+            "no memory entries yet\nhint: `wo memory add \"The build server is named hopper\"` adds one by hand; with a provider configured, the interpreter adds what each exchange teaches (`wo memory status`)"
+        }
+    }
+}
+
 fn entry_line(t: &wo_format::TruthEntry) -> String {
     let line = match &t.archived {
         Some(at) => format!("{}  (archived {at})", render::truth_line(t)),

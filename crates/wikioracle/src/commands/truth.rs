@@ -26,6 +26,11 @@ pub fn run(g: &GlobalOpts, cmd: TruthCommand) -> Result<ExitCode> {
                 .collect();
             if json {
                 outln!("{}", crate::render::json(&listed)?);
+            } else if listed.is_empty() {
+                eoutln!(
+                    "{}",
+                    super::memory::nothing_listed(min_certainty.is_some(), false)
+                );
             } else {
                 for t in listed {
                     outln!("{}", render::truth_line(t));
