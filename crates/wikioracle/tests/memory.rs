@@ -719,6 +719,12 @@ fn memory_status_says_the_interpreter_is_off_with_the_built_in_model_and_how_to_
         out.contains("off with the built-in offline model") && out.contains("mode = \"after\""),
         "{out}"
     );
+    // Off only for the built-in model: another provider's answers are
+    // interpreted, and the status says so beside any job they queued.
+    assert!(
+        out.contains("another configured provider") && out.contains("wo ask -p NAME"),
+        "{out}"
+    );
     assert!(out.contains("no exchanges queued"), "{out}");
     let cfg =
         p.write_config("[defaults]\nprovider = \"local\"\n\n[interpreter]\nmode = \"after\"\n");

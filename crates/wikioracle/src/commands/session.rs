@@ -216,6 +216,16 @@ pub fn interpreter_state(cfg: &Config, provider: Option<&str>) -> String {
             "off (no config file: add a provider to {} and it runs with that provider after each answer)",
             wo_providers::config::config_path_for_hints()
         ),
+        // Off only because the default is the built-in model: the other
+        // providers' answers are still interpreted (a queued or running job
+        // beside "off" would read as a contradiction).
+        (InterpreterMode::Off, None)
+            if cfg.interpreter.provider.is_none() && provider.is_none() =>
+        {
+            format!(
+                "{SMALL_MODEL_OFF} (provider {name}); an answer from another configured provider (`wo ask -p NAME`) is interpreted in the background after it"
+            )
+        }
         (InterpreterMode::Off, None) => format!("{SMALL_MODEL_OFF} (provider {name})"),
         _ => format!("on: {name} interprets each exchange in the background, after the answer"),
     }
