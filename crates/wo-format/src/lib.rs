@@ -16,6 +16,7 @@ pub mod merge;
 pub mod merge3;
 pub mod model;
 mod model_de;
+pub mod names;
 pub mod query;
 pub mod rawjson;
 pub mod records;

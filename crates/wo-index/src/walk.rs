@@ -73,7 +73,12 @@ pub fn walk(root: &Path, opts: &IndexOptions) -> (Vec<Candidate>, Vec<Warning>) 
         // The user's global excludes differ per machine; they would make indexes differ too.
         .git_global(false)
         .follow_links(opts.follow_symlinks)
-        .filter_entry(|entry| entry.file_name() != CACHE_DIR && entry.file_name() != ".git");
+        .filter_entry(|entry| {
+            let name = entry.file_name();
+            name != CACHE_DIR
+                && name != ".git"
+                && !name.to_str().is_some_and(wo_format::names::is_own_file)
+        });
     let mut files = Vec::new();
     let mut warnings = Vec::new();
     for result in builder.build() {
@@ -137,7 +142,8 @@ pub fn walk(root: &Path, opts: &IndexOptions) -> (Vec<Candidate>, Vec<Warning>) 
 
 /// Selects, from files given in memory (`(relative path, bytes)`), those the directory walk
 /// would index, with the walk's rules: names starting with `.` skipped unless
-/// `include_hidden`; the cache folder and `.git` never; with `respect_gitignore`, the
+/// `include_hidden`; the cache folder, `.git` and WikiOracle's own files
+/// ([`wo_format::names::is_own_file`]) never; with `respect_gitignore`, the
 /// `.gitignore` and `.ignore` files among the inputs applied per directory as the walk applies
 /// them (deeper files win within a kind, any `.ignore` match beats any `.gitignore` match, an
 /// ignored directory hides everything below it), plus a root `.git/info/exclude` if given.
@@ -174,6 +180,7 @@ pub fn select<'p>(
             let skipped_name = |name: &str| {
                 name == CACHE_DIR
                     || name == ".git"
+                    || wo_format::names::is_own_file(name)
                     || (!opts.include_hidden && name.starts_with('.'))
             };
             if parts.iter().any(|p| skipped_name(p)) {

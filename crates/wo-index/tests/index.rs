@@ -65,6 +65,43 @@ fn walk_respects_gitignore_hidden_and_binary() {
     );
 }
 
+/// The memory file and what WikiOracle keeps beside it are not project
+/// files: indexed, the conversation came back as raw JSON beside its own
+/// recall. A look-alike name stays indexed; the browser's in-memory path
+/// selects exactly what the walk does.
+#[test]
+fn wikioracle_s_own_files_are_never_indexed() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    let own = [
+        "llm.json",
+        "llm.json.lock",
+        "llm.json.bak-20261128T151200Z",
+        "llm_2026.11.28.1513.json",
+        "llm_2026.11.28.1513-2.json.merged",
+        "sub/llm.json",
+    ];
+    for name in own {
+        write(
+            root,
+            name,
+            "{\"messages\": [\"my dog is named Biscuit\"]}\n",
+        );
+    }
+    write(root, "notes.md", "# Notes\nthe kiln fires at cone 6\n");
+    write(root, "llm_config.json", "{\"temperature\": 0.2}\n");
+    index(root);
+    assert_eq!(paths(root), vec!["llm_config.json", "notes.md"]);
+    let files: Vec<(String, Vec<u8>)> = own
+        .iter()
+        .chain(&["notes.md", "llm_config.json"])
+        .map(|p| (p.to_string(), std::fs::read(root.join(p)).unwrap()))
+        .collect();
+    let (file, _) = wo_index::index_files(&files, None, &IndexOptions::default(), &|_| {});
+    let in_memory: Vec<&str> = file.files.iter().map(|f| f.path.as_str()).collect();
+    assert_eq!(in_memory, ["llm_config.json", "notes.md"]);
+}
+
 #[test]
 fn nested_ignore_files_and_negation() {
     let dir = tempfile::tempdir().unwrap();

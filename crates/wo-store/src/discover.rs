@@ -11,8 +11,7 @@ use std::path::{Path, PathBuf};
 
 use crate::StoreError;
 
-/// The conventional file name.
-pub const STATE_FILE_NAME: &str = "llm.json";
+pub use wo_format::names::STATE_FILE_NAME;
 
 /// The nearest `llm.json` at or above `start`. `Ok(None)`: there is none;
 /// an error when the nearest one belongs to another user (its message names
