@@ -1393,6 +1393,10 @@ function ingestFixture(dir) {
   fs.writeFileSync(path.join(dir, 'debug.log'), 'ignored log\n');
   fs.mkdirSync(path.join(dir, '.hidden'), { recursive: true });
   fs.writeFileSync(path.join(dir, '.hidden', 'secret.md'), '# never read\n');
+  // WikiOracle's own files in the folder (its memory, an export): never indexed.
+  const memory = '{"version": 1, "messages": [{"content": "<p>parseInvoice is my secret</p>"}]}\n';
+  fs.writeFileSync(path.join(dir, 'llm.json'), memory);
+  fs.writeFileSync(path.join(dir, 'llm_2026.11.28.1513.json'), memory);
 }
 
 /** Clicks the ingestion page's download button for `name`; the downloaded bytes. */
@@ -1437,6 +1441,8 @@ scenario('stateless: a folder indexed in the page equals wo index and wo pack by
       const native = fs.readFileSync(path.join(dir, '.wo-index', 'index.json'));
       const browser = await downloadExport(page, 'index.json');
       assert(browser.equals(native), `${what}: index.json differs from wo index's (${browser.length} vs ${native.length} bytes)`);
+      const indexed = JSON.parse(browser.toString('utf8')).files.map((f) => f.path);
+      assert(!indexed.some((p) => p.startsWith('llm')), `${what}: WikiOracle's own files were indexed: ${indexed.join(', ')}`);
       // What the buttons download (a real download for a few; every file's bytes read in the page).
       for (const n of ['llm.md', 'export.zip']) {
         assert((await downloadExport(page, n)).equals(fs.readFileSync(path.join(out, n))), `${what}: the downloaded ${n} differs from wo pack's`);

@@ -440,10 +440,11 @@ impl PartialEq for Stamp {
 impl Eq for Stamp {}
 
 impl Stamp {
-    /// This stamp, remembering the CRC-32 of the version's bytes.
-    fn with_content(self, crc32: u32) -> Self {
+    /// This stamp, remembering the CRC-32 of the version's bytes (`None`:
+    /// the metadata alone tells a save apart).
+    fn with_content(self, crc32: Option<u32>) -> Self {
         Stamp {
-            content: Some(crc32),
+            content: crc32,
             ..self
         }
     }
@@ -1175,14 +1176,7 @@ impl Store {
                     {
                         merged = true;
                         drop(displaced);
-                        let generation = lock.generation().wrapping_add(1);
-                        lock.set_generation(generation);
-                        let written = self.writing.take();
-                        let mut stamp = Stamp::of(&meta, generation);
-                        if let Some(w) = written.as_ref().filter(|_| !settled) {
-                            stamp = stamp.with_content(w.crc32);
-                        }
-                        lock.set_written(written);
+                        let stamp = self.record_written(lock, &meta, settled);
                         self.cache.clear();
                         self.keep_state_before_merge();
                         self.begin_change();
@@ -1279,24 +1273,26 @@ impl Store {
         unchanged && same_bytes()
     }
 
+    /// The version just put in place, recorded in the lock file (a new
+    /// generation, its length and CRC-32), and its stamp. Put in place
+    /// within its clock tick (`!settled`), an editor's save in that same
+    /// tick would not show in the metadata: the stamp keeps the bytes' CRC.
+    fn record_written(&mut self, lock: &LockGuard, meta: &fs::Metadata, settled: bool) -> Stamp {
+        let generation = lock.generation().wrapping_add(1);
+        lock.set_generation(generation);
+        let written = self.writing.take();
+        let crc = written.as_ref().map(|w| w.crc32).filter(|_| !settled);
+        lock.set_written(written);
+        Stamp::of(meta, generation).with_content(crc)
+    }
+
     /// After the new version is in place: it is the base now. `settled`: its
     /// clock tick had passed before it was put in place (see `Stamp`).
     fn after_commit(&mut self, lock: &LockGuard, meta: &fs::Metadata, settled: bool) {
         let unchanged = self.unchanged_prefix();
         let token = self.state.mark_saved();
         self.cache.seal(token);
-        let generation = lock.generation().wrapping_add(1);
-        lock.set_generation(generation);
-        let written = self.writing.take();
-        let crc = written.as_ref().map(|w| w.crc32);
-        lock.set_written(written);
-        let stamp = Stamp::of(meta, generation);
-        // Put in place within its clock tick: an editor's save in that same
-        // tick would not show in the metadata; the bytes tell.
-        self.stamp = Some(match crc.filter(|_| !settled) {
-            Some(crc) => stamp.with_content(crc),
-            None => stamp,
-        });
+        self.stamp = Some(self.record_written(lock, meta, settled));
         // A fingerprinted base moves forward cheaply (a turn appended adds
         // two fingerprints); a light one is dropped: the state is the base.
         match &mut self.base {
@@ -1574,11 +1570,7 @@ fn read_state_seeded(
                         seed = None;
                     }
                 }
-                let stamp = Stamp::of(&after, generation);
-                let stamp = match crc {
-                    Some(crc) => stamp.with_content(crc),
-                    None => stamp,
-                };
+                let stamp = Stamp::of(&after, generation).with_content(crc);
                 return Ok(Some((state, stamp, seed)));
             }
             Err(_) if attempts < 25 && just_modified(&after) => {
@@ -1757,8 +1749,8 @@ mod tests {
         AFTER_LAST_LOOK.with(|h| *h.borrow_mut() = None);
         assert_eq!(saves.get(), 1);
         assert!(outcome.merged_outside_changes);
-        let disk = wo_format::parse(&fs::read(store.path()).unwrap()).unwrap();
-        let titles: Vec<&str> = disk.messages().iter().map(|m| m.title.as_str()).collect();
+        let disk = on_disk(&store);
+        let titles = titles_of(&disk);
         assert_eq!(titles, ["saved in the last instant", "mine"]);
         assert_eq!(store.state(), &disk);
         // Nothing is left beside the file: the displaced version is gone.
@@ -1801,7 +1793,7 @@ mod tests {
         BEFORE_RENAME.with(|h| *h.borrow_mut() = None);
         assert_eq!(saves.get(), 1);
         assert_eq!(*seen.borrow(), ["first", "saved in the last instant"]);
-        let disk = wo_format::parse(&fs::read(store.path()).unwrap()).unwrap();
+        let disk = on_disk(&store);
         assert_eq!(disk.messages()[0].title, "saved in the last instant");
     }
 
@@ -1823,8 +1815,8 @@ mod tests {
             .transact(|s| s.push_message(Message::new("alec", ts(6), "more", "<p>n</p>")))
             .unwrap();
         assert!(outcome.merged_outside_changes);
-        let disk = wo_format::parse(&fs::read(store.path()).unwrap()).unwrap();
-        let titles: Vec<&str> = disk.messages().iter().map(|m| m.title.as_str()).collect();
+        let disk = on_disk(&store);
+        let titles = titles_of(&disk);
         assert_eq!(titles, ["FIRST", "mine", "more"]);
     }
 
@@ -1856,10 +1848,19 @@ mod tests {
         AFTER_LAST_LOOK.with(|h| *h.borrow_mut() = None);
         assert_eq!(saves.get(), 1);
         assert!(outcome.merged_outside_changes);
-        let disk = wo_format::parse(&fs::read(store.path()).unwrap()).unwrap();
-        let titles: Vec<&str> = disk.messages().iter().map(|m| m.title.as_str()).collect();
+        let disk = on_disk(&store);
+        let titles = titles_of(&disk);
         assert_eq!(titles, ["FIRST", "mine", "more"]);
         assert_eq!(store.state(), &disk);
+    }
+
+    /// What the store's file holds now.
+    fn on_disk(store: &Store) -> State {
+        wo_format::parse(&fs::read(store.path()).unwrap()).unwrap()
+    }
+
+    fn titles_of(state: &State) -> Vec<&str> {
+        state.messages().iter().map(|m| m.title.as_str()).collect()
     }
 
     fn ts(s: i64) -> Timestamp {
@@ -1888,8 +1889,8 @@ mod tests {
         BEFORE_RENAME.with(|h| *h.borrow_mut() = None);
         assert_eq!(saves.get(), 1);
         assert!(outcome.merged_outside_changes);
-        let disk = wo_format::parse(&fs::read(store.path()).unwrap()).unwrap();
-        let titles: Vec<&str> = disk.messages().iter().map(|m| m.title.as_str()).collect();
+        let disk = on_disk(&store);
+        let titles = titles_of(&disk);
         assert_eq!(titles, ["renamed in the editor", "mine"]);
         assert_eq!(disk.truth.trust[0].title, "entry renamed");
         assert_eq!(store.state(), &disk);
@@ -1917,7 +1918,7 @@ mod tests {
         };
         assert!(attempts >= MAX_WRITE_ATTEMPTS);
         assert_eq!(err.exit_code(), 2);
-        let disk = wo_format::parse(&fs::read(store.path()).unwrap()).unwrap();
+        let disk = on_disk(&store);
         assert_eq!(disk.messages().len(), 1, "nothing of ours written");
         assert_eq!(disk.context.len(), attempts as usize);
     }
@@ -1937,12 +1938,12 @@ mod tests {
         let text = err.to_string();
         assert!(text.contains("written and is in place"), "{text}");
         assert!(!text.contains("unchanged"), "{text}");
-        let disk = wo_format::parse(&fs::read(store.path()).unwrap()).unwrap();
+        let disk = on_disk(&store);
         assert_eq!(disk.messages().len(), 2, "the new version is there");
         // The store does not think the file changed behind its back.
         assert!(!store.refresh().unwrap());
         store.save().unwrap();
-        let disk = wo_format::parse(&fs::read(store.path()).unwrap()).unwrap();
+        let disk = on_disk(&store);
         assert_eq!(disk.messages().len(), 2);
     }
 }
