@@ -134,6 +134,20 @@ pub fn truncation_note(usage: Option<&wo_format::Usage>) -> Option<String> {
     ))
 }
 
+/// The notice for a prompt fitted to a window smaller than the provider's
+/// setting (`TurnOutcome::fitted_to_window`): the answer came, one request
+/// later than it needed to, and one setting makes every prompt fit at once.
+pub fn fitted_note(provider: &str, setting: usize, fitted: Option<usize>) -> Option<String> {
+    let window = fitted?;
+    Some(format!(
+        "note: {provider}'s server holds {window} tokens, fewer than the {setting} of its \
+         context_window setting, and refused the first prompt; this one was fitted to {window}\n\
+         hint: set context_window = {window} under [providers.{provider}] in {} so that every \
+         prompt fits at once",
+        wo_providers::env::config_path_for_hints()
+    ))
+}
+
 /// Whether `c` must not reach a terminal as-is: C0 controls but newline
 /// and tab (carriage return included: it overwrites the line), DEL, and
 /// the C1 controls.

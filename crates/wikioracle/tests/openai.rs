@@ -5,6 +5,7 @@
 //! distinctive word is in the bytes the upstream received, and the answer's
 //! `sources` name the entry), both exchanges in `llm.json`, and a wrong
 //! token, an unknown model and a bad field refused in OpenAI's shape.
+//! Also `wo ask` against that server left at its default window.
 
 mod common;
 
@@ -14,7 +15,7 @@ use std::path::PathBuf;
 use std::process::Command;
 use std::sync::{Arc, Mutex};
 
-use common::{Project, Serving};
+use common::{Project, Serving, state_with_messages};
 use serde_json::Value;
 use wo_testkit::{LlamaServer, Need, heavy, python};
 
@@ -218,4 +219,53 @@ fn the_openai_sdk_gets_answers_with_memory_and_they_are_recorded() {
             .contains(streamed.split_whitespace().next().unwrap()),
         "the streamed answer is the one recorded"
     );
+}
+
+#[test]
+fn a_server_left_at_its_default_window_gets_prompts_fitted_to_it() {
+    // llama-cpp-python at its default 2,048-token window, configured with
+    // no `context_window`: wo assumes 128,000, so a long conversation's
+    // prompt is refused (a streamed request gets a 200 with no body).
+    if !heavy(&[Need::LlamaServer]) {
+        return;
+    }
+    let llama = LlamaServer::start();
+    let p = Project::new();
+    let body =
+        "The kiln cooled slowly overnight and the glaze crawled on the north shelf. ".repeat(20);
+    p.write_state("llm.json", &state_with_messages("ann", 0, 12, &body));
+    let cfg = p.write_config(&format!(
+        "[providers.llama]\nkind = \"openai\"\nbase_url = \"http://127.0.0.1:{}/v1\"\nmodel = \"{}\"\ntimeout_secs = 120\n",
+        llama.port,
+        wo_testkit::MODEL_ALIAS
+    ));
+    let before = p.state().messages().len();
+    let r = p.run_with(
+        &cfg,
+        &[
+            "ask",
+            "-p",
+            "llama",
+            "--max-tokens",
+            "24",
+            "Why did the glaze crawl?",
+        ],
+    );
+    assert_eq!(r.code, 0, "{}{}\n{}", r.stdout, r.stderr, llama.log_tail());
+    assert!(!r.stdout.trim().is_empty(), "an answer: {}", r.stderr);
+    r.says(&["2048 tokens", "context_window = 2048", "[providers.llama]"]);
+    assert_eq!(
+        p.state().messages().len(),
+        before + 2,
+        "the exchange is kept"
+    );
+
+    // A question longer than the window itself: said plainly, with the
+    // window, never "try again"; nothing is kept.
+    let long = "Why does glaze crawl on a bisque that was handled with oily hands? ".repeat(180);
+    let r = p.run_with(&cfg, &["ask", "-p", "llama", &long]);
+    assert_eq!(r.code, 1, "{}{}", r.stdout, r.stderr);
+    r.says(&["context window 2048"]);
+    assert!(!r.stderr.contains("try again"), "{}", r.stderr);
+    assert_eq!(p.state().messages().len(), before + 2);
 }

@@ -201,6 +201,11 @@ pub struct TurnOutcome {
     /// True in the `Done` event when a memory step follows it (a
     /// `Remembered` event will come): a face can say "remembering…".
     pub memory_follows: bool,
+    /// The window the prompt was fitted to, in tokens, when the server
+    /// refused one sized to the provider's `context_window` as longer than
+    /// the model holds (the setting is larger than the server's): a face
+    /// says so and names the setting.
+    pub fitted_to_window: Option<usize>,
 }
 
 impl TurnOutcome {
@@ -251,14 +256,19 @@ impl TurnError {
 
 /// Builds the prompt for `req` against the state. This and the other steps
 /// below are private: [`run_turn`] is the only code that sequences them.
+///
+/// `window` is the model's context window when the server said it is
+/// smaller than the provider's setting; else the setting is used.
 fn prepare(
     state: &State,
     index: Option<&RecallIndex>,
     provider: &dyn Provider,
     req: &TurnRequest,
+    window: Option<usize>,
 ) -> Result<Assembled, TurnError> {
     let reserve = req.max_tokens.unwrap_or(DEFAULT_ANSWER_RESERVE) as usize;
-    let mut opts = AssemblyOptions::new(state, provider.context_window(), reserve);
+    let window = window.unwrap_or_else(|| provider.context_window());
+    let mut opts = AssemblyOptions::new(state, window, reserve);
     opts.system = req.system.clone();
     opts.leaf = req.parent.clone();
     opts.conversation = req.conversation.clone();
@@ -370,10 +380,11 @@ fn prepare_with_links(
     provider: &dyn Provider,
     req: &TurnRequest,
     fetched: FetchedLinks,
+    window: Option<usize>,
 ) -> Result<Assembled, TurnError> {
     let mut req = req.clone();
     req.chunks.extend(fetched.pages);
-    let mut assembled = prepare(state, index, provider, &req)?;
+    let mut assembled = prepare(state, index, provider, &req, window)?;
     for (url, reason) in fetched.failures {
         assembled.dropped.push(crate::assemble::Dropped {
             kind: crate::assemble::SourceKind::Chunk,
@@ -695,6 +706,7 @@ async fn assemble_turn(
     state: &mut impl TurnState,
     provider: Arc<dyn Provider>,
     req: Arc<TurnRequest>,
+    window: Option<usize>,
 ) -> Result<Assembled, TurnError> {
     let (first, links) = {
         let (provider, req) = (provider.clone(), req.clone());
@@ -709,7 +721,7 @@ async fn assemble_turn(
                     )
                     .into());
                 }
-                let first = prepare(state, index, provider.as_ref(), &req)?;
+                let first = prepare(state, index, provider.as_ref(), &req, window)?;
                 let links = match req.url_fetch {
                     Some(_) => links_to_fetch(state, &first, &req.prompt),
                     None => Vec::new(),
@@ -725,7 +737,7 @@ async fn assemble_turn(
     let (provider, req) = (provider.clone(), req.clone());
     state
         .read_indexed(move |state, index| {
-            prepare_with_links(state, index, provider.as_ref(), &req, fetched)
+            prepare_with_links(state, index, provider.as_ref(), &req, fetched, window)
         })
         .await
 }
@@ -837,18 +849,56 @@ async fn turn_steps(
 ) -> Result<TurnOutcome, TurnError> {
     let sent_at = Timestamp::now();
     let req = Arc::new(req);
-    let assembled = assemble_turn(state, provider.clone(), req.clone()).await?;
-    sink.event(TurnEvent::Assembled(&assembled));
-    let request = chat_request(&assembled, &req);
-    let streamed = state
-        .while_answering(stream_answer_keeping(
-            provider.as_ref(),
-            request,
-            cancel,
-            req.keep_partial,
-            |text| sink.event(TurnEvent::Delta(text)),
-        ))
-        .await?;
+    // A server that refuses the prompt as longer than its window, and says
+    // how long that is, is asked once more with the prompt fitted to it
+    // (a local server is often started with a window far smaller than the
+    // provider's setting assumes; nothing was streamed yet).
+    let mut fitted_to_window = None;
+    let mut window = req.context_window;
+    let (assembled, streamed) = loop {
+        let assembled = assemble_turn(state, provider.clone(), req.clone(), window).await?;
+        sink.event(TurnEvent::Assembled(&assembled));
+        let request = chat_request(&assembled, &req);
+        let mut shown = false;
+        let streamed = state
+            .while_answering(stream_answer_keeping(
+                provider.as_ref(),
+                request.clone(),
+                cancel.clone(),
+                req.keep_partial,
+                |text| {
+                    shown = true;
+                    sink.event(TurnEvent::Delta(text));
+                },
+            ))
+            .await;
+        let current = window.unwrap_or_else(|| provider.context_window());
+        let refusal = match &streamed {
+            Err(TurnError::Provider(e @ ProviderError::TooLong { .. })) => Some(e.clone()),
+            // Nothing came, or the stream broke before anything did: a
+            // server holding fewer tokens than were sent can fail either
+            // way without saying why; asked unstreamed, it may say.
+            Err(
+                TurnError::EmptyAnswer
+                | TurnError::Provider(ProviderError::ConnectionDropped { .. }),
+            ) if !shown && fitted_to_window.is_none() => {
+                let reply = req.max_tokens.unwrap_or(DEFAULT_ANSWER_RESERVE);
+                provider.window_refusal(&request, reply).await
+            }
+            _ => None,
+        };
+        match refusal {
+            Some(ProviderError::TooLong {
+                window: Some(said), ..
+            }) if fitted_to_window.is_none() && said < current => {
+                fitted_to_window = Some(said);
+                window = Some(said);
+            }
+            // Said too long for the window it has: that is the error.
+            Some(too_long) => return Err(too_long.into()),
+            None => break (assembled, streamed?),
+        }
+    };
     let model = model_for(provider.as_ref(), &req);
     let committed = {
         let (provider, req, streamed) = (provider.clone(), req.clone(), streamed.clone());
@@ -873,5 +923,6 @@ async fn turn_steps(
         model,
         memory: None,
         memory_follows: false,
+        fitted_to_window,
     })
 }

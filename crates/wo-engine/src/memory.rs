@@ -780,7 +780,14 @@ const MIN_REPLY_TOKENS: usize = 256;
 /// messages are counted: a server with a small window (llama.cpp's default
 /// is 2,048 tokens) drops a request asking for more than it holds, and the
 /// interpreter would fail every time with an empty answer.
-fn fit_to_window(provider: &dyn Provider, req: &mut ChatRequest) -> Result<(), InterpretError> {
+///
+/// `window` is the model's window when its server said it is smaller than
+/// the provider's setting.
+fn fit_to_window(
+    provider: &dyn Provider,
+    req: &mut ChatRequest,
+    window: Option<usize>,
+) -> Result<(), InterpretError> {
     // Each message also costs its role's framing: a few tokens, say 8.
     let prompt: usize = req
         .messages
@@ -792,13 +799,32 @@ fn fit_to_window(provider: &dyn Provider, req: &mut ChatRequest) -> Result<(), I
                 + 8
         })
         .sum();
-    let window = provider.context_window();
+    let window = window.unwrap_or_else(|| provider.context_window());
     let room = window.saturating_sub(prompt);
     if room < MIN_REPLY_TOKENS {
         return Err(InterpretError::TooLong { prompt, window });
     }
     req.max_tokens = Some(MAX_REPLY_TOKENS.min(u32::try_from(room).unwrap_or(u32::MAX)));
     Ok(())
+}
+
+/// `req` sized to the window its server said it has, when that is smaller
+/// than the provider's setting; else `too_long` is the error. The window
+/// is returned for the retry.
+fn refitted(
+    provider: &dyn Provider,
+    req: &mut ChatRequest,
+    too_long: ProviderError,
+) -> Result<Option<usize>, InterpretError> {
+    match too_long {
+        ProviderError::TooLong {
+            window: Some(said), ..
+        } if said < provider.context_window() => {
+            fit_to_window(provider, req, Some(said))?;
+            Ok(Some(said))
+        }
+        other => Err(other.into()),
+    }
 }
 
 /// Plain text of a message or entry's XHTML, for the prompt.
@@ -1037,9 +1063,29 @@ pub async fn interpret(
         })
     };
     let mut req = req;
-    fit_to_window(provider, &mut req)?;
+    let mut window = None;
+    fit_to_window(provider, &mut req, window)?;
     // A reply cut at a cap returns at once (a second would be as long).
-    let reply = complete(provider, req.clone()).await?;
+    let reply = match complete(provider, req.clone()).await {
+        // The server may hold less than the provider's setting says: when
+        // it says how much, the reply is sized to that (or the call is too
+        // long for it). A stream it broke off may be that too, unsaid.
+        Err(InterpretError::Provider(e @ ProviderError::TooLong { .. })) => {
+            window = refitted(provider, &mut req, e)?;
+            complete(provider, req.clone()).await?
+        }
+        Err(InterpretError::Provider(e @ ProviderError::ConnectionDropped { .. })) => {
+            let reply = req.max_tokens.unwrap_or(MAX_REPLY_TOKENS);
+            match provider.window_refusal(&req, reply).await {
+                Some(too_long) => {
+                    window = refitted(provider, &mut req, too_long)?;
+                    complete(provider, req.clone()).await?
+                }
+                None => return Err(e.into()),
+            }
+        }
+        reply => reply?,
+    };
     let first = match check(&reply) {
         Ok(ops) => return Ok(ops),
         Err(e) => e,
@@ -1051,7 +1097,7 @@ pub async fn interpret(
     )));
     // The retry carries the first reply: no room left means the first
     // reason stands.
-    if fit_to_window(provider, &mut retry).is_err() {
+    if fit_to_window(provider, &mut retry, window).is_err() {
         return Err(InterpretError::Rejected(first));
     }
     let reply = complete(provider, retry).await?;

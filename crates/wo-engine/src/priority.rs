@@ -128,6 +128,10 @@ impl Provider for ForegroundProvider {
         self.inner.models().await
     }
 
+    async fn window_refusal(&self, req: &ChatRequest, reply_tokens: u32) -> Option<ProviderError> {
+        self.inner.window_refusal(req, reply_tokens).await
+    }
+
     async fn stream(
         &self,
         req: ChatRequest,
@@ -207,6 +211,10 @@ impl Provider for BackgroundProvider {
 
     async fn models(&self) -> Result<ModelList, ModelsError> {
         self.inner.models().await
+    }
+
+    async fn window_refusal(&self, req: &ChatRequest, reply_tokens: u32) -> Option<ProviderError> {
+        self.inner.window_refusal(req, reply_tokens).await
     }
 
     async fn stream(

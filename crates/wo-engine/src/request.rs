@@ -41,6 +41,10 @@ pub struct TurnRequest {
     /// Longest answer in tokens; also the reserve kept free in the window
     /// (default [`DEFAULT_ANSWER_RESERVE`]).
     pub max_tokens: Option<u32>,
+    /// The model's context window when a server has said it is smaller
+    /// than the provider's `context_window` setting (an earlier turn's
+    /// [`crate::chat::TurnOutcome::fitted_to_window`]); `None`: the setting.
+    pub context_window: Option<usize>,
     /// The message this turn follows (branching); default: the latest,
     /// unless `new_conversation`.
     pub parent: Option<String>,
@@ -460,6 +464,7 @@ impl TurnParams {
             model,
             temperature,
             max_tokens,
+            context_window: None,
             parent: self.parent,
             new_conversation: self.new_conversation,
             regenerate: self.regenerate,

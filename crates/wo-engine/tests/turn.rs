@@ -850,3 +850,179 @@ fn an_answer_without_a_record_says_so() {
     assert!(err.contains("keeps no record of its context"), "{err}");
     assert!(err.contains("t_0123456789abcdef"), "{err}");
 }
+
+/// A server holding `holds` tokens behind a provider whose setting says
+/// 8,192 (a llama.cpp server left at its default window). A longer prompt
+/// is refused — saying so when `says` is true, else (llama-cpp-python
+/// streaming) answered with nothing — and asked unstreamed it says so.
+struct SmallWindow {
+    holds: usize,
+    says: bool,
+    /// Answers nothing even to a prompt that fits.
+    mute: bool,
+    /// The estimated prompt size of each streamed request.
+    sent: Mutex<Vec<usize>>,
+}
+
+impl SmallWindow {
+    fn tokens(req: &ChatRequest) -> usize {
+        req.messages
+            .iter()
+            .map(|m| wo_engine::assemble::estimate_tokens(&m.content) + 8)
+            .sum()
+    }
+    fn refusal(&self) -> ProviderError {
+        ProviderError::TooLong {
+            provider: "small".into(),
+            url: "http://127.0.0.1:1/v1/chat/completions".into(),
+            window: Some(self.holds),
+            detail: format!(
+                "This model's maximum context length is {} tokens",
+                self.holds
+            ),
+        }
+    }
+}
+
+#[async_trait::async_trait]
+impl Provider for SmallWindow {
+    fn name(&self) -> &str {
+        "small"
+    }
+    fn default_model(&self) -> &str {
+        "small-model"
+    }
+    fn context_window(&self) -> usize {
+        8192
+    }
+    async fn stream(&self, req: ChatRequest, _: Cancel) -> Result<EventStream, ProviderError> {
+        let tokens = Self::tokens(&req);
+        self.sent.lock().unwrap().push(tokens);
+        let done = Ok(StreamEvent::Done {
+            finish_reason: Some("stop".into()),
+            usage: None,
+        });
+        if !self.mute && tokens + req.max_tokens.unwrap_or(512) as usize <= self.holds {
+            Ok(futures::stream::iter([Ok(StreamEvent::Delta("fits".into())), done]).boxed())
+        } else if self.says {
+            Err(self.refusal())
+        } else {
+            Ok(futures::stream::iter([done]).boxed())
+        }
+    }
+    async fn window_refusal(&self, req: &ChatRequest, reply: u32) -> Option<ProviderError> {
+        (Self::tokens(req) + reply as usize > self.holds).then(|| self.refusal())
+    }
+    async fn check(&self) -> Reachability {
+        Reachability::Reachable {
+            detail: "small".into(),
+        }
+    }
+    fn count_tokens(&self, _text: &str) -> Option<usize> {
+        None
+    }
+}
+
+#[test]
+fn a_server_holding_fewer_tokens_than_the_setting_gets_a_prompt_fitted_to_what_it_says() {
+    for says in [true, false] {
+        let s = Setup::new();
+        {
+            // A conversation whose recent turns alone pass 2,048 tokens.
+            let mut state = s.state.lock().unwrap();
+            for i in 0..8 {
+                let long = format!(
+                    "turn {i}: {}",
+                    "the kiln cools slowly overnight. ".repeat(60)
+                );
+                let turn = CompletedTurn::new(
+                    "ann",
+                    format!("question {i}"),
+                    long,
+                    ("small", "small-model"),
+                    (Timestamp::now(), Timestamp::now()),
+                );
+                apply_turn(&mut state, &turn);
+            }
+        }
+        let provider = Arc::new(SmallWindow {
+            holds: 2048,
+            says,
+            mute: false,
+            sent: Mutex::new(Vec::new()),
+        });
+        let (result, events) = run(
+            s.backend(false),
+            provider.clone(),
+            request("and how fast should it cool?"),
+            Cancel::new(),
+        );
+        let outcome = result.unwrap_or_else(|e| panic!("says {says}: {e}"));
+        assert_eq!(outcome.answer, "fits");
+        assert_eq!(outcome.fitted_to_window, Some(2048), "says {says}");
+        assert_eq!(
+            events,
+            ["assembled", "assembled", "delta fits", "done fits"],
+            "says {says}: assembled again, nothing shown from the refused request"
+        );
+        let sent = provider.sent.lock().unwrap().clone();
+        assert_eq!(sent.len(), 2, "says {sent:?}");
+        assert!(
+            sent[0] > 2048 && sent[1] + 512 <= 2048,
+            "says {says}: {sent:?}"
+        );
+        assert_eq!(s.commits.load(Ordering::SeqCst), 1);
+
+        // The next turn, told the window, fits at once.
+        let mut req = request("and the glaze?");
+        req.context_window = outcome.fitted_to_window;
+        let (result, _) = run(s.backend(false), provider.clone(), req, Cancel::new());
+        assert_eq!(result.unwrap().fitted_to_window, None);
+        assert_eq!(provider.sent.lock().unwrap().len(), 3, "one request");
+    }
+}
+
+#[test]
+fn a_question_longer_than_the_window_the_server_says_is_refused_with_the_window_named() {
+    let s = Setup::new();
+    let provider = Arc::new(SmallWindow {
+        holds: 300,
+        says: false,
+        mute: false,
+        sent: Mutex::new(Vec::new()),
+    });
+    let question = "why does the kiln crack? ".repeat(200);
+    let (result, events) = run(
+        s.backend(false),
+        provider.clone(),
+        request(&question),
+        Cancel::new(),
+    );
+    let err = result.unwrap_err();
+    // Fitted to 300 tokens the question no longer fits at all: the
+    // assembler says so with the window, and nothing is committed.
+    assert!(err.to_string().contains("context window 300"), "{err}");
+    assert_eq!(events.last().map(String::as_str), Some("failed"));
+    assert_eq!(s.commits.load(Ordering::SeqCst), 0);
+}
+
+#[test]
+fn an_empty_answer_the_server_does_not_explain_stays_an_empty_answer() {
+    // The server holds plenty, answers nothing, and says nothing more
+    // when asked unstreamed: the turn fails as an empty answer, once.
+    let s = Setup::new();
+    let provider = Arc::new(SmallWindow {
+        holds: 4096,
+        says: false,
+        mute: true,
+        sent: Mutex::new(Vec::new()),
+    });
+    let (result, _) = run(
+        s.backend(false),
+        provider.clone(),
+        request("hello"),
+        Cancel::new(),
+    );
+    assert!(matches!(result, Err(TurnError::EmptyAnswer)), "{result:?}");
+    assert_eq!(provider.sent.lock().unwrap().len(), 1);
+}

@@ -130,6 +130,26 @@ pub enum ProviderError {
         /// What is wrong.
         detail: String,
     },
+    /// The server refused the prompt as longer than the model's context
+    /// window (an HTTP 4xx saying so; or a stream it closed unanswered,
+    /// which the same request without streaming showed to be that). Its
+    /// [`ErrorKind`] is `BadRequest`.
+    #[error(
+        "{provider}: the prompt is longer than the model's context window{} ({url}){}. Hint: {}",
+        window_text(.window),
+        suffix(.detail),
+        too_long_hint(.provider, .window)
+    )]
+    TooLong {
+        /// Provider name.
+        provider: String,
+        /// Request URL.
+        url: String,
+        /// The window the server said it has, in tokens, when it said.
+        window: Option<usize>,
+        /// What the server said.
+        detail: String,
+    },
     /// The response was not the expected wire format.
     #[error("{provider}: malformed stream from {url}{}. Hint: {HINT_MALFORMED}", suffix(.detail))]
     Malformed {
@@ -215,7 +235,9 @@ impl ProviderError {
             ProviderError::Auth { .. } => ErrorKind::Auth,
             ProviderError::RateLimited { .. } => ErrorKind::RateLimited,
             ProviderError::Server { .. } => ErrorKind::Server,
-            ProviderError::BadRequest { .. } => ErrorKind::BadRequest,
+            ProviderError::BadRequest { .. } | ProviderError::TooLong { .. } => {
+                ErrorKind::BadRequest
+            }
             ProviderError::Malformed { .. } => ErrorKind::Malformed,
             ProviderError::ConnectionDropped { .. } => ErrorKind::ConnectionDropped,
             ProviderError::Timeout { .. } => ErrorKind::Timeout,
@@ -233,6 +255,7 @@ impl ProviderError {
             | ProviderError::RateLimited { provider, .. }
             | ProviderError::Server { provider, .. }
             | ProviderError::BadRequest { provider, .. }
+            | ProviderError::TooLong { provider, .. }
             | ProviderError::Malformed { provider, .. }
             | ProviderError::ConnectionDropped { provider, .. }
             | ProviderError::Timeout { provider, .. }
@@ -258,6 +281,9 @@ impl ProviderError {
             ProviderError::RateLimited { .. } => HINT_RATE.into(),
             ProviderError::Server { .. } => HINT_SERVER.into(),
             ProviderError::BadRequest { .. } => HINT_BAD_REQUEST.into(),
+            ProviderError::TooLong {
+                provider, window, ..
+            } => too_long_hint(provider, window),
             ProviderError::Malformed { .. } => HINT_MALFORMED.into(),
             ProviderError::ConnectionDropped { .. } => HINT_DROPPED.into(),
             ProviderError::Timeout { phase, .. } => timeout_hint(*phase).into(),
@@ -286,6 +312,28 @@ fn config_hint() -> String {
 const HINT_UNREACHABLE: &str =
     "is the server running and is base_url right? (`wo providers` checks)";
 const HINT_ENGINE: &str = "the model file may be damaged: rerun scripts/install-model.sh";
+
+fn window_text(window: &Option<usize>) -> String {
+    match window {
+        Some(n) => format!(" of {n} tokens"),
+        None => String::new(),
+    }
+}
+
+/// Names the setting that makes every prompt fit: wo sizes its prompts to
+/// `context_window`, which defaults to what the provider's kind usually
+/// has (a local server is often started with far less).
+fn too_long_hint(provider: &str, window: &Option<usize>) -> String {
+    let config = crate::env::config_path_for_hints();
+    match window {
+        Some(n) => format!(
+            "set context_window = {n} under [providers.{provider}] in {config}: wo then fits its prompts to the model"
+        ),
+        None => format!(
+            "set context_window under [providers.{provider}] in {config} to the server's context size (llama.cpp -c, llama-cpp-python --n_ctx): wo then fits its prompts to it"
+        ),
+    }
+}
 
 fn auth_hint(key_source: &str) -> String {
     format!("check the API key ({key_source}) and that it may use this model")

@@ -299,6 +299,59 @@ pub(crate) fn error_detail(body: &[u8]) -> String {
         .unwrap_or_else(|| text.into_owned())
 }
 
+/// Whether a refusal's body says the prompt is longer than the model's
+/// context window, and the window when it says: `Some(Some(n))`,
+/// `Some(None)` (too long, size not said) or `None` (another refusal).
+/// Read from what the servers send: OpenAI's and vLLM's "maximum context
+/// length is N tokens" (code `context_length_exceeded`), llama.cpp's
+/// `exceed_context_size_error` with `n_ctx`, llama-cpp-python's OpenAI
+/// wording, Anthropic's "prompt is too long: A tokens > N maximum".
+pub(crate) fn context_overflow(body: &[u8]) -> Option<Option<usize>> {
+    let json = serde_json::from_slice::<serde_json::Value>(body).ok();
+    let field = |name: &str| {
+        json.as_ref()
+            .and_then(|v| v.pointer(&format!("/error/{name}")))
+    };
+    let said = |name: &str, what: &str| field(name).and_then(|v| v.as_str()) == Some(what);
+    let message = error_detail(body).to_ascii_lowercase();
+    let overflow = said("code", "context_length_exceeded")
+        || said("type", "exceed_context_size_error")
+        || message.contains("maximum context length")
+        || message.contains("exceeds the available context size")
+        || message.contains("exceed context window")
+        || message.contains("prompt is too long");
+    if !overflow {
+        return None;
+    }
+    let number_after = |phrase: &str| {
+        let at = message.find(phrase)? + phrase.len();
+        let digits: String = message[at..]
+            .trim_start()
+            .chars()
+            .take_while(|c| c.is_ascii_digit() || *c == ',')
+            .filter(char::is_ascii_digit)
+            .collect();
+        digits.parse::<usize>().ok()
+    };
+    let window = field("n_ctx")
+        .and_then(serde_json::Value::as_u64)
+        .and_then(|n| usize::try_from(n).ok())
+        .or_else(|| number_after("maximum context length is"))
+        .or_else(|| number_after("context window of"))
+        .or_else(|| {
+            // Anthropic: "prompt is too long: 210000 tokens > 200000 maximum".
+            let at = message.find("tokens >")? + "tokens >".len();
+            let digits: String = message[at..]
+                .trim_start()
+                .chars()
+                .take_while(char::is_ascii_digit)
+                .collect();
+            digits.parse().ok()
+        })
+        .filter(|&n| n > 0);
+    Some(window)
+}
+
 /// One line, at most `max` characters, with an ellipsis when cut.
 pub(crate) fn shorten(s: &str, max: usize) -> String {
     let one_line: String = s.split_whitespace().collect::<Vec<_>>().join(" ");
@@ -403,6 +456,14 @@ pub(crate) async fn open(
                         }
                     }
                     _ => {
+                        if let Some(window) = context_overflow(&body) {
+                            return Err(ProviderError::TooLong {
+                                provider: ctx.provider.clone(),
+                                url: ctx.url.clone(),
+                                window,
+                                detail,
+                            });
+                        }
                         return Err(ProviderError::BadRequest {
                             provider: ctx.provider.clone(),
                             url: ctx.url.clone(),

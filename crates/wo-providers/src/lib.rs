@@ -127,6 +127,20 @@ pub trait Provider: Send + Sync {
     async fn models(&self) -> Result<ModelList, ModelsError> {
         Ok(ModelList::configured(self.default_model()))
     }
+    /// Why `req` may have failed: its server refusing it as longer than
+    /// the model's window, asked once more without streaming, for at most
+    /// `reply_tokens` tokens. For failures a window smaller than
+    /// [`Provider::context_window`] can cause without saying so (a stream
+    /// closed unanswered, an empty answer). `Some` is
+    /// [`ProviderError::TooLong`]; `None`: the server did not say so (it
+    /// answered, refused for another reason, or this provider cannot ask).
+    async fn window_refusal(
+        &self,
+        _req: &ChatRequest,
+        _reply_tokens: u32,
+    ) -> Option<ProviderError> {
+        None
+    }
 }
 
 /// Why [`Provider::models`] has no list.

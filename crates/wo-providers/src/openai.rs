@@ -171,19 +171,10 @@ impl Decoder for OpenAiDecoder {
     }
 }
 
-#[async_trait]
-impl Provider for OpenAiProvider {
-    async fn stream(
-        &self,
-        req: ChatRequest,
-        cancel: CancellationToken,
-    ) -> Result<EventStream, ProviderError> {
-        if self.is_openai_proper() && self.remote.cfg.api_key.is_none() {
-            return Err(self.remote.key_required("api.openai.com"));
-        }
-        let url = self.remote.url("chat/completions");
-        let ctx = self.remote.ctx(&url);
-        let mut body = WireRequest {
+impl OpenAiProvider {
+    /// The streamed Chat Completions request for `req`.
+    fn wire<'a>(&'a self, req: &'a ChatRequest) -> WireRequest<'a> {
+        WireRequest {
             model: self.remote.model(&req.model),
             messages: req
                 .messages
@@ -214,7 +205,23 @@ impl Provider for OpenAiProvider {
                     "json_schema": {"name": s.name, "schema": s.schema},
                 })
             }),
-        };
+        }
+    }
+}
+
+#[async_trait]
+impl Provider for OpenAiProvider {
+    async fn stream(
+        &self,
+        req: ChatRequest,
+        cancel: CancellationToken,
+    ) -> Result<EventStream, ProviderError> {
+        if self.is_openai_proper() && self.remote.cfg.api_key.is_none() {
+            return Err(self.remote.key_required("api.openai.com"));
+        }
+        let url = self.remote.url("chat/completions");
+        let ctx = self.remote.ctx(&url);
+        let mut body = self.wire(&req);
         let first = self
             .remote
             .post_sse(
@@ -247,8 +254,30 @@ impl Provider for OpenAiProvider {
                     )
                     .await
             }
+            // A server that closes the stream unanswered may be refusing a
+            // prompt longer than its window without saying so (llama-cpp-
+            // python): asked again without streaming, it says.
+            (Err(e), _) if e.kind() == crate::ErrorKind::ConnectionDropped => {
+                Err(self.window_refusal(&req, 1).await.unwrap_or(e))
+            }
             (first, _) => first,
         }
+    }
+
+    async fn window_refusal(&self, req: &ChatRequest, reply_tokens: u32) -> Option<ProviderError> {
+        let url = self.remote.url("chat/completions");
+        let ctx = self.remote.ctx(&url);
+        let body = self.wire(req);
+        self.remote
+            .too_long_unstreamed(
+                &ctx,
+                url,
+                self.auth_headers(),
+                &body,
+                reply_tokens,
+                &CancellationToken::new(),
+            )
+            .await
     }
 
     async fn check(&self) -> Reachability {

@@ -205,6 +205,67 @@ impl Remote {
         ))
     }
 
+    /// Why a server closed a stream it had accepted without sending a
+    /// byte, when the reason is a prompt longer than its window: some
+    /// servers (llama-cpp-python) say so only to a request that does not
+    /// stream. `body` is the streamed request; the same is sent once
+    /// without streaming, for `reply_tokens` tokens, and a refusal saying
+    /// "too long" is returned. Anything else (it answers, another refusal, no answer
+    /// within the first-byte timeout) is `None`: the first error stands.
+    pub async fn too_long_unstreamed(
+        &self,
+        ctx: &ErrCtx,
+        url: reqwest::Url,
+        headers: reqwest::header::HeaderMap,
+        body: &impl serde::Serialize,
+        reply_tokens: u32,
+        cancel: &tokio_util::sync::CancellationToken,
+    ) -> Option<ProviderError> {
+        let mut body = serde_json::to_value(body).ok()?;
+        let fields = body.as_object_mut()?;
+        fields.insert("stream".into(), serde_json::Value::Bool(false));
+        fields.remove("stream_options");
+        // Not needed to measure the prompt, and refused by some servers
+        // that take it otherwise (llama-cpp-python's `json_schema`).
+        fields.remove("response_format");
+        fields.insert("max_tokens".into(), serde_json::json!(reply_tokens));
+        let body = serde_json::to_vec(&body).ok()?;
+        let send = || {
+            self.client
+                .post(url.clone())
+                .headers(headers.clone())
+                .header("content-type", "application/json")
+                .body(body.clone())
+                .send()
+        };
+        // The server may have closed the kept-alive connection the empty
+        // stream came on, and the pool hands it out once more: one new try.
+        let mut resp = None;
+        for _ in 0..2 {
+            let sent = tokio::select! {
+                biased;
+                _ = cancel.cancelled() => return None,
+                r = tokio::time::timeout(self.cfg.http.first_byte_timeout, send()) => r.ok()?,
+            };
+            if let Ok(r) = sent {
+                resp = Some(r);
+                break;
+            }
+        }
+        let resp = resp?;
+        if !resp.status().is_client_error() {
+            return None;
+        }
+        let body = resp.bytes().await.ok()?;
+        let window = http::context_overflow(&body)?;
+        Some(ProviderError::TooLong {
+            provider: ctx.provider.clone(),
+            url: ctx.url.clone(),
+            window,
+            detail: ctx.detail(&http::error_detail(&body)),
+        })
+    }
+
     pub fn model<'a>(&'a self, requested: &'a Option<String>) -> &'a str {
         requested.as_deref().unwrap_or(&self.cfg.model)
     }

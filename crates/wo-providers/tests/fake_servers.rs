@@ -991,3 +991,101 @@ async fn dropping_the_stream_closes_the_connection_and_cancel_interrupts_retries
     assert_eq!(e.kind(), ErrorKind::Cancelled);
     assert!(started.elapsed() < Duration::from_secs(2));
 }
+
+/// llama-cpp-python's refusal of a prompt longer than its window, as its
+/// server writes it to a request that does not stream.
+const LLAMA_CPP_PYTHON_TOO_LONG: &str = r#"{"error":{"message":"This model's maximum context length is 2048 tokens. However, you requested 2351 tokens (2331 in the messages, 20 in the completion). Please reduce the length of the messages or completion.","type":"invalid_request_error","param":"messages","code":"context_length_exceeded"}}"#;
+
+#[tokio::test]
+async fn a_stream_closed_unanswered_for_a_prompt_too_long_says_so_and_names_the_window() {
+    // llama-cpp-python answers a streamed request whose prompt exceeds its
+    // window with a 200 and no body at all; asked without streaming, it
+    // says why.
+    let mut script: Vec<Reply> = (0..3).map(|_| sse(&[], End::Clean)).collect();
+    script.push(Reply::json(400, LLAMA_CPP_PYTHON_TOO_LONG));
+    let srv = FakeServer::start(script).await;
+    let p = provider(Kind::OpenAi, &srv.url, fast());
+    let e = p
+        .stream(request(), CancellationToken::new())
+        .await
+        .err()
+        .expect("a refused prompt is an error");
+    let ProviderError::TooLong { window, .. } = &e else {
+        panic!("not TooLong: {e}");
+    };
+    assert_eq!(*window, Some(2048));
+    assert_eq!(e.kind(), ErrorKind::BadRequest);
+    let text = e.to_string();
+    assert!(text.contains("context_window = 2048"), "{text}");
+    assert!(text.contains("[providers.openai-test]"), "{text}");
+    assert_clean_message(&e, p.name());
+    let reqs = srv.requests();
+    assert_eq!(reqs.len(), 4);
+    let probe = reqs[3].json();
+    assert_eq!(probe["stream"], false);
+    assert_eq!(probe["max_tokens"], 1);
+    assert!(probe.get("stream_options").is_none(), "{probe}");
+    assert!(probe.get("response_format").is_none(), "{probe}");
+    assert_eq!(probe["messages"], reqs[0].json()["messages"]);
+
+    // The same check finding another answer: the dropped stream stands.
+    let mut script: Vec<Reply> = (0..3).map(|_| sse(&[], End::Clean)).collect();
+    script.push(Reply::json(
+        200,
+        r#"{"choices":[{"message":{"content":"P"}}]}"#,
+    ));
+    let srv = FakeServer::start(script).await;
+    let p = provider(Kind::OpenAi, &srv.url, fast());
+    let e = p
+        .stream(request(), CancellationToken::new())
+        .await
+        .err()
+        .expect("an empty stream is an error");
+    assert_eq!(e.kind(), ErrorKind::ConnectionDropped, "{e}");
+}
+
+#[tokio::test]
+async fn a_refusal_as_too_long_names_the_window_for_every_server_wording() {
+    let cases: [(&str, Option<usize>); 4] = [
+        (LLAMA_CPP_PYTHON_TOO_LONG, Some(2048)),
+        // llama.cpp's own server.
+        (
+            r#"{"error":{"code":400,"message":"the request exceeds the available context size, try increasing it","type":"exceed_context_size_error","n_prompt_tokens":5000,"n_ctx":4096}}"#,
+            Some(4096),
+        ),
+        // OpenAI and vLLM.
+        (
+            r#"{"error":{"message":"This model's maximum context length is 128,000 tokens. However, your messages resulted in 130,512 tokens. Please reduce the length of the messages.","type":"invalid_request_error","param":"messages","code":"context_length_exceeded"}}"#,
+            Some(128_000),
+        ),
+        // Anthropic.
+        (
+            r#"{"type":"error","error":{"type":"invalid_request_error","message":"prompt is too long: 210000 tokens > 200000 maximum"}}"#,
+            Some(200_000),
+        ),
+    ];
+    for (body, want) in cases {
+        let srv = FakeServer::start(vec![Reply::json(400, body)]).await;
+        let p = provider(Kind::OpenAi, &srv.url, fast());
+        let e = p
+            .stream(request(), CancellationToken::new())
+            .await
+            .err()
+            .unwrap();
+        match &e {
+            ProviderError::TooLong { window, .. } => assert_eq!(*window, want, "{body}"),
+            other => panic!("not TooLong for {body}: {other}"),
+        }
+        assert_eq!(srv.requests().len(), 1, "not retried");
+    }
+    // Another refusal stays a bad request.
+    let body = error_body(Kind::OpenAi, "invalid_request_error", "unknown model");
+    let srv = FakeServer::start(vec![Reply::json(400, &body)]).await;
+    let p = provider(Kind::OpenAi, &srv.url, fast());
+    let e = p
+        .stream(request(), CancellationToken::new())
+        .await
+        .err()
+        .unwrap();
+    assert!(matches!(e, ProviderError::BadRequest { .. }), "{e}");
+}

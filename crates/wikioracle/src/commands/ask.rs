@@ -91,6 +91,7 @@ pub fn run(g: &GlobalOpts, mut args: AskArgs) -> Result<ExitCode> {
         }),
     );
 
+    let (provider_name, window_setting) = (provider.name().to_owned(), provider.context_window());
     let rt = runtime()?;
     let cancel = Cancel::new();
     let stream = !args.no_stream;
@@ -206,6 +207,11 @@ pub fn run(g: &GlobalOpts, mut args: AskArgs) -> Result<ExitCode> {
         eoutln!("note: the answer was cut at --max-tokens");
     }
     if let Some(note) = crate::render::truncation_note(outcome.usage.as_ref()) {
+        eoutln!("{note}");
+    }
+    if let Some(note) =
+        crate::render::fitted_note(&provider_name, window_setting, outcome.fitted_to_window)
+    {
         eoutln!("{note}");
     }
     let save = args.save.clone().or_else(|| cfg.defaults.save_path.clone());

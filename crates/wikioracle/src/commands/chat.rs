@@ -63,6 +63,9 @@ pub fn run(g: &GlobalOpts, mut args: ChatArgs) -> Result<ExitCode> {
         None => {}
     }
     let mut last: Option<(TurnOutcome, Assembled)> = None;
+    // The model's window once its server has said it is smaller than the
+    // provider's setting: later turns are fitted to it from the start.
+    let mut window: Option<usize> = None;
     loop {
         let prompt = match read_entry(&mut editor) {
             Ok(Some(p)) => p,
@@ -149,6 +152,7 @@ pub fn run(g: &GlobalOpts, mut args: ChatArgs) -> Result<ExitCode> {
                 None
             }
         };
+        req.context_window = window;
         set_up(&mut req, index.as_ref(), dense.dense());
         // Queued after the answer is saved, for a background process.
         let memory = super::session::memory_step(&cfg, &provider, store.path());
@@ -219,6 +223,14 @@ pub fn run(g: &GlobalOpts, mut args: ChatArgs) -> Result<ExitCode> {
                     );
                 } else if let Some(note) = crate::render::truncation_note(outcome.usage.as_ref()) {
                     eoutln!("{note}");
+                }
+                if let Some(note) = crate::render::fitted_note(
+                    provider.name(),
+                    provider.context_window(),
+                    outcome.fitted_to_window,
+                ) {
+                    eoutln!("{note}");
+                    window = outcome.fitted_to_window;
                 }
                 // The next turn follows this answer on the same branch.
                 place = Placement {
