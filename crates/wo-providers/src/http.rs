@@ -394,6 +394,7 @@ pub(crate) async fn open(
     let policy = &settings.retry;
     let max = policy.max_attempts.max(1);
     let mut attempt = 0;
+    let mut empty_bodies = 0;
     loop {
         attempt += 1;
         let result = tokio::select! {
@@ -488,7 +489,16 @@ pub(crate) async fn open(
                     message: format!("{}: {detail}", ctx.url),
                 });
             }
-            AttemptError::EmptyBody(detail) => (None, ctx.dropped(detail)),
+            // A server that answers with nothing twice will again: it is
+            // refusing this request (llama-cpp-python so refuses a prompt
+            // longer than its window), and the caller may find out why.
+            AttemptError::EmptyBody(detail) if empty_bodies > 0 => {
+                return Err(ctx.dropped(detail));
+            }
+            AttemptError::EmptyBody(detail) => {
+                empty_bodies += 1;
+                (None, ctx.dropped(detail))
+            }
             AttemptError::NotSse(detail) => return Err(ctx.malformed(detail)),
         };
         if attempt >= max {
