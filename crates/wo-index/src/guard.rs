@@ -117,3 +117,34 @@ pub(crate) fn read_project(root: &Path, rel: &Path, max_bytes: u64) -> std::io::
 pub(crate) fn read_project(_: &Path, _: &Path, _: u64) -> std::io::Result<Vec<u8>> {
     Err(unsupported())
 }
+
+/// The bytes of a file the walk found at `root/rel` (`abs`): by the time it
+/// is read it may have been swapped for a link, a FIFO or a device, so it is
+/// read through `wo_durable::project` like any project file — no link
+/// followed on the way (unless the person asked to follow them: then still
+/// only a regular file), never waiting on a FIFO, at most `max_bytes`.
+#[cfg(not(target_arch = "wasm32"))]
+pub(crate) fn read_walked(
+    root: &Path,
+    rel: &str,
+    abs: &Path,
+    follow_links: bool,
+    max_bytes: u64,
+) -> std::io::Result<Vec<u8>> {
+    if follow_links {
+        wo_durable::project::read_regular_file_following_links(abs, max_bytes)
+    } else {
+        wo_durable::project::read_project_file(root, Path::new(rel), max_bytes)
+    }
+}
+
+#[cfg(target_arch = "wasm32")]
+pub(crate) fn read_walked(
+    _: &Path,
+    _: &str,
+    _: &Path,
+    _: bool,
+    _: u64,
+) -> std::io::Result<Vec<u8>> {
+    Err(unsupported())
+}

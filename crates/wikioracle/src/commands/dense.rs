@@ -114,6 +114,9 @@ pub fn finish(
         // write) and the rest handed over.
         let _ = super::session::spawn_detached(g, state_path, &["context", "embed", "--quiet"]);
     }
+    if let Some(note) = wo_engine::recall_file::refused_note(&few) {
+        eoutln!("note: {note}");
+    }
 }
 
 /// `wo context embed`: embeds every message the embeddings sidecar lacks
@@ -130,12 +133,10 @@ pub fn embed_all(
     };
     let sidecar = wo_engine::embed_file::sidecar_path(state_path);
     let lock_path = wo_engine::embed_file::lock_path(state_path);
-    let lock = std::fs::OpenOptions::new()
-        .create(true)
-        .truncate(false)
-        .write(true)
-        .open(&lock_path)
-        .with_context(|| format!("cannot open {}", lock_path.display()))?;
+    // Never through a link planted at its name (a dangling one would create
+    // a file anywhere), never waiting on a FIFO there.
+    let lock = wo_store::durable::project::open_lock_file(&lock_path)
+        .with_context(|| format!("cannot open the embedding lock {}", lock_path.display()))?;
     if lock.try_lock().is_err() {
         if !quiet {
             eoutln!(
@@ -179,6 +180,9 @@ pub fn session(state_path: &std::path::Path) -> Session {
     let sidecar = wo_engine::embed_file::sidecar_path(state_path);
     let opening = std::thread::spawn(move || {
         let embedder = embedder(Note::Always)?;
+        if let Some(note) = wo_engine::recall_file::refused_sidecar(&sidecar) {
+            eoutln!("note: {note}");
+        }
         let (live, _) = wo_engine::setup::LiveEmbeddings::open(embedder, sidecar);
         Some(Arc::new(live))
     });
