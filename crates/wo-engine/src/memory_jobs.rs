@@ -606,3 +606,82 @@ pub fn plain_interpret_reason(e: &InterpretError) -> String {
         ),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::symlink;
+    use std::time::Instant;
+
+    fn job() -> Job {
+        let exchange = Exchange {
+            question_id: "q1".into(),
+            answer_id: "a1".into(),
+        };
+        Job::new(&exchange, "test")
+    }
+
+    fn mkfifo(path: &Path) {
+        let ok = std::process::Command::new("mkfifo")
+            .arg(path)
+            .status()
+            .unwrap();
+        assert!(ok.success());
+    }
+
+    #[test]
+    fn a_link_or_fifo_at_a_queue_file_is_refused_never_followed_nor_replaced() {
+        let dir = tempfile::tempdir().unwrap();
+        let project = dir.path().join("project");
+        let outside = dir.path().join("outside");
+        std::fs::create_dir_all(&project).unwrap();
+        std::fs::create_dir_all(&outside).unwrap();
+        let state = project.join("llm.json");
+        let start = Instant::now();
+        for (i, name) in [
+            ".llm.json.memory-jobs",
+            ".llm.json.memory-jobs.lock",
+            ".llm.json.memory-run.lock",
+        ]
+        .into_iter()
+        .enumerate()
+        {
+            for plant in 0..3 {
+                let at = project.join(name);
+                let target = outside.join(format!("made-{i}-{plant}"));
+                match plant {
+                    0 => symlink("/dev/zero", &at).unwrap(),
+                    1 => symlink(&target, &at).unwrap(),
+                    _ => mkfifo(&at),
+                }
+                let queue = Queue::of(&state);
+                assert!(queue.jobs().is_empty());
+                assert!(!queue.runner_active());
+                let e = queue.push(job()).unwrap_err();
+                assert!(e.to_string().contains(name), "{e}");
+                let refused = queue.refused_files();
+                assert_eq!(refused.len(), 1, "{refused:?}");
+                assert!(refused[0].contains(name), "{refused:?}");
+                if name.ends_with("run.lock") {
+                    let e = queue.start_runner().err().expect("no runner through it");
+                    assert!(e.to_string().contains(name), "{e}");
+                }
+                assert!(!target.exists(), "{name}: created through the link");
+                assert!(std::fs::symlink_metadata(&at).is_ok());
+                std::fs::remove_file(&at).unwrap();
+                // Gone, the queue works again.
+                queue.push(job()).unwrap();
+                assert_eq!(queue.jobs().len(), 1);
+                for name in [
+                    ".llm.json.memory-jobs",
+                    ".llm.json.memory-jobs.lock",
+                    ".llm.json.memory-run.lock",
+                ] {
+                    let _ = std::fs::remove_file(project.join(name));
+                }
+            }
+        }
+        assert!(start.elapsed() < std::time::Duration::from_secs(10));
+        assert_eq!(std::fs::read_dir(&outside).unwrap().count(), 0);
+    }
+}

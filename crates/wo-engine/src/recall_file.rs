@@ -347,3 +347,46 @@ pub(crate) fn write_checked(path: &Path, mut out: Vec<u8>) -> std::io::Result<()
     tmp.persist(path).map_err(|e| e.error)?;
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::symlink;
+
+    /// A link or a FIFO at the sidecar's name: read as missing (rebuilt from
+    /// the transcript), never replaced by `save`, and the note names it.
+    #[test]
+    fn a_sidecar_that_is_a_link_or_fifo_is_rebuilt_in_memory_and_left_alone() {
+        let dir = tempfile::tempdir().unwrap();
+        let outside = dir.path().join("secret");
+        std::fs::write(&outside, b"outside").unwrap();
+        let state = State::new(wo_format::Timestamp::from_unix(1_800_000_000));
+        let path = sidecar_path(&dir.path().join("llm.json"));
+        for plant in 0..3 {
+            match plant {
+                0 => symlink("/dev/zero", &path).unwrap(),
+                1 => symlink(&outside, &path).unwrap(),
+                _ => {
+                    let ok = std::process::Command::new("mkfifo")
+                        .arg(&path)
+                        .status()
+                        .unwrap();
+                    assert!(ok.success());
+                }
+            }
+            let (mut index, loaded) = load(&path, &state);
+            assert!(matches!(loaded, Loaded::Rebuilt(Rebuilt::Unreadable(_))));
+            let saved = save(&path, &mut index, &state, &loaded);
+            let note = refused_note(&saved).expect("a refusal");
+            assert!(note.contains(".llm.json.recall"), "{note}");
+            assert_eq!(refused_sidecar(&path), Some(note));
+            assert!(!std::fs::symlink_metadata(&path).unwrap().is_file());
+            std::fs::remove_file(&path).unwrap();
+        }
+        assert_eq!(std::fs::read(&outside).unwrap(), b"outside");
+        // A read-only folder or any other failure is no refusal: no note.
+        let other: std::io::Result<bool> = Err(std::io::ErrorKind::PermissionDenied.into());
+        assert_eq!(refused_note(&other), None);
+        assert_eq!(refused_sidecar(&path), None);
+    }
+}
