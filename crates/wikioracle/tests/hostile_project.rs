@@ -3,15 +3,20 @@
 //! `CLAUDE.md`, `.gitattributes`, `.gitignore`, `prompts/interpreter.md`,
 //! `.wo-index`, `.wo-pack` (and its `llm.md`, served over MCP). Each is
 //! refused with an error naming the path and why, at once, nothing outside
-//! the project read or written, the link left as it was. Also `wo log` on a
+//! the project read or written, the link left as it was. So are wo's own
+//! files beside `llm.json` — the memory queue and its two locks, the recall
+//! and embeddings sidecars, the embedding lock — and this machine's record
+//! of the current conversation: each command that opens one is run with a
+//! link to `/dev/zero`, a dangling link out of the project, a FIFO and a
+//! link to a file outside at its name, under a timeout. Also `wo log` on a
 //! message nested 100,000 deep (once a stack overflow), and `wo mcp` over
 //! stdio answering garbage, batches, deep lines and unknown methods and
 //! living on.
 
 mod common;
 
-use std::io::{BufRead, BufReader, Write};
-use std::os::unix::fs::symlink;
+use std::io::{BufRead, BufReader, Read, Write};
+use std::os::unix::fs::{FileTypeExt, symlink};
 use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, ChildStdout, Stdio};
 use std::sync::mpsc;
@@ -408,4 +413,283 @@ fn log_renders_a_message_nested_100k_deep() {
     );
     let json = h.ok(&["log", "--json"]);
     assert!(json.contains("deep inside"));
+}
+
+/// What is planted at a name wo opens beside `llm.json`.
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Plant {
+    /// A symbolic link to `/dev/zero`: read, it never ends.
+    DevZero,
+    /// A symbolic link to a missing file outside the project: opened with
+    /// "create", it makes that file.
+    Dangling,
+    /// A FIFO: opened, it waits for a writer for ever.
+    Fifo,
+    /// A symbolic link to a real file outside, whose bytes must stay.
+    LinkedFile,
+}
+
+const PLANTS: [Plant; 4] = [
+    Plant::DevZero,
+    Plant::Dangling,
+    Plant::Fifo,
+    Plant::LinkedFile,
+];
+
+/// How long a command may take before it counts as hung.
+const HANG: Duration = Duration::from_secs(30);
+
+impl Plant {
+    /// The words wo's message uses for it.
+    fn words(self) -> &'static str {
+        match self {
+            Plant::Fifo => "is not a regular file",
+            _ => "is a symbolic link",
+        }
+    }
+}
+
+impl Hostile {
+    fn plant_at(&self, at: &Path, what: Plant) {
+        if let Some(dir) = at.parent() {
+            std::fs::create_dir_all(dir).unwrap();
+        }
+        match what {
+            Plant::DevZero => symlink("/dev/zero", at).unwrap(),
+            Plant::Dangling => symlink(self.outside.join("made-by-wo"), at).unwrap(),
+            Plant::LinkedFile => symlink(self.outside.join("secret"), at).unwrap(),
+            Plant::Fifo => {
+                let ok = std::process::Command::new("mkfifo")
+                    .arg(at)
+                    .status()
+                    .unwrap();
+                assert!(ok.success());
+            }
+        }
+    }
+
+    fn plant(&self, name: &str, what: Plant) {
+        self.plant_at(&self.root.join(name), what);
+    }
+
+    /// What was planted at `name` is still there, as it was.
+    fn still_planted(&self, name: &str, what: Plant) {
+        let t = std::fs::symlink_metadata(self.root.join(name))
+            .unwrap_or_else(|e| panic!("{name} ({what:?}) is gone: {e}"))
+            .file_type();
+        match what {
+            Plant::Fifo => assert!(t.is_fifo(), "{name} is no longer the FIFO"),
+            _ => assert!(t.is_symlink(), "{name} ({what:?}) was replaced"),
+        }
+    }
+
+    /// Runs `cmd` (in the project) and fails the test when it takes more
+    /// than [`HANG`] (the process is killed first).
+    fn timed(&self, mut cmd: std::process::Command, what: &str) -> common::Run {
+        cmd.current_dir(&self.root)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        let mut child = cmd.spawn().unwrap();
+        let mut out = child.stdout.take().unwrap();
+        let mut err = child.stderr.take().unwrap();
+        let out = std::thread::spawn(move || {
+            let mut s = String::new();
+            let _ = out.read_to_string(&mut s);
+            s
+        });
+        let err = std::thread::spawn(move || {
+            let mut s = String::new();
+            let _ = err.read_to_string(&mut s);
+            s
+        });
+        let start = Instant::now();
+        let status = loop {
+            if let Some(status) = child.try_wait().unwrap() {
+                break status;
+            }
+            if start.elapsed() > HANG {
+                let _ = child.kill();
+                let _ = child.wait();
+                panic!("{what} hung: killed after {HANG:?}");
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        };
+        let r = common::Run {
+            code: status.code().unwrap_or(-1),
+            stdout: out.join().unwrap(),
+            stderr: err.join().unwrap(),
+        };
+        assert!(
+            !r.stdout.contains(SECRET) && !r.stderr.contains(SECRET),
+            "{what} showed the file outside: {}{}",
+            r.stdout,
+            r.stderr
+        );
+        r
+    }
+
+    /// `wo args` with the config `cfg`, under the timeout.
+    fn wo(&self, cfg: &Path, args: &[&str]) -> common::Run {
+        let mut cmd = self.p.cmd(args);
+        cmd.env("WO_CONFIG", cfg);
+        self.timed(cmd, &format!("wo {args:?}"))
+    }
+
+    /// `wo ask` (a provider on loopback answering "Paris."): the answer is
+    /// shown and saved however the files beside `llm.json` are.
+    fn ask(&self, cfg: &Path) -> common::Run {
+        let before = self.state_messages();
+        let r = self.wo(cfg, &["ask", "--provider", "test", "Capital of France?"]);
+        assert_eq!(r.code, 0, "wo ask: {}", r.stderr);
+        assert!(r.stdout.contains("Paris."), "{}", r.stdout);
+        assert_eq!(self.state_messages(), before + 2, "the turn is saved");
+        r
+    }
+
+    fn state_messages(&self) -> usize {
+        let bytes = std::fs::read(self.root.join("llm.json")).unwrap();
+        wo_format::parse(&bytes).unwrap().messages().len()
+    }
+
+    /// A config whose provider `test` answers every request with "Paris."
+    /// (the interpreter's call too: it then fails, in the background).
+    fn answering_config(&self) -> PathBuf {
+        let answer = {
+            let chunk = json!({"choices": [{"index": 0, "delta": {"content": "Paris."}, "finish_reason": null}]});
+            let end = json!({"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]});
+            format!(
+                "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n\r\ndata: {chunk}\n\ndata: {end}\n\ndata: [DONE]\n\n"
+            )
+        };
+        let port = common::connection_server(move |mut stream| {
+            if common::read_request(&stream).is_some() {
+                let _ = stream.write_all(answer.as_bytes());
+            }
+        });
+        self.p.openai_config(port)
+    }
+}
+
+/// The memory queue (`.llm.json.memory-jobs`) and its two locks: whatever
+/// is planted there, `wo memory status` answers at once with one note
+/// naming it, `wo ask` answers and saves the turn and says in one note that
+/// the exchange was not queued, `wo memory run` and `wo memory cancel` fail
+/// naming it; nothing is followed, created or changed outside, nothing
+/// planted is replaced.
+#[test]
+fn the_memory_queue_and_its_locks_are_never_followed_nor_waited_on() {
+    for name in [
+        ".llm.json.memory-jobs",
+        ".llm.json.memory-jobs.lock",
+        ".llm.json.memory-run.lock",
+    ] {
+        for what in PLANTS {
+            let h = Hostile::new();
+            let cfg = h.answering_config();
+            h.plant(name, what);
+            let says = [name, what.words()];
+
+            let r = h.wo(&cfg, &["memory", "status"]);
+            assert_eq!(r.code, 0, "{name} {what:?}: {}", r.stderr);
+            r.says(&says);
+            r.says(&["note: memory:"]);
+            assert_eq!(r.stderr.matches(name).count(), 1, "{}", r.stderr);
+
+            let r = h.ask(&cfg);
+            r.says(&says);
+            r.says(&["cannot queue the exchange"]);
+            assert!(!r.stderr.contains("interpreting in the background"));
+
+            let r = h.wo(&cfg, &["memory", "run"]);
+            assert_ne!(r.code, 0, "{name} {what:?}: {}", r.stdout);
+            r.says(&says);
+            let r = h.wo(&cfg, &["memory", "cancel"]);
+            if name == ".llm.json.memory-jobs" {
+                assert_ne!(r.code, 0, "{name} {what:?}: {}", r.stdout);
+                r.says(&says);
+            } else {
+                assert_eq!(r.code, 0, "{name} {what:?}: {}", r.stderr);
+            }
+
+            h.still_planted(name, what);
+            h.outside_untouched();
+        }
+    }
+}
+
+/// The recall sidecar (`.llm.json.recall`): a cache, so `wo ask` recalls
+/// without it and says once that it neither follows nor replaces it.
+#[test]
+fn the_recall_sidecar_is_never_followed_nor_replaced() {
+    let name = ".llm.json.recall";
+    for what in PLANTS {
+        let h = Hostile::new();
+        let cfg = h.answering_config();
+        h.plant(name, what);
+        let r = h.ask(&cfg);
+        r.says(&[name, what.words(), "recalls without this cache"]);
+        assert_eq!(r.stderr.matches(name).count(), 1, "{}", r.stderr);
+        h.still_planted(name, what);
+        h.outside_untouched();
+    }
+}
+
+/// This machine's record of the current conversation (under
+/// `$XDG_STATE_HOME`) replaced by a link or a FIFO: `wo ask` still
+/// answers at once, reading nothing through it.
+#[test]
+fn the_current_conversation_record_is_read_only_from_a_regular_file() {
+    for what in PLANTS {
+        let h = Hostile::new();
+        let cfg = h.answering_config();
+        h.ask(&cfg);
+        let dir = h.p.state_home.path().join("wikioracle/conversations");
+        let record = std::fs::read_dir(&dir)
+            .unwrap()
+            .next()
+            .expect("wo ask records the current conversation")
+            .unwrap()
+            .path();
+        std::fs::remove_file(&record).unwrap();
+        h.plant_at(&record, what);
+        h.ask(&cfg);
+        h.outside_untouched();
+    }
+}
+
+/// Heavy (the embedding model): the embeddings sidecar (`.llm.json.embed`)
+/// and the lock of `wo context embed` (`.llm.json.embed.lock`). `wo context
+/// embed`, whose one job is to write them, fails naming the file; `wo ask`
+/// answers and says once that the sidecar is left alone.
+#[test]
+fn the_embeddings_sidecar_and_its_lock_are_never_followed_nor_replaced() {
+    use wo_testkit::{Need, heavy};
+    if !heavy(&[Need::EmbeddingModel]) {
+        return;
+    }
+    let model = wo_testkit::embedding_model_path();
+    for name in [".llm.json.embed", ".llm.json.embed.lock"] {
+        for what in PLANTS {
+            let h = Hostile::new();
+            let cfg = h.answering_config();
+            h.plant(name, what);
+            let with_model = |args: &[&str]| {
+                let mut cmd = h.p.cmd(args);
+                cmd.env("WO_CONFIG", &cfg).env("WO_EMBEDDING_MODEL", &model);
+                h.timed(cmd, &format!("wo {args:?}"))
+            };
+            let r = with_model(&["context", "embed"]);
+            assert_ne!(r.code, 0, "{name} {what:?}: {}", r.stderr);
+            r.says(&[name, what.words()]);
+            if name == ".llm.json.embed" {
+                let before = h.state_messages();
+                let r = with_model(&["ask", "--provider", "test", "Capital of France?"]);
+                assert_eq!(r.code, 0, "{}", r.stderr);
+                assert_eq!(h.state_messages(), before + 2);
+                r.says(&[name, what.words(), "recalls without this cache"]);
+            }
+            h.still_planted(name, what);
+            h.outside_untouched();
+        }
+    }
 }

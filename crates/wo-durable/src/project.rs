@@ -10,7 +10,12 @@
 //! with `O_NONBLOCK`, so a FIFO cannot block the open, then checked by
 //! `fstat`), reads stop at a size cap, and a path that climbs out of the
 //! root (`..`, absolute) is refused. A refusal is an error naming the path
-//! and why; nothing is ever followed.
+//! and why; nothing is ever followed. The same holds for wo's own files
+//! beside the state file (the memory queue and its locks, the recall and
+//! embeddings sidecars): locks are opened by [`open_lock_file`], and a file
+//! about to be replaced by a rename is first checked by
+//! [`check_regular_or_missing`], so that a link or a FIFO put there is reported,
+//! never silently swapped for a file.
 
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, Read};
@@ -168,21 +173,7 @@ pub fn open_project_file(root: &Path, rel: &Path, max_bytes: u64) -> io::Result<
 pub fn read_project_file(root: &Path, rel: &Path, max_bytes: u64) -> io::Result<Vec<u8>> {
     let file = open_project_file(root, rel, max_bytes)?;
     let size = file.metadata().map_or(0, |m| m.len());
-    let mut bytes = Vec::with_capacity(usize::try_from(size).unwrap_or(0).saturating_add(1));
-    let path = root.join(rel);
-    file.take(max_bytes.saturating_add(1))
-        .read_to_end(&mut bytes)
-        .map_err(|e| with_path(&path, e))?;
-    if bytes.len() as u64 > max_bytes {
-        return Err(refused(
-            path,
-            Refusal::TooLarge {
-                size: bytes.len() as u64,
-                limit: max_bytes,
-            },
-        ));
-    }
-    Ok(bytes)
+    read_capped(file, &root.join(rel), size, max_bytes)
 }
 
 /// [`read_project_file`] as UTF-8 text; `InvalidData` naming the path when
@@ -221,6 +212,97 @@ pub fn open_regular_for_append(path: &Path) -> io::Result<File> {
         return Err(refused(path.to_path_buf(), Refusal::NotRegular));
     }
     Ok(file)
+}
+
+/// Opens the existing regular file at `path` (its folder trusted, as in
+/// [`read_regular_file`]) for reading, with no size cap: for a lock file
+/// that is only locked, never read whole. Never created.
+pub fn open_regular_file(path: &Path) -> io::Result<File> {
+    let (root, name) = split(path)?;
+    open_project_file(&root, Path::new(name), u64::MAX)
+}
+
+/// Opens the lock file at `path` (its folder trusted, as in
+/// [`read_regular_file`]) for reading and writing, creating it (mode 0600)
+/// when missing: never through a link (a dangling one would create its
+/// target, anywhere), never waiting on a FIFO, nothing but a regular file.
+/// The caller locks it.
+pub fn open_lock_file(path: &Path) -> io::Result<File> {
+    let file = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .mode(0o600)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_CLOEXEC)
+        .open(path)
+        .map_err(|e| match e.raw_os_error() {
+            Some(libc::ELOOP) => refused(path.to_path_buf(), Refusal::Symlink),
+            // A FIFO with no reader, opened for writing without blocking.
+            Some(libc::ENXIO) => refused(path.to_path_buf(), Refusal::NotRegular),
+            _ => with_path(path, e),
+        })?;
+    if !file.metadata().map_err(|e| with_path(path, e))?.is_file() {
+        return Err(refused(path.to_path_buf(), Refusal::NotRegular));
+    }
+    Ok(file)
+}
+
+/// Refuses the file at `path` when something that is not a regular file is
+/// there (a link, a FIFO, a device, a folder), without opening it: for a
+/// file about to be replaced by a rename (a cache, a queue), which would
+/// otherwise silently put a file in place of what the person put there.
+/// A missing file is fine.
+pub fn check_regular_or_missing(path: &Path) -> io::Result<()> {
+    match fs::symlink_metadata(path) {
+        Ok(m) if m.file_type().is_symlink() => Err(refused(path.to_path_buf(), Refusal::Symlink)),
+        Ok(m) if !m.is_file() => Err(refused(path.to_path_buf(), Refusal::NotRegular)),
+        Ok(_) => Ok(()),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
+        Err(e) => Err(with_path(path, e)),
+    }
+}
+
+/// The bytes of the file at `path`, following links (for a walk the person
+/// asked to follow them), but still only a regular file (opened without
+/// blocking, so a FIFO is refused at once) and at most `max_bytes`.
+pub fn read_regular_file_following_links(path: &Path, max_bytes: u64) -> io::Result<Vec<u8>> {
+    let file = OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK | libc::O_CLOEXEC)
+        .open(path)
+        .map_err(|e| with_path(path, e))?;
+    let meta = file.metadata().map_err(|e| with_path(path, e))?;
+    if !meta.is_file() {
+        return Err(refused(path.to_path_buf(), Refusal::NotRegular));
+    }
+    read_capped(file, path, meta.len(), max_bytes)
+}
+
+fn read_capped(file: File, path: &Path, size: u64, max_bytes: u64) -> io::Result<Vec<u8>> {
+    if size > max_bytes {
+        return Err(refused(
+            path.to_path_buf(),
+            Refusal::TooLarge {
+                size,
+                limit: max_bytes,
+            },
+        ));
+    }
+    let mut bytes = Vec::with_capacity(usize::try_from(size).unwrap_or(0).saturating_add(1));
+    file.take(max_bytes.saturating_add(1))
+        .read_to_end(&mut bytes)
+        .map_err(|e| with_path(path, e))?;
+    if bytes.len() as u64 > max_bytes {
+        return Err(refused(
+            path.to_path_buf(),
+            Refusal::TooLarge {
+                size: bytes.len() as u64,
+                limit: max_bytes,
+            },
+        ));
+    }
+    Ok(bytes)
 }
 
 /// [`read_project_string`] for a path given whole (see [`read_regular_file`]).
@@ -439,5 +521,111 @@ mod tests {
         let e = ensure_project_dir(&root, Path::new("file/x")).unwrap_err();
         assert_eq!(why(&e), Refusal::NotADirectory);
         check_no_links(&root, Path::new(".wo-pack/missing/deeper")).unwrap();
+    }
+
+    fn mkfifo(path: &Path) {
+        let c = std::ffi::CString::new(path.as_os_str().as_encoded_bytes()).unwrap();
+        // SAFETY: a valid NUL-terminated path.
+        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+    }
+
+    #[test]
+    fn a_lock_file_is_made_private_and_only_ever_a_regular_file() {
+        use std::os::unix::fs::PermissionsExt;
+        let (_d, root, outside) = project();
+        let lock = root.join(".llm.json.memory-jobs.lock");
+        let f = open_lock_file(&lock).unwrap();
+        f.try_lock().unwrap();
+        let mode = fs::metadata(&lock).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o600);
+        // Opened again (an existing lock), and found held.
+        let again = open_lock_file(&lock).unwrap();
+        assert!(again.try_lock().is_err());
+        drop(f);
+        assert!(open_regular_file(&lock).unwrap().try_lock().is_ok());
+
+        let start = Instant::now();
+        // A dangling link: its target is never created.
+        let dangling = root.join("dangling.lock");
+        symlink(outside.join("made-by-wo"), &dangling).unwrap();
+        let e = open_lock_file(&dangling).unwrap_err();
+        assert_eq!(why(&e), Refusal::Symlink);
+        assert!(
+            e.to_string().contains("dangling.lock: is a symbolic link"),
+            "{e}"
+        );
+        assert!(!outside.join("made-by-wo").exists());
+        // A link to a real file: never opened, its bytes unchanged.
+        let linked = root.join("linked.lock");
+        symlink(outside.join("secret"), &linked).unwrap();
+        assert_eq!(why(&open_lock_file(&linked).unwrap_err()), Refusal::Symlink);
+        assert_eq!(
+            why(&open_regular_file(&linked).unwrap_err()),
+            Refusal::Symlink
+        );
+        // A link to a device, a FIFO (no reader: the open must not wait).
+        let zero = root.join("zero.lock");
+        symlink("/dev/zero", &zero).unwrap();
+        assert_eq!(why(&open_lock_file(&zero).unwrap_err()), Refusal::Symlink);
+        let fifo = root.join("fifo.lock");
+        mkfifo(&fifo);
+        assert_eq!(
+            why(&open_lock_file(&fifo).unwrap_err()),
+            Refusal::NotRegular
+        );
+        assert_eq!(
+            why(&open_regular_file(&fifo).unwrap_err()),
+            Refusal::NotRegular
+        );
+        // A folder.
+        fs::create_dir(root.join("dir.lock")).unwrap();
+        assert!(open_lock_file(&root.join("dir.lock")).is_err());
+        assert!(start.elapsed() < Duration::from_secs(5));
+        assert_eq!(fs::read(outside.join("secret")).unwrap(), b"the secret");
+        let e = open_regular_file(&root.join("missing.lock")).unwrap_err();
+        assert_eq!(e.kind(), io::ErrorKind::NotFound);
+        assert!(!root.join("missing.lock").exists());
+    }
+
+    #[test]
+    fn only_a_regular_file_or_nothing_may_be_replaced() {
+        let (_d, root, outside) = project();
+        check_regular_or_missing(&root.join("missing")).unwrap();
+        fs::write(root.join("cache"), b"x").unwrap();
+        check_regular_or_missing(&root.join("cache")).unwrap();
+        symlink(outside.join("secret"), root.join("linked")).unwrap();
+        symlink(outside.join("nothing"), root.join("dangling")).unwrap();
+        symlink("/dev/zero", root.join("zero")).unwrap();
+        for name in ["linked", "dangling", "zero"] {
+            let e = check_regular_or_missing(&root.join(name)).unwrap_err();
+            assert_eq!(why(&e), Refusal::Symlink, "{name}");
+            assert!(e.to_string().contains(name), "{e}");
+        }
+        mkfifo(&root.join("fifo"));
+        fs::create_dir(root.join("dir")).unwrap();
+        for name in ["fifo", "dir"] {
+            let e = check_regular_or_missing(&root.join(name)).unwrap_err();
+            assert_eq!(why(&e), Refusal::NotRegular, "{name}");
+        }
+    }
+
+    #[test]
+    fn following_links_still_reads_only_a_regular_file_within_the_cap() {
+        let (_d, root, outside) = project();
+        symlink(outside.join("secret"), root.join("linked")).unwrap();
+        assert_eq!(
+            read_regular_file_following_links(&root.join("linked"), 100).unwrap(),
+            b"the secret"
+        );
+        let e = read_regular_file_following_links(&root.join("linked"), 3).unwrap_err();
+        assert_eq!(why(&e), Refusal::TooLarge { size: 10, limit: 3 });
+        let start = Instant::now();
+        symlink("/dev/zero", root.join("zero")).unwrap();
+        let e = read_regular_file_following_links(&root.join("zero"), u64::MAX).unwrap_err();
+        assert_eq!(why(&e), Refusal::NotRegular);
+        mkfifo(&root.join("fifo"));
+        let e = read_regular_file_following_links(&root.join("fifo"), 10).unwrap_err();
+        assert_eq!(why(&e), Refusal::NotRegular);
+        assert!(start.elapsed() < Duration::from_secs(5));
     }
 }

@@ -12,8 +12,14 @@
 //! written atomically. A runner gives up its lock while holding the queue's,
 //! after finding nothing pending: a job queued at that moment is seen either
 //! by the runner leaving or by the next one started for it.
+//!
+//! The three files are opened through `wo_durable::project`: a link, a FIFO
+//! or a device at one of their names (a project folder may come from
+//! anywhere) is never followed, read, waited on or replaced; the queue
+//! reads as empty, a change to it fails naming the file and why, and
+//! [`Queue::refused_files`] lists them for a face to say so.
 
-use std::fs::{File, OpenOptions};
+use std::fs::File;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
@@ -21,11 +27,15 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 use wo_format::Timestamp;
 use wo_providers::Provider;
+use wo_store::durable::project;
 
 use crate::memory::{Exchange, InterpretError, RememberError, remember};
 
 /// Finished jobs kept for `wo memory status`; older ones are dropped.
 const KEEP_FINISHED: usize = 50;
+/// The most the queue file is read: far more jobs than ever wait (finished
+/// ones are pruned to [`KEEP_FINISHED`]); a larger file is not one wo wrote.
+const MAX_QUEUE_BYTES: u64 = 64 << 20;
 /// How often a running job checks whether it was cancelled.
 const CANCEL_POLL: Duration = Duration::from_millis(200);
 
@@ -140,14 +150,10 @@ fn io_err(path: &Path, e: std::io::Error) -> std::io::Error {
     std::io::Error::new(e.kind(), format!("{}: {e}", path.display()))
 }
 
+/// A lock beside the state file, created when missing (0600), never
+/// through a link, never waiting on a FIFO (see `project::open_lock_file`).
 fn open_lock(path: &Path) -> std::io::Result<File> {
-    OpenOptions::new()
-        .create(true)
-        .truncate(false)
-        .read(true)
-        .write(true)
-        .open(path)
-        .map_err(|e| io_err(path, e))
+    project::open_lock_file(path)
 }
 
 /// The queue of one state file; every change is made under its lock.
@@ -171,12 +177,47 @@ impl Queue {
     /// The jobs, oldest first. A missing file is an empty queue; a damaged
     /// one (not written by wo) reads as empty and is replaced by the next
     /// change — it is a work list, never the only copy of anything.
+    /// A queue file that is a link or not a regular file reads as empty
+    /// too, and is never read ([`Queue::refused_files`] says why).
     pub fn jobs(&self) -> Vec<Job> {
-        std::fs::read(&self.path)
-            .ok()
-            .and_then(|b| serde_json::from_slice::<QueueFile>(&b).ok())
-            .map(|q| q.jobs)
-            .unwrap_or_default()
+        self.read_jobs().unwrap_or_default()
+    }
+
+    /// [`Queue::jobs`], or why the queue file cannot be read (a link, a FIFO,
+    /// a device, too large: never followed nor waited on, never replaced).
+    fn read_jobs(&self) -> std::io::Result<Vec<Job>> {
+        match project::read_regular_file(&self.path, MAX_QUEUE_BYTES) {
+            Ok(bytes) => Ok(serde_json::from_slice::<QueueFile>(&bytes)
+                .map(|q| q.jobs)
+                .unwrap_or_default()),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Vec::new()),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// The queue's files (the queue, its lock, the runner's lock) that are
+    /// there but are not regular files — a symbolic link, a FIFO, a device —
+    /// each as one line naming the file and why. wo leaves them as they are
+    /// and queues nothing while one is there.
+    pub fn refused_files(&self) -> Vec<String> {
+        [&self.path, &self.lock, &self.run_lock]
+            .into_iter()
+            .filter_map(|p| project::check_regular_or_missing(p).err())
+            .map(|e| {
+                let Some(refused) = project::refusal(&e) else {
+                    return e.to_string();
+                };
+                let what = match &refused.why {
+                    project::Refusal::Symlink => "is a symbolic link".to_owned(),
+                    why => why.to_string(),
+                };
+                format!(
+                    "{}: {what}; wo neither follows nor replaces it, and queues nothing for \
+                     the interpreter while it is there (moved aside, a new one is made)",
+                    refused.path.display()
+                )
+            })
+            .collect()
     }
 
     /// Runs `change` on the jobs under the queue's lock and writes them back
@@ -184,7 +225,7 @@ impl Queue {
     fn update<T>(&self, change: impl FnOnce(&mut Vec<Job>) -> (T, bool)) -> std::io::Result<T> {
         let lock = open_lock(&self.lock)?;
         lock.lock().map_err(|e| io_err(&self.lock, e))?;
-        let mut jobs = self.jobs();
+        let mut jobs = self.read_jobs()?;
         let (out, changed) = change(&mut jobs);
         if changed {
             prune(&mut jobs);
@@ -198,6 +239,8 @@ impl Queue {
     /// Queues `job` (an exchange already queued and not finished is not
     /// queued twice).
     pub fn push(&self, job: Job) -> std::io::Result<()> {
+        // A runner could never take it: its lock cannot be opened.
+        project::check_regular_or_missing(&self.run_lock)?;
         self.update(|jobs| {
             let queued = jobs.iter().any(|j| {
                 j.exchange == job.exchange
@@ -214,7 +257,8 @@ impl Queue {
     /// with `None`): a pending one at once, a running one as soon as its
     /// runner sees the request. Returns the exchanges cancelled.
     pub fn cancel(&self, prefix: Option<&str>) -> std::io::Result<Vec<String>> {
-        if !self.path.exists() {
+        // Not `exists()`: a link (dangling or not) is refused by `update`.
+        if self.path.symlink_metadata().is_err() {
             return Ok(Vec::new());
         }
         self.update(|jobs| {
@@ -246,7 +290,7 @@ impl Queue {
     /// command reports each failure once.
     pub fn take_unreported_failures(&self) -> std::io::Result<Vec<Job>> {
         // Most turns have no queue: nothing is created for them.
-        if !self.path.exists() {
+        if self.path.symlink_metadata().is_err() {
             return Ok(Vec::new());
         }
         self.update(|jobs| {
@@ -264,8 +308,9 @@ impl Queue {
 
     /// Whether a runner holds the queue now.
     pub fn runner_active(&self) -> bool {
-        // Opened, never created: a file that never had a runner has none.
-        let Ok(f) = File::open(&self.run_lock) else {
+        // Opened, never created: a file that never had a runner has none
+        // (nor has one whose lock is a link or a FIFO: none could start).
+        let Ok(f) = project::open_regular_file(&self.run_lock) else {
             return false;
         };
         match f.try_lock() {
@@ -559,5 +604,84 @@ pub fn plain_interpret_reason(e: &InterpretError) -> String {
              too many for the interpreter's model ({window}-token window); \
              a model with a larger window (context_window in its provider's settings) can take it"
         ),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::symlink;
+    use std::time::Instant;
+
+    fn job() -> Job {
+        let exchange = Exchange {
+            question_id: "q1".into(),
+            answer_id: "a1".into(),
+        };
+        Job::new(&exchange, "test")
+    }
+
+    fn mkfifo(path: &Path) {
+        let ok = std::process::Command::new("mkfifo")
+            .arg(path)
+            .status()
+            .unwrap();
+        assert!(ok.success());
+    }
+
+    #[test]
+    fn a_link_or_fifo_at_a_queue_file_is_refused_never_followed_nor_replaced() {
+        let dir = tempfile::tempdir().unwrap();
+        let project = dir.path().join("project");
+        let outside = dir.path().join("outside");
+        std::fs::create_dir_all(&project).unwrap();
+        std::fs::create_dir_all(&outside).unwrap();
+        let state = project.join("llm.json");
+        let start = Instant::now();
+        for (i, name) in [
+            ".llm.json.memory-jobs",
+            ".llm.json.memory-jobs.lock",
+            ".llm.json.memory-run.lock",
+        ]
+        .into_iter()
+        .enumerate()
+        {
+            for plant in 0..3 {
+                let at = project.join(name);
+                let target = outside.join(format!("made-{i}-{plant}"));
+                match plant {
+                    0 => symlink("/dev/zero", &at).unwrap(),
+                    1 => symlink(&target, &at).unwrap(),
+                    _ => mkfifo(&at),
+                }
+                let queue = Queue::of(&state);
+                assert!(queue.jobs().is_empty());
+                assert!(!queue.runner_active());
+                let e = queue.push(job()).unwrap_err();
+                assert!(e.to_string().contains(name), "{e}");
+                let refused = queue.refused_files();
+                assert_eq!(refused.len(), 1, "{refused:?}");
+                assert!(refused[0].contains(name), "{refused:?}");
+                if name.ends_with("run.lock") {
+                    let e = queue.start_runner().err().expect("no runner through it");
+                    assert!(e.to_string().contains(name), "{e}");
+                }
+                assert!(!target.exists(), "{name}: created through the link");
+                assert!(std::fs::symlink_metadata(&at).is_ok());
+                std::fs::remove_file(&at).unwrap();
+                // Gone, the queue works again.
+                queue.push(job()).unwrap();
+                assert_eq!(queue.jobs().len(), 1);
+                for name in [
+                    ".llm.json.memory-jobs",
+                    ".llm.json.memory-jobs.lock",
+                    ".llm.json.memory-run.lock",
+                ] {
+                    let _ = std::fs::remove_file(project.join(name));
+                }
+            }
+        }
+        assert!(start.elapsed() < std::time::Duration::from_secs(10));
+        assert_eq!(std::fs::read_dir(&outside).unwrap().count(), 0);
     }
 }

@@ -220,7 +220,8 @@ fn read(bytes: Vec<u8>, state: &State) -> Result<Option<(Postings, usize)>, Stri
 /// check included), or when more than [`REWRITE_AFTER`]
 /// messages were added to what the file covered. Returns whether it wrote.
 /// The caller may ignore a failure (a read-only directory): the next run
-/// rebuilds.
+/// rebuilds. A sidecar that is a link or not a regular file is never
+/// replaced: the error says so ([`refused_note`]).
 pub fn save(
     path: &Path,
     index: &mut RecallIndex,
@@ -244,6 +245,31 @@ pub fn save(
     }
     write(path, index.postings(), state.messages())?;
     Ok(true)
+}
+
+/// When `result` (of a sidecar's [`save`] or of the embeddings sidecar's
+/// `persist`) failed because the file is a link or not a regular file,
+/// the one line a face shows: the path, why, and that recall works without
+/// it. `None` for anything else (a read-only folder is only a cache miss).
+pub fn refused_note<T>(result: &std::io::Result<T>) -> Option<String> {
+    use wo_store::durable::project::{Refusal, refusal};
+    let refused = refusal(result.as_ref().err()?)?;
+    let what = match &refused.why {
+        Refusal::Symlink => "is a symbolic link".to_owned(),
+        why => why.to_string(),
+    };
+    Some(format!(
+        "{}: {what}; wo neither follows nor replaces it and recalls without this cache \
+         (moved aside, it is rebuilt)",
+        refused.path.display()
+    ))
+}
+
+/// [`refused_note`] for the sidecar at `path` as it is now (checked without
+/// opening it): for a long-running face (`wo serve`, `wo chat`) to say once,
+/// when it opens the sidecar, that it will not be used.
+pub fn refused_sidecar(path: &Path) -> Option<String> {
+    refused_note(&wo_store::durable::project::check_regular_or_missing(path))
 }
 
 /// Removes the sidecar temp files ([`TEMP_PATTERN`]) beside the sidecar at
@@ -300,8 +326,13 @@ fn write(path: &Path, postings: &Postings, messages: &[Message]) -> std::io::Res
 /// new temp file beside it (created exclusively, 0600, named `.recall-*.tmp`
 /// so that `remove_stale_temps` and the `.gitignore` pattern cover every
 /// sidecar), then a rename, so a reader sees the old file or the new one
-/// whole. The recall and embeddings sidecars share it.
+/// whole. The recall and embeddings sidecars share it. Something at `path`
+/// that is not a regular file (a link, a FIFO: a project folder may come
+/// from anywhere) is refused, naming the path and why, and left as it is:
+/// the rename would not write through it, but would silently replace what
+/// the person put there.
 pub(crate) fn write_checked(path: &Path, mut out: Vec<u8>) -> std::io::Result<()> {
+    wo_store::durable::project::check_regular_or_missing(path)?;
     let sum = crc32fast::hash(&out);
     out.extend_from_slice(&sum.to_le_bytes());
     let dir = match path.parent() {
@@ -315,4 +346,47 @@ pub(crate) fn write_checked(path: &Path, mut out: Vec<u8>) -> std::io::Result<()
     tmp.write_all(&out)?;
     tmp.persist(path).map_err(|e| e.error)?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::symlink;
+
+    /// A link or a FIFO at the sidecar's name: read as missing (rebuilt from
+    /// the transcript), never replaced by `save`, and the note names it.
+    #[test]
+    fn a_sidecar_that_is_a_link_or_fifo_is_rebuilt_in_memory_and_left_alone() {
+        let dir = tempfile::tempdir().unwrap();
+        let outside = dir.path().join("secret");
+        std::fs::write(&outside, b"outside").unwrap();
+        let state = State::new(wo_format::Timestamp::from_unix(1_800_000_000));
+        let path = sidecar_path(&dir.path().join("llm.json"));
+        for plant in 0..3 {
+            match plant {
+                0 => symlink("/dev/zero", &path).unwrap(),
+                1 => symlink(&outside, &path).unwrap(),
+                _ => {
+                    let ok = std::process::Command::new("mkfifo")
+                        .arg(&path)
+                        .status()
+                        .unwrap();
+                    assert!(ok.success());
+                }
+            }
+            let (mut index, loaded) = load(&path, &state);
+            assert!(matches!(loaded, Loaded::Rebuilt(Rebuilt::Unreadable(_))));
+            let saved = save(&path, &mut index, &state, &loaded);
+            let note = refused_note(&saved).expect("a refusal");
+            assert!(note.contains(".llm.json.recall"), "{note}");
+            assert_eq!(refused_sidecar(&path), Some(note));
+            assert!(!std::fs::symlink_metadata(&path).unwrap().is_file());
+            std::fs::remove_file(&path).unwrap();
+        }
+        assert_eq!(std::fs::read(&outside).unwrap(), b"outside");
+        // A read-only folder or any other failure is no refusal: no note.
+        let other: std::io::Result<bool> = Err(std::io::ErrorKind::PermissionDenied.into());
+        assert_eq!(refused_note(&other), None);
+        assert_eq!(refused_sidecar(&path), None);
+    }
 }

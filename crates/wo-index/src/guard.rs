@@ -117,3 +117,80 @@ pub(crate) fn read_project(root: &Path, rel: &Path, max_bytes: u64) -> std::io::
 pub(crate) fn read_project(_: &Path, _: &Path, _: u64) -> std::io::Result<Vec<u8>> {
     Err(unsupported())
 }
+
+/// The bytes of a file the walk found at `root/rel` (`abs`): by the time it
+/// is read it may have been swapped for a link, a FIFO or a device, so it is
+/// read through `wo_durable::project` like any project file — no link
+/// followed on the way (unless the person asked to follow them: then still
+/// only a regular file), never waiting on a FIFO, at most `max_bytes`.
+#[cfg(not(target_arch = "wasm32"))]
+pub(crate) fn read_walked(
+    root: &Path,
+    rel: &str,
+    abs: &Path,
+    follow_links: bool,
+    max_bytes: u64,
+) -> std::io::Result<Vec<u8>> {
+    if follow_links {
+        wo_durable::project::read_regular_file_following_links(abs, max_bytes)
+    } else {
+        wo_durable::project::read_project_file(root, Path::new(rel), max_bytes)
+    }
+}
+
+#[cfg(target_arch = "wasm32")]
+pub(crate) fn read_walked(
+    _: &Path,
+    _: &str,
+    _: &Path,
+    _: bool,
+    _: u64,
+) -> std::io::Result<Vec<u8>> {
+    Err(unsupported())
+}
+
+#[cfg(all(test, not(target_arch = "wasm32")))]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::symlink;
+    use std::time::{Duration, Instant};
+
+    /// A file the walk found, swapped for a FIFO or a link before it is
+    /// read: refused at once, nothing read through it.
+    #[test]
+    fn a_walked_file_swapped_for_a_fifo_or_a_link_is_refused_at_once() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().join("project");
+        std::fs::create_dir_all(root.join("docs")).unwrap();
+        let secret = dir.path().join("secret");
+        std::fs::write(&secret, "outside").unwrap();
+        std::fs::write(root.join("docs/a.md"), "# A").unwrap();
+        let fifo = root.join("docs/fifo.md");
+        assert!(
+            std::process::Command::new("mkfifo")
+                .arg(&fifo)
+                .status()
+                .unwrap()
+                .success()
+        );
+        symlink("/dev/zero", root.join("docs/zero.md")).unwrap();
+        symlink(&secret, root.join("docs/linked.md")).unwrap();
+        let read =
+            |rel: &str, follow: bool| read_walked(&root, rel, &root.join(rel), follow, 1 << 20);
+
+        let start = Instant::now();
+        assert_eq!(read("docs/a.md", false).unwrap(), b"# A");
+        for follow in [false, true] {
+            assert!(read("docs/fifo.md", follow).is_err());
+            assert!(read("docs/zero.md", follow).is_err());
+        }
+        let e = read("docs/linked.md", false).unwrap_err();
+        assert!(e.to_string().contains("is a symbolic link"), "{e}");
+        // The person asked to follow links: a regular file behind one is read.
+        assert_eq!(read("docs/linked.md", true).unwrap(), b"outside");
+        // Grown past the cap since the walk: refused, not read whole.
+        std::fs::write(root.join("docs/big.md"), vec![b'x'; 2 << 20]).unwrap();
+        assert!(read("docs/big.md", false).is_err());
+        assert!(start.elapsed() < Duration::from_secs(5));
+    }
+}

@@ -204,7 +204,17 @@ pub fn index_directory(
         path: None,
     });
     let (candidates, warnings) = walk(root, opts);
-    let read = |cand: &Candidate| std::fs::read(&cand.abs).ok().map(Cow::Owned);
+    let read = |cand: &Candidate| {
+        crate::guard::read_walked(
+            root,
+            &cand.rel,
+            &cand.abs,
+            opts.follow_symlinks,
+            opts.max_file_bytes,
+        )
+        .ok()
+        .map(Cow::Owned)
+    };
     let built = build(
         candidates,
         warnings,

@@ -577,7 +577,11 @@ impl Local {
             eprintln!("wo serve: note: {note}");
         }
         let sidecar = wo_engine::embed_file::sidecar_path(state);
-        let (live, _) = wo_engine::setup::LiveEmbeddings::open(embedder?, sidecar);
+        let embedder = embedder?;
+        if let Some(note) = wo_engine::recall_file::refused_sidecar(&sidecar) {
+            eprintln!("wo serve: note: {note}");
+        }
+        let (live, _) = wo_engine::setup::LiveEmbeddings::open(embedder, sidecar);
         Some(Arc::new(live))
     }
 

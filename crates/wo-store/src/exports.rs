@@ -3,8 +3,9 @@
 //! (product §3 "Startup").
 
 use std::collections::BTreeMap;
-use std::fs::{self, File};
+use std::fs;
 use std::io::Read;
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering as AtomicOrdering};
 use std::sync::mpsc;
@@ -149,7 +150,23 @@ fn read_limited(path: &Path, opts: &OpenOptions, bytes: &mut Vec<u8>) -> Result<
             path: path.to_path_buf(),
         });
     }
-    let file = File::open(path).map_err(read_err)?;
+    // Checked again on the file opened: what was a regular file a moment
+    // ago may be a link or a FIFO now (never followed, never waited on).
+    let no_follow = if opts.allow_symlink {
+        0
+    } else {
+        libc::O_NOFOLLOW
+    };
+    let file = fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(no_follow | libc::O_NONBLOCK | libc::O_CLOEXEC)
+        .open(path)
+        .map_err(|e| match e.raw_os_error() {
+            Some(libc::ELOOP) if !opts.allow_symlink => StoreError::Symlink {
+                path: path.to_path_buf(),
+            },
+            _ => read_err(e),
+        })?;
     let meta = file.metadata().map_err(read_err)?;
     if !meta.is_file() {
         return Err(StoreError::NotAFile {

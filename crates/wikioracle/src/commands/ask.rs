@@ -168,8 +168,11 @@ pub fn run(g: &GlobalOpts, mut args: AskArgs) -> Result<ExitCode> {
         .await
     });
     // A cache: a failure to write it (a read-only directory) only means the
-    // next run rebuilds it.
-    let _ = wo_engine::recall_file::save(&sidecar, &mut recall, store.state(), &loaded);
+    // next run rebuilds it; a link or a FIFO at its name is said once.
+    let saved = wo_engine::recall_file::save(&sidecar, &mut recall, store.state(), &loaded);
+    if let Some(note) = wo_engine::recall_file::refused_note(&saved) {
+        eoutln!("note: {note}");
+    }
     if let Some(dense) = dense {
         super::dense::finish(g, dense, store.state(), store.path());
     }

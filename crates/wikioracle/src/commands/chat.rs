@@ -255,8 +255,12 @@ pub fn run(g: &GlobalOpts, mut args: ChatArgs) -> Result<ExitCode> {
         }
         let _ = editor.save_history(h);
     }
-    // A cache: failing to write it only means the next run rebuilds it.
-    let _ = wo_engine::recall_file::save(&sidecar, &mut recall, store.state(), &loaded);
+    // A cache: failing to write it only means the next run rebuilds it; a
+    // link or a FIFO at its name is said once.
+    let saved = wo_engine::recall_file::save(&sidecar, &mut recall, store.state(), &loaded);
+    if let Some(note) = wo_engine::recall_file::refused_note(&saved) {
+        eoutln!("note: {note}");
+    }
     dense.finish(g, store.state(), store.path());
     Ok(ExitCode::SUCCESS)
 }

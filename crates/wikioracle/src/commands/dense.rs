@@ -102,6 +102,12 @@ pub fn finish(
         mut dense,
         prepared,
     } = ready;
+    // A link or a FIFO at its name: said once, and no background run
+    // started that could only fail on it.
+    if let Some(note) = wo_engine::recall_file::refused_sidecar(&sidecar) {
+        eoutln!("note: {note}");
+        return;
+    }
     let few = wo_engine::embed_file::persist_few(
         &mut dense,
         &sidecar,
@@ -113,6 +119,10 @@ pub fn finish(
         // Too many to embed here: what was read is kept (nothing new to
         // write) and the rest handed over.
         let _ = super::session::spawn_detached(g, state_path, &["context", "embed", "--quiet"]);
+    }
+    if let Some(note) = wo_engine::recall_file::refused_note(&few) {
+        // Put there since the check above.
+        eoutln!("note: {note}");
     }
 }
 
@@ -130,12 +140,11 @@ pub fn embed_all(
     };
     let sidecar = wo_engine::embed_file::sidecar_path(state_path);
     let lock_path = wo_engine::embed_file::lock_path(state_path);
-    let lock = std::fs::OpenOptions::new()
-        .create(true)
-        .truncate(false)
-        .write(true)
-        .open(&lock_path)
-        .with_context(|| format!("cannot open {}", lock_path.display()))?;
+    // Never through a link planted at its name (a dangling one would create
+    // a file anywhere), never waiting on a FIFO there.
+    let lock = wo_store::durable::project::open_lock_file(&lock_path)
+        // The error names the file.
+        .context("cannot open the embedding lock")?;
     if lock.try_lock().is_err() {
         if !quiet {
             eoutln!(
@@ -150,7 +159,16 @@ pub fn embed_all(
         wo_engine::embed_file::prepare(embedder, &sidecar, &[], Some(started));
     let missing = dense.store.missing(state.messages()).len();
     wo_engine::embed_file::persist(&mut dense, &sidecar, state.messages(), &prepared, None)
-        .with_context(|| format!("cannot write {}", sidecar.display()))?;
+        .map_err(|e| {
+            // A refusal names the file and why; any other error gets its name.
+            let named = wo_store::durable::project::refusal(&e).is_some();
+            let e = anyhow::Error::new(e);
+            if named {
+                e
+            } else {
+                e.context(format!("cannot write {}", sidecar.display()))
+            }
+        })?;
     if !quiet {
         eoutln!(
             "embedded {missing} messages in {:.1} s ({} vectors in {})",
@@ -179,6 +197,9 @@ pub fn session(state_path: &std::path::Path) -> Session {
     let sidecar = wo_engine::embed_file::sidecar_path(state_path);
     let opening = std::thread::spawn(move || {
         let embedder = embedder(Note::Always)?;
+        if let Some(note) = wo_engine::recall_file::refused_sidecar(&sidecar) {
+            eoutln!("note: {note}");
+        }
         let (live, _) = wo_engine::setup::LiveEmbeddings::open(embedder, sidecar);
         Some(Arc::new(live))
     });

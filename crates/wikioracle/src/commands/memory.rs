@@ -338,6 +338,9 @@ fn status(g: &GlobalOpts, json: bool) -> Result<ExitCode> {
     let queue = Queue::of(&path);
     let jobs = queue.jobs();
     let active = queue.runner_active();
+    for refused in queue.refused_files() {
+        eoutln!("note: memory: {refused}");
+    }
     let cfg = wo_providers::Config::load()?;
     let interpreter = super::session::interpreter_state(&cfg, None);
     // A job left running with no runner alive was interrupted; the next

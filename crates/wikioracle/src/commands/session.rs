@@ -435,7 +435,9 @@ fn current_file(state_file: &Path) -> Option<std::path::PathBuf> {
 
 /// The root id of the conversation this machine last asked in, if recorded.
 fn read_current(state_file: &Path) -> Option<String> {
-    let text = std::fs::read_to_string(current_file(state_file)?).ok()?;
+    // A regular file of one id, never through a link nor from a FIFO; a
+    // larger file is not one wo wrote.
+    let text = wo_durable::project::read_regular_string(&current_file(state_file)?, 4096).ok()?;
     let id = text.trim();
     (!id.is_empty()).then(|| id.to_owned())
 }
