@@ -854,7 +854,10 @@ async fn turn_steps(
     // (a local server is often started with a window far smaller than the
     // provider's setting assumes; nothing was streamed yet).
     let mut fitted_to_window = None;
-    let mut window = req.context_window;
+    let mut window = req
+        .said_windows
+        .as_ref()
+        .and_then(|w| w.get(provider.name()));
     let (assembled, streamed) = loop {
         let assembled = assemble_turn(state, provider.clone(), req.clone(), window).await?;
         sink.event(TurnEvent::Assembled(&assembled));
@@ -893,6 +896,9 @@ async fn turn_steps(
             }) if fitted_to_window.is_none() && said < current => {
                 fitted_to_window = Some(said);
                 window = Some(said);
+                if let Some(kept) = &req.said_windows {
+                    kept.set(provider.name(), said);
+                }
             }
             // Said too long for the window it has: that is the error.
             Some(too_long) => return Err(too_long.into()),

@@ -973,12 +973,30 @@ fn a_server_holding_fewer_tokens_than_the_setting_gets_a_prompt_fitted_to_what_i
         );
         assert_eq!(s.commits.load(Ordering::SeqCst), 1);
 
-        // The next turn, told the window, fits at once.
-        let mut req = request("and the glaze?");
-        req.context_window = outcome.fitted_to_window;
+        // With the windows kept (a server, a chat session), the next turn
+        // is fitted from the start: one request.
+        let kept = Arc::new(wo_engine::request::SaidWindows::default());
+        // A long question after the long conversation: too long unfitted.
+        let long = format!("and the glaze? {}", "it crawled on the shelf. ".repeat(160));
+        let mut req = request(&long);
+        req.parent = Some(outcome.assistant_id.clone());
+        req.said_windows = Some(kept.clone());
         let (result, _) = run(s.backend(false), provider.clone(), req, Cancel::new());
-        assert_eq!(result.unwrap().fitted_to_window, None);
-        assert_eq!(provider.sent.lock().unwrap().len(), 3, "one request");
+        let outcome = result.unwrap();
+        assert_eq!(outcome.fitted_to_window, Some(2048), "learned");
+        assert_eq!(kept.get("small"), Some(2048));
+        assert_eq!(provider.sent.lock().unwrap().len(), 4);
+        let long = format!("and the clay? {}", "it cracked on the shelf. ".repeat(160));
+        let mut req = request(&long);
+        req.parent = Some(outcome.assistant_id.clone());
+        req.said_windows = Some(kept.clone());
+        let (result, _) = run(s.backend(false), provider.clone(), req, Cancel::new());
+        assert_eq!(
+            result.unwrap().fitted_to_window,
+            None,
+            "fitted from the start"
+        );
+        assert_eq!(provider.sent.lock().unwrap().len(), 5, "one request");
     }
 }
 

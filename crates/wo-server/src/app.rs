@@ -123,6 +123,9 @@ pub struct App {
     foreground: Arc<wo_engine::priority::Foreground>,
     /// The loaded directory index and the `index.json` stamp it was read at.
     index_cache: Mutex<Option<(IndexStamp, Arc<wo_index::Index>)>>,
+    /// Windows the providers' servers have said they hold, smaller than
+    /// their settings: every later turn is fitted to them from the start.
+    pub said_windows: Arc<wo_engine::request::SaidWindows>,
 }
 
 /// Size and modification time of `index.json`: `wo index` rewrites the
@@ -157,6 +160,7 @@ impl App {
             providers: Mutex::new(HashMap::new()),
             foreground: wo_engine::priority::Foreground::new(),
             index_cache: Mutex::new(None),
+            said_windows: Arc::default(),
         }
     }
 

@@ -115,6 +115,7 @@ pub async fn set_up_local(
     keep_partial: bool,
 ) -> Result<TurnRequest, ApiError> {
     let memory = app.memory_step(provider, app.project_dir()).await;
+    req.said_windows = Some(app.said_windows.clone());
     let app = app.clone();
     tokio::task::spawn_blocking(move || {
         let index = if req.no_rag {
@@ -145,6 +146,7 @@ pub async fn set_up_stateless(
     req: &mut TurnRequest,
     client_chunks: Vec<wo_engine::assemble::ChunkCandidate>,
 ) {
+    req.said_windows = Some(app.said_windows.clone());
     TurnSetup {
         index: None,
         client_chunks,

@@ -1847,3 +1847,41 @@ async fn the_next_answer_never_waits_for_the_interpreter_on_a_one_at_a_time_mode
         "one call stopped and made again, one for the second"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_holding_fewer_tokens_than_assumed_is_fitted_to_once_and_then_from_the_start() {
+    // The provider's setting says 128,000 tokens; its server holds 1,024
+    // and says so when refusing (llama.cpp's wording). Its answers are
+    // long, so a follow-up with the turn before it no longer fits.
+    let answer = "The kiln should cool slowly with the lid closed overnight. ".repeat(80);
+    let s = serve(
+        Script {
+            holds: Some(1024),
+            ..Script::says(&answer)
+        },
+        false,
+    )
+    .await;
+    let requests = || s.upstream.requests.load(Ordering::SeqCst);
+    let evs = chat(&s, json!({"message": "How should a kiln cool?"})).await;
+    let mut parent = done(&evs)["assistant_message_id"].clone();
+    assert_eq!(requests(), 1, "fits");
+
+    // Refused with the window, fitted to it, answered: two requests.
+    let evs = chat(&s, json!({"message": "And the glaze?", "parent": parent})).await;
+    parent = done(&evs)["assistant_message_id"].clone();
+    assert_eq!(requests(), 3);
+
+    // The server keeps the window: the next follow-up is fitted at once.
+    let evs = chat(&s, json!({"message": "And the clay?", "parent": parent})).await;
+    done(&evs);
+    assert_eq!(requests(), 4, "one request");
+    let last = s.upstream.bodies.lock().unwrap().last().unwrap().clone();
+    let sent: usize = last["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["content"].as_str().unwrap().len())
+        .sum();
+    assert!(sent / 4 + 512 <= 1024, "fitted: {sent} characters");
+}

@@ -63,9 +63,9 @@ pub fn run(g: &GlobalOpts, mut args: ChatArgs) -> Result<ExitCode> {
         None => {}
     }
     let mut last: Option<(TurnOutcome, Assembled)> = None;
-    // The model's window once its server has said it is smaller than the
-    // provider's setting: later turns are fitted to it from the start.
-    let mut window: Option<usize> = None;
+    // Windows servers say they hold (smaller than their settings): later
+    // turns are fitted to them from the start.
+    let said_windows = std::sync::Arc::new(wo_engine::request::SaidWindows::default());
     loop {
         let prompt = match read_entry(&mut editor) {
             Ok(Some(p)) => p,
@@ -152,7 +152,7 @@ pub fn run(g: &GlobalOpts, mut args: ChatArgs) -> Result<ExitCode> {
                 None
             }
         };
-        req.context_window = window;
+        req.said_windows = Some(said_windows.clone());
         set_up(&mut req, index.as_ref(), dense.dense());
         // Queued after the answer is saved, for a background process.
         let memory = super::session::memory_step(&cfg, &provider, store.path());
@@ -230,7 +230,6 @@ pub fn run(g: &GlobalOpts, mut args: ChatArgs) -> Result<ExitCode> {
                     outcome.fitted_to_window,
                 ) {
                     eoutln!("{note}");
-                    window = outcome.fitted_to_window;
                 }
                 // The next turn follows this answer on the same branch.
                 place = Placement {

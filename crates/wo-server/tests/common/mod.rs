@@ -38,6 +38,9 @@ pub struct Script {
     /// interpreter's wait is then sent as SSE comments, so a client gone
     /// is seen within 50 ms).
     pub one_at_a_time: bool,
+    /// The window the upstream holds, in tokens (4 characters each): a
+    /// request asking more is refused as llama.cpp's server refuses it.
+    pub holds: Option<usize>,
 }
 
 impl Script {
@@ -51,6 +54,7 @@ impl Script {
             memory_delay: Duration::ZERO,
             first_answer: None,
             one_at_a_time: false,
+            holds: None,
         }
     }
 
@@ -107,6 +111,16 @@ pub async fn upstream(script: Script) -> Upstream {
                 } else {
                     0
                 };
+                if let Some(holds) = script.holds {
+                    let asked = asked_tokens(&body);
+                    if asked > holds {
+                        return Response::builder()
+                            .status(400)
+                            .header("content-type", "application/json")
+                            .body(Body::from(serde_json::json!({"error": {"code": 400, "message": "the request exceeds the available context size, try increasing it", "type": "exceed_context_size_error", "n_prompt_tokens": asked, "n_ctx": holds}}).to_string()))
+                            .unwrap();
+                    }
+                }
                 if let Some(status) = script.fail_status {
                     return Response::builder()
                         .status(status)
@@ -172,6 +186,21 @@ pub async fn upstream(script: Script) -> Upstream {
         requests,
         bodies,
     }
+}
+
+/// What a request asks of a window: its messages at 4 characters a token,
+/// and the answer's `max_tokens` (512 when it names none).
+fn asked_tokens(body: &[u8]) -> usize {
+    let v: serde_json::Value = serde_json::from_slice(body).unwrap_or_default();
+    let prompt: usize = v["messages"]
+        .as_array()
+        .map(|m| {
+            m.iter()
+                .map(|m| m["content"].as_str().unwrap_or("").len() / 4 + 8)
+                .sum()
+        })
+        .unwrap_or(0);
+    prompt + v["max_tokens"].as_u64().unwrap_or(512) as usize
 }
 
 /// A config whose default provider `fake` is the upstream.
