@@ -1090,6 +1090,10 @@ fn git_merges_llm_json_with_the_merge_driver() {
             ".llm.json.recall",
             ".llm.json.embed",
             ".llm.json.embed.lock",
+            "llm.json.lock",
+            ".llm.json.memory-jobs",
+            ".llm.json.memory-jobs.lock",
+            ".llm.json.memory-run.lock",
             ".recall-*.tmp"
         ]
     );
@@ -1097,10 +1101,14 @@ fn git_merges_llm_json_with_the_merge_driver() {
     std::fs::write(repo.join(".llm.json.embed"), b"cache").unwrap();
     std::fs::write(repo.join(".llm.json.embed.lock"), b"").unwrap();
     std::fs::write(repo.join(".recall-x1.tmp"), b"cache").unwrap();
+    std::fs::write(repo.join(".llm.json.memory-jobs"), b"{\"jobs\":[]}").unwrap();
+    std::fs::write(repo.join(".llm.json.memory-run.lock"), b"").unwrap();
     g(&["add", "."]);
     let tracked = g(&["ls-files"]).stdout;
     assert!(!tracked.contains("recall"), "{tracked}");
     assert!(!tracked.contains("embed"), "{tracked}");
+    assert!(!tracked.contains("memory-"), "{tracked}");
+    assert!(!tracked.contains("llm.json.lock"), "{tracked}");
     g(&["commit", "-q", "-m", "base"]);
     // Two machines each add messages on their own branch.
     g(&["checkout", "-q", "-b", "laptop"]);

@@ -174,6 +174,13 @@ impl Queue {
         }
     }
 
+    /// The files the queue keeps beside the state file: the queue itself
+    /// and its two locks (never committed: they describe this machine's
+    /// work in progress).
+    pub fn files(&self) -> [&Path; 3] {
+        [&self.path, &self.lock, &self.run_lock]
+    }
+
     /// The jobs, oldest first. A missing file is an empty queue; a damaged
     /// one (not written by wo) reads as empty and is replaced by the next
     /// change — it is a work list, never the only copy of anything.

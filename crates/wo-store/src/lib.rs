@@ -26,4 +26,5 @@ pub use durable::{backup_invalid, write_atomic};
 pub use group::GroupCommit;
 pub use store::{
     LOCK_TIMEOUT_ENV, Limits, MAX_MESSAGE_BYTES_ENV, OpenOptions, SaveOutcome, Store, StoreError,
+    lock_path_for,
 };

@@ -1461,7 +1461,10 @@ fn resolve_allowed_symlink(path: &Path, opts: &OpenOptions) -> Result<PathBuf, S
     }
 }
 
-fn lock_path_for(path: &Path) -> PathBuf {
+/// The lock file of the state file at `path` (`llm.json.lock`): the
+/// writers' lock and the record of the last version written, local to the
+/// machine (never committed).
+pub fn lock_path_for(path: &Path) -> PathBuf {
     let mut name = path.file_name().unwrap_or_default().to_os_string();
     name.push(".lock");
     durable::parent_dir(path).join(name)

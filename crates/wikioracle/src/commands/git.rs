@@ -132,11 +132,19 @@ pub fn git_setup(g: &GlobalOpts) -> Result<ExitCode> {
     // (`wo_engine::recall_file`), rebuilt whenever it is missing: never
     // committed, nor its temp files.
     // So are the embeddings sidecar (`wo_engine::embed_file`) and the lock
-    // of the process filling it.
+    // of the process filling it, the state file's own lock (the writers'
+    // lock and the record of the version this machine last wrote), and the
+    // memory interpreter's queue and its locks (this machine's work).
+    let queue = wo_engine::memory_jobs::Queue::of(&state);
+    let [jobs, jobs_lock, run_lock] = queue.files();
     for sidecar in [
         wo_engine::recall_file::sidecar_path(&state),
         wo_engine::embed_file::sidecar_path(&state),
         wo_engine::embed_file::lock_path(&state),
+        wo_store::lock_path_for(&state),
+        jobs.to_path_buf(),
+        jobs_lock.to_path_buf(),
+        run_lock.to_path_buf(),
     ] {
         if let Some(sidecar) = sidecar.file_name().and_then(|n| n.to_str()) {
             ensure_line(&top.join(".gitignore"), sidecar)?;
