@@ -996,21 +996,27 @@ async fn dropping_the_stream_closes_the_connection_and_cancel_interrupts_retries
 /// server writes it to a request that does not stream.
 const LLAMA_CPP_PYTHON_TOO_LONG: &str = r#"{"error":{"message":"This model's maximum context length is 2048 tokens. However, you requested 2351 tokens (2331 in the messages, 20 in the completion). Please reduce the length of the messages or completion.","type":"invalid_request_error","param":"messages","code":"context_length_exceeded"}}"#;
 
-#[tokio::test]
-async fn a_stream_closed_unanswered_for_a_prompt_too_long_says_so_and_names_the_window() {
-    // llama-cpp-python answers a streamed request whose prompt exceeds its
-    // window with a 200 and no body at all; asked without streaming, it
-    // says why.
-    // Asked twice (an empty answer may be a hiccup), not four times.
-    let mut script: Vec<Reply> = (0..2).map(|_| sse(&[], End::Clean)).collect();
-    script.push(Reply::json(400, LLAMA_CPP_PYTHON_TOO_LONG));
+/// What the OpenAI provider returns, before any answer, against `script`;
+/// and the server, to read what it was asked.
+async fn refused_by(script: Vec<Reply>) -> (ProviderError, FakeServer) {
     let srv = FakeServer::start(script).await;
     let p = provider(Kind::OpenAi, &srv.url, fast());
     let e = p
         .stream(request(), CancellationToken::new())
         .await
         .err()
-        .expect("a refused prompt is an error");
+        .expect("an error before any answer");
+    (e, srv)
+}
+
+#[tokio::test]
+async fn a_stream_closed_unanswered_for_a_prompt_too_long_says_so_and_names_the_window() {
+    // llama-cpp-python answers a streamed request whose prompt exceeds its
+    // window with a 200 and no body at all, asked twice (an empty answer
+    // may be a hiccup) not four times; asked without streaming, it says why.
+    let mut script: Vec<Reply> = (0..2).map(|_| sse(&[], End::Clean)).collect();
+    script.push(Reply::json(400, LLAMA_CPP_PYTHON_TOO_LONG));
+    let (e, srv) = refused_by(script).await;
     let ProviderError::TooLong { window, .. } = &e else {
         panic!("not TooLong: {e}");
     };
@@ -1019,7 +1025,7 @@ async fn a_stream_closed_unanswered_for_a_prompt_too_long_says_so_and_names_the_
     let text = e.to_string();
     assert!(text.contains("context_window = 2048"), "{text}");
     assert!(text.contains("[providers.openai-test]"), "{text}");
-    assert_clean_message(&e, p.name());
+    assert_clean_message(&e, "openai-test");
     let reqs = srv.requests();
     assert_eq!(reqs.len(), 3);
     let probe = reqs[2].json();
@@ -1029,20 +1035,15 @@ async fn a_stream_closed_unanswered_for_a_prompt_too_long_says_so_and_names_the_
     assert!(probe.get("response_format").is_none(), "{probe}");
     assert_eq!(probe["messages"], reqs[0].json()["messages"]);
 
-    // The same check finding another answer: the dropped stream stands.
-    let mut script: Vec<Reply> = (0..3).map(|_| sse(&[], End::Clean)).collect();
+    // The same check answered: the dropped stream stands.
+    let mut script: Vec<Reply> = (0..2).map(|_| sse(&[], End::Clean)).collect();
     script.push(Reply::json(
         200,
         r#"{"choices":[{"message":{"content":"P"}}]}"#,
     ));
-    let srv = FakeServer::start(script).await;
-    let p = provider(Kind::OpenAi, &srv.url, fast());
-    let e = p
-        .stream(request(), CancellationToken::new())
-        .await
-        .err()
-        .expect("an empty stream is an error");
+    let (e, srv) = refused_by(script).await;
     assert_eq!(e.kind(), ErrorKind::ConnectionDropped, "{e}");
+    assert_eq!(srv.requests().len(), 3);
 }
 
 #[tokio::test]
@@ -1066,13 +1067,7 @@ async fn a_refusal_as_too_long_names_the_window_for_every_server_wording() {
         ),
     ];
     for (body, want) in cases {
-        let srv = FakeServer::start(vec![Reply::json(400, body)]).await;
-        let p = provider(Kind::OpenAi, &srv.url, fast());
-        let e = p
-            .stream(request(), CancellationToken::new())
-            .await
-            .err()
-            .unwrap();
+        let (e, srv) = refused_by(vec![Reply::json(400, body)]).await;
         match &e {
             ProviderError::TooLong { window, .. } => assert_eq!(*window, want, "{body}"),
             other => panic!("not TooLong for {body}: {other}"),
@@ -1081,12 +1076,6 @@ async fn a_refusal_as_too_long_names_the_window_for_every_server_wording() {
     }
     // Another refusal stays a bad request.
     let body = error_body(Kind::OpenAi, "invalid_request_error", "unknown model");
-    let srv = FakeServer::start(vec![Reply::json(400, &body)]).await;
-    let p = provider(Kind::OpenAi, &srv.url, fast());
-    let e = p
-        .stream(request(), CancellationToken::new())
-        .await
-        .err()
-        .unwrap();
+    let (e, _) = refused_by(vec![Reply::json(400, &body)]).await;
     assert!(matches!(e, ProviderError::BadRequest { .. }), "{e}");
 }

@@ -76,9 +76,13 @@ async fn read_body_within(
     limit: usize,
     deadline: Duration,
 ) -> Result<Bytes, ApiError> {
-    match tokio::time::timeout(deadline, axum::body::to_bytes(body, limit)).await {
-        Ok(Ok(bytes)) => Ok(bytes),
-        Ok(Err(_)) => Err(ApiError::too_large(limit)),
+    match tokio::time::timeout(deadline, read_within_limit(body, limit)).await {
+        Ok(Read::Whole(bytes)) => Ok(bytes),
+        Ok(Read::Over(rest)) => {
+            linger(rest).await;
+            Err(ApiError::too_large(limit))
+        }
+        Ok(Read::Failed) => Err(ApiError::too_large(limit)),
         Err(_) => Err(ApiError::new(
             StatusCode::REQUEST_TIMEOUT,
             "timeout",
@@ -88,4 +92,54 @@ async fn read_body_within(
             ),
         )),
     }
+}
+
+/// How much of a body past its limit is still read (and dropped) before the
+/// refusal is sent, and for how long at most: a client still sending it
+/// when the connection closed with unread bytes would get a reset instead
+/// of the 413 (TCP discards what it had not read yet).
+const LINGER_BYTES: usize = 1 << 20;
+const LINGER_TIME: Duration = Duration::from_secs(3);
+
+/// A body read up to its limit.
+enum Read {
+    Whole(Bytes),
+    /// Past the limit: the rest, unread.
+    Over(axum::body::Body),
+    /// The connection failed while it was read.
+    Failed,
+}
+
+async fn read_within_limit(mut body: axum::body::Body, limit: usize) -> Read {
+    use http_body_util::BodyExt;
+    let mut bytes = Vec::new();
+    while let Some(frame) = body.frame().await {
+        let Ok(frame) = frame else {
+            return Read::Failed;
+        };
+        let Ok(data) = frame.into_data() else {
+            continue;
+        };
+        if bytes.len() + data.len() > limit {
+            return Read::Over(body);
+        }
+        bytes.extend_from_slice(&data);
+    }
+    Read::Whole(Bytes::from(bytes))
+}
+
+/// Reads and drops what is left of a refused body, up to [`LINGER_BYTES`]
+/// and [`LINGER_TIME`].
+async fn linger(mut rest: axum::body::Body) {
+    use http_body_util::BodyExt;
+    let drain = async {
+        let mut dropped = 0usize;
+        while dropped < LINGER_BYTES {
+            match rest.frame().await {
+                Some(Ok(frame)) => dropped += frame.data_ref().map_or(0, |d| d.len()),
+                _ => break,
+            }
+        }
+    };
+    let _ = tokio::time::timeout(LINGER_TIME, drain).await;
 }

@@ -805,3 +805,37 @@ async fn the_pwa_files_are_served_typed_under_the_csp() {
         assert_eq!(r.status(), StatusCode::METHOD_NOT_ALLOWED);
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_body_refused_past_its_limit_still_gets_its_413_when_the_rest_comes_late() {
+    // A client that sends past the limit, pauses, then sends the rest,
+    // and only then reads: the server must have read (and dropped) that
+    // rest, or its close turns the 413 into a reset the client never
+    // reads past.
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let s = seeded().await;
+    let before = s.state_bytes();
+    let mut tcp = tokio::net::TcpStream::connect(s.addr).await.unwrap();
+    let head = format!(
+        "POST /api/chat HTTP/1.1\r\nHost: 127.0.0.1:{}\r\nAuthorization: Bearer {}\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n",
+        s.addr.port(),
+        TOKEN
+    );
+    tcp.write_all(head.as_bytes()).await.unwrap();
+    let chunk = |n: usize| format!("{n:x}\r\n{}\r\n", "y".repeat(n));
+    tcp.write_all(chunk(70 << 10).as_bytes()).await.unwrap();
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    for _ in 0..16 {
+        tcp.write_all(chunk(1024).as_bytes()).await.unwrap();
+    }
+    tcp.write_all(b"0\r\n\r\n").await.unwrap();
+    let mut answer = vec![0u8; 4096];
+    let n = tokio::time::timeout(std::time::Duration::from_secs(10), tcp.read(&mut answer))
+        .await
+        .expect("an answer")
+        .expect("the 413, not a reset");
+    let text = String::from_utf8_lossy(&answer[..n]);
+    assert!(text.starts_with("HTTP/1.1 413"), "{text}");
+    assert!(text.contains("payload_too_large"), "{text}");
+    assert_eq!(s.state_bytes(), before);
+}

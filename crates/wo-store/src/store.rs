@@ -1382,19 +1382,11 @@ impl Store {
             path: self.path.clone(),
             lock: self.lock_path.clone(),
         };
-        let file = match fs::OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create(true)
-            .truncate(false)
-            .mode(0o600)
-            // Never follow a link planted at the lock's name (it would make
-            // us write into its target); never block on a FIFO there.
-            .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_CLOEXEC)
-            .open(&self.lock_path)
-        {
+        // Never a link planted at the lock's name (it would make us write
+        // into its target), never waiting on a FIFO there.
+        let file = match durable::project::open_lock_file(&self.lock_path) {
             Ok(f) => f,
-            Err(e) if e.raw_os_error() == Some(libc::ELOOP) => return Err(bad_lock()),
+            Err(e) if durable::project::refusal(&e).is_some() => return Err(bad_lock()),
             Err(source) => {
                 return Err(StoreError::Write {
                     path: self.lock_path.clone(),
@@ -1402,9 +1394,6 @@ impl Store {
                 });
             }
         };
-        if !file.metadata().is_ok_and(|m| m.is_file()) {
-            return Err(bad_lock());
-        }
         let timeout = self.opts.effective_lock_timeout();
         let start = Instant::now();
         let mut pause = Duration::from_millis(1);
