@@ -249,19 +249,30 @@ impl LineEnd {
 /// token, the end or a failure; stopping twice is harmless.
 pub struct Spinner {
     bar: indicatif::ProgressBar,
+    provider: String,
 }
 
 impl Spinner {
     /// A spinner naming `provider`, not yet drawn.
     pub fn new(provider: &str) -> Self {
         let bar = indicatif::ProgressBar::new_spinner();
-        bar.set_message(format!("waiting for {}…", term(provider)));
-        Spinner { bar }
+        if let Ok(style) = indicatif::ProgressStyle::with_template("{spinner} {msg} {elapsed}") {
+            bar.set_style(style);
+        }
+        let provider = term(provider).into_owned();
+        bar.set_message(format!("waiting for {provider}…"));
+        Spinner { bar, provider }
     }
 
-    /// Starts drawing (every 100 ms).
-    pub fn start(&self) {
+    /// Starts drawing (every 100 ms), saying how long the prompt sent is:
+    /// a model reads all of it before its first word, which is most of the
+    /// wait on a small machine.
+    pub fn start(&self, prompt_tokens: usize) {
         if !self.bar.is_finished() {
+            self.bar.set_message(format!(
+                "waiting for {} (reading a {prompt_tokens}-token prompt)…",
+                self.provider
+            ));
             self.bar
                 .enable_steady_tick(std::time::Duration::from_millis(100));
         }

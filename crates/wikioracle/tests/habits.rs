@@ -563,9 +563,10 @@ fn a_terminal_gets_markdown_and_a_spinner_a_pipe_gets_plain_text() {
         "code on a terminal: {tty:?}"
     );
     assert!(
-        tty.contains("waiting for test"),
-        "a spinner until the first token: {tty:?}"
+        tty.contains("waiting for test (reading a "),
+        "a spinner until the first token, saying what the model reads: {tty:?}"
     );
+    assert!(tty.contains("-token prompt)…"), "{tty:?}");
     // Piped: the answer exactly as the model wrote it, no escapes, no spinner.
     let r = run(wo(&p, &cfg, &["ask", "capital?"]));
     ok(&r);

@@ -130,7 +130,7 @@ pub fn run(g: &GlobalOpts, mut args: AskArgs) -> Result<ExitCode> {
                         eout!("{}", render_context(state, a));
                         eoutln!("── answer ──");
                     }
-                    spinner.start();
+                    spinner.start(a.tokens);
                 }
                 TurnEvent::Delta(text) => {
                     spinner.stop();

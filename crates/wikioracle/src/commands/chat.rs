@@ -176,8 +176,8 @@ pub fn run(g: &GlobalOpts, mut args: ChatArgs) -> Result<ExitCode> {
                 cancel.clone(),
                 FnSink::new(|e| match e {
                     TurnEvent::Assembled(a) => {
+                        spinner.start(a.tokens);
                         assembled = Some(a.clone());
-                        spinner.start();
                     }
                     TurnEvent::Delta(t) => {
                         spinner.stop();
