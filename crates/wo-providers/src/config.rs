@@ -70,7 +70,15 @@ pub const DEFAULT_PROVIDER: &str = "local";
 
 /// Why memory's interpreter is off by default with the built-in offline
 /// model, and the lines that turn it on anyway.
-pub const SMALL_MODEL_INTERPRETER_NOTE: &str = "memory: the interpreter is off with the built-in offline model (SmolLM2-135M): measured, it does not produce usable memory operations. Entries you add with `wo memory add` are used as before. To turn it on anyway, add to config.toml:\n  [interpreter]\n  mode = \"after\"";
+pub const SMALL_MODEL_INTERPRETER_NOTE: &str = "memory: the interpreter is off with the built-in offline model (SmolLM2-135M): measured, it does not produce usable memory operations. Entries you add with `wo memory add` are used as before. To turn it on anyway, add to config.toml:\n  [interpreter]\n  mode = \"after\"\n  [providers.local]\n  kind = \"local\"\n  context_window = 8192";
+
+/// The context window the built-in offline model is given unless
+/// `context_window` says otherwise: measured here, it reads about 100
+/// prompt tokens a second on two cores (264 for a short prompt), so its
+/// whole 8,192-token training context would keep a long conversation's
+/// first word waiting a minute or more; 2,048 (llama.cpp's own server
+/// default) bounds that wait at ~15 s on such a machine.
+pub const BUILTIN_MODEL_WINDOW: usize = 2048;
 /// Base URL for `openai` entries without one, as OpenAI's clients read it.
 pub const OPENAI_BASE_URL: &str = "OPENAI_BASE_URL";
 /// Base URL for `anthropic` entries without one, as Anthropic's clients read it.
@@ -635,6 +643,17 @@ impl Config {
         }
     }
 
+    /// The context window of provider `name` (configured as `p`): its
+    /// `context_window`, else [`BUILTIN_MODEL_WINDOW`] for the built-in
+    /// offline model, else what its kind usually has (for `local`, the
+    /// model file's training context when it is read).
+    pub fn context_window_of(&self, name: &str, p: &ProviderConfig) -> Option<usize> {
+        p.context_window.or_else(|| {
+            self.is_builtin_small_model(name)
+                .then_some(BUILTIN_MODEL_WINDOW)
+        })
+    }
+
     /// Whether the configured provider `name` runs the built-in offline
     /// model (the `local` kind with [`DEFAULT_MODEL_FILE`]).
     pub fn is_builtin_small_model(&self, name: &str) -> bool {
@@ -852,8 +871,8 @@ fn info(cfg: &Config, name: &str, p: &ProviderConfig) -> ProviderInfo {
         model_path: (p.kind == ProviderKind::Local)
             .then(|| cfg.local_model_path(p))
             .flatten(),
-        context_window: p
-            .context_window
+        context_window: cfg
+            .context_window_of(name, p)
             .unwrap_or_else(|| p.kind.default_context_window()),
         key: cfg.key_for(name, p).1,
         is_default: name == cfg.default_provider(),
@@ -979,7 +998,7 @@ fn build_local(
         name: name.to_owned(),
         model_path: path,
         model_name: model,
-        context_window: p.context_window,
+        context_window: cfg.context_window_of(name, p),
         threads: None,
         limits: cfg.limits_for(p),
     };
@@ -1164,6 +1183,42 @@ model_path = "models/a.gguf"
         let local = rows.iter().find(|r| r.name == "local").unwrap();
         assert_eq!(local.model, "SmolLM2-135M-Instruct.Q4_1");
         assert!(build("nope", &cfg).is_err());
+    }
+
+    #[test]
+    fn the_built_in_model_gets_a_smaller_window_unless_configured() {
+        let cfg = Config::builtin(env());
+        let local = |cfg: &Config| {
+            let row = list(cfg).into_iter().find(|r| r.name == "local").unwrap();
+            (
+                cfg.context_window_of("local", &cfg.providers["local"]),
+                row.context_window,
+            )
+        };
+        assert_eq!(
+            local(&cfg),
+            (Some(BUILTIN_MODEL_WINDOW), BUILTIN_MODEL_WINDOW),
+            "the built-in model file"
+        );
+        let path = Path::new("/x/config.toml");
+        let set = Config::from_toml(
+            "[providers.local]\nkind = \"local\"\ncontext_window = 8192\n",
+            path,
+            env(),
+        )
+        .unwrap();
+        assert_eq!(local(&set), (Some(8192), 8192), "configured");
+        let other = Config::from_toml(
+            "[providers.local]\nkind = \"local\"\nmodel_path = \"/models/qwen-7b.gguf\"\n",
+            path,
+            env(),
+        )
+        .unwrap();
+        assert_eq!(
+            local(&other).0,
+            None,
+            "another model: its own training context, read from the file"
+        );
     }
 
     #[test]

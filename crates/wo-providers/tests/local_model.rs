@@ -49,7 +49,11 @@ async fn local_model_answers_in_process() {
     let p = provider();
     assert_eq!(p.name(), "local");
     assert_eq!(p.default_model(), "SmolLM2-135M-Instruct.Q4_1");
-    assert_eq!(p.context_window(), 8192, "SmolLM2's training context");
+    assert_eq!(
+        p.context_window(),
+        wo_providers::config::BUILTIN_MODEL_WINDOW,
+        "the built-in model's window unless configured (its training context is 8192)"
+    );
     let n = p.count_tokens("The capital of France is Paris.").unwrap();
     assert!((5..=12).contains(&n), "{n} tokens");
     let reach = p.check().await;

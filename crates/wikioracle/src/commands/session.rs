@@ -231,7 +231,7 @@ pub fn interpreter_state(cfg: &Config, provider: Option<&str>) -> String {
     }
 }
 
-const SMALL_MODEL_OFF: &str = "off with the built-in offline model (SmolLM2-135M does not produce usable memory operations); to turn it on anyway, add `[interpreter]` with `mode = \"after\"` to config.toml";
+const SMALL_MODEL_OFF: &str = "off with the built-in offline model (SmolLM2-135M does not produce usable memory operations); to turn it on anyway, add `[interpreter]` with `mode = \"after\"` to config.toml, and `[providers.local]` with `kind = \"local\"` and `context_window = 8192` (its request is longer than the 2048 tokens it is given by default)";
 
 /// Prints `note` on stderr the first time on this machine (a marker under
 /// `$XDG_STATE_HOME/wikioracle/notices/`); where no marker can be kept, every
