@@ -854,6 +854,7 @@ async fn turn_steps(
     // (a local server is often started with a window far smaller than the
     // provider's setting assumes; nothing was streamed yet).
     let mut fitted_to_window = None;
+    let mut with_room = false;
     let mut window = req
         .said_windows
         .as_ref()
@@ -899,6 +900,16 @@ async fn turn_steps(
                 if let Some(kept) = &req.said_windows {
                     kept.set(provider.name(), said);
                 }
+            }
+            // The window is the one the prompt was fitted to, so the server
+            // counted more tokens than the estimate (4 characters a token
+            // undercounts code and most scripts but Latin): once more,
+            // with a quarter of the window spare.
+            Some(ProviderError::TooLong {
+                window: Some(said), ..
+            }) if !with_room && said >= current => {
+                with_room = true;
+                window = Some(current - current / 4);
             }
             // Said too long for the window it has: that is the error.
             Some(too_long) => return Err(too_long.into()),

@@ -858,6 +858,10 @@ fn an_answer_without_a_record_says_so() {
 struct SmallWindow {
     holds: usize,
     says: bool,
+    /// Its provider's `context_window` setting.
+    setting: usize,
+    /// Tokens the server counts per token of wo's estimate.
+    counts: f64,
     /// Answers nothing even to a prompt that fits.
     mute: bool,
     /// The estimated prompt size of each streamed request.
@@ -865,11 +869,13 @@ struct SmallWindow {
 }
 
 impl SmallWindow {
-    fn tokens(req: &ChatRequest) -> usize {
-        req.messages
+    fn tokens(&self, req: &ChatRequest) -> usize {
+        let estimate: usize = req
+            .messages
             .iter()
             .map(|m| wo_engine::assemble::estimate_tokens(&m.content) + 8)
-            .sum()
+            .sum();
+        (estimate as f64 * self.counts) as usize
     }
     fn refusal(&self) -> ProviderError {
         ProviderError::TooLong {
@@ -893,10 +899,10 @@ impl Provider for SmallWindow {
         "small-model"
     }
     fn context_window(&self) -> usize {
-        8192
+        self.setting
     }
     async fn stream(&self, req: ChatRequest, _: Cancel) -> Result<EventStream, ProviderError> {
-        let tokens = Self::tokens(&req);
+        let tokens = self.tokens(&req);
         self.sent.lock().unwrap().push(tokens);
         let done = Ok(StreamEvent::Done {
             finish_reason: Some("stop".into()),
@@ -911,7 +917,7 @@ impl Provider for SmallWindow {
         }
     }
     async fn window_refusal(&self, req: &ChatRequest, reply: u32) -> Option<ProviderError> {
-        (Self::tokens(req) + reply as usize > self.holds).then(|| self.refusal())
+        (self.tokens(req) + reply as usize > self.holds).then(|| self.refusal())
     }
     async fn check(&self) -> Reachability {
         Reachability::Reachable {
@@ -949,6 +955,8 @@ fn a_server_holding_fewer_tokens_than_the_setting_gets_a_prompt_fitted_to_what_i
             holds: 2048,
             says,
             mute: false,
+            setting: 8192,
+            counts: 1.0,
             sent: Mutex::new(Vec::new()),
         });
         let (result, events) = run(
@@ -1007,6 +1015,8 @@ fn a_question_longer_than_the_window_the_server_says_is_refused_with_the_window_
         holds: 300,
         says: false,
         mute: false,
+        setting: 8192,
+        counts: 1.0,
         sent: Mutex::new(Vec::new()),
     });
     let question = "why does the kiln crack? ".repeat(200);
@@ -1033,6 +1043,8 @@ fn an_empty_answer_the_server_does_not_explain_stays_an_empty_answer() {
         holds: 4096,
         says: false,
         mute: true,
+        setting: 8192,
+        counts: 1.0,
         sent: Mutex::new(Vec::new()),
     });
     let (result, _) = run(
@@ -1043,4 +1055,50 @@ fn an_empty_answer_the_server_does_not_explain_stays_an_empty_answer() {
     );
     assert!(matches!(result, Err(TurnError::EmptyAnswer)), "{result:?}");
     assert_eq!(provider.sent.lock().unwrap().len(), 1);
+}
+
+#[test]
+fn a_server_counting_more_tokens_than_estimated_gets_a_prompt_with_room_to_spare() {
+    // The setting is the server's own window, but the server counts 45 %
+    // more tokens than wo's estimate (code, other scripts): the
+    // prompt fitted to the window is refused, and sent once more with a
+    // quarter of the window spare. No note: the setting is right.
+    let s = Setup::new();
+    {
+        let mut state = s.state.lock().unwrap();
+        for i in 0..8 {
+            let long = format!(
+                "turn {i}: {}",
+                "the kiln cools slowly overnight. ".repeat(60)
+            );
+            let turn = CompletedTurn::new(
+                "ann",
+                format!("question {i}"),
+                long,
+                ("small", "small-model"),
+                (Timestamp::now(), Timestamp::now()),
+            );
+            apply_turn(&mut state, &turn);
+        }
+    }
+    let provider = Arc::new(SmallWindow {
+        holds: 2048,
+        says: true,
+        mute: false,
+        setting: 2048,
+        counts: 1.45,
+        sent: Mutex::new(Vec::new()),
+    });
+    let (result, _) = run(
+        s.backend(false),
+        provider.clone(),
+        request("and how fast should it cool?"),
+        Cancel::new(),
+    );
+    let outcome = result.unwrap();
+    assert_eq!(outcome.answer, "fits");
+    assert_eq!(outcome.fitted_to_window, None, "no smaller window was said");
+    let sent = provider.sent.lock().unwrap().clone();
+    assert_eq!(sent.len(), 2, "{sent:?}");
+    assert!(sent[0] + 512 > 2048 && sent[1] + 512 <= 2048, "{sent:?}");
 }
