@@ -869,6 +869,19 @@ struct SmallWindow {
 }
 
 impl SmallWindow {
+    /// A server holding `holds` tokens behind a setting of 8,192, counting
+    /// as wo estimates.
+    fn new(holds: usize, says: bool) -> Self {
+        SmallWindow {
+            holds,
+            says,
+            mute: false,
+            setting: 8192,
+            counts: 1.0,
+            sent: Mutex::new(Vec::new()),
+        }
+    }
+
     fn tokens(&self, req: &ChatRequest) -> usize {
         let estimate: usize = req
             .messages
@@ -929,36 +942,32 @@ impl Provider for SmallWindow {
     }
 }
 
+/// Eight long exchanges in the fake state: recent turns alone pass 2,048
+/// tokens.
+fn long_conversation(s: &Setup) {
+    let mut state = s.state.lock().unwrap();
+    for i in 0..8 {
+        let long = format!(
+            "turn {i}: {}",
+            "the kiln cools slowly overnight. ".repeat(60)
+        );
+        let turn = CompletedTurn::new(
+            "ann",
+            format!("question {i}"),
+            long,
+            ("small", "small-model"),
+            (Timestamp::now(), Timestamp::now()),
+        );
+        apply_turn(&mut state, &turn);
+    }
+}
+
 #[test]
 fn a_server_holding_fewer_tokens_than_the_setting_gets_a_prompt_fitted_to_what_it_says() {
     for says in [true, false] {
         let s = Setup::new();
-        {
-            // A conversation whose recent turns alone pass 2,048 tokens.
-            let mut state = s.state.lock().unwrap();
-            for i in 0..8 {
-                let long = format!(
-                    "turn {i}: {}",
-                    "the kiln cools slowly overnight. ".repeat(60)
-                );
-                let turn = CompletedTurn::new(
-                    "ann",
-                    format!("question {i}"),
-                    long,
-                    ("small", "small-model"),
-                    (Timestamp::now(), Timestamp::now()),
-                );
-                apply_turn(&mut state, &turn);
-            }
-        }
-        let provider = Arc::new(SmallWindow {
-            holds: 2048,
-            says,
-            mute: false,
-            setting: 8192,
-            counts: 1.0,
-            sent: Mutex::new(Vec::new()),
-        });
+        long_conversation(&s);
+        let provider = Arc::new(SmallWindow::new(2048, says));
         let (result, events) = run(
             s.backend(false),
             provider.clone(),
@@ -1011,14 +1020,7 @@ fn a_server_holding_fewer_tokens_than_the_setting_gets_a_prompt_fitted_to_what_i
 #[test]
 fn a_question_longer_than_the_window_the_server_says_is_refused_with_the_window_named() {
     let s = Setup::new();
-    let provider = Arc::new(SmallWindow {
-        holds: 300,
-        says: false,
-        mute: false,
-        setting: 8192,
-        counts: 1.0,
-        sent: Mutex::new(Vec::new()),
-    });
+    let provider = Arc::new(SmallWindow::new(300, false));
     let question = "why does the kiln crack? ".repeat(200);
     let (result, events) = run(
         s.backend(false),
@@ -1040,12 +1042,8 @@ fn an_empty_answer_the_server_does_not_explain_stays_an_empty_answer() {
     // when asked unstreamed: the turn fails as an empty answer, once.
     let s = Setup::new();
     let provider = Arc::new(SmallWindow {
-        holds: 4096,
-        says: false,
         mute: true,
-        setting: 8192,
-        counts: 1.0,
-        sent: Mutex::new(Vec::new()),
+        ..SmallWindow::new(4096, false)
     });
     let (result, _) = run(
         s.backend(false),
@@ -1064,30 +1062,11 @@ fn a_server_counting_more_tokens_than_estimated_gets_a_prompt_with_room_to_spare
     // prompt fitted to the window is refused, and sent once more with a
     // quarter of the window spare. No note: the setting is right.
     let s = Setup::new();
-    {
-        let mut state = s.state.lock().unwrap();
-        for i in 0..8 {
-            let long = format!(
-                "turn {i}: {}",
-                "the kiln cools slowly overnight. ".repeat(60)
-            );
-            let turn = CompletedTurn::new(
-                "ann",
-                format!("question {i}"),
-                long,
-                ("small", "small-model"),
-                (Timestamp::now(), Timestamp::now()),
-            );
-            apply_turn(&mut state, &turn);
-        }
-    }
+    long_conversation(&s);
     let provider = Arc::new(SmallWindow {
-        holds: 2048,
-        says: true,
-        mute: false,
         setting: 2048,
         counts: 1.45,
-        sent: Mutex::new(Vec::new()),
+        ..SmallWindow::new(2048, true)
     });
     let (result, _) = run(
         s.backend(false),
