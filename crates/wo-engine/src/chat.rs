@@ -22,6 +22,7 @@
 
 use std::sync::Arc;
 
+use crate::window::{Unanswered, refused_as_too_long};
 use futures::StreamExt;
 use wo_format::{Role, State, Timestamp};
 use wo_providers::{
@@ -877,17 +878,15 @@ async fn turn_steps(
             ))
             .await;
         let current = window.unwrap_or_else(|| provider.context_window());
-        let refusal = match &streamed {
-            Err(TurnError::Provider(e @ ProviderError::TooLong { .. })) => Some(e.clone()),
-            // Nothing came, or the stream broke before anything did: a
-            // server holding fewer tokens than were sent can fail either
-            // way without saying why; asked unstreamed, it may say.
-            Err(
-                TurnError::EmptyAnswer
-                | TurnError::Provider(ProviderError::ConnectionDropped { .. }),
-            ) if !shown && fitted_to_window.is_none() => {
+        let why = match &streamed {
+            Err(TurnError::Provider(e)) => Some(Unanswered::Failed(e)),
+            Err(TurnError::EmptyAnswer) => Some(Unanswered::Empty),
+            _ => None,
+        };
+        let refusal = match why {
+            Some(why) if !shown => {
                 let reply = req.max_tokens.unwrap_or(DEFAULT_ANSWER_RESERVE);
-                provider.window_refusal(&request, reply).await
+                refused_as_too_long(provider.as_ref(), why, &request, reply).await
             }
             _ => None,
         };

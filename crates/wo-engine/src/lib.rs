@@ -55,6 +55,7 @@ pub mod retrieve;
 pub mod setup;
 pub mod synopsis;
 pub mod turn;
+pub mod window;
 
 pub use wo_text::bm25;
 

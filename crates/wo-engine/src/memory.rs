@@ -1070,13 +1070,10 @@ pub async fn interpret(
         // The server may hold less than the provider's setting says: when
         // it says how much, the reply is sized to that (or the call is too
         // long for it). A stream it broke off may be that too, unsaid.
-        Err(InterpretError::Provider(e @ ProviderError::TooLong { .. })) => {
-            window = refitted(provider, &mut req, e)?;
-            complete(provider, req.clone()).await?
-        }
-        Err(InterpretError::Provider(e @ ProviderError::ConnectionDropped { .. })) => {
+        Err(InterpretError::Provider(e)) => {
             let reply = req.max_tokens.unwrap_or(MAX_REPLY_TOKENS);
-            match provider.window_refusal(&req, reply).await {
+            let why = crate::window::Unanswered::Failed(&e);
+            match crate::window::refused_as_too_long(provider, why, &req, reply).await {
                 Some(too_long) => {
                     window = refitted(provider, &mut req, too_long)?;
                     complete(provider, req.clone()).await?

@@ -24,32 +24,6 @@ use crate::assemble::ChunkCandidate;
 /// Tokens kept free for the answer when `max_tokens` is not given.
 pub const DEFAULT_ANSWER_RESERVE: u32 = 512;
 
-/// Context windows servers have said they hold, by provider name, where
-/// that is smaller than the provider's `context_window` setting (a local
-/// server started with less than its kind usually has). Kept by a face
-/// that serves many turns, so that only the first is refused.
-#[derive(Debug, Default)]
-pub struct SaidWindows(std::sync::Mutex<std::collections::HashMap<String, usize>>);
-
-impl SaidWindows {
-    /// The window `provider`'s server said it holds, if one did.
-    pub fn get(&self, provider: &str) -> Option<usize> {
-        self.0
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .get(provider)
-            .copied()
-    }
-
-    /// Keeps the window `provider`'s server said it holds.
-    pub fn set(&self, provider: &str, window: usize) {
-        self.0
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .insert(provider.to_owned(), window);
-    }
-}
-
 /// What the caller asks for one turn.
 #[derive(Clone, Debug, Default)]
 pub struct TurnRequest {
@@ -71,7 +45,7 @@ pub struct TurnRequest {
     /// providers' `context_window` settings, kept across the turns of a
     /// long-running face (a server, a chat session): a turn starts fitted to
     /// its provider's, and adds what it learns. `None`: nothing kept.
-    pub said_windows: Option<std::sync::Arc<SaidWindows>>,
+    pub said_windows: Option<std::sync::Arc<crate::window::SaidWindows>>,
     /// The message this turn follows (branching); default: the latest,
     /// unless `new_conversation`.
     pub parent: Option<String>,

@@ -992,7 +992,7 @@ fn a_server_holding_fewer_tokens_than_the_setting_gets_a_prompt_fitted_to_what_i
 
         // With the windows kept (a server, a chat session), the next turn
         // is fitted from the start: one request.
-        let kept = Arc::new(wo_engine::request::SaidWindows::default());
+        let kept = Arc::new(wo_engine::window::SaidWindows::default());
         // A long question after the long conversation: too long unfitted.
         let long = format!("and the glaze? {}", "it crawled on the shelf. ".repeat(160));
         let mut req = request(&long);

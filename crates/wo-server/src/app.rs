@@ -125,7 +125,7 @@ pub struct App {
     index_cache: Mutex<Option<(IndexStamp, Arc<wo_index::Index>)>>,
     /// Windows the providers' servers have said they hold, smaller than
     /// their settings: every later turn is fitted to them from the start.
-    pub said_windows: Arc<wo_engine::request::SaidWindows>,
+    pub said_windows: Arc<wo_engine::window::SaidWindows>,
 }
 
 /// Size and modification time of `index.json`: `wo index` rewrites the

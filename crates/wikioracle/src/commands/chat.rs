@@ -65,7 +65,7 @@ pub fn run(g: &GlobalOpts, mut args: ChatArgs) -> Result<ExitCode> {
     let mut last: Option<(TurnOutcome, Assembled)> = None;
     // Windows servers say they hold (smaller than their settings): later
     // turns are fitted to them from the start.
-    let said_windows = std::sync::Arc::new(wo_engine::request::SaidWindows::default());
+    let said_windows = std::sync::Arc::new(wo_engine::window::SaidWindows::default());
     loop {
         let prompt = match read_entry(&mut editor) {
             Ok(Some(p)) => p,
