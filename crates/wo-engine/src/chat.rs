@@ -863,12 +863,11 @@ async fn turn_steps(
     let (assembled, streamed) = loop {
         let assembled = assemble_turn(state, provider.clone(), req.clone(), window).await?;
         sink.event(TurnEvent::Assembled(&assembled));
-        let request = chat_request(&assembled, &req);
         let mut shown = false;
         let streamed = state
             .while_answering(stream_answer_keeping(
                 provider.as_ref(),
-                request.clone(),
+                chat_request(&assembled, &req),
                 cancel.clone(),
                 req.keep_partial,
                 |text| {
@@ -885,6 +884,9 @@ async fn turn_steps(
         };
         let refusal = match why {
             Some(why) if !shown => {
+                // Built again only on this failure path, not copied for
+                // every turn.
+                let request = chat_request(&assembled, &req);
                 let reply = req.max_tokens.unwrap_or(DEFAULT_ANSWER_RESERVE);
                 refused_as_too_long(provider.as_ref(), why, &request, reply).await
             }

@@ -338,16 +338,8 @@ pub(crate) fn context_overflow(body: &[u8]) -> Option<Option<usize>> {
         .and_then(|n| usize::try_from(n).ok())
         .or_else(|| number_after("maximum context length is"))
         .or_else(|| number_after("context window of"))
-        .or_else(|| {
-            // Anthropic: "prompt is too long: 210000 tokens > 200000 maximum".
-            let at = message.find("tokens >")? + "tokens >".len();
-            let digits: String = message[at..]
-                .trim_start()
-                .chars()
-                .take_while(char::is_ascii_digit)
-                .collect();
-            digits.parse().ok()
-        })
+        // Anthropic: "prompt is too long: 210000 tokens > 200000 maximum".
+        .or_else(|| number_after("tokens >"))
         .filter(|&n| n > 0);
     Some(window)
 }
