@@ -96,7 +96,7 @@ pub fn truth_line(t: &TruthEntry) -> String {
 
 pub fn merge_report(r: &MergeReport) -> String {
     format!(
-        "messages: {} added, {} replaced, {} already present; truth: {} added, {} updated, {} deleted, {} skipped",
+        "messages: {} added, {} replaced, {} already present; memory: {} added, {} updated, {} deleted, {} skipped",
         r.messages_added.len(),
         r.messages_replaced.len(),
         r.messages_skipped,

@@ -307,8 +307,8 @@ fn chat_repl_runs_turns_and_commands_from_a_pipe() {
     common::assert_success(&out);
     assert!(stdout.matches("Noted.").count() >= 2, "{stdout}");
     assert!(
-        stdout.contains("truth: Kiln"),
-        "/sources names the truth entry: {stdout}"
+        stdout.contains("memory: Kiln"),
+        "/sources names the memory entry: {stdout}"
     );
     assert!(
         stdout.contains("── context sent"),

@@ -198,7 +198,7 @@ fn truth_add_edit_rm_with_tombstones() {
     p.ok(&["truth", "rm", &id]);
     assert_eq!(p.state().truth.deleted[0].id, id);
     let merged = p.ok(&["merge", &export_path]);
-    assert!(merged.contains("truth: 0 added"), "{merged}");
+    assert!(merged.contains("memory: 0 added"), "{merged}");
     assert!(
         p.state().truth.trust.iter().all(|t| t.id != id),
         "not resurrected"

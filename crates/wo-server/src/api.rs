@@ -397,7 +397,7 @@ pub async fn edit_truth(
     let out = app
         .with_store(move |store| {
             if store.state().truth_entry(&id).is_none() {
-                return Err(ApiError::not_found(format!("no truth entry {id:?}")));
+                return Err(ApiError::not_found(format!("no memory entry {id:?}")));
             }
             let (value, _) = store.transact(|s| {
                 serde_json::to_value(s.edit_truth(&id, edit, Timestamp::now()))
@@ -519,7 +519,7 @@ pub async fn delete_truth(
     let out = app
         .with_store(move |store| {
             if store.state().truth_entry(&id).is_none() {
-                return Err(ApiError::not_found(format!("no truth entry {id:?}")));
+                return Err(ApiError::not_found(format!("no memory entry {id:?}")));
             }
             store.transact(|s| s.delete_truth(&id, Timestamp::now()))?;
             Ok(wire::TruthDeleted { deleted: id })

@@ -88,7 +88,7 @@ pub fn run(g: &GlobalOpts, mut args: ChatArgs) -> Result<ExitCode> {
                             let state = store.state();
                             let label = state
                                 .truth_entry(id)
-                                .map(|t| format!("truth: {}", t.title))
+                                .map(|t| format!("memory: {}", t.title))
                                 .or_else(|| {
                                     state
                                         .message(id)
