@@ -163,13 +163,17 @@ class Tally:
         return out
 
 
-def explain_all(wo, state, qs, budget, workdir, floor=None, gate=None):
+def explain_all(wo, state, qs, budget, workdir, floor=None, gate=None, recall_tokens=None):
     qfile = os.path.join(workdir, "questions.txt")
     with open(qfile, "w") as f:
         for q, _, _ in qs:
             f.write(q.replace("\n", " ") + "\n")
     started = time.time()
-    extra = [] if floor is None else ["--relevance-floor", str(floor)]
+    # Memory may fill the whole budget unless told otherwise: the figures
+    # are recall at a prompt budget, as they always were (wo's default
+    # bound on memory's tokens is larger than the budgets measured).
+    extra = ["--recall-tokens", str(budget if recall_tokens is None else recall_tokens)]
+    extra += [] if floor is None else ["--relevance-floor", str(floor)]
     extra += [] if gate is None else ["--relevance-gate", str(gate)]
     p = run([wo, "--state", state, "context", "explain", "--queries", qfile,
              "--budget", str(budget), "--json"] + extra)
@@ -198,7 +202,7 @@ def recalled_tokens(expl):
 
 
 def measure(wo, samples, budget, workdir, label, floor=None, unrelated=(), gate=None,
-            embed_cache=None):
+            embed_cache=None, recall_tokens=None):
     home = os.path.join(workdir, label)
     os.makedirs(home)
     run([wo, "init", home])
@@ -225,7 +229,7 @@ def measure(wo, samples, budget, workdir, label, floor=None, unrelated=(), gate=
         shutil.copyfile(cached, sidecar)
     # As `wo ask`'s background step leaves it: every message embedded.
     run([wo, "--state", state, "context", "embed", "--quiet"])
-    expls, wall = explain_all(wo, state, qs, budget, workdir, floor, gate)
+    expls, wall = explain_all(wo, state, qs, budget, workdir, floor, gate, recall_tokens)
     if cached and os.path.exists(sidecar):
         os.makedirs(embed_cache, exist_ok=True)
         shutil.copyfile(sidecar, cached)
@@ -252,7 +256,7 @@ def measure(wo, samples, budget, workdir, label, floor=None, unrelated=(), gate=
     }
     if unrelated:
         ue, _ = explain_all(wo, state, [(q, [], 0) for q in unrelated], budget, workdir, floor,
-                            gate)
+                            gate, recall_tokens)
         out["unrelated"] = {
             "n": len(ue),
             "share_recalling_anything": sum(1 for e in ue if recalled_tokens(e) > 0) / len(ue),
@@ -287,6 +291,8 @@ def main():
     ap.add_argument("data", nargs="?", default=os.environ.get("LOCOMO"))
     ap.add_argument("--wo", default=os.environ.get("WO", "wo"))
     ap.add_argument("--budget", type=int, default=2000)
+    ap.add_argument("--recall-tokens", type=int,
+                    help="wo's bound on memory's tokens (default: the budget, so memory may fill it)")
     ap.add_argument("--json", help="also write the results here")
     ap.add_argument("--only", help="comma-separated sample ids to measure (a split of your own)")
     ap.add_argument("--floor", type=float,
@@ -313,11 +319,11 @@ def main():
     with tempfile.TemporaryDirectory() as work:
         for s in samples:
             results.append(measure(args.wo, [s], args.budget, work, s["sample_id"], args.floor,
-                                   unrelated, args.gate, args.embed_cache))
+                                   unrelated, args.gate, args.embed_cache, args.recall_tokens))
             print(fmt(results[-1]), flush=True)
         if len(samples) > 1 and not args.no_all_in_one:
             results.append(measure(args.wo, samples, args.budget, work, "all-in-one", args.floor,
-                                   unrelated, args.gate, args.embed_cache))
+                                   unrelated, args.gate, args.embed_cache, args.recall_tokens))
             print(fmt(results[-1]), flush=True)
     per = [r for r in results if r["label"] != "all-in-one"]
     if per:

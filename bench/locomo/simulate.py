@@ -67,7 +67,8 @@ def collect(wo, samples, budget, large, embed_cache):
             # other message is a candidate, in rank order.
             qfile = os.path.join(work, "questions.txt")
             p = R.run([wo, "--state", state, "context", "explain", "--queries", qfile,
-                       "--budget", str(large), "--json", "--parent", messages[0]["id"]])
+                       "--budget", str(large), "--recall-tokens", str(large), "--json",
+                       "--parent", messages[0]["id"]])
             ranked = [json.loads(l) for l in p.stdout.splitlines() if l.strip()]
             lines = {}
             for m in messages:

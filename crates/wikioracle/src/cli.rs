@@ -1048,6 +1048,10 @@ pub struct ExplainArgs {
     /// Prompt tokens available (the model's context window minus the answer's reserve).
     #[arg(long, default_value_t = 2000, value_name = "N")]
     pub budget: usize,
+    /// The most tokens memory may add: memory entries, recalled messages and file chunks
+    /// together (default: `recall_tokens` under `[memory]` in the config, else 4000).
+    #[arg(long, value_name = "N")]
+    pub recall_tokens: Option<usize>,
     /// Print JSON (with --queries: one object per line).
     #[arg(long)]
     pub json: bool,

@@ -240,3 +240,76 @@ fn with_the_embedding_model_a_question_finds_its_answer_by_meaning() {
         without_seconds(&first.stdout)
     );
 }
+
+#[test]
+fn memory_adds_at_most_recall_tokens_whatever_the_window() {
+    let p = Project::new();
+    // 125 messages about glazes, ~60 tokens each (7,500 tokens that
+    // relate), among 875 on other things.
+    let mut s = State::new(Timestamp::from_unix(1_800_000_000));
+    for i in 0..1000i64 {
+        let text = if i % 8 == 0 {
+            format!(
+                "the celadon glaze batch {i} came out {}",
+                "very even and glossy ".repeat(10)
+            )
+        } else {
+            format!("lunch note {i} about {}", "bread and soup ".repeat(10))
+        };
+        s.push_message(Message::new(
+            "Jon",
+            Timestamp::from_unix(1_700_000_000 + i * 60),
+            format!("line {i}"),
+            format!("<p>{text}</p>"),
+        ));
+    }
+    p.write_state("llm.json", &s);
+    let recalled = |v: &serde_json::Value| -> u64 {
+        v["parts"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|p| p["kind"] == "recalled_message" || p["kind"] == "recent_turn")
+            .map(|p| p["tokens"].as_u64().unwrap())
+            .sum()
+    };
+    let ask = [
+        "context",
+        "explain",
+        "how did the celadon glaze come out?",
+        "--budget",
+        "100000",
+        "--json",
+    ];
+    let none = p.write_config("");
+    let by_default: serde_json::Value = serde_json::from_str(&p.ok_with(&none, &ask)).unwrap();
+    let n = recalled(&by_default);
+    assert!(n > 3_000 && n <= 4_000, "{n} tokens by default");
+    assert!(
+        by_default["dropped"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|d| d["reason"]
+                .as_str()
+                .unwrap()
+                .starts_with("over the recall budget")),
+        "{by_default}"
+    );
+
+    let more = [&ask[..], &["--recall-tokens", "20000"]].concat();
+    let raised: serde_json::Value = serde_json::from_str(&p.ok_with(&none, &more)).unwrap();
+    assert!(
+        recalled(&raised) > 7_000,
+        "{} with --recall-tokens",
+        recalled(&raised)
+    );
+
+    let small = p.write_config("[memory]\nrecall_tokens = 1000\n");
+    let configured: serde_json::Value = serde_json::from_str(&p.ok_with(&small, &ask)).unwrap();
+    let n = recalled(&configured);
+    assert!(
+        n > 500 && n <= 1_000,
+        "{n} tokens with recall_tokens = 1000"
+    );
+}

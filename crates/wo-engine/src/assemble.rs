@@ -63,6 +63,13 @@ pub struct AssemblyOptions {
     /// How many earlier messages to recall at most, beside the neighbours
     /// of each (default: as many as the budget holds).
     pub recall_limit: Option<usize>,
+    /// The most tokens memory adds to a question, whatever the window:
+    /// memory entries, recalled earlier messages and file chunks together,
+    /// and the last turns of a conversation resumed after a pause (they are
+    /// ranked with the earlier messages). The turns of a conversation in
+    /// progress may use the rest of the window. Default
+    /// [`DEFAULT_RECALL_TOKENS`] (`[memory] recall_tokens`).
+    pub recall_tokens: usize,
     /// How much of the question a message or truth entry must match to be
     /// sent ([`crate::retrieve::RELEVANCE_FLOOR`] unless changed;
     /// [`RelevanceFloor::NONE`] sends whatever shares a word).
@@ -100,6 +107,7 @@ impl AssemblyOptions {
             prefs: state.truth.retrieval_prefs.effective(),
             rag: true,
             recall_limit: None,
+            recall_tokens: DEFAULT_RECALL_TOKENS,
             relevance_floor: crate::retrieve::RELEVANCE_FLOOR,
             now: Timestamp::now(),
             known_models: Vec::new(),
@@ -230,6 +238,15 @@ impl std::fmt::Display for AssembleError {
 }
 
 impl std::error::Error for AssembleError {}
+
+/// Tokens memory may add to a question by default
+/// ([`AssemblyOptions::recall_tokens`]). Measured on the LoCoMo dev split
+/// (`bench/locomo`, BENCHMARKS.md): evidence recall_any 0.935 at a 2,000-token
+/// prompt, 0.966 at 4,000, 0.977 at 8,000 and 1.0 once a whole conversation
+/// fits (32,000, ~21,000 tokens a question) — past 4,000 each point of
+/// recall costs thousands of tokens on every question, paid in money and
+/// waiting by anyone whose model has a large window.
+pub const DEFAULT_RECALL_TOKENS: usize = 4_000;
 
 /// Share of the flexible budget each section may take at most. Recall has
 /// no share of its own: it fills what truth, files and the first pass of the
@@ -592,6 +609,10 @@ pub fn assemble_indexed(
     add_instructions(&mut a, &mut budget, opts, query_tokens, count)?;
     add_context(&mut a, &mut budget, state, count);
     let flexible = budget.left();
+    // Memory's parts together take at most `recall_tokens`, however large
+    // the window: without a bound a large window makes every question
+    // send everything that relates to it.
+    let for_memory = flexible.min(opts.recall_tokens);
 
     let mut window = match &opts.conversation {
         Some(turns) => Window::client(
@@ -631,7 +652,9 @@ pub fn assemble_indexed(
         .collect();
 
     // Messages whose content an included truth entry already carries.
-    let from_truth = add_truth(&mut a, &mut budget, state, query, opts, flexible, count);
+    let before_memory = budget.used;
+    let from_truth = add_truth(&mut a, &mut budget, state, query, opts, for_memory, count);
+    let truth_spent = budget.used - before_memory;
 
     // Recent turns first pass: the newest turns within their share of the
     // budget, so recall knows which messages the window already covers. The
@@ -663,11 +686,12 @@ pub fn assemble_indexed(
     let chunk_cap = if chunks.is_empty() {
         0
     } else {
-        share_of(flexible, CHUNK_SHARE)
+        share_of(for_memory, CHUNK_SHARE)
     };
     let recall_cap = budget
         .total
         .saturating_sub(budget.used + window_tokens + chunk_cap)
+        .min(for_memory.saturating_sub(truth_spent + chunk_cap))
         .saturating_sub(SECTION_HEADING_TOKENS);
     // Recall passes over the window and over messages an artifact sent
     // came from: nothing is sent twice.
@@ -691,12 +715,22 @@ pub fn assemble_indexed(
     }
 
     add_chunks(&mut a, &mut budget, chunks, chunk_cap, count);
+    // A conversation in progress may fill the window; the last turns of
+    // one resumed after a pause were ranked as memory, and take what is
+    // left of memory's tokens.
+    let room = if continuing {
+        budget.left()
+    } else {
+        let memory_spent = budget.used - before_memory;
+        budget.left().min(for_memory.saturating_sub(memory_spent))
+    };
     add_recent_turns(
         &mut a,
         &mut budget,
+        room,
         &mut window,
         &recalled_ids,
-        continuing,
+        (!continuing).then_some(for_memory < flexible),
         opts,
         count,
     );
@@ -782,7 +816,7 @@ fn add_context(
     push_section(a, budget, "Context", &text, tokens);
 }
 
-/// Truth entries, best first, up to their share of the flexible budget and
+/// Truth entries, best first, up to their share of memory's tokens and
 /// `max_entries`. The person's own entries are written first, as knowledge;
 /// entries noted automatically (the interpreter's, an MCP client's) follow
 /// under a line saying what they are, each quoted as a note — text a model
@@ -794,7 +828,7 @@ fn add_truth<'s>(
     state: &'s State,
     query: &str,
     opts: &AssemblyOptions,
-    flexible: usize,
+    for_memory: usize,
     count: &dyn Fn(&str) -> usize,
 ) -> HashSet<&'s str> {
     let mut from_truth = HashSet::new();
@@ -803,7 +837,7 @@ fn add_truth<'s>(
             a.dropped.push(Dropped {
                 kind: SourceKind::Truth,
                 id: None,
-                label: format!("{} truth entries", state.truth.trust.len()),
+                label: format!("{} memory entries", state.truth.trust.len()),
                 reason: "the rag tool is off".into(),
             });
         }
@@ -824,7 +858,7 @@ fn add_truth<'s>(
             reason: ex.reason.clone(),
         });
     }
-    let cap = share_of(flexible, TRUTH_SHARE);
+    let cap = share_of(for_memory, TRUTH_SHARE);
     let mut section = SectionFiller::new(
         SourceKind::Truth,
         "Memory",
@@ -934,16 +968,19 @@ fn add_chunks(
     section.finish(a, budget);
 }
 
-/// Recent turns of the branch, newest first, until the budget is spent,
-/// skipping those recall already sent; sent oldest first. `continuing`:
-/// the conversation was in progress ([`in_progress`]); otherwise the turns
-/// left out say they had no share of their own.
+/// Recent turns of the branch, newest first, until `room` tokens are spent,
+/// skipping those recall already sent; sent oldest first. `resumed`: `None`
+/// for a conversation in progress ([`in_progress`]); otherwise the turns
+/// left out say they had no share of their own, and (`Some(true)`) that
+/// memory's tokens, not the window, bound them.
+#[allow(clippy::too_many_arguments)]
 fn add_recent_turns(
     a: &mut Assembled,
     budget: &mut Budget,
+    room: usize,
     window: &mut Window<'_>,
     recalled_ids: &HashSet<&str>,
-    continuing: bool,
+    resumed: Option<bool>,
     opts: &AssemblyOptions,
     count: &dyn Fn(&str) -> usize,
 ) {
@@ -956,16 +993,20 @@ fn add_recent_turns(
     // conversion and a report line per message, on every turn.
     let mut unlisted = 0usize;
     let mut oldest_unlisted: Option<&str> = None;
-    let too_old = if continuing {
-        "older than what fits the token budget".to_owned()
-    } else {
-        format!(
-            "older than what fits the token budget (the conversation's last turn is over {} \
-             hours old: a new sitting, so its turns had no share before recall and were ranked \
-             with the rest)",
+    let too_old = match resumed {
+        None => "older than what fits the token budget".to_owned(),
+        Some(bound_by_memory) => format!(
+            "older than what fits {} (the conversation's last turn is over {} hours old: a new \
+             sitting, so its turns had no share before recall and were ranked with the rest)",
+            if bound_by_memory {
+                format!("memory's {} tokens (recall_tokens)", opts.recall_tokens)
+            } else {
+                "the token budget".to_owned()
+            },
             SITTING_GAP_SECS / 3600
-        )
+        ),
     };
+    let mut spent = 0usize;
     let mut next = 0;
     loop {
         // The branch may hold the whole transcript (100k messages): once
@@ -989,7 +1030,8 @@ fn add_recent_turns(
         }
         if !cut {
             let t = window.tokens(i, count);
-            if t <= budget.left() {
+            if spent + t <= room {
+                spent += t;
                 budget.spend(t);
                 taken.push((i, t));
                 continue;

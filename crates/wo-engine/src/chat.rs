@@ -275,6 +275,9 @@ fn prepare(
     opts.conversation = req.conversation.clone();
     opts.new_conversation = req.new_conversation;
     opts.rag = !req.no_rag;
+    if let Some(n) = req.recall_tokens {
+        opts.recall_tokens = n;
+    }
     opts.known_models = req.known_models.clone();
     opts.dense = req.dense.clone();
     opts.known_models.push(provider.default_model().to_owned());

@@ -95,6 +95,10 @@ pub struct TurnRequest {
     /// `[memory] archive_after_days`: entries with `expires` unused this
     /// long are archived when the turn is recorded; `None`: never.
     pub archive_after_days: Option<u32>,
+    /// `[memory] recall_tokens`: the most tokens memory adds to the
+    /// question ([`crate::assemble::AssemblyOptions::recall_tokens`]);
+    /// `None`: the default.
+    pub recall_tokens: Option<usize>,
     /// Dense recall for this turn (the embedding model and the
     /// transcript's vectors, [`crate::dense`]); `None`: BM25 alone.
     pub dense: Option<crate::dense::DenseRecall>,
@@ -483,6 +487,7 @@ impl TurnParams {
             // Each face decides (the CLI keeps a stopped answer).
             keep_partial: false,
             archive_after_days: cfg.memory.archive_after_days(),
+            recall_tokens: cfg.memory.recall_tokens,
             // The face adds it: it holds the embedding model.
             dense: None,
         })
@@ -532,6 +537,15 @@ mod tests {
         assert_eq!(req.max_tokens, Some(5));
         assert_eq!(req.model, None);
         assert_eq!(req.username, "ann");
+    }
+
+    #[test]
+    fn the_configured_recall_tokens_reach_the_turn() {
+        let req = params("hi").build(&cfg(""), || "me".into()).unwrap();
+        assert_eq!(req.recall_tokens, None, "the engine's default");
+        let cfg = cfg("[memory]\nrecall_tokens = 12000");
+        let req = params("hi").build(&cfg, || "me".into()).unwrap();
+        assert_eq!(req.recall_tokens, Some(12_000));
     }
 
     #[test]

@@ -525,3 +525,142 @@ fn a_long_client_conversation_drops_its_oldest_turns_and_says_so() {
         dropped.last()
     );
 }
+
+/// `conversations` threads of `turns` turns each, ~90 words a turn, the
+/// newest turn `age` seconds before [`NOW`]; every fourth conversation is
+/// about celadon glaze, the others about kiln shelves.
+fn kiln_history(conversations: usize, turns: usize, age: i64) -> State {
+    let mut s = State::new(Timestamp::from_unix(NOW));
+    let total = (conversations * turns) as i64;
+    let mut n = 0i64;
+    for c in 0..conversations {
+        let mut parent: Option<String> = None;
+        for t in 0..turns {
+            let (user, role) = if t % 2 == 0 {
+                ("alec", Role::User)
+            } else {
+                ("smollm2", Role::Assistant)
+            };
+            let filler = (0..80)
+                .map(|w| format!("w{c}x{t}x{w}"))
+                .collect::<Vec<_>>()
+                .join(" ");
+            let mut m = Message::new(
+                user,
+                Timestamp::from_unix(NOW - age - (total - n) * 60),
+                format!("kiln talk {c}.{t}"),
+                format!(
+                    "<p>the {} in session {c} turn {t}: {filler}</p>",
+                    if c % 4 == 0 {
+                        "celadon glaze"
+                    } else {
+                        "kiln shelf"
+                    }
+                ),
+            );
+            m.role = Some(role);
+            m.parent = parent.clone();
+            parent = Some(m.id.clone());
+            s.push_message(m);
+            n += 1;
+        }
+    }
+    s
+}
+
+fn tokens_of(a: &wo_engine::Assembled, kind: SourceKind) -> usize {
+    a.included
+        .iter()
+        .filter(|p| p.kind == kind)
+        .map(|p| p.tokens)
+        .sum()
+}
+
+#[test]
+fn a_large_window_sends_memory_within_recall_tokens_and_says_what_was_left_out() {
+    // 20 conversations of 20 turns, ~120 tokens a turn, of which five
+    // (12,000 tokens) relate to the question, in a 128,000-token window.
+    let s = kiln_history(20, 20, 3 * 86_400);
+    let mut o = opts(&s, 128_000);
+    o.new_conversation = true;
+    let a = assemble(
+        &s,
+        "which celadon glaze did we use?",
+        &o,
+        &estimate_tokens,
+        &[],
+    )
+    .unwrap();
+    let recalled = tokens_of(&a, SourceKind::EarlierMessage);
+    assert!(
+        recalled > 3_000 && recalled <= wo_engine::assemble::DEFAULT_RECALL_TOKENS,
+        "recalled {recalled} tokens"
+    );
+    assert!(
+        a.dropped
+            .iter()
+            .any(|d| d.kind == SourceKind::EarlierMessage
+                && d.reason.starts_with("over the recall budget")),
+        "{:?}",
+        a.dropped.iter().map(|d| &d.reason).collect::<Vec<_>>()
+    );
+    // Raised, the same question sends much more of what relates.
+    o.recall_tokens = 100_000;
+    let more = assemble(
+        &s,
+        "which celadon glaze did we use?",
+        &o,
+        &estimate_tokens,
+        &[],
+    )
+    .unwrap();
+    assert!(tokens_of(&more, SourceKind::EarlierMessage) > 10_000);
+}
+
+#[test]
+fn a_conversation_in_progress_fills_the_window_beyond_recall_tokens() {
+    // One thread of 100 turns (~12,000 tokens), its last turn a minute ago.
+    let s = kiln_history(1, 100, 60);
+    let leaf = s.messages().last().unwrap().id.clone();
+    let mut o = opts(&s, 128_000);
+    o.leaf = Some(leaf);
+    let a = assemble(&s, "and then?", &o, &estimate_tokens, &[]).unwrap();
+    let turns = a
+        .included
+        .iter()
+        .filter(|p| p.kind == SourceKind::RecentTurn)
+        .count();
+    assert_eq!(turns, 100, "the whole conversation is sent");
+    assert!(tokens_of(&a, SourceKind::RecentTurn) > 10_000);
+}
+
+#[test]
+fn the_last_turns_of_a_conversation_resumed_after_a_pause_count_as_memory() {
+    // The same thread, its last turn two days old: a question after that
+    // pause ranks those turns with the rest, within recall_tokens.
+    let s = kiln_history(1, 100, 2 * 86_400);
+    let o = opts(&s, 128_000);
+    let a = assemble(
+        &s,
+        "what is a good name for a cat?",
+        &o,
+        &estimate_tokens,
+        &[],
+    )
+    .unwrap();
+    let sent = tokens_of(&a, SourceKind::RecentTurn) + tokens_of(&a, SourceKind::EarlierMessage);
+    assert!(
+        sent > 3_000 && sent <= wo_engine::assemble::DEFAULT_RECALL_TOKENS,
+        "sent {sent} tokens"
+    );
+    let reason = &a
+        .dropped
+        .iter()
+        .find(|d| d.kind == SourceKind::RecentTurn)
+        .expect("older turns left out")
+        .reason;
+    assert!(
+        reason.contains("recall_tokens") && reason.contains("new sitting"),
+        "{reason}"
+    );
+}

@@ -197,6 +197,10 @@ pub struct MemoryConfig {
     /// (leaves retrieval, kept and searchable on request); 0: never.
     /// Default [`DEFAULT_ARCHIVE_AFTER_DAYS`].
     pub archive_after_days: Option<u32>,
+    /// The most tokens memory adds to one question — memory entries,
+    /// recalled earlier messages and file chunks together — whatever the
+    /// model's window (default: the engine's, 4,000).
+    pub recall_tokens: Option<usize>,
 }
 
 /// Days an entry with `expires` may go unused before it is archived, when

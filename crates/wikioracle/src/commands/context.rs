@@ -110,6 +110,12 @@ fn explain(g: &GlobalOpts, args: ExplainArgs) -> Result<ExitCode> {
         }
     };
     let mut opts = AssemblyOptions::new(state, args.budget, 0);
+    if let Some(n) = args
+        .recall_tokens
+        .or(wo_providers::Config::load()?.memory.recall_tokens)
+    {
+        opts.recall_tokens = n;
+    }
     opts.leaf = args.parent.clone();
     opts.rag = !args.no_rag;
     if let Some(part) = args.relevance_floor {
