@@ -9,7 +9,8 @@ wait_file() {
 }
 
 # write_upstream_config FILE URL: a config.toml whose default provider `bench` is the
-# harness's OpenAI-format upstream at URL (a 32k window, so recall is never the limit).
+# harness's OpenAI-format upstream at URL (a 32k window); BENCH_CONFIG_EXTRA is appended
+# (e.g. $'[memory]\nrecall_tokens = 1000000', the window as memory's only bound).
 write_upstream_config() {
   cat >"$1" <<EOC
 [defaults]
@@ -21,5 +22,6 @@ base_url = "$2"
 model = "bench"
 context_window = 32768
 timeout_secs = 60
+${BENCH_CONFIG_EXTRA:-}
 EOC
 }

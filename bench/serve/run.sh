@@ -31,6 +31,7 @@
 #                   (seed_state.py; 0: a fresh file)
 #   RPS_CLIENTS     [48]; RPS_SECONDS per phase [10]; RPS_ROUNDS [2]; RPS_TOKENS [8]
 #   SKIP            words among: latency throughput concurrent rps
+#   BENCH_CONFIG_EXTRA  lines appended to the servers' config.toml (bench/lib.sh)
 set -euo pipefail
 ROOT="$(cd "$(dirname "$0")/../.." && pwd)"
 # shellcheck source=../lib.sh
