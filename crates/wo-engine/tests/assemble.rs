@@ -583,14 +583,17 @@ fn a_large_window_sends_memory_within_recall_tokens_and_says_what_was_left_out()
     let s = kiln_history(20, 20, 3 * 86_400);
     let mut o = opts(&s, 128_000);
     o.new_conversation = true;
-    let a = assemble(
-        &s,
-        "which celadon glaze did we use?",
-        &o,
-        &estimate_tokens,
-        &[],
-    )
-    .unwrap();
+    let ask = |o: &AssemblyOptions| {
+        assemble(
+            &s,
+            "which celadon glaze did we use?",
+            o,
+            &estimate_tokens,
+            &[],
+        )
+        .unwrap()
+    };
+    let a = ask(&o);
     let recalled = tokens_of(&a, SourceKind::EarlierMessage);
     assert!(
         recalled > 3_000 && recalled <= wo_engine::assemble::DEFAULT_RECALL_TOKENS,
@@ -606,14 +609,7 @@ fn a_large_window_sends_memory_within_recall_tokens_and_says_what_was_left_out()
     );
     // Raised, the same question sends much more of what relates.
     o.recall_tokens = 100_000;
-    let more = assemble(
-        &s,
-        "which celadon glaze did we use?",
-        &o,
-        &estimate_tokens,
-        &[],
-    )
-    .unwrap();
+    let more = ask(&o);
     assert!(tokens_of(&more, SourceKind::EarlierMessage) > 10_000);
 }
 
