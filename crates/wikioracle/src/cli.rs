@@ -56,6 +56,8 @@ wo ask --save answer.md --no-stream \"Draft a README intro\"\n\n\
 Without --new, --conversation or --parent, the question continues the conversation you last asked in\n\
 from this machine (remembered outside llm.json), so messages merged in from another machine never\n\
 take it over; the first time, the conversation of the newest message.\n\
+Memory (entries, recalled messages, file chunks) adds at most 4000 tokens to a question, however\n\
+large the model's window; recall_tokens under [memory] in the config changes it.\n\
 The offline default is the local SmolLM2 model (scripts/install-model.sh puts it in place).\n\
 Ctrl-C stops the answer and keeps what arrived, marked incomplete (usage.truncated.reason = stopped).\n\
 Exit codes: 0 ok; 1 provider or usage error (nothing saved); 2 llm.json could not be written; 130 interrupted.")]

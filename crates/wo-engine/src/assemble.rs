@@ -301,6 +301,21 @@ impl Budget {
     }
 }
 
+/// Why a part was left out of a section whose `cap` was spent: `bounded`
+/// says memory's own bound ([`AssemblyOptions::recall_tokens`]), not the
+/// window, set the cap, and the reason then names the setting that raises it.
+fn over_budget(section: &str, cap: usize, opts: &AssemblyOptions, bounded: bool) -> String {
+    if bounded {
+        format!(
+            "over the {section} budget ({cap} tokens) — memory adds at most {} tokens to a \
+             question (recall_tokens under [memory] in the config)",
+            opts.recall_tokens
+        )
+    } else {
+        format!("over the {section} budget ({cap} tokens)")
+    }
+}
+
 /// `share` of `tokens`, rounded down.
 fn share_of(tokens: usize, share: f64) -> usize {
     ((tokens as f64) * share) as usize
@@ -653,7 +668,15 @@ pub fn assemble_indexed(
 
     // Messages whose content an included truth entry already carries.
     let before_memory = budget.used;
-    let from_truth = add_truth(&mut a, &mut budget, state, query, opts, for_memory, count);
+    let from_truth = add_truth(
+        &mut a,
+        &mut budget,
+        state,
+        query,
+        opts,
+        (for_memory, flexible),
+        count,
+    );
     let truth_spent = budget.used - before_memory;
 
     // Recent turns first pass: the newest turns within their share of the
@@ -688,10 +711,12 @@ pub fn assemble_indexed(
     } else {
         share_of(for_memory, CHUNK_SHARE)
     };
-    let recall_cap = budget
+    let by_window = budget
         .total
-        .saturating_sub(budget.used + window_tokens + chunk_cap)
-        .min(for_memory.saturating_sub(truth_spent + chunk_cap))
+        .saturating_sub(budget.used + window_tokens + chunk_cap);
+    let by_memory = for_memory.saturating_sub(truth_spent + chunk_cap);
+    let recall_cap = by_window
+        .min(by_memory)
         .saturating_sub(SECTION_HEADING_TOKENS);
     // Recall passes over the window and over messages an artifact sent
     // came from: nothing is sent twice.
@@ -702,6 +727,7 @@ pub fn assemble_indexed(
         window: &skip,
         client_texts: &client_texts,
         cap: recall_cap,
+        cap_reason: over_budget("recall", recall_cap, opts, by_memory < by_window),
         limit: opts.recall_limit,
         floor: opts.relevance_floor,
         dense: opts
@@ -828,7 +854,7 @@ fn add_truth<'s>(
     state: &'s State,
     query: &str,
     opts: &AssemblyOptions,
-    for_memory: usize,
+    (for_memory, flexible): (usize, usize),
     count: &dyn Fn(&str) -> usize,
 ) -> HashSet<&'s str> {
     let mut from_truth = HashSet::new();
@@ -863,7 +889,7 @@ fn add_truth<'s>(
         SourceKind::Truth,
         "Memory",
         cap,
-        format!("over the memory budget ({cap} tokens)"),
+        over_budget("memory", cap, opts, for_memory < flexible),
         count,
     );
     // The blocks taken, the person's and the automatic ones apart.
@@ -1098,6 +1124,8 @@ struct RecallAsk<'q> {
     /// Texts of turns the client sends itself ([`normalized`]).
     client_texts: &'q HashSet<String>,
     cap: usize,
+    /// Why `cap` is what it is, as `over_budget` words it.
+    cap_reason: String,
     limit: Option<usize>,
     floor: RelevanceFloor,
     /// The question's dense ranking and the fusion's knobs, with the
@@ -1381,7 +1409,7 @@ fn recall_from<'a>(
                     kind: SourceKind::EarlierMessage,
                     id: Some(m.id.clone()),
                     label: m.title.clone(),
-                    reason: format!("over the recall budget ({cap} tokens)"),
+                    reason: ask.cap_reason.clone(),
                 });
             }
             continue;
@@ -1403,7 +1431,7 @@ fn recall_from<'a>(
             kind: SourceKind::EarlierMessage,
             id: None,
             label: format!("{unlisted} more matching earlier messages"),
-            reason: format!("over the recall budget ({cap} tokens)"),
+            reason: ask.cap_reason.clone(),
         });
     }
     if chosen.is_empty() {

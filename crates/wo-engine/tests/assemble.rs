@@ -603,9 +603,25 @@ fn a_large_window_sends_memory_within_recall_tokens_and_says_what_was_left_out()
         a.dropped
             .iter()
             .any(|d| d.kind == SourceKind::EarlierMessage
-                && d.reason.starts_with("over the recall budget")),
-        "{:?}",
+                && d.reason.starts_with("over the recall budget")
+                && d.reason.contains("recall_tokens under [memory]")),
+        "the reason names the setting: {:?}",
         a.dropped.iter().map(|d| &d.reason).collect::<Vec<_>>()
+    );
+    // Where the window is what binds, the setting is not blamed.
+    let small = ask(&opts(&s, 2_000));
+    let reasons: Vec<&String> = small
+        .dropped
+        .iter()
+        .filter(|d| d.kind == SourceKind::EarlierMessage)
+        .map(|d| &d.reason)
+        .collect();
+    assert!(
+        reasons
+            .iter()
+            .any(|r| r.starts_with("over the recall budget"))
+            && !reasons.iter().any(|r| r.contains("recall_tokens")),
+        "{reasons:?}"
     );
     // Raised, the same question sends much more of what relates.
     o.recall_tokens = 100_000;
