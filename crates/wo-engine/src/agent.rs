@@ -400,6 +400,8 @@ pub fn context(state: &State, query: &str, chunks: &[ChunkCandidate]) -> Result<
     // No branch: the conversation a browser has open is not the agent's.
     opts.new_conversation = true;
     opts.recall_limit = Some(AGENT_RECALL_LIMIT);
+    // Pages, not a token bound, cut what an agent is given.
+    opts.recall_tokens = AGENT_WINDOW;
     let a = assemble(state, query, &opts, &estimate_tokens, chunks)
         .map_err(|e| format!("query: {e}"))?;
     let mut items = Vec::new();
@@ -563,6 +565,28 @@ mod tests {
             assert!(!i.text.contains("teapots"), "the browser's branch: {i:?}");
         }
         assert!(context(&s, "   ", &[]).is_err());
+    }
+
+    #[test]
+    fn an_agents_context_is_cut_by_pages_not_by_a_chats_memory_bound() {
+        // 80 matching messages of ~100 tokens: far more than a chat turn's
+        // memory bound holds, all relevant to the agent's question.
+        let mut s = State::new(Timestamp::from_unix(1_800_000_000));
+        for i in 0..80i64 {
+            let text = format!(
+                "wombat burrow survey {i}: {}",
+                "soil and grass notes ".repeat(20)
+            );
+            s.push_message(Message::new(
+                "ann",
+                Timestamp::from_unix(1_700_000_000 + i * 60),
+                format!("survey {i}"),
+                format!("<p>{text}</p>"),
+            ));
+        }
+        let items = context(&s, "wombat burrow survey", &[]).unwrap();
+        let recalled = items.iter().filter(|i| i.kind == ItemKind::Message).count();
+        assert!(recalled >= AGENT_RECALL_LIMIT, "{recalled} messages");
     }
 
     #[test]
