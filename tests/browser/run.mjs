@@ -2080,7 +2080,18 @@ for (const mode of ['local', 'stateless']) {
             if (size === 'phone') {
               await page.click('[data-testid="open-menu"]');
               await page.waitForSelector('[data-testid="tools"]', { state: 'visible' });
-              if (which === 'settings') await shot(page, `${mode}-${size}-menu`);
+              if (which === 'settings') {
+                // The import's notice (still shown) must not cover the open menu.
+                const boxes = await page.evaluate(() => {
+                  const box = (e) => e.getBoundingClientRect().toJSON();
+                  const status = document.getElementById('status');
+                  return { shown: status.classList.contains('shown'), status: box(status), menu: box(document.querySelector('[data-testid="tools"]')) };
+                });
+                assert(boxes.shown, 'the import\'s notice was gone before the menu opened');
+                const overlaps = (p, q) => p.left < q.right && q.left < p.right && p.top < q.bottom && q.top < p.bottom;
+                assert(!overlaps(boxes.status, boxes.menu), `the notice covers the open menu: ${JSON.stringify(boxes)}`);
+                await shot(page, `${mode}-${size}-menu`);
+              }
             }
             await openPanel(page, which);
             await shot(page, `${mode}-${size}-${which}`);
@@ -2493,6 +2504,9 @@ scenario('local: the sign-in page at both sizes (screenshots)', async () => {
   for (const size of Object.keys(SIZES)) {
     await withPage(server, { signIn: false, size }, async (page) => {
       await page.waitForSelector('[data-testid="signin"]:not([hidden])');
+      // No model is known before signing in: no empty pill in the header.
+      const badge = await page.$eval('[data-testid="model-badge"]', (e) => ({ text: e.textContent, visibility: getComputedStyle(e).visibility }));
+      assert(badge.text === '' && badge.visibility === 'hidden', `the header shows an empty model badge: ${JSON.stringify(badge)}`);
       await shot(page, `local-${size}-signin`);
     });
   }
