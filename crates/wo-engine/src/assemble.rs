@@ -628,6 +628,9 @@ pub fn assemble_indexed(
     // the window: without a bound a large window makes every question
     // send everything that relates to it.
     let for_memory = flexible.min(opts.recall_tokens);
+    // Whether that bound, not the window, sets memory's shares: the
+    // reasons for what is left out then name the setting.
+    let bounded = for_memory < flexible;
 
     let mut window = match &opts.conversation {
         Some(turns) => Window::client(
@@ -674,7 +677,7 @@ pub fn assemble_indexed(
         state,
         query,
         opts,
-        (for_memory, flexible),
+        (for_memory, bounded),
         count,
     );
     let truth_spent = budget.used - before_memory;
@@ -740,7 +743,8 @@ pub fn assemble_indexed(
         push_section(&mut a, &mut budget, "Earlier messages", &text, spent);
     }
 
-    add_chunks(&mut a, &mut budget, chunks, chunk_cap, count);
+    let over_chunks = over_budget("file", chunk_cap, opts, bounded);
+    add_chunks(&mut a, &mut budget, chunks, (chunk_cap, over_chunks), count);
     // A conversation in progress may fill the window; the last turns of
     // one resumed after a pause were ranked as memory, and take what is
     // left of memory's tokens.
@@ -756,7 +760,7 @@ pub fn assemble_indexed(
         room,
         &mut window,
         &recalled_ids,
-        (!continuing).then_some(for_memory < flexible),
+        (!continuing).then_some(bounded),
         opts,
         count,
     );
@@ -854,7 +858,7 @@ fn add_truth<'s>(
     state: &'s State,
     query: &str,
     opts: &AssemblyOptions,
-    (for_memory, flexible): (usize, usize),
+    (for_memory, bounded): (usize, bool),
     count: &dyn Fn(&str) -> usize,
 ) -> HashSet<&'s str> {
     let mut from_truth = HashSet::new();
@@ -889,7 +893,7 @@ fn add_truth<'s>(
         SourceKind::Truth,
         "Memory",
         cap,
-        over_budget("memory", cap, opts, for_memory < flexible),
+        over_budget("memory", cap, opts, bounded),
         count,
     );
     // The blocks taken, the person's and the automatic ones apart.
@@ -957,21 +961,16 @@ fn quoted_note(text: &str) -> String {
     serde_json::to_string(text).unwrap_or_else(|_| format!("{text:?}"))
 }
 
-/// File chunks from the directory index, in the order given, within `cap`.
+/// File chunks from the directory index, in the order given, within `cap`
+/// (`over`: the reason for those left out).
 fn add_chunks(
     a: &mut Assembled,
     budget: &mut Budget,
     chunks: &[ChunkCandidate],
-    cap: usize,
+    (cap, over): (usize, String),
     count: &dyn Fn(&str) -> usize,
 ) {
-    let mut section = SectionFiller::new(
-        SourceKind::Chunk,
-        "Files",
-        cap,
-        format!("over the file budget ({cap} tokens)"),
-        count,
-    );
+    let mut section = SectionFiller::new(SourceKind::Chunk, "Files", cap, over, count);
     for c in chunks {
         let taken = section.offer(
             a,

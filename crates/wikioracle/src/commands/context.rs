@@ -110,10 +110,12 @@ fn explain(g: &GlobalOpts, args: ExplainArgs) -> Result<ExitCode> {
         }
     };
     let mut opts = AssemblyOptions::new(state, args.budget, 0);
-    if let Some(n) = args
-        .recall_tokens
-        .or(wo_providers::Config::load()?.memory.recall_tokens)
-    {
+    // The config is read only when the flag does not say.
+    let recall_tokens = match args.recall_tokens {
+        Some(n) => Some(n),
+        None => wo_providers::Config::load()?.memory.recall_tokens,
+    };
+    if let Some(n) = recall_tokens {
         opts.recall_tokens = n;
     }
     opts.leaf = args.parent.clone();
