@@ -956,6 +956,16 @@ pub fn structured_output_schema(listed: &[&TruthEntry]) -> Value {
             def.insert("maxLength".into(), max.into());
         }
     }
+    // llama-cpp-python's server (0.3) turns a pattern's `\.` into a grammar
+    // its own parser refuses, and then crashes the whole server on the
+    // missing grammar: `[.]` means the same and converts everywhere.
+    if let Some(Value::Array(choices)) = defs.get_mut("expires").and_then(|e| e.get_mut("anyOf")) {
+        for choice in choices {
+            if let Some(Value::String(pattern)) = choice.get_mut("pattern") {
+                *pattern = pattern.replace(r"\.", "[.]");
+            }
+        }
+    }
     // An operation with nothing to refer to goes, with its definition (an
     // empty `enum` is no grammar at all).
     let mut dropped = Vec::new();

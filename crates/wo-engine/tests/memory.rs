@@ -361,10 +361,29 @@ fn the_structured_output_schema_is_a_subset_that_only_names_listed_ids() {
             false,
         ),
         (
-            json!({"ops": [add.clone(), add.clone(), add.clone(), add.clone(), add.clone(), add.clone(), add.clone(), add.clone(), add]}),
+            json!({"ops": [add.clone(), add.clone(), add.clone(), add.clone(), add.clone(), add.clone(), add.clone(), add.clone(), add.clone()]}),
+            false,
+        ),
+        // The instant's pattern, spelled without escapes, means what the
+        // published one does: a fraction after a dot, nothing else there.
+        (
+            json!({"ops": [{"op": "add", "kind": "event", "title": "t", "content": "c", "certainty": 1, "expires": "2026-01-01T00:00:00.25Z"}]}),
+            true,
+        ),
+        (
+            json!({"ops": [{"op": "add", "kind": "event", "title": "t", "content": "c", "certainty": 1, "expires": "2026-01-01T00:00:00x25Z"}]}),
             false,
         ),
     ];
+    // No pattern carries a backslash escape: llama-cpp-python's server
+    // turns one into a grammar it cannot parse, and crashes.
+    let mut patterns = Vec::new();
+    collect_patterns(&listed, &mut patterns);
+    collect_patterns(&empty, &mut patterns);
+    assert!(!patterns.is_empty());
+    for p in patterns {
+        assert!(!p.contains('\\'), "pattern {p:?} has an escape");
+    }
     for (d, ok) in docs {
         assert_eq!(v.is_valid(&d), ok, "{d}");
         // A subset: what it accepts, the published schema and parser accept.
@@ -374,6 +393,22 @@ fn the_structured_output_schema_is_a_subset_that_only_names_listed_ids() {
                 "{d}"
             );
         }
+    }
+}
+
+/// Every `pattern` in a schema.
+fn collect_patterns(schema: &Value, out: &mut Vec<String>) {
+    match schema {
+        Value::Object(map) => {
+            for (k, v) in map {
+                match (k.as_str(), v) {
+                    ("pattern", Value::String(p)) => out.push(p.clone()),
+                    _ => collect_patterns(v, out),
+                }
+            }
+        }
+        Value::Array(items) => items.iter().for_each(|v| collect_patterns(v, out)),
+        _ => {}
     }
 }
 
