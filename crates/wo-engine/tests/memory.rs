@@ -396,6 +396,24 @@ fn the_structured_output_schema_is_a_subset_that_only_names_listed_ids() {
     }
 }
 
+#[test]
+fn the_interpreter_reads_the_schema_its_reply_is_held_to_in_few_tokens() {
+    let (state, ex) = state_with_exchange();
+    let req =
+        wo_engine::memory::interpreter_request(&state, &ex, DEFAULT_INTERPRETER_PROMPT).unwrap();
+    let held_to = req.json_schema.as_ref().unwrap().schema.to_string();
+    let system = &req.messages[0].content;
+    assert!(system.contains(&held_to), "{system}");
+    // Not the published schema: its journal record means nothing to the
+    // model, and its layout costs tokens on every call.
+    assert!(!system.contains("\"record\""), "{system}");
+    assert!(
+        system.len() < DEFAULT_INTERPRETER_PROMPT.len() + OPS_SCHEMA.len() / 2,
+        "{} bytes",
+        system.len()
+    );
+}
+
 /// Every `pattern` in a schema.
 fn collect_patterns(schema: &Value, out: &mut Vec<String>) {
     match schema {
