@@ -1095,6 +1095,7 @@ fn git_merges_llm_json_with_the_merge_driver() {
             ".llm.json.memory-jobs",
             ".llm.json.memory-jobs.lock",
             ".llm.json.memory-run.lock",
+            ".llm.json.memory-answering.lock",
             ".recall-*.tmp"
         ]
     );

@@ -242,10 +242,9 @@ fn wo_ask_remembers_the_exchange_with_provenance_and_it_can_be_undone() {
     // Off: no interpreter call, nothing remembered.
     std::fs::write(
         &cfg,
-        format!(
-            "{}\n[interpreter]\nmode = \"off\"\n",
-            std::fs::read_to_string(&cfg).unwrap()
-        ),
+        std::fs::read_to_string(&cfg)
+            .unwrap()
+            .replace("[interpreter]\n", "[interpreter]\nmode = \"off\"\n"),
     )
     .unwrap();
     p.ok(&["memory", "undo"]);
@@ -536,6 +535,85 @@ fn a_slow_interpreter_never_holds_up_wo_ask() {
     assert_eq!(e.provenance.as_ref().unwrap().by, "test/m");
     let text = p.ok_with(&cfg, &["memory", "status"]);
     assert!(text.contains("done") && text.contains("1 new"), "{text}");
+}
+
+/// Questions asked one after the other go first: the background
+/// interpreter waits for a pause in answers before it calls the model, and
+/// a call in flight when an answer starts is dropped and made again later
+/// (a model on this machine answers one request at a time; llama-cpp-python
+/// even cuts one request off for the next). Nothing is remembered twice.
+#[test]
+fn answers_go_first_the_interpreter_waits_for_a_pause_and_gives_way() {
+    use std::sync::atomic::Ordering::SeqCst;
+    let p = Project::new();
+    let ops = r#"{"ops": [{"op": "add", "kind": "note", "title": "Asked", "content": "c", "certainty": 0.5}]}"#;
+    // The interpreter takes 3 s; an answer 1 s (long enough to be seen).
+    let (port, calls) = {
+        use std::io::Write;
+        let calls = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let counted = calls.clone();
+        let port = common::connection_server(move |mut stream| {
+            let Some((_, body)) = common::read_request(&stream) else {
+                return;
+            };
+            if String::from_utf8_lossy(&body).contains("memory_ops") {
+                counted.fetch_add(1, SeqCst);
+                std::thread::sleep(std::time::Duration::from_secs(3));
+                let _ = stream.write_all(sse_answer(ops).as_bytes());
+            } else {
+                std::thread::sleep(std::time::Duration::from_secs(1));
+                let _ = stream.write_all(sse_answer("Sure.").as_bytes());
+            }
+        });
+        (port, calls)
+    };
+    let cfg = p.openai_config(port);
+    let text = std::fs::read_to_string(&cfg)
+        .unwrap()
+        .replace("pause_seconds = 0", "pause_seconds = 2");
+    std::fs::write(&cfg, text).unwrap();
+
+    // Three questions in a row, as a script asks them: no pause of 2 s, so
+    // no interpreter call yet, and status says what the jobs wait for.
+    for q in ["One?", "Two?", "Three?"] {
+        p.ok_with(&cfg, &["ask", "--provider", "test", q]);
+    }
+    assert_eq!(calls.load(SeqCst), 0, "no call while questions come");
+    let status = p.ok_with(&cfg, &["memory", "status"]);
+    assert_eq!(status.matches("pending").count(), 3, "{status}");
+    assert!(status.contains("waiting for a pause"), "{status}");
+
+    // The pause comes: the first call starts. A question asked while it
+    // runs stops it; the job goes back to the queue, not to failed.
+    let until = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while calls.load(SeqCst) == 0 {
+        assert!(
+            std::time::Instant::now() < until,
+            "the interpreter never started"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    p.ok_with(&cfg, &["ask", "--provider", "test", "Four?"]);
+    let during = jobs(&p, &cfg);
+    assert!(
+        during
+            .iter()
+            .all(|j| j["status"] == "pending" || j["status"] == "done"),
+        "the dropped call's job is pending again: {during:?}"
+    );
+
+    // Then all four are interpreted, each once.
+    let done = wait_for_jobs(&p, &cfg, 60);
+    assert_eq!(done.len(), 4, "{done:?}");
+    assert!(done.iter().all(|j| j["status"] == "done"), "{done:?}");
+    assert!(
+        calls.load(SeqCst) > 4,
+        "the dropped call was made again: {} calls",
+        calls.load(SeqCst)
+    );
+    let s = p.state();
+    assert_eq!(read_log(&s).len(), 4, "one record per exchange");
+    assert_eq!(s.truth.trust.len(), 4, "nothing remembered twice");
 }
 
 #[test]

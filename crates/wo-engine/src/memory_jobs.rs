@@ -13,7 +13,21 @@
 //! after finding nothing pending: a job queued at that moment is seen either
 //! by the runner leaving or by the next one started for it.
 //!
-//! The three files are opened through `wo_durable::project`: a link, a FIFO
+//! Answers go first. A face answering a question on the file (`wo ask`, a
+//! turn of `wo chat`) holds `.llm.json.memory-answering.lock` shared while
+//! the model answers; the runner starts a call only once no answer has been
+//! in flight for a pause ([`RunContext::answers_quiet`], `[interpreter]
+//! pause_seconds`, 10 s by default), and stops a call when an answer starts,
+//! the job going back to the queue to start again, from the beginning, at
+//! the next quiet moment. Why: a model on the person's own machine (a
+//! llama.cpp or llama-cpp-python server, Ollama) answers one request at a
+//! time — an interpreter call held the next question up for as long as it
+//! ran, and llama-cpp-python even cut one request off for the other — and
+//! questions asked one after the other leave no quiet moment, so memory
+//! waits for the person to pause. The server does the same in process
+//! (`crate::priority`).
+//!
+//! The files are opened through `wo_durable::project`: a link, a FIFO
 //! or a device at one of their names (a project folder may come from
 //! anywhere) is never followed, read, waited on or replaced; the queue
 //! reads as empty, a change to it fails naming the file and why, and
@@ -36,7 +50,8 @@ const KEEP_FINISHED: usize = 50;
 /// The most the queue file is read: far more jobs than ever wait (finished
 /// ones are pruned to [`KEEP_FINISHED`]); a larger file is not one wo wrote.
 const MAX_QUEUE_BYTES: u64 = 64 << 20;
-/// How often a running job checks whether it was cancelled.
+/// How often a running job checks whether it was cancelled, or an answer
+/// started.
 const CANCEL_POLL: Duration = Duration::from_millis(200);
 
 /// Where a job stands.
@@ -162,6 +177,23 @@ pub struct Queue {
     path: PathBuf,
     lock: PathBuf,
     run_lock: PathBuf,
+    answering_lock: PathBuf,
+}
+
+/// An answer in flight on a queue's file (see [`Queue::answering`]): the
+/// runner holds its interpreter calls back until it is dropped, and for a
+/// pause after ([`RunContext::answers_quiet`]).
+#[derive(Debug)]
+pub struct Answering(Option<File>);
+
+impl Drop for Answering {
+    fn drop(&mut self) {
+        if let Some(f) = self.0.take() {
+            // The quiet moment counts from here (the runner reads it).
+            let _ = f.set_modified(std::time::SystemTime::now());
+            let _ = f.unlock();
+        }
+    }
 }
 
 impl Queue {
@@ -171,14 +203,64 @@ impl Queue {
             path: queue_path(state_path),
             lock: beside(state_path, "memory-jobs.lock"),
             run_lock: beside(state_path, "memory-run.lock"),
+            answering_lock: beside(state_path, "memory-answering.lock"),
         }
     }
 
     /// The files the queue keeps beside the state file: the queue itself
-    /// and its two locks (never committed: they describe this machine's
+    /// and its three locks (never committed: they describe this machine's
     /// work in progress).
-    pub fn files(&self) -> [&Path; 3] {
-        [&self.path, &self.lock, &self.run_lock]
+    pub fn files(&self) -> [&Path; 4] {
+        [&self.path, &self.lock, &self.run_lock, &self.answering_lock]
+    }
+
+    /// Marks an answer in flight until the returned guard is dropped, for a
+    /// runner of this queue to give way to it. Best effort and never in the
+    /// answer's way: where no runner ever ran (no lock file) there is no
+    /// one to tell, and a lock that cannot be opened or taken at once (a
+    /// link or a FIFO planted at its name, another process holding it)
+    /// tells nobody.
+    pub fn answering(&self) -> Answering {
+        if self.answering_lock.symlink_metadata().is_err() {
+            return Answering(None);
+        }
+        let Ok(f) = open_lock(&self.answering_lock) else {
+            return Answering(None);
+        };
+        // The runner holds it alone only for the instant of a look.
+        for _ in 0..50 {
+            match f.try_lock_shared() {
+                Ok(()) => return Answering(Some(f)),
+                Err(std::fs::TryLockError::WouldBlock) => {
+                    std::thread::sleep(Duration::from_millis(1));
+                }
+                Err(std::fs::TryLockError::Error(_)) => break,
+            }
+        }
+        Answering(None)
+    }
+
+    /// Whether no answer is in flight on the file, and none ended less
+    /// than `quiet` ago. A lock that cannot be looked at (a link, a FIFO)
+    /// counts as quiet: memory is never held back for ever by it; an end
+    /// dated in the future counts as long past.
+    pub fn answers_quiet(&self, quiet: Duration) -> bool {
+        // Opened, never created: looking changes nothing.
+        let Ok(f) = project::open_regular_file(&self.answering_lock) else {
+            return true;
+        };
+        match f.try_lock() {
+            Ok(()) => {
+                let _ = f.unlock();
+            }
+            Err(std::fs::TryLockError::WouldBlock) => return false,
+            Err(std::fs::TryLockError::Error(_)) => return true,
+        }
+        let ended = f.metadata().and_then(|m| m.modified());
+        match ended.map(|t| std::time::SystemTime::now().duration_since(t)) {
+            Ok(Ok(since)) => since >= quiet,
+            _ => true,
+        }
     }
 
     /// The jobs, oldest first. A missing file is an empty queue; a damaged
@@ -422,6 +504,23 @@ impl Runner {
         Ok(claimed)
     }
 
+    /// Puts `job` back in the queue, pending, as if never claimed: its call
+    /// was dropped for an answer, through no fault of its own.
+    pub fn give_back(&self, job: &Job) -> std::io::Result<()> {
+        self.queue.update(|jobs| {
+            if let Some(j) = jobs
+                .iter_mut()
+                .find(|j| j.exchange == job.exchange && j.status == JobStatus::Running)
+            {
+                j.status = JobStatus::Pending;
+                j.started = None;
+                j.pid = None;
+                j.attempts = j.attempts.saturating_sub(1);
+            }
+            ((), true)
+        })
+    }
+
     /// Records how `job` ended.
     pub fn finish(
         &self,
@@ -468,13 +567,17 @@ pub struct RunContext<'a> {
     pub prompt: &'a str,
     /// The longest one job may take (the call and its retry).
     pub job_timeout: Duration,
+    /// How long no answer must have been in flight on the file before a
+    /// call starts (`[interpreter] pause_seconds`).
+    pub answers_quiet: Duration,
 }
 
 /// Runs the queue of `store`'s file until nothing is pending: each job is
-/// one interpreter call (and its one retry) bounded by
+/// one interpreter call (and its one retry), started once no answer has
+/// been in flight on the file for [`RunContext::answers_quiet`], bounded by
 /// [`RunContext::job_timeout`] and the provider's answer limits, cancelled
-/// within [`CANCEL_POLL`] of `Queue::cancel`, its operations applied in one
-/// store transaction. Returns the jobs run with their outcome. `None`:
+/// within [`CANCEL_POLL`] of `Queue::cancel`, dropped and queued again when
+/// an answer starts, its operations applied in one store transaction. Returns the jobs run with their outcome. `None`:
 /// another process is running this queue (it will take new jobs too).
 pub async fn run_queue(
     store: &mut wo_store::Store,
@@ -484,21 +587,38 @@ pub async fn run_queue(
     let Some(mut runner) = queue.start_runner()? else {
         return Ok(None);
     };
+    // Made here when missing, so that answers from now on are seen (its
+    // date is then the start of the pause).
+    let _ = open_lock(&queue.answering_lock);
     let mut ran = Vec::new();
-    while let Some(job) = runner.claim()? {
-        let outcome = run_job(store, &queue, &job, ctx).await;
-        runner.finish(&job, outcome.status, outcome.reason, outcome.operations)?;
-        ran.push((job, outcome.status));
+    loop {
+        // Answers go first (see the module docs): a call starts only at a
+        // quiet moment; the jobs stay pending meanwhile.
+        while queue.jobs().iter().any(|j| j.status == JobStatus::Pending)
+            && !queue.answers_quiet(ctx.answers_quiet)
+        {
+            tokio::time::sleep(CANCEL_POLL).await;
+        }
+        let Some(job) = runner.claim()? else { break };
+        match run_job(store, &queue, &job, ctx).await {
+            Some(outcome) => {
+                runner.finish(&job, outcome.status, outcome.reason, outcome.operations)?;
+                ran.push((job, outcome.status));
+            }
+            None => runner.give_back(&job)?,
+        }
     }
     Ok(Some(ran))
 }
 
+/// One interpreter call for `job`; `None` when an answer started on the
+/// file meanwhile and the call was dropped, to be made again.
 async fn run_job(
     store: &mut wo_store::Store,
     queue: &Queue,
     job: &Job,
     ctx: &RunContext<'_>,
-) -> Outcome {
+) -> Option<Outcome> {
     let failed = |reason: String| Outcome {
         status: JobStatus::Failed,
         reason: Some(reason),
@@ -507,10 +627,10 @@ async fn run_job(
     let provider = match (ctx.provider)(&job.provider) {
         Ok(p) => p,
         Err(e) => {
-            return failed(format!(
+            return Some(failed(format!(
                 "the provider {:?} cannot be used: {e}",
                 job.provider
-            ));
+            )));
         }
     };
     let by = format!("{}/{}", provider.name(), provider.default_model());
@@ -518,46 +638,61 @@ async fn run_job(
         question_id: job.question.clone(),
         answer_id: job.exchange.clone(),
     };
+    let cancelled = || Outcome {
+        status: JobStatus::Cancelled,
+        reason: Some("cancelled while the interpreter was running".into()),
+        operations: None,
+    };
     let work = remember(store, provider.as_ref(), &exchange, ctx.prompt, &by);
-    let cancelled = async {
+    let stop = async {
         loop {
             tokio::time::sleep(CANCEL_POLL).await;
             if queue.cancel_requested(&job.exchange) {
-                break;
+                return Stop::Cancelled;
+            }
+            if !queue.answers_quiet(Duration::ZERO) {
+                return Stop::Answering;
             }
         }
     };
     let raced = tokio::time::timeout(ctx.job_timeout, async {
         futures::pin_mut!(work);
-        futures::pin_mut!(cancelled);
-        match futures::future::select(work, cancelled).await {
-            futures::future::Either::Left((result, _)) => Some(result),
-            futures::future::Either::Right(((), _)) => None,
+        futures::pin_mut!(stop);
+        match futures::future::select(work, stop).await {
+            futures::future::Either::Left((result, _)) => Ok(result),
+            futures::future::Either::Right((stop, _)) => Err(stop),
         }
     })
     .await;
-    match raced {
+    Some(match raced {
         Err(_) => failed(format!(
             "the interpreter took longer than {} s; nothing was remembered",
             ctx.job_timeout.as_secs()
         )),
-        Ok(None) => Outcome {
-            status: JobStatus::Cancelled,
-            reason: Some("cancelled while the interpreter was running".into()),
-            operations: None,
-        },
-        Ok(Some(Ok(record))) => Outcome {
+        Ok(Err(Stop::Cancelled)) => cancelled(),
+        // An answer started: the call is dropped (nothing was applied:
+        // operations are applied only once the reply is whole).
+        Ok(Err(Stop::Answering)) => return None,
+        Ok(Ok(Ok(record))) => Outcome {
             status: JobStatus::Done,
             reason: Some(summary(&record)),
             operations: Some(record.ops.len()),
         },
-        Ok(Some(Err(RememberError::AlreadyRecorded))) => Outcome {
+        Ok(Ok(Err(RememberError::AlreadyRecorded))) => Outcome {
             status: JobStatus::Done,
             reason: Some("already remembered by another process".into()),
             operations: Some(0),
         },
-        Ok(Some(Err(e))) => failed(plain_reason(&e)),
-    }
+        Ok(Ok(Err(e))) => failed(plain_reason(&e)),
+    })
+}
+
+/// Why a running interpreter call was stopped.
+enum Stop {
+    /// `wo memory cancel` asked for it.
+    Cancelled,
+    /// An answer started on the file: the call is made again later.
+    Answering,
 }
 
 fn summary(record: &crate::memory::Record) -> String {

@@ -187,6 +187,27 @@ pub struct InterpreterConfig {
     /// Provider for the interpreter call, with its configured model
     /// (default: the one that answered).
     pub provider: Option<String>,
+    /// Seconds with no answer in progress on the file before the CLI's
+    /// background interpreter starts a call (default 10): answers go
+    /// first, and a model on this machine answers one request at a time.
+    pub pause_seconds: Option<u64>,
+}
+
+/// Seconds with no answer in progress before the CLI's background
+/// interpreter starts a call, when `[interpreter] pause_seconds` is not
+/// set: longer than the moment between one `wo ask` and the next in a
+/// script, so questions asked one after the other are never held up.
+pub const DEFAULT_INTERPRETER_PAUSE_SECONDS: u64 = 10;
+
+impl InterpreterConfig {
+    /// How long no answer must have been in progress before a background
+    /// interpreter call starts.
+    pub fn pause(&self) -> std::time::Duration {
+        std::time::Duration::from_secs(
+            self.pause_seconds
+                .unwrap_or(DEFAULT_INTERPRETER_PAUSE_SECONDS),
+        )
+    }
 }
 
 /// `[memory]`: what happens to memory over time (product §7).

@@ -110,6 +110,9 @@ pub fn run(g: &GlobalOpts, mut args: AskArgs) -> Result<ExitCode> {
     // only when one was begun.
     let mut printed = crate::render::LineEnd::default();
     let spinner = crate::render::Spinner::new(provider.name());
+    // A background interpreter on this file holds its calls back meanwhile
+    // (a model on this machine answers one request at a time).
+    let answering = wo_engine::memory_jobs::Queue::of(store.path()).answering();
     let outcome = rt.block_on(async {
         let watcher = cancel.clone();
         tokio::spawn(async move {
@@ -167,6 +170,7 @@ pub fn run(g: &GlobalOpts, mut args: AskArgs) -> Result<ExitCode> {
         )
         .await
     });
+    drop(answering);
     // A cache: a failure to write it (a read-only directory) only means the
     // next run rebuilds it; a link or a FIFO at its name is said once.
     let saved = wo_engine::recall_file::save(&sidecar, &mut recall, store.state(), &loaded);

@@ -160,6 +160,9 @@ pub fn run(g: &GlobalOpts, mut args: ChatArgs) -> Result<ExitCode> {
         let mut assembled = None;
         let spinner = crate::render::Spinner::new(provider.name());
         let mut printed = crate::render::LineEnd::default();
+        // A background interpreter on this file holds its calls back
+        // meanwhile (a model on this machine answers one request at a time).
+        let answering = wo_engine::memory_jobs::Queue::of(store.path()).answering();
         let result = rt.block_on(async {
             let watcher = cancel.clone();
             let ctrl_c = tokio::spawn(async move {
@@ -203,6 +206,7 @@ pub fn run(g: &GlobalOpts, mut args: ChatArgs) -> Result<ExitCode> {
             ctrl_c.abort();
             r
         });
+        drop(answering);
         if result.is_err() && printed.open() {
             outln!();
         }

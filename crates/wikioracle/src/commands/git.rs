@@ -136,7 +136,7 @@ pub fn git_setup(g: &GlobalOpts) -> Result<ExitCode> {
     // lock and the record of the version this machine last wrote), and the
     // memory interpreter's queue and its locks (this machine's work).
     let queue = wo_engine::memory_jobs::Queue::of(&state);
-    let [jobs, jobs_lock, run_lock] = queue.files();
+    let [jobs, jobs_lock, run_lock, answering_lock] = queue.files();
     for sidecar in [
         wo_engine::recall_file::sidecar_path(&state),
         wo_engine::embed_file::sidecar_path(&state),
@@ -145,6 +145,7 @@ pub fn git_setup(g: &GlobalOpts) -> Result<ExitCode> {
         jobs.to_path_buf(),
         jobs_lock.to_path_buf(),
         run_lock.to_path_buf(),
+        answering_lock.to_path_buf(),
     ] {
         if let Some(sidecar) = sidecar.file_name().and_then(|n| n.to_str()) {
             ensure_line(&top.join(".gitignore"), sidecar)?;

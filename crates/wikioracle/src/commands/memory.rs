@@ -343,6 +343,15 @@ fn status(g: &GlobalOpts, json: bool) -> Result<ExitCode> {
     }
     let cfg = wo_providers::Config::load()?;
     let interpreter = super::session::interpreter_state(&cfg, None);
+    // Pending jobs wait for a pause in answers (`wo_engine::memory_jobs`).
+    let pause = cfg.interpreter.pause();
+    let waiting = (active && !queue.answers_quiet(pause)).then(|| {
+        format!(
+            "waiting for a pause: answers go first, and the interpreter starts once none has \
+             been in progress for {} s",
+            pause.as_secs()
+        )
+    });
     // A job left running with no runner alive was interrupted; the next
     // `wo ask` or `wo memory run` tries it again.
     let shown = |s: JobStatus| match (s, active) {
@@ -359,6 +368,9 @@ fn status(g: &GlobalOpts, json: bool) -> Result<ExitCode> {
             .map(|j| {
                 let mut v = serde_json::to_value(j).unwrap_or_default();
                 v["status"] = shown(j.status).into();
+                if let (JobStatus::Pending, Some(w)) = (j.status, &waiting) {
+                    v["reason"] = w.as_str().into();
+                }
                 v
             })
             .collect();
@@ -378,11 +390,12 @@ fn status(g: &GlobalOpts, json: bool) -> Result<ExitCode> {
             .as_ref()
             .or(j.started.as_ref())
             .unwrap_or(&j.queued);
-        let reason = j
-            .reason
-            .as_deref()
-            .map(|r| format!("  {r}"))
-            .unwrap_or_default();
+        let reason = match (j.status, &waiting) {
+            (JobStatus::Pending, Some(w)) => Some(w.as_str()),
+            _ => j.reason.as_deref(),
+        }
+        .map(|r| format!("  {r}"))
+        .unwrap_or_default();
         outln!("{:<11} {}  {when}{reason}", shown(j.status), j.exchange);
     }
     Ok(ExitCode::SUCCESS)
@@ -390,7 +403,7 @@ fn status(g: &GlobalOpts, json: bool) -> Result<ExitCode> {
 
 /// `wo memory run`: the queue, in this process, until nothing is pending.
 fn run_queue(g: &GlobalOpts, timeout: u64, quiet: bool) -> Result<ExitCode> {
-    use wo_engine::memory_jobs::RunContext;
+    use wo_engine::memory_jobs::{JobStatus, RunContext};
     let cfg = wo_providers::Config::load()?;
     let mut store = open_store(g)?;
     let project = store.path().parent().map(PathBuf::from);
@@ -404,8 +417,18 @@ fn run_queue(g: &GlobalOpts, timeout: u64, quiet: bool) -> Result<ExitCode> {
         provider: &build,
         prompt: &prompt,
         job_timeout: std::time::Duration::from_secs(timeout),
+        answers_quiet: cfg.interpreter.pause(),
     };
     let rt = super::session::runtime()?;
+    let queue = wo_engine::memory_jobs::Queue::of(store.path());
+    let pending = queue.jobs().iter().any(|j| j.status == JobStatus::Pending);
+    if !quiet && pending && !queue.answers_quiet(ctx.answers_quiet) {
+        outln!(
+            "waiting for a pause: answers go first, and the interpreter starts once none has \
+             been in progress for {} s ([interpreter] pause_seconds)",
+            ctx.answers_quiet.as_secs()
+        );
+    }
     match rt.block_on(wo_engine::memory_jobs::run_queue(&mut store, &ctx))? {
         None if !quiet => outln!("another process is running the interpreter's queue"),
         Some(ran) if !quiet => {

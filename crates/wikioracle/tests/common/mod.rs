@@ -91,8 +91,10 @@ impl Project {
     /// A config whose provider `test` is the OpenAI-compatible server on
     /// loopback `port`.
     pub fn openai_config(&self, port: u16) -> PathBuf {
+        // The background interpreter starts at once after an answer (the
+        // tests wait for it), not after the pause people get by default.
         self.write_config(&format!(
-            "[providers.test]\nkind = \"openai\"\nbase_url = \"http://127.0.0.1:{port}/v1\"\nmodel = \"m\"\napi_key = \"sk-test-not-a-real-key\"\ntimeout_secs = 30\n"
+            "[interpreter]\npause_seconds = 0\n\n[providers.test]\nkind = \"openai\"\nbase_url = \"http://127.0.0.1:{port}/v1\"\nmodel = \"m\"\napi_key = \"sk-test-not-a-real-key\"\ntimeout_secs = 30\n"
         ))
     }
 
