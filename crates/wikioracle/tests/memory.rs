@@ -570,10 +570,10 @@ fn answers_go_first_the_interpreter_waits_for_a_pause_and_gives_way() {
     let cfg = p.openai_config(port);
     let text = std::fs::read_to_string(&cfg)
         .unwrap()
-        .replace("pause_seconds = 0", "pause_seconds = 2");
+        .replace("pause_seconds = 0", "pause_seconds = 3");
     std::fs::write(&cfg, text).unwrap();
 
-    // Three questions in a row, as a script asks them: no pause of 2 s, so
+    // Three questions in a row, as a script asks them: no pause of 3 s, so
     // no interpreter call yet, and status says what the jobs wait for.
     for q in ["One?", "Two?", "Three?"] {
         p.ok_with(&cfg, &["ask", "--provider", "test", q]);
@@ -657,6 +657,32 @@ fn a_failed_interpreter_call_is_reported_once_in_plain_words() {
         r.stderr.matches("was not remembered").count(),
         1,
         "only the second failure: {}",
+        r.stderr
+    );
+    // Several that failed alike are one note saying how many (asked in a
+    // row, they wait for the pause, then fail together).
+    wait_for_jobs(&p, &cfg, 30);
+    p.ok_with(&cfg, &["ask", "--provider", "test", "Reported first."]);
+    wait_for_jobs(&p, &cfg, 30);
+    let text = std::fs::read_to_string(&cfg)
+        .unwrap()
+        .replace("pause_seconds = 0", "pause_seconds = 3");
+    std::fs::write(&cfg, text).unwrap();
+    for q in ["A?", "B?"] {
+        p.ok_with(&cfg, &["ask", "--provider", "test", q]);
+    }
+    let done = wait_for_jobs(&p, &cfg, 30);
+    assert!(done.iter().all(|j| j["status"] == "failed"), "{done:?}");
+    let r = p.run_with(&cfg, &["ask", "--provider", "test", "And now?"]);
+    assert_eq!(
+        r.stderr.matches("not remembered").count(),
+        1,
+        "one note: {}",
+        r.stderr
+    );
+    assert!(
+        r.stderr.contains("2 exchanges were not remembered") && r.stderr.contains("cut off"),
+        "{}",
         r.stderr
     );
 }

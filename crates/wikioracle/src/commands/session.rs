@@ -273,12 +273,26 @@ pub fn queue_memory(
     use wo_engine::memory_jobs::{Job, Queue};
     let queue = Queue::of(state_file);
     if let Ok(failed) = queue.take_unreported_failures() {
-        for j in failed {
-            eoutln!(
-                "note: memory: exchange {} was not remembered: {} (wo memory status)",
-                j.exchange,
-                j.reason.as_deref().unwrap_or("no reason recorded")
-            );
+        // One line per reason: ten exchanges that failed alike (a model
+        // that cannot do the job) are one note, not ten.
+        let mut reasons: Vec<(&str, Vec<&str>)> = Vec::new();
+        for j in &failed {
+            let reason = j.reason.as_deref().unwrap_or("no reason recorded");
+            match reasons.iter_mut().find(|(r, _)| *r == reason) {
+                Some((_, ids)) => ids.push(&j.exchange),
+                None => reasons.push((reason, vec![&j.exchange])),
+            }
+        }
+        for (reason, ids) in reasons {
+            match ids.as_slice() {
+                [one] => eoutln!(
+                    "note: memory: exchange {one} was not remembered: {reason} (wo memory status)"
+                ),
+                many => eoutln!(
+                    "note: memory: {} exchanges were not remembered: {reason} (wo memory status)",
+                    many.len()
+                ),
+            }
         }
     }
     let Some(step) = step else { return };
