@@ -961,6 +961,19 @@ pub fn structured_output_schema(listed: &[&TruthEntry]) -> Value {
             def.insert("maxLength".into(), max.into());
         }
     }
+    // Servers' grammars drop a number's bounds (llama-cpp-python's, and
+    // llama.cpp's for non-integers): a certainty of 10 was then a rejected
+    // reply. Twenty-one steps of 0.05 from 0 to 1 are a grammar of their own.
+    if let Some(certainty) = defs.get_mut("certainty") {
+        let steps: Vec<Value> = (0..=20)
+            .map(|i| match i {
+                0 => Value::from(0),
+                20 => Value::from(1),
+                i => Value::from(f64::from(i) / 20.0),
+            })
+            .collect();
+        *certainty = serde_json::json!({ "enum": steps });
+    }
     // llama-cpp-python's server (0.3) turns a pattern's `\.` into a grammar
     // its own parser refuses, and then crashes the whole server on the
     // missing grammar: `[.]` means the same and converts everywhere.

@@ -364,6 +364,19 @@ fn the_structured_output_schema_is_a_subset_that_only_names_listed_ids() {
             json!({"ops": [add.clone(), add.clone(), add.clone(), add.clone(), add.clone(), add.clone(), add.clone(), add.clone(), add.clone()]}),
             false,
         ),
+        // A certainty is one of 21 steps, which a grammar can spell.
+        (
+            json!({"ops": [{"op": "add", "kind": "fact", "title": "t", "content": "c", "certainty": 0.95}]}),
+            true,
+        ),
+        (
+            json!({"ops": [{"op": "add", "kind": "fact", "title": "t", "content": "c", "certainty": 10}]}),
+            false,
+        ),
+        (
+            json!({"ops": [{"op": "add", "kind": "fact", "title": "t", "content": "c", "certainty": 0.333}]}),
+            false,
+        ),
         // The instant's pattern, spelled without escapes, means what the
         // published one does: a fraction after a dot, nothing else there.
         (
