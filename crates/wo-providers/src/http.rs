@@ -375,6 +375,14 @@ enum AttemptError {
     NotSse(String),
 }
 
+/// Whether an error body says the request failed validation (pydantic's
+/// "1 validation error" / "2 validation errors", which FastAPI servers such
+/// as llama-cpp-python's return with a 500): not a passing fault.
+fn says_request_invalid(body: &[u8]) -> bool {
+    let text = String::from_utf8_lossy(&body[..body.len().min(4096)]).to_ascii_lowercase();
+    text.contains("validation error")
+}
+
 /// Send a request (rebuilt by `build` for each attempt), retrying per the
 /// policy, until the response is 2xx and its first body bytes have arrived.
 pub(crate) async fn open(
@@ -433,6 +441,17 @@ pub(crate) async fn open(
                             Some(d) => (Some(d), e),
                             None => (None, e),
                         }
+                    }
+                    // A server that reports the request itself as invalid
+                    // with a 500 (llama-cpp-python's server does, for a
+                    // field it does not take) says so again on every retry.
+                    500..=599 if says_request_invalid(&body) => {
+                        return Err(ProviderError::BadRequest {
+                            provider: ctx.provider.clone(),
+                            url: ctx.url.clone(),
+                            status: Some(code),
+                            detail,
+                        });
                     }
                     500..=599 => {
                         let e = ProviderError::Server {
