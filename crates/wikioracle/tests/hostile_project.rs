@@ -634,6 +634,26 @@ fn the_recall_sidecar_is_never_followed_nor_replaced() {
     }
 }
 
+/// The lock `wo ask` holds while the model answers, for the background
+/// interpreter to give way (`.llm.json.memory-answering.lock`): whatever is
+/// planted there, `wo ask` answers and saves at once, `wo memory run` ends
+/// without waiting on it, and nothing is followed, created outside or
+/// replaced.
+#[test]
+fn the_answering_lock_is_never_followed_nor_waited_on() {
+    let name = ".llm.json.memory-answering.lock";
+    for what in PLANTS {
+        let h = Hostile::new();
+        let cfg = h.answering_config();
+        h.plant(name, what);
+        h.ask(&cfg);
+        let r = h.wo(&cfg, &["memory", "run"]);
+        assert_eq!(r.code, 0, "{what:?}: {}", r.stderr);
+        h.still_planted(name, what);
+        h.outside_untouched();
+    }
+}
+
 /// This machine's record of the current conversation (under
 /// `$XDG_STATE_HOME`) replaced by a link or a FIFO: `wo ask` still
 /// answers at once, reading nothing through it.
