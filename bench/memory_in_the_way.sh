@@ -4,7 +4,8 @@
 # loopback serving the offline model (SmolLM2), `wo ask` ten times in a row
 # with the memory interpreter on (its default with a config file), against
 # the same ten with it off — alternated question by question, each side in
-# its own project. Prints each side's median and slowest answer time, the
+# its own project, at temperature 0 so that both sides generate alike.
+# Prints each side's median and slowest answer time, the
 # ratio, and then, once the background interpreter has run, how many
 # exchanges it interpreted and why the others were not.
 #
@@ -76,9 +77,12 @@ n="${QUESTIONS:-${#questions[@]}}"
 failed=0
 for i in $(seq 0 $((n - 1))); do
   q="${questions[$((i % ${#questions[@]}))]}"
-  for side in on off; do
+  # Which side goes first alternates too: the server keeps the last
+  # prompt's cache, and the side asked second would always find its twin's.
+  order="on off"; [ $((i % 2)) -eq 1 ] && order="off on"
+  for side in $order; do
     start=$(date +%s.%N)
-    if ! (cd "$work/$side" && WO_CONFIG="$work/$side.toml" "$WO" ask --max-tokens 48 "$q" \
+    if ! (cd "$work/$side" && WO_CONFIG="$work/$side.toml" "$WO" ask --temperature 0 --max-tokens 48 "$q" \
       </dev/null >/dev/null 2>"$work/err"); then
       failed=$((failed + 1))
       echo "  $side: failed: $(tail -c 300 "$work/err")" >&2
@@ -115,4 +119,3 @@ for l in lines:
     if l.startswith("failed"):
         print("  " + l.split("  ", 3)[-1][:160])
 '
-grep -E "prompt eval time" "$work/server.log" | tail -1 | sed 's/^/last call: /'
