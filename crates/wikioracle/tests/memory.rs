@@ -456,6 +456,15 @@ fn slow_interpreter_server(
     (port, calls)
 }
 
+/// Sets how long the background interpreter waits after the last answer
+/// (`openai_config` sets none).
+fn pause_after_answers(cfg: &std::path::Path, secs: u64) {
+    let text = std::fs::read_to_string(cfg)
+        .unwrap()
+        .replace("pause_seconds = 0", &format!("pause_seconds = {secs}"));
+    std::fs::write(cfg, text).unwrap();
+}
+
 /// `wo memory status --json`'s jobs.
 fn jobs(p: &Project, cfg: &std::path::Path) -> Vec<serde_json::Value> {
     let out = p.ok_with(cfg, &["memory", "status", "--json"]);
@@ -568,10 +577,7 @@ fn answers_go_first_the_interpreter_waits_for_a_pause_and_gives_way() {
         (port, calls)
     };
     let cfg = p.openai_config(port);
-    let text = std::fs::read_to_string(&cfg)
-        .unwrap()
-        .replace("pause_seconds = 0", "pause_seconds = 3");
-    std::fs::write(&cfg, text).unwrap();
+    pause_after_answers(&cfg, 3);
 
     // Three questions in a row, as a script asks them: no pause of 3 s, so
     // no interpreter call yet, and status says what the jobs wait for.
@@ -664,10 +670,7 @@ fn a_failed_interpreter_call_is_reported_once_in_plain_words() {
     wait_for_jobs(&p, &cfg, 30);
     p.ok_with(&cfg, &["ask", "--provider", "test", "Reported first."]);
     wait_for_jobs(&p, &cfg, 30);
-    let text = std::fs::read_to_string(&cfg)
-        .unwrap()
-        .replace("pause_seconds = 0", "pause_seconds = 3");
-    std::fs::write(&cfg, text).unwrap();
+    pause_after_answers(&cfg, 3);
     for q in ["A?", "B?"] {
         p.ok_with(&cfg, &["ask", "--provider", "test", q]);
     }
