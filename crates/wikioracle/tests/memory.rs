@@ -375,6 +375,30 @@ fn memory_rebuild_shows_the_cost_then_interprets_what_has_no_record_and_resumes(
     assert!(r.stderr.contains("--since"), "{}", r.stderr);
 }
 
+/// A reply cut off inside a string (a small model at its token cap): `wo
+/// memory rebuild` says so in plain words, as `wo memory status` does,
+/// never with the parser's "EOF while parsing a string".
+#[test]
+fn memory_rebuild_reports_a_rejected_reply_in_plain_words() {
+    let p = Project::new();
+    p.write_state("llm.json", &history());
+    let (port, _) = interpreter_server(r#"{"ops": [{"op": "add", "kind": "fact", "title": "Lis"#);
+    let cfg = p.openai_config(port);
+    let r = p.run_with(&cfg, &["memory", "rebuild", "-p", "test", "--yes"]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert!(
+        r.stderr.contains("nothing remembered") && r.stderr.contains("cut off or was not JSON"),
+        "{}",
+        r.stderr
+    );
+    assert!(
+        !r.stderr.contains("EOF") && !r.stderr.contains("parsing"),
+        "{}",
+        r.stderr
+    );
+    assert!(read_log(&p.state()).is_empty());
+}
+
 #[test]
 fn the_local_model_emits_valid_operations_through_its_grammar() {
     // The real SmolLM2 in-process, the interpreter constrained by the

@@ -315,7 +315,10 @@ fn rebuild(
             }
             Err(e) => {
                 failed += 1;
-                bar.suspend(|| eoutln!("note: {}: nothing remembered: {e}", exchange.answer_id));
+                // In plain words, as `wo memory status` says it: never a
+                // parser's message.
+                let why = wo_engine::memory_jobs::plain_reason(&e);
+                bar.suspend(|| eoutln!("note: {}: nothing remembered: {why}", exchange.answer_id));
             }
         }
         bar.inc(1);
