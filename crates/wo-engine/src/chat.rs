@@ -235,7 +235,7 @@ pub enum TurnError {
     #[error(transparent)]
     Provider(#[from] ProviderError),
     #[error(
-        "the model returned an empty answer; nothing was saved\nhint: try again, or raise --max-tokens; a server that holds fewer tokens than were sent (llama.cpp's default window is 2,048) answers nothing: set context_window in its provider's settings to its size"
+        "the model returned an empty answer; nothing was saved\nhint: try again, or raise --max-tokens; a server that holds fewer tokens than were sent (llama.cpp's default window is 2,048) answers nothing: set context_window in its provider's settings to its size; and llama-cpp-python's server ends an answer empty when another request to it starts (another tool using the same server)"
     )]
     /// The answer was empty: nothing worth saving.
     EmptyAnswer,
