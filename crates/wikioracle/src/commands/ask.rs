@@ -114,12 +114,7 @@ pub fn run(g: &GlobalOpts, mut args: AskArgs) -> Result<ExitCode> {
     // (a model on this machine answers one request at a time).
     let answering = wo_engine::memory_jobs::Queue::of(store.path()).answering();
     let outcome = rt.block_on(async {
-        let watcher = cancel.clone();
-        tokio::spawn(async move {
-            if tokio::signal::ctrl_c().await.is_ok() {
-                watcher.cancel();
-            }
-        });
+        super::session::cancel_on_ctrl_c(cancel.clone());
         let mut stdout = std::io::stdout();
         let mut md = crate::render::Markdown::for_stdout();
         run_turn(

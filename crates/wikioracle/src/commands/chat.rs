@@ -164,12 +164,7 @@ pub fn run(g: &GlobalOpts, mut args: ChatArgs) -> Result<ExitCode> {
         // meanwhile (a model on this machine answers one request at a time).
         let answering = wo_engine::memory_jobs::Queue::of(store.path()).answering();
         let result = rt.block_on(async {
-            let watcher = cancel.clone();
-            let ctrl_c = tokio::spawn(async move {
-                if tokio::signal::ctrl_c().await.is_ok() {
-                    watcher.cancel();
-                }
-            });
+            let ctrl_c = super::session::cancel_on_ctrl_c(cancel.clone());
             let mut out = std::io::stdout();
             let mut md = crate::render::Markdown::for_stdout();
             let r = run_turn(

@@ -160,6 +160,32 @@ pub fn runtime() -> Result<tokio::runtime::Runtime> {
         .context("cannot start the async runtime")
 }
 
+/// Cancels `cancel` on Ctrl-C (SIGINT) until the returned task is aborted.
+/// Called inside the runtime, before the turn starts. On Unix the listener
+/// is registered here, not when the task first runs: a task spawned on a
+/// busy two-core machine could still be waiting for its first poll when
+/// the first words arrived and the person pressed Ctrl-C, and the signal
+/// was then lost (ignored, when the shell started wo with SIGINT ignored)
+/// — the answer ran on to its timeout instead of stopping.
+pub fn cancel_on_ctrl_c(cancel: wo_providers::Cancel) -> tokio::task::JoinHandle<()> {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{SignalKind, signal};
+        if let Ok(mut sigint) = signal(SignalKind::interrupt()) {
+            return tokio::spawn(async move {
+                if sigint.recv().await.is_some() {
+                    cancel.cancel();
+                }
+            });
+        }
+    }
+    tokio::spawn(async move {
+        if tokio::signal::ctrl_c().await.is_ok() {
+            cancel.cancel();
+        }
+    })
+}
+
 /// The memory step (product §7) a turn answered by `answered_by` is
 /// followed by, as `[interpreter]` says (`off`, `after`, `background`: the
 /// CLI never runs it itself — [`queue_memory`] hands it to a background
