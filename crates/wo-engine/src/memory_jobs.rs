@@ -577,8 +577,9 @@ pub struct RunContext<'a> {
 /// been in flight on the file for [`RunContext::answers_quiet`], bounded by
 /// [`RunContext::job_timeout`] and the provider's answer limits, cancelled
 /// within [`CANCEL_POLL`] of `Queue::cancel`, dropped and queued again when
-/// an answer starts, its operations applied in one store transaction. Returns the jobs run with their outcome. `None`:
-/// another process is running this queue (it will take new jobs too).
+/// an answer starts, its operations applied in one store transaction.
+/// Returns the jobs run with their outcome. `None`: another process is
+/// running this queue (it will take new jobs too).
 pub async fn run_queue(
     store: &mut wo_store::Store,
     ctx: &RunContext<'_>,
@@ -638,11 +639,6 @@ async fn run_job(
         question_id: job.question.clone(),
         answer_id: job.exchange.clone(),
     };
-    let cancelled = || Outcome {
-        status: JobStatus::Cancelled,
-        reason: Some("cancelled while the interpreter was running".into()),
-        operations: None,
-    };
     let work = remember(store, provider.as_ref(), &exchange, ctx.prompt, &by);
     let stop = async {
         loop {
@@ -669,7 +665,11 @@ async fn run_job(
             "the interpreter took longer than {} s; nothing was remembered",
             ctx.job_timeout.as_secs()
         )),
-        Ok(Err(Stop::Cancelled)) => cancelled(),
+        Ok(Err(Stop::Cancelled)) => Outcome {
+            status: JobStatus::Cancelled,
+            reason: Some("cancelled while the interpreter was running".into()),
+            operations: None,
+        },
         // An answer started: the call is dropped (nothing was applied:
         // operations are applied only once the reply is whole).
         Ok(Err(Stop::Answering)) => return None,

@@ -348,13 +348,7 @@ fn status(g: &GlobalOpts, json: bool) -> Result<ExitCode> {
     let interpreter = super::session::interpreter_state(&cfg, None);
     // Pending jobs wait for a pause in answers (`wo_engine::memory_jobs`).
     let pause = cfg.interpreter.pause();
-    let waiting = (active && !queue.answers_quiet(pause)).then(|| {
-        format!(
-            "waiting for a pause: answers go first, and the interpreter starts once none has \
-             been in progress for {} s",
-            pause.as_secs()
-        )
-    });
+    let waiting = (active && !queue.answers_quiet(pause)).then(|| waiting_for_a_pause(pause));
     // A job left running with no runner alive was interrupted; the next
     // `wo ask` or `wo memory run` tries it again.
     let shown = |s: JobStatus| match (s, active) {
@@ -404,6 +398,16 @@ fn status(g: &GlobalOpts, json: bool) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
+/// What pending jobs wait for while answers keep coming
+/// (`wo_engine::memory_jobs`: answers go first).
+fn waiting_for_a_pause(pause: std::time::Duration) -> String {
+    format!(
+        "waiting for a pause: answers go first, and the interpreter starts once none has been \
+         in progress for {} s",
+        pause.as_secs()
+    )
+}
+
 /// `wo memory run`: the queue, in this process, until nothing is pending.
 fn run_queue(g: &GlobalOpts, timeout: u64, quiet: bool) -> Result<ExitCode> {
     use wo_engine::memory_jobs::{JobStatus, RunContext};
@@ -427,9 +431,8 @@ fn run_queue(g: &GlobalOpts, timeout: u64, quiet: bool) -> Result<ExitCode> {
     let pending = queue.jobs().iter().any(|j| j.status == JobStatus::Pending);
     if !quiet && pending && !queue.answers_quiet(ctx.answers_quiet) {
         outln!(
-            "waiting for a pause: answers go first, and the interpreter starts once none has \
-             been in progress for {} s ([interpreter] pause_seconds)",
-            ctx.answers_quiet.as_secs()
+            "{} ([interpreter] pause_seconds)",
+            waiting_for_a_pause(ctx.answers_quiet)
         );
     }
     match rt.block_on(wo_engine::memory_jobs::run_queue(&mut store, &ctx))? {
