@@ -195,12 +195,22 @@ pub fn speaks_openai(path: &str) -> bool {
 /// The middleware: checks in the order that leaks least (host, rate, auth,
 /// then the request's shape), then adds the security headers.
 pub async fn guard(State(app): State<std::sync::Arc<App>>, req: Request, next: Next) -> Response {
-    let mut resp = match check(&app, &req) {
-        Ok(()) => next.run(req).await,
-        Err(e) if speaks_openai(req.uri().path()) => crate::error::error_response(&e),
-        Err(e) => e.into_response(),
+    let (mut resp, body_left_unread) = match check(&app, &req) {
+        Ok(()) => (next.run(req).await, false),
+        Err(e) if speaks_openai(req.uri().path()) => {
+            (crate::error::error_response(&e), has_body(req.headers()))
+        }
+        Err(e) => (e.into_response(), has_body(req.headers())),
     };
+    let too_large = resp.status() == StatusCode::PAYLOAD_TOO_LARGE;
     let h = resp.headers_mut();
+    // The server closes a connection whose request body it did not read to
+    // the end (a refusal before the handler, or a body past its limit). A
+    // client told nothing would keep it for its next request and have that
+    // one fail mid-send; saying so makes it open a fresh one.
+    if body_left_unread || too_large {
+        h.insert(header::CONNECTION, HeaderValue::from_static("close"));
+    }
     h.insert(
         header::CONTENT_SECURITY_POLICY,
         HeaderValue::from_static(crate::assets::CSP),

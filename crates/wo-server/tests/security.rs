@@ -517,6 +517,9 @@ async fn oversized_bodies_are_refused_whole() {
         )
         .await;
     assert_eq!(r.status(), StatusCode::PAYLOAD_TOO_LARGE);
+    // The body was never read, so the connection ends here: the client is
+    // told, or its next request on the same connection fails mid-send.
+    assert_eq!(r.headers()["connection"], "close");
     let body: serde_json::Value = r.json().await.unwrap();
     assert_eq!(body["error"]["kind"], "payload_too_large");
     // …and streamed without one (refused while reading).
@@ -530,6 +533,7 @@ async fn oversized_bodies_are_refused_whole() {
         .await
         .unwrap();
     assert_eq!(r.status(), StatusCode::PAYLOAD_TOO_LARGE);
+    assert_eq!(r.headers()["connection"], "close");
     assert_eq!(s.state_bytes(), before);
     assert_eq!(
         s.upstream
@@ -537,6 +541,62 @@ async fn oversized_bodies_are_refused_whole() {
             .load(std::sync::atomic::Ordering::SeqCst),
         0
     );
+}
+
+/// A request refused before its body is read gets `Connection: close`, and
+/// the server does end that connection; a refused request without a body
+/// keeps its connection, and so does an accepted one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refusal_with_its_body_unread_ends_the_connection() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let s = seeded().await;
+    let before = s.state_bytes();
+    let host = s.addr.to_string();
+    // Sent whole, so the server has every byte it will ever get: what
+    // follows the response is the server's choice, not a client's timeout.
+    let send = |head: String| {
+        let addr = s.addr;
+        async move {
+            let mut tcp = tokio::net::TcpStream::connect(addr).await.unwrap();
+            tcp.write_all(head.as_bytes()).await.unwrap();
+            let mut got = Vec::new();
+            // Well inside the 10 s that ends an idle kept-alive connection.
+            let ended =
+                tokio::time::timeout(std::time::Duration::from_secs(3), tcp.read_to_end(&mut got))
+                    .await
+                    .is_ok();
+            (String::from_utf8_lossy(&got).into_owned(), ended)
+        }
+    };
+    let declared = 70 << 10;
+    // Over the limit (refused on its Content-Length), and without the token.
+    for auth in [format!("Authorization: Bearer {TOKEN}\r\n"), String::new()] {
+        let (reply, ended) = send(format!(
+            "POST /api/truth HTTP/1.1\r\nHost: {host}\r\n{auth}Content-Type: application/json\r\nContent-Length: {declared}\r\n\r\n{{\"title\": \"t\""
+        ))
+        .await;
+        let status = reply.lines().next().unwrap_or("");
+        assert!(
+            status.contains(" 413 ") || status.contains(" 401 "),
+            "{status}"
+        );
+        assert!(
+            reply
+                .to_ascii_lowercase()
+                .contains("\r\nconnection: close\r\n"),
+            "{reply}"
+        );
+        assert!(ended, "the server kept the connection open: {reply}");
+    }
+    // Refused, but with no body to leave unread: the connection stays.
+    let (reply, ended) = send(format!("GET /api/info HTTP/1.1\r\nHost: {host}\r\n\r\n")).await;
+    assert!(reply.starts_with("HTTP/1.1 401 "), "{reply}");
+    assert!(
+        !reply.to_ascii_lowercase().contains("connection: close"),
+        "{reply}"
+    );
+    assert!(!ended, "a bodiless refusal closed its connection");
+    assert_eq!(s.state_bytes(), before);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
