@@ -35,7 +35,7 @@ cd demo
 echo "quickstart: wo ask \"$question\"  (in $(pwd))" >&2
 wo ask --temperature 0.2 "$question" </dev/null   # stdin is not the question
 echo >&2
-echo "quickstart: the turn is saved in $(pwd)/llm.json — try: cd demo && wo log, wo chat, wo truth add …" >&2
+echo "quickstart: the turn is saved in $(pwd)/llm.json — try: cd demo && wo log, wo chat, wo memory add …" >&2
 if [ -n "${QUICKSTART_NO_SERVE:-}" ]; then
   exit 0
 fi

@@ -15,7 +15,7 @@ file you own, llm.json at the root of a project directory, and makes it the memo
 The state file is ./llm.json, else the nearest llm.json in a parent directory, unless --state names one.",
     after_help = "Examples:\n  \
 wo init                      create ./llm.json\n  \
-wo truth add \"Deploys\" --content \"We deploy on Fridays\" --certainty 0.8\n  \
+wo memory add \"Deploys\" --content \"We deploy on Fridays\" --certainty 0.8\n  \
 wo log --grep deploy         search the transcript\n  \
 wo export                    write llm_YYYY.MM.DD.HHMM.json for another machine\n  \
 wo merge                     merge llm_*.json exports found beside llm.json\n\n\
@@ -98,7 +98,7 @@ Exit code 1 if any file is invalid.")]
 wo merge                           merge every llm_*.json beside llm.json, renaming each to *.merged\n  \
 wo merge --dry-run                 show what would be added, updated and skipped\n  \
 wo merge ~/Downloads/llm_2026.02.22.2241.json\n\n\
-Messages and truth entries are unions by id; the later edit of an entry wins; deleted entries stay deleted.\n\
+Messages and memory entries are unions by id; the later edit of an entry wins; deleted entries stay deleted.\n\
 The context is kept from llm.json. Merging the same file twice changes nothing.")]
     Merge(MergeArgs),
     /// Write a copy of the state for another machine or tool.
@@ -177,7 +177,7 @@ wo man --out-dir ~/.local/share/man/man1     wo.1, wo-ask.1, wo-log.1, … (then
     /// Git merge driver for llm.json: merges %A with %B (base %O) by wo's merge, into %A.
     #[command(after_help = "Examples:\n  \
 wo git-setup        configure it (what it runs: wo merge-driver %O %A %B)\n\n\
-Messages and truth entries from both sides are kept (the merge wo merge uses); the result is written\n\
+Messages and memory entries from both sides are kept (the merge wo merge uses); the result is written\n\
 to %A atomically. A side that is not a valid llm.json stops the merge (exit 1, %A unchanged),\n\
 and git reports a conflict.")]
     MergeDriver(MergeDriverArgs),
@@ -489,10 +489,10 @@ pub struct ModelOpts {
     /// Your name on saved messages (default: $USER).
     #[arg(long, short = 'u')]
     pub username: Option<String>,
-    /// Leave truth entries out of the prompt (the rag tool off).
+    /// Leave memory entries out of the prompt (the rag tool off).
     #[arg(long)]
     pub no_rag: bool,
-    /// Fetch the links in the truth entries sent (text only; loopback, private,
+    /// Fetch the links in the memory entries sent (text only; loopback, private,
     /// link-local and multicast addresses are refused, also after redirects).
     #[arg(long)]
     pub url_fetch: bool,
@@ -1057,7 +1057,7 @@ pub struct ExplainArgs {
     /// Print JSON (with --queries: one object per line).
     #[arg(long)]
     pub json: bool,
-    /// Leave out truth entries and file chunks, as `wo ask --no-rag` does.
+    /// Leave out memory entries and file chunks, as `wo ask --no-rag` does.
     #[arg(long)]
     pub no_rag: bool,
     /// The message the question would follow (default: the latest).

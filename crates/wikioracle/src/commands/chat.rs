@@ -15,7 +15,7 @@ use super::session::{
 use crate::cli::{ChatArgs, GlobalOpts};
 
 const HELP: &str = "commands:
-  /sources      what the last answer drew on (truth entries, messages, file chunks)
+  /sources      what the last answer drew on (memory entries, messages, file chunks)
   /context      exactly what was sent for the last answer, and what was dropped
   /branch ID    continue from an earlier message (see `wo log`); /branch alone: from the latest
   /new          start a new conversation
