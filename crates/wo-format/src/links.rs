@@ -55,6 +55,11 @@ impl LinkCache {
         self.0.get_or_init(|| Links::build(messages)).as_ref()
     }
 
+    /// The links if a walk built them already (never builds them).
+    pub(crate) fn built(&self) -> Option<&Links> {
+        self.0.get().and_then(Option::as_ref)
+    }
+
     /// Any message may have changed.
     pub(crate) fn clear(&mut self) {
         self.0.take();
@@ -88,6 +93,10 @@ pub(crate) struct Links {
     /// Hashes of parents that name no message: appending a message with
     /// such an id changes an earlier message's step.
     dangling: HashSet<u64>,
+    /// Two messages share an id (a hand-edited file): `by_id` then holds
+    /// the last of them only. (An append never makes one: it drops the
+    /// cache instead.)
+    repeated: bool,
     /// Depths and jump pointers; `None` when the steps are not a forest
     /// (a cycle, or an id repeated, so an id does not name one message).
     tree: Option<Tree>,
@@ -191,6 +200,7 @@ impl Links {
             next: Vec::with_capacity(n as usize),
             last_parentless: None,
             dangling: HashSet::new(),
+            repeated,
             tree: None,
         };
         for (i, m) in messages.iter().enumerate() {
@@ -213,6 +223,17 @@ impl Links {
             .get(&id_hash(id))
             .copied()
             .filter(|&j| messages.get(j as usize).is_some_and(|m| m.id == id))
+    }
+
+    /// Where the message with `id` is, when no id repeats (then the first
+    /// message with it is the only one); `None` inside when one does.
+    pub(crate) fn unique_position(&self, messages: &[Message], id: &str) -> Option<Option<u32>> {
+        (!self.repeated).then(|| self.position(messages, id))
+    }
+
+    /// Whether some message has `id`.
+    pub(crate) fn contains(&self, messages: &[Message], id: &str) -> bool {
+        self.position(messages, id).is_some()
     }
 
     /// The step from `m`, the message after `messages[..self.next.len()]`
@@ -465,6 +486,11 @@ mod tests {
                 leaves.push("m_missing0".into());
                 leaves.push("m_nosuch".into());
                 for leaf in &leaves {
+                    // A lookup by id, before and after a walk built the
+                    // links, finds the first message with it (repeated or
+                    // not), as a scan does.
+                    let first = s.messages().iter().find(|m| &m.id == leaf).map(|m| m as *const Message);
+                    prop_assert_eq!(s.message(leaf).map(|m| m as *const Message), first, "lookup {}", leaf);
                     let a: Vec<*const Message> = s.branch(leaf).into_iter().map(|m| m as *const _).collect();
                     let b: Vec<*const Message> = s.branch_uncached(leaf).into_iter().map(|m| m as *const _).collect();
                     prop_assert_eq!(&a, &b, "leaf {}", leaf);
@@ -474,6 +500,7 @@ mod tests {
                     let walked: Vec<*const Message> = s.branch_walk(leaf).map(|m| m as *const _).collect();
                     let newest_first: Vec<*const Message> = b.iter().rev().copied().collect();
                     prop_assert_eq!(&walked, &newest_first, "walk from {}", leaf);
+                    prop_assert_eq!(s.message(leaf).map(|m| m as *const Message), first, "lookup {} after a walk", leaf);
                     let rev: Vec<&Message> = s.branch_uncached(leaf).into_iter().rev().collect();
                     for k in 0..=rev.len() {
                         let mut walk = s.branch_walk(leaf);
@@ -511,7 +538,10 @@ mod tests {
                     }
                 }
                 ids.push(m.id.clone());
-                if !s.push_message(m.clone()) {
+                let known = s.messages().iter().any(|o| o.id == m.id);
+                let pushed = s.push_message(m.clone());
+                prop_assert_eq!(pushed, !known, "push of {}", &m.id);
+                if !pushed {
                     // push_message refuses a repeated id: a hand edit adds it.
                     s.messages_mut().push(m);
                     s.normalize();
