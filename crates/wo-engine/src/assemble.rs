@@ -1338,7 +1338,7 @@ fn recall_from<'a>(
             });
         }
     }
-    let hits = RankedHits::new(found, limit, index);
+    let hits = RankedHits::new(found, limit, index.map(|_| state));
     // Candidates: every hit at its score, and the turns before and after it
     // at a fraction of that score, so a strong hit's neighbours come before
     // weak hits and a weak hit's neighbours after strong ones; taken best

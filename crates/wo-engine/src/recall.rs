@@ -18,7 +18,7 @@
 //! holds whole assembled contexts to the scan's).
 
 use std::cmp::Ordering;
-use std::collections::{BinaryHeap, HashMap, HashSet};
+use std::collections::{BinaryHeap, HashSet};
 use std::sync::atomic::{AtomicBool, Ordering as AtomicOrdering};
 
 use wo_format::{Message, State, TranscriptVersion};
@@ -52,12 +52,11 @@ pub enum Synced {
 pub struct RecallIndex {
     /// The transcript version indexed; `None` before the first sync.
     version: Option<TranscriptVersion>,
+    /// One document per message, numbered by the message's position. (Ids
+    /// are looked up through the state's own map of them,
+    /// [`State::position_if_ids_unique`]; when a hand-edited file repeats
+    /// an id, [`Self::recall`] leaves the work to the scan.)
     postings: Postings,
-    /// Message id → its position (= document number).
-    positions: HashMap<Box<str>, u32>,
-    /// Two messages share an id (a hand-edited file): positions are then
-    /// ambiguous, and [`Self::recall`] leaves the work to the scan.
-    duplicate_ids: bool,
     /// The first `unverified` documents' postings were read from a file
     /// (the recall sidecar), which anyone who can write beside `llm.json`
     /// can forge: a hit among them is used only once its score is checked
@@ -98,11 +97,7 @@ impl RecallIndex {
         }
         let messages = state.messages();
         let kept = match self.version {
-            // Ids repeated somewhere: which position an id named is unclear
-            // once positions move, so only appending is taken incrementally.
-            Some(v) if v.len == self.postings.len() => state
-                .unchanged_prefix_since(&v)
-                .filter(|&kept| kept == v.len || !self.duplicate_ids),
+            Some(v) if v.len == self.postings.len() => state.unchanged_prefix_since(&v),
             _ => None,
         };
         let outcome = match kept {
@@ -111,10 +106,7 @@ impl RecallIndex {
                 // Concurrent turns commit questions dated before answers
                 // already written: the common case on a busy server. The
                 // messages after the first insertion are all still here,
-                // moved; forget their positions and index them again.
-                for m in &messages[kept..] {
-                    self.positions.remove(m.id.as_str());
-                }
+                // moved; index them again.
                 self.postings.truncate(kept);
                 self.unverified = self.unverified.min(kept);
                 Synced::Resumed {
@@ -136,21 +128,13 @@ impl RecallIndex {
     /// messages (the caller checked they index exactly those: the recall
     /// sidecar's keys), the messages after them added.
     pub(crate) fn adopt(postings: Postings, state: &State) -> RecallIndex {
-        let messages = state.messages();
-        let mut positions = HashMap::with_capacity(messages.len());
-        let mut duplicate_ids = false;
-        for (i, m) in messages[..postings.len()].iter().enumerate() {
-            duplicate_ids |= positions.insert(m.id.as_str().into(), i as u32).is_some();
-        }
         let mut index = RecallIndex {
             version: None,
             unverified: postings.len(),
             postings,
-            positions,
-            duplicate_ids,
             untrusted: AtomicBool::new(false),
         };
-        index.add_from(messages);
+        index.add_from(state.messages());
         index.version = Some(state.transcript_version());
         index
     }
@@ -158,14 +142,7 @@ impl RecallIndex {
     /// Adds `messages` after those indexed.
     fn add_from(&mut self, messages: &[Message]) {
         for m in &messages[self.postings.len()..] {
-            let number = self.postings.push(doc_of(m));
-            if self
-                .positions
-                .insert(m.id.as_str().into(), number)
-                .is_some()
-            {
-                self.duplicate_ids = true;
-            }
+            self.postings.push(doc_of(m));
         }
     }
 
@@ -203,7 +180,7 @@ impl RecallIndex {
 
     /// Whether [`Self::hits`] answers for `state`.
     fn is_usable(&self, state: &State) -> bool {
-        self.is_current(state) && !self.duplicate_ids && !self.is_untrusted()
+        self.is_current(state) && !self.is_untrusted() && state.ids_unique()
     }
 
     /// True when a hit's claim failed [`Self::verify`]: the postings read
@@ -250,7 +227,8 @@ impl RecallIndex {
         debug_assert_eq!(self.postings.len(), messages.len());
         let excluded: Vec<u32> = skip
             .iter()
-            .filter_map(|id| self.positions.get(*id).copied())
+            .filter_map(|id| state.position_if_ids_unique(id).flatten())
+            .map(|p| p as u32)
             .collect();
         // A list of a sidecar read lazily that turns out malformed: scan.
         let (scores, stats) = self.postings.scores_stats(query, &excluded).ok()?;
@@ -263,12 +241,6 @@ impl RecallIndex {
             })
             .collect();
         Some((hits, stats))
-    }
-
-    /// The position of the message with `id` (ids are unique whenever
-    /// [`Self::hits`] answers).
-    pub(crate) fn position(&self, id: &str) -> Option<usize> {
-        self.positions.get(id).map(|&p| p as usize)
     }
 }
 
@@ -285,10 +257,10 @@ pub(crate) struct RankedHits<'a, 'i> {
     heap: BinaryHeap<HitKey>,
     /// Which slots were handed out.
     popped: Vec<bool>,
-    /// The recall index, when the hits came from it (ids are then unique):
-    /// lets [`Self::count_outside`] look up the few ids it is given
-    /// instead of checking every hit never handed out.
-    index: Option<&'i RecallIndex>,
+    /// The state, when the hits came from the recall index (its ids are
+    /// then unique): lets [`Self::count_outside`] look up the few ids it is
+    /// given instead of checking every hit never handed out.
+    unique_ids: Option<&'i State>,
 }
 
 /// A slot of [`RankedHits::hits`] in the heap: higher score first, then
@@ -328,7 +300,7 @@ impl<'a, 'i> RankedHits<'a, 'i> {
     pub(crate) fn new(
         mut hits: Vec<Recalled<'a>>,
         limit: usize,
-        index: Option<&'i RecallIndex>,
+        unique_ids: Option<&'i State>,
     ) -> Self {
         debug_assert!(hits.is_sorted_by_key(|h| h.index));
         if limit < hits.len() {
@@ -348,7 +320,7 @@ impl<'a, 'i> RankedHits<'a, 'i> {
             popped: vec![false; hits.len()],
             heap: BinaryHeap::from(heap),
             hits,
-            index,
+            unique_ids,
         }
     }
 
@@ -374,13 +346,13 @@ impl<'a, 'i> RankedHits<'a, 'i> {
             .filter(|(h, p)| **p && outside(h))
             .count();
         let left = self.heap.len();
-        let left_outside = match self.index {
+        let left_outside = match self.unique_ids {
             // Ids are unique: of the hits never handed out, those inside
             // `ids` are found from `ids` itself.
-            Some(index) => {
+            Some(state) => {
                 let inside = ids
                     .iter()
-                    .filter_map(|id| index.position(id))
+                    .filter_map(|id| state.position_if_ids_unique(id).flatten())
                     .filter_map(|p| self.hits.binary_search_by_key(&p, |h| h.index).ok())
                     .filter(|&slot| !self.popped[slot])
                     .count();

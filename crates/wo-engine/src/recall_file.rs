@@ -130,31 +130,60 @@ fn key(m: &Message) -> u64 {
 /// else built from the whole transcript. Never fails: a file that cannot be
 /// used is rebuilt (see [`Loaded`]).
 pub fn load(path: &Path, state: &State) -> (RecallIndex, Loaded) {
+    read(path).index(state)
+}
+
+/// What [`read`] made of the sidecar before any state is at hand: the
+/// file's checked postings and the keys of the messages they index, or
+/// why it cannot be used. [`Self::index`] matches it to a state.
+#[derive(Debug)]
+pub struct Sidecar(Result<Intact, Rebuilt>);
+
+/// An intact sidecar: its postings (terms' lists read lazily) and the key
+/// of each message it indexes.
+#[derive(Debug)]
+struct Intact {
+    postings: Postings,
+    keys: Vec<u64>,
+}
+
+/// Reads and checks the sidecar at `path` — everything [`load`] does that
+/// needs no state (the read, the checksum, the header, the term
+/// directory), so a one-shot process can do it while the state file is
+/// parsed; [`Sidecar::index`] then matches it to the state.
+pub fn read(path: &Path) -> Sidecar {
     // A regular file only, never through a link (one to /dev/zero would be
     // read until memory ran out), and at most what a sidecar can be.
     let bytes = match wo_store::durable::project::read_regular_file(path, MAX_SIDECAR_BYTES) {
         Ok(b) => b,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            return (built(state), Loaded::Rebuilt(Rebuilt::Missing));
+            return Sidecar(Err(Rebuilt::Missing));
         }
-        Err(e) => {
-            return (
-                built(state),
-                // The error names the path (and, for a refusal, why).
-                Loaded::Rebuilt(Rebuilt::Unreadable(e.to_string())),
-            );
-        }
+        // The error names the path (and, for a refusal, why).
+        Err(e) => return Sidecar(Err(Rebuilt::Unreadable(e.to_string()))),
     };
-    match read(bytes, state) {
-        Ok(Some((postings, covered))) => (
-            RecallIndex::adopt(postings, state),
+    Sidecar(intact(bytes).map_err(|why| Rebuilt::Unreadable(format!("{}: {why}", path.display()))))
+}
+
+impl Sidecar {
+    /// The recall index of `state` from this sidecar when it indexes the
+    /// state's first messages as they are (the messages appended since are
+    /// added), else built from the whole transcript.
+    pub fn index(self, state: &State) -> (RecallIndex, Loaded) {
+        let rebuilt = |why| (built(state), Loaded::Rebuilt(why));
+        let intact = match self.0 {
+            Ok(intact) => intact,
+            Err(why) => return rebuilt(why),
+        };
+        let messages = state.messages();
+        let covered = intact.keys.len();
+        if covered > messages.len() || intact.keys.iter().zip(messages).any(|(&k, m)| k != key(m)) {
+            return rebuilt(Rebuilt::Stale);
+        }
+        (
+            RecallIndex::adopt(intact.postings, state),
             Loaded::Read { covered },
-        ),
-        Ok(None) => (built(state), Loaded::Rebuilt(Rebuilt::Stale)),
-        Err(why) => (
-            built(state),
-            Loaded::Rebuilt(Rebuilt::Unreadable(format!("{}: {why}", path.display()))),
-        ),
+        )
     }
 }
 
@@ -164,10 +193,9 @@ fn built(state: &State) -> RecallIndex {
     index
 }
 
-/// The postings in `bytes` and how many messages they cover, when they
-/// index `state`'s first messages as they are (`None`: stale); an error
-/// when `bytes` is not an intact sidecar of this layout and tokenizer.
-fn read(bytes: Vec<u8>, state: &State) -> Result<Option<(Postings, usize)>, String> {
+/// The postings in `bytes` and the keys of the messages they index, when
+/// `bytes` is an intact sidecar of this layout and tokenizer.
+fn intact(bytes: Vec<u8>) -> Result<Intact, String> {
     let Some((body, sum)) = bytes.split_last_chunk::<4>() else {
         return Err("shorter than its header".into());
     };
@@ -194,25 +222,17 @@ fn read(bytes: Vec<u8>, state: &State) -> Result<Option<(Postings, usize)>, Stri
         .and_then(|n| n.checked_add(8))
         .filter(|&e| e <= rest.len())
         .ok_or("more messages than the file holds")?;
-    let keys = &rest[8..keys_end];
-    let messages = state.messages();
-    if covered > messages.len() {
-        return Ok(None);
-    }
-    let same = keys
+    let keys = rest[8..keys_end]
         .chunks_exact(8)
-        .zip(messages)
-        .all(|(k, m)| u64::from_le_bytes(k.try_into().expect("8 bytes")) == key(m));
-    if !same {
-        return Ok(None);
-    }
+        .map(|k| u64::from_le_bytes(k.try_into().expect("8 bytes")))
+        .collect();
     // `rest` starts after the magic; the checksum follows the postings.
     let (start, end) = (MAGIC.len() + keys_end, body.len());
     let postings = Postings::read_lazy(bytes, start..end).map_err(|e| e.to_string())?;
     if postings.len() != covered {
         return Err("the postings and the keys disagree on the message count".into());
     }
-    Ok(Some((postings, covered)))
+    Ok(Intact { postings, keys })
 }
 
 /// Writes `index` (synced with `state`) to the sidecar at `path` when it

@@ -231,6 +231,11 @@ impl Links {
         (!self.repeated).then(|| self.position(messages, id))
     }
 
+    /// Whether two messages share an id.
+    pub(crate) fn repeats_ids(&self) -> bool {
+        self.repeated
+    }
+
     /// Whether some message has `id`.
     pub(crate) fn contains(&self, messages: &[Message], id: &str) -> bool {
         self.position(messages, id).is_some()

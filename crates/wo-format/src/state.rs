@@ -245,6 +245,26 @@ impl State {
         self.messages.iter().find(|m| m.id == id)
     }
 
+    /// Where the message with `id` is in [`Self::messages`], when no two
+    /// messages share an id (every file the tools write): `Some(None)` when
+    /// none has it; `None` when a hand-edited file repeats an id (an id then
+    /// names no one place) or the ids cannot be indexed. Builds the branch
+    /// links on first use (the prompt's walk builds them anyway).
+    pub fn position_if_ids_unique(&self, id: &str) -> Option<Option<usize>> {
+        let links = self.links.get(&self.messages)?;
+        links
+            .unique_position(&self.messages, id)
+            .map(|found| found.map(|j| j as usize))
+    }
+
+    /// Whether every message's id is its own (see
+    /// [`Self::position_if_ids_unique`]).
+    pub fn ids_unique(&self) -> bool {
+        self.links
+            .get(&self.messages)
+            .is_some_and(|links| !links.repeats_ids())
+    }
+
     /// Finds a truth entry by id.
     pub fn truth_entry(&self, id: &str) -> Option<&TruthEntry> {
         self.truth.trust.iter().find(|t| t.id == id)

@@ -66,7 +66,15 @@ pub fn run(g: &GlobalOpts, mut args: AskArgs) -> Result<ExitCode> {
     } else {
         super::dense::Note::Once
     };
-    let dense = super::dense::start(&super::state_path(g)?, &prompt, note);
+    let state_path = super::state_path(g)?;
+    let dense = super::dense::start(&state_path, &prompt, note);
+    // Recall's sidecar is read and checked meanwhile too (it is matched to
+    // the transcript once the state is read).
+    let sidecar = wo_engine::recall_file::sidecar_path(&state_path);
+    let prefetch = {
+        let sidecar = sidecar.clone();
+        std::thread::spawn(move || wo_engine::recall_file::read(&sidecar))
+    };
     let mut store = open_for_chat(g)?;
     // Checked before asking: a question too large to store would otherwise
     // fail only after the model had answered.
@@ -104,8 +112,14 @@ pub fn run(g: &GlobalOpts, mut args: AskArgs) -> Result<ExitCode> {
     let memory = super::session::memory_step(&cfg, &provider, store.path());
     // Recall reads the transcript's postings from the sidecar beside the
     // file (rebuilt when missing or stale) instead of tokenising it all.
+    let read = prefetch.join().ok().filter(|_| {
+        // The file opened is the one whose sidecar was read (the path is
+        // resolved once; this only guards against that changing).
+        wo_engine::recall_file::sidecar_path(store.path()) == sidecar
+    });
     let sidecar = wo_engine::recall_file::sidecar_path(store.path());
-    let (mut recall, loaded) = wo_engine::recall_file::load(&sidecar, store.state());
+    let read = read.unwrap_or_else(|| wo_engine::recall_file::read(&sidecar));
+    let (mut recall, loaded) = read.index(store.state());
     // What reached standard output, so a failure or a stop ends the line
     // only when one was begun.
     let mut printed = crate::render::LineEnd::default();
