@@ -120,7 +120,7 @@ const interpreter = http.createServer((req, res) => {
 await new Promise((resolve) => interpreter.listen(0, '127.0.0.1', resolve));
 interpreter.unref();
 const MEMORY_CONFIG = path.join(TMP, 'config-memory.toml');
-fs.writeFileSync(MEMORY_CONFIG, fs.readFileSync(CONFIG, 'utf8').replace('mode = "off"', 'mode = "after"\nprovider = "scripted"') + [
+fs.writeFileSync(MEMORY_CONFIG, fs.readFileSync(CONFIG, 'utf8').replace('mode = "off"', 'mode = "after"\nprovider = "scripted"\npause_seconds = 0') + [
   '',
   '[providers.scripted]',
   'kind = "openai"',

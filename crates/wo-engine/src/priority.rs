@@ -29,13 +29,22 @@ use wo_providers::{
 /// The answers in flight in one process (see the module docs).
 #[derive(Debug)]
 pub struct Foreground {
-    busy: watch::Sender<usize>,
+    busy: watch::Sender<Answers>,
+}
+
+/// What [`Foreground`] counts: the answers in flight, and every answer
+/// ever started (so a wait for a pause sees an answer that began and ended
+/// while it slept).
+#[derive(Clone, Copy, Debug, Default)]
+struct Answers {
+    in_flight: usize,
+    started: u64,
 }
 
 impl Default for Foreground {
     fn default() -> Self {
         Foreground {
-            busy: watch::Sender::new(0),
+            busy: watch::Sender::new(Answers::default()),
         }
     }
 }
@@ -46,7 +55,9 @@ pub struct ForegroundGuard(Arc<Foreground>);
 
 impl Drop for ForegroundGuard {
     fn drop(&mut self) {
-        self.0.busy.send_modify(|n| *n = n.saturating_sub(1));
+        self.0
+            .busy
+            .send_modify(|a| a.in_flight = a.in_flight.saturating_sub(1));
     }
 }
 
@@ -58,25 +69,45 @@ impl Foreground {
 
     /// Counts one answer in flight until the guard is dropped.
     pub fn enter(self: &Arc<Self>) -> ForegroundGuard {
-        self.busy.send_modify(|n| *n += 1);
+        self.busy.send_modify(|a| {
+            a.in_flight += 1;
+            a.started += 1;
+        });
         ForegroundGuard(self.clone())
     }
 
     /// Answers in flight now.
     pub fn in_flight(&self) -> usize {
-        *self.busy.borrow()
+        self.busy.borrow().in_flight
     }
 
     /// Returns once no answer is in flight.
     pub async fn idle(&self) {
         let mut rx = self.busy.subscribe();
-        let _ = rx.wait_for(|n| *n == 0).await;
+        let _ = rx.wait_for(|a| a.in_flight == 0).await;
+    }
+
+    /// Returns once no answer has been in flight for `pause` (at once,
+    /// when none is and `pause` is zero).
+    pub async fn quiet_for(&self, pause: std::time::Duration) {
+        loop {
+            self.idle().await;
+            if pause.is_zero() {
+                return;
+            }
+            let started = self.busy.borrow().started;
+            tokio::time::sleep(pause).await;
+            let now = *self.busy.borrow();
+            if now.in_flight == 0 && now.started == started {
+                return;
+            }
+        }
     }
 
     /// Returns once an answer is in flight.
     async fn busy(&self) {
         let mut rx = self.busy.subscribe();
-        let _ = rx.wait_for(|n| *n > 0).await;
+        let _ = rx.wait_for(|a| a.in_flight > 0).await;
     }
 }
 
@@ -161,12 +192,27 @@ impl Provider for ForegroundProvider {
 pub struct BackgroundProvider {
     inner: Arc<dyn Provider>,
     gate: Arc<Foreground>,
+    pause: std::time::Duration,
 }
 
 impl BackgroundProvider {
     /// `inner`, its calls yielding to the answers counted in `gate`.
     pub fn wrap(inner: Arc<dyn Provider>, gate: Arc<Foreground>) -> Arc<dyn Provider> {
-        Arc::new(BackgroundProvider { inner, gate })
+        Self::wrap_after_pause(inner, gate, std::time::Duration::ZERO)
+    }
+
+    /// [`Self::wrap`], each call (and each new start after an answer
+    /// stopped one) beginning only once no answer has been in flight for
+    /// `pause`: a model server on the person's machine answers one request
+    /// at a time and evaluates a prompt it was sent to the end, so a call
+    /// begun right after an answer would hold up the question that
+    /// follows it.
+    pub fn wrap_after_pause(
+        inner: Arc<dyn Provider>,
+        gate: Arc<Foreground>,
+        pause: std::time::Duration,
+    ) -> Arc<dyn Provider> {
+        Arc::new(BackgroundProvider { inner, gate, pause })
     }
 
     /// One attempt read whole; `None` when an answer started meanwhile.
@@ -229,7 +275,7 @@ impl Provider for BackgroundProvider {
             tokio::select! {
                 biased;
                 () = cancel.cancelled() => return Err(cancelled()),
-                () = self.gate.idle() => {}
+                () = self.gate.quiet_for(self.pause) => {}
             }
             if let Some(done) = self.attempt(req.clone(), &cancel).await {
                 return done.map(|events| futures::stream::iter(events).boxed());
@@ -340,6 +386,57 @@ mod tests {
         assert_eq!(memory.await.unwrap().unwrap(), "slow");
         assert_eq!(t0.elapsed(), Duration::from_millis(600));
         assert_eq!(slow.started.load(Ordering::SeqCst), 3);
+    }
+
+    /// With a pause, a call starts only once no answer has been in flight
+    /// for that long — an answer that begins and ends while it waits
+    /// starts the pause again — and is still stopped by one that starts
+    /// during it.
+    #[tokio::test(start_paused = true)]
+    async fn after_a_pause_the_call_waits_for_quiet_not_just_for_the_last_answer() {
+        let slow = Arc::new(Slow {
+            started: AtomicUsize::new(0),
+        });
+        let gate = Foreground::new();
+        let fg = ForegroundProvider::wrap(slow.clone(), gate.clone());
+        let bg = BackgroundProvider::wrap_after_pause(
+            slow.clone(),
+            gate.clone(),
+            Duration::from_secs(10),
+        );
+        let t0 = tokio::time::Instant::now();
+        let memory = tokio::spawn({
+            let bg = bg.clone();
+            async move {
+                let s = bg
+                    .stream(ChatRequest::default(), CancellationToken::new())
+                    .await?;
+                Ok::<_, ProviderError>((text(s).await, tokio::time::Instant::now()))
+            }
+        });
+        tokio::time::sleep(Duration::from_secs(4)).await;
+        assert_eq!(slow.started.load(Ordering::SeqCst), 0, "within the pause");
+        // An answer of 300 ms at 4 s: the pause counts again from its end.
+        let answer = fg
+            .stream(ChatRequest::default(), CancellationToken::new())
+            .await
+            .unwrap();
+        assert_eq!(text(answer).await, "slow");
+        tokio::time::sleep(Duration::from_secs(9)).await;
+        assert_eq!(
+            slow.started.load(Ordering::SeqCst),
+            1,
+            "only the answer's call: 9 s after it is still within the pause"
+        );
+        let (reply, at) = memory.await.unwrap().unwrap();
+        assert_eq!(reply, "slow");
+        assert_eq!(slow.started.load(Ordering::SeqCst), 2);
+        // Started no earlier than 10 s after the answer ended (4.3 s).
+        assert!(
+            at - t0 >= Duration::from_millis(14_300 + 300),
+            "{:?}",
+            at - t0
+        );
     }
 
     #[tokio::test(start_paused = true)]

@@ -187,14 +187,16 @@ pub struct InterpreterConfig {
     /// Provider for the interpreter call, with its configured model
     /// (default: the one that answered).
     pub provider: Option<String>,
-    /// Seconds with no answer in progress on the file before the CLI's
-    /// background interpreter starts a call (default 10): answers go
-    /// first, and a model on this machine answers one request at a time.
+    /// Seconds with no answer in progress on the file before the
+    /// background interpreter (the CLI's, and `wo serve`'s in local mode)
+    /// starts a call (default 10): answers go first, and a model on this
+    /// machine answers one request at a time.
     pub pause_seconds: Option<u64>,
 }
 
-/// Seconds with no answer in progress before the CLI's background
-/// interpreter starts a call, when `[interpreter] pause_seconds` is not
+/// Seconds with no answer in progress before a background interpreter
+/// call starts (the CLI's, and `wo serve`'s in local mode), when
+/// `[interpreter] pause_seconds` is not
 /// set: longer than the moment between one `wo ask` and the next in a
 /// script, so questions asked one after the other are never held up.
 pub const DEFAULT_INTERPRETER_PAUSE_SECONDS: u64 = 10;

@@ -253,10 +253,20 @@ impl App {
         if let Some(note) = note {
             eprintln!("wo serve: {note}");
         }
+        // One person's server waits, as the CLI does, for a pause in their
+        // questions (a model on their machine evaluates a prompt it was sent
+        // to the end, one request at a time); a hosted one, answering many
+        // people, would then rarely find one: its calls only give way.
+        let pause = if self.local {
+            self.config.interpreter.pause()
+        } else {
+            std::time::Duration::ZERO
+        };
         step.map(|mut step| {
-            step.provider = wo_engine::priority::BackgroundProvider::wrap(
+            step.provider = wo_engine::priority::BackgroundProvider::wrap_after_pause(
                 step.provider,
                 self.foreground.clone(),
+                pause,
             );
             step
         })

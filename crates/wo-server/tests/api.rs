@@ -829,6 +829,8 @@ async fn stateless_capital_question(s: &common::Served) -> Vec<(String, Value)> 
 
 fn remembering(o: &mut wo_server::ServeOptions) {
     o.config.interpreter.mode = Some(wo_providers::config::InterpreterMode::After);
+    // At once after each answer: these tests read the memory event.
+    o.config.interpreter.pause_seconds = Some(0);
 }
 
 fn memory_event(evs: &[(String, Value)]) -> &Value {
@@ -890,6 +892,53 @@ async fn a_served_turn_is_remembered_after_done_and_can_be_undone() {
     let r = undo(json!(42)).await.unwrap();
     assert_eq!(r.status(), StatusCode::BAD_REQUEST);
     assert_eq!(std::fs::read(&s.state).unwrap(), before, "nothing written");
+}
+
+/// One person's server interprets an exchange only after a pause in their
+/// questions: a question asked right after an answer goes to the model
+/// before the interpreter's call (a model server on their machine answers
+/// one request at a time), and each exchange is still remembered.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_interpreter_waits_for_a_pause_in_the_questions() {
+    let s = common::serve_with(
+        Script::says("Paris.").remembering(REMEMBER_PARIS),
+        false,
+        |o| {
+            remembering(o);
+            o.config.interpreter.pause_seconds = Some(2);
+        },
+    )
+    .await;
+    let s = std::sync::Arc::new(s);
+    let started = std::time::Instant::now();
+    let first = tokio::spawn({
+        let s = s.clone();
+        async move { chat(&s, json!({"message": "What is the capital of France?"})).await }
+    });
+    tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+    let second = chat(&s, json!({"message": "And of Italy?"})).await;
+    let first = first.await.unwrap();
+    // Both exchanges remembered, each reported after its answer.
+    for evs in [&first, &second] {
+        assert_eq!(done(evs)["memory_follows"], true);
+        assert_eq!(
+            memory_event(evs)["exchange"],
+            done(evs)["assistant_message_id"]
+        );
+    }
+    assert!(
+        started.elapsed() >= std::time::Duration::from_secs(2),
+        "the first exchange waited for the pause"
+    );
+    // The upstream saw both questions before any interpreter call.
+    let bodies = s.upstream.bodies.lock().unwrap().clone();
+    let asks_structured = |b: &Value| b.get("response_format").is_some();
+    assert!(bodies.len() >= 4, "{}", bodies.len());
+    assert!(
+        !asks_structured(&bodies[0]) && !asks_structured(&bodies[1]),
+        "{bodies:?}"
+    );
+    assert!(bodies[2..].iter().all(asks_structured));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -979,7 +1028,7 @@ async fn a_hosted_server_interprets_with_the_operators_provider_even_if_clients_
     let s = common::serve_with(Script::says("Paris."), true, move |o| {
         let path = o.config.source.clone().unwrap();
         let text = format!(
-            "[defaults]\nprovider = \"fake\"\n\n[providers.fake]\nkind = \"openai\"\nbase_url = \"{}\"\nmodel = \"fake-1\"\n\n[providers.scribe]\nkind = \"openai\"\nbase_url = \"http://{scribe_addr}/v1\"\nmodel = \"scribe-1\"\n\n[interpreter]\nmode = \"after\"\nprovider = \"scribe\"\n",
+            "[defaults]\nprovider = \"fake\"\n\n[providers.fake]\nkind = \"openai\"\nbase_url = \"{}\"\nmodel = \"fake-1\"\n\n[providers.scribe]\nkind = \"openai\"\nbase_url = \"http://{scribe_addr}/v1\"\nmodel = \"scribe-1\"\n\n[interpreter]\nmode = \"after\"\nprovider = \"scribe\"\npause_seconds = 0\n",
             o.config.providers["fake"].base_url.clone().unwrap(),
         );
         o.config = wo_providers::Config::from_toml(

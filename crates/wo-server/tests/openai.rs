@@ -542,7 +542,10 @@ async fn the_exchange_is_remembered_after_the_answer_is_returned() {
                 ..Script::says("It sleeps on the rack.").remembering(REMEMBER_QUILLIBRIX)
             },
             false,
-            |o| o.config.interpreter.mode = Some(wo_providers::config::InterpreterMode::After),
+            |o| {
+                o.config.interpreter.mode = Some(wo_providers::config::InterpreterMode::After);
+                o.config.interpreter.pause_seconds = Some(0);
+            },
         )
         .await;
         let started = std::time::Instant::now();
