@@ -351,23 +351,36 @@ mod tests {
         .concat()
     }
 
-    #[tokio::test(start_paused = true)]
-    async fn an_answer_stops_the_background_call_which_starts_again_after_it() {
+    /// A slow provider, a gate, the provider wrapped for answers and for
+    /// memory (after `pause`), and a memory call begun in the background
+    /// (its reply and when it came).
+    #[allow(clippy::type_complexity)]
+    fn answers_and_memory(
+        pause: Duration,
+    ) -> (
+        Arc<Slow>,
+        Arc<Foreground>,
+        Arc<dyn Provider>,
+        tokio::task::JoinHandle<Result<(String, tokio::time::Instant), ProviderError>>,
+    ) {
         let slow = Arc::new(Slow {
             started: AtomicUsize::new(0),
         });
         let gate = Foreground::new();
         let fg = ForegroundProvider::wrap(slow.clone(), gate.clone());
-        let bg = BackgroundProvider::wrap(slow.clone(), gate.clone());
-        let memory = tokio::spawn({
-            let bg = bg.clone();
-            async move {
-                let s = bg
-                    .stream(ChatRequest::default(), CancellationToken::new())
-                    .await?;
-                Ok::<_, ProviderError>(text(s).await)
-            }
+        let bg = BackgroundProvider::wrap_after_pause(slow.clone(), gate.clone(), pause);
+        let memory = tokio::spawn(async move {
+            let s = bg
+                .stream(ChatRequest::default(), CancellationToken::new())
+                .await?;
+            Ok((text(s).await, tokio::time::Instant::now()))
         });
+        (slow, gate, fg, memory)
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn an_answer_stops_the_background_call_which_starts_again_after_it() {
+        let (slow, gate, fg, memory) = answers_and_memory(Duration::ZERO);
         tokio::time::sleep(Duration::from_millis(100)).await;
         assert_eq!(slow.started.load(Ordering::SeqCst), 1);
         // An answer starts: the background call stops at once.
@@ -383,37 +396,18 @@ mod tests {
         // The first attempt was stopped (it would have ended at 300 ms,
         // during the answer); a second one starts after the answer and its
         // whole reply comes back.
-        assert_eq!(memory.await.unwrap().unwrap(), "slow");
+        assert_eq!(memory.await.unwrap().unwrap().0, "slow");
         assert_eq!(t0.elapsed(), Duration::from_millis(600));
         assert_eq!(slow.started.load(Ordering::SeqCst), 3);
     }
 
     /// With a pause, a call starts only once no answer has been in flight
-    /// for that long — an answer that begins and ends while it waits
-    /// starts the pause again — and is still stopped by one that starts
-    /// during it.
+    /// for that long: an answer that begins and ends while it waits starts
+    /// the pause again.
     #[tokio::test(start_paused = true)]
     async fn after_a_pause_the_call_waits_for_quiet_not_just_for_the_last_answer() {
-        let slow = Arc::new(Slow {
-            started: AtomicUsize::new(0),
-        });
-        let gate = Foreground::new();
-        let fg = ForegroundProvider::wrap(slow.clone(), gate.clone());
-        let bg = BackgroundProvider::wrap_after_pause(
-            slow.clone(),
-            gate.clone(),
-            Duration::from_secs(10),
-        );
         let t0 = tokio::time::Instant::now();
-        let memory = tokio::spawn({
-            let bg = bg.clone();
-            async move {
-                let s = bg
-                    .stream(ChatRequest::default(), CancellationToken::new())
-                    .await?;
-                Ok::<_, ProviderError>((text(s).await, tokio::time::Instant::now()))
-            }
-        });
+        let (slow, _gate, fg, memory) = answers_and_memory(Duration::from_secs(10));
         tokio::time::sleep(Duration::from_secs(4)).await;
         assert_eq!(slow.started.load(Ordering::SeqCst), 0, "within the pause");
         // An answer of 300 ms at 4 s: the pause counts again from its end.
