@@ -16,7 +16,8 @@ it waited for a pause).
 
 Needs llama-cpp-python (`pip install "llama-cpp-python[server]"`) and the
 model (`scripts/install-model.sh`). Prints per setting the median and the
-slowest first word, and how many exchanges were remembered by the end.
+slowest first word, and how many exchanges were remembered within SETTLE
+seconds of the last question.
 """
 
 import argparse
@@ -97,7 +98,7 @@ def ask(port, question, timeout):
                 return first, None, line[5:200]
 
 
-def run(wo, model_port, pause, questions, think, work):
+def run(wo, model_port, pause, questions, think, settle, work):
     home = tempfile.mkdtemp(dir=work)
     config = os.path.join(home, "config.toml")
     with open(config, "w") as f:
@@ -125,8 +126,9 @@ context_window = 4096
         for q in QUESTIONS[:questions]:
             rows.append(ask(port, q, timeout=300))
             time.sleep(think)
-        # Memory settles: every exchange's interpreter call done or failed.
-        end = time.time() + 600
+        # Memory catches up in the pause after the last question (up to
+        # SETTLE seconds: SmolLM2 takes about a minute an exchange here).
+        end = time.time() + settle
         while time.time() < end:
             state = json.load(open(os.path.join(home, "llm.json")))
             if len(state.get("memory_log", [])) >= questions:
@@ -147,6 +149,8 @@ def main():
     ap.add_argument("--think", type=float, default=2.0,
                     help="seconds between an answer's done and the next question")
     ap.add_argument("--pauses", default=os.environ.get("PAUSES", "0,10"))
+    ap.add_argument("--settle", type=float, default=90.0,
+                    help="seconds memory may take after the last question before counting")
     ap.add_argument("--model", default=os.path.join(
         os.environ.get("XDG_DATA_HOME", os.path.expanduser("~/.local/share")),
         "wikioracle/models/SmolLM2-135M-Instruct.Q4_1.gguf"))
@@ -165,7 +169,7 @@ def main():
         remembered = {p: [] for p in pauses}
         for order in (pauses, list(reversed(pauses))):
             for p in order:
-                rows, got = run(wo, model_port, p, args.questions, args.think, work)
+                rows, got = run(wo, model_port, p, args.questions, args.think, args.settle, work)
                 results[p] += rows
                 remembered[p].append(got)
                 firsts = " ".join("-" if f is None else f"{f:.1f}" for f, _, _ in rows)
