@@ -112,13 +112,16 @@ pub fn run(g: &GlobalOpts, mut args: AskArgs) -> Result<ExitCode> {
     let memory = super::session::memory_step(&cfg, &provider, store.path());
     // Recall reads the transcript's postings from the sidecar beside the
     // file (rebuilt when missing or stale) instead of tokenising it all.
-    let read = prefetch.join().ok().filter(|_| {
-        // The file opened is the one whose sidecar was read (the path is
-        // resolved once; this only guards against that changing).
-        wo_engine::recall_file::sidecar_path(store.path()) == sidecar
-    });
-    let sidecar = wo_engine::recall_file::sidecar_path(store.path());
-    let read = read.unwrap_or_else(|| wo_engine::recall_file::read(&sidecar));
+    // The sidecar read beside the load is the opened file's unless the path
+    // was a link the store resolved (`--allow-symlink`): then it is read
+    // beside the file it leads to.
+    let read_early = prefetch.join().ok();
+    let sidecar_of_file = wo_engine::recall_file::sidecar_path(store.path());
+    let read = match read_early {
+        Some(read) if sidecar_of_file == sidecar => read,
+        _ => wo_engine::recall_file::read(&sidecar_of_file),
+    };
+    let sidecar = sidecar_of_file;
     let (mut recall, loaded) = read.index(store.state());
     // What reached standard output, so a failure or a stop ends the line
     // only when one was begun.
