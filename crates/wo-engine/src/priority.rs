@@ -196,18 +196,13 @@ pub struct BackgroundProvider {
 }
 
 impl BackgroundProvider {
-    /// `inner`, its calls yielding to the answers counted in `gate`.
-    pub fn wrap(inner: Arc<dyn Provider>, gate: Arc<Foreground>) -> Arc<dyn Provider> {
-        Self::wrap_after_pause(inner, gate, std::time::Duration::ZERO)
-    }
-
-    /// [`Self::wrap`], each call (and each new start after an answer
-    /// stopped one) beginning only once no answer has been in flight for
-    /// `pause`: a model server on the person's machine answers one request
-    /// at a time and evaluates a prompt it was sent to the end, so a call
-    /// begun right after an answer would hold up the question that
-    /// follows it.
-    pub fn wrap_after_pause(
+    /// `inner`, its calls yielding to the answers counted in `gate`, each
+    /// call (and each new start after an answer stopped one) beginning only
+    /// once no answer has been in flight for `pause` (zero: as soon as none
+    /// is): a model server on the person's machine answers one request at a
+    /// time and evaluates a prompt it was sent to the end, so a call begun
+    /// right after an answer would hold up the question that follows it.
+    pub fn wrap(
         inner: Arc<dyn Provider>,
         gate: Arc<Foreground>,
         pause: std::time::Duration,
@@ -368,7 +363,7 @@ mod tests {
         });
         let gate = Foreground::new();
         let fg = ForegroundProvider::wrap(slow.clone(), gate.clone());
-        let bg = BackgroundProvider::wrap_after_pause(slow.clone(), gate.clone(), pause);
+        let bg = BackgroundProvider::wrap(slow.clone(), gate.clone(), pause);
         let memory = tokio::spawn(async move {
             let s = bg
                 .stream(ChatRequest::default(), CancellationToken::new())
@@ -439,7 +434,7 @@ mod tests {
             started: AtomicUsize::new(0),
         });
         let gate = Foreground::new();
-        let bg = BackgroundProvider::wrap(slow.clone(), gate.clone());
+        let bg = BackgroundProvider::wrap(slow.clone(), gate.clone(), Duration::ZERO);
         let held = gate.enter();
         let cancel = CancellationToken::new();
         let waiting = tokio::spawn({

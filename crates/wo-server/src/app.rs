@@ -263,7 +263,7 @@ impl App {
             std::time::Duration::ZERO
         };
         step.map(|mut step| {
-            step.provider = wo_engine::priority::BackgroundProvider::wrap_after_pause(
+            step.provider = wo_engine::priority::BackgroundProvider::wrap(
                 step.provider,
                 self.foreground.clone(),
                 pause,
