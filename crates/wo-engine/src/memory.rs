@@ -926,10 +926,10 @@ const STRUCTURED_MAX_OPS: u64 = 8;
 /// schema, so that whatever a constrained model spells also passes
 /// [`parse_ops`] and [`apply_ops`]. Annotations go; the `\S` patterns and
 /// long length bounds of titles and texts become short bounds (a pattern
-/// or a 4000-long bound is an enormous llama.cpp grammar); ids become the
-/// ids listed (only open efforts can be resolved), and an operation with
-/// nothing to refer to is left out — a grammar then cannot even spell an
-/// id that does not exist.
+/// or a 4000-long bound is an enormous grammar in a server's converter);
+/// ids become the ids listed (only open efforts can be resolved), and an
+/// operation with nothing to refer to is left out — a grammar then cannot
+/// even spell an id that does not exist.
 pub fn structured_output_schema(listed: &[&TruthEntry]) -> Value {
     let mut schema: Value = serde_json::from_str(OPS_SCHEMA).unwrap_or(Value::Null);
     let ids: Vec<Value> = listed.iter().map(|e| Value::from(e.id.as_str())).collect();

@@ -15,6 +15,9 @@
 //!   0.95, min-p 0.05, a mild repetition penalty (small models loop without
 //!   it) and the temperature (default 0.7). `max_tokens` defaults to 512.
 //! - Usage is counted exactly (prompt and generated tokens).
+//! - Structured output ([`ChatRequest::json_schema`]): llguidance compiles
+//!   the schema for the model's vocabulary and masks, at every step, the
+//!   tokens that could not continue valid JSON (see [`Loaded`]).
 
 use std::collections::HashMap;
 use std::num::NonZeroU32;
@@ -89,6 +92,48 @@ struct Loaded {
     n_ctx_train: u32,
     // Held (owned) by the generation thread for its whole run.
     gen_lock: Arc<tokio::sync::Mutex<()>>,
+    /// What turns a JSON Schema into a constraint on this model's tokens:
+    /// made on the first request with a schema (it reads the whole
+    /// vocabulary), then kept.
+    schemas: OnceLock<Result<llguidance::ParserFactory, String>>,
+}
+
+impl Loaded {
+    /// A matcher that lets the model spell only JSON following `schema`.
+    ///
+    /// Whitespace between tokens is fixed (`", "` and `": "`) unless the
+    /// schema's own `x-guidance` options say otherwise: free whitespace
+    /// would let a small model fill its whole answer with blank lines, which
+    /// llama.cpp's own converter bounded too. `oneOf` is read as `anyOf`,
+    /// as llama.cpp's converter and the usual servers read it.
+    fn schema_matcher(&self, schema: &serde_json::Value) -> Result<llguidance::Matcher, String> {
+        let factory = self
+            .schemas
+            .get_or_init(|| {
+                let env = LlamaSampler::llguidance_tok_env(&self.model);
+                let mut factory = llguidance::ParserFactory::new_simple(&env)
+                    .map_err(|e| format!("the vocabulary: {e}"))?;
+                // Errors come back as values; nothing goes to stderr.
+                factory.quiet();
+                Ok(factory)
+            })
+            .as_ref()
+            .map_err(Clone::clone)?;
+        let mut schema = schema.clone();
+        if let serde_json::Value::Object(root) = &mut schema {
+            root.entry("x-guidance").or_insert_with(|| {
+                serde_json::json!({
+                    "whitespace_flexible": false,
+                    "item_separator": ", ",
+                    "key_separator": ": ",
+                    "coerce_one_of": true,
+                })
+            });
+        }
+        let grammar = llguidance::api::TopLevelGrammar::from_json_schema(schema);
+        let parser = factory.create_parser(grammar).map_err(|e| e.to_string())?;
+        Ok(llguidance::Matcher::new(Ok(parser)))
+    }
 }
 
 /// The process's one llama.cpp backend (llama.cpp may be initialised only
@@ -150,6 +195,7 @@ fn load(name: &str, path: &Path) -> Result<Arc<Loaded>, ProviderError> {
         template,
         n_ctx_train,
         gen_lock: Arc::new(tokio::sync::Mutex::new(())),
+        schemas: OnceLock::new(),
     });
     map.insert(key, loaded.clone());
     Ok(loaded)
@@ -212,9 +258,9 @@ struct Prepared {
     max_new: usize,
     temperature: f32,
     top_k: u32,
-    /// A llama.cpp grammar (GBNF) the answer must follow: made from
-    /// [`ChatRequest::json_schema`] by llama.cpp's own converter.
-    grammar: Option<String>,
+    /// What the answer must follow: [`ChatRequest::json_schema`] compiled
+    /// by llguidance for this model's tokens (taken by the sampler).
+    grammar: Option<llguidance::Matcher>,
 }
 
 fn prepare(
@@ -269,8 +315,9 @@ fn prepare(
         top_k: req.top_k.unwrap_or(DEFAULT_TOP_K),
         grammar: match &req.json_schema {
             Some(s) => Some(
-                llama_cpp_2::json_schema_to_grammar(&s.schema.to_string())
-                    .map_err(|e| bad(format!("schema {:?} has no grammar: {e}", s.name)))?,
+                loaded
+                    .schema_matcher(&s.schema)
+                    .map_err(|e| bad(format!("schema {:?} cannot be followed: {e}", s.name)))?,
             ),
             None => None,
         },
@@ -326,7 +373,7 @@ type Tx = mpsc::Sender<Result<StreamEvent, ProviderError>>;
 fn generate(
     name: &str,
     loaded: &Loaded,
-    job: Prepared,
+    mut job: Prepared,
     threads: i32,
     stop: &CancellationToken,
     tx: &Tx,
@@ -365,7 +412,7 @@ fn generate(
             ctx.decode(&mut batch)
                 .map_err(|e| engine(format!("reading the prompt: {e}")))?;
         }
-        let mut sampler = sampler(loaded, &job).map_err(engine)?;
+        let mut sampler = sampler(loaded, &mut job);
         let vocab = loaded.model.vocab();
         let mut decoder = encoding_rs::UTF_8.new_decoder();
         let mut piece = Vec::new();
@@ -426,15 +473,12 @@ fn generate(
     }
 }
 
-/// The sampler chain of a job: its grammar first (it removes every token
-/// the grammar forbids), then greedy or the usual sampling.
-fn sampler(loaded: &Loaded, job: &Prepared) -> Result<LlamaSampler, String> {
+/// The sampler chain of a job: its schema's matcher first (it removes every
+/// token the schema forbids), then greedy or the usual sampling.
+fn sampler(loaded: &Loaded, job: &mut Prepared) -> LlamaSampler {
     let mut chain = Vec::new();
-    if let Some(g) = &job.grammar {
-        chain.push(
-            LlamaSampler::grammar(&loaded.model, g, "root")
-                .map_err(|e| format!("the answer's grammar: {e}"))?,
-        );
+    if let Some(matcher) = job.grammar.take() {
+        chain.push(LlamaSampler::from(matcher));
     }
     if job.temperature <= 0.0 {
         chain.push(LlamaSampler::greedy());
@@ -449,7 +493,7 @@ fn sampler(loaded: &Loaded, job: &Prepared) -> Result<LlamaSampler, String> {
             LlamaSampler::dist(seed),
         ]);
     }
-    Ok(LlamaSampler::chain_simple(chain))
+    LlamaSampler::chain_simple(chain)
 }
 
 #[async_trait]

@@ -62,8 +62,9 @@ pub struct ChatRequest {
     /// Structured output: the answer must be JSON valid against this
     /// schema. Each provider uses its own mechanism (OpenAI-compatible:
     /// `response_format` with a JSON schema; Anthropic: a forced tool whose
-    /// input is the answer; the local model: a llama.cpp grammar made from
-    /// the schema, so even a tiny model emits well-formed output). Providers
+    /// input is the answer; the local model: the schema compiled by
+    /// llguidance into a mask over its tokens, so even a tiny model emits
+    /// well-formed output). Providers
     /// without one (NanoChat) ignore it: the caller validates anyway.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub json_schema: Option<JsonSchema>,

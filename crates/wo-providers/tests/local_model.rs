@@ -175,3 +175,107 @@ async fn local_failures_are_clear() {
         .unwrap();
     assert_eq!(e.kind(), ErrorKind::Cancelled);
 }
+
+/// A schema with the shapes the memory interpreter's uses: a closed
+/// object, an enum, `oneOf` on a `const`, bounded strings and arrays.
+fn city_schema() -> serde_json::Value {
+    serde_json::json!({
+        "type": "object",
+        "required": ["city", "country", "facts"],
+        "additionalProperties": false,
+        "properties": {
+            "city": {"type": "string", "minLength": 1, "maxLength": 30},
+            "country": {"enum": ["France", "Spain", "Italy"]},
+            "facts": {
+                "type": "array",
+                "maxItems": 3,
+                "items": {"oneOf": [
+                    {"type": "object", "required": ["kind", "text"], "additionalProperties": false,
+                     "properties": {"kind": {"const": "river"}, "text": {"type": "string", "maxLength": 40}}},
+                    {"type": "object", "required": ["kind", "count"], "additionalProperties": false,
+                     "properties": {"kind": {"const": "people"}, "count": {"type": "integer", "minimum": 0}}}
+                ]}
+            }
+        }
+    })
+}
+
+/// Whether `v` follows [`city_schema`], checked by hand.
+fn follows_city_schema(v: &serde_json::Value) -> bool {
+    let Some(o) = v.as_object() else { return false };
+    let city_ok = o["city"]
+        .as_str()
+        .is_some_and(|c| (1..=30).contains(&c.chars().count()));
+    let country_ok = ["France", "Spain", "Italy"].contains(&o["country"].as_str().unwrap_or(""));
+    let facts_ok = o["facts"].as_array().is_some_and(|facts| {
+        facts.len() <= 3
+            && facts.iter().all(|f| match f["kind"].as_str() {
+                Some("river") => {
+                    f.as_object().is_some_and(|f| f.len() == 2)
+                        && f["text"].as_str().is_some_and(|t| t.chars().count() <= 40)
+                }
+                Some("people") => {
+                    f.as_object().is_some_and(|f| f.len() == 2) && f["count"].as_u64().is_some()
+                }
+                _ => false,
+            })
+    });
+    o.len() == 3 && city_ok && country_ok && facts_ok
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn local_structured_output_follows_the_schema() {
+    if !wo_testkit::heavy(&[Need::Model]) {
+        return;
+    }
+    let p = provider();
+    for temperature in [0.0, 0.9] {
+        let mut req = ChatRequest::new(vec![
+            ChatMessage::system("Answer with JSON only."),
+            ChatMessage::user("Tell me about Paris: its country, and a fact or two."),
+        ])
+        .with_temperature(temperature)
+        .with_max_tokens(300);
+        req.json_schema = Some(wo_providers::JsonSchema {
+            name: "city".into(),
+            schema: city_schema(),
+        });
+        let started = Instant::now();
+        let (text, done) = ask(p.as_ref(), req).await;
+        eprintln!("temperature {temperature}: {:?}: {text}", started.elapsed());
+        let v: serde_json::Value =
+            serde_json::from_str(&text).unwrap_or_else(|e| panic!("not JSON ({e}): {text:?}"));
+        assert!(follows_city_schema(&v), "{text}");
+        // The schema ends the answer, not the token cap.
+        assert!(
+            matches!(&done, StreamEvent::Done { finish_reason: Some(r), .. } if r == "stop"),
+            "{done:?}"
+        );
+        // Whitespace is fixed between tokens: no runs of blank lines.
+        assert!(!text.contains('\n') && !text.contains("  "), "{text:?}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_schema_the_local_model_cannot_follow_is_a_clear_bad_request() {
+    if !wo_testkit::heavy(&[Need::Model]) {
+        return;
+    }
+    let p = provider();
+    for schema in [
+        serde_json::json!({"type": "object", "properties": {"a": {"$ref": "#/$defs/missing"}}}),
+        serde_json::json!({"type": "no-such-type"}),
+    ] {
+        let mut req = ChatRequest::new(vec![ChatMessage::user("hi")]).with_max_tokens(8);
+        req.json_schema = Some(wo_providers::JsonSchema {
+            name: "broken".into(),
+            schema,
+        });
+        let e = p.stream(req, CancellationToken::new()).await.err().unwrap();
+        assert_eq!(e.kind(), ErrorKind::BadRequest, "{e}");
+        assert!(e.to_string().contains("schema \"broken\""), "{e}");
+    }
+    // The model still answers after the refusals.
+    let (text, _) = ask(p.as_ref(), common::capital_question()).await;
+    assert!(text.to_lowercase().contains("paris"), "{text:?}");
+}
