@@ -38,10 +38,10 @@ EXCHANGES = [
 ]
 
 
-def export(path: str) -> None:
+def export(path: str, count: int) -> None:
     messages, parent, t = {}, None, 1_764_000_000
     ids = []
-    for i, (q, a) in enumerate(EXCHANGES):
+    for i, (q, a) in enumerate(EXCHANGES[:count]):
         for role, text, mid in (("user", q, f"q{i}"), ("assistant", a, f"a{i}")):
             messages[mid] = {"id": mid, "parentId": parent, "childrenIds": [], "role": role,
                              "content": text, "timestamp": t}
@@ -61,14 +61,14 @@ def run(wo: str, cwd: str, env: dict, *args: str) -> subprocess.CompletedProcess
                           stdin=subprocess.DEVNULL, timeout=3600)
 
 
-def once(wo: str) -> dict:
+def once(wo: str, count: int) -> dict:
     with tempfile.TemporaryDirectory() as d:
         env = dict(os.environ, XDG_CONFIG_HOME=os.path.join(d, "cfg"), NO_COLOR="1")
         cfg = os.path.join(d, "config.toml")
         with open(cfg, "w") as f:
             f.write('[defaults]\nprovider = "local"\n\n[interpreter]\nmode = "after"\n')
         env["WO_CONFIG"] = cfg
-        export(os.path.join(d, "export.json"))
+        export(os.path.join(d, "export.json"), count)
         for args in (("init",), ("import", "export.json")):
             r = run(wo, d, env, *args)
             if r.returncode != 0:
@@ -90,12 +90,14 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--wo", action="append", required=True, help="a wo binary (repeatable)")
     ap.add_argument("--rounds", type=int, default=1)
+    ap.add_argument("--exchanges", type=int, default=len(EXCHANGES),
+                    help=f"the first N of the {len(EXCHANGES)} exchanges")
     a = ap.parse_args()
     a.wo = [os.path.abspath(w) for w in a.wo]
     for rnd in range(a.rounds):
         for wo in a.wo:
-            r = once(wo)
-            print(f"round {rnd + 1} {wo}: {r['seconds']:.1f} s, {r['valid']} of {len(EXCHANGES)} "
+            r = once(wo, a.exchanges)
+            print(f"round {rnd + 1} {wo}: {r['seconds']:.1f} s, {r['valid']} of {a.exchanges} "
                   f"exchanges gave a valid batch, {len(r['entries'])} entries", flush=True)
             for e in r["entries"]:
                 print(f"    [{e.get('kind')}] {e.get('title')}")

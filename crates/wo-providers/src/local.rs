@@ -267,14 +267,10 @@ fn prepare(
     p: &LocalProvider,
     loaded: &Loaded,
     req: &ChatRequest,
+    grammar: Option<llguidance::Matcher>,
 ) -> Result<Prepared, ProviderError> {
     let name = &p.cfg.name;
-    let bad = |detail: String| ProviderError::BadRequest {
-        provider: name.clone(),
-        url: String::new(),
-        status: None,
-        detail,
-    };
+    let bad = |detail: String| bad_request(name, detail);
     if req.messages.is_empty() {
         return Err(bad("there is no message to answer".into()));
     }
@@ -313,15 +309,43 @@ fn prepare(
         tokens,
         temperature: req.temperature.unwrap_or(DEFAULT_TEMPERATURE).max(0.0),
         top_k: req.top_k.unwrap_or(DEFAULT_TOP_K),
-        grammar: match &req.json_schema {
-            Some(s) => Some(
-                loaded
-                    .schema_matcher(&s.schema)
-                    .map_err(|e| bad(format!("schema {:?} cannot be followed: {e}", s.name)))?,
-            ),
-            None => None,
-        },
+        grammar,
     })
+}
+
+fn bad_request(provider: &str, detail: String) -> ProviderError {
+    ProviderError::BadRequest {
+        provider: provider.to_owned(),
+        url: String::new(),
+        status: None,
+        detail,
+    }
+}
+
+/// The matcher for `req`'s schema, if it has one, made on a blocking thread
+/// (the first one reads the model's whole vocabulary).
+async fn schema_matcher(
+    p: &LocalProvider,
+    loaded: &Arc<Loaded>,
+    req: &ChatRequest,
+) -> Result<Option<llguidance::Matcher>, ProviderError> {
+    let Some(s) = &req.json_schema else {
+        return Ok(None);
+    };
+    let (l, schema) = (loaded.clone(), s.schema.clone());
+    tokio::task::spawn_blocking(move || l.schema_matcher(&schema))
+        .await
+        .map_err(|e| ProviderError::Engine {
+            provider: p.cfg.name.clone(),
+            detail: format!("compiling the schema: {e}"),
+        })?
+        .map(Some)
+        .map_err(|e| {
+            bad_request(
+                &p.cfg.name,
+                format!("schema {:?} cannot be followed: {e}", s.name),
+            )
+        })
 }
 
 /// A generation, run to its end on the generation thread.
@@ -527,7 +551,12 @@ impl Provider for LocalProvider {
             _ = cancel.cancelled() => return Err(cancelled()),
             l = self.load_async() => l?,
         };
-        let job = prepare(self, &loaded, &req)?;
+        let grammar = tokio::select! {
+            biased;
+            _ = cancel.cancelled() => return Err(cancelled()),
+            g = schema_matcher(self, &loaded, &req) => g?,
+        };
+        let job = prepare(self, &loaded, &req, grammar)?;
         // Wait for our turn on this model, cancellably.
         let guard = tokio::select! {
             biased;
