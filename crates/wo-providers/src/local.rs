@@ -101,10 +101,10 @@ struct Loaded {
 impl Loaded {
     /// A matcher that lets the model spell only JSON following `schema`.
     ///
-    /// Whitespace between tokens is fixed (`", "` and `": "`) unless the
-    /// schema's own `x-guidance` options say otherwise: free whitespace
-    /// would let a small model fill its whole answer with blank lines, which
-    /// llama.cpp's own converter bounded too. `oneOf` is read as `anyOf`,
+    /// Whitespace between tokens is bounded (at most 20 spaces, tabs or
+    /// newlines, as llama.cpp's own converter allowed) unless the schema's
+    /// own `x-guidance` options say otherwise: unbounded, a small model can
+    /// fill its whole answer with blank lines. `oneOf` is read as `anyOf`,
     /// as llama.cpp's converter and the usual servers read it.
     fn schema_matcher(&self, schema: &serde_json::Value) -> Result<llguidance::Matcher, String> {
         let factory = self
@@ -123,9 +123,7 @@ impl Loaded {
         if let serde_json::Value::Object(root) = &mut schema {
             root.entry("x-guidance").or_insert_with(|| {
                 serde_json::json!({
-                    "whitespace_flexible": false,
-                    "item_separator": ", ",
-                    "key_separator": ": ",
+                    "whitespace_pattern": "[ \t\n]{1,20}",
                     "coerce_one_of": true,
                 })
             });
