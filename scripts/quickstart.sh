@@ -24,7 +24,7 @@ fi
 # The models download while wo builds: the build is the long part.
 scripts/install-model.sh >&2 &
 models=$!
-echo "quickstart: building and installing wo (first time: about 20 minutes on two cores, compiling llama.cpp and wo; the models download meanwhile)" >&2
+echo "quickstart: building and installing wo (first time: about 15 minutes on two cores, compiling llama.cpp and wo; the models download meanwhile)" >&2
 cargo install --locked --quiet --path crates/wikioracle
 wait "$models" || { echo "quickstart: installing the models failed (see above); run scripts/install-model.sh again" >&2; exit 1; }
 export PATH="${CARGO_HOME:-$HOME/.cargo}/bin:$PATH"
