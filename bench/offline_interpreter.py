@@ -40,7 +40,6 @@ EXCHANGES = [
 
 def export(path: str, count: int) -> None:
     messages, parent, t = {}, None, 1_764_000_000
-    ids = []
     for i, (q, a) in enumerate(EXCHANGES[:count]):
         for role, text, mid in (("user", q, f"q{i}"), ("assistant", a, f"a{i}")):
             messages[mid] = {"id": mid, "parentId": parent, "childrenIds": [], "role": role,
@@ -48,7 +47,6 @@ def export(path: str, count: int) -> None:
             if parent:
                 messages[parent]["childrenIds"].append(mid)
             parent, t = mid, t + 30
-            ids.append(mid)
     chat = {"id": "studio", "title": "Pottery studio", "created_at": 1_764_000_000,
             "updated_at": t, "chat": {"title": "Pottery studio",
                                       "history": {"currentId": parent, "messages": messages}}}
