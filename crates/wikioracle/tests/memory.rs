@@ -401,8 +401,8 @@ fn memory_rebuild_reports_a_rejected_reply_in_plain_words() {
 
 #[test]
 fn the_local_model_emits_valid_operations_through_its_grammar() {
-    // The real SmolLM2 in-process, the interpreter constrained by the
-    // llama.cpp grammar made from spec/memory_ops_v1.json.
+    // The real SmolLM2 in-process, the interpreter's reply constrained by
+    // spec/memory_ops_v1.json (compiled by llguidance into a token mask).
     if !wo_testkit::heavy(&[wo_testkit::Need::Model]) {
         return;
     }

@@ -258,14 +258,14 @@ struct Prepared {
     top_k: u32,
     /// What the answer must follow: [`ChatRequest::json_schema`] compiled
     /// by llguidance for this model's tokens (taken by the sampler).
-    grammar: Option<llguidance::Matcher>,
+    matcher: Option<llguidance::Matcher>,
 }
 
 fn prepare(
     p: &LocalProvider,
     loaded: &Loaded,
     req: &ChatRequest,
-    grammar: Option<llguidance::Matcher>,
+    matcher: Option<llguidance::Matcher>,
 ) -> Result<Prepared, ProviderError> {
     let name = &p.cfg.name;
     let bad = |detail: String| bad_request(name, detail);
@@ -307,7 +307,7 @@ fn prepare(
         tokens,
         temperature: req.temperature.unwrap_or(DEFAULT_TEMPERATURE).max(0.0),
         top_k: req.top_k.unwrap_or(DEFAULT_TOP_K),
-        grammar,
+        matcher,
     })
 }
 
@@ -499,7 +499,7 @@ fn generate(
 /// token the schema forbids), then greedy or the usual sampling.
 fn sampler(loaded: &Loaded, job: &mut Prepared) -> LlamaSampler {
     let mut chain = Vec::new();
-    if let Some(matcher) = job.grammar.take() {
+    if let Some(matcher) = job.matcher.take() {
         chain.push(LlamaSampler::from(matcher));
     }
     if job.temperature <= 0.0 {
@@ -549,12 +549,12 @@ impl Provider for LocalProvider {
             _ = cancel.cancelled() => return Err(cancelled()),
             l = self.load_async() => l?,
         };
-        let grammar = tokio::select! {
+        let matcher = tokio::select! {
             biased;
             _ = cancel.cancelled() => return Err(cancelled()),
-            g = schema_matcher(self, &loaded, &req) => g?,
+            m = schema_matcher(self, &loaded, &req) => m?,
         };
-        let job = prepare(self, &loaded, &req, grammar)?;
+        let job = prepare(self, &loaded, &req, matcher)?;
         // Wait for our turn on this model, cancellably.
         let guard = tokio::select! {
             biased;
