@@ -733,10 +733,12 @@ pub fn assemble_indexed(
         cap_reason: over_budget("recall", recall_cap, opts, by_memory < by_window),
         limit: opts.recall_limit,
         floor: opts.relevance_floor,
-        dense: opts
-            .dense
-            .as_ref()
-            .and_then(|d| Some((d.rank(state.messages(), query, &skip)?, d.params))),
+        dense: opts.dense.as_ref().and_then(|d| {
+            Some((
+                d.rank(state.messages(), state.content_keys(), query, &skip)?,
+                d.params,
+            ))
+        }),
     };
     let (recalled_ids, recalled) = recall_within(state, index, &ask, count, &mut a);
     if let Some((text, spent)) = recalled {

@@ -39,7 +39,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Instant;
 
-use wo_format::Message;
+use wo_format::{Message, State};
 use wo_providers::embed::Embedder;
 
 use crate::dense::{DENSE_PARAMS, DenseRecall, EmbeddingStore, Reconciled};
@@ -130,6 +130,11 @@ pub fn load_with_end(
     }
 }
 
+/// Vectors a read store can take in before its block grows: a turn adds
+/// its two messages' (a few more when it embeds what is missing inline), a
+/// long session a few a turn.
+const ROOM_FOR_NEW: usize = 1024;
+
 fn read(
     bytes: &[u8],
     model: &str,
@@ -175,7 +180,11 @@ fn read(
         return Err("vectors of another length".into());
     }
     let mut store = EmbeddingStore::new(model, dim);
-    store.reserve(count);
+    // Room for the appended blocks and the vectors a turn or a session adds
+    // after: growing a block of 100k vectors by two copies all ~40 MB of it
+    // (most of what a turn's after-answer step cost). Untouched room costs
+    // no memory, only address space.
+    store.reserve(count + tail.len() / each + ROOM_FOR_NEW);
     let mut previous = None;
     for rec in records.chunks_exact(each) {
         let (key, scale) = record_head(rec);
@@ -346,18 +355,20 @@ pub fn prepare(
     )
 }
 
-/// Tops `dense`'s store up with the messages of `messages` it lacks, until
+/// Tops `dense`'s store up with the messages of `state` it lacks, until
 /// `deadline`, drops the vectors of messages gone, and writes the sidecar
 /// when anything changed (or it could not be read). Returns whether it
 /// wrote; a failure to write (a read-only directory) is only a cache miss.
 pub fn persist(
     dense: &mut DenseRecall,
     sidecar: &std::path::Path,
-    messages: &[Message],
+    state: &State,
     prepared: &Prepared,
     deadline: Option<Instant>,
 ) -> std::io::Result<bool> {
-    let reconciled = dense.store.reconcile(messages);
+    let reconciled = dense
+        .store
+        .reconcile_keyed(state.messages(), state.content_keys());
     write_reconciled(dense, sidecar, &reconciled, prepared, deadline)
 }
 
@@ -365,16 +376,18 @@ pub fn persist(
 /// `most` messages lack a vector (the turn's own and a few more), embeds
 /// them and writes the sidecar, returning `Ok(Some(wrote))`; when more do
 /// (an import, a first use: the caller hands them to a background run),
-/// changes nothing and returns `Ok(None)`. The transcript is keyed once for
-/// both the count and the write.
+/// changes nothing and returns `Ok(None)`. The transcript's keys are the
+/// state's (computed once for the turn's recall, extended by its append).
 pub fn persist_few(
     dense: &mut DenseRecall,
     sidecar: &std::path::Path,
-    messages: &[Message],
+    state: &State,
     prepared: &Prepared,
     most: usize,
 ) -> std::io::Result<Option<bool>> {
-    let reconciled = dense.store.reconcile(messages);
+    let reconciled = dense
+        .store
+        .reconcile_keyed(state.messages(), state.content_keys());
     if reconciled.missing.len() > most {
         return Ok(None);
     }

@@ -39,7 +39,7 @@
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
 
-use wo_format::{Message, State};
+use wo_format::State;
 use wo_text::postings::Postings;
 
 use crate::recall::RecallIndex;
@@ -114,17 +114,6 @@ pub fn terms_probe() -> u32 {
     crc.finalize()
 }
 
-/// The key of one indexed message: a CRC-32 of its speaker and content (the
-/// text recall scores; 0xFF, never in UTF-8, between them) and the
-/// content's length.
-fn key(m: &Message) -> u64 {
-    let mut crc = crc32fast::Hasher::new();
-    crc.update(m.username.as_bytes());
-    crc.update(&[0xff]);
-    crc.update(m.content.as_bytes());
-    (u64::from(crc.finalize()) << 32) | (m.content.len() as u64 & 0xffff_ffff)
-}
-
 /// The recall index of `state`: from the sidecar at `path` when it indexes
 /// the state's first messages as they are (plus the ones appended since),
 /// else built from the whole transcript. Never fails: a file that cannot be
@@ -177,7 +166,7 @@ impl Sidecar {
         };
         let messages = state.messages();
         let covered = intact.keys.len();
-        if covered > messages.len() || intact.keys.iter().zip(messages).any(|(&k, m)| k != key(m)) {
+        if covered > messages.len() || intact.keys[..] != state.content_keys()[..covered] {
             return rebuilt(Rebuilt::Stale);
         }
         (
@@ -263,7 +252,7 @@ pub fn save(
     if !needed || !index.is_current(state) {
         return Ok(false);
     }
-    write(path, index.postings(), state.messages())?;
+    write(path, index.postings(), state.content_keys())?;
     Ok(true)
 }
 
@@ -327,16 +316,18 @@ pub fn remove_stale_temps(path: &Path) -> usize {
     removed
 }
 
-/// Replaces the file at `path` with the sidecar of `postings` over
-/// `messages`: a new temp file beside it (created exclusively, 0600), then
-/// a rename, so a reader sees the old file or the new one whole.
-fn write(path: &Path, postings: &Postings, messages: &[Message]) -> std::io::Result<()> {
-    let mut out = Vec::with_capacity(16 + 8 * messages.len());
+/// Replaces the file at `path` with the sidecar of `postings` over the
+/// messages whose content keys ([`State::content_keys`]: speaker and
+/// content, the text recall scores) are `keys`: a new temp file beside it
+/// (created exclusively, 0600), then a rename, so a reader sees the old
+/// file or the new one whole.
+fn write(path: &Path, postings: &Postings, keys: &[u64]) -> std::io::Result<()> {
+    let mut out = Vec::with_capacity(16 + 8 * keys.len());
     out.extend_from_slice(MAGIC);
     out.extend_from_slice(&terms_probe().to_le_bytes());
-    out.extend_from_slice(&(messages.len() as u32).to_le_bytes());
-    for m in messages {
-        out.extend_from_slice(&key(m).to_le_bytes());
+    out.extend_from_slice(&(keys.len() as u32).to_le_bytes());
+    for k in keys {
+        out.extend_from_slice(&k.to_le_bytes());
     }
     out.extend_from_slice(&postings.to_bytes());
     write_checked(path, out)

@@ -18,7 +18,7 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
-use wo_format::{Message, RetrievalPrefs};
+use wo_format::{Message, RetrievalPrefs, State};
 use wo_providers::Provider;
 use wo_providers::embed::Embedder;
 
@@ -229,22 +229,23 @@ impl LiveEmbeddings {
         })
     }
 
-    /// The messages of the whole transcript `messages` with no vector yet
+    /// The messages of `state`'s whole transcript with no vector yet
     /// (newest first, at most `limit`), as what [`Self::top_up`] embeds:
     /// read under the caller's lock on the state, embedded after it is let
     /// go. When all fit, the vectors of messages gone are dropped too.
-    pub fn pending(&self, messages: &[Message], limit: usize) -> Pending {
+    pub fn pending(&self, state: &State, limit: usize) -> Pending {
         let store = self.current();
-        // The transcript keyed once, for what is missing and what to keep.
-        let keys = crate::dense::keys(messages);
-        let missing = store.reconcile_keyed(messages, &keys).missing;
+        // The state's keys (kept between turns), for what is missing and
+        // what to keep.
+        let keys = state.content_keys();
+        let missing = store.reconcile_keyed(state.messages(), keys).missing;
         Pending {
             texts: missing
                 .iter()
                 .take(limit)
                 .map(|(k, m)| (*k, crate::dense::embedded_text(m)))
                 .collect(),
-            keep: (missing.len() <= limit).then(|| keys.into_iter().collect()),
+            keep: (missing.len() <= limit).then(|| keys.iter().copied().collect()),
         }
     }
 

@@ -139,7 +139,7 @@ const QUERY: &str = "When are Caroline's ceramics lessons?";
 fn load_fill_save(path: &std::path::Path, state: &State) -> (Loaded, DenseRecall) {
     let (mut d, prepared) =
         wo_engine::embed_file::prepare(embedder(), path, state.messages(), None);
-    wo_engine::embed_file::persist(&mut d, path, state.messages(), &prepared, None).unwrap();
+    wo_engine::embed_file::persist(&mut d, path, state, &prepared, None).unwrap();
     (prepared.loaded, d)
 }
 
@@ -261,8 +261,7 @@ fn a_live_store_from_a_damaged_or_stale_sidecar_answers_as_a_rebuild() {
     let good = std::fs::read(&path).unwrap();
     let live_context = |state: &State| {
         let (live, loaded) = LiveEmbeddings::open(embedder(), path.clone());
-        live.top_up(live.pending(state.messages(), usize::MAX), None)
-            .unwrap();
+        live.top_up(live.pending(state, usize::MAX), None).unwrap();
         (loaded, context(state, live.for_question(QUERY), QUERY))
     };
     let (loaded, got) = live_context(&state);
@@ -335,7 +334,7 @@ fn with_new_turns(state: &State, from: usize, n: usize) -> State {
 /// yet), then after it the missing vectors embedded and written.
 fn ask_then_persist(path: &std::path::Path, after: &State) -> bool {
     let (mut d, prepared) = embed_file::prepare(embedder(), path, &[], None);
-    embed_file::persist(&mut d, path, after.messages(), &prepared, None).unwrap()
+    embed_file::persist(&mut d, path, after, &prepared, None).unwrap()
 }
 
 /// The bytes a rebuild writes for `state`.
@@ -399,13 +398,13 @@ fn a_turns_end_embeds_a_few_and_leaves_many_for_later() {
     let many = with_new_turns(&state, 30, 9);
     let (mut d, prepared) = embed_file::prepare(embedder(), &path, &[], None);
     let held = d.store.clone();
-    let got = embed_file::persist_few(&mut d, &path, many.messages(), &prepared, 8).unwrap();
+    let got = embed_file::persist_few(&mut d, &path, &many, &prepared, 8).unwrap();
     assert_eq!(got, None, "9 missing, 8 allowed");
     assert_eq!(std::fs::read(&path).unwrap(), good, "the file untouched");
     assert_eq!(*d.store, *held, "nothing embedded");
 
     let few = with_new_turns(&state, 30, 2);
-    let got = embed_file::persist_few(&mut d, &path, few.messages(), &prepared, 8).unwrap();
+    let got = embed_file::persist_few(&mut d, &path, &few, &prepared, 8).unwrap();
     assert_eq!(got, Some(true));
     let after = std::fs::read(&path).unwrap();
     assert_eq!(after.len(), good.len() + 8 + 2 * (12 + DIM), "appended");
@@ -414,14 +413,14 @@ fn a_turns_end_embeds_a_few_and_leaves_many_for_later() {
     assert_eq!(store, *rebuilt(&few).store);
     // Nothing missing, nothing gone: nothing written.
     let (mut d, prepared) = embed_file::prepare(embedder(), &path, &[], None);
-    let got = embed_file::persist_few(&mut d, &path, few.messages(), &prepared, 8).unwrap();
+    let got = embed_file::persist_few(&mut d, &path, &few, &prepared, 8).unwrap();
     assert_eq!(got, Some(false));
     assert_eq!(std::fs::read(&path).unwrap(), after);
     // An edit within the limit: the edited message embedded, its old
     // vector dropped, the file rewritten as a rebuild.
     let mut edited = few.clone();
     edited.messages_mut()[3].content = "<p>an edited message</p>".into();
-    let got = embed_file::persist_few(&mut d, &path, edited.messages(), &prepared, 8).unwrap();
+    let got = embed_file::persist_few(&mut d, &path, &edited, &prepared, 8).unwrap();
     assert_eq!(got, Some(true));
     assert_eq!(std::fs::read(&path).unwrap(), rebuilt_bytes(&edited));
 }
@@ -474,7 +473,7 @@ fn an_edit_or_another_writer_rewrites_the_whole_file() {
     let other = state_of(10);
     embed_file::save(&path, &rebuilt(&other).store).unwrap();
     let next = with_new_turns(&edited, 32, 1);
-    embed_file::persist(&mut d, &path, next.messages(), &prepared, None).unwrap();
+    embed_file::persist(&mut d, &path, &next, &prepared, None).unwrap();
     assert_eq!(std::fs::read(&path).unwrap(), rebuilt_bytes(&next));
 }
 

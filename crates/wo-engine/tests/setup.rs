@@ -171,7 +171,7 @@ fn the_set_up_fills_chunks_memory_stop_policy_and_recall() {
     let sidecar = embed_file::sidecar_path(&dir.path().join("llm.json"));
     let (live, loaded) = LiveEmbeddings::open(e.clone(), sidecar.clone());
     assert_eq!(loaded, Loaded::Missing);
-    let pending = live.pending(s.messages(), usize::MAX);
+    let pending = live.pending(&s, usize::MAX);
     assert_eq!(pending.len(), 60);
     assert_eq!(live.top_up(pending, None).unwrap(), 60);
     assert!(sidecar.exists(), "the vectors are kept beside the file");
@@ -247,8 +247,7 @@ fn new_messages_are_embedded_after_the_turn_and_found_by_words_until_then() {
     s.messages_mut().remove(20);
     let e = hashed();
     let (live, _) = LiveEmbeddings::open(e.clone(), sidecar.clone());
-    live.top_up(live.pending(s.messages(), usize::MAX), None)
-        .unwrap();
+    live.top_up(live.pending(&s, usize::MAX), None).unwrap();
     // A turn adds the message about pottery: no vector yet, so the next
     // question asked by its words still finds it (BM25), and one asked by
     // meaning does not until it is embedded.
@@ -289,7 +288,7 @@ fn new_messages_are_embedded_after_the_turn_and_found_by_words_until_then() {
     let (again, loaded) = LiveEmbeddings::open(hashed(), sidecar);
     assert_eq!(loaded, Loaded::Read(60));
     assert_eq!(again.len(), 60);
-    assert!(live.pending(s.messages(), usize::MAX).is_empty());
+    assert!(live.pending(&s, usize::MAX).is_empty());
 }
 
 #[test]

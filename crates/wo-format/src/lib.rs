@@ -7,6 +7,7 @@
 pub mod admit;
 mod canonical_read;
 pub mod codec;
+pub mod content_keys;
 pub mod context_used;
 pub mod conversation;
 pub mod ids;

@@ -422,6 +422,7 @@ fn visit_state<'de, A: MapAccess<'de>>(
         save_token: 0,
         transcript: crate::transcript::TranscriptLog::new(),
         links: Default::default(),
+        key_cache: Default::default(),
         savepoints: Vec::new(),
     })
 }

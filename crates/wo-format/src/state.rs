@@ -42,6 +42,9 @@ pub struct State {
     pub(crate) transcript: TranscriptLog,
     /// Each message's next step in [`State::branch`], kept between walks.
     pub(crate) links: crate::links::LinkCache,
+    /// Each message's content key ([`State::content_keys`]), kept as the
+    /// links are: dropped wherever they are, extended by an append.
+    pub(crate) key_cache: crate::content_keys::KeyCache,
     /// Open savepoints, innermost last (see [`crate::undo`]).
     pub(crate) savepoints: Vec<crate::undo::Savepoint>,
 }
@@ -77,6 +80,7 @@ impl State {
             save_token: 0,
             transcript: TranscriptLog::new(),
             links: Default::default(),
+            key_cache: Default::default(),
             savepoints: Vec::new(),
         }
     }
@@ -122,6 +126,7 @@ impl State {
         self.clean_prefix = 0;
         self.transcript.changed_all();
         self.links.clear();
+        self.key_cache.clear();
         &mut self.messages
     }
 
@@ -157,8 +162,10 @@ impl State {
         self.transcript.inserted(pos, self.messages.len());
         if pos == self.messages.len() {
             self.links.appending(&self.messages, &message);
+            self.key_cache.appending(&message);
         } else {
             self.links.clear();
+            self.key_cache.clear();
         }
         self.messages.insert(pos, message);
     }
@@ -207,10 +214,12 @@ impl State {
         if appended {
             for m in &src.messages[kept..] {
                 self.links.appending(&self.messages, m);
+                self.key_cache.appending(m);
                 self.messages.push(m.clone());
             }
         } else {
             self.links.clear();
+            self.key_cache.clear();
             self.messages.extend_from_slice(&src.messages[kept..]);
         }
         self.version = src.version;
@@ -226,6 +235,13 @@ impl State {
         // Taken from `src` (it marks the version handed out there), so a
         // later insertion in `src` keeps it in its log.
         src.transcript_version()
+    }
+
+    /// Each message's [`crate::content_keys::content_key`], in transcript
+    /// order: computed on first use, then kept until the transcript changes
+    /// (an append extends them).
+    pub fn content_keys(&self) -> &[u64] {
+        self.key_cache.get(&self.messages)
     }
 
     /// Finds a message by id (the first with it, should a hand-edited file
@@ -318,6 +334,7 @@ impl State {
             self.clean_prefix = 0;
             self.transcript.changed_all();
             self.links.clear();
+            self.key_cache.clear();
         }
     }
 
@@ -656,6 +673,7 @@ impl State {
             // Rebuilt on the next walk; the restored transcript log says
             // which versions handed out before the savepoint still hold.
             self.links.clear();
+            self.key_cache.clear();
         }
         self.version = sp.version;
         self.schema = sp.schema;

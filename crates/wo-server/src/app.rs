@@ -543,9 +543,7 @@ impl Local {
                         .write()
                         .unwrap_or_else(|p| p.into_inner())
                         .sync(&state);
-                    dense
-                        .as_ref()
-                        .map(|d| d.pending(store.state().messages(), usize::MAX))
+                    dense.as_ref().map(|d| d.pending(store.state(), usize::MAX))
                 };
                 if let (Some(dense), Some(pending)) = (dense, pending)
                     && !pending.is_empty()

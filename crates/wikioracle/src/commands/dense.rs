@@ -108,13 +108,8 @@ pub fn finish(
         eoutln!("note: {note}");
         return;
     }
-    let few = wo_engine::embed_file::persist_few(
-        &mut dense,
-        &sidecar,
-        state.messages(),
-        &prepared,
-        EMBED_INLINE,
-    );
+    let few =
+        wo_engine::embed_file::persist_few(&mut dense, &sidecar, state, &prepared, EMBED_INLINE);
     if let Ok(None) = few {
         // Too many to embed here: what was read is kept (nothing new to
         // write) and the rest handed over.
@@ -158,17 +153,16 @@ pub fn embed_all(
     let (mut dense, prepared) =
         wo_engine::embed_file::prepare(embedder, &sidecar, &[], Some(started));
     let missing = dense.store.missing(state.messages()).len();
-    wo_engine::embed_file::persist(&mut dense, &sidecar, state.messages(), &prepared, None)
-        .map_err(|e| {
-            // A refusal names the file and why; any other error gets its name.
-            let named = wo_store::durable::project::refusal(&e).is_some();
-            let e = anyhow::Error::new(e);
-            if named {
-                e
-            } else {
-                e.context(format!("cannot write {}", sidecar.display()))
-            }
-        })?;
+    wo_engine::embed_file::persist(&mut dense, &sidecar, state, &prepared, None).map_err(|e| {
+        // A refusal names the file and why; any other error gets its name.
+        let named = wo_store::durable::project::refusal(&e).is_some();
+        let e = anyhow::Error::new(e);
+        if named {
+            e
+        } else {
+            e.context(format!("cannot write {}", sidecar.display()))
+        }
+    })?;
     if !quiet {
         eoutln!(
             "embedded {missing} messages in {:.1} s ({} vectors in {})",
@@ -253,7 +247,7 @@ impl Session {
         let Some(live) = self.live else {
             return;
         };
-        let pending = live.pending(state.messages(), usize::MAX);
+        let pending = live.pending(state, usize::MAX);
         if pending.len() > EMBED_INLINE {
             let _ = super::session::spawn_detached(g, state_path, &["context", "embed", "--quiet"]);
             return;
