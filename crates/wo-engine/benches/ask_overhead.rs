@@ -16,7 +16,9 @@
 //! turn's two messages embedded, the sidecar written).
 //!
 //! Run: `cargo bench -p wo-engine --bench ask_overhead` (env `MESSAGES`,
-//! `TRUTH`, `REPEAT`).
+//! `TRUTH`, `REPEAT`; `SCAN=0` leaves out the old recall scan, which no
+//! turn runs, so that a profile sees only a turn's work; `DENSE=0` the
+//! dense rows).
 
 use std::time::{Duration, Instant};
 

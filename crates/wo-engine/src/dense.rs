@@ -698,7 +698,8 @@ impl DenseRecall {
         }
         // Each message's vector found first: a question still being
         // embedded on another thread ([`QueryVector::start`]) is waited
-        // for only after this pass over the transcript's text.
+        // for only after this pass over the transcript (and the keying,
+        // done by the caller's `State::content_keys` if not kept yet).
         debug_assert_eq!(keys.len(), messages.len());
         let rows = self.store.rows_of_keys(keys);
         let q = match &self.query {
