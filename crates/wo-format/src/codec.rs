@@ -528,6 +528,11 @@ impl Layout {
 /// thread costs more to start than it saves.
 const SPLIT_PARSE_MIN: usize = 4096;
 
+/// Messages a state read from a file can take in before its vector grows:
+/// a turn appends two (a session a few each turn), and growing a vector of
+/// 100k messages copies all of them (~10 ms a turn at that size).
+const APPEND_ROOM: usize = 64;
+
 /// Parses a state file that a store recorded writing — `expected_crc32` is
 /// the CRC-32 (IEEE) of the bytes it wrote — and, when `bytes` are exactly
 /// those (same CRC-32) and in the canonical layout, also returns the
@@ -673,8 +678,9 @@ fn parse_split(bytes: &[u8], layout: &Layout) -> (Option<Split>, crc32fast::Hash
             *back
         })
     };
-    // The messages, in order, into a vector of the right size (growing one
-    // of 100k messages would move and zero tens of MB); `None` on an error.
+    // The messages, in order, into a vector of the right size and room for
+    // a turn's appends (growing one of 100k messages would move and zero
+    // tens of MB); `None` on an error.
     // The front: its messages, each claim's checksum, whether the ids were
     // in place; the back: each claim's messages, checksum and ids.
     type Front = Option<(Vec<Message>, Vec<crc32fast::Hasher>, bool)>;
@@ -699,7 +705,7 @@ fn parse_split(bytes: &[u8], layout: &Layout) -> (Option<Split>, crc32fast::Hash
         doc.push(b']');
         doc.extend_from_slice(&bytes[layout.end() + 4..]);
         let doc = parse_untracked(&doc).ok();
-        let mut messages = Vec::with_capacity(n);
+        let mut messages = Vec::with_capacity(n + APPEND_ROOM);
         let mut crcs = Vec::new();
         let mut ids_in_place = true;
         let mut front = Some(());
