@@ -200,6 +200,7 @@ fn main() {
     let (mut floor, mut branch, mut recall) = (Vec::new(), Vec::new(), Vec::new());
     let mut sidecar_t = Vec::new();
     let mut links_t = Vec::new();
+    let (mut freed, mut closed) = (Vec::new(), Vec::new());
     // The first `wo ask` on this file: no sidecar yet, so it is built from
     // the transcript and written.
     let sidecar = recall_file::sidecar_path(&path);
@@ -310,6 +311,22 @@ fn main() {
         } else {
             save_cold.push(t4 - t3);
         }
+        // What a one-shot run no longer waits for at its end
+        // (`Store::close_for_exit` leaves this to the exit): freeing the
+        // state, timed against ending the store that way — after a pause
+        // such as `wo ask`'s steps after the save (the turn's embeddings,
+        // the caches' writes), in which the replaced version's removal, which
+        // both wait for, has finished.
+        std::thread::sleep(Duration::from_millis(150));
+        if i % 2 == 0 {
+            let t = Instant::now();
+            drop(store);
+            freed.push(t.elapsed());
+        } else {
+            let t = Instant::now();
+            store.close_for_exit();
+            closed.push(t.elapsed());
+        }
     }
     let row = |name: &str, d: Duration| println!("  {name:<34} {:>8.1} ms", d.as_secs_f64() * 1e3);
     row("load (open + parse + validate)", median(load));
@@ -322,6 +339,8 @@ fn main() {
     }
     row("append + save, cold byte cache", median(save_cold));
     row("append + save, warm byte cache", median(save_warm));
+    row("the store dropped (state freed)", median(freed));
+    row("the store closed for exit", median(closed));
     let t = median(total);
     let f = median(floor);
     row("reference: read the file's bytes", f);

@@ -276,4 +276,19 @@ fn the_replaced_version_of_a_big_file_is_gone_when_the_store_is() {
     // A one-shot run leaves nothing either.
     assert_eq!(one_shot(&path, 2004), 2003);
     assert_eq!(names(), ["llm.json", "llm.json.lock"]);
+    // Nor does one that ends with `close_for_exit` (its state's memory left
+    // to the exit): the replaced version is still waited for and removed,
+    // and the lock is free for the next writer at once.
+    let mut store = Store::open(&path, OpenOptions::default()).unwrap();
+    store.transact(|s| s.push_message(msg(2005))).unwrap();
+    store.close_for_exit();
+    assert_eq!(names(), ["llm.json", "llm.json.lock"]);
+    let mut next = Store::open(&path, OpenOptions::default()).unwrap();
+    next.transact(|s| s.push_message(msg(2006))).unwrap();
+    assert_eq!(next.state().messages().len(), 2006);
+    drop(next);
+    assert_eq!(
+        parse(&fs::read(&path).unwrap()).unwrap().messages().len(),
+        2006
+    );
 }

@@ -215,6 +215,9 @@ pub fn run(g: &GlobalOpts, mut args: AskArgs) -> Result<ExitCode> {
     };
     remember_current(&store, &outcome.user_id);
     super::session::queue_memory(g, store.path(), memory, &outcome);
+    // The turn is saved and nothing reads the state after this: the process
+    // exits soon, and the person should not wait while it frees it.
+    store.close_for_exit();
     if outcome.stopped() {
         eoutln!(
             "interrupted; {}, marked incomplete (wo log shows them)",
