@@ -136,6 +136,12 @@ pub fn turn_messages(turn: &CompletedTurn) -> (Message, Message) {
 /// Appends a completed turn to `state` and counts each truth entry it used.
 /// Returns the ids of the user and assistant messages.
 pub fn apply_turn(state: &mut State, turn: &CompletedTurn) -> (String, String) {
+    // A turn looks up several ids (its question or parent, that its new
+    // ids are free) and appends two messages: with the state's id links
+    // built (kept after, extended by each append) each is one look-up. A
+    // one-shot run's prompt walk has built them already; a server's writer
+    // state would otherwise scan its 100k ids five times a turn.
+    state.index_ids();
     let (mut user, mut assistant) = turn_messages(turn);
     let asked = turn
         .question

@@ -273,6 +273,14 @@ impl State {
             .map(|found| found.map(|j| j as usize))
     }
 
+    /// Builds the branch links now if no walk has (they are kept until a
+    /// change other than an append): [`Self::message`] and
+    /// [`Self::push_message`] then find an id with one look-up instead of
+    /// a scan of the transcript.
+    pub fn index_ids(&self) {
+        let _ = self.links.get(&self.messages);
+    }
+
     /// Whether every message's id is its own (see
     /// [`Self::position_if_ids_unique`]).
     pub fn ids_unique(&self) -> bool {
