@@ -253,92 +253,6 @@ pub struct MessageCache {
     /// Keep `crc` at all ([`MessageCache::with_checksum`]): only a writer
     /// that records checksums pays for it (not the browser's serialiser).
     checksum: bool,
-    /// The truth entries' bytes as last written ([`TruthBytes`]).
-    truth: TruthBytes,
-}
-
-/// Each truth entry as the canonical writer last wrote it, with a copy of
-/// the entry: a save re-serialises only the entries that differ from their
-/// copy at the same place. A turn changes a few (the uses of those it sent)
-/// of up to thousands, and serialising 10k entries, escaping their XHTML,
-/// was ~12 ms of every turn's save.
-#[derive(Debug, Default)]
-struct TruthBytes {
-    entries: Vec<TruthEntry>,
-    /// Entry `i`'s bytes are `bytes[ends[i - 1]..ends[i]]` (from 0 for the
-    /// first).
-    ends: Vec<usize>,
-    bytes: Vec<u8>,
-}
-
-impl TruthBytes {
-    /// Brings the cache up to `trust`, reusing the bytes of each entry equal
-    /// to the one cached at its place.
-    fn update(&mut self, trust: &[TruthEntry]) {
-        let old = std::mem::take(self);
-        let mut old_entries = old.entries.into_iter();
-        let mut bytes = Vec::with_capacity(old.bytes.len());
-        let mut start = 0;
-        for (i, entry) in trust.iter().enumerate() {
-            let cached = old_entries.next();
-            match cached {
-                Some(c) if c == *entry => {
-                    bytes.extend_from_slice(&old.bytes[start..old.ends[i]]);
-                    self.entries.push(c);
-                }
-                _ => {
-                    write_pretty_at(entry, TRUST_ENTRY_INDENT, &mut bytes);
-                    self.entries.push(entry.clone());
-                }
-            }
-            if let Some(&end) = old.ends.get(i) {
-                start = end;
-            }
-            self.ends.push(bytes.len());
-        }
-        self.bytes = bytes;
-    }
-
-    /// Entry `i`'s bytes.
-    fn entry(&self, i: usize) -> &[u8] {
-        let start = if i == 0 { 0 } else { self.ends[i - 1] };
-        &self.bytes[start..self.ends[i]]
-    }
-}
-
-/// Where a truth entry sits in the canonical layout: in `trust`, in
-/// `truth`, in the state.
-const TRUST_ENTRY_INDENT: usize = 6;
-
-/// `"truth": …`'s value exactly as `write_pretty_at(truth, 2, out)` writes
-/// it (the derived `Serialize`: `trust`, `retrieval_prefs`, `deleted` when
-/// not empty, then the unknown fields), its entries' bytes from `cache`.
-fn write_truth(truth: &crate::model::Truth, cache: &mut TruthBytes, out: &mut Vec<u8>) {
-    cache.update(&truth.trust);
-    out.extend_from_slice(b"{\n    \"trust\": [");
-    for i in 0..truth.trust.len() {
-        if i > 0 {
-            out.push(b',');
-        }
-        out.extend_from_slice(b"\n      ");
-        out.extend_from_slice(cache.entry(i));
-    }
-    if !truth.trust.is_empty() {
-        out.extend_from_slice(b"\n    ");
-    }
-    out.extend_from_slice(b"],\n    \"retrieval_prefs\": ");
-    write_pretty_at(&truth.retrieval_prefs, 4, out);
-    if !truth.deleted.is_empty() {
-        out.extend_from_slice(b",\n    \"deleted\": ");
-        write_pretty_at(&truth.deleted, 4, out);
-    }
-    for (key, value) in &truth.extra {
-        out.extend_from_slice(b",\n    ");
-        write_compact(key, out);
-        out.extend_from_slice(b": ");
-        write_pretty_at(value, 4, out);
-    }
-    out.extend_from_slice(b"\n  }");
 }
 
 impl MessageCache {
@@ -358,13 +272,6 @@ impl MessageCache {
             checksum: self.checksum,
             ..MessageCache::default()
         };
-    }
-
-    /// Serialises the truth entries of `state` that differ from those
-    /// cached, so that the next save only copies their bytes: for a writer
-    /// waiting on something else (a model's answer).
-    pub fn warm_truth(&mut self, state: &State) {
-        self.truth.update(&state.truth.trust);
     }
 
     /// An empty cache that also keeps the CRC-32 of the messages' bytes as
@@ -500,7 +407,7 @@ pub fn canonical_parts<'c>(state: &State, cache: &'c mut MessageCache) -> Canoni
         None => None,
     };
 
-    let (head, tail) = head_and_tail(state, region.is_empty(), &mut cache.truth);
+    let (head, tail) = head_and_tail(state, region.is_empty());
     CanonicalParts {
         head,
         messages: &cache.bytes[cache.start..],
@@ -510,7 +417,7 @@ pub fn canonical_parts<'c>(state: &State, cache: &'c mut MessageCache) -> Canoni
 }
 
 /// The canonical bytes before and after the messages' elements.
-fn head_and_tail(state: &State, no_messages: bool, truth: &mut TruthBytes) -> (Vec<u8>, Vec<u8>) {
+fn head_and_tail(state: &State, no_messages: bool) -> (Vec<u8>, Vec<u8>) {
     let head = head_bytes(state, no_messages);
     let mut tail = Vec::with_capacity(4096);
     if no_messages {
@@ -519,7 +426,7 @@ fn head_and_tail(state: &State, no_messages: bool, truth: &mut TruthBytes) -> (V
         tail.extend_from_slice(b"\n  ]");
     }
     tail.extend_from_slice(b",\n  \"truth\": ");
-    write_truth(&state.truth, truth, &mut tail);
+    write_pretty_at(&state.truth, 2, &mut tail);
     for (key, value) in &state.extra {
         tail.extend_from_slice(b",\n  ");
         write_compact(key, &mut tail);
@@ -921,7 +828,6 @@ fn seed(
         ends,
         crc: Some(region),
         checksum: true,
-        truth: TruthBytes::default(),
     })
 }
 
@@ -1059,58 +965,6 @@ mod tests {
     use super::*;
     use crate::model::Message;
     use crate::timestamp::Timestamp;
-
-    /// `write_truth` against the derived serialisation it stands in for,
-    /// whatever the cache held before: empty, the same entries, one
-    /// changed, one inserted, one removed, none.
-    #[test]
-    fn cached_truth_bytes_are_the_derived_serialisations() {
-        use crate::model::{Tombstone, Truth, TruthEntry};
-        let entry = |i: i64, text: &str| {
-            TruthEntry::new(
-                format!("fact {i}"),
-                Timestamp::from_unix(1_700_000_000 + i),
-                0.5,
-                format!("<p>{text} \"quoted\" \\ é\u{1}</p>"),
-            )
-        };
-        let mut truth = Truth::default();
-        let mut cache = TruthBytes::default();
-        let check = |truth: &Truth, cache: &mut TruthBytes, what: &str| {
-            let mut want = Vec::new();
-            write_pretty_at(truth, 2, &mut want);
-            let mut got = Vec::new();
-            write_truth(truth, cache, &mut got);
-            assert_eq!(
-                String::from_utf8(got).unwrap(),
-                String::from_utf8(want).unwrap(),
-                "{what}"
-            );
-        };
-        check(&truth, &mut cache, "no entries");
-        truth.trust = (0..5).map(|i| entry(i, "first")).collect();
-        check(&truth, &mut cache, "five new");
-        check(&truth, &mut cache, "the same five, from the cache");
-        truth.trust[2].content = "<p>changed</p>".into();
-        truth.trust[4].refs = Some(3);
-        check(&truth, &mut cache, "two changed");
-        truth.trust.insert(1, entry(9, "inserted"));
-        check(&truth, &mut cache, "one inserted");
-        truth.trust.remove(3);
-        check(&truth, &mut cache, "one removed");
-        truth.deleted.push(Tombstone {
-            id: "t-gone".into(),
-            date: Timestamp::from_unix(1_800_000_000),
-            extra: Default::default(),
-        });
-        truth.extra.insert(
-            "zeta \"key\"".into(),
-            serde_json::json!({"b": [1, 2]}).into(),
-        );
-        check(&truth, &mut cache, "tombstones and unknown fields");
-        truth.trust.clear();
-        check(&truth, &mut cache, "all gone");
-    }
 
     fn ts(s: &str) -> Timestamp {
         Timestamp::parse(s).unwrap()

@@ -821,13 +821,10 @@ impl Store {
         &self.opts.limits
     }
 
-    /// Serialises the messages and truth entries now so the next save only
-    /// writes bytes (and the few entries the turn changed): call
+    /// Serialises the messages now so the next save only writes bytes: call
     /// it while waiting on something else (a model's answer). Cheap when the
     /// cache is already warm.
     pub fn warm_cache(&mut self) {
-        // The truth entries too: a turn changes only the few it used.
-        self.cache.warm_truth(&self.state);
         if self.cache.is_sealed_for(&self.state) {
             return;
         }
