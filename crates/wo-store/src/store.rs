@@ -510,7 +510,7 @@ pub struct Store {
 
 impl Store {
     /// Ends a one-shot command's use of the store as dropping it would —
-    /// the version the last write replaced removed, the lock let go — but
+    /// the removal of the version the last write replaced waited for — but
     /// leaves the memory of the state, its save cache and its base to the
     /// process's exit: freeing 100k messages one by one took ~25 ms that a
     /// person waited for after their answer, before their prompt came

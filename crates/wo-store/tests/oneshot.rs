@@ -278,7 +278,7 @@ fn the_replaced_version_of_a_big_file_is_gone_when_the_store_is() {
     assert_eq!(names(), ["llm.json", "llm.json.lock"]);
     // Nor does one that ends with `close_for_exit` (its state's memory left
     // to the exit): the replaced version is still waited for and removed,
-    // and the lock is free for the next writer at once.
+    // and the next writer goes ahead at once.
     let mut store = Store::open(&path, OpenOptions::default()).unwrap();
     store.transact(|s| s.push_message(msg(2005))).unwrap();
     store.close_for_exit();
